@@ -1,0 +1,48 @@
+//! # reqkey-model: the request-key contract as code
+//!
+//! This crate is the single source of truth for the rules of
+//! `shared/spec/SPEC.md` (mirrored in the repository as the spec the project
+//! certifies). Everything else in the workspace — the reference stores, the
+//! executor, the harness checks — *calls* these functions; nobody restates
+//! them.
+//!
+//! What lives here, and why it is pure:
+//!
+//! - [`key`]: `parse_request_key` (SPEC 2). A malformed key never reaches a
+//!   lookup, and its raw value never reaches an error message.
+//! - [`digest`]: canonical JSON and the request digests (SPEC 3), plus the
+//!   start digest a store compares for a same-runId replay (SPEC 4.1).
+//! - [`types`]: the wire types (`RunMetadata`, `StartRun`, ...) with the
+//!   exact serde names of the wire protocols.
+//! - [`error`]: typed store errors that carry the wire codes.
+//! - [`rules`]: `apply_run_start_rules`, the four ordered rules of the
+//!   run-start commit as one function over what a store read inside its
+//!   atomic step.
+//! - [`plan`]: `plan_keyed_entry` (SPEC 5), the executor's decision table.
+//! - [`seq`]: the sequential specification of a whole store (SPEC 4), the
+//!   oracle for linearizability checks and model-based tests.
+//!
+//! Deliberately absent: IO, async, HTTP, YAML, SQL. A rule that needs any of
+//! those is not a rule but an implementation.
+
+pub mod digest;
+pub mod error;
+pub mod key;
+pub mod plan;
+pub mod rules;
+pub mod seq;
+pub mod types;
+
+pub use digest::{
+    canonical_json, execute_request_digest, request_digest, resume_request_digest,
+    retry_request_digest, start_digest, DigestKind,
+};
+pub use error::{RunStartRejection, StoreError};
+pub use key::{parse_request_key, KeyError, RequestKey, REQUEST_KEY_HEADER, REQUEST_KEY_MAX_LEN};
+pub use plan::{plan_keyed_entry, KeyedEntryPlan};
+pub use rules::{
+    apply_run_start_rules, check_status_transition, RunStartContext, RunStartDecision,
+};
+pub use types::{
+    CommitOutcome, CommitResult, DeleteResult, InputEntry, RunMetadata, RunStatus, StartRun,
+};

@@ -1,0 +1,13 @@
+//! # reqkey-reference: reference stores and servers
+//!
+//! Real implementations of the request-key contract, so that the harness has
+//! something correct to certify and implementers have something to read.
+//!
+//! - [`store`]: the [`store::SessionStateStore`] trait (every SPEC 4
+//!   operation) and its backends. Every backend decides a run-start commit
+//!   with `reqkey_model::apply_run_start_rules` inside its own atomic step.
+//!
+//! Deliberately absent: any dependency on the harness, and any restatement
+//! of a spec rule (they live in `reqkey-model`).
+
+pub mod store;

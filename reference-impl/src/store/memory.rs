@@ -1,0 +1,242 @@
+//! The in-memory reference store.
+//!
+//! One mutex over a map of sessions; every operation is one short critical
+//! section with no `.await` inside, so a run-start commit reads the holder,
+//! decides with the model's rules and writes, atomically. Each session keeps
+//! its keys in a hash index (`reqkey_model::seq::SessionState`), so
+//! `getRunByRequestKey` is two hash lookups whatever the store's size.
+//!
+//! [`MemoryDefect`] builds deliberately broken variants. They exist to prove
+//! that the conformance corpus has teeth (each must fail named scenarios);
+//! they are never a default.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use reqkey_model::rules::{KeyRule, RuleVariant};
+use reqkey_model::seq::SessionState;
+use reqkey_model::{CommitResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError};
+
+use super::SessionStateStore;
+
+/// A deliberate bug, for testing the tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryDefect {
+    /// The commit never checks the key's holder.
+    NoKeyRule,
+    /// The key rule runs after the CAS instead of before it.
+    KeyRuleAfterCas,
+    /// No same-runId replay check first: a retried commit meets its own key.
+    NoReplayFirst,
+    /// `deleteSession` leaves the session's keys behind.
+    DeleteKeepsKeys,
+    /// The holder is read outside the critical section, with a yield
+    /// before the commit: concurrent commits with one key both start.
+    HolderReadOutsideCommit,
+}
+
+impl MemoryDefect {
+    pub const ALL: [MemoryDefect; 5] = [
+        MemoryDefect::NoKeyRule,
+        MemoryDefect::KeyRuleAfterCas,
+        MemoryDefect::NoReplayFirst,
+        MemoryDefect::DeleteKeepsKeys,
+        MemoryDefect::HolderReadOutsideCommit,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryDefect::NoKeyRule => "no-key-rule",
+            MemoryDefect::KeyRuleAfterCas => "key-rule-after-cas",
+            MemoryDefect::NoReplayFirst => "no-replay-first",
+            MemoryDefect::DeleteKeepsKeys => "delete-keeps-keys",
+            MemoryDefect::HolderReadOutsideCommit => "holder-read-outside-commit",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<MemoryDefect> {
+        MemoryDefect::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    fn variant(self) -> RuleVariant {
+        match self {
+            MemoryDefect::NoKeyRule => RuleVariant {
+                key_rule: KeyRule::Absent,
+                ..RuleVariant::SPEC
+            },
+            MemoryDefect::KeyRuleAfterCas => RuleVariant {
+                key_rule: KeyRule::AfterCas,
+                ..RuleVariant::SPEC
+            },
+            MemoryDefect::NoReplayFirst => RuleVariant {
+                replay_first: false,
+                ..RuleVariant::SPEC
+            },
+            _ => RuleVariant::SPEC,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    sessions: HashMap<String, SessionState>,
+    /// Only with [`MemoryDefect::DeleteKeepsKeys`]: keys of deleted sessions.
+    leaked_keys: HashMap<(String, String), RunMetadata>,
+}
+
+/// The in-memory reference store (optionally with one [`MemoryDefect`]).
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    defect: Option<MemoryDefect>,
+}
+
+impl MemoryStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A deliberately broken store (see [`MemoryDefect`]).
+    pub fn with_defect(defect: MemoryDefect) -> Self {
+        Self {
+            inner: Mutex::default(),
+            defect: Some(defect),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a session half-written
+        // (every write is applied after its decision), so poison is benign.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn holder(&self, inner: &Inner, session_id: &str, key: &str) -> Option<RunMetadata> {
+        let own = inner
+            .sessions
+            .get(session_id)
+            .and_then(|s| s.run_by_request_key(key))
+            .cloned();
+        own.or_else(|| {
+            inner
+                .leaked_keys
+                .get(&(session_id.to_owned(), key.to_owned()))
+                .cloned()
+        })
+    }
+}
+
+#[async_trait]
+impl SessionStateStore for MemoryStore {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+        let variant = self.defect.map_or(RuleVariant::SPEC, MemoryDefect::variant);
+        let stale_holder = if self.defect == Some(MemoryDefect::HolderReadOutsideCommit) {
+            let holder = start
+                .request_key
+                .as_deref()
+                .and_then(|k| self.holder(&self.lock(), &start.session_id, k));
+            tokio::task::yield_now().await;
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            Some(holder)
+        } else {
+            None
+        };
+        let mut inner = self.lock();
+        let holder = match stale_holder {
+            Some(h) => h,
+            None => start
+                .request_key
+                .as_deref()
+                .and_then(|k| self.holder(&inner, &start.session_id, k)),
+        };
+        let session = inner.sessions.entry(start.session_id.clone()).or_default();
+        let decided = session.decide(&start, holder.as_ref(), variant);
+        let result = decided.map(|d| session.apply(&start, d));
+        if session.is_empty() {
+            // A refused commit does not create the session.
+            inner.sessions.remove(&start.session_id);
+        }
+        result
+    }
+
+    async fn get_run(
+        &self,
+        session_id: &str,
+        run_id: &str,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        Ok(self
+            .lock()
+            .sessions
+            .get(session_id)
+            .and_then(|s| s.run(run_id))
+            .cloned())
+    }
+
+    async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
+        Ok(self
+            .lock()
+            .sessions
+            .get(session_id)
+            .and_then(SessionState::current_run)
+            .cloned())
+    }
+
+    async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
+        Ok(self
+            .lock()
+            .sessions
+            .get(session_id)
+            .map(|s| s.runs().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn get_run_by_request_key(
+        &self,
+        session_id: &str,
+        request_key: &str,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        let inner = self.lock();
+        Ok(self.holder(&inner, session_id, request_key))
+    }
+
+    async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
+        Ok(self
+            .lock()
+            .sessions
+            .get(session_id)
+            .map(SessionState::inputs)
+            .unwrap_or_default())
+    }
+
+    async fn set_run_status(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        status: RunStatus,
+    ) -> Result<RunMetadata, StoreError> {
+        let mut inner = self.lock();
+        let session = inner
+            .sessions
+            .get_mut(session_id)
+            .ok_or_else(|| StoreError::NotFound(format!("no session {session_id}")))?;
+        session.set_run_status(run_id, status)
+    }
+
+    async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let removed = inner.sessions.remove(session_id);
+        if let (Some(session), Some(MemoryDefect::DeleteKeepsKeys)) = (&removed, self.defect) {
+            for run in session.runs().filter(|r| r.request_key.is_some()) {
+                let key = run.request_key.clone().unwrap_or_default();
+                inner
+                    .leaked_keys
+                    .insert((session_id.to_owned(), key), run.clone());
+            }
+        }
+        Ok(removed.is_some())
+    }
+}

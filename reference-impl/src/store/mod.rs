@@ -1,0 +1,89 @@
+//! The store trait and its backends.
+//!
+//! One trait, many backends (the sqlx way): every backend runs the same
+//! conformance corpus. [`dispatch`] maps a wire [`StoreOp`] onto the trait,
+//! so the in-process harness target and the `reqkey-store/1` server share
+//! one path.
+
+use async_trait::async_trait;
+use reqkey_model::seq::{StoreOp, StoreReply};
+use reqkey_model::{
+    CommitResult, DeleteResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError,
+};
+
+pub mod memory;
+
+pub use memory::{MemoryDefect, MemoryStore};
+
+/// A session state store with request keys (SPEC 4).
+///
+/// Implementations must make `commit_run_start` one atomic step that reads
+/// the same-runId run, the key's holder and the current run and decides with
+/// `reqkey_model::apply_run_start_rules`.
+#[async_trait]
+pub trait SessionStateStore: Send + Sync + std::fmt::Debug {
+    /// A short backend name for reports (`memory`, `sqlite`, ...).
+    fn backend(&self) -> &'static str;
+
+    async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError>;
+    async fn get_run(
+        &self,
+        session_id: &str,
+        run_id: &str,
+    ) -> Result<Option<RunMetadata>, StoreError>;
+    async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError>;
+    async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError>;
+    /// An indexed read; never resolves a key to another session's run.
+    async fn get_run_by_request_key(
+        &self,
+        session_id: &str,
+        request_key: &str,
+    ) -> Result<Option<RunMetadata>, StoreError>;
+    async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError>;
+    async fn set_run_status(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        status: RunStatus,
+    ) -> Result<RunMetadata, StoreError>;
+    /// Removes the session's runs, inputs and keys at once; `true` only if it existed.
+    async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError>;
+}
+
+/// Runs one validated wire operation against a store.
+pub async fn dispatch(
+    store: &dyn SessionStateStore,
+    op: StoreOp,
+) -> Result<StoreReply, StoreError> {
+    op.validate()?;
+    Ok(match op {
+        StoreOp::CommitRunStart(a) => {
+            StoreReply::Commit(store.commit_run_start(a.start_run).await?)
+        }
+        StoreOp::GetRun(a) => StoreReply::Run(store.get_run(&a.session_id, &a.run_id).await?),
+        StoreOp::GetCurrentRun(a) => StoreReply::Run(store.get_current_run(&a.session_id).await?),
+        StoreOp::ListRuns(a) => StoreReply::Runs(store.list_runs(&a.session_id).await?),
+        StoreOp::GetRunByRequestKey(a) => StoreReply::Run(
+            store
+                .get_run_by_request_key(&a.session_id, &a.request_key)
+                .await?,
+        ),
+        StoreOp::ListInputs(a) => StoreReply::Inputs(store.list_inputs(&a.session_id).await?),
+        StoreOp::SetRunStatus(a) => StoreReply::Run(Some(
+            store
+                .set_run_status(&a.session_id, &a.run_id, a.status)
+                .await?,
+        )),
+        StoreOp::DeleteSession(a) => StoreReply::Deleted(DeleteResult {
+            deleted: store.delete_session(&a.session_id).await?,
+        }),
+    })
+}
+
+/// Parses a raw `{"op", "args"}` request and runs it: the whole server path.
+pub async fn dispatch_wire(
+    store: &dyn SessionStateStore,
+    request: &serde_json::Value,
+) -> Result<StoreReply, StoreError> {
+    dispatch(store, StoreOp::from_wire(request)?).await
+}
