@@ -1,1 +1,5 @@
+//! # reqkey-harness: scenarios, targets, checks, reports
+//!
+//! (module map filled in as modules land)
 
+pub mod target;

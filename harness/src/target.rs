@@ -1,0 +1,212 @@
+//! Targets: the only way the harness reaches an implementation.
+//!
+//! A scenario never names a backend; it names operations. A [`Target`]
+//! carries them to something real: an in-process reference store, a
+//! `reqkey-store/1` adapter over HTTP, or a `reqkey-agent/1` server. Every
+//! call is bounded by a timeout; a target that is down or hangs is a
+//! [`TargetError`] (the harness cannot judge, exit 2), never a verdict.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqkey_model::seq::answer_to_wire;
+use reqkey_reference::store::{dispatch_wire, MemoryDefect, MemoryStore, SessionStateStore};
+use serde_json::Value;
+
+/// Which contract a target speaks, and so which scenarios apply to it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// `reqkey-store/1`: the SPEC 4 operations.
+    Store,
+    /// `reqkey-agent/1`: the SPEC 7 HTTP API.
+    Agent,
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Level::Store => "store",
+            Level::Agent => "agent",
+        })
+    }
+}
+
+/// Why a call could not be judged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    /// The target could not be reached (refused, reset, DNS, ...).
+    #[error("target unreachable: {0}")]
+    Unreachable(String),
+    /// The target did not answer within the call timeout.
+    #[error("target did not answer within {timeout_ms} ms")]
+    Timeout { timeout_ms: u64 },
+    /// The target answered something the protocol does not allow
+    /// (a broken adapter: wrong status, not JSON, not `{ok}|{error}`).
+    /// This is a conformance failure of the step, not a harness error.
+    #[error("protocol violation: {0}")]
+    Protocol(String),
+    /// The target cannot do this (for example a store op on an agent target).
+    #[error("unsupported by this target: {0}")]
+    Unsupported(String),
+    /// The target specification itself is wrong.
+    #[error("bad target: {0}")]
+    BadSpec(String),
+}
+
+impl TargetError {
+    /// Does this error mean the harness could not judge (exit 2), rather
+    /// than that the target does not conform?
+    pub fn is_harness_error(&self) -> bool {
+        !matches!(self, TargetError::Protocol(_))
+    }
+}
+
+/// One HTTP request of an agent-level step, with full control of headers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpRequest {
+    pub method: String,
+    /// Path and query, starting with `/`.
+    pub path: String,
+    /// Raw header values; a name may repeat, values need not be UTF-8.
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Option<Vec<u8>>,
+}
+
+/// The whole answer to an [`HttpRequest`] (an SSE body read to its end).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+/// Something the harness can certify.
+#[async_trait]
+pub trait Target: Send + Sync + fmt::Debug {
+    /// The contract it speaks.
+    fn level(&self) -> Level;
+
+    /// How a report names it (`memory`, `store+http://127.0.0.1:7001`, ...).
+    fn describe(&self) -> String;
+
+    /// The target's identity: `/health` for HTTP targets, a synthesized
+    /// equivalent in process.
+    async fn health(&self) -> Result<Value, TargetError>;
+
+    /// One `reqkey-store/1` call: `request` is `{"op", "args"}` as the
+    /// scenario wrote it (possibly malformed on purpose); the answer is the
+    /// wire answer `{"ok": ...}` or `{"error": ...}`.
+    async fn store_call(&self, request: &Value) -> Result<Value, TargetError> {
+        let _ = request;
+        Err(TargetError::Unsupported(format!(
+            "{} does not take store operations",
+            self.describe()
+        )))
+    }
+
+    /// One HTTP exchange with an agent server.
+    async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
+        let _ = request;
+        Err(TargetError::Unsupported(format!(
+            "{} does not take HTTP requests",
+            self.describe()
+        )))
+    }
+}
+
+/// A reference store in this process.
+#[derive(Debug)]
+pub struct InProcessStore {
+    store: Arc<dyn SessionStateStore>,
+    name: String,
+}
+
+impl InProcessStore {
+    pub fn new(name: impl Into<String>, store: Arc<dyn SessionStateStore>) -> Self {
+        Self {
+            store,
+            name: name.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Target for InProcessStore {
+    fn level(&self) -> Level {
+        Level::Store
+    }
+
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+
+    async fn health(&self) -> Result<Value, TargetError> {
+        Ok(serde_json::json!({
+            "name": format!("reqkey-reference/{}", self.store.backend()),
+            "version": env!("CARGO_PKG_VERSION"),
+            "protocol": "reqkey-store/1",
+        }))
+    }
+
+    async fn store_call(&self, request: &Value) -> Result<Value, TargetError> {
+        Ok(answer_to_wire(
+            &dispatch_wire(self.store.as_ref(), request).await,
+        ))
+    }
+}
+
+/// Options every target shares.
+#[derive(Debug, Clone, Copy)]
+pub struct TargetOptions {
+    /// The bound on every single call.
+    pub call_timeout_ms: u64,
+}
+
+impl Default for TargetOptions {
+    fn default() -> Self {
+        Self {
+            call_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl TargetOptions {
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.call_timeout_ms)
+    }
+}
+
+/// The target specifications `--target` accepts, for help texts.
+pub const TARGET_HELP: &str = "\
+memory                    the in-process reference memory store (the embedded default)
+broken-memory:DEFECT      a deliberately broken memory store, to see the suite fail
+                          (no-key-rule, key-rule-after-cas, no-replay-first,
+                          delete-keeps-keys, holder-read-outside-commit)";
+
+/// Opens a target from its `--target` specification.
+pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
+    let _ = opts;
+    if spec == "memory" {
+        return Ok(Arc::new(InProcessStore::new(
+            "memory",
+            Arc::new(MemoryStore::new()),
+        )));
+    }
+    if let Some(name) = spec.strip_prefix("broken-memory:") {
+        let defect = MemoryDefect::parse(name).ok_or_else(|| {
+            TargetError::BadSpec(format!("unknown defect `{name}`; see `reqkey run --help`"))
+        })?;
+        return Ok(Arc::new(InProcessStore::new(
+            spec,
+            Arc::new(MemoryStore::with_defect(defect)),
+        )));
+    }
+    Err(TargetError::BadSpec(format!(
+        "unknown target `{spec}`; see `reqkey run --help` for the forms"
+    )))
+}
