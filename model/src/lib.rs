@@ -21,16 +21,25 @@
 //! - [`plan`]: `plan_keyed_entry` (SPEC 5), the executor's decision table.
 //! - [`seq`]: the sequential specification of a whole store (SPEC 4), the
 //!   oracle for linearizability checks and model-based tests.
+//! - [`linspec`]: that oracle as a stateright `SequentialSpec`.
+//! - [`system`]: the stateright model of the whole keyed-entry protocol
+//!   (clients, executor steps, store commits, finishes, deletes), with its
+//!   properties; [`mutants`]: single-bug switches that prove the properties
+//!   can fail.
 //!
 //! Deliberately absent: IO, async, HTTP, YAML, SQL. A rule that needs any of
 //! those is not a rule but an implementation.
 
+pub mod check;
 pub mod digest;
 pub mod error;
 pub mod key;
+pub mod linspec;
+pub mod mutants;
 pub mod plan;
 pub mod rules;
 pub mod seq;
+pub mod system;
 pub mod types;
 
 pub use digest::{

@@ -58,7 +58,7 @@ impl RunStatus {
 }
 
 /// One run of a session, as every read returns it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunMetadata {
     pub session_id: String,

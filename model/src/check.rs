@@ -1,0 +1,115 @@
+//! Running the checker on the system model and summarising the result, so
+//! the CLI, the scenario exporter and the tests read one shape.
+
+use std::time::{Duration, Instant};
+
+use stateright::{Checker, Expectation, HasDiscoveries, Model, Path};
+
+use crate::system::{Action, Config, KeyedEntryModel, SystemState};
+
+/// How to run the checker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckOptions {
+    pub threads: usize,
+    /// Depth-first search with symmetry reduction (clients with the same
+    /// script are interchangeable).
+    pub symmetry: bool,
+    /// Stop at the first violated `always` property.
+    pub stop_at_first_violation: bool,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            threads: 1,
+            symmetry: true,
+            stop_at_first_violation: false,
+        }
+    }
+}
+
+/// A discovery: a property and the path that shows it.
+pub type Discovery = (&'static str, Path<SystemState, Action>);
+
+/// What one exhaustive check found.
+#[derive(Debug)]
+pub struct CheckSummary {
+    pub unique_states: usize,
+    pub total_states: usize,
+    pub max_depth: usize,
+    pub elapsed: Duration,
+    /// `always` properties with a counterexample.
+    pub violations: Vec<Discovery>,
+    /// `sometimes` properties with an example (witness).
+    pub examples: Vec<Discovery>,
+    /// `sometimes` properties never seen: the model is vacuous there.
+    pub unreached: Vec<&'static str>,
+}
+
+impl CheckSummary {
+    /// Pass: no counterexample and every `sometimes` property reached.
+    pub fn passed(&self) -> bool {
+        self.violations.is_empty() && self.unreached.is_empty()
+    }
+
+    pub fn states_per_second(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.total_states as f64 / secs
+        } else {
+            self.total_states as f64
+        }
+    }
+
+    pub fn violated(&self, property: &str) -> bool {
+        self.violations.iter().any(|(name, _)| *name == property)
+    }
+}
+
+/// Checks `config` exhaustively (DFS).
+pub fn check(config: Config, opts: CheckOptions) -> CheckSummary {
+    let model = KeyedEntryModel::new(config);
+    let properties = model.properties();
+    let mut builder = model.checker().threads(opts.threads.max(1));
+    if opts.symmetry {
+        builder = builder.symmetry();
+    }
+    if opts.stop_at_first_violation {
+        builder = builder.finish_when(HasDiscoveries::AnyFailures);
+    }
+    let started = Instant::now();
+    let checker = builder.spawn_dfs().join();
+    let elapsed = started.elapsed();
+    let mut discoveries = checker.discoveries();
+    let mut violations = Vec::new();
+    let mut examples = Vec::new();
+    let mut unreached = Vec::new();
+    for p in &properties {
+        match (p.expectation.clone(), discoveries.remove(p.name)) {
+            (Expectation::Sometimes, Some(path)) => examples.push((p.name, path)),
+            (Expectation::Sometimes, None) => unreached.push(p.name),
+            (_, Some(path)) => violations.push((p.name, path)),
+            (_, None) => {}
+        }
+    }
+    CheckSummary {
+        unique_states: checker.unique_state_count(),
+        total_states: checker.state_count(),
+        max_depth: checker.max_depth(),
+        elapsed,
+        violations,
+        examples,
+        unreached,
+    }
+}
+
+/// A path as a numbered list of actions, one per line.
+pub fn format_path(model: &KeyedEntryModel, path: &Path<SystemState, Action>) -> String {
+    let mut out = String::new();
+    for (i, (_, action)) in path.clone().into_vec().into_iter().enumerate() {
+        if let Some(action) = action {
+            out.push_str(&format!("{:>3}. {}\n", i + 1, model.format_action(&action)));
+        }
+    }
+    out
+}
