@@ -16,6 +16,8 @@ pub struct CheckOptions {
     pub symmetry: bool,
     /// Stop at the first violated `always` property.
     pub stop_at_first_violation: bool,
+    /// Stop as soon as this property has a discovery.
+    pub until: Option<&'static str>,
 }
 
 impl Default for CheckOptions {
@@ -24,6 +26,7 @@ impl Default for CheckOptions {
             threads: 1,
             symmetry: true,
             stop_at_first_violation: false,
+            until: None,
         }
     }
 }
@@ -70,11 +73,16 @@ impl CheckSummary {
 pub fn check(config: Config, opts: CheckOptions) -> CheckSummary {
     let model = KeyedEntryModel::new(config);
     let properties = model.properties();
+    // Without twins every client is distinguishable: the representative
+    // would be the state itself, so skip its cost.
+    let symmetric = opts.symmetry && model.has_twins();
     let mut builder = model.checker().threads(opts.threads.max(1));
-    if opts.symmetry {
+    if symmetric {
         builder = builder.symmetry();
     }
-    if opts.stop_at_first_violation {
+    if let Some(name) = opts.until {
+        builder = builder.finish_when(HasDiscoveries::AnyOf([name].into_iter().collect()));
+    } else if opts.stop_at_first_violation {
         builder = builder.finish_when(HasDiscoveries::AnyFailures);
     }
     let started = Instant::now();

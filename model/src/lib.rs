@@ -32,6 +32,7 @@
 pub mod check;
 pub mod digest;
 pub mod error;
+pub mod export;
 pub mod key;
 pub mod linspec;
 pub mod mutants;

@@ -17,11 +17,10 @@
 //! between them:
 //!
 //! 1. **Lookup**: `getRunByRequestKey` and `getCurrentRun`, then
-//!    [`plan_keyed_entry`]. Keyless entries skip it.
-//! 2. **ReadCurrent**: the concurrency policy reads the current run; it
-//!    becomes `expectedCurrentRunId`. This is deliberately a later read than
-//!    the lookup: the key rule of the store, not CAS, is what must catch a
-//!    duplicate that committed in between.
+//!    [`plan_keyed_entry`]; the current run read there becomes the commit's
+//!    `expectedCurrentRunId`. A keyless entry only reads the current run
+//!    (**ReadCurrent**). The first step happens in the action that sends
+//!    the request: sending alone is invisible to everybody else.
 //! 3. **Commit**: the store's atomic run-start commit,
 //!    [`SessionState::commit_variant`] (or [`SessionState::decide`] with the
 //!    holder a broken store would pass).
@@ -86,9 +85,11 @@ pub struct Config {
     pub keys: usize,
     /// Distinct inputs, `{"text": "in0"}..`.
     pub inputs: usize,
-    /// Logical requests per client.
+    /// Logical requests in all (at least one per client), dealt to the
+    /// clients in turn.
     pub requests: usize,
-    /// Resends of each logical request after a lost response.
+    /// Resends after a lost response, in the whole run (any client's
+    /// current request; a resend may overtake the attempt still in flight).
     pub retries: usize,
     /// `deleteSession` calls in the whole run.
     pub deletes: usize,
@@ -104,14 +105,14 @@ pub struct Config {
 
 impl Default for Config {
     /// The default configuration: 3 clients, 2 sessions, 2 keys, 2 inputs,
-    /// 2 requests per client, one resend, one delete, runs finish.
+    /// 4 requests (client 0 sends two), one resend, one delete, runs finish.
     fn default() -> Self {
         Config {
             clients: 3,
             sessions: 2,
             keys: 2,
             inputs: 2,
-            requests: 2,
+            requests: 4,
             retries: 1,
             deletes: 1,
             twins: 0,
@@ -133,18 +134,19 @@ impl Config {
         if total > 8 || self.sessions > 8 || self.keys > 8 || self.inputs > 8 {
             return Err("at most 8 clients (with twins), sessions, keys and inputs".into());
         }
-        if self.requests > 4 || self.retries > 4 || self.deletes > 4 || self.cas_retries > 4 {
-            return Err("at most 4 requests, retries, deletes and cas retries".into());
+        if self.requests > 16 || self.retries > 4 || self.deletes > 4 || self.cas_retries > 4 {
+            return Err("at most 16 requests, 4 retries, 4 deletes and 4 cas retries".into());
         }
         Ok(())
     }
 
-    /// The scripts: client `i` sends requests `role[(i + j * clients) % n]`
-    /// for `j in 0..requests`, from a list of roles ordered so that small
-    /// configurations already cover every answer kind: a keyed request, the
-    /// same key with another input (conflict), a keyless entry (a later run,
-    /// so a finished holder is no longer current), the same key in another
-    /// session, a second key, ...
+    /// The scripts: logical request `n` (of `requests` in all, at least one
+    /// per client) is `ROLES[n % 8]` and goes to client `n % clients`, so
+    /// client `i` sends requests `i, i + clients, ...` one after another.
+    /// The roles are ordered so that small configurations already reach
+    /// every answer kind: a keyed request, the same key with another input
+    /// (conflict), a keyless entry (a later run: a finished holder is no
+    /// longer current), a second key in the second session, ...
     pub fn scripts(&self) -> Vec<Vec<Request>> {
         let s1 = (1 % self.sessions) as u8;
         let in1 = (1 % self.inputs) as u8;
@@ -163,17 +165,19 @@ impl Config {
         let roles = [
             r(0, key(0), 0),
             r(0, key(0), in1),
-            r(0, None, 0),
-            r(s1, key(0), 0),
+            r(0, None, in1),
+            r(s1, key(1), 0),
             r(0, key(1), 0),
-            r(s1, key(1), in1),
+            r(s1, key(0), 0),
             r(s1, None, in1),
             r(s1, key(0), in1),
         ];
+        let total = self.requests.max(self.clients);
         let mut scripts: Vec<Vec<Request>> = (0..self.clients)
             .map(|i| {
-                (0..self.requests)
-                    .map(|j| roles[(i + j * self.clients) % roles.len()])
+                (i..total)
+                    .step_by(self.clients)
+                    .map(|n| roles[n % roles.len()])
                     .collect()
             })
             .collect();
@@ -302,6 +306,7 @@ pub struct SystemState {
     /// Deletes per session so far.
     pub epochs: Vec<u8>,
     pub deletes_left: u8,
+    pub retries_left: u8,
     /// Ghost: per session, a bit per key held at some delete.
     pub freed: Vec<u8>,
     /// Only under [`Mutant::DeleteKeepsKeys`]: the key index a delete left.
@@ -381,6 +386,11 @@ impl KeyedEntryModel {
 
     pub fn scripts(&self) -> &[Vec<Request>] {
         &self.scripts
+    }
+
+    /// Whether two clients share a script (symmetry reduction can pay).
+    pub fn has_twins(&self) -> bool {
+        self.role_scripts.len() < self.scripts.len()
     }
 
     /// The request a client is working on, if its script is not done.
@@ -532,7 +542,12 @@ impl KeyedEntryModel {
                         cur.as_deref(),
                         self.digest_for_plan(request, holder.as_ref()),
                     );
-                    self.follow_plan(state, request, &task, plan)
+                    match self.follow_plan(state, request, &task, plan) {
+                        // The current run read with the holder is the
+                        // commit's expectation.
+                        Phase::ReadCurrent => Phase::Commit { expected: cur },
+                        other => other,
+                    }
                 }
             },
             Phase::ReadCurrent => {
@@ -585,7 +600,10 @@ impl KeyedEntryModel {
                     cur.as_deref(),
                     self.digest_for_plan(request, found.as_ref()),
                 );
-                self.follow_plan(state, request, &task, plan)
+                match self.follow_plan(state, request, &task, plan) {
+                    Phase::ReadCurrent => Phase::Commit { expected: cur },
+                    other => other,
+                }
             }
         };
         let task_mut = &mut state.clients[c].tasks[t];
@@ -695,6 +713,9 @@ impl KeyedEntryModel {
                 let role = state.clients[c].role as usize;
                 next.role_counters[role] += 1;
                 let run_id = format!("c{role}r{}", next.role_counters[role]);
+                if state.clients[c].sent > 0 {
+                    next.retries_left = next.retries_left.checked_sub(1)?;
+                }
                 let client = &mut next.clients[c];
                 client.sent += 1;
                 client.tasks.push(Task {
@@ -789,6 +810,7 @@ impl Model for KeyedEntryModel {
             sessions: vec![SessionState::default(); n],
             epochs: vec![0; n],
             deletes_left: self.config.deletes as u8,
+            retries_left: self.config.retries as u8,
             freed: vec![0; n],
             zombie_keys: vec![Vec::new(); n],
             role_counters: vec![0; self.role_scripts.len()],
@@ -812,7 +834,7 @@ impl Model for KeyedEntryModel {
                 continue;
             }
             let c8 = c as u8;
-            if (client.sent as usize) <= self.config.retries {
+            if client.sent == 0 || state.retries_left > 0 {
                 actions.push(Action::Send { client: c8 });
             }
             let mut all_done = !client.tasks.is_empty();
@@ -986,16 +1008,99 @@ mod tests {
     use super::*;
     use crate::check::{check, CheckOptions};
 
+    fn small() -> Config {
+        Config {
+            clients: 2,
+            requests: 2,
+            ..Config::default()
+        }
+    }
+
+    fn sequential() -> CheckOptions {
+        CheckOptions {
+            symmetry: false,
+            ..CheckOptions::default()
+        }
+    }
+
     #[test]
-    #[ignore]
+    fn the_default_scripts_use_both_sessions_both_keys_and_a_keyless_entry() {
+        let scripts = Config::default().scripts();
+        assert_eq!(scripts.len(), 3);
+        let all: Vec<Request> = scripts.concat();
+        assert!(all.iter().any(|r| r.session == 1));
+        assert!(all.iter().any(|r| r.key == Some(1)));
+        assert!(all.iter().any(|r| r.key.is_none()));
+        assert!(all
+            .iter()
+            .any(|r| r.key == Some(0) && r.input == 1 && r.session == 0));
+    }
+
+    #[test]
+    fn twins_share_a_script_and_a_role() {
+        let model = KeyedEntryModel::new(Config {
+            twins: 1,
+            ..small()
+        });
+        assert!(model.has_twins());
+        assert_eq!(model.scripts()[0], model.scripts()[2]);
+        assert!(!KeyedEntryModel::new(small()).has_twins());
+    }
+
+    #[test]
+    fn the_small_configuration_has_pinned_state_counts_and_no_violation() {
+        let s = check(small(), sequential());
+        assert_eq!(
+            (s.unique_states, s.total_states, s.max_depth),
+            (SMALL_UNIQUE, SMALL_TOTAL, SMALL_DEPTH)
+        );
+        assert!(s.violations.is_empty(), "{:?}", s.violations);
+    }
+
+    #[test]
+    fn symmetry_reduces_twins_and_keeps_the_verdict() {
+        let cfg = Config {
+            clients: 1,
+            requests: 1,
+            twins: 1,
+            ..Config::default()
+        };
+        let full = check(cfg.clone(), sequential());
+        let reduced = check(cfg, CheckOptions::default());
+        assert_eq!(
+            (full.unique_states, reduced.unique_states),
+            (TWINS_FULL_UNIQUE, TWINS_REDUCED_UNIQUE)
+        );
+        assert!(reduced.unique_states < full.unique_states);
+        assert!(full.violations.is_empty() && reduced.violations.is_empty());
+        let names = |s: &crate::check::CheckSummary| {
+            let mut n: Vec<_> = s.examples.iter().map(|e| e.0).collect();
+            n.sort_unstable();
+            n
+        };
+        assert_eq!(names(&full), names(&reduced));
+    }
+
+    const SMALL_UNIQUE: usize = 2163;
+    const SMALL_TOTAL: usize = 4955;
+    const SMALL_DEPTH: usize = 15;
+    const TWINS_FULL_UNIQUE: usize = 0;
+    const TWINS_REDUCED_UNIQUE: usize = 0;
+
+    #[test]
+    #[ignore = "a benchmark: run with --release"]
     fn measure() {
+        let only = std::env::var("MEASURE").unwrap_or_default();
         for (label, cfg) in [
-            ("c1", Config { clients: 1, ..Config::default() }),
-            ("c4r1", Config { clients: 4, requests: 1, ..Config::default() }),
             ("c2r1", Config { clients: 2, requests: 1, ..Config::default() }),
             ("c3r1", Config { requests: 1, ..Config::default() }),
+            ("default", Config::default()),
+            ("twins", Config { twins: 1, ..Config::default() }),
         ] {
-            for sym in [false, true] {
+            if !only.split(',').any(|o| o == label) {
+                continue;
+            }
+            for sym in [true, false] {
                 let s = check(cfg.clone(), CheckOptions { symmetry: sym, ..Default::default() });
                 eprintln!("{label} sym={sym} unique={} total={} depth={} {:?} viol={:?} unreached={:?}", s.unique_states, s.total_states, s.max_depth, s.elapsed, s.violations.iter().map(|v| v.0).collect::<Vec<_>>(), s.unreached);
             }

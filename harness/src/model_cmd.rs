@@ -1,0 +1,255 @@
+//! `reqkey model ...`: the model checker's command line.
+//!
+//! The model lives in `reqkey-model` (no IO); this module only parses
+//! arguments, prints figures and counterexamples, serves the stateright
+//! Explorer and writes the exported scenarios as YAML (the model hands them
+//! over as JSON values; YAML is the harness's business).
+//!
+//! Exit codes: 0 the check passed (no counterexample, every `sometimes`
+//! property reached), 1 a property was violated or a `sometimes` property
+//! was never reached, 2 bad arguments or an IO failure.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use reqkey_model::check::{check, format_path, CheckOptions, CheckSummary};
+use reqkey_model::export::{export_scenarios, ExportedScenario};
+use reqkey_model::mutants::Mutant;
+use reqkey_model::system::{Config, KeyedEntryModel};
+use stateright::Model;
+
+#[derive(Debug, Subcommand)]
+pub enum ModelCommand {
+    /// Check the keyed-entry model exhaustively (DFS) and print the figures.
+    Check {
+        #[command(flatten)]
+        world: WorldArgs,
+        /// Worker threads.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+        threads: u16,
+        /// Explore without symmetry reduction.
+        #[arg(long)]
+        no_symmetry: bool,
+        /// Stop at the first counterexample.
+        #[arg(long)]
+        first: bool,
+    },
+    /// Serve the stateright Explorer for the model.
+    Explore {
+        #[command(flatten)]
+        world: WorldArgs,
+        /// Address to listen on, e.g. 127.0.0.1:3000.
+        #[arg(long, default_value = "127.0.0.1:3000")]
+        listen: String,
+    },
+    /// Write the witnesses of the `sometimes` properties and each mutant's
+    /// counterexample as store-level YAML scenarios into DIR.
+    ExportScenarios {
+        /// Output directory (created if missing).
+        dir: PathBuf,
+        #[command(flatten)]
+        world: WorldArgs,
+    },
+}
+
+/// The size of the modelled world (defaults: the default configuration).
+#[derive(Debug, Args, Clone)]
+pub struct WorldArgs {
+    /// Clients, each with its own script of requests.
+    #[arg(long, default_value_t = Config::default().clients)]
+    pub clients: usize,
+    /// Sessions.
+    #[arg(long, default_value_t = Config::default().sessions)]
+    pub sessions: usize,
+    /// Request keys (0: every entry keyless).
+    #[arg(long, default_value_t = Config::default().keys)]
+    pub keys: usize,
+    /// Distinct inputs.
+    #[arg(long, default_value_t = Config::default().inputs)]
+    pub inputs: usize,
+    /// Logical requests in all, dealt to the clients in turn.
+    #[arg(long, default_value_t = Config::default().requests)]
+    pub requests: usize,
+    /// Resends of a request after a lost response.
+    #[arg(long, default_value_t = Config::default().retries)]
+    pub retries: usize,
+    /// deleteSession calls.
+    #[arg(long, default_value_t = Config::default().deletes)]
+    pub deletes: usize,
+    /// Extra clients with client 0's script (symmetric twins).
+    #[arg(long, default_value_t = Config::default().twins)]
+    pub twins: usize,
+    /// Times an entry decides again after cas_mismatch.
+    #[arg(long, default_value_t = Config::default().cas_retries)]
+    pub cas_retries: usize,
+    /// Runs never complete.
+    #[arg(long)]
+    pub no_finish: bool,
+    /// Check a deliberately broken model (see --mutant list).
+    #[arg(long)]
+    pub mutant: Option<String>,
+}
+
+impl WorldArgs {
+    fn config(&self) -> Result<Config, String> {
+        let mutant = match self.mutant.as_deref() {
+            None => None,
+            Some(name) => Some(Mutant::parse(name).ok_or_else(|| {
+                let names: Vec<_> = Mutant::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown mutant `{name}`; one of: {}", names.join(", "))
+            })?),
+        };
+        let config = Config {
+            clients: self.clients,
+            sessions: self.sessions,
+            keys: self.keys,
+            inputs: self.inputs,
+            requests: self.requests,
+            retries: self.retries,
+            deletes: self.deletes,
+            twins: self.twins,
+            finishes: !self.no_finish,
+            cas_retries: self.cas_retries,
+            mutant,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+fn bad_args(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("reqkey model: error: {message}");
+    ExitCode::from(2)
+}
+
+/// Runs a `reqkey model` subcommand; returns the exit code.
+pub fn run(cmd: ModelCommand) -> ExitCode {
+    match cmd {
+        ModelCommand::Check {
+            world,
+            threads,
+            no_symmetry,
+            first,
+        } => {
+            let config = match world.config() {
+                Ok(c) => c,
+                Err(e) => return bad_args(e),
+            };
+            let opts = CheckOptions {
+                threads: usize::from(threads),
+                symmetry: !no_symmetry,
+                stop_at_first_violation: first,
+            };
+            let summary = check(config.clone(), opts);
+            print_summary(&config, &opts, &summary);
+            if summary.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        ModelCommand::Explore { world, listen } => {
+            let config = match world.config() {
+                Ok(c) => c,
+                Err(e) => return bad_args(e),
+            };
+            // tiny_http panics on a bind failure: find out first.
+            match std::net::TcpListener::bind(&listen) {
+                Ok(probe) => drop(probe),
+                Err(e) => return bad_args(format!("cannot listen on {listen}: {e}")),
+            }
+            println!("Explorer for {} on http://{listen}/ (Ctrl-C to stop)", describe(&config));
+            let _checker = KeyedEntryModel::new(config).checker().serve(listen);
+            ExitCode::SUCCESS
+        }
+        ModelCommand::ExportScenarios { dir, world } => {
+            let config = match world.config() {
+                Ok(c) => c,
+                Err(e) => return bad_args(e),
+            };
+            if config.mutant.is_some() {
+                return bad_args("export-scenarios exports every mutant itself; drop --mutant");
+            }
+            let scenarios = export_scenarios(&config);
+            match write_scenarios(&dir, &scenarios) {
+                Ok(n) => {
+                    println!("wrote {n} scenarios to {}", dir.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => bad_args(e),
+            }
+        }
+    }
+}
+
+fn describe(config: &Config) -> String {
+    format!(
+        "clients={} sessions={} keys={} inputs={} requests={} retries={} deletes={} twins={} cas_retries={} finish={} mutant={}",
+        config.clients,
+        config.sessions,
+        config.keys,
+        config.inputs,
+        config.requests,
+        config.retries,
+        config.deletes,
+        config.twins,
+        config.cas_retries,
+        config.finishes,
+        config.mutant.map_or("none", Mutant::name),
+    )
+}
+
+fn print_summary(config: &Config, opts: &CheckOptions, s: &CheckSummary) {
+    let model = KeyedEntryModel::new(config.clone());
+    println!("model:          {}", describe(config));
+    for (i, script) in model.scripts().iter().enumerate() {
+        let reqs: Vec<String> = script.iter().map(ToString::to_string).collect();
+        println!("  client {i}:     {}", reqs.join(", "));
+    }
+    println!(
+        "search:         DFS, {} thread(s), symmetry {}",
+        opts.threads,
+        if opts.symmetry { "on" } else { "off" }
+    );
+    println!("unique states:  {}", s.unique_states);
+    println!("total states:   {}", s.total_states);
+    println!("max depth:      {}", s.max_depth);
+    println!("states/s:       {:.0}", s.states_per_second());
+    println!("elapsed:        {:.2} s", s.elapsed.as_secs_f64());
+    for (name, _) in &s.examples {
+        println!("  sometimes ok: {name}");
+    }
+    for name in &s.unreached {
+        println!("  NEVER REACHED: {name}");
+    }
+    for (name, path) in &s.violations {
+        println!("  VIOLATED:     {name}");
+        println!("counterexample ({} actions):", path.clone().into_actions().len());
+        print!("{}", format_path(&model, path));
+    }
+    let verdict = if s.passed() {
+        "PASS"
+    } else if !s.violations.is_empty() {
+        "FAIL (property violated)"
+    } else {
+        "FAIL (a sometimes property was never reached)"
+    };
+    println!("verdict:        {verdict}");
+}
+
+/// Writes each scenario as `DIR/<id suffix>.yaml`; returns how many.
+fn write_scenarios(dir: &std::path::Path, scenarios: &[ExportedScenario]) -> Result<usize, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for s in scenarios {
+        let path = dir.join(format!("{}.yaml", s.file_stem));
+        let yaml = serde_yaml::to_string(&s.scenario)
+            .map_err(|e| format!("cannot render {}: {e}", s.file_stem))?;
+        let text = format!(
+            "# Generated by `reqkey model export-scenarios` from the model's {}.\n# Regenerate instead of editing.\n{yaml}",
+            s.origin
+        );
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(scenarios.len())
+}

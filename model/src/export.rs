@@ -1,0 +1,254 @@
+//! Scenarios from the model: the store operations of a witness path, with
+//! the answers the sequential spec gives, as scenario data.
+//!
+//! A `sometimes` witness is a short interleaving that reaches an
+//! interesting answer (attach, replay, a lost race...). Its store
+//! operations, replayed one after another against a real store, must get
+//! exactly the answers [`SeqStore`] gives: that turns the model's
+//! exploration into regression scenarios for every target. A mutant's
+//! counterexample is exported the same way, with the *correct* answers: a
+//! store with that bug fails the scenario.
+//!
+//! The value returned is the scenario as JSON (the harness writes it as
+//! YAML; this crate knows no YAML). Session and run ids become `$variables`
+//! so every trial runs on fresh sessions; keys, digests and inputs stay
+//! literal.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::{json, Map, Value};
+use stateright::{Checker, HasDiscoveries, Model, Path};
+
+use crate::error::StoreError;
+use crate::mutants::Mutant;
+use crate::seq::{KeyArgs, SeqStore, SessionArgs, StoreOp};
+use crate::system::{props, Action, Config, KeyedEntryModel, SystemState};
+
+/// One exported scenario.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportedScenario {
+    /// File name without `.yaml`.
+    pub file_stem: String,
+    /// Where it came from, for a header comment.
+    pub origin: String,
+    /// The scenario document (`id`, `level`, `tags`, `summary`, `steps`).
+    pub scenario: Value,
+}
+
+/// Shortest witnesses (BFS) of `names` in `model`.
+fn shortest_paths(
+    model: KeyedEntryModel,
+    names: &[&'static str],
+) -> HashMap<&'static str, Path<SystemState, Action>> {
+    let wanted: BTreeSet<&'static str> = names.iter().copied().collect();
+    model
+        .checker()
+        .finish_when(HasDiscoveries::AllOf(wanted))
+        .spawn_bfs()
+        .join()
+        .discoveries()
+}
+
+/// The witnesses of every `sometimes` property and one counterexample per
+/// mutant, as store-level scenarios.
+pub fn export_scenarios(config: &Config) -> Vec<ExportedScenario> {
+    let mut out = Vec::new();
+    let correct = Config {
+        mutant: None,
+        ..config.clone()
+    };
+    let names: Vec<&'static str> = props::SOMETIMES_IDS.iter().map(|(n, _)| *n).collect();
+    let model = KeyedEntryModel::new(correct.clone());
+    let found = shortest_paths(model.clone(), &names);
+    for (name, suffix) in props::SOMETIMES_IDS {
+        if let Some(path) = found.get(name) {
+            out.push(scenario_from_path(
+                &model,
+                path,
+                &format!("model.sometimes.{suffix}"),
+                &format!("sometimes.{suffix}"),
+                format!(
+                    "Store ops of the model's shortest path to `{name}`; every answer is the sequential spec's."
+                ),
+                format!("witness of the sometimes property `{name}`"),
+            ));
+        }
+    }
+    for mutant in Mutant::ALL {
+        let model = KeyedEntryModel::new(Config {
+            mutant: Some(mutant),
+            ..correct.clone()
+        });
+        let found = shortest_paths(model.clone(), &[mutant.violates()]);
+        if let Some(path) = found.get(mutant.violates()) {
+            out.push(scenario_from_path(
+                &model,
+                path,
+                &format!("model.mutant.{}", mutant.name()),
+                &format!("mutant.{}", mutant.name()),
+                format!(
+                    "Store ops of the counterexample to `{}` when {}; a conforming store answers as the spec says.",
+                    mutant.violates(),
+                    mutant.description()
+                ),
+                format!("counterexample of mutant `{}`", mutant.name()),
+            ));
+        }
+    }
+    out
+}
+
+/// The store operations a path performs, in order.
+pub fn path_ops(model: &KeyedEntryModel, path: &Path<SystemState, Action>) -> Vec<StoreOp> {
+    let mut ops = Vec::new();
+    for (state, action) in path.clone().into_vec() {
+        if let Some(action) = action {
+            ops.extend(model.store_ops(&state, &action));
+        }
+    }
+    ops
+}
+
+fn scenario_from_path(
+    model: &KeyedEntryModel,
+    path: &Path<SystemState, Action>,
+    id: &str,
+    file_stem: &str,
+    summary: String,
+    origin: String,
+) -> ExportedScenario {
+    let mut ops = path_ops(model, path);
+    // Close with the reads that show what the path left behind: each key's
+    // holder and each session's input log.
+    let mut keys = BTreeSet::new();
+    let mut sessions = BTreeSet::new();
+    for op in &ops {
+        sessions.insert(op.session_id().to_owned());
+        if let StoreOp::CommitRunStart(a) = op {
+            if let Some(k) = &a.start_run.request_key {
+                keys.insert((a.start_run.session_id.clone(), k.clone()));
+            }
+        }
+    }
+    for (session_id, request_key) in keys {
+        ops.push(StoreOp::GetRunByRequestKey(KeyArgs {
+            session_id,
+            request_key,
+        }));
+    }
+    for session_id in sessions {
+        ops.push(StoreOp::ListInputs(SessionArgs { session_id }));
+    }
+    let mut oracle = SeqStore::new();
+    let steps: Vec<Value> = ops
+        .iter()
+        .map(|op| {
+            let answer = oracle.apply(op);
+            let mut step = Map::new();
+            step.insert(op.name().to_owned(), variables(op_args(op)));
+            step.insert("expect".to_owned(), variables(expectation(op, &answer)));
+            Value::Object(step)
+        })
+        .collect();
+    ExportedScenario {
+        file_stem: file_stem.to_owned(),
+        origin,
+        scenario: json!({
+            "id": id,
+            "level": "store",
+            "tags": ["model"],
+            "summary": summary,
+            "steps": steps,
+        }),
+    }
+}
+
+/// The step's value: the op's args (a commit's StartRun fields directly).
+fn op_args(op: &StoreOp) -> Value {
+    let wire = serde_json::to_value(op).unwrap_or(Value::Null);
+    let args = wire.get("args").cloned().unwrap_or(Value::Null);
+    match op {
+        StoreOp::CommitRunStart(_) => args.get("startRun").cloned().unwrap_or(Value::Null),
+        _ => args,
+    }
+}
+
+/// The expectation: the oracle's wire answer, with absent key fields spelt
+/// `$absent` and error messages left out (they are free text).
+fn expectation(op: &StoreOp, answer: &Result<crate::seq::StoreReply, StoreError>) -> Value {
+    match answer {
+        Ok(reply) => {
+            let mut ok = serde_json::to_value(reply).unwrap_or(Value::Null);
+            mark_absent_keys(&mut ok);
+            if matches!(op, StoreOp::ListInputs(_)) {
+                let n = ok.as_array().map_or(0, Vec::len);
+                ok = json!({ "$length": n });
+            }
+            json!({ "ok": ok })
+        }
+        Err(StoreError::RunStartRejected(r)) => json!({
+            "error": {"kind": "run_start_rejected", "cause": r.cause(), "details": r.details()}
+        }),
+        Err(e) => json!({ "error": {"kind": e.kind()} }),
+    }
+}
+
+/// A run object without `requestKey` gets `requestKey: $absent` (and the
+/// same for the digest), so the scenario checks that keyless runs carry no
+/// key fields.
+fn mark_absent_keys(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            if map.contains_key("runId") && map.contains_key("startSequence") {
+                for field in ["requestKey", "requestDigest"] {
+                    map.entry(field)
+                        .or_insert_with(|| Value::String("$absent".into()));
+                }
+            }
+            for child in map.values_mut() {
+                mark_absent_keys(child);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(mark_absent_keys),
+        _ => {}
+    }
+}
+
+/// Whether a string is one of the model's session ids (`s0`) or run ids
+/// (`c0r1`).
+fn is_model_id(s: &str) -> bool {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if let Some(rest) = s.strip_prefix('s') {
+        return digits(rest);
+    }
+    if let Some(rest) = s.strip_prefix('c') {
+        if let Some((a, b)) = rest.split_once('r') {
+            return digits(a) && digits(b);
+        }
+    }
+    false
+}
+
+/// Replaces model ids by `$variables`.
+fn variables(v: Value) -> Value {
+    match v {
+        Value::String(s) if is_model_id(&s) => Value::String(format!("${s}")),
+        Value::Array(items) => Value::Array(items.into_iter().map(variables).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, variables(v)))
+                .collect::<Map<String, Value>>(),
+        ),
+        other => other,
+    }
+}
+
+/// Exported scenario ids, sorted (for tests and listings).
+pub fn ids(scenarios: &[ExportedScenario]) -> Vec<String> {
+    let mut ids: Vec<String> = scenarios
+        .iter()
+        .filter_map(|s| s.scenario.get("id").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    ids.sort();
+    ids
+}
