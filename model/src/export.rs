@@ -247,7 +247,12 @@ fn variables(v: Value) -> Value {
 pub fn ids(scenarios: &[ExportedScenario]) -> Vec<String> {
     let mut ids: Vec<String> = scenarios
         .iter()
-        .filter_map(|s| s.scenario.get("id").and_then(Value::as_str).map(str::to_owned))
+        .filter_map(|s| {
+            s.scenario
+                .get("id")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
         .collect();
     ids.sort();
     ids
