@@ -51,6 +51,11 @@ pub enum Command {
     /// Run scenarios against a target.
     #[command(after_help = target_help())]
     Run(RunArgs),
+    /// Model-check the keyed-entry protocol (stateright).
+    Model {
+        #[command(subcommand)]
+        cmd: crate::model_cmd::ModelCommand,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -137,6 +142,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => run_command(args),
+        Command::Model { cmd } => crate::model_cmd::run(cmd),
     }
 }
 

@@ -15,9 +15,11 @@
 //! - [`runner`]: executes scenarios, emits [`event::Event`]s.
 //! - [`report`]: reporters subscribed to those events.
 //! - [`cli`]: the `reqkey` command line (the binary is a thin `main`).
+//! - [`model_cmd`]: `reqkey model check | explore | export-scenarios`.
 
 pub mod cli;
 pub mod event;
+pub mod model_cmd;
 pub mod pattern;
 pub mod report;
 pub mod runner;

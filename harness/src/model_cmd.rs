@@ -86,8 +86,8 @@ pub struct WorldArgs {
     /// Runs never complete.
     #[arg(long)]
     pub no_finish: bool,
-    /// Check a deliberately broken model (see --mutant list).
-    #[arg(long)]
+    /// Check a deliberately broken model (one single-bug switch).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(Mutant::ALL.map(Mutant::name)))]
     pub mutant: Option<String>,
 }
 
@@ -140,6 +140,8 @@ pub fn run(cmd: ModelCommand) -> ExitCode {
                 threads: usize::from(threads),
                 symmetry: !no_symmetry,
                 stop_at_first_violation: first,
+                until: None,
+                shortest_counterexamples: true,
             };
             let summary = check(config.clone(), opts);
             print_summary(&config, &opts, &summary);
@@ -207,11 +209,12 @@ fn print_summary(config: &Config, opts: &CheckOptions, s: &CheckSummary) {
         let reqs: Vec<String> = script.iter().map(ToString::to_string).collect();
         println!("  client {i}:     {}", reqs.join(", "));
     }
-    println!(
-        "search:         DFS, {} thread(s), symmetry {}",
-        opts.threads,
-        if opts.symmetry { "on" } else { "off" }
-    );
+    let symmetry = match (opts.symmetry, model.has_twins()) {
+        (false, _) => "off",
+        (true, true) => "on (twins are interchangeable)",
+        (true, false) => "on, nothing to reduce (no twins)",
+    };
+    println!("search:         DFS, {} thread(s), symmetry {symmetry}", opts.threads);
     println!("unique states:  {}", s.unique_states);
     println!("total states:   {}", s.total_states);
     println!("max depth:      {}", s.max_depth);

@@ -18,6 +18,9 @@ pub struct CheckOptions {
     pub stop_at_first_violation: bool,
     /// Stop as soon as this property has a discovery.
     pub until: Option<&'static str>,
+    /// Replace each counterexample by a shortest one (a breadth-first
+    /// search that stops at that property; DFS paths are long).
+    pub shortest_counterexamples: bool,
 }
 
 impl Default for CheckOptions {
@@ -27,6 +30,7 @@ impl Default for CheckOptions {
             symmetry: true,
             stop_at_first_violation: false,
             until: None,
+            shortest_counterexamples: false,
         }
     }
 }
@@ -71,7 +75,7 @@ impl CheckSummary {
 
 /// Checks `config` exhaustively (DFS).
 pub fn check(config: Config, opts: CheckOptions) -> CheckSummary {
-    let model = KeyedEntryModel::new(config);
+    let model = KeyedEntryModel::new(config.clone());
     let properties = model.properties();
     // Without twins every client is distinguishable: the representative
     // would be the state itself, so skip its cost.
@@ -100,6 +104,13 @@ pub fn check(config: Config, opts: CheckOptions) -> CheckSummary {
             (_, None) => {}
         }
     }
+    if opts.shortest_counterexamples {
+        for (name, path) in &mut violations {
+            if let Some(shorter) = shortest_path(&config, name) {
+                *path = shorter;
+            }
+        }
+    }
     CheckSummary {
         unique_states: checker.unique_state_count(),
         total_states: checker.state_count(),
@@ -111,12 +122,74 @@ pub fn check(config: Config, opts: CheckOptions) -> CheckSummary {
     }
 }
 
+/// The most states [`shortest_path`] visits before giving up.
+pub const SHORTEST_PATH_STATE_LIMIT: usize = 2_000_000;
+
+/// A shortest path to a discovery of `property` (a counterexample of an
+/// `always` property, an example of a `sometimes` one), by a plain
+/// breadth-first search. stateright's own BFS hands work out in blocks
+/// across threads and so does not promise shortest paths; scenarios and
+/// counterexamples read best when they are. `None` when there is no such
+/// path within [`SHORTEST_PATH_STATE_LIMIT`] states.
+pub fn shortest_path(config: &Config, property: &str) -> Option<Path<SystemState, Action>> {
+    use std::collections::hash_map::{DefaultHasher, Entry};
+    use std::collections::{HashMap, VecDeque};
+    use std::hash::{Hash, Hasher};
+
+    let model = KeyedEntryModel::new(config.clone());
+    let prop = model.properties().into_iter().find(|p| p.name == property)?;
+    let is_discovery = |st: &SystemState| match prop.expectation {
+        Expectation::Always => !(prop.condition)(&model, st),
+        Expectation::Sometimes => (prop.condition)(&model, st),
+        Expectation::Eventually => false,
+    };
+    let fp = |st: &SystemState| {
+        let mut h = DefaultHasher::new();
+        st.hash(&mut h);
+        h.finish()
+    };
+    let init = model.init_states().into_iter().next()?;
+    // Per visited state: its parent's index and the action from it.
+    let mut parents: Vec<Option<(usize, Action)>> = vec![None];
+    let mut seen: HashMap<u64, usize> = HashMap::from([(fp(&init), 0)]);
+    let mut queue = VecDeque::from([(init.clone(), 0usize)]);
+    let mut found = None;
+    while let Some((state, index)) = queue.pop_front() {
+        if is_discovery(&state) {
+            found = Some(index);
+            break;
+        }
+        if parents.len() > SHORTEST_PATH_STATE_LIMIT {
+            return None;
+        }
+        for (action, next) in model.next_steps(&state) {
+            if let Entry::Vacant(slot) = seen.entry(fp(&next)) {
+                slot.insert(parents.len());
+                parents.push(Some((index, action)));
+                queue.push_back((next, parents.len() - 1));
+            }
+        }
+    }
+    let mut actions = Vec::new();
+    let mut at = found?;
+    while let Some((parent, action)) = &parents[at] {
+        actions.push(action.clone());
+        at = *parent;
+    }
+    actions.reverse();
+    Path::from_actions(&model, init, actions.iter())
+}
+
 /// A path as a numbered list of actions, one per line.
 pub fn format_path(model: &KeyedEntryModel, path: &Path<SystemState, Action>) -> String {
     let mut out = String::new();
-    for (i, (_, action)) in path.clone().into_vec().into_iter().enumerate() {
+    for (i, (state, action)) in path.clone().into_vec().into_iter().enumerate() {
         if let Some(action) = action {
-            out.push_str(&format!("{:>3}. {}\n", i + 1, model.format_action(&action)));
+            out.push_str(&format!(
+                "{:>3}. {}\n",
+                i + 1,
+                model.describe_step(&state, &action)
+            ));
         }
     }
     out

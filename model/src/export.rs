@@ -14,10 +14,12 @@
 //! so every trial runs on fresh sessions; keys, digests and inputs stay
 //! literal.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use serde_json::{json, Map, Value};
-use stateright::{Checker, HasDiscoveries, Model, Path};
+use stateright::Path;
+
+use crate::check::shortest_path;
 
 use crate::error::StoreError;
 use crate::mutants::Mutant;
@@ -35,20 +37,6 @@ pub struct ExportedScenario {
     pub scenario: Value,
 }
 
-/// Shortest witnesses (BFS) of `names` in `model`.
-fn shortest_paths(
-    model: KeyedEntryModel,
-    names: &[&'static str],
-) -> HashMap<&'static str, Path<SystemState, Action>> {
-    let wanted: BTreeSet<&'static str> = names.iter().copied().collect();
-    model
-        .checker()
-        .finish_when(HasDiscoveries::AllOf(wanted))
-        .spawn_bfs()
-        .join()
-        .discoveries()
-}
-
 /// The witnesses of every `sometimes` property and one counterexample per
 /// mutant, as store-level scenarios.
 pub fn export_scenarios(config: &Config) -> Vec<ExportedScenario> {
@@ -57,14 +45,12 @@ pub fn export_scenarios(config: &Config) -> Vec<ExportedScenario> {
         mutant: None,
         ..config.clone()
     };
-    let names: Vec<&'static str> = props::SOMETIMES_IDS.iter().map(|(n, _)| *n).collect();
     let model = KeyedEntryModel::new(correct.clone());
-    let found = shortest_paths(model.clone(), &names);
     for (name, suffix) in props::SOMETIMES_IDS {
-        if let Some(path) = found.get(name) {
+        if let Some(path) = shortest_path(&correct, name) {
             out.push(scenario_from_path(
                 &model,
-                path,
+                &path,
                 &format!("model.sometimes.{suffix}"),
                 &format!("sometimes.{suffix}"),
                 format!(
@@ -75,15 +61,15 @@ pub fn export_scenarios(config: &Config) -> Vec<ExportedScenario> {
         }
     }
     for mutant in Mutant::ALL {
-        let model = KeyedEntryModel::new(Config {
+        let broken = Config {
             mutant: Some(mutant),
             ..correct.clone()
-        });
-        let found = shortest_paths(model.clone(), &[mutant.violates()]);
-        if let Some(path) = found.get(mutant.violates()) {
+        };
+        let model = KeyedEntryModel::new(broken.clone());
+        if let Some(path) = shortest_path(&broken, mutant.violates()) {
             out.push(scenario_from_path(
                 &model,
-                path,
+                &path,
                 &format!("model.mutant.{}", mutant.name()),
                 &format!("mutant.{}", mutant.name()),
                 format!(

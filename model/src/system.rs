@@ -794,6 +794,62 @@ impl KeyedEntryModel {
         trace
     }
 
+    /// One line saying what an action did from `state`: who moved, the
+    /// store operations it performed and where the task ended up.
+    pub fn describe_step(&self, state: &SystemState, action: &Action) -> String {
+        let mut trace = Vec::new();
+        let next = self.apply_traced(state, action, &mut trace);
+        let ops: Vec<&str> = trace.iter().map(StoreOp::name).collect();
+        let ops = if ops.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", ops.join(", "))
+        };
+        let task_line = |c: usize, t: usize| -> String {
+            let Some(next) = &next else {
+                return "no change".into();
+            };
+            let request = self
+                .current_request(state, c)
+                .map_or_else(|| "-".into(), |r| r.to_string());
+            let task = &next.clients[c].tasks[t];
+            let outcome = match &task.phase {
+                Phase::Lookup => "refused cas_mismatch; decides again from a fresh read".to_owned(),
+                Phase::ReadCurrent => "reads the current run next".to_owned(),
+                Phase::Commit { expected } => format!(
+                    "plans new; commit next expecting current {}",
+                    expected.as_deref().unwrap_or("null")
+                ),
+                Phase::CommitWrite { stale_holder, .. } => format!(
+                    "store read the holder outside its commit: {}",
+                    stale_holder.as_ref().map_or("none", |h| h.run_id.as_str())
+                ),
+                Phase::Replan { holder } => {
+                    format!("refused request_key_taken by {holder}; re-plans")
+                }
+                Phase::Done(a) => format!(
+                    "answers {:?}{}",
+                    a.kind,
+                    a.run.as_deref().map(|r| format!(" {r}")).unwrap_or_default()
+                ),
+            };
+            format!("client {c} ({request}) attempt {}{ops} -> {outcome}", task.run_id)
+        };
+        match action {
+            Action::Send { client } => {
+                let c = *client as usize;
+                let t = state.clients[c].tasks.len();
+                format!("sends: {}", task_line(c, t))
+            }
+            Action::Step { client, task } => task_line(*client as usize, *task as usize),
+            Action::Next { client } => format!("client {client} moves to its next request"),
+            Action::Finish { session, run_id } => {
+                format!("run {run_id} of s{session} completes{ops}")
+            }
+            Action::Delete { session } => format!("deleteSession s{session}{ops}"),
+        }
+    }
+
     /// Every answer given so far, with its client.
     pub fn answers<'a>(
         &'a self,
