@@ -33,6 +33,8 @@ pub struct ExportedScenario {
     pub file_stem: String,
     /// Where it came from, for a header comment.
     pub origin: String,
+    /// The model path it replays, as a numbered action list.
+    pub path_listing: String,
     /// The scenario document (`id`, `level`, `tags`, `summary`, `steps`).
     pub scenario: Value,
 }
@@ -139,6 +141,7 @@ fn scenario_from_path(
     ExportedScenario {
         file_stem: file_stem.to_owned(),
         origin,
+        path_listing: crate::check::format_path(model, path),
         scenario: json!({
             "id": id,
             "level": "store",
