@@ -2,4 +2,5 @@
 //!
 //! (module map filled in as modules land)
 
+pub mod lin;
 pub mod target;
