@@ -2,5 +2,7 @@
 //!
 //! (module map filled in as modules land)
 
+pub mod bench;
 pub mod lin;
+pub mod record;
 pub mod target;

@@ -1,0 +1,118 @@
+//! Benchmarks of the race machinery, as library functions so that both
+//! `reqkey bench` and `cargo bench` print the same figures.
+//!
+//! - [`checker_benchmark`]: records a real concurrent history (8 clients,
+//!   4 sessions, 1,000 operations against the memory store by default) and
+//!   times the linearizability check of it. Target: under 1 s.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::lin::{self, CheckOptions, Verdict};
+use crate::record::{random_history, Workload};
+use crate::target::{open_target, TargetError, TargetOptions};
+
+/// What the checker benchmark measured.
+#[derive(Debug, Clone)]
+pub struct CheckerFigures {
+    pub target: String,
+    pub ops: usize,
+    pub clients: usize,
+    pub sessions: usize,
+    pub seed: u64,
+    /// Pairs of operations whose intervals overlap (how concurrent it was).
+    pub overlapping_pairs: usize,
+    pub record_ms: f64,
+    pub check_ms: f64,
+    pub steps: u64,
+    pub verdict: String,
+}
+
+impl std::fmt::Display for CheckerFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "linearizability check: {} ops, {} clients, {} sessions ({} overlapping pairs) on {} \
+             checked in {:.1} ms ({} steps): {} [recorded in {:.1} ms, seed {}]",
+            self.ops,
+            self.clients,
+            self.sessions,
+            self.overlapping_pairs,
+            self.target,
+            self.check_ms,
+            self.steps,
+            self.verdict,
+            self.record_ms,
+            self.seed
+        )
+    }
+}
+
+/// Records a concurrent history on `target_spec` and times its check.
+pub async fn checker_benchmark(
+    target_spec: &str,
+    workload: Workload,
+) -> Result<CheckerFigures, TargetError> {
+    let target = open_target(target_spec, TargetOptions::default()).await?;
+    let started = Instant::now();
+    let history = random_history(Arc::clone(&target), &workload).await?;
+    let record_ms = started.elapsed().as_secs_f64() * 1e3;
+
+    let started = Instant::now();
+    let report = lin::check_with(&history, CheckOptions::default());
+    let check_ms = started.elapsed().as_secs_f64() * 1e3;
+    let verdict = match &report.verdict {
+        Verdict::Linearizable => "linearizable".to_owned(),
+        Verdict::NotLinearizable(c) => format!("NOT linearizable\n{c}"),
+        Verdict::Unknown { reason } => format!("unknown ({reason})"),
+    };
+    Ok(CheckerFigures {
+        target: target.describe(),
+        ops: history.len(),
+        clients: workload.clients,
+        sessions: workload.sessions,
+        seed: workload.seed,
+        overlapping_pairs: overlapping_pairs(&history),
+        record_ms,
+        check_ms,
+        steps: report.steps,
+        verdict,
+    })
+}
+
+/// Counts pairs of operations whose [invoke, return] intervals intersect.
+pub fn overlapping_pairs(history: &[lin::Operation]) -> usize {
+    let mut spans: Vec<(u64, u64)> = history
+        .iter()
+        .map(|o| {
+            (
+                o.invoke_ns,
+                if o.answer.is_some() {
+                    o.return_ns
+                } else {
+                    u64::MAX
+                },
+            )
+        })
+        .collect();
+    spans.sort_unstable();
+    let mut count = 0;
+    for (i, &(_, end)) in spans.iter().enumerate() {
+        count += spans[i + 1..]
+            .iter()
+            .take_while(|&&(start, _)| start <= end)
+            .count();
+    }
+    count
+}
+
+/// The default workload of the checker benchmark.
+pub fn default_workload(seed: u64) -> Workload {
+    Workload {
+        clients: 8,
+        sessions: 4,
+        ops_total: 1_000,
+        seed,
+        namespace: format!("bench-{seed}"),
+    }
+}
