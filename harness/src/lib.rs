@@ -1,8 +1,33 @@
 //! # reqkey-harness: scenarios, targets, checks, reports
 //!
-//! (module map filled in as modules land)
+//! Data flows one way:
+//!
+//! ```text
+//! scenarios/*.yaml -> scenario (load + validate, file:line:col errors)
+//!                  -> runner (fresh $variables per trial, parallel groups
+//!                     behind a barrier, repeat) on a target
+//!                  -> events -> reporters
+//! ```
+//!
+//! - [`scenario`]: the YAML format and its loader.
+//! - [`vars`], [`pattern`]: variables and expectation matching.
+//! - [`target`]: the only way to reach an implementation.
+//! - [`runner`]: executes scenarios, emits [`event::Event`]s.
+//! - [`report`]: reporters subscribed to those events.
+//! - [`lin`]: linearizability of recorded histories (`linearizable: true`).
+//! - [`record`]: recording operations with monotonic instants; random
+//!   concurrent workloads.
+//! - [`bench`]: the checker and detection benchmarks (`reqkey bench`).
+//! - [`cli`]: the `reqkey` command line (the binary is a thin `main`).
 
 pub mod bench;
+pub mod cli;
+pub mod event;
 pub mod lin;
+pub mod pattern;
 pub mod record;
+pub mod report;
+pub mod runner;
+pub mod scenario;
 pub mod target;
+pub mod vars;
