@@ -70,8 +70,9 @@ pub struct RunArgs {
     /// Stop after the first scenario that does not pass.
     #[arg(long)]
     pub fail_fast: bool,
-    /// Trials per scenario, overriding each scenario's `repeat`.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    /// Trials per scenario, overriding each scenario's `repeat` (alias
+    /// `--trials`).
+    #[arg(long, visible_alias = "trials", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub repeat: Option<u32>,
     /// The seed of every random choice (printed on failure; replays a run).
     #[arg(long)]

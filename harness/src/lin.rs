@@ -44,11 +44,14 @@
 //! [`Counterexample`] carries the failing session's history as a timeline
 //! and the smallest non-linearizable subset found: first the shortest
 //! prefix (ops still in flight at the cut count as unanswered, so the cut
-//! is sound), then operations whose answer claims no write (reads,
+//! is sound), then operations whose recorded answer claims no write (reads,
 //! refusals, replays, `deleted: false`) are dropped greedily while the rest
 //! stays non-linearizable. Dropping such an operation cannot change what
-//! the others can be explained by, so the subset is a witness of the whole
-//! history's failure, not an artefact of the minimization.
+//! the others can be explained by (in the whole history it wrote nothing),
+//! so the subset is a witness of the whole history's failure, not an
+//! artefact of the minimization. Operations that wrote are never dropped
+//! except by the cut: dropping a commit would make a later read of its run
+//! fail for a reason the target is not guilty of.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::{self, Write as _};
@@ -571,11 +574,13 @@ fn greedy(
     fails: &mut FailsFn<'_>,
     spent: &mut u64,
 ) -> (Vec<usize>, Vec<usize>) {
+    // An op counted in flight may go too: in the whole history it has its
+    // recorded answer, which claims no write.
+    let mut in_flight = in_flight;
     let candidates: Vec<usize> = subset
         .iter()
         .rev()
         .copied()
-        .filter(|i| !in_flight.contains(i))
         .filter(|&i| {
             let p = &prepared[i];
             p.op.as_ref().is_some_and(is_read) || claims_no_write(&p.observed)
@@ -584,7 +589,10 @@ fn greedy(
     for c in candidates {
         let trial: Vec<usize> = subset.iter().copied().filter(|&i| i != c).collect();
         match fails(&trial, &in_flight, spent) {
-            Some(true) => subset = trial,
+            Some(true) => {
+                subset = trial;
+                in_flight.retain(|&i| i != c);
+            }
             Some(false) => {}
             None => break,
         }
@@ -1160,6 +1168,41 @@ mod tests {
         let c = counterexample(check(&h));
         assert_eq!(c.minimal, vec![0, 1]);
         assert_eq!(c.partition.len(), 22);
+    }
+
+    #[test]
+    fn refusals_still_in_flight_at_the_cut_are_dropped_from_the_minimal_subset() {
+        // The racy store: the winner returns first, one refusal returns,
+        // the other refusals (all the wrong cause) are still in flight.
+        let cas = json!({"error": {"kind": "run_start_rejected", "cause": "cas_mismatch", "details": {"currentRunId": "r1"}}});
+        let mut h = vec![
+            op(
+                "w",
+                commit_req("s", "r1", None, Some("k")),
+                3,
+                100,
+                started("s", "r1", 1, Some("k")),
+            ),
+            op(
+                "a",
+                commit_req("s", "r2", None, Some("k")),
+                0,
+                110,
+                cas.clone(),
+            ),
+        ];
+        for i in 0..6u64 {
+            h.push(op(
+                "b",
+                commit_req("s", &format!("r{}", i + 3), None, Some("k")),
+                1 + i,
+                150 + i,
+                cas.clone(),
+            ));
+        }
+        let c = counterexample(check(&h));
+        assert_eq!(c.minimal, vec![0, 1]);
+        assert!(c.minimal_in_flight.is_empty());
     }
 
     #[test]

@@ -43,7 +43,12 @@ impl Clock {
 
     /// Nanoseconds since the clock was created (saturating at `u64::MAX`).
     pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        self.ns_at(Instant::now())
+    }
+
+    /// Nanoseconds from the clock's origin to `at` (0 if `at` is earlier).
+    pub fn ns_at(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.origin).as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
