@@ -23,6 +23,7 @@
 pub mod bench;
 pub mod cli;
 pub mod event;
+pub mod fuzz;
 pub mod lin;
 pub mod pattern;
 pub mod record;

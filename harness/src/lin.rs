@@ -325,6 +325,17 @@ fn parse_answer(op_name: Option<&str>, answer: &Value) -> Observed {
     }
 }
 
+/// Does `observed` (the wire answer to `request`) conform to `spec`, the
+/// spec's answer? Typed comparison, as in the linearizability check.
+pub fn answer_conforms(
+    request: &Value,
+    spec: &Result<StoreReply, StoreError>,
+    observed: &Value,
+) -> bool {
+    let name = StoreOp::from_wire(request).ok().map(|o| o.name());
+    answers_match(spec, &parse_answer(name, observed))
+}
+
 /// Does the spec's answer match the observed one?
 fn answers_match(spec: &Result<StoreReply, StoreError>, observed: &Observed) -> bool {
     match (spec, observed) {
