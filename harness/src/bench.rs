@@ -4,6 +4,9 @@
 //! - [`checker_benchmark`]: records a real concurrent history (8 clients,
 //!   4 sessions, 1,000 operations against the memory store by default) and
 //!   times the linearizability check of it. Target: under 1 s.
+//! - [`detection_benchmark`]: runs the race scenarios many independent
+//!   times against a racy store and reports how often, and how fast, they
+//!   catch it. Target: at least 99 of 100 runs at default settings.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -115,4 +118,88 @@ pub fn default_workload(seed: u64) -> Workload {
         seed,
         namespace: format!("bench-{seed}"),
     }
+}
+
+/// What the detection benchmark measured.
+#[derive(Debug, Clone)]
+pub struct DetectionFigures {
+    pub target: String,
+    pub runs: u32,
+    pub detected: u32,
+    /// Median, over the detecting runs, of the time from the start of the
+    /// run to the end of its first failing scenario.
+    pub median_ms_to_first_failure: Option<f64>,
+    /// Runs in which the first failure was a linearizability counterexample.
+    pub by_linearizability: u32,
+    pub scenarios: Vec<String>,
+    pub seed: u64,
+}
+
+impl std::fmt::Display for DetectionFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let median = self
+            .median_ms_to_first_failure
+            .map_or("n/a".to_owned(), |m| format!("{m:.1} ms"));
+        write!(
+            f,
+            "race detection on {}: caught in {}/{} runs ({:.0}%), {} by a linearizability \
+             counterexample; median time to first failure {median} [scenarios: {}; seeds {}..{}]",
+            self.target,
+            self.detected,
+            self.runs,
+            100.0 * f64::from(self.detected) / f64::from(self.runs.max(1)),
+            self.by_linearizability,
+            self.scenarios.join(", "),
+            self.seed,
+            self.seed + u64::from(self.runs)
+        )
+    }
+}
+
+/// Runs `scenarios` `runs` times, independently (fresh seed and namespace
+/// each time, default trial counts, fail-fast), against `target_spec`, and
+/// counts the runs that fail.
+pub async fn detection_benchmark(
+    target_spec: &str,
+    scenarios: &[crate::scenario::Scenario],
+    runs: u32,
+    seed: u64,
+) -> Result<DetectionFigures, TargetError> {
+    let target = open_target(target_spec, TargetOptions::default()).await?;
+    let mut times_ms = Vec::new();
+    let mut by_linearizability = 0;
+    for k in 0..runs {
+        let mut cfg = crate::runner::RunConfig::new(seed + u64::from(k));
+        cfg.fail_fast = true;
+        let started = Instant::now();
+        let summary = crate::runner::run(Arc::clone(&target), scenarios, &cfg, &mut []).await;
+        let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
+        if summary.errored > 0 {
+            let why = summary
+                .results
+                .iter()
+                .find_map(|r| r.failure.as_ref().map(|f| f.message.clone()))
+                .unwrap_or_default();
+            return Err(TargetError::Unreachable(format!(
+                "run {k} could not be judged: {why}"
+            )));
+        }
+        if summary.failed > 0 {
+            times_ms.push(elapsed_ms);
+            let first = summary.results.iter().find_map(|r| r.failure.as_ref());
+            if first.is_some_and(|f| f.message.contains("not linearizable")) {
+                by_linearizability += 1;
+            }
+        }
+    }
+    times_ms.sort_by(f64::total_cmp);
+    Ok(DetectionFigures {
+        target: target.describe(),
+        runs,
+        detected: times_ms.len() as u32,
+        median_ms_to_first_failure: times_ms.get(times_ms.len() / 2).copied(),
+        by_linearizability,
+        scenarios: scenarios.iter().map(|s| s.id.clone()).collect(),
+        seed,
+    })
 }

@@ -51,6 +51,61 @@ pub enum Command {
     /// Run scenarios against a target.
     #[command(after_help = target_help())]
     Run(RunArgs),
+    /// Model-based fuzzing of a store: random programs of store operations
+    /// (with concurrent batches) against the target and the sequential
+    /// spec; a failure is shrunk and printed as a YAML scenario.
+    #[command(after_help = target_help())]
+    Fuzz(FuzzArgs),
+    /// Benchmarks: the linearizability checker and race detection.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FuzzArgs {
+    /// The store to fuzz (see "Targets" below).
+    #[arg(long, short, default_value = "memory")]
+    pub target: String,
+    /// Programs to generate.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub cases: u32,
+    /// The seed of the generated programs (printed on failure; reproduces them).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Also write the shrunk failing scenario to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Bound on every single call to the target, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub timeout_ms: u64,
+}
+
+/// Which benchmark to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchKind {
+    /// Both.
+    All,
+    /// Time the linearizability check of a recorded 1,000-op history.
+    Checker,
+    /// Detection rate of the race scenarios against the racy store.
+    Race,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[arg(value_enum, default_value_t = BenchKind::All)]
+    pub kind: BenchKind,
+    /// Independent runs of the race scenarios (race benchmark).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub runs: u32,
+    /// The target of the race benchmark.
+    #[arg(long, default_value = "broken-memory:holder-read-outside-commit")]
+    pub target: String,
+    /// Scenario files or directories of the race benchmark (those tagged `race`).
+    #[arg(long, default_value = "scenarios/store")]
+    pub scenarios: PathBuf,
+    /// First seed (run k uses seed + k).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Debug, Args)]
@@ -138,6 +193,8 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => run_command(args),
+        Command::Fuzz(args) => fuzz_command(args),
+        Command::Bench(args) => bench_command(args),
     }
 }
 
@@ -180,5 +237,94 @@ fn run_command(args: RunArgs) -> ExitCode {
             vec![Box::new(TerminalReporter::new(std::io::stdout(), args.quiet))];
         let summary = runner::run(target, &selected, &cfg, &mut reporters).await;
         ExitCode::from(summary.exit_code())
+    })
+}
+
+fn fuzz_command(args: FuzzArgs) -> ExitCode {
+    use crate::fuzz::{self, FuzzOptions, FuzzOutcome};
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
+    };
+    let opts = TargetOptions {
+        call_timeout_ms: args.timeout_ms,
+    };
+    let target = match rt.block_on(target::open_target(&args.target, opts)) {
+        Ok(t) => t,
+        Err(e) => return harness_error(e),
+    };
+    if target.level() != Level::Store {
+        return harness_error(format!("{} is not a store target", target.describe()));
+    }
+    let seed = args.seed.unwrap_or_else(fresh_seed);
+    let cfg = RunConfig::new(seed);
+    let opts = FuzzOptions {
+        cases: args.cases,
+        seed,
+        namespace: format!("{}.fuzz", cfg.namespace),
+        target_name: args.target.clone(),
+        lin_budget_steps: crate::lin::DEFAULT_BUDGET_STEPS,
+        max_shrink_iters: 4_096,
+    };
+    println!(
+        "reqkey fuzz: {} programs against {} (seed {seed})",
+        args.cases,
+        target.describe()
+    );
+    match fuzz::fuzz(&rt, target, &opts) {
+        FuzzOutcome::Passed { cases } => {
+            println!("{cases} programs passed");
+            ExitCode::SUCCESS
+        }
+        FuzzOutcome::Failed(f) => {
+            println!(
+                "FAIL: a program does not conform; shrunk to {} steps",
+                f.program.len()
+            );
+            println!("{}", f.reason);
+            println!("\nseed: {0} (reproduce with --seed {0})", f.seed);
+            println!(
+                "\nthe minimal program as a scenario:\n---\n{}---",
+                f.scenario_yaml
+            );
+            if let Some(out) = &args.out {
+                if let Err(e) = std::fs::write(out, &f.scenario_yaml) {
+                    return harness_error(format!("cannot write {}: {e}", out.display()));
+                }
+                println!("written to {}", out.display());
+            }
+            ExitCode::from(1)
+        }
+        FuzzOutcome::Error(e) => harness_error(e),
+    }
+}
+
+fn bench_command(args: BenchArgs) -> ExitCode {
+    use crate::bench;
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
+    };
+    rt.block_on(async move {
+        if matches!(args.kind, BenchKind::All | BenchKind::Checker) {
+            match bench::checker_benchmark("memory", bench::default_workload(args.seed)).await {
+                Ok(f) => println!("{f}"),
+                Err(e) => return harness_error(e),
+            }
+        }
+        if matches!(args.kind, BenchKind::All | BenchKind::Race) {
+            let scenarios = match scenario::load_paths(std::slice::from_ref(&args.scenarios)) {
+                Ok(s) => filter_by_tags(s, &["race".to_owned()], &[]),
+                Err(e) => return harness_error(e),
+            };
+            if scenarios.is_empty() {
+                return harness_error("no scenario tagged `race` to run");
+            }
+            match bench::detection_benchmark(&args.target, &scenarios, args.runs, args.seed).await {
+                Ok(f) => println!("{f}"),
+                Err(e) => return harness_error(e),
+            }
+        }
+        ExitCode::SUCCESS
     })
 }
