@@ -26,7 +26,10 @@ pub struct CheckerFigures {
     /// Pairs of operations whose intervals overlap (how concurrent it was).
     pub overlapping_pairs: usize,
     pub record_ms: f64,
+    /// The verdict alone.
     pub check_ms: f64,
+    /// Verdict plus shrinking the counterexample (non-linearizable only).
+    pub minimize_ms: Option<f64>,
     pub steps: u64,
     pub verdict: String,
 }
@@ -36,7 +39,7 @@ impl std::fmt::Display for CheckerFigures {
         write!(
             f,
             "linearizability check: {} ops, {} clients, {} sessions ({} overlapping pairs) on {} \
-             checked in {:.1} ms ({} steps): {} [recorded in {:.1} ms, seed {}]",
+             checked in {:.1} ms ({} steps): {}{} [recorded in {:.1} ms, seed {}]",
             self.ops,
             self.clients,
             self.sessions,
@@ -45,6 +48,9 @@ impl std::fmt::Display for CheckerFigures {
             self.check_ms,
             self.steps,
             self.verdict,
+            self.minimize_ms.map_or(String::new(), |m| format!(
+                "; with the counterexample shrunk: {m:.1} ms"
+            )),
             self.record_ms,
             self.seed
         )
@@ -61,12 +67,31 @@ pub async fn checker_benchmark(
     let history = random_history(Arc::clone(&target), &workload).await?;
     let record_ms = started.elapsed().as_secs_f64() * 1e3;
 
+    // The verdict alone, then again with the counterexample shrunk.
     let started = Instant::now();
-    let report = lin::check_with(&history, CheckOptions::default());
+    let report = lin::check_with(
+        &history,
+        CheckOptions {
+            minimize: false,
+            ..CheckOptions::default()
+        },
+    );
     let check_ms = started.elapsed().as_secs_f64() * 1e3;
+    let (report, minimize_ms) = if report.verdict.is_linearizable() {
+        (report, None)
+    } else {
+        let started = Instant::now();
+        let report = lin::check_with(&history, CheckOptions::default());
+        (report, Some(started.elapsed().as_secs_f64() * 1e3))
+    };
     let verdict = match &report.verdict {
         Verdict::Linearizable => "linearizable".to_owned(),
-        Verdict::NotLinearizable(c) => format!("NOT linearizable\n{c}"),
+        Verdict::NotLinearizable(c) => format!(
+            "NOT linearizable (smallest subset found: {} of {} ops in session {})",
+            c.minimal.len(),
+            c.partition.len(),
+            c.session.as_deref().unwrap_or("-")
+        ),
         Verdict::Unknown { reason } => format!("unknown ({reason})"),
     };
     Ok(CheckerFigures {
@@ -78,6 +103,7 @@ pub async fn checker_benchmark(
         overlapping_pairs: overlapping_pairs(&history),
         record_ms,
         check_ms,
+        minimize_ms,
         steps: report.steps,
         verdict,
     })

@@ -97,7 +97,7 @@ pub struct BenchArgs {
     /// Independent runs of the race scenarios (race benchmark).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub runs: u32,
-    /// The target of the race benchmark.
+    /// The racy target (race benchmark; also a second checker workload).
     #[arg(long, default_value = "broken-memory:holder-read-outside-commit")]
     pub target: String,
     /// Scenario files or directories of the race benchmark (those tagged `race`).
@@ -307,9 +307,12 @@ fn bench_command(args: BenchArgs) -> ExitCode {
     };
     rt.block_on(async move {
         if matches!(args.kind, BenchKind::All | BenchKind::Checker) {
-            match bench::checker_benchmark("memory", bench::default_workload(args.seed)).await {
-                Ok(f) => println!("{f}"),
-                Err(e) => return harness_error(e),
+            // A linearizable history (memory), then one that is not.
+            for target in ["memory", args.target.as_str()] {
+                match bench::checker_benchmark(target, bench::default_workload(args.seed)).await {
+                    Ok(f) => println!("{f}"),
+                    Err(e) => return harness_error(e),
+                }
             }
         }
         if matches!(args.kind, BenchKind::All | BenchKind::Race) {

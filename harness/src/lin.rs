@@ -24,7 +24,8 @@
 //!   Porcupine does it): walk the calls and returns in time order; at a call,
 //!   try to linearize the operation now (apply it to the spec; its answer
 //!   must match); at a return whose call was not linearized yet, backtrack.
-//!   The cache of (linearized set, spec state) prunes every configuration
+//!   The cache of (linearized set, spec state) — kept as a 128-bit
+//!   fingerprint, 16 bytes an entry — prunes every configuration
 //!   already explored, which keeps ordinary histories linear in practice.
 //! - **Bounded.** Every step counts against `budget_steps`; an exhausted
 //!   budget is the verdict [`Verdict::Unknown`], never a hang.
@@ -55,6 +56,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::{self, Write as _};
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use reqkey_model::seq::{SeqStore, StoreOp, StoreReply};
 use reqkey_model::{CommitOutcome, StoreError};
@@ -448,8 +450,11 @@ fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64) {
     let words = n.div_ceil(64);
     let mut linearized = vec![0u64; words];
     let mut state = SeqStore::new();
-    let mut stack: Vec<(usize, SeqStore)> = Vec::new();
-    let mut cache: HashSet<(Vec<u64>, SeqStore)> = HashSet::new();
+    let mut state_fp = state_fingerprint(&state);
+    // Per linearized call: the state before it, if it was a write (a read
+    // leaves the state as it was, so there is nothing to restore).
+    let mut stack: Vec<(usize, Option<(SeqStore, u128)>)> = Vec::new();
+    let mut cache: HashSet<u128> = HashSet::new();
     let mut steps = 0u64;
     let mut entry = next[head];
 
@@ -465,14 +470,32 @@ fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64) {
         if entry % 2 == 0 {
             let i = entry / 2;
             let item = &items[i];
-            let mut candidate = state.clone();
-            let spec = candidate.apply(item.op);
+            // Reads are answered from the state as it is (no copy, no new
+            // fingerprint); writes on a copy.
+            let (spec, candidate) = if is_read(item.op) {
+                let spec = state.apply(item.op);
+                debug_assert_eq!(
+                    state_fingerprint(&state),
+                    state_fp,
+                    "a read changed the spec"
+                );
+                (spec, None)
+            } else {
+                let mut next_state = state.clone();
+                let spec = next_state.apply(item.op);
+                let fp = state_fingerprint(&next_state);
+                (spec, Some((next_state, fp)))
+            };
             let mut lifted = false;
             if answers_match(&spec, item.observed) {
                 let mut bits = linearized.clone();
                 bits[i / 64] |= 1 << (i % 64);
-                if cache.insert((bits.clone(), candidate.clone())) {
-                    let before = std::mem::replace(&mut state, candidate);
+                let fp = candidate.as_ref().map_or(state_fp, |c| c.1);
+                if cache.insert(fingerprint(&bits, fp)) {
+                    let before = candidate.map(|(next_state, next_fp)| {
+                        let old_fp = std::mem::replace(&mut state_fp, next_fp);
+                        (std::mem::replace(&mut state, next_state), old_fp)
+                    });
                     stack.push((entry, before));
                     linearized = bits;
                     // Lift the call and its return out of the list.
@@ -496,7 +519,10 @@ fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64) {
             };
             let i = call / 2;
             linearized[i / 64] &= !(1 << (i % 64));
-            state = before;
+            if let Some((old, old_fp)) = before {
+                state = old;
+                state_fp = old_fp;
+            }
             // Put the return back, then the call (reverse of lifting).
             for e in [call + 1, call] {
                 if next[e] != NONE {
@@ -508,6 +534,32 @@ fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64) {
         }
     }
     (Search::Linearizable, steps)
+}
+
+/// A 128-bit fingerprint of a search configuration (linearized set, spec
+/// state), so that the cache costs 16 bytes an entry instead of a copy of
+/// the state. Two independent SipHash digests: a false "already explored"
+/// needs a 128-bit collision (about 2^-64 at 2^32 entries).
+fn fingerprint(bits: &[u64], state_fp: u128) -> u128 {
+    digest128(|h| {
+        bits.hash(h);
+        state_fp.hash(h);
+    })
+}
+
+/// The spec state's part of a fingerprint, computed once per new state.
+fn state_fingerprint(state: &SeqStore) -> u128 {
+    digest128(|h| state.hash(h))
+}
+
+fn digest128(feed: impl Fn(&mut DefaultHasher)) -> u128 {
+    let digest = |salt: u64| {
+        let mut h = DefaultHasher::new();
+        salt.hash(&mut h);
+        feed(&mut h);
+        h.finish()
+    };
+    (u128::from(digest(0x5eed_0001)) << 64) | u128::from(digest(0x5eed_0002))
 }
 
 /// Shrinks a failing partition; returns (subset, the subset's in-flight ops).
@@ -597,16 +649,33 @@ fn greedy(
             p.op.as_ref().is_some_and(is_read) || claims_no_write(&p.observed)
         })
         .collect();
-    for c in candidates {
-        let trial: Vec<usize> = subset.iter().copied().filter(|&i| i != c).collect();
-        match fails(&trial, &in_flight, spent) {
-            Some(true) => {
-                subset = trial;
-                in_flight.retain(|&i| i != c);
+    // Drop chunks first (halving, as delta debugging does): most
+    // candidates are irrelevant and go in a few checks; the last round
+    // (chunks of one) is the plain greedy pass.
+    let mut candidates = candidates;
+    let mut chunk = candidates.len().div_ceil(2).max(1);
+    'rounds: loop {
+        let mut kept: Vec<usize> = Vec::with_capacity(candidates.len());
+        for group in candidates.chunks(chunk) {
+            let trial: Vec<usize> = subset
+                .iter()
+                .copied()
+                .filter(|i| !group.contains(i))
+                .collect();
+            match fails(&trial, &in_flight, spent) {
+                Some(true) => {
+                    subset = trial;
+                    in_flight.retain(|i| !group.contains(i));
+                }
+                Some(false) => kept.extend_from_slice(group),
+                None => break 'rounds,
             }
-            Some(false) => {}
-            None => break,
         }
+        candidates = kept;
+        if chunk == 1 || candidates.is_empty() {
+            break;
+        }
+        chunk = chunk.div_ceil(2);
     }
     (subset, in_flight)
 }

@@ -122,6 +122,9 @@ pub async fn random_history(
                 let answer = result?;
                 client.observe(&op.request, &answer);
                 ops.push(op);
+                // An in-process store answers without ever suspending; let
+                // the other clients in between, or they would run in turn.
+                tokio::task::yield_now().await;
             }
             Ok::<_, TargetError>(ops)
         });
