@@ -107,3 +107,68 @@ steps:
     let summary = runner::run(target, &[s], &RunConfig::new(1), &mut []).await;
     assert_eq!(summary.results[0].verdict, Verdict::Pass, "{summary:#?}");
 }
+
+fn reqkey(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args(args)
+        .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .output()
+        .unwrap()
+}
+
+fn scenario_block(o: &std::process::Output) -> String {
+    let out = String::from_utf8_lossy(&o.stdout);
+    out.split("\n---\n").nth(1).unwrap_or_default().to_owned()
+}
+
+#[test]
+fn reqkey_fuzz_exits_0_on_memory() {
+    let o = reqkey(&[
+        "fuzz", "--target", "memory", "--cases", "100", "--seed", "9",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("100 programs passed"), "{out}");
+}
+
+#[test]
+fn reqkey_fuzz_exits_1_with_the_seed_and_a_scenario_that_reqkey_run_replays() {
+    let file = std::env::temp_dir().join(format!("reqkey-fuzz-{}.yaml", std::process::id()));
+    let file_arg = file.to_str().unwrap();
+    let target = "broken-memory:delete-keeps-keys";
+    let o = reqkey(&[
+        "fuzz", "--target", target, "--cases", "500", "--seed", "4", "--out", file_arg,
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("reproduce with --seed 4"), "{out}");
+    let yaml = scenario_block(&o);
+    assert!(yaml.contains("id: fuzz.seed-4"), "{out}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), format!("{yaml}\n"));
+    // A program with a concurrent batch may need a few interleavings.
+    let broken = reqkey(&[
+        "run", file_arg, "--target", target, "--repeat", "20", "--seed", "1",
+    ]);
+    assert_eq!(
+        broken.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&broken.stdout)
+    );
+    let memory = reqkey(&[
+        "run", file_arg, "--target", "memory", "--repeat", "20", "--seed", "1",
+    ]);
+    assert_eq!(
+        memory.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&memory.stdout)
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn reqkey_fuzz_refuses_an_unknown_target_with_exit_2() {
+    let o = reqkey(&["fuzz", "--target", "nope"]);
+    assert_eq!(o.status.code(), Some(2));
+}
