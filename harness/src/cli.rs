@@ -264,6 +264,7 @@ fn fuzz_command(args: FuzzArgs) -> ExitCode {
         namespace: format!("{}.fuzz", cfg.namespace),
         target_name: args.target.clone(),
         lin_budget_steps: crate::lin::DEFAULT_BUDGET_STEPS,
+        call_timeout_ms: args.timeout_ms,
         max_shrink_iters: 4_096,
     };
     println!(

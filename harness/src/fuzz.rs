@@ -194,6 +194,7 @@ pub async fn run_program(
     program: &[FuzzStep],
     sessions: &[String],
     lin_budget_steps: u64,
+    call_timeout_ms: u64,
 ) -> Result<(), CaseFailure> {
     let clock = Clock::new();
     let mut history: Vec<Operation> = Vec::new();
@@ -208,6 +209,7 @@ pub async fn run_program(
                     &clock,
                     &format!("step{k}"),
                     request.clone(),
+                    call_timeout_ms,
                 )
                 .await;
                 let answer = result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
@@ -239,7 +241,8 @@ pub async fn run_program(
                     let client = format!("step{k}.{j}");
                     tasks.push(tokio::spawn(async move {
                         barrier.wait().await;
-                        timed_store_call(target.as_ref(), &clock, &client, request).await
+                        timed_store_call(target.as_ref(), &clock, &client, request, call_timeout_ms)
+                            .await
                     }));
                 }
                 for t in tasks {
@@ -279,6 +282,8 @@ pub struct FuzzOptions {
     /// The target spec, for the scenario's summary.
     pub target_name: String,
     pub lin_budget_steps: u64,
+    /// The bound on every single call.
+    pub call_timeout_ms: u64,
     /// Bound on shrinking iterations.
     pub max_shrink_iters: u32,
 }
@@ -342,6 +347,15 @@ pub fn fuzz(
     let harness_error: Mutex<Option<String>> = Mutex::new(None);
     let last_reason: Mutex<String> = Mutex::new(String::new());
     let result = runner.run(&arb_program(), |program| {
+        // After a harness error there is no verdict to look for: let
+        // proptest wind down (shrinking included) without calling again.
+        if harness_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Ok(());
+        }
         let case = counter.fetch_add(1, Ordering::Relaxed);
         let sessions: Vec<String> = (0..SESSIONS)
             .map(|s| format!("{}.{case}.s{s}", opts.namespace))
@@ -351,6 +365,7 @@ pub fn fuzz(
             &program,
             &sessions,
             opts.lin_budget_steps,
+            opts.call_timeout_ms,
         ));
         match outcome {
             Ok(()) => Ok(()),
@@ -519,6 +534,7 @@ mod tests {
             namespace: format!("fz{seed}"),
             target_name: target.to_owned(),
             lin_budget_steps: lin::DEFAULT_BUDGET_STEPS,
+            call_timeout_ms: 10_000,
             max_shrink_iters: 2_000,
         }
     }
@@ -603,6 +619,41 @@ mod tests {
     fn one_seed_generates_the_same_programs() {
         assert_eq!(programs(11, 20), programs(11, 20));
         assert_ne!(programs(11, 20), programs(12, 20));
+    }
+
+    /// A store that never answers.
+    #[derive(Debug)]
+    struct Hanging;
+
+    #[async_trait::async_trait]
+    impl Target for Hanging {
+        fn level(&self) -> crate::target::Level {
+            crate::target::Level::Store
+        }
+        fn describe(&self) -> String {
+            "hanging".into()
+        }
+        async fn health(&self) -> Result<Value, crate::target::TargetError> {
+            Ok(Value::Null)
+        }
+        async fn store_call(&self, _: &Value) -> Result<Value, crate::target::TargetError> {
+            tokio::time::sleep(std::time::Duration::from_secs(3_600)).await;
+            Ok(Value::Null)
+        }
+    }
+
+    #[test]
+    fn a_target_that_times_out_is_a_harness_error_reported_at_once() {
+        let rt = rt();
+        let mut o = opts("hanging", 500, 1);
+        o.call_timeout_ms = 20;
+        let started = std::time::Instant::now();
+        let outcome = fuzz(&rt, Arc::new(Hanging), &o);
+        assert!(
+            matches!(&outcome, FuzzOutcome::Error(e) if e.contains("20 ms")),
+            "{outcome:?}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]

@@ -52,17 +52,27 @@ impl Clock {
     }
 }
 
-/// Runs one store call and records it. A call that fails to be judged
-/// (unreachable, timeout) is recorded without an answer: it may or may not
-/// have taken effect. The error is returned alongside for the caller.
+/// Runs one store call, bounded by `timeout_ms`, and records it. A call
+/// that fails to be judged (unreachable, timeout) is recorded without an
+/// answer: it may or may not have taken effect. The error is returned
+/// alongside for the caller.
 pub async fn timed_store_call(
     target: &dyn Target,
     clock: &Clock,
     client: &str,
     request: Value,
+    timeout_ms: u64,
 ) -> (Operation, Result<Value, TargetError>) {
     let invoke_ns = clock.now_ns();
-    let result = target.store_call(&request).await;
+    let result = match tokio::time::timeout(
+        std::time::Duration::from_millis(timeout_ms),
+        target.store_call(&request),
+    )
+    .await
+    {
+        Ok(result) => result,
+        Err(_) => Err(TargetError::Timeout { timeout_ms }),
+    };
     let return_ns = clock.now_ns();
     let answer = result.as_ref().ok().cloned();
     (
@@ -76,6 +86,9 @@ pub async fn timed_store_call(
         result,
     )
 }
+
+/// The bound on each call of a random workload.
+const CALL_TIMEOUT_MS: u64 = 10_000;
 
 /// The shape of a random concurrent workload.
 #[derive(Debug, Clone)]
@@ -118,7 +131,9 @@ pub async fn random_history(
             let mut ops = Vec::with_capacity(n);
             for _ in 0..n {
                 let request = client.next_request();
-                let (op, result) = timed_store_call(target.as_ref(), &clock, &name, request).await;
+                let (op, result) =
+                    timed_store_call(target.as_ref(), &clock, &name, request, CALL_TIMEOUT_MS)
+                        .await;
                 let answer = result?;
                 client.observe(&op.request, &answer);
                 ops.push(op);
