@@ -24,18 +24,27 @@ pub const MAX_REPEAT: u32 = 10_000;
 pub const MAX_COPIES: u32 = 256;
 pub const MAX_SLEEP_MS: u64 = 10_000;
 
-/// One scenario file.
-#[derive(Debug, Clone, Deserialize)]
+/// A reqkey scenario: one file under scenarios/store or scenarios/agent (docs/scenario-format.md).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "reqkey scenario")]
 pub struct Scenario {
+    /// Unique, dotted; reports and --expected-failures use it.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._-]+$"))]
     pub id: String,
     pub level: Level,
+    /// Free labels; `reqkey run --tag X` filters on them.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// One line saying what the scenario proves.
+    #[schemars(length(min = 1))]
     pub summary: String,
     /// Trials; each gets fresh variables.
     #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 10_000))]
     pub repeat: u32,
+    /// The steps, run in order.
+    #[schemars(length(min = 1))]
     pub steps: Vec<Step>,
     /// Where it was loaded from (set by the loader).
     #[serde(skip)]
@@ -74,12 +83,14 @@ impl Action {
 }
 
 /// One rule of an `expect_group`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupRule {
     pub count: GroupCount,
+    /// The pattern each consumed answer matches.
     #[serde(rename = "match")]
     pub pattern: Value,
+    /// Binds variables from the first answer the rule consumed.
     #[serde(default)]
     pub bind: BTreeMap<String, String>,
 }
@@ -123,7 +134,8 @@ pub struct Step {
 
 const OTHER_ACTIONS: [&str; 4] = ["rpc", "parallel", "expect_one_of", "sleep_ms"];
 
-fn all_step_keys() -> &'static [&'static str] {
+/// Every key a step may have: actions and modifiers (the schema is built from this).
+pub fn all_step_keys() -> &'static [&'static str] {
     &[
         "commitRunStart",
         "getRun",
@@ -388,14 +400,7 @@ fn validate(s: &Scenario) -> Result<(), String> {
 /// Loads scenarios from files and directories (recursively, `*.yaml` and
 /// `*.yml`, in path order). Ids must be unique across everything loaded.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Scenario>, LoadError> {
-    let mut files = Vec::new();
-    for path in paths {
-        let before = files.len();
-        collect(path, &mut files)?;
-        if files.len() == before {
-            return Err(LoadError::Empty(path.clone()));
-        }
-    }
+    let files = scenario_files(paths)?;
     let mut scenarios = Vec::with_capacity(files.len());
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     for file in files {
@@ -417,6 +422,19 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Scenario>, LoadError> {
         scenarios.push(scenario);
     }
     Ok(scenarios)
+}
+
+/// The scenario files `load_paths` would load, in the order it loads them.
+pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    let mut files = Vec::new();
+    for path in paths {
+        let before = files.len();
+        collect(path, &mut files)?;
+        if files.len() == before {
+            return Err(LoadError::Empty(path.clone()));
+        }
+    }
+    Ok(files)
 }
 
 fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
