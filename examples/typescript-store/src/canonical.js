@@ -5,9 +5,10 @@
  * strings and prints numbers the way RFC 8785 asks; what it does not do is
  * sort keys, so objects are rebuilt here with sorted keys first.
  *
- * Keys are sorted by UTF-16 code unit (JavaScript's default sort), which is
- * code point order for every key outside the astral planes; RFC 8785 itself
- * sorts by UTF-16 code unit, so this is exactly its order.
+ * Keys are sorted by Unicode code point, as SPEC 3 says (and as reqkey's
+ * reference does). JavaScript's default sort compares UTF-16 code units,
+ * which differs from code point order only for keys that mix characters
+ * above U+FFFF with U+E000..U+FFFF; `byCodePoint` makes it exact anyway.
  */
 import { createHash } from "node:crypto";
 
@@ -21,10 +22,24 @@ export function canonicalJson(value) {
   }
   if (value !== null && typeof value === "object") {
     const obj = /** @type {Record<string, unknown>} */ (value);
-    const keys = Object.keys(obj).sort();
+    const keys = Object.keys(obj).sort(byCodePoint);
     return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(",")}}`;
   }
   return JSON.stringify(value);
+}
+
+/**
+ * Compares two strings by Unicode code point.
+ * @param {string} a @param {string} b
+ */
+export function byCodePoint(a, b) {
+  const x = [...a];
+  const y = [...b];
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const d = /** @type {number} */ (x[i].codePointAt(0)) - /** @type {number} */ (y[i].codePointAt(0));
+    if (d !== 0) return d;
+  }
+  return x.length - y.length;
 }
 
 /**

@@ -17,6 +17,12 @@ test("the SPEC 3 digest vectors", () => {
   assert.equal(requestDigest("retry", null), "67aaa0843dbd37847691f8aa48afe9fd25ad581200d659efeca65e3f38b35895");
 });
 
+test("keys sort by code point, not by UTF-16 code unit", () => {
+  // As UTF-16 units, U+1F600's high surrogate (0xD83D) sorts before U+FF61; by code point U+FF61 comes first.
+  assert.equal(canonicalJson({ "\u{1F600}": 1, "\uFF61": 2 }), '{"\uFF61":2,"\u{1F600}":1}');
+  assert.equal(JSON.stringify(Object.keys({ "\u{1F600}": 1, "\uFF61": 2 }).sort()), JSON.stringify(["\u{1F600}", "\uFF61"]));
+});
+
 /** @param {Record<string, unknown>} fields */
 const commit = (fields) => ({ op: "commitRunStart", args: { startRun: { sessionId: "s", expectedCurrentRunId: null, input: { text: "a" }, ...fields } } });
 
