@@ -166,6 +166,36 @@ impl<'de> Deserialize<'de> for Step {
 
 struct StepVisitor;
 
+/// A step's key, checked while the parser still stands on it, so an
+/// unknown key is reported at its own line and column (not at the step's).
+struct StepKey;
+
+impl<'de> de::DeserializeSeed<'de> for StepKey {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        // The check runs inside the parser's visit of the key (not after
+        // it), which is what lets the error carry the key's position.
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for StepKey {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a step key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<String, E> {
+        if all_step_keys().contains(&key) {
+            Ok(key.to_owned())
+        } else {
+            Err(E::unknown_field(key, all_step_keys()))
+        }
+    }
+}
+
 impl<'de> Visitor<'de> for StepVisitor {
     type Value = Step;
 
@@ -184,7 +214,7 @@ impl<'de> Visitor<'de> for StepVisitor {
             linearizable: false,
             expect_group: Vec::new(),
         };
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key_seed(StepKey)? {
             let new_action = match key.as_str() {
                 "as" => {
                     step.name = Some(map.next_value()?);
@@ -510,6 +540,32 @@ mod tests {
     fn unknown_top_level_fields_are_refused() {
         let e = err("id: t\nlevel: store\nsummary: s\nstepz: []\n");
         assert!(e.contains("unknown field `stepz`"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_top_level_field_names_file_line_and_column() {
+        let e = err("id: t\nlevel: store\nsummary: s\nrepeats: 3\nsteps: []\n");
+        assert!(e.starts_with("x.yaml:4:1: unknown field `repeats`"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_field_in_an_expect_group_rule_names_file_line_and_column() {
+        let e = err(&format!(
+            "{HEAD}  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n    expect_group:\n      - count: 1\n        matches: {{ok: null}}\n"
+        ));
+        assert!(e.starts_with("x.yaml:9:9:"), "{e}");
+        assert!(e.contains("unknown field `matches`"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_modifier_inside_a_parallel_item_names_file_line_and_column() {
+        let e = err(&format!(
+            "{HEAD}  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n        expext: {{ok: null}}\n"
+        ));
+        assert!(
+            e.starts_with("x.yaml:7:9: steps[0].parallel[0]: unknown field `expext`"),
+            "{e}"
+        );
     }
 
     #[test]
