@@ -132,7 +132,8 @@ pub struct Step {
     pub expect_group: Vec<GroupRule>,
 }
 
-const OTHER_ACTIONS: [&str; 4] = ["rpc", "parallel", "expect_one_of", "sleep_ms"];
+/// Actions besides the store operations (the schema reads this too).
+pub const OTHER_ACTIONS: [&str; 4] = ["rpc", "parallel", "expect_one_of", "sleep_ms"];
 
 /// Every key a step may have: actions and modifiers (the schema is built from this).
 pub fn all_step_keys() -> &'static [&'static str] {

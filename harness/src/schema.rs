@@ -21,7 +21,8 @@ use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use crate::scenario::{
-    all_step_keys, GroupCount, GroupRule, Scenario, Step, MAX_COPIES, MAX_SLEEP_MS, STORE_ACTIONS,
+    all_step_keys, GroupCount, GroupRule, Scenario, Step, MAX_COPIES, MAX_SLEEP_MS, OTHER_ACTIONS,
+    STORE_ACTIONS,
 };
 use crate::target::Level;
 
@@ -110,34 +111,47 @@ fn modifier_properties(props: &mut Map<String, Value>, generator: &mut SchemaGen
     let _ = generator;
 }
 
-/// Keys that modify a step rather than name its action.
-const MODIFIERS: [&str; 6] = [
-    "as",
-    "copies",
-    "expect",
-    "bind",
-    "linearizable",
-    "expect_group",
-];
-
 /// Actions that only a top-level step takes (never an item of a group).
 const GROUP_ONLY: [&str; 3] = ["parallel", "expect_one_of", "sleep_ms"];
 
-/// Every action the loader knows (from `all_step_keys`, so an action added
-/// to the loader is in the schema without touching this file).
+/// Modifiers of a `parallel` step only, and of a group's item only.
+const TOP_ONLY_MODIFIERS: [&str; 2] = ["linearizable", "expect_group"];
+const ITEM_ONLY_MODIFIERS: [&str; 1] = ["copies"];
+
+/// Every action the loader knows (`STORE_ACTIONS` and `OTHER_ACTIONS`, so
+/// an action added to the loader is in the schema without touching this
+/// file).
 fn actions(in_group: bool) -> Vec<&'static str> {
-    all_step_keys()
+    STORE_ACTIONS
         .iter()
+        .chain(OTHER_ACTIONS.iter())
         .copied()
-        .filter(|k| !MODIFIERS.contains(k))
         .filter(|k| !(in_group && GROUP_ONLY.contains(k)))
         .collect()
 }
 
-/// Gives any action the loader knows but this file does not describe a
+/// Every key the loader takes at this place: its actions and modifiers.
+fn keys(in_group: bool) -> Vec<&'static str> {
+    let all_actions = actions(false);
+    all_step_keys()
+        .iter()
+        .copied()
+        .filter(|k| {
+            if all_actions.contains(k) {
+                actions(in_group).contains(k)
+            } else if in_group {
+                !TOP_ONLY_MODIFIERS.contains(k)
+            } else {
+                !ITEM_ONLY_MODIFIERS.contains(k)
+            }
+        })
+        .collect()
+}
+
+/// Gives any key the loader knows but this file does not describe a
 /// permissive property, so the schema never refuses what the loader takes.
 fn fill_undescribed(props: &mut Map<String, Value>, in_group: bool) {
-    for key in actions(in_group) {
+    for key in keys(in_group) {
         props
             .entry(key.to_owned())
             .or_insert_with(|| json!({"description": "See docs/scenario-format.md."}));
