@@ -61,6 +61,13 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     }
     let _ = writeln!(md, "| reqkey | {} |", ctx.reqkey_version);
     let _ = writeln!(md, "| seed | `{}` |", summary.seed);
+    if certification {
+        let _ = writeln!(
+            md,
+            "| replay | `reqkey certify --target {} --seed {}` |",
+            ctx.target, summary.seed
+        );
+    }
     let _ = writeln!(md, "| date | {} |", ctx.date);
     if !ctx.selection.is_empty() {
         let _ = writeln!(md, "| selection | `{}` |", ctx.selection.join(" "));
