@@ -31,13 +31,32 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         "reqkey run report (not a certification)"
     };
     let _ = writeln!(md, "# {title}: `{}`\n", ctx.target);
-    let conforms = summary.exit_code() == 0 && summary.expected_failures == 0;
-    let verdict = match (certification, conforms, summary.exit_code()) {
-        (true, true, _) => "**CONFORMS**: every scenario of the suite passed.".to_owned(),
-        (_, _, 2) => "**NOT JUDGED**: the harness could not judge every scenario.".to_owned(),
-        (true, false, _) => "**DOES NOT CONFORM**: some scenario failed.".to_owned(),
-        (false, _, 0) => "**GREEN** (a narrowed run: see the selection below).".to_owned(),
-        (false, _, _) => "**RED**: some scenario failed.".to_owned(),
+    let code = summary.exit_code();
+    let verdict = if code == 2 {
+        "**NOT JUDGED**: the harness could not judge every scenario.".to_owned()
+    } else if certification {
+        if code == 0 {
+            "**CONFORMS**: every scenario of the suite passed.".to_owned()
+        } else {
+            "**DOES NOT CONFORM**: some scenario failed.".to_owned()
+        }
+    } else {
+        let narrowed = if ctx.selection.is_empty() {
+            String::new()
+        } else {
+            " The run was narrowed: see the selection below.".to_owned()
+        };
+        let expected = match summary.expected_failures {
+            0 => String::new(),
+            n => format!(" ({n} failed as expected)"),
+        };
+        if code == 0 && summary.expected_failures == 0 {
+            format!("**GREEN**: every scenario that ran passed.{narrowed}")
+        } else if code == 0 {
+            format!("**GREEN**: no unexpected failure{expected}.{narrowed}")
+        } else {
+            format!("**RED**: some scenario failed or passed unexpectedly{expected}.{narrowed}")
+        }
     };
     let _ = writeln!(md, "{verdict}\n");
     let _ = writeln!(md, "| | |\n|---|---|");
