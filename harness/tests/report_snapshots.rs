@@ -57,12 +57,18 @@ struct Outputs {
 
 /// Runs the fixtures against `target` with all four reporters.
 async fn run_fixtures(target: &str, command: &str) -> Outputs {
+    run_fixtures_expecting(target, command, &[]).await
+}
+
+/// Runs the fixtures with `expected` as the `--expected-failures` ids.
+async fn run_fixtures_expecting(target: &str, command: &str, expected: &[&str]) -> Outputs {
     // Relative, so the paths in reports are the same on every machine
     // (cargo runs tests from the package directory).
     let dir = PathBuf::from("tests/fixtures/reports");
     let scenarios = load_paths(std::slice::from_ref(&dir)).unwrap();
     let t = open_target(target, TargetOptions::default()).await.unwrap();
     let mut ctx = ReportContext::new(command, target);
+    ctx.expected_failures = expected.iter().map(|s| s.to_string()).collect();
     ctx.health = Some(t.health().await.unwrap());
     ctx.suite = Some(suite::selection(std::slice::from_ref(&dir)).unwrap());
     let (terminal, junit, json, markdown) = (
@@ -77,7 +83,9 @@ async fn run_fixtures(target: &str, command: &str) -> Outputs {
         Box::new(JsonReporter::new(ctx.clone(), json.clone())),
         Box::new(CertificateReporter::new(ctx.clone(), markdown.clone())),
     ];
-    let summary = runner::run(t, &scenarios, &RunConfig::new(SEED), &mut reporters).await;
+    let mut cfg = RunConfig::new(SEED);
+    cfg.expected_failures = ctx.expected_failures.iter().cloned().collect();
+    let summary = runner::run(t, &scenarios, &cfg, &mut reporters).await;
     for r in &mut reporters {
         r.finish().unwrap();
     }
@@ -202,6 +210,25 @@ async fn a_failing_run_in_every_format() {
     insta::assert_snapshot!("failing_junit", out.junit);
     insta::assert_snapshot!("failing_json", out.json);
     insta::assert_snapshot!("failing_markdown", out.markdown);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expected_failures_and_unexpected_passes_in_every_format() {
+    // The broken store fails the delete fixture (expected) and passes the
+    // other one, which is also listed: an unexpected pass, exit 1.
+    let out = run_fixtures_expecting(
+        "broken-memory:delete-keeps-keys",
+        "run",
+        &["fixture.delete-frees-the-key", "fixture.key-is-found"],
+    )
+    .await;
+    assert_eq!(out.summary.exit_code(), 1);
+    assert_eq!(out.summary.expected_failures, 1);
+    assert_eq!(out.summary.unexpected_passes, 1);
+    insta::assert_snapshot!("expected_failures_terminal", out.terminal);
+    insta::assert_snapshot!("expected_failures_junit", out.junit);
+    insta::assert_snapshot!("expected_failures_json", out.json);
+    insta::assert_snapshot!("expected_failures_markdown", out.markdown);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
