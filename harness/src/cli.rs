@@ -192,7 +192,7 @@ pub fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run(args) => with_runtime(|| run_command(args)),
+        Command::Run(args) => run_command(args),
         Command::Certify(args) => with_runtime(|| certify_command(args)),
         Command::Schema => {
             println!("{}", crate::schema::scenario_schema_json());
@@ -277,7 +277,11 @@ async fn execute(
     ExitCode::from(summary.exit_code())
 }
 
-async fn run_command(args: RunArgs) -> ExitCode {
+fn run_command(args: RunArgs) -> ExitCode {
+    with_runtime(|| run_async(args))
+}
+
+async fn run_async(args: RunArgs) -> ExitCode {
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
     };
