@@ -13,16 +13,21 @@
 //! - [`vars`], [`pattern`]: variables and expectation matching.
 //! - [`target`]: the only way to reach an implementation.
 //! - [`runner`]: executes scenarios, emits [`event::Event`]s.
-//! - [`report`]: reporters subscribed to those events.
 //! - [`lin`]: linearizability of recorded histories (`linearizable: true`).
 //! - [`record`]: recording operations with monotonic instants; random
 //!   concurrent workloads.
 //! - [`bench`]: the checker and detection benchmarks (`reqkey bench`).
+//! - [`report`]: reporters subscribed to those events (terminal, JUnit,
+//!   JSON, Markdown certificate).
+//! - [`suite`]: the certification suite, its version and digest.
+//! - [`expected`]: `--expected-failures` lists.
+//! - [`schema`]: the JSON Schema of the scenario format.
 //! - [`cli`]: the `reqkey` command line (the binary is a thin `main`).
 
 pub mod bench;
 pub mod cli;
 pub mod event;
+pub mod expected;
 pub mod fuzz;
 pub mod lin;
 pub mod pattern;
@@ -30,5 +35,7 @@ pub mod record;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod schema;
+pub mod suite;
 pub mod target;
 pub mod vars;

@@ -19,7 +19,7 @@
 //! Every call is bounded by the call timeout, every sleep by
 //! `MAX_SLEEP_MS`, every trial count by `MAX_REPEAT`: a run always ends.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,8 @@ pub struct RunConfig {
     pub call_timeout_ms: u64,
     /// The bound on each linearizability check (search steps).
     pub lin_budget_steps: u64,
+    /// Scenario ids known to fail on this target (`--expected-failures`).
+    pub expected_failures: BTreeSet<String>,
 }
 
 impl RunConfig {
@@ -70,6 +72,7 @@ impl RunConfig {
             fail_fast: false,
             call_timeout_ms: 10_000,
             lin_budget_steps: lin::DEFAULT_BUDGET_STEPS,
+            expected_failures: BTreeSet::new(),
         }
     }
 }
@@ -159,8 +162,11 @@ pub async fn run(
                 id: scenario.id.clone(),
             },
         );
-        let result = run_scenario(&target, scenario, index, cfg).await;
-        let stop = cfg.fail_fast && result.verdict != Verdict::Pass;
+        let mut result = run_scenario(&target, scenario, index, cfg).await;
+        if cfg.expected_failures.contains(&scenario.id) {
+            result.verdict = result.verdict.expecting_failure();
+        }
+        let stop = cfg.fail_fast && !result.verdict.is_green();
         emit(
             reporters,
             Event::ScenarioFinished {
@@ -180,6 +186,8 @@ pub async fn run(
         passed: count(Verdict::Pass),
         failed: count(Verdict::Fail),
         errored: count(Verdict::Error),
+        expected_failures: count(Verdict::ExpectedFail),
+        unexpected_passes: count(Verdict::UnexpectedPass),
         duration_ms: started.elapsed().as_millis() as u64,
         results,
     };

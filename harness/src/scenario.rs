@@ -24,18 +24,27 @@ pub const MAX_REPEAT: u32 = 10_000;
 pub const MAX_COPIES: u32 = 256;
 pub const MAX_SLEEP_MS: u64 = 10_000;
 
-/// One scenario file.
-#[derive(Debug, Clone, Deserialize)]
+/// A reqkey scenario: one file under scenarios/store or scenarios/agent (docs/scenario-format.md).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "reqkey scenario")]
 pub struct Scenario {
+    /// Unique, dotted; reports and --expected-failures use it.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._-]+$"))]
     pub id: String,
     pub level: Level,
+    /// Free labels; `reqkey run --tag X` filters on them.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// One line saying what the scenario proves.
+    #[schemars(length(min = 1))]
     pub summary: String,
     /// Trials; each gets fresh variables.
     #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 10_000))]
     pub repeat: u32,
+    /// The steps, run in order.
+    #[schemars(length(min = 1))]
     pub steps: Vec<Step>,
     /// Where it was loaded from (set by the loader).
     #[serde(skip)]
@@ -74,12 +83,14 @@ impl Action {
 }
 
 /// One rule of an `expect_group`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupRule {
     pub count: GroupCount,
+    /// The pattern each consumed answer matches.
     #[serde(rename = "match")]
     pub pattern: Value,
+    /// Binds variables from the first answer the rule consumed.
     #[serde(default)]
     pub bind: BTreeMap<String, String>,
 }
@@ -121,9 +132,11 @@ pub struct Step {
     pub expect_group: Vec<GroupRule>,
 }
 
-const OTHER_ACTIONS: [&str; 4] = ["rpc", "parallel", "expect_one_of", "sleep_ms"];
+/// Actions besides the store operations (the schema reads this too).
+pub const OTHER_ACTIONS: [&str; 4] = ["rpc", "parallel", "expect_one_of", "sleep_ms"];
 
-fn all_step_keys() -> &'static [&'static str] {
+/// Every key a step may have: actions and modifiers (the schema is built from this).
+pub fn all_step_keys() -> &'static [&'static str] {
     &[
         "commitRunStart",
         "getRun",
@@ -154,6 +167,36 @@ impl<'de> Deserialize<'de> for Step {
 
 struct StepVisitor;
 
+/// A step's key, checked while the parser still stands on it, so an
+/// unknown key is reported at its own line and column (not at the step's).
+struct StepKey;
+
+impl<'de> de::DeserializeSeed<'de> for StepKey {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        // The check runs inside the parser's visit of the key (not after
+        // it), which is what lets the error carry the key's position.
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for StepKey {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a step key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<String, E> {
+        if all_step_keys().contains(&key) {
+            Ok(key.to_owned())
+        } else {
+            Err(E::unknown_field(key, all_step_keys()))
+        }
+    }
+}
+
 impl<'de> Visitor<'de> for StepVisitor {
     type Value = Step;
 
@@ -172,7 +215,7 @@ impl<'de> Visitor<'de> for StepVisitor {
             linearizable: false,
             expect_group: Vec::new(),
         };
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key_seed(StepKey)? {
             let new_action = match key.as_str() {
                 "as" => {
                     step.name = Some(map.next_value()?);
@@ -388,14 +431,7 @@ fn validate(s: &Scenario) -> Result<(), String> {
 /// Loads scenarios from files and directories (recursively, `*.yaml` and
 /// `*.yml`, in path order). Ids must be unique across everything loaded.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Scenario>, LoadError> {
-    let mut files = Vec::new();
-    for path in paths {
-        let before = files.len();
-        collect(path, &mut files)?;
-        if files.len() == before {
-            return Err(LoadError::Empty(path.clone()));
-        }
-    }
+    let files = scenario_files(paths)?;
     let mut scenarios = Vec::with_capacity(files.len());
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     for file in files {
@@ -417,6 +453,19 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Scenario>, LoadError> {
         scenarios.push(scenario);
     }
     Ok(scenarios)
+}
+
+/// The scenario files `load_paths` would load, in the order it loads them.
+pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    let mut files = Vec::new();
+    for path in paths {
+        let before = files.len();
+        collect(path, &mut files)?;
+        if files.len() == before {
+            return Err(LoadError::Empty(path.clone()));
+        }
+    }
+    Ok(files)
 }
 
 fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
@@ -492,6 +541,32 @@ mod tests {
     fn unknown_top_level_fields_are_refused() {
         let e = err("id: t\nlevel: store\nsummary: s\nstepz: []\n");
         assert!(e.contains("unknown field `stepz`"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_top_level_field_names_file_line_and_column() {
+        let e = err("id: t\nlevel: store\nsummary: s\nrepeats: 3\nsteps: []\n");
+        assert!(e.starts_with("x.yaml:4:1: unknown field `repeats`"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_field_in_an_expect_group_rule_names_file_line_and_column() {
+        let e = err(&format!(
+            "{HEAD}  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n    expect_group:\n      - count: 1\n        matches: {{ok: null}}\n"
+        ));
+        assert!(e.starts_with("x.yaml:9:9:"), "{e}");
+        assert!(e.contains("unknown field `matches`"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_modifier_inside_a_parallel_item_names_file_line_and_column() {
+        let e = err(&format!(
+            "{HEAD}  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n        expext: {{ok: null}}\n"
+        ));
+        assert!(
+            e.starts_with("x.yaml:7:9: steps[0].parallel[0]: unknown field `expext`"),
+            "{e}"
+        );
     }
 
     #[test]
