@@ -11,16 +11,23 @@ use reqkey_model::{
     CommitResult, DeleteResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError,
 };
 
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 mod common;
 pub mod memory;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 use std::sync::Arc;
 
+#[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
+#[cfg(feature = "redis")]
 pub use self::redis::RedisStore;
+#[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
 pub use memory::{MemoryDefect, MemoryStore};
 
@@ -32,6 +39,9 @@ pub enum OpenError {
         "unknown store `{0}`; expected memory, sqlite:PATH, postgres://USER@HOST:PORT/DB or redis://HOST:PORT"
     )]
     UnknownSpec(String),
+    /// The backend's cargo feature is off in this build.
+    #[error("this build has no {0} backend (enable the `{0}` feature of reqkey-reference)")]
+    NotBuilt(&'static str),
     /// The backend did not answer or refused the connection.
     #[error("cannot open the {backend} store at {target}: {message}")]
     Backend {
@@ -66,18 +76,28 @@ pub async fn open(spec: &str) -> Result<Arc<dyn SessionStateStore>, OpenError> {
         if path.is_empty() {
             return Err(OpenError::UnknownSpec(spec.to_owned()));
         }
+        #[cfg(feature = "sqlite")]
         return Ok(Arc::new(SqliteStore::open(path).await?));
+        #[cfg(not(feature = "sqlite"))]
+        return Err(OpenError::NotBuilt("sqlite"));
     }
     if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
         return Ok(Arc::new(PostgresStore::connect(spec).await?));
+        #[cfg(not(feature = "postgres"))]
+        return Err(OpenError::NotBuilt("postgres"));
     }
     if spec.starts_with("redis://") || spec.starts_with("rediss://") {
+        #[cfg(feature = "redis")]
         return Ok(Arc::new(RedisStore::connect(spec).await?));
+        #[cfg(not(feature = "redis"))]
+        return Err(OpenError::NotBuilt("redis"));
     }
     Err(OpenError::UnknownSpec(spec.to_owned()))
 }
 
 /// `scheme://user:secret@host/...` with the secret replaced, for messages.
+#[cfg(any(feature = "postgres", feature = "redis"))]
 pub(crate) fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
