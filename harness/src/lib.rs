@@ -15,6 +15,7 @@
 //! - [`runner`]: executes scenarios, emits [`event::Event`]s.
 //! - [`report`]: reporters subscribed to those events.
 //! - [`cli`]: the `reqkey` command line (the binary is a thin `main`).
+//! - [`serve_cmd`]: `reqkey serve store`, a reference store over `reqkey-store/1`.
 
 pub mod cli;
 pub mod event;
@@ -22,5 +23,6 @@ pub mod pattern;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod serve_cmd;
 pub mod target;
 pub mod vars;

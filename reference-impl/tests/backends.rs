@@ -4,8 +4,8 @@
 //! `Arc<dyn SessionStateStore>`; the `suite!` macro instantiates each case
 //! once per backend (`memory`, `sqlite`, `postgres`, `redis`), the sqlx way.
 //! Postgres and Redis tests talk to the services named by
-//! `REQKEY_TEST_POSTGRES` (default `postgres://postgres@127.0.0.1:5432/test`)
-//! and `REQKEY_TEST_REDIS` (default `redis://127.0.0.1:6379`). If a service
+//! `REQKEY_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`)
+//! and `REQKEY_REDIS_URL` (default `redis://127.0.0.1:6379`). If a service
 //! does not answer, the test FAILS with a message saying so; it never skips.
 //!
 //! Tests share those services with other test runs, so every session id is
@@ -28,12 +28,12 @@ use reqkey_reference::store::{self, dispatch, PostgresStore, SessionStateStore, 
 use serde_json::{json, Value};
 
 fn postgres_url() -> String {
-    std::env::var("REQKEY_TEST_POSTGRES")
+    std::env::var("REQKEY_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
 fn redis_url() -> String {
-    std::env::var("REQKEY_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+    std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
 
 /// A fresh prefix no other test run uses.
@@ -84,8 +84,8 @@ async fn open_backend(name: &str) -> (Arc<dyn SessionStateStore>, Option<TempDb>
         Ok(s) => (s, db),
         Err(e) => panic!(
             "the {name} backend could not be opened ({e}). These tests need the real service: \
-             start it (pg_isready -h 127.0.0.1 / redis-cli ping) or point REQKEY_TEST_POSTGRES / \
-             REQKEY_TEST_REDIS at one. They never skip."
+             start it (pg_isready -h 127.0.0.1 / redis-cli ping) or point REQKEY_POSTGRES_URL / \
+             REQKEY_REDIS_URL at one. They never skip."
         ),
     }
 }
@@ -761,7 +761,7 @@ async fn sqlite_unique_index_backstop_answers_request_key_taken() {
 async fn postgres_unique_index_backstop_answers_request_key_taken() {
     let store = match PostgresStore::connect(&postgres_url()).await {
         Ok(s) => s,
-        Err(e) => panic!("Postgres did not answer ({e}); start it or set REQKEY_TEST_POSTGRES"),
+        Err(e) => panic!("Postgres did not answer ({e}); start it or set REQKEY_POSTGRES_URL"),
     };
     let blind = store.without_holder_read_for_backstop_test();
     backstop_answers_request_key_taken(Arc::new(store), Arc::new(blind)).await;

@@ -97,8 +97,7 @@ pub async fn open(spec: &str) -> Result<Arc<dyn SessionStateStore>, OpenError> {
 }
 
 /// `scheme://user:secret@host/...` with the secret replaced, for messages.
-#[cfg(any(feature = "postgres", feature = "redis"))]
-pub(crate) fn redact_url(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
