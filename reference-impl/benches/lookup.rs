@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Runs are laid out as sessions of 1,000 keyed runs (`k1..k1000`): the
-//! small store is one session, the large one 1,000 sessions. The SQL and
+//! small store is one session, the large one 1,000 sessions (a 100,000-run
+//! point in between shows where the curve flattens). The SQL and
 //! Redis stores are seeded through their bulk paths (one transaction,
 //! `generate_series`, pipelining); the memory store through ordinary
 //! commits. Each measurement is 2,000 sequential lookups of random existing
@@ -28,7 +29,7 @@ use reqkey_reference::store::{
 use serde_json::json;
 
 const RUNS_PER_SESSION: u64 = 1_000;
-const SIZES: [u64; 2] = [1_000, 1_000_000];
+const SIZES: [u64; 3] = [1_000, 100_000, 1_000_000];
 const WARMUP: usize = 200;
 const SAMPLES: usize = 2_000;
 
