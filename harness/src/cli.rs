@@ -63,6 +63,9 @@ pub enum Command {
     /// Run scenarios against a target.
     #[command(after_help = target_help())]
     Run(RunArgs),
+    /// Serve a reference implementation over its wire protocol.
+    #[command(subcommand)]
+    Serve(crate::serve_cmd::ServeCommand),
     /// Certify a target: the whole suite of its level, nothing skipped;
     /// writes certificate.md, junit.xml and results.json.
     #[command(after_help = target_help())]
@@ -256,6 +259,7 @@ pub fn main() -> ExitCode {
         }
         Command::Fuzz(args) => fuzz_command(args),
         Command::Bench(args) => bench_command(args),
+        Command::Serve(command) => crate::serve_cmd::run(command),
     }
 }
 

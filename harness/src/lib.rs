@@ -23,6 +23,7 @@
 //! - [`expected`]: `--expected-failures` lists.
 //! - [`schema`]: the JSON Schema of the scenario format.
 //! - [`cli`]: the `reqkey` command line (the binary is a thin `main`).
+//! - [`serve_cmd`]: `reqkey serve store`, a reference store over `reqkey-store/1`.
 
 pub mod bench;
 pub mod cli;
@@ -36,6 +37,7 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod schema;
+pub mod serve_cmd;
 pub mod suite;
 pub mod target;
 pub mod vars;
