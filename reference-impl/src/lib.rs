@@ -7,7 +7,11 @@
 //!   operation) and its backends. Every backend decides a run-start commit
 //!   with `reqkey_model::apply_run_start_rules` inside its own atomic step.
 //!
+//! - [`agent`]: the executor with keyed entries (SPEC 5), the scripted test
+//!   agent, and the `reqkey-agent/1` HTTP server (SPEC 7).
+//!
 //! Deliberately absent: any dependency on the harness, and any restatement
 //! of a spec rule (they live in `reqkey-model`).
 
+pub mod agent;
 pub mod store;
