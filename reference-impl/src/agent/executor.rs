@@ -124,6 +124,10 @@ pub struct ExecutorConfig {
     /// `request_key.ignored` warning per executor), never half-honoured.
     pub supports_request_key: bool,
     pub defect: Option<ExecutorDefect>,
+    /// A pause between an entry's decision and its commit, in ms. A real
+    /// store has latency there; a test widens the window with it so that
+    /// concurrent duplicates really race (0: only a task yield).
+    pub commit_delay_ms: u64,
 }
 
 impl Default for ExecutorConfig {
@@ -132,6 +136,7 @@ impl Default for ExecutorConfig {
             policy: ConcurrencyPolicy::Reject,
             supports_request_key: true,
             defect: None,
+            commit_delay_ms: 0,
         }
     }
 }
@@ -390,6 +395,13 @@ impl Executor {
                 request_key: key.as_ref().map(|k| k.as_str().to_owned()),
                 request_digest: digest.clone(),
             };
+            // Let concurrent entries interleave here, as they would over a
+            // networked store: the races the rules exist for do happen.
+            if self.config.commit_delay_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(self.config.commit_delay_ms)).await;
+            } else {
+                tokio::task::yield_now().await;
+            }
             match self.store.commit_run_start(start).await {
                 Ok(committed) => {
                     if let Some((previous, status)) = prepared.previous {
@@ -763,4 +775,289 @@ async fn follow_store(
         }
     }
     let _ = tx.send(RunEvent::Finish(status)).await;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+    use reqkey_model::parse_request_key;
+    use serde_json::json;
+
+    fn executor(config: ExecutorConfig) -> Arc<Executor> {
+        Executor::new(Arc::new(MemoryStore::new()), config)
+    }
+
+    fn entry(kind: EntryKind, text: &str, key: Option<&str>) -> EntryRequest {
+        EntryRequest {
+            session_id: "s".into(),
+            kind,
+            input: json!({ "text": text }),
+            request_key: key.map(|k| parse_request_key(k).unwrap()),
+        }
+    }
+
+    async fn wait_finished(ex: &Executor, run_id: &str) -> RunMetadata {
+        ex.wait_run("s", run_id, 2_000).await.unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_keyed_duplicate_of_a_running_start_attaches_instead_of_session_exists() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "[sleep:200]", Some("k")))
+            .await
+            .unwrap();
+        let again = ex
+            .enter(entry(EntryKind::Start, "[sleep:200]", Some("k")))
+            .await
+            .unwrap();
+        assert!(!first.attached() && again.attached());
+        assert_eq!(first.run().run_id, again.run().run_id);
+        let keyless = ex.enter(entry(EntryKind::Start, "[sleep:200]", None)).await;
+        assert_eq!(keyless, Err(EntryError::SessionExists));
+        assert_eq!(ex.store().list_inputs("s").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_finished_current_holder_replays_and_a_later_run_makes_it_already_completed() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "a", Some("k1")))
+            .await
+            .unwrap();
+        let run_id = first.run().run_id.clone();
+        assert_eq!(
+            wait_finished(&ex, &run_id).await.status,
+            RunStatus::Completed
+        );
+        let replay = ex
+            .enter(entry(EntryKind::Start, "a", Some("k1")))
+            .await
+            .unwrap();
+        assert!(replay.attached());
+        ex.enter(entry(EntryKind::Resume, "b", Some("k2")))
+            .await
+            .unwrap();
+        let late = ex.enter(entry(EntryKind::Start, "a", Some("k1"))).await;
+        assert_eq!(late, Err(EntryError::AlreadyCompleted { run_id }));
+    }
+
+    #[tokio::test]
+    async fn a_different_input_under_a_taken_key_is_a_conflict_naming_the_holder() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "a", Some("k")))
+            .await
+            .unwrap();
+        let other = ex.enter(entry(EntryKind::Start, "b", Some("k"))).await;
+        assert_eq!(
+            other,
+            Err(EntryError::KeyConflict {
+                run_id: first.run().run_id.clone()
+            })
+        );
+        assert_eq!(ex.store().list_runs("s").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn ignore_digest_defect_attaches_where_a_conflict_is_due() {
+        let ex = executor(ExecutorConfig {
+            defect: Some(ExecutorDefect::IgnoreDigest),
+            ..ExecutorConfig::default()
+        });
+        ex.enter(entry(EntryKind::Start, "a", Some("k")))
+            .await
+            .unwrap();
+        let other = ex
+            .enter(entry(EntryKind::Start, "b", Some("k")))
+            .await
+            .unwrap();
+        assert!(other.attached());
+    }
+
+    async fn race(ex: &Arc<Executor>, copies: usize) -> Vec<Result<EntryOutcome, EntryError>> {
+        let barrier = Arc::new(tokio::sync::Barrier::new(copies));
+        let tasks: Vec<_> = (0..copies)
+            .map(|_| {
+                let ex = ex.clone();
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    ex.enter(entry(EntryKind::Chat, "[sleep:50]", Some("dup")))
+                        .await
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_keyed_duplicates_produce_one_run_and_all_name_it() {
+        for _ in 0..10 {
+            let ex = executor(ExecutorConfig::default());
+            let answers = race(&ex, 8).await;
+            let ids: Vec<_> = answers
+                .iter()
+                .map(|a| a.as_ref().unwrap().run().run_id.clone())
+                .collect();
+            assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+            assert_eq!(
+                answers
+                    .iter()
+                    .filter(|a| !a.as_ref().unwrap().attached())
+                    .count(),
+                1
+            );
+            assert_eq!(ex.store().list_inputs("s").await.unwrap().len(), 1);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_the_replan_a_lost_race_is_refused() {
+        let mut refused = 0;
+        for _ in 0..10 {
+            let ex = executor(ExecutorConfig {
+                defect: Some(ExecutorDefect::NoReplanAfterKeyTaken),
+                ..ExecutorConfig::default()
+            });
+            refused += race(&ex, 8).await.iter().filter(|a| a.is_err()).count();
+        }
+        assert!(refused > 0, "the defect never showed");
+    }
+
+    #[tokio::test]
+    async fn policy_before_key_defect_refuses_a_keyed_retry_of_start() {
+        let ex = executor(ExecutorConfig {
+            defect: Some(ExecutorDefect::PolicyBeforeKey),
+            ..ExecutorConfig::default()
+        });
+        ex.enter(entry(EntryKind::Start, "a", Some("k")))
+            .await
+            .unwrap();
+        let again = ex.enter(entry(EntryKind::Start, "a", Some("k"))).await;
+        assert_eq!(again, Err(EntryError::SessionExists));
+    }
+
+    #[tokio::test]
+    async fn without_key_support_keys_are_ignored_with_one_warning() {
+        let ex = executor(ExecutorConfig {
+            supports_request_key: false,
+            ..ExecutorConfig::default()
+        });
+        assert!(!ex.warned_ignored_key());
+        let first = ex
+            .enter(entry(EntryKind::Start, "[sleep:100]", Some("k")))
+            .await
+            .unwrap();
+        assert!(ex.warned_ignored_key());
+        assert_eq!(first.run().request_key, None);
+        let again = ex
+            .enter(entry(EntryKind::Start, "[sleep:100]", Some("k")))
+            .await;
+        assert_eq!(again, Err(EntryError::SessionExists));
+    }
+
+    #[tokio::test]
+    async fn resume_completes_a_suspended_run_and_refuses_a_running_one() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "[suspend]", None))
+            .await
+            .unwrap();
+        let first_id = first.run().run_id.clone();
+        assert_eq!(
+            wait_finished(&ex, &first_id).await.status,
+            RunStatus::SuspendedInput
+        );
+        let second = ex
+            .enter(entry(EntryKind::Resume, "[sleep:300]", None))
+            .await
+            .unwrap();
+        let prev = ex.store().get_run("s", &first_id).await.unwrap().unwrap();
+        assert_eq!(prev.status, RunStatus::Completed);
+        assert_eq!(second.run().start_sequence, 2);
+        let third = ex.enter(entry(EntryKind::Resume, "x", None)).await;
+        assert_eq!(third, Err(EntryError::AlreadyRunning));
+    }
+
+    #[tokio::test]
+    async fn interrupt_previous_stops_the_running_run_and_starts_the_new_one() {
+        let ex = executor(ExecutorConfig {
+            policy: ConcurrencyPolicy::InterruptPrevious,
+            ..ExecutorConfig::default()
+        });
+        let first = ex
+            .enter(entry(EntryKind::Chat, "[sleep:5000]", None))
+            .await
+            .unwrap();
+        let mut events = ex.follow_run(first.run(), false);
+        let second = ex.enter(entry(EntryKind::Chat, "b", None)).await.unwrap();
+        assert!(!second.attached());
+        let prev = ex
+            .store()
+            .get_run("s", &first.run().run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(prev.status, RunStatus::Interrupted);
+        let mut last = None;
+        while let Some(e) = events.recv().await {
+            last = Some(e);
+        }
+        assert_eq!(last, Some(RunEvent::Finish(RunStatus::Interrupted)));
+    }
+
+    #[tokio::test]
+    async fn retry_reruns_the_last_input_and_delete_frees_the_key() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "[fail]", Some("k")))
+            .await
+            .unwrap();
+        assert_eq!(
+            wait_finished(&ex, &first.run().run_id).await.status,
+            RunStatus::Failed
+        );
+        let retried = ex
+            .enter(entry(EntryKind::Retry, "ignored", Some("r")))
+            .await
+            .unwrap();
+        let inputs = ex.store().list_inputs("s").await.unwrap();
+        assert_eq!(inputs[1].input, json!({"text": "[fail]"}));
+        assert_eq!(inputs[1].run_id, retried.run().run_id);
+        assert!(ex.delete_session("s").await.unwrap());
+        let fresh = ex
+            .enter(entry(EntryKind::Start, "[fail]", Some("k")))
+            .await
+            .unwrap();
+        assert!(!fresh.attached());
+        assert_eq!(fresh.run().start_sequence, 1);
+    }
+
+    #[tokio::test]
+    async fn delete_stops_a_live_run_and_ends_its_stream() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Chat, "[sleep:5000]", None))
+            .await
+            .unwrap();
+        let mut events = ex.follow_run(first.run(), false);
+        assert!(ex.delete_session("s").await.unwrap());
+        let mut last = None;
+        let drain = async {
+            while let Some(e) = events.recv().await {
+                last = Some(e);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(2), drain)
+            .await
+            .unwrap();
+        assert_eq!(last, Some(RunEvent::Finish(RunStatus::Interrupted)));
+    }
 }
