@@ -1,0 +1,113 @@
+//! Events: what the runner tells reporters.
+//!
+//! The runner knows nothing of terminals, files or formats; it emits events
+//! in order, and every reporter (terminal, JUnit, JSON, certificate)
+//! subscribes to the same stream, the way cargo-nextest feeds its displays.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::target::Level;
+
+/// A scenario's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every trial passed.
+    Pass,
+    /// The target does not conform: an expectation failed.
+    Fail,
+    /// The harness could not judge (target unreachable, timeout, bad step).
+    Error,
+}
+
+/// Where and how a scenario failed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Failure {
+    /// 0-based trial index.
+    pub trial: u32,
+    /// The step, as `steps[3] listInputs` or `steps[1].parallel[4] commitRunStart`.
+    pub step: String,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actual: Option<Value>,
+    /// Extra text (a timeline, a counterexample), printed as is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The result of one scenario.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScenarioResult {
+    pub id: String,
+    pub file: PathBuf,
+    pub level: Level,
+    pub tags: Vec<String>,
+    pub summary: String,
+    pub verdict: Verdict,
+    /// Trials that ran (a failing scenario stops at its first failing trial).
+    pub trials_run: u32,
+    /// Trials in which some parallel group's operations overlapped in time.
+    pub trials_overlapped: u32,
+    /// Trials that had a parallel group at all.
+    pub trials_with_groups: u32,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<Failure>,
+}
+
+/// The result of a whole run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub target: String,
+    pub seed: u64,
+    pub passed: usize,
+    pub failed: usize,
+    pub errored: usize,
+    pub duration_ms: u64,
+    pub results: Vec<ScenarioResult>,
+}
+
+impl RunSummary {
+    /// The documented exit code: 0 all passed, 1 a scenario failed, 2 the
+    /// harness could not judge some scenario.
+    pub fn exit_code(&self) -> u8 {
+        if self.errored > 0 {
+            2
+        } else if self.failed > 0 {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+/// What the runner emits, in order.
+#[derive(Debug, Clone)]
+pub enum Event {
+    RunStarted {
+        target: String,
+        seed: u64,
+        scenarios: usize,
+    },
+    ScenarioStarted {
+        index: usize,
+        id: String,
+    },
+    ScenarioFinished {
+        index: usize,
+        result: ScenarioResult,
+    },
+    RunFinished {
+        summary: RunSummary,
+    },
+}
+
+/// A subscriber to the runner's events.
+pub trait Reporter: Send {
+    fn on_event(&mut self, event: &Event);
+}

@@ -1,0 +1,211 @@
+//! Patterns: how an expectation matches an answer.
+//!
+//! Subset matching by default (an answer may carry more fields than the
+//! pattern names), with a few explicit forms for what subset matching cannot
+//! say: a field that must be absent, an exact value, a length, and
+//! alternatives. A mismatch is reported as a path and a reason, so a failure
+//! says *where* the answer differs, not only that it does.
+
+use serde_json::Value;
+
+/// Where and why a pattern did not match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mismatch {
+    /// Dotted path into the answer (`ok.run.requestKey`), empty at the root.
+    pub path: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}", self.reason)
+        } else {
+            write!(f, "at `{}`: {}", self.path, self.reason)
+        }
+    }
+}
+
+fn join(path: &str, part: &str) -> String {
+    if path.is_empty() {
+        part.to_owned()
+    } else {
+        format!("{path}.{part}")
+    }
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 120 {
+        let cut = (0..=117)
+            .rev()
+            .find(|&i| s.is_char_boundary(i))
+            .unwrap_or(0);
+        format!("{}...", &s[..cut])
+    } else {
+        s
+    }
+}
+
+/// The single special key of an object pattern, if it is one.
+fn special(pattern: &serde_json::Map<String, Value>) -> Option<(&str, &Value)> {
+    if pattern.len() != 1 {
+        return None;
+    }
+    let (k, v) = pattern.iter().next()?;
+    matches!(k.as_str(), "$exact" | "$length" | "$one_of").then_some((k.as_str(), v))
+}
+
+/// Does `actual` match `pattern`? `Ok(())` or the first mismatch.
+pub fn matches(pattern: &Value, actual: &Value) -> Result<(), Mismatch> {
+    match_at("", pattern, Some(actual))
+}
+
+fn match_at(path: &str, pattern: &Value, actual: Option<&Value>) -> Result<(), Mismatch> {
+    let fail = |reason: String| {
+        Err(Mismatch {
+            path: path.to_owned(),
+            reason,
+        })
+    };
+    match (pattern, actual) {
+        (Value::String(s), None) if s == "$absent" => Ok(()),
+        (Value::String(s), Some(a)) if s == "$absent" => fail(format!(
+            "expected the field to be absent, found {}",
+            short(a)
+        )),
+        (_, None) => fail(format!("missing; expected {}", short(pattern))),
+        (Value::String(s), Some(_)) if s == "$any" => Ok(()),
+        (Value::Object(p), Some(a)) => {
+            if let Some((key, arg)) = special(p) {
+                return match_special(path, key, arg, a);
+            }
+            let Value::Object(obj) = a else {
+                return fail(format!("expected an object, found {}", short(a)));
+            };
+            for (k, pv) in p {
+                match_at(&join(path, k), pv, obj.get(k))?;
+            }
+            Ok(())
+        }
+        (Value::Array(p), Some(a)) => {
+            let Value::Array(items) = a else {
+                return fail(format!("expected an array, found {}", short(a)));
+            };
+            if p.len() != items.len() {
+                return fail(format!(
+                    "expected {} elements, found {}",
+                    p.len(),
+                    items.len()
+                ));
+            }
+            for (i, (pv, av)) in p.iter().zip(items).enumerate() {
+                match_at(&join(path, &i.to_string()), pv, Some(av))?;
+            }
+            Ok(())
+        }
+        (p, Some(a)) => {
+            if p == a {
+                Ok(())
+            } else {
+                fail(format!("expected {}, found {}", short(p), short(a)))
+            }
+        }
+    }
+}
+
+fn match_special(path: &str, key: &str, arg: &Value, actual: &Value) -> Result<(), Mismatch> {
+    let fail = |reason: String| {
+        Err(Mismatch {
+            path: path.to_owned(),
+            reason,
+        })
+    };
+    match key {
+        "$exact" => {
+            if arg == actual {
+                Ok(())
+            } else {
+                fail(format!(
+                    "expected exactly {}, found {}",
+                    short(arg),
+                    short(actual)
+                ))
+            }
+        }
+        "$length" => {
+            let Some(want) = arg.as_u64() else {
+                return fail(format!("$length takes a whole number, not {}", short(arg)));
+            };
+            match actual {
+                Value::Array(a) if a.len() as u64 == want => Ok(()),
+                Value::Array(a) => fail(format!("expected {want} elements, found {}", a.len())),
+                other => fail(format!(
+                    "expected an array of {want}, found {}",
+                    short(other)
+                )),
+            }
+        }
+        _ => {
+            let Value::Array(options) = arg else {
+                return fail("$one_of takes a list of patterns".into());
+            };
+            let mut reasons = Vec::new();
+            for option in options {
+                match match_at(path, option, Some(actual)) {
+                    Ok(()) => return Ok(()),
+                    Err(m) => reasons.push(m.to_string()),
+                }
+            }
+            fail(format!(
+                "matched none of {} alternatives ({})",
+                options.len(),
+                reasons.join("; ")
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn objects_match_by_subset() {
+        let answer =
+            json!({"ok": {"outcome": "started", "run": {"runId": "r", "status": "running"}}});
+        assert!(matches(&json!({"ok": {"run": {"runId": "r"}}}), &answer).is_ok());
+        let m = matches(&json!({"ok": {"run": {"runId": "x"}}}), &answer).unwrap_err();
+        assert_eq!(m.path, "ok.run.runId");
+    }
+
+    #[test]
+    fn absent_means_not_even_null() {
+        assert!(matches(&json!({"k": "$absent"}), &json!({})).is_ok());
+        assert!(matches(&json!({"k": "$absent"}), &json!({"k": null})).is_err());
+        assert!(matches(&json!({"k": null}), &json!({})).is_err());
+    }
+
+    #[test]
+    fn exact_refuses_extra_fields() {
+        assert!(matches(&json!({"$exact": {"a": 1}}), &json!({"a": 1})).is_ok());
+        assert!(matches(&json!({"$exact": {"a": 1}}), &json!({"a": 1, "b": 2})).is_err());
+    }
+
+    #[test]
+    fn length_and_one_of() {
+        assert!(matches(&json!({"ok": {"$length": 2}}), &json!({"ok": [1, 2]})).is_ok());
+        assert!(matches(&json!({"ok": {"$length": 1}}), &json!({"ok": [1, 2]})).is_err());
+        let p = json!({"$one_of": [{"ok": null}, {"error": {"kind": "not_found"}}]});
+        assert!(matches(&p, &json!({"ok": null})).is_ok());
+        assert!(matches(&p, &json!({"ok": 1})).is_err());
+    }
+
+    #[test]
+    fn arrays_must_have_the_same_length() {
+        assert!(matches(&json!([1]), &json!([1, 2])).is_err());
+        assert!(matches(&json!([{"a": 1}, "$any"]), &json!([{"a": 1, "b": 0}, 5])).is_ok());
+    }
+}

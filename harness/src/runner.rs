@@ -1,0 +1,569 @@
+//! The runner: scenarios in, events out.
+//!
+//! Each scenario runs `repeat` trials; each trial gets fresh variables and
+//! runs its steps in order. A `parallel` group's requests are prepared
+//! first (so every variable is bound before any request leaves), then each
+//! is spawned on the multi-threaded runtime, waits at a barrier, and is
+//! released together with the others; invoke and return instants are
+//! recorded on a monotonic clock. Spawn order is shuffled by the seeded RNG.
+//!
+//! Every call is bounded by the call timeout, every sleep by
+//! `MAX_SLEEP_MS`, every trial count by `MAX_REPEAT`: a run always ends.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde_json::{json, Value};
+use tokio::sync::Barrier;
+
+use crate::event::{Event, Failure, Reporter, RunSummary, ScenarioResult, Verdict};
+use crate::pattern::matches;
+use crate::scenario::{Action, GroupCount, GroupRule, Scenario, Step};
+use crate::target::{Target, TargetError};
+use crate::vars::{lookup, Vars};
+
+/// How a run is configured.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The seed every random choice flows from.
+    pub seed: u64,
+    /// Prefix of every fresh value; unique per run so shared backends are
+    /// never clobbered.
+    pub namespace: String,
+    /// Overrides every scenario's `repeat`.
+    pub repeat_override: Option<u32>,
+    /// Stop after the first scenario that does not pass.
+    pub fail_fast: bool,
+    /// The bound on every single call.
+    pub call_timeout_ms: u64,
+}
+
+impl RunConfig {
+    /// A config with a fresh namespace (from the seed and the clock: two runs
+    /// with one seed against one backend must not collide).
+    pub fn new(seed: u64) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let nonce = nanos ^ u64::from(std::process::id()).rotate_left(32);
+        Self {
+            seed,
+            namespace: format!("rk{:08x}", (nonce ^ seed.rotate_left(17)) as u32),
+            repeat_override: None,
+            fail_fast: false,
+            call_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// One operation of a parallel group as it happened.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The answer's name (`as`, with `.i` for copies) or `#k`.
+    pub name: String,
+    /// The request as sent (`{"op", "args"}` for store steps).
+    pub request: Value,
+    pub invoke: Instant,
+    pub ret: Instant,
+    pub answer: Value,
+}
+
+/// Why a trial stopped.
+#[derive(Debug)]
+enum Stop {
+    Fail(Box<Failure>),
+    Harness(Box<Failure>),
+}
+
+impl Stop {
+    fn fail(f: Failure) -> Stop {
+        Stop::Fail(Box::new(f))
+    }
+    fn harness(f: Failure) -> Stop {
+        Stop::Harness(Box::new(f))
+    }
+}
+
+fn fail(step: &str, message: impl Into<String>) -> Stop {
+    Stop::fail(Failure {
+        trial: 0,
+        step: step.to_owned(),
+        message: message.into(),
+        expected: None,
+        actual: None,
+        detail: None,
+    })
+}
+
+struct Trial<'a> {
+    target: &'a Arc<dyn Target>,
+    cfg: &'a RunConfig,
+    vars: Vars,
+    answers: HashMap<String, Value>,
+    rng: SmallRng,
+    overlapped: bool,
+    had_group: bool,
+}
+
+/// Runs `scenarios` against `target`, emitting events to `reporters`.
+pub async fn run(
+    target: Arc<dyn Target>,
+    scenarios: &[Scenario],
+    cfg: &RunConfig,
+    reporters: &mut [Box<dyn Reporter>],
+) -> RunSummary {
+    let started = Instant::now();
+    let emit = |reporters: &mut [Box<dyn Reporter>], e: Event| {
+        for r in reporters.iter_mut() {
+            r.on_event(&e);
+        }
+    };
+    emit(
+        reporters,
+        Event::RunStarted {
+            target: target.describe(),
+            seed: cfg.seed,
+            scenarios: scenarios.len(),
+        },
+    );
+    let mut results = Vec::with_capacity(scenarios.len());
+    for (index, scenario) in scenarios.iter().enumerate() {
+        emit(
+            reporters,
+            Event::ScenarioStarted {
+                index,
+                id: scenario.id.clone(),
+            },
+        );
+        let result = run_scenario(&target, scenario, index, cfg).await;
+        let stop = cfg.fail_fast && result.verdict != Verdict::Pass;
+        emit(
+            reporters,
+            Event::ScenarioFinished {
+                index,
+                result: result.clone(),
+            },
+        );
+        results.push(result);
+        if stop {
+            break;
+        }
+    }
+    let count = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
+    let summary = RunSummary {
+        target: target.describe(),
+        seed: cfg.seed,
+        passed: count(Verdict::Pass),
+        failed: count(Verdict::Fail),
+        errored: count(Verdict::Error),
+        duration_ms: started.elapsed().as_millis() as u64,
+        results,
+    };
+    emit(
+        reporters,
+        Event::RunFinished {
+            summary: summary.clone(),
+        },
+    );
+    summary
+}
+
+/// A stable per-scenario seed: the run seed mixed with the scenario id.
+fn scenario_seed(seed: u64, id: &str) -> u64 {
+    id.bytes().fold(seed ^ 0x9e37_79b9_7f4a_7c15, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+async fn run_scenario(
+    target: &Arc<dyn Target>,
+    scenario: &Scenario,
+    index: usize,
+    cfg: &RunConfig,
+) -> ScenarioResult {
+    let started = Instant::now();
+    let trials = cfg.repeat_override.unwrap_or(scenario.repeat).max(1);
+    let mut result = ScenarioResult {
+        id: scenario.id.clone(),
+        file: scenario.file.clone(),
+        level: scenario.level,
+        tags: scenario.tags.clone(),
+        summary: scenario.summary.clone(),
+        verdict: Verdict::Pass,
+        trials_run: 0,
+        trials_overlapped: 0,
+        trials_with_groups: 0,
+        duration_ms: 0,
+        failure: None,
+    };
+    if scenario.level != target.level() {
+        result.verdict = Verdict::Error;
+        result.failure = Some(Failure {
+            trial: 0,
+            step: "scenario".into(),
+            message: format!(
+                "a {} scenario cannot run on {} (a {} target)",
+                scenario.level,
+                target.describe(),
+                target.level()
+            ),
+            expected: None,
+            actual: None,
+            detail: None,
+        });
+        return result;
+    }
+    let base_seed = scenario_seed(cfg.seed, &scenario.id);
+    for trial_index in 0..trials {
+        let mut trial = Trial {
+            target,
+            cfg,
+            vars: Vars::new(format!("{}.{index}.{trial_index}", cfg.namespace)),
+            answers: HashMap::new(),
+            rng: SmallRng::seed_from_u64(base_seed.wrapping_add(u64::from(trial_index))),
+            overlapped: false,
+            had_group: false,
+        };
+        let outcome = trial.run_steps(&scenario.steps).await;
+        result.trials_run += 1;
+        result.trials_overlapped += u32::from(trial.overlapped);
+        result.trials_with_groups += u32::from(trial.had_group);
+        if let Err(stop) = outcome {
+            let (verdict, mut failure) = match stop {
+                Stop::Fail(f) => (Verdict::Fail, *f),
+                Stop::Harness(f) => (Verdict::Error, *f),
+            };
+            failure.trial = trial_index;
+            result.verdict = verdict;
+            result.failure = Some(failure);
+            break;
+        }
+    }
+    result.duration_ms = started.elapsed().as_millis() as u64;
+    result
+}
+
+/// Builds the wire request of a store step from its (substituted) args.
+fn store_request(op: &str, args: Value) -> Value {
+    if op == "commitRunStart" {
+        json!({"op": op, "args": {"startRun": args}})
+    } else {
+        json!({"op": op, "args": args})
+    }
+}
+
+/// Calls the target under the call timeout.
+async fn call(target: &dyn Target, request: &Value, timeout_ms: u64) -> Result<Value, TargetError> {
+    match tokio::time::timeout(
+        Duration::from_millis(timeout_ms),
+        target.store_call(request),
+    )
+    .await
+    {
+        Ok(answer) => answer,
+        Err(_) => Err(TargetError::Timeout { timeout_ms }),
+    }
+}
+
+fn target_stop(step: &str, request: &Value, e: TargetError) -> Stop {
+    let failure = Failure {
+        trial: 0,
+        step: step.to_owned(),
+        message: e.to_string(),
+        expected: None,
+        actual: Some(json!({"request": request})),
+        detail: None,
+    };
+    if e.is_harness_error() {
+        Stop::harness(failure)
+    } else {
+        Stop::fail(failure)
+    }
+}
+
+impl Trial<'_> {
+    async fn run_steps(&mut self, steps: &[Step]) -> Result<(), Stop> {
+        for (i, step) in steps.iter().enumerate() {
+            let path = format!("steps[{i}] {}", step.action.label());
+            match &step.action {
+                Action::Parallel(items) => self.run_group(&path, step, items).await?,
+                Action::ExpectOneOf(alternatives) => self.expect_one_of(&path, alternatives)?,
+                Action::SleepMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                Action::Store { .. } | Action::Rpc(_) => {
+                    let request = self.request(step);
+                    let answer = call(self.target.as_ref(), &request, self.cfg.call_timeout_ms)
+                        .await
+                        .map_err(|e| target_stop(&path, &request, e))?;
+                    self.check_answer(&path, step, &request, answer)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn request(&mut self, step: &Step) -> Value {
+        match &step.action {
+            Action::Store { op, args } => store_request(op, self.vars.substitute(args)),
+            Action::Rpc(raw) => self.vars.substitute(raw),
+            _ => Value::Null,
+        }
+    }
+
+    /// `expect` and `bind` of one answered step; records the named answer.
+    fn check_answer(
+        &mut self,
+        path: &str,
+        step: &Step,
+        request: &Value,
+        answer: Value,
+    ) -> Result<(), Stop> {
+        if let Some(pattern) = &step.expect {
+            let pattern = self.vars.substitute(pattern);
+            if let Err(m) = matches(&pattern, &answer) {
+                return Err(Stop::fail(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!("answer does not match: {m}"),
+                    expected: Some(pattern),
+                    actual: Some(json!({"request": request, "answer": answer})),
+                    detail: None,
+                }));
+            }
+        }
+        self.bind(path, &step.bind, &answer)?;
+        if let Some(name) = &step.name {
+            self.answers.insert(name.clone(), answer);
+        }
+        Ok(())
+    }
+
+    fn bind(
+        &mut self,
+        path: &str,
+        bind: &std::collections::BTreeMap<String, String>,
+        answer: &Value,
+    ) -> Result<(), Stop> {
+        for (var, at) in bind {
+            let value = lookup(answer, at).ok_or_else(|| {
+                Stop::fail(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!("cannot bind ${var}: the answer has nothing at `{at}`"),
+                    expected: None,
+                    actual: Some(answer.clone()),
+                    detail: None,
+                })
+            })?;
+            self.vars.bind(var, value.clone());
+        }
+        Ok(())
+    }
+
+    fn expect_one_of(
+        &mut self,
+        path: &str,
+        alternatives: &[std::collections::BTreeMap<String, Value>],
+    ) -> Result<(), Stop> {
+        let mut reasons = Vec::new();
+        for (k, alternative) in alternatives.iter().enumerate() {
+            let mut failed = None;
+            for (name, pattern) in alternative {
+                let pattern = self.vars.substitute(pattern);
+                let answer = self.answers.get(name).cloned().unwrap_or(Value::Null);
+                if let Err(m) = matches(&pattern, &answer) {
+                    failed = Some(format!("alternative {k}: {name} {m}"));
+                    break;
+                }
+            }
+            match failed {
+                None => return Ok(()),
+                Some(reason) => reasons.push(reason),
+            }
+        }
+        let names: std::collections::BTreeSet<&String> =
+            alternatives.iter().flat_map(|a| a.keys()).collect();
+        let actual: serde_json::Map<String, Value> = names
+            .into_iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    self.answers.get(n).cloned().unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        Err(Stop::fail(Failure {
+            trial: 0,
+            step: path.to_owned(),
+            message: format!("no alternative matched ({})", reasons.join("; ")),
+            expected: Some(serde_json::to_value(alternatives).unwrap_or(Value::Null)),
+            actual: Some(Value::Object(actual)),
+            detail: None,
+        }))
+    }
+
+    async fn run_group(&mut self, path: &str, group: &Step, items: &[Step]) -> Result<(), Stop> {
+        // Expand copies and prepare every request before anything is sent.
+        let mut prepared: Vec<(String, &Step, Value, Option<u32>)> = Vec::new();
+        for (k, item) in items.iter().enumerate() {
+            for copy in 0..item.copies.unwrap_or(1) {
+                let index = item.copies.map(|_| copy);
+                if let Some(i) = index {
+                    self.vars.bind("i", json!(i));
+                }
+                let name = match (&item.name, index) {
+                    (Some(n), Some(i)) => format!("{n}.{i}"),
+                    (Some(n), None) => n.clone(),
+                    (None, Some(i)) => format!("#{k}.{i}"),
+                    (None, None) => format!("#{k}"),
+                };
+                let request = self.request(item);
+                prepared.push((name, item, request, index));
+            }
+        }
+        self.had_group = true;
+        let mut order: Vec<usize> = (0..prepared.len()).collect();
+        order.shuffle(&mut self.rng);
+        let barrier = Arc::new(Barrier::new(prepared.len()));
+        let mut handles = Vec::with_capacity(prepared.len());
+        for &k in &order {
+            let target = Arc::clone(self.target);
+            let barrier = Arc::clone(&barrier);
+            let request = prepared[k].2.clone();
+            let timeout_ms = self.cfg.call_timeout_ms;
+            handles.push((
+                k,
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    let invoke = Instant::now();
+                    let answer = call(target.as_ref(), &request, timeout_ms).await;
+                    (invoke, Instant::now(), answer)
+                }),
+            ));
+        }
+        let mut outcomes: Vec<Option<(Instant, Instant, Value)>> = vec![None; prepared.len()];
+        let mut first_stop = None;
+        for (k, handle) in handles {
+            let item_path = format!("{path}[{k}] {}", prepared[k].1.action.label());
+            match handle.await {
+                Ok((invoke, ret, Ok(answer))) => outcomes[k] = Some((invoke, ret, answer)),
+                Ok((_, _, Err(e))) => {
+                    first_stop.get_or_insert(target_stop(&item_path, &prepared[k].2, e));
+                }
+                Err(join) => {
+                    first_stop.get_or_insert(Stop::harness(Failure {
+                        trial: 0,
+                        step: item_path,
+                        message: format!("the request task failed: {join}"),
+                        expected: None,
+                        actual: None,
+                        detail: None,
+                    }));
+                }
+            }
+        }
+        if let Some(stop) = first_stop {
+            return Err(stop);
+        }
+        let recorded: Vec<Recorded> = prepared
+            .iter()
+            .zip(outcomes)
+            .filter_map(|((name, _, request, _), o)| {
+                o.map(|(invoke, ret, answer)| Recorded {
+                    name: name.clone(),
+                    request: request.clone(),
+                    invoke,
+                    ret,
+                    answer,
+                })
+            })
+            .collect();
+        self.overlapped |= overlapped(&recorded);
+        // Per-item expectations, in declaration order.
+        for (k, ((_, item, request, index), rec)) in prepared.iter().zip(&recorded).enumerate() {
+            if let Some(i) = index {
+                self.vars.bind("i", json!(i));
+            }
+            let item_path = format!("{path}[{k}] {}", item.action.label());
+            let mut named = (*item).clone();
+            named.name = Some(rec.name.clone());
+            self.check_answer(&item_path, &named, request, rec.answer.clone())?;
+        }
+        self.check_group_rules(path, &group.expect_group, &recorded)?;
+        Ok(())
+    }
+
+    fn check_group_rules(
+        &mut self,
+        path: &str,
+        rules: &[GroupRule],
+        recorded: &[Recorded],
+    ) -> Result<(), Stop> {
+        let mut remaining: Vec<&Recorded> = recorded.iter().collect();
+        let all: Value = Value::Object(
+            recorded
+                .iter()
+                .map(|r| (r.name.clone(), r.answer.clone()))
+                .collect(),
+        );
+        for (k, rule) in rules.iter().enumerate() {
+            let pattern = self.vars.substitute(&rule.pattern);
+            let (hit, miss): (Vec<&Recorded>, Vec<&Recorded>) = remaining
+                .iter()
+                .partition(|r| matches(&pattern, &r.answer).is_ok());
+            let ok = match rule.count {
+                GroupCount::Exactly(n) => hit.len() == n as usize,
+                GroupCount::Rest => miss.is_empty(),
+            };
+            if !ok {
+                let want = match rule.count {
+                    GroupCount::Exactly(n) => format!("exactly {n}"),
+                    GroupCount::Rest => format!("all {} remaining", remaining.len()),
+                };
+                return Err(Stop::fail(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!(
+                        "expect_group rule {k}: wanted {want} answers to match, {} did ({})",
+                        hit.len(),
+                        hit.iter()
+                            .map(|r| r.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    expected: Some(pattern),
+                    actual: Some(all),
+                    detail: None,
+                }));
+            }
+            if let Some(first) = hit.first() {
+                self.bind(path, &rule.bind, &first.answer)?;
+            } else if !rule.bind.is_empty() {
+                return Err(fail(
+                    path,
+                    format!("expect_group rule {k} matched nothing to bind from"),
+                ));
+            }
+            remaining = miss;
+        }
+        Ok(())
+    }
+}
+
+/// Did some two operations of the group overlap in time (one invoked
+/// before the other returned)?
+pub fn overlapped(recorded: &[Recorded]) -> bool {
+    let mut spans: Vec<(Instant, Instant)> = recorded.iter().map(|r| (r.invoke, r.ret)).collect();
+    spans.sort_unstable();
+    let mut latest_return: Option<Instant> = None;
+    for (invoke, ret) in spans {
+        if latest_return.is_some_and(|r| invoke < r) {
+            return true;
+        }
+        latest_return = Some(latest_return.map_or(ret, |r| r.max(ret)));
+    }
+    false
+}

@@ -1,0 +1,519 @@
+//! Scenarios: loading and validating the YAML corpus.
+//!
+//! The format is documented in `docs/scenario-format.md`. A step is a map
+//! with exactly one action key plus modifiers; it is read by a hand-written
+//! map visitor rather than a derived enum so that every mistake — an unknown
+//! key, two actions, none — is a serde error raised while the YAML parser
+//! still knows where it is, and so reaches the user as `file:line:col`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use crate::target::Level;
+
+/// Store operations a step may name directly.
+pub const STORE_ACTIONS: [&str; 8] = reqkey_model::seq::STORE_OPS;
+
+/// Upper bounds that keep a scenario's cost bounded.
+pub const MAX_REPEAT: u32 = 10_000;
+pub const MAX_COPIES: u32 = 256;
+pub const MAX_SLEEP_MS: u64 = 10_000;
+
+/// One scenario file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub id: String,
+    pub level: Level,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    pub summary: String,
+    /// Trials; each gets fresh variables.
+    #[serde(default = "one")]
+    pub repeat: u32,
+    pub steps: Vec<Step>,
+    /// Where it was loaded from (set by the loader).
+    #[serde(skip)]
+    pub file: PathBuf,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// What a step does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// A `reqkey-store/1` operation; `args` is the op's args template.
+    Store { op: String, args: Value },
+    /// A raw `{op, args}` request, sent verbatim (malformed-request cases).
+    Rpc(Value),
+    /// Steps started together behind a barrier.
+    Parallel(Vec<Step>),
+    /// Alternatives over named answers.
+    ExpectOneOf(Vec<BTreeMap<String, Value>>),
+    /// A pause.
+    SleepMs(u64),
+}
+
+impl Action {
+    pub fn label(&self) -> String {
+        match self {
+            Action::Store { op, .. } => op.clone(),
+            Action::Rpc(v) => format!("rpc {}", v.get("op").and_then(Value::as_str).unwrap_or("?")),
+            Action::Parallel(items) => format!("parallel ({} items)", items.len()),
+            Action::ExpectOneOf(_) => "expect_one_of".into(),
+            Action::SleepMs(ms) => format!("sleep_ms {ms}"),
+        }
+    }
+}
+
+/// One rule of an `expect_group`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupRule {
+    pub count: GroupCount,
+    #[serde(rename = "match")]
+    pub pattern: Value,
+    #[serde(default)]
+    pub bind: BTreeMap<String, String>,
+}
+
+/// How many answers a group rule consumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupCount {
+    Exactly(u32),
+    Rest,
+}
+
+impl<'de> Deserialize<'de> for GroupCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Number(n) => n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(GroupCount::Exactly)
+                .ok_or_else(|| de::Error::custom("count must be a whole number or `rest`")),
+            Value::String(s) if s == "rest" => Ok(GroupCount::Rest),
+            _ => Err(de::Error::custom("count must be a whole number or `rest`")),
+        }
+    }
+}
+
+/// One step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub action: Action,
+    /// `as`: the name of this step's answer.
+    pub name: Option<String>,
+    /// Inside `parallel`: expand into this many items, `${i}` = 0..N-1.
+    pub copies: Option<u32>,
+    pub expect: Option<Value>,
+    pub bind: BTreeMap<String, String>,
+    /// On `parallel`: check the recorded history for linearizability.
+    pub linearizable: bool,
+    /// On `parallel`: rules over all the group's answers.
+    pub expect_group: Vec<GroupRule>,
+}
+
+const OTHER_ACTIONS: [&str; 4] = ["rpc", "parallel", "expect_one_of", "sleep_ms"];
+
+fn all_step_keys() -> &'static [&'static str] {
+    &[
+        "commitRunStart",
+        "getRun",
+        "getCurrentRun",
+        "listRuns",
+        "getRunByRequestKey",
+        "listInputs",
+        "setRunStatus",
+        "deleteSession",
+        "rpc",
+        "parallel",
+        "expect_one_of",
+        "sleep_ms",
+        "as",
+        "copies",
+        "expect",
+        "bind",
+        "linearizable",
+        "expect_group",
+    ]
+}
+
+impl<'de> Deserialize<'de> for Step {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(StepVisitor)
+    }
+}
+
+struct StepVisitor;
+
+impl<'de> Visitor<'de> for StepVisitor {
+    type Value = Step;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a step: a map with one action (commitRunStart, getRun, ..., parallel)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Step, A::Error> {
+        let mut action: Option<(String, Action)> = None;
+        let mut step = Step {
+            action: Action::SleepMs(0),
+            name: None,
+            copies: None,
+            expect: None,
+            bind: BTreeMap::new(),
+            linearizable: false,
+            expect_group: Vec::new(),
+        };
+        while let Some(key) = map.next_key::<String>()? {
+            let new_action = match key.as_str() {
+                "as" => {
+                    step.name = Some(map.next_value()?);
+                    None
+                }
+                "copies" => {
+                    let n: u32 = map.next_value()?;
+                    if n == 0 || n > MAX_COPIES {
+                        return Err(de::Error::custom(format!(
+                            "copies must be 1 to {MAX_COPIES}"
+                        )));
+                    }
+                    step.copies = Some(n);
+                    None
+                }
+                "expect" => {
+                    step.expect = Some(map.next_value()?);
+                    None
+                }
+                "bind" => {
+                    step.bind = map.next_value()?;
+                    None
+                }
+                "linearizable" => {
+                    step.linearizable = map.next_value()?;
+                    None
+                }
+                "expect_group" => {
+                    step.expect_group = map.next_value()?;
+                    None
+                }
+                "rpc" => Some(Action::Rpc(map.next_value()?)),
+                "parallel" => {
+                    let items: Vec<Step> = map.next_value()?;
+                    if items.is_empty() {
+                        return Err(de::Error::custom("parallel needs at least one step"));
+                    }
+                    if let Some(bad) = items.iter().find(|s| {
+                        matches!(
+                            s.action,
+                            Action::Parallel(_) | Action::ExpectOneOf(_) | Action::SleepMs(_)
+                        )
+                    }) {
+                        return Err(de::Error::custom(format!(
+                            "a parallel group holds operations only, not `{}`",
+                            bad.action.label()
+                        )));
+                    }
+                    Some(Action::Parallel(items))
+                }
+                "expect_one_of" => Some(Action::ExpectOneOf(map.next_value()?)),
+                "sleep_ms" => {
+                    let ms: u64 = map.next_value()?;
+                    if ms > MAX_SLEEP_MS {
+                        return Err(de::Error::custom(format!(
+                            "sleep_ms is at most {MAX_SLEEP_MS}"
+                        )));
+                    }
+                    Some(Action::SleepMs(ms))
+                }
+                op if STORE_ACTIONS.contains(&op) => {
+                    let args: Value = map.next_value()?;
+                    if !args.is_object() {
+                        return Err(de::Error::custom(format!(
+                            "`{op}` takes a map of arguments"
+                        )));
+                    }
+                    Some(Action::Store {
+                        op: op.to_owned(),
+                        args,
+                    })
+                }
+                other => return Err(de::Error::unknown_field(other, all_step_keys())),
+            };
+            if let Some(a) = new_action {
+                if let Some((first, _)) = &action {
+                    return Err(de::Error::custom(format!(
+                        "a step has exactly one action, found `{first}` and `{key}`"
+                    )));
+                }
+                action = Some((key, a));
+            }
+        }
+        let Some((_, action)) = action else {
+            return Err(de::Error::custom(format!(
+                "a step needs an action: one of {}, {}",
+                STORE_ACTIONS.join(", "),
+                OTHER_ACTIONS.join(", ")
+            )));
+        };
+        let is_group = matches!(action, Action::Parallel(_));
+        if !is_group && (step.linearizable || !step.expect_group.is_empty()) {
+            return Err(de::Error::custom(
+                "`linearizable` and `expect_group` belong on a parallel step",
+            ));
+        }
+        if is_group && (step.expect.is_some() || step.name.is_some() || !step.bind.is_empty()) {
+            return Err(de::Error::custom(
+                "a parallel step takes expect_group, not expect/as/bind (put those on its items)",
+            ));
+        }
+        step.action = action;
+        Ok(step)
+    }
+}
+
+/// Why a scenario could not be loaded. Exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("{0}: no scenario files (*.yaml) found")]
+    Empty(PathBuf),
+}
+
+/// Parses one scenario from text; `path` only names it in errors.
+pub fn parse_scenario(path: &Path, text: &str) -> Result<Scenario, LoadError> {
+    let mut scenario: Scenario = serde_yaml::from_str(text).map_err(|e| {
+        let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
+        let message = e.to_string();
+        // serde_yaml appends " at line L column C"; the prefix says it already.
+        let message = match message.rfind(" at line ") {
+            Some(cut) if line > 0 => message[..cut].to_owned(),
+            _ => message,
+        };
+        LoadError::Syntax {
+            path: path.to_owned(),
+            line,
+            column,
+            message,
+        }
+    })?;
+    scenario.file = path.to_owned();
+    validate(&scenario).map_err(|message| LoadError::Invalid {
+        path: path.to_owned(),
+        message,
+    })?;
+    Ok(scenario)
+}
+
+fn validate(s: &Scenario) -> Result<(), String> {
+    if s.id.is_empty()
+        || !s
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Err(format!("id `{}` must be non-empty [A-Za-z0-9._-]", s.id));
+    }
+    if s.summary.trim().is_empty() || s.summary.contains('\n') {
+        return Err("summary must be one non-empty line".into());
+    }
+    if s.repeat == 0 || s.repeat > MAX_REPEAT {
+        return Err(format!("repeat must be 1 to {MAX_REPEAT}"));
+    }
+    if s.steps.is_empty() {
+        return Err("a scenario needs at least one step".into());
+    }
+    let mut names = BTreeSet::new();
+    for (i, step) in s.steps.iter().enumerate() {
+        if step.copies.is_some() {
+            return Err(format!(
+                "steps[{i}]: `copies` belongs on an item of a parallel group"
+            ));
+        }
+        let items: Vec<&Step> = match &step.action {
+            Action::Parallel(items) => items.iter().collect(),
+            _ => vec![step],
+        };
+        for item in items {
+            if let Some(n) = &item.name {
+                let expanded: Vec<String> = match item.copies {
+                    Some(c) => (0..c).map(|k| format!("{n}.{k}")).collect(),
+                    None => vec![n.clone()],
+                };
+                for name in expanded {
+                    if !names.insert(name.clone()) {
+                        return Err(format!(
+                            "steps[{i}]: the answer name `{name}` is used twice"
+                        ));
+                    }
+                }
+            }
+        }
+        if let Action::ExpectOneOf(alternatives) = &step.action {
+            if alternatives.is_empty() {
+                return Err(format!(
+                    "steps[{i}]: expect_one_of needs at least one alternative"
+                ));
+            }
+            for name in alternatives.iter().flat_map(BTreeMap::keys) {
+                if !names.contains(name) {
+                    return Err(format!("steps[{i}]: expect_one_of names `{name}`, which no earlier step answers as"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Loads scenarios from files and directories (recursively, `*.yaml` and
+/// `*.yml`, in path order). Ids must be unique across everything loaded.
+pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Scenario>, LoadError> {
+    let mut files = Vec::new();
+    for path in paths {
+        let before = files.len();
+        collect(path, &mut files)?;
+        if files.len() == before {
+            return Err(LoadError::Empty(path.clone()));
+        }
+    }
+    let mut scenarios = Vec::with_capacity(files.len());
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Io {
+            path: file.clone(),
+            source,
+        })?;
+        let scenario = parse_scenario(&file, &text)?;
+        if let Some(first) = seen.insert(scenario.id.clone(), file.clone()) {
+            return Err(LoadError::Invalid {
+                path: file,
+                message: format!(
+                    "id `{}` is already used by {}",
+                    scenario.id,
+                    first.display()
+                ),
+            });
+        }
+        scenarios.push(scenario);
+    }
+    Ok(scenarios)
+}
+
+fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
+    let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    if meta.is_file() {
+        out.push(path.to_owned());
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|source| LoadError::Io {
+            path: path.to_owned(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for entry in entries {
+        if entry.is_dir() {
+            collect(&entry, out)?;
+        } else if matches!(
+            entry.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        ) {
+            out.push(entry);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse_scenario(Path::new("x.yaml"), text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    const HEAD: &str = "id: t\nlevel: store\nsummary: s\nsteps:\n";
+
+    #[test]
+    fn an_unknown_step_kind_names_file_line_and_column() {
+        let e = err(&format!(
+            "{HEAD}  - getRun: {{sessionId: $s, runId: r}}\n  - frobnicate: {{}}\n"
+        ));
+        assert!(
+            e.starts_with("x.yaml:6:5: steps[1]: unknown field `frobnicate`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn two_actions_in_one_step_are_refused() {
+        let e = err(&format!(
+            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n    listRuns: {{sessionId: s}}\n"
+        ));
+        assert!(e.contains("exactly one action"), "{e}");
+        assert!(e.starts_with("x.yaml:"), "{e}");
+    }
+
+    #[test]
+    fn malformed_yaml_names_the_line() {
+        let e = err("id: t\nlevel: store\nsummary: [unclosed\n");
+        assert!(e.starts_with("x.yaml:"), "{e}");
+    }
+
+    #[test]
+    fn unknown_top_level_fields_are_refused() {
+        let e = err("id: t\nlevel: store\nsummary: s\nstepz: []\n");
+        assert!(e.contains("unknown field `stepz`"), "{e}");
+    }
+
+    #[test]
+    fn expect_one_of_must_name_earlier_answers() {
+        let e = err(&format!("{HEAD}  - expect_one_of: [{{a: {{ok: null}}}}]\n"));
+        assert!(e.contains("no earlier step answers as"), "{e}");
+    }
+
+    #[test]
+    fn a_full_step_parses() {
+        let s = parse_scenario(
+            Path::new("x.yaml"),
+            &format!(
+                "{HEAD}  - parallel:\n      - copies: 3\n        as: c\n        getRun: {{sessionId: $s, runId: r}}\n    linearizable: true\n    expect_group:\n      - count: rest\n        match: {{ok: null}}\n"
+            ),
+        )
+        .unwrap();
+        let Action::Parallel(items) = &s.steps[0].action else {
+            panic!()
+        };
+        assert_eq!(items[0].copies, Some(3));
+        assert!(s.steps[0].linearizable);
+        assert_eq!(s.steps[0].expect_group[0].count, GroupCount::Rest);
+    }
+}

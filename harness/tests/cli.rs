@@ -1,0 +1,137 @@
+//! The `reqkey` binary's contract: exit codes, errors that name
+//! file:line:col, and help texts that explain targets and exit codes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn reqkey(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .output()
+        .expect("reqkey runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn scratch(name: &str, body: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("reqkey-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.yaml"));
+    std::fs::write(&file, body).unwrap();
+    file
+}
+
+#[test]
+fn the_store_corpus_exits_0_on_memory_and_lists_the_contract_ids() {
+    let o = reqkey(&[
+        "run",
+        "scenarios/store",
+        "--target",
+        "memory",
+        "--seed",
+        "1",
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    for id in [
+        "request-key.race",
+        "request-key.delete-frees-keys",
+        "request-key.per-session",
+    ] {
+        assert!(out.contains(&format!("PASS  {id}")), "{out}");
+    }
+    assert!(
+        out.lines().any(|l| l.ends_with(" passed, 0 failed")),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_nonconforming_store_exits_1_and_prints_the_seed() {
+    let o = reqkey(&[
+        "run",
+        "scenarios/store",
+        "--target",
+        "broken-memory:delete-keeps-keys",
+        "--seed",
+        "42",
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("FAIL  request-key.delete-frees-keys"), "{out}");
+    assert!(out.contains("--seed 42"), "{out}");
+    assert!(
+        out.contains("expected:") && out.contains("actual:"),
+        "{out}"
+    );
+}
+
+#[test]
+fn malformed_yaml_exits_2_naming_file_and_line() {
+    let file = scratch(
+        "broken",
+        "id: x\nlevel: store\nsummary: s\nsteps:\n  - getRun: {sessionId: a\n",
+    );
+    let o = reqkey(&["run", file.to_str().unwrap()]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains(&format!("{}:", file.display())), "{out}");
+    assert!(
+        out.contains("broken.yaml:5:") || out.contains("broken.yaml:6:"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_unknown_step_kind_exits_2_naming_file_and_line() {
+    let file = scratch(
+        "unknown",
+        "id: x\nlevel: store\nsummary: s\nsteps:\n  - listRuns: {sessionId: $s}\n  - teleport: {sessionId: $s}\n",
+    );
+    let o = reqkey(&["run", file.to_str().unwrap()]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("unknown.yaml:6:5: steps[1]: unknown field `teleport`"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_arguments_and_targets_exit_2() {
+    assert_eq!(
+        reqkey(&["run", "--target", "nonsense"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(reqkey(&["run", "--repeat", "0"]).status.code(), Some(2));
+    assert_eq!(reqkey(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(reqkey(&["run", "no/such/dir"]).status.code(), Some(2));
+}
+
+#[test]
+fn help_explains_targets_and_exit_codes() {
+    let top = text(&reqkey(&["--help"]));
+    assert!(
+        top.contains("Exit codes") && top.contains("2  the harness could not judge"),
+        "{top}"
+    );
+    let run = text(&reqkey(&["run", "--help"]));
+    for needle in [
+        "Targets (--target)",
+        "memory",
+        "Exit codes",
+        "--seed",
+        "--repeat",
+    ] {
+        assert!(run.contains(needle), "missing {needle}: {run}");
+    }
+}
