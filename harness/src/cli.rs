@@ -51,6 +51,9 @@ pub enum Command {
     /// Run scenarios against a target.
     #[command(after_help = target_help())]
     Run(RunArgs),
+    /// Run a reference server.
+    #[command(subcommand)]
+    Serve(crate::serve_agent_cmd::ServeCommand),
 }
 
 #[derive(Debug, Args)]
@@ -137,6 +140,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => run_command(args),
+        Command::Serve(cmd) => crate::serve_agent_cmd::main(cmd),
     }
 }
 

@@ -59,6 +59,10 @@ pub enum Action {
     ExpectOneOf(Vec<BTreeMap<String, Value>>),
     /// A pause.
     SleepMs(u64),
+    /// An HTTP exchange with an agent server (see `agent_steps`).
+    Http(Value),
+    /// Wait until a run of an agent server reaches a status.
+    WaitRun(Value),
 }
 
 impl Action {
@@ -69,6 +73,12 @@ impl Action {
             Action::Parallel(items) => format!("parallel ({} items)", items.len()),
             Action::ExpectOneOf(_) => "expect_one_of".into(),
             Action::SleepMs(ms) => format!("sleep_ms {ms}"),
+            Action::Http(v) => format!(
+                "http {} {}",
+                v.get("method").and_then(Value::as_str).unwrap_or("GET"),
+                v.get("path").and_then(Value::as_str).unwrap_or("?")
+            ),
+            Action::WaitRun(_) => "wait_run".into(),
         }
     }
 }
@@ -119,9 +129,18 @@ pub struct Step {
     pub linearizable: bool,
     /// On `parallel`: rules over all the group's answers.
     pub expect_group: Vec<GroupRule>,
+    /// Values that must appear nowhere in the answer's body or headers.
+    pub expect_not_echoed: Vec<Value>,
 }
 
-const OTHER_ACTIONS: [&str; 4] = ["rpc", "parallel", "expect_one_of", "sleep_ms"];
+const OTHER_ACTIONS: [&str; 6] = [
+    "rpc",
+    "parallel",
+    "expect_one_of",
+    "sleep_ms",
+    "http",
+    "wait_run",
+];
 
 fn all_step_keys() -> &'static [&'static str] {
     &[
@@ -137,12 +156,15 @@ fn all_step_keys() -> &'static [&'static str] {
         "parallel",
         "expect_one_of",
         "sleep_ms",
+        "http",
+        "wait_run",
         "as",
         "copies",
         "expect",
         "bind",
         "linearizable",
         "expect_group",
+        "expect_not_echoed",
     ]
 }
 
@@ -171,6 +193,7 @@ impl<'de> Visitor<'de> for StepVisitor {
             bind: BTreeMap::new(),
             linearizable: false,
             expect_group: Vec::new(),
+            expect_not_echoed: Vec::new(),
         };
         while let Some(key) = map.next_key::<String>()? {
             let new_action = match key.as_str() {
@@ -203,6 +226,28 @@ impl<'de> Visitor<'de> for StepVisitor {
                 "expect_group" => {
                     step.expect_group = map.next_value()?;
                     None
+                }
+                "expect_not_echoed" => {
+                    step.expect_not_echoed = match map.next_value::<Value>()? {
+                        Value::Array(items) => items,
+                        one => vec![one],
+                    };
+                    if !step.expect_not_echoed.iter().all(Value::is_string) {
+                        return Err(de::Error::custom(
+                            "expect_not_echoed takes a string or a list of strings",
+                        ));
+                    }
+                    None
+                }
+                "http" => {
+                    let spec: Value = map.next_value()?;
+                    crate::agent_steps::validate_http(&spec).map_err(de::Error::custom)?;
+                    Some(Action::Http(spec))
+                }
+                "wait_run" => {
+                    let spec: Value = map.next_value()?;
+                    crate::agent_steps::validate_wait(&spec).map_err(de::Error::custom)?;
+                    Some(Action::WaitRun(spec))
                 }
                 "rpc" => Some(Action::Rpc(map.next_value()?)),
                 "parallel" => {

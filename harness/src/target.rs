@@ -186,11 +186,30 @@ pub const TARGET_HELP: &str = "\
 memory                    the in-process reference memory store (the embedded default)
 broken-memory:DEFECT      a deliberately broken memory store, to see the suite fail
                           (no-key-rule, key-rule-after-cas, no-replay-first,
-                          delete-keeps-keys, holder-read-outside-commit)";
+                          delete-keeps-keys, holder-read-outside-commit)
+http://HOST:PORT          any agent server speaking reqkey-agent/1
+reference-agent           the reference agent server, in process, over a memory store
+reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous, or a
+                          deliberately broken executor (policy-before-key,
+                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)";
 
 /// Opens a target from its `--target` specification.
 pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
-    let _ = opts;
+    if spec.starts_with("http://") {
+        return Ok(Arc::new(crate::agent_target::HttpAgentTarget::new(
+            spec, opts,
+        )?));
+    }
+    if spec == "reference-agent" {
+        return Ok(Arc::new(
+            crate::agent_target::reference_agent(None, opts).await?,
+        ));
+    }
+    if let Some(variant) = spec.strip_prefix("reference-agent:") {
+        return Ok(Arc::new(
+            crate::agent_target::reference_agent(Some(variant), opts).await?,
+        ));
+    }
     if spec == "memory" {
         return Ok(Arc::new(InProcessStore::new(
             "memory",
