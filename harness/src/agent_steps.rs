@@ -341,10 +341,8 @@ pub fn parse_sse(body: &str) -> Value {
             }
         }
         match e["event"].as_str() {
-            Some("run-start") => {
-                if attached.is_null() {
-                    attached = e["data"].get("attached").cloned().unwrap_or(Value::Null);
-                }
+            Some("run-start") if attached.is_null() => {
+                attached = e["data"].get("attached").cloned().unwrap_or(Value::Null);
             }
             Some("text") => {
                 if let Some(d) = e["data"].get("delta").and_then(Value::as_str) {
