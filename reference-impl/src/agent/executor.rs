@@ -7,7 +7,8 @@
 //!
 //! 1. the key was parsed at the edge (a [`RequestKey`] cannot be malformed);
 //! 2. the key's holder is read with `get_run_by_request_key` **before** any
-//!    concurrency policy, and `reqkey_model::plan_keyed_entry` decides
+//!    concurrency policy decides (the current run is read just before the
+//!    holder, so a refusal is never based on a read older than the lookup), and `reqkey_model::plan_keyed_entry` decides
 //!    (attach, replay, or one of the two 409s) — never restated here;
 //! 3. only a `New` plan meets the policy (`state_session_exists`,
 //!    `state_already_running`, or `interrupt_previous`);
@@ -358,8 +359,13 @@ impl Executor {
         let mut replanned = false;
         let mut look_up_key = true;
         for _ in 0..MAX_DECISIONS {
+            // The current run is read BEFORE the holder: if the policy then
+            // refuses, no holder existed when this current run was read, so
+            // the refusal is honest. (Read after the holder, a duplicate that
+            // committed in between would make us refuse a request we should
+            // attach.) The policy still *decides* only after the lookup.
+            let current = self.store.get_current_run(session).await?;
             if self.has_defect(ExecutorDefect::PolicyBeforeKey) {
-                let current = self.store.get_current_run(session).await?;
                 self.policy(req.kind, current.as_ref())?;
             }
             if let (Some(key), Some(digest), true) = (&key, &digest, look_up_key) {
@@ -371,7 +377,6 @@ impl Executor {
                     return self.answer_holder(session, &holder, digest).await;
                 }
             }
-            let current = self.store.get_current_run(session).await?;
             let prepared = self.policy(req.kind, current.as_ref())?;
             let input = match req.kind {
                 EntryKind::Retry => self
