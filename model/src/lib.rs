@@ -1,10 +1,9 @@
 //! # reqkey-model: the request-key contract as code
 //!
 //! This crate is the single source of truth for the rules of
-//! `shared/spec/SPEC.md` (mirrored in the repository as the spec the project
-//! certifies). Everything else in the workspace — the reference stores, the
-//! executor, the harness checks — *calls* these functions; nobody restates
-//! them.
+//! `spec/SPEC.md`, the contract the project certifies. Everything else in
+//! the workspace — the reference stores, the executor, the harness checks —
+//! *calls* these functions; nobody restates them.
 //!
 //! What lives here, and why it is pure:
 //!
