@@ -412,6 +412,7 @@ impl Executor {
                     if let Some((previous, status)) = prepared.previous {
                         self.end_previous(session, &previous, status).await;
                     }
+                    let (log, stop_rx) = self.still_tracked(session, &run_id, log, stop_rx);
                     self.spawn_run(session, &run_id, input, log, stop_rx);
                     return Ok(EntryOutcome::Started(committed.run));
                 }
@@ -553,6 +554,29 @@ impl Executor {
         (log, stop_rx)
     }
 
+    /// A delete that ran between `track` and the commit stopped and dropped
+    /// the pending log, but the commit landed after it (in the session's new
+    /// life): give the run a fresh log so it runs and reports normally.
+    fn still_tracked(
+        &self,
+        session: &str,
+        run_id: &str,
+        log: Arc<RunLog>,
+        stop_rx: watch::Receiver<bool>,
+    ) -> (Arc<RunLog>, watch::Receiver<bool>) {
+        let tracked = self
+            .registry()
+            .sessions
+            .get(session)
+            .and_then(|runs| runs.get(run_id))
+            .is_some_and(|r| Arc::ptr_eq(&r.log, &log));
+        if tracked {
+            (log, stop_rx)
+        } else {
+            self.track(session, run_id)
+        }
+    }
+
     fn untrack(&self, session: &str, run_id: &str) {
         let mut reg = self.registry();
         let Some(runs) = reg.sessions.get_mut(session) else {
@@ -654,13 +678,15 @@ impl Executor {
     ) -> Result<Option<RunMetadata>, StoreError> {
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         let mut changes = self.log_of(session, run_id).map(|l| l.subscribe());
+        let shutdown = self.shutdown.subscribe();
         // Bounded: every round waits at least until the next poll tick or
-        // the deadline, and the deadline is finite.
+        // the deadline, and the deadline is finite. A shutdown answers at
+        // once, so a graceful shutdown never waits out a long `waitMs`.
         loop {
             let run = self.store.get_run(session, run_id).await?;
             let Some(run) = run else { return Ok(None) };
             let now = tokio::time::Instant::now();
-            if run.status != RunStatus::Running || now >= deadline {
+            if run.status != RunStatus::Running || now >= deadline || *shutdown.borrow() {
                 return Ok(Some(run));
             }
             let tick = (now + Duration::from_millis(STORE_POLL_MS)).min(deadline);
@@ -1043,6 +1069,37 @@ mod tests {
             .unwrap();
         assert!(!fresh.attached());
         assert_eq!(fresh.run().start_sequence, 1);
+    }
+
+    #[tokio::test]
+    async fn a_run_committed_after_a_concurrent_delete_still_runs_to_its_end() {
+        let ex = executor(ExecutorConfig::default());
+        // What a delete racing an entry leaves: the pending log stopped and
+        // dropped before the commit lands.
+        let (log, stop_rx) = ex.track("s", "r-late");
+        ex.signal_stop("s", None);
+        ex.registry().sessions.remove("s");
+        let (fresh, stop_rx) = ex.still_tracked("s", "r-late", log.clone(), stop_rx);
+        assert!(!Arc::ptr_eq(&fresh, &log));
+        assert!(!*stop_rx.borrow());
+    }
+
+    #[tokio::test]
+    async fn waits_answer_at_once_after_shutdown() {
+        let ex = executor(ExecutorConfig::default());
+        let run = ex
+            .enter(entry(EntryKind::Start, "[sleep:5000]", None))
+            .await
+            .unwrap();
+        ex.shutdown();
+        let started = std::time::Instant::now();
+        let read = ex
+            .wait_run("s", &run.run().run_id, 5_000)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.status, RunStatus::Running);
+        assert!(started.elapsed() < Duration::from_millis(1_000));
     }
 
     #[tokio::test]
