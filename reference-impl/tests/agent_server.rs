@@ -280,3 +280,25 @@ async fn a_retried_chat_send_streams_the_holders_run_from_its_start() {
         json!([{"runId": run["runs"][0]["runId"], "input": {"text": "[sleep:200] hi"}}])
     );
 }
+
+#[tokio::test]
+async fn graceful_shutdown_ends_open_chat_streams_promptly() {
+    let srv = server().await;
+    let addr = srv.addr;
+    let body = br#"{"messages":[{"role":"user","content":"[sleep:5000] long"}]}"#;
+    let stream =
+        tokio::spawn(async move { call(addr, "POST", "/sessions/s5/chat", &[], body).await });
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let started = std::time::Instant::now();
+    tokio::time::timeout(std::time::Duration::from_secs(3), srv.stop())
+        .await
+        .expect("shutdown does not wait out the run")
+        .unwrap();
+    let answer = stream.await.unwrap();
+    assert!(
+        answer.text().starts_with("event: run-start"),
+        "{}",
+        answer.text()
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+}

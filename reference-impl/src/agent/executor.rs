@@ -366,7 +366,7 @@ impl Executor {
             // attach.) The policy still *decides* only after the lookup.
             let current = self.store.get_current_run(session).await?;
             if self.has_defect(ExecutorDefect::PolicyBeforeKey) {
-                self.policy(req.kind, current.as_ref())?;
+                self.policy(req.kind, key.is_some(), current.as_ref())?;
             }
             if let (Some(key), Some(digest), true) = (&key, &digest, look_up_key) {
                 if let Some(holder) = self
@@ -377,7 +377,7 @@ impl Executor {
                     return self.answer_holder(session, &holder, digest).await;
                 }
             }
-            let prepared = self.policy(req.kind, current.as_ref())?;
+            let prepared = self.policy(req.kind, key.is_some(), current.as_ref())?;
             let input = match req.kind {
                 EntryKind::Retry => self
                     .store
@@ -484,12 +484,19 @@ impl Executor {
     }
 
     /// The concurrency policy and session rules of SPEC 7 for a new run.
+    ///
+    /// `interrupt_previous` never applies to a keyless chat send: as in the
+    /// framework the release notes describe, a keyless send is refused 409
+    /// under either policy (a retried keyless send must not kill its own
+    /// original run).
     fn policy(
         &self,
         kind: EntryKind,
+        keyed: bool,
         current: Option<&RunMetadata>,
     ) -> Result<Prepared, EntryError> {
-        let interrupt = self.config.policy == ConcurrencyPolicy::InterruptPrevious;
+        let interrupt = self.config.policy == ConcurrencyPolicy::InterruptPrevious
+            && (keyed || kind != EntryKind::Chat);
         let expected = current.map(|r| r.run_id.clone());
         let previous = match (kind, current) {
             (EntryKind::Start, Some(_)) => return Err(EntryError::SessionExists),
@@ -1028,7 +1035,16 @@ mod tests {
             .await
             .unwrap();
         let mut events = ex.follow_run(first.run(), false);
-        let second = ex.enter(entry(EntryKind::Chat, "b", None)).await.unwrap();
+        let keyless = ex.enter(entry(EntryKind::Chat, "b", None)).await;
+        assert_eq!(
+            keyless,
+            Err(EntryError::AlreadyRunning),
+            "keyless sends never interrupt"
+        );
+        let second = ex
+            .enter(entry(EntryKind::Chat, "b", Some("kb")))
+            .await
+            .unwrap();
         assert!(!second.attached());
         let prev = ex
             .store()
@@ -1082,6 +1098,35 @@ mod tests {
         let (fresh, stop_rx) = ex.still_tracked("s", "r-late", log.clone(), stop_rx);
         assert!(!Arc::ptr_eq(&fresh, &log));
         assert!(!*stop_rx.borrow());
+    }
+
+    #[tokio::test]
+    async fn a_run_without_a_log_is_streamed_from_the_store() {
+        let ex = executor(ExecutorConfig::default());
+        // Started by someone else (another process on a shared store).
+        let start = StartRun {
+            session_id: "s".into(),
+            run_id: "foreign".into(),
+            expected_current_run_id: None,
+            input: json!({"text": "from elsewhere"}),
+            request_key: None,
+            request_digest: None,
+        };
+        let run = ex.store().commit_run_start(start).await.unwrap().run;
+        let mut events = ex.follow_run(&run, true);
+        assert_eq!(
+            events.recv().await,
+            Some(RunEvent::Text("echo: from elsewhere".into()))
+        );
+        ex.store()
+            .set_run_status("s", "foreign", RunStatus::Failed)
+            .await
+            .unwrap();
+        assert_eq!(
+            events.recv().await,
+            Some(RunEvent::Finish(RunStatus::Failed))
+        );
+        assert_eq!(events.recv().await, None);
     }
 
     #[tokio::test]
