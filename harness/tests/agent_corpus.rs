@@ -58,8 +58,9 @@ const KEYED: [&str; 15] = [
 ];
 
 /// Scenarios every SPEC 7 server passes whatever it does with keys.
-const KEYLESS: [&str; 5] = [
+const KEYLESS: [&str; 6] = [
     "agent.bad-bodies",
+    "agent.concurrent-keyless-starts",
     "agent.health",
     "agent.keyless-unchanged",
     "agent.malformed-keys",

@@ -957,6 +957,33 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_keyless_entries_lose_the_cas_and_are_refused_typed() {
+        for _ in 0..10 {
+            let ex = executor(ExecutorConfig::default());
+            let barrier = Arc::new(tokio::sync::Barrier::new(8));
+            let tasks: Vec<_> = (0..8)
+                .map(|i| {
+                    let (ex, barrier) = (ex.clone(), barrier.clone());
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        ex.enter(entry(EntryKind::Chat, &format!("[sleep:50] {i}"), None))
+                            .await
+                    })
+                })
+                .collect();
+            let mut started = 0;
+            for t in tasks {
+                match t.await.unwrap() {
+                    Ok(EntryOutcome::Started(_)) => started += 1,
+                    other => assert_eq!(other, Err(EntryError::AlreadyRunning)),
+                }
+            }
+            assert_eq!(started, 1);
+            assert_eq!(ex.store().list_inputs("s").await.unwrap().len(), 1);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn without_the_replan_a_lost_race_is_refused() {
         let mut refused = 0;
         for _ in 0..10 {
