@@ -39,7 +39,7 @@ fn failing(summary: &RunSummary) -> BTreeSet<&str> {
 }
 
 /// Scenarios that need a server which records keys.
-const KEYED: [&str; 15] = [
+const KEYED: [&str; 17] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -54,7 +54,9 @@ const KEYED: [&str; 15] = [
     "agent.keyed-resume",
     "agent.keyed-retries-skip-refusals",
     "agent.keyed-retry",
+    "agent.keys-are-case-sensitive",
     "agent.replay-finished-current",
+    "agent.valid-key-boundaries",
 ];
 
 /// Scenarios every SPEC 7 server passes whatever it does with keys.
