@@ -314,6 +314,16 @@ impl<'de> Visitor<'de> for StepVisitor {
                 "`linearizable` and `expect_group` belong on a parallel step",
             ));
         }
+        if let (Action::Parallel(items), true) = (&action, step.linearizable) {
+            if items
+                .iter()
+                .any(|i| matches!(i.action, Action::Http(_) | Action::WaitRun(_)))
+            {
+                return Err(de::Error::custom(
+                    "`linearizable` checks store operations; an agent group cannot take it",
+                ));
+            }
+        }
         if is_group && (step.expect.is_some() || step.name.is_some() || !step.bind.is_empty()) {
             return Err(de::Error::custom(
                 "a parallel step takes expect_group, not expect/as/bind (put those on its items)",
@@ -560,5 +570,38 @@ mod tests {
         assert_eq!(items[0].copies, Some(3));
         assert!(s.steps[0].linearizable);
         assert_eq!(s.steps[0].expect_group[0].count, GroupCount::Rest);
+    }
+
+    const AGENT: &str = "id: t\nlevel: agent\nsummary: s\nsteps:\n";
+
+    #[test]
+    fn agent_steps_parse_with_their_modifiers() {
+        let s = parse_scenario(
+            Path::new("x.yaml"),
+            &format!(
+                "{AGENT}  - http: {{method: POST, path: \"/sessions/${{s}}/start\", headers: [[K, v], [K, {{hex: ff}}]], json: {{input: 1}}}}\n    expect: {{status: 201}}\n    expect_not_echoed: [v]\n  - wait_run: {{sessionId: $s, runId: $r, status: [completed, failed]}}\n"
+            ),
+        )
+        .unwrap();
+        assert!(matches!(s.steps[0].action, Action::Http(_)));
+        assert_eq!(s.steps[0].expect_not_echoed, vec![Value::from("v")]);
+        assert!(matches!(s.steps[1].action, Action::WaitRun(_)));
+    }
+
+    #[test]
+    fn malformed_agent_steps_name_file_and_line() {
+        let e = err(&format!("{AGENT}  - http: {{path: /x, jsn: {{}}}}\n"));
+        assert!(
+            e.starts_with("x.yaml:5:") && e.contains("no field `jsn`"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{AGENT}  - wait_run: {{sessionId: s, runId: r}}\n"
+        ));
+        assert!(e.contains("wait_run.status"), "{e}");
+        let e = err(&format!(
+            "{AGENT}  - parallel:\n      - http: {{path: /x}}\n    linearizable: true\n"
+        ));
+        assert!(e.contains("cannot take it"), "{e}");
     }
 }
