@@ -36,7 +36,9 @@ pub const MAX_WAIT_MS: u64 = 60_000;
 pub const DEFAULT_WAIT_MS: u64 = 5_000;
 /// The longest `waitMs` one poll of `wait_run` asks for.
 const POLL_WAIT_MS: u64 = 1_000;
-/// The pause between polls of a run that is not `running` yet is not there.
+/// Statuses that never change again (SPEC 1).
+const FINISHED: [&str; 3] = ["completed", "failed", "interrupted"];
+/// The pause between polls of a run that is live but not `running`.
 const POLL_PAUSE_MS: u64 = 20;
 
 const HTTP_KEYS: [&str; 7] = [
@@ -267,7 +269,9 @@ pub async fn wait_run_step(
             .and_then(Value::as_str)
             .unwrap_or("");
         let reached = response.status == 200 && wanted.contains(&status);
-        if reached || response.status != 200 || left_ms == 0 {
+        // A finished status never changes again: no point waiting it out.
+        let settled = FINISHED.contains(&status);
+        if reached || settled || response.status != 200 || left_ms == 0 {
             out["reached"] = Value::Bool(reached);
             out["waitedMs"] = json!(started.elapsed().as_millis() as u64);
             return Ok(out);
