@@ -11,7 +11,10 @@
 //!
 //! - [`scenario`]: the YAML format and its loader.
 //! - [`vars`], [`pattern`]: variables and expectation matching.
-//! - [`target`]: the only way to reach an implementation.
+//! - [`target`]: the only way to reach an implementation; [`agent_target`]
+//!   the `reqkey-agent/1` ones (any server over HTTP, the reference one in
+//!   process).
+//! - [`agent_steps`]: agent-level steps (raw HTTP, SSE, waiting for a run).
 //! - [`runner`]: executes scenarios, emits [`event::Event`]s.
 //! - [`lin`]: linearizability of recorded histories (`linearizable: true`).
 //! - [`record`]: recording operations with monotonic instants; random
@@ -23,8 +26,11 @@
 //! - [`expected`]: `--expected-failures` lists.
 //! - [`schema`]: the JSON Schema of the scenario format.
 //! - [`cli`]: the `reqkey` command line (the binary is a thin `main`).
-//! - [`serve_cmd`]: `reqkey serve store`, a reference store over `reqkey-store/1`.
+//! - [`agent_target`], [`agent_steps`]: agent targets and HTTP steps.
+//! - [`serve_cmd`]: `reqkey serve store|agent` ([`serve_agent_cmd`] for the agent).
 
+pub mod agent_steps;
+pub mod agent_target;
 pub mod bench;
 pub mod cli;
 pub mod event;
@@ -37,6 +43,7 @@ pub mod report;
 pub mod runner;
 pub mod scenario;
 pub mod schema;
+pub mod serve_agent_cmd;
 pub mod serve_cmd;
 pub mod suite;
 pub mod target;

@@ -68,6 +68,10 @@ pub enum Action {
     ExpectOneOf(Vec<BTreeMap<String, Value>>),
     /// A pause.
     SleepMs(u64),
+    /// An HTTP exchange with an agent server (see `agent_steps`).
+    Http(Value),
+    /// Wait until a run of an agent server reaches a status.
+    WaitRun(Value),
 }
 
 impl Action {
@@ -78,6 +82,12 @@ impl Action {
             Action::Parallel(items) => format!("parallel ({} items)", items.len()),
             Action::ExpectOneOf(_) => "expect_one_of".into(),
             Action::SleepMs(ms) => format!("sleep_ms {ms}"),
+            Action::Http(v) => format!(
+                "http {} {}",
+                v.get("method").and_then(Value::as_str).unwrap_or("GET"),
+                v.get("path").and_then(Value::as_str).unwrap_or("?")
+            ),
+            Action::WaitRun(_) => "wait_run".into(),
         }
     }
 }
@@ -130,10 +140,19 @@ pub struct Step {
     pub linearizable: bool,
     /// On `parallel`: rules over all the group's answers.
     pub expect_group: Vec<GroupRule>,
+    /// Values that must appear nowhere in the answer's body or headers.
+    pub expect_not_echoed: Vec<Value>,
 }
 
 /// Actions besides the store operations (the schema reads this too).
-pub const OTHER_ACTIONS: [&str; 4] = ["rpc", "parallel", "expect_one_of", "sleep_ms"];
+pub const OTHER_ACTIONS: [&str; 6] = [
+    "rpc",
+    "parallel",
+    "expect_one_of",
+    "sleep_ms",
+    "http",
+    "wait_run",
+];
 
 /// Every key a step may have: actions and modifiers (the schema is built from this).
 pub fn all_step_keys() -> &'static [&'static str] {
@@ -150,12 +169,15 @@ pub fn all_step_keys() -> &'static [&'static str] {
         "parallel",
         "expect_one_of",
         "sleep_ms",
+        "http",
+        "wait_run",
         "as",
         "copies",
         "expect",
         "bind",
         "linearizable",
         "expect_group",
+        "expect_not_echoed",
     ]
 }
 
@@ -214,6 +236,7 @@ impl<'de> Visitor<'de> for StepVisitor {
             bind: BTreeMap::new(),
             linearizable: false,
             expect_group: Vec::new(),
+            expect_not_echoed: Vec::new(),
         };
         while let Some(key) = map.next_key_seed(StepKey)? {
             let new_action = match key.as_str() {
@@ -246,6 +269,28 @@ impl<'de> Visitor<'de> for StepVisitor {
                 "expect_group" => {
                     step.expect_group = map.next_value()?;
                     None
+                }
+                "expect_not_echoed" => {
+                    step.expect_not_echoed = match map.next_value::<Value>()? {
+                        Value::Array(items) => items,
+                        one => vec![one],
+                    };
+                    if !step.expect_not_echoed.iter().all(Value::is_string) {
+                        return Err(de::Error::custom(
+                            "expect_not_echoed takes a string or a list of strings",
+                        ));
+                    }
+                    None
+                }
+                "http" => {
+                    let spec: Value = map.next_value()?;
+                    crate::agent_steps::validate_http(&spec).map_err(de::Error::custom)?;
+                    Some(Action::Http(spec))
+                }
+                "wait_run" => {
+                    let spec: Value = map.next_value()?;
+                    crate::agent_steps::validate_wait(&spec).map_err(de::Error::custom)?;
+                    Some(Action::WaitRun(spec))
                 }
                 "rpc" => Some(Action::Rpc(map.next_value()?)),
                 "parallel" => {
@@ -311,6 +356,16 @@ impl<'de> Visitor<'de> for StepVisitor {
             return Err(de::Error::custom(
                 "`linearizable` and `expect_group` belong on a parallel step",
             ));
+        }
+        if let (Action::Parallel(items), true) = (&action, step.linearizable) {
+            if items
+                .iter()
+                .any(|i| matches!(i.action, Action::Http(_) | Action::WaitRun(_)))
+            {
+                return Err(de::Error::custom(
+                    "`linearizable` checks store operations; an agent group cannot take it",
+                ));
+            }
         }
         if is_group && (step.expect.is_some() || step.name.is_some() || !step.bind.is_empty()) {
             return Err(de::Error::custom(
@@ -590,5 +645,38 @@ mod tests {
         assert_eq!(items[0].copies, Some(3));
         assert!(s.steps[0].linearizable);
         assert_eq!(s.steps[0].expect_group[0].count, GroupCount::Rest);
+    }
+
+    const AGENT: &str = "id: t\nlevel: agent\nsummary: s\nsteps:\n";
+
+    #[test]
+    fn agent_steps_parse_with_their_modifiers() {
+        let s = parse_scenario(
+            Path::new("x.yaml"),
+            &format!(
+                "{AGENT}  - http: {{method: POST, path: \"/sessions/${{s}}/start\", headers: [[K, v], [K, {{hex: ff}}]], json: {{input: 1}}}}\n    expect: {{status: 201}}\n    expect_not_echoed: [v]\n  - wait_run: {{sessionId: $s, runId: $r, status: [completed, failed]}}\n"
+            ),
+        )
+        .unwrap();
+        assert!(matches!(s.steps[0].action, Action::Http(_)));
+        assert_eq!(s.steps[0].expect_not_echoed, vec![Value::from("v")]);
+        assert!(matches!(s.steps[1].action, Action::WaitRun(_)));
+    }
+
+    #[test]
+    fn malformed_agent_steps_name_file_and_line() {
+        let e = err(&format!("{AGENT}  - http: {{path: /x, jsn: {{}}}}\n"));
+        assert!(
+            e.starts_with("x.yaml:5:") && e.contains("no field `jsn`"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{AGENT}  - wait_run: {{sessionId: s, runId: r}}\n"
+        ));
+        assert!(e.contains("wait_run.status"), "{e}");
+        let e = err(&format!(
+            "{AGENT}  - parallel:\n      - http: {{path: /x}}\n    linearizable: true\n"
+        ));
+        assert!(e.contains("cannot take it"), "{e}");
     }
 }
