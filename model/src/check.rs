@@ -137,7 +137,10 @@ pub fn shortest_path(config: &Config, property: &str) -> Option<Path<SystemState
     use std::hash::{Hash, Hasher};
 
     let model = KeyedEntryModel::new(config.clone());
-    let prop = model.properties().into_iter().find(|p| p.name == property)?;
+    let prop = model
+        .properties()
+        .into_iter()
+        .find(|p| p.name == property)?;
     let is_discovery = |st: &SystemState| match prop.expectation {
         Expectation::Always => !(prop.condition)(&model, st),
         Expectation::Sometimes => (prop.condition)(&model, st),

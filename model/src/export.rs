@@ -246,3 +246,51 @@ pub fn ids(scenarios: &[ExportedScenario]) -> Vec<String> {
     ids.sort();
     ids
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::seq::StoreReply;
+
+    #[test]
+    fn every_sometimes_property_and_every_mutant_gets_a_scenario() {
+        let scenarios = export_scenarios(&Config::default());
+        let got = ids(&scenarios);
+        let mut want: Vec<String> = props::SOMETIMES_IDS
+            .iter()
+            .map(|(_, id)| format!("model.sometimes.{id}"))
+            .chain(
+                Mutant::ALL
+                    .iter()
+                    .map(|m| format!("model.mutant.{}", m.name())),
+            )
+            .collect();
+        want.sort();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn model_ids_become_variables_and_other_strings_stay() {
+        assert_eq!(
+            variables(json!({"a": "s0", "b": "c1r2", "c": "k0", "d": "sx", "e": "c1r"})),
+            json!({"a": "$s0", "b": "$c1r2", "c": "k0", "d": "sx", "e": "c1r"})
+        );
+    }
+
+    #[test]
+    fn keyless_runs_are_expected_without_key_fields() {
+        let mut v = serde_json::to_value(StoreReply::Run(Some(crate::types::RunMetadata {
+            session_id: "s0".into(),
+            run_id: "c2r1".into(),
+            status: crate::types::RunStatus::Running,
+            start_sequence: 1,
+            request_key: None,
+            request_digest: None,
+        })))
+        .unwrap();
+        mark_absent_keys(&mut v);
+        assert_eq!(v["requestKey"], "$absent");
+        assert_eq!(v["requestDigest"], "$absent");
+    }
+}

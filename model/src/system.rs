@@ -830,10 +830,16 @@ impl KeyedEntryModel {
                 Phase::Done(a) => format!(
                     "answers {:?}{}",
                     a.kind,
-                    a.run.as_deref().map(|r| format!(" {r}")).unwrap_or_default()
+                    a.run
+                        .as_deref()
+                        .map(|r| format!(" {r}"))
+                        .unwrap_or_default()
                 ),
             };
-            format!("client {c} ({request}) attempt {}{ops} -> {outcome}", task.run_id)
+            format!(
+                "client {c} ({request}) attempt {}{ops} -> {outcome}",
+                task.run_id
+            )
         };
         match action {
             Action::Send { client } => {
