@@ -298,7 +298,7 @@ impl Target for HttpStore {
     }
 }
 
-fn open_error(e: OpenError) -> TargetError {
+pub(crate) fn open_error(e: OpenError) -> TargetError {
     match e {
         OpenError::UnknownSpec(_) | OpenError::NotBuilt(_) => TargetError::BadSpec(e.to_string()),
         OpenError::Backend { .. } | OpenError::Migration { .. } => {
@@ -345,7 +345,10 @@ http://HOST:PORT          any agent server speaking reqkey-agent/1
 reference-agent           the reference agent server, in process, over a memory store
 reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous, or a
                           deliberately broken executor (policy-before-key,
-                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)";
+                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)
+reference-agent[:VARIANT]@STORE
+                          the same over another reference store (sqlite:PATH,
+                          postgres://..., redis://...)";
 
 /// Opens a target from its `--target` specification.
 pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
@@ -371,20 +374,8 @@ pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Targ
             .map_err(open_error)?;
         return Ok(Arc::new(InProcessStore::new(redact_url(spec), opened)));
     }
-    if spec.starts_with("http://") {
-        return Ok(Arc::new(crate::agent_target::HttpAgentTarget::new(
-            spec, opts,
-        )?));
-    }
-    if spec == "reference-agent" {
-        return Ok(Arc::new(
-            crate::agent_target::reference_agent(None, opts).await?,
-        ));
-    }
-    if let Some(variant) = spec.strip_prefix("reference-agent:") {
-        return Ok(Arc::new(
-            crate::agent_target::reference_agent(Some(variant), opts).await?,
-        ));
+    if spec.starts_with("http://") || spec.starts_with("reference-agent") {
+        return crate::agent_target::open_agent_target(spec, opts).await;
     }
     if spec == "memory" {
         return Ok(Arc::new(InProcessStore::new(
