@@ -7,10 +7,19 @@
 //! released together with the others; invoke and return instants are
 //! recorded on a monotonic clock. Spawn order is shuffled by the seeded RNG.
 //!
+//! Every store operation of a trial, sequential or grouped, is appended to
+//! the trial's history ([`crate::lin::Operation`]: request, invoke and return
+//! instants, wire answer). A group marked `linearizable: true` has the
+//! history so far checked against the sequential spec ([`crate::lin`])
+//! before its expectations: the sequential steps before it fix the state the
+//! group started from, and a race bug is reported as a counterexample
+//! (timeline and smallest failing subset) rather than as whichever
+//! expectation it happened to break first.
+//!
 //! Every call is bounded by the call timeout, every sleep by
 //! `MAX_SLEEP_MS`, every trial count by `MAX_REPEAT`: a run always ends.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,7 +30,9 @@ use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
 use crate::event::{Event, Failure, Reporter, RunSummary, ScenarioResult, Verdict};
+use crate::lin::{self, CheckOptions};
 use crate::pattern::matches;
+use crate::record::Clock;
 use crate::scenario::{Action, GroupCount, GroupRule, Scenario, Step};
 use crate::target::{Target, TargetError};
 use crate::vars::{lookup, Vars};
@@ -40,6 +51,10 @@ pub struct RunConfig {
     pub fail_fast: bool,
     /// The bound on every single call.
     pub call_timeout_ms: u64,
+    /// The bound on each linearizability check (search steps).
+    pub lin_budget_steps: u64,
+    /// Scenario ids known to fail on this target (`--expected-failures`).
+    pub expected_failures: BTreeSet<String>,
 }
 
 impl RunConfig {
@@ -56,6 +71,8 @@ impl RunConfig {
             repeat_override: None,
             fail_fast: false,
             call_timeout_ms: 10_000,
+            lin_budget_steps: lin::DEFAULT_BUDGET_STEPS,
+            expected_failures: BTreeSet::new(),
         }
     }
 }
@@ -107,7 +124,13 @@ struct Trial<'a> {
     rng: SmallRng,
     overlapped: bool,
     had_group: bool,
+    /// The trial's monotonic clock and every store operation so far.
+    clock: Clock,
+    history: Vec<lin::Operation>,
 }
+
+/// The most operations a trial records (a bound, not a limit in practice).
+const MAX_HISTORY_OPS: usize = 100_000;
 
 /// Runs `scenarios` against `target`, emitting events to `reporters`.
 pub async fn run(
@@ -139,8 +162,11 @@ pub async fn run(
                 id: scenario.id.clone(),
             },
         );
-        let result = run_scenario(&target, scenario, index, cfg).await;
-        let stop = cfg.fail_fast && result.verdict != Verdict::Pass;
+        let mut result = run_scenario(&target, scenario, index, cfg).await;
+        if cfg.expected_failures.contains(&scenario.id) {
+            result.verdict = result.verdict.expecting_failure();
+        }
+        let stop = cfg.fail_fast && !result.verdict.is_green();
         emit(
             reporters,
             Event::ScenarioFinished {
@@ -160,6 +186,8 @@ pub async fn run(
         passed: count(Verdict::Pass),
         failed: count(Verdict::Fail),
         errored: count(Verdict::Error),
+        expected_failures: count(Verdict::ExpectedFail),
+        unexpected_passes: count(Verdict::UnexpectedPass),
         duration_ms: started.elapsed().as_millis() as u64,
         results,
     };
@@ -227,6 +255,8 @@ async fn run_scenario(
             rng: SmallRng::seed_from_u64(base_seed.wrapping_add(u64::from(trial_index))),
             overlapped: false,
             had_group: false,
+            clock: Clock::new(),
+            history: Vec::new(),
         };
         let outcome = trial.run_steps(&scenario.steps).await;
         result.trials_run += 1;
@@ -247,6 +277,10 @@ async fn run_scenario(
     result
 }
 
+/// The wrapper keys of agent-level requests inside the runner.
+const AGENT_HTTP: &str = "http";
+const AGENT_WAIT: &str = "wait_run";
+
 /// Builds the wire request of a store step from its (substituted) args.
 fn store_request(op: &str, args: Value) -> Value {
     if op == "commitRunStart" {
@@ -256,8 +290,16 @@ fn store_request(op: &str, args: Value) -> Value {
     }
 }
 
-/// Calls the target under the call timeout.
+/// Calls the target under the call timeout. Agent steps arrive wrapped as
+/// `{"http": spec}` / `{"wait_run": spec}` (see [`Trial::request`]) and
+/// bound their own exchanges.
 async fn call(target: &dyn Target, request: &Value, timeout_ms: u64) -> Result<Value, TargetError> {
+    if let Some(spec) = request.get(AGENT_HTTP) {
+        return crate::agent_steps::http_step(target, spec, timeout_ms).await;
+    }
+    if let Some(spec) = request.get(AGENT_WAIT) {
+        return crate::agent_steps::wait_run_step(target, spec, timeout_ms).await;
+    }
     match tokio::time::timeout(
         Duration::from_millis(timeout_ms),
         target.store_call(request),
@@ -293,11 +335,15 @@ impl Trial<'_> {
                 Action::Parallel(items) => self.run_group(&path, step, items).await?,
                 Action::ExpectOneOf(alternatives) => self.expect_one_of(&path, alternatives)?,
                 Action::SleepMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
-                Action::Store { .. } | Action::Rpc(_) => {
+                Action::Store { .. } | Action::Rpc(_) | Action::Http(_) | Action::WaitRun(_) => {
                     let request = self.request(step);
+                    let invoke_ns = self.clock.now_ns();
                     let answer = call(self.target.as_ref(), &request, self.cfg.call_timeout_ms)
                         .await
                         .map_err(|e| target_stop(&path, &request, e))?;
+                    let return_ns = self.clock.now_ns();
+                    let client = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
+                    self.record(client, &request, invoke_ns, return_ns, &answer);
                     self.check_answer(&path, step, &request, answer)?;
                 }
             }
@@ -309,6 +355,8 @@ impl Trial<'_> {
         match &step.action {
             Action::Store { op, args } => store_request(op, self.vars.substitute(args)),
             Action::Rpc(raw) => self.vars.substitute(raw),
+            Action::Http(spec) => json!({ AGENT_HTTP: self.vars.substitute(spec) }),
+            Action::WaitRun(spec) => json!({ AGENT_WAIT: self.vars.substitute(spec) }),
             _ => Value::Null,
         }
     }
@@ -321,6 +369,36 @@ impl Trial<'_> {
         request: &Value,
         answer: Value,
     ) -> Result<(), Stop> {
+        if matches!(step.action, Action::WaitRun(_)) && answer.get("reached") != Some(&json!(true))
+        {
+            return Err(Stop::fail(Failure {
+                trial: 0,
+                step: path.to_owned(),
+                message: format!(
+                    "the run did not reach {} in time",
+                    request[AGENT_WAIT]["status"]
+                ),
+                expected: None,
+                actual: Some(json!({"request": request, "answer": answer})),
+                detail: None,
+            }));
+        }
+        for needle in &step.expect_not_echoed {
+            let needle = self.vars.substitute(needle);
+            let Some(needle) = needle.as_str() else {
+                continue;
+            };
+            if let Some(place) = crate::agent_steps::echoed_in(&answer, needle) {
+                return Err(Stop::fail(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!("a value that must appear nowhere was echoed in {place}"),
+                    expected: Some(json!({"notEchoed": needle})),
+                    actual: Some(json!({"request": request, "answer": answer})),
+                    detail: None,
+                }));
+            }
+        }
         if let Some(pattern) = &step.expect {
             let pattern = self.vars.substitute(pattern);
             if let Err(m) = matches(&pattern, &answer) {
@@ -482,6 +560,13 @@ impl Trial<'_> {
             })
             .collect();
         self.overlapped |= overlapped(&recorded);
+        for r in &recorded {
+            let (invoke_ns, return_ns) = (self.clock.ns_at(r.invoke), self.clock.ns_at(r.ret));
+            self.record(r.name.clone(), &r.request, invoke_ns, return_ns, &r.answer);
+        }
+        if group.linearizable {
+            self.check_linearizable(path)?;
+        }
         // Per-item expectations, in declaration order.
         for (k, ((_, item, request, index), rec)) in prepared.iter().zip(&recorded).enumerate() {
             if let Some(i) = index {
@@ -494,6 +579,57 @@ impl Trial<'_> {
         }
         self.check_group_rules(path, &group.expect_group, &recorded)?;
         Ok(())
+    }
+
+    fn record(
+        &mut self,
+        client: String,
+        request: &Value,
+        invoke_ns: u64,
+        return_ns: u64,
+        answer: &Value,
+    ) {
+        if self.history.len() < MAX_HISTORY_OPS {
+            self.history.push(lin::Operation {
+                client,
+                request: request.clone(),
+                invoke_ns,
+                return_ns,
+                answer: Some(answer.clone()),
+            });
+        }
+    }
+
+    /// Checks the trial's history so far against the sequential spec.
+    fn check_linearizable(&self, path: &str) -> Result<(), Stop> {
+        let opts = CheckOptions {
+            budget_steps: self.cfg.lin_budget_steps,
+            minimize: true,
+        };
+        let report = lin::check_with(&self.history, opts);
+        let failure = |message: String, detail: Option<String>| Failure {
+            trial: 0,
+            step: path.to_owned(),
+            message,
+            expected: None,
+            actual: None,
+            detail,
+        };
+        match report.verdict {
+            lin::Verdict::Linearizable => Ok(()),
+            lin::Verdict::NotLinearizable(c) => Err(Stop::fail(failure(
+                format!(
+                    "the history ({} operations) is not linearizable: {}",
+                    self.history.len(),
+                    c.reason
+                ),
+                Some(c.to_string()),
+            ))),
+            lin::Verdict::Unknown { reason } => Err(Stop::harness(failure(
+                format!("linearizability could not be decided: {reason}"),
+                None,
+            ))),
+        }
     }
 
     fn check_group_rules(

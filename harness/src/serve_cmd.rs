@@ -1,4 +1,5 @@
-//! `reqkey serve store`: a reference store behind `reqkey-store/1`.
+//! `reqkey serve store|agent`: a reference store behind `reqkey-store/1`,
+//! or the reference agent server (`crate::serve_agent_cmd`).
 //!
 //! The server itself is `reqkey_reference::store_server`; this module only
 //! parses the arguments, opens the store (`--store`, the same forms as
@@ -22,6 +23,9 @@ pub enum ServeCommand {
     /// A reference store over reqkey-store/1 (`GET /health`, `POST /rpc`).
     #[command(after_help = store_help())]
     Store(ServeStoreArgs),
+    /// The reference agent server over reqkey-agent/1.
+    #[command(after_help = store_help())]
+    Agent(crate::serve_agent_cmd::ServeAgentArgs),
 }
 
 #[derive(Debug, Args)]
@@ -45,6 +49,9 @@ pub fn run(command: ServeCommand) -> ExitCode {
     };
     match command {
         ServeCommand::Store(args) => rt.block_on(serve_store(args)),
+        ServeCommand::Agent(args) => {
+            rt.block_on(crate::serve_agent_cmd::serve_agent(args, stop_signal()))
+        }
     }
 }
 

@@ -340,7 +340,12 @@ postgres://USER@HOST/DB   the reference store on PostgreSQL, in process
                           (tables reqkey_*, migrated on open)
 redis://HOST:PORT         the reference store on Redis, in process
 store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any language
-                          (`reqkey serve store` serves a reference one)";
+                          (`reqkey serve store` serves a reference one)
+http://HOST:PORT          any agent server speaking reqkey-agent/1
+reference-agent           the reference agent server, in process, over a memory store
+reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous, or a
+                          deliberately broken executor (policy-before-key,
+                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)";
 
 /// Opens a target from its `--target` specification.
 pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
@@ -365,6 +370,21 @@ pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Targ
             })?
             .map_err(open_error)?;
         return Ok(Arc::new(InProcessStore::new(redact_url(spec), opened)));
+    }
+    if spec.starts_with("http://") {
+        return Ok(Arc::new(crate::agent_target::HttpAgentTarget::new(
+            spec, opts,
+        )?));
+    }
+    if spec == "reference-agent" {
+        return Ok(Arc::new(
+            crate::agent_target::reference_agent(None, opts).await?,
+        ));
+    }
+    if let Some(variant) = spec.strip_prefix("reference-agent:") {
+        return Ok(Arc::new(
+            crate::agent_target::reference_agent(Some(variant), opts).await?,
+        ));
     }
     if spec == "memory" {
         return Ok(Arc::new(InProcessStore::new(

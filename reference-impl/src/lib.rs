@@ -11,8 +11,12 @@
 //!   against the model).
 //! - [`store_server`]: any store behind the `reqkey-store/1` wire (SPEC 6).
 //!
+//! - [`agent`]: the executor with keyed entries (SPEC 5), the scripted test
+//!   agent, and the `reqkey-agent/1` HTTP server (SPEC 7).
+//!
 //! Deliberately absent: any dependency on the harness, and any restatement
 //! of a spec rule (they live in `reqkey-model`).
 
+pub mod agent;
 pub mod store;
 pub mod store_server;

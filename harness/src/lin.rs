@@ -1,0 +1,1348 @@
+//! Linearizability of recorded store histories against the sequential spec.
+//!
+//! # Why
+//!
+//! The bugs that matter for request keys (a holder read outside the commit's
+//! atomic step, a uniqueness backstop that leaks a raw error) only show under
+//! true concurrency, and a concurrent history has no single "expected
+//! answer" per operation: it is correct when *some* order of its operations,
+//! consistent with real time, makes every answer the one the sequential
+//! specification ([`SeqStore`]) gives. That is linearizability (Herlihy &
+//! Wing), and this module decides it.
+//!
+//! # How
+//!
+//! - **Partition by session.** Every SPEC 4 operation reads and writes one
+//!   session only (`deleteSession` included: it removes its own session and
+//!   nothing else; a refused commit creates nothing). A [`SeqStore`] is thus
+//!   the product of independent per-session objects, and linearizability is
+//!   local: a history is linearizable iff each session's sub-history is. The
+//!   test `operations_on_different_sessions_commute` checks the claim for
+//!   every operation. Partitioning turns one search over thousands of
+//!   operations into a few small ones.
+//! - **Search with memoization** (Wing & Gong, with Lowe's cache, the way
+//!   Porcupine does it): walk the calls and returns in time order; at a call,
+//!   try to linearize the operation now (apply it to the spec; its answer
+//!   must match); at a return whose call was not linearized yet, backtrack.
+//!   The cache of (linearized set, spec state) — kept as a 128-bit
+//!   fingerprint, 16 bytes an entry — prunes every configuration
+//!   already explored, which keeps ordinary histories linear in practice.
+//! - **Bounded.** Every step counts against `budget_steps`; an exhausted
+//!   budget is the verdict [`Verdict::Unknown`], never a hang.
+//! - **Requests the spec refuses.** A request that does not parse
+//!   (`StoreOp::from_wire` fails) is answered `invalid_argument` by the spec
+//!   whatever the state and changes nothing, so it is checked on its own.
+//!   A malformed answer (neither `{ok}` nor a well-formed `{error}`, or an
+//!   `ok` value that is not the op's result type) is never linearizable.
+//! - **Answers.** `ok` values are compared typed (extra fields ignored,
+//!   like the scenario patterns); refusals by cause and details; other
+//!   errors by kind (their message is free text). An operation without an
+//!   answer (timed out) may have taken effect at any instant after its
+//!   invocation, or never.
+//!
+//! # On failure
+//!
+//! [`Counterexample`] carries the failing session's history as a timeline
+//! and the smallest non-linearizable subset found: first the shortest
+//! prefix (ops still in flight at the cut count as unanswered, so the cut
+//! is sound), then operations whose recorded answer claims no write (reads,
+//! refusals, replays, `deleted: false`) are dropped greedily while the rest
+//! stays non-linearizable. Dropping such an operation cannot change what
+//! the others can be explained by (in the whole history it wrote nothing),
+//! so the subset is a witness of the whole history's failure, not an
+//! artefact of the minimization. Operations that wrote are never dropped
+//! except by the cut: dropping a commit would make a later read of its run
+//! fail for a reason the target is not guilty of.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::{self, Write as _};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
+use reqkey_model::seq::{SeqStore, StoreOp, StoreReply};
+use reqkey_model::{CommitOutcome, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The default search budget (steps across all partitions).
+pub const DEFAULT_BUDGET_STEPS: u64 = 2_000_000;
+
+/// One completed (or unanswered) operation of a history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Operation {
+    /// Who issued it (`c.3`, `client 2`): only for the report.
+    pub client: String,
+    /// The raw request `{"op", "args"}`, possibly malformed on purpose.
+    pub request: Value,
+    /// Monotonic instant of the invocation, in nanoseconds.
+    pub invoke_ns: u64,
+    /// Monotonic instant of the return, in nanoseconds (ignored when
+    /// `answer` is `None`).
+    pub return_ns: u64,
+    /// The wire answer `{"ok": ..}` / `{"error": ..}`; `None` when the call
+    /// never answered (timeout): it may or may not have taken effect.
+    pub answer: Option<Value>,
+}
+
+impl Operation {
+    fn end_ns(&self) -> u64 {
+        if self.answer.is_some() {
+            self.return_ns
+        } else {
+            u64::MAX
+        }
+    }
+}
+
+/// Options of a check.
+#[derive(Debug, Clone, Copy)]
+pub struct CheckOptions {
+    /// The bound on search steps, for the check and (separately) for the
+    /// minimization of a counterexample.
+    pub budget_steps: u64,
+    /// Whether to shrink a counterexample (costs further searches).
+    pub minimize: bool,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        Self {
+            budget_steps: DEFAULT_BUDGET_STEPS,
+            minimize: true,
+        }
+    }
+}
+
+/// The outcome of a check.
+#[derive(Debug, Clone)]
+pub enum Verdict {
+    Linearizable,
+    NotLinearizable(Box<Counterexample>),
+    /// The budget ran out before a verdict.
+    Unknown {
+        reason: String,
+    },
+}
+
+impl Verdict {
+    pub fn is_linearizable(&self) -> bool {
+        matches!(self, Verdict::Linearizable)
+    }
+}
+
+/// What a check found, with its cost.
+#[derive(Debug, Clone)]
+pub struct CheckReport {
+    pub verdict: Verdict,
+    /// Search steps spent deciding (minimization excluded).
+    pub steps: u64,
+    /// Sessions the history was split into.
+    pub partitions: usize,
+}
+
+/// Why a history is not linearizable, readably.
+#[derive(Debug, Clone)]
+pub struct Counterexample {
+    /// The session whose sub-history fails (`None` for a lone bad op).
+    pub session: Option<String>,
+    /// What is wrong, in one sentence.
+    pub reason: String,
+    /// Indices (into the checked history) of the failing partition.
+    pub partition: Vec<usize>,
+    /// Indices of the smallest non-linearizable subset found.
+    pub minimal: Vec<usize>,
+    /// Indices in `minimal` counted as unanswered (in flight at the cut).
+    pub minimal_in_flight: Vec<usize>,
+    /// The failing partition as a timeline.
+    pub timeline: String,
+    /// The minimal subset as a timeline.
+    pub minimal_timeline: String,
+}
+
+impl fmt::Display for Counterexample {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "not linearizable: {}", self.reason)?;
+        if let Some(s) = &self.session {
+            writeln!(f, "session {s}, {} operations:", self.partition.len())?;
+        }
+        f.write_str(&self.timeline)?;
+        writeln!(
+            f,
+            "smallest non-linearizable subset found ({} of {} operations):",
+            self.minimal.len(),
+            self.partition.len()
+        )?;
+        f.write_str(&self.minimal_timeline)
+    }
+}
+
+/// Checks a history with the default options.
+pub fn check(history: &[Operation]) -> CheckReport {
+    check_with(history, CheckOptions::default())
+}
+
+/// Checks a history (against a store that starts empty).
+pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
+    let prepared: Vec<Prepared> = history.iter().map(prepare).collect();
+
+    // Lone operations: the spec's answer to them does not depend on state.
+    for (i, p) in prepared.iter().enumerate() {
+        let reason = match (&p.op, &p.observed) {
+            (_, Observed::Malformed(why)) => Some(format!("malformed answer: {why}")),
+            (None, Observed::Answer(Err(e))) if e.kind() == "invalid_argument" => None,
+            (None, Observed::Pending) => None,
+            (None, _) => Some(
+                "the request is malformed, so the spec answers invalid_argument, but the target answered otherwise"
+                    .to_owned(),
+            ),
+            (Some(_), Observed::Answer(Err(StoreError::Internal(_)))) => {
+                Some("the target answered `internal`, which the spec never does".to_owned())
+            }
+            _ => None,
+        };
+        if let Some(reason) = reason {
+            let timeline = render_timeline(history, &[i], &[]);
+            return CheckReport {
+                verdict: Verdict::NotLinearizable(Box::new(Counterexample {
+                    session: p.op.as_ref().map(|o| o.session_id().to_owned()),
+                    reason,
+                    partition: vec![i],
+                    minimal: vec![i],
+                    minimal_in_flight: vec![],
+                    timeline: timeline.clone(),
+                    minimal_timeline: timeline,
+                })),
+                steps: 0,
+                partitions: 0,
+            };
+        }
+    }
+
+    let mut partitions: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, p) in prepared.iter().enumerate() {
+        if let Some(op) = &p.op {
+            partitions.entry(op.session_id()).or_default().push(i);
+        }
+    }
+
+    let mut steps = 0u64;
+    let n_partitions = partitions.len();
+    for (session, indices) in &partitions {
+        let items: Vec<Item<'_>> = indices
+            .iter()
+            .map(|&i| Item::of(history, &prepared, i, false))
+            .collect();
+        let remaining = opts.budget_steps.saturating_sub(steps);
+        let (outcome, used) = search(&items, remaining);
+        steps += used;
+        match outcome {
+            Search::Linearizable => {}
+            Search::OutOfBudget => {
+                return CheckReport {
+                    verdict: Verdict::Unknown {
+                        reason: format!(
+                            "gave up after {} search steps (session {session}, {} operations)",
+                            opts.budget_steps,
+                            indices.len()
+                        ),
+                    },
+                    steps,
+                    partitions: n_partitions,
+                }
+            }
+            Search::NotLinearizable => {
+                let (minimal, in_flight) = if opts.minimize {
+                    minimize(history, &prepared, indices, opts.budget_steps)
+                } else {
+                    (indices.clone(), vec![])
+                };
+                return CheckReport {
+                    verdict: Verdict::NotLinearizable(Box::new(Counterexample {
+                        session: Some((*session).to_owned()),
+                        reason: "no order of the operations consistent with real time gives every answer the spec's".to_owned(),
+                        timeline: render_timeline(history, indices, &[]),
+                        minimal_timeline: render_timeline(history, &minimal, &in_flight),
+                        partition: indices.clone(),
+                        minimal,
+                        minimal_in_flight: in_flight,
+                    })),
+                    steps,
+                    partitions: n_partitions,
+                };
+            }
+        }
+    }
+    CheckReport {
+        verdict: Verdict::Linearizable,
+        steps,
+        partitions: n_partitions,
+    }
+}
+
+/// An operation parsed once.
+#[derive(Debug)]
+struct Prepared {
+    op: Option<StoreOp>,
+    observed: Observed,
+}
+
+#[derive(Debug)]
+enum Observed {
+    Answer(Result<StoreReply, StoreError>),
+    Malformed(String),
+    Pending,
+}
+
+fn prepare(o: &Operation) -> Prepared {
+    let op = StoreOp::from_wire(&o.request).ok();
+    let observed = match &o.answer {
+        None => Observed::Pending,
+        Some(answer) => parse_answer(op.as_ref().map(StoreOp::name), answer),
+    };
+    Prepared { op, observed }
+}
+
+fn parse_answer(op_name: Option<&str>, answer: &Value) -> Observed {
+    let Some(obj) = answer.as_object() else {
+        return Observed::Malformed("not a JSON object".into());
+    };
+    if obj.len() != 1 {
+        return Observed::Malformed("needs exactly one of `ok` or `error`".into());
+    }
+    if let Some(err) = obj.get("error") {
+        return match StoreError::from_wire(err) {
+            Some(e) => Observed::Answer(Err(e)),
+            None => Observed::Malformed(format!("not a reqkey-store/1 error: {err}")),
+        };
+    }
+    let Some(ok) = obj.get("ok") else {
+        return Observed::Malformed("needs exactly one of `ok` or `error`".into());
+    };
+    let Some(name) = op_name else {
+        // The request was malformed; the lone-op check reports it.
+        return Observed::Answer(Ok(StoreReply::Run(None)));
+    };
+    match StoreReply::from_wire(name, ok.clone()) {
+        Ok(r) => Observed::Answer(Ok(r)),
+        Err(e) => Observed::Malformed(format!("`ok` is not a {name} result: {e}")),
+    }
+}
+
+/// Does `observed` (the wire answer to `request`) conform to `spec`, the
+/// spec's answer? Typed comparison, as in the linearizability check.
+pub fn answer_conforms(
+    request: &Value,
+    spec: &Result<StoreReply, StoreError>,
+    observed: &Value,
+) -> bool {
+    let name = StoreOp::from_wire(request).ok().map(|o| o.name());
+    answers_match(spec, &parse_answer(name, observed))
+}
+
+/// Does the spec's answer match the observed one?
+fn answers_match(spec: &Result<StoreReply, StoreError>, observed: &Observed) -> bool {
+    match (spec, observed) {
+        (_, Observed::Pending) => true,
+        (_, Observed::Malformed(_)) => false,
+        (Ok(a), Observed::Answer(Ok(b))) => a == b,
+        (
+            Err(StoreError::RunStartRejected(a)),
+            Observed::Answer(Err(StoreError::RunStartRejected(b))),
+        ) => a == b,
+        (Err(a), Observed::Answer(Err(b))) => a.kind() == b.kind(),
+        _ => false,
+    }
+}
+
+/// Does this observed answer claim that the op wrote nothing? (A matched
+/// answer of that shape means the spec wrote nothing either.)
+fn claims_no_write(observed: &Observed) -> bool {
+    match observed {
+        Observed::Answer(Err(_)) => true,
+        Observed::Answer(Ok(StoreReply::Commit(c))) => c.outcome == CommitOutcome::Replayed,
+        Observed::Answer(Ok(StoreReply::Deleted(d))) => !d.deleted,
+        // setRunStatus answers a Run too, but it writes: only reads of
+        // those shapes are free, and a read is known by its op.
+        Observed::Answer(Ok(StoreReply::Run(_))) => false,
+        Observed::Answer(Ok(StoreReply::Runs(_) | StoreReply::Inputs(_))) => true,
+        Observed::Malformed(_) | Observed::Pending => false,
+    }
+}
+
+fn is_read(op: &StoreOp) -> bool {
+    !matches!(
+        op,
+        StoreOp::CommitRunStart(_) | StoreOp::SetRunStatus(_) | StoreOp::DeleteSession(_)
+    )
+}
+
+/// One operation as the search sees it.
+#[derive(Debug, Clone, Copy)]
+struct Item<'a> {
+    op: &'a StoreOp,
+    observed: &'a Observed,
+    invoke_ns: u64,
+    end_ns: u64,
+}
+
+const PENDING: Observed = Observed::Pending;
+
+impl<'a> Item<'a> {
+    /// `in_flight` forces the op to count as unanswered.
+    fn of(history: &'a [Operation], prepared: &'a [Prepared], i: usize, in_flight: bool) -> Self {
+        let p = &prepared[i];
+        // Only ops with a parsed request are ever partitioned.
+        let op = p.op.as_ref().unwrap_or(&DUMMY_OP);
+        let (observed, end_ns) = if in_flight {
+            (&PENDING, u64::MAX)
+        } else {
+            (&p.observed, history[i].end_ns())
+        };
+        Item {
+            op,
+            observed,
+            invoke_ns: history[i].invoke_ns,
+            end_ns,
+        }
+    }
+}
+
+static DUMMY_OP: StoreOp = StoreOp::ListRuns(reqkey_model::seq::SessionArgs {
+    session_id: String::new(),
+});
+
+enum Search {
+    Linearizable,
+    NotLinearizable,
+    OutOfBudget,
+}
+
+const NONE: usize = usize::MAX;
+
+/// Wing & Gong search with Lowe's memoization over one partition.
+/// Returns the outcome and the steps spent.
+fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64) {
+    let n = items.len();
+    if n == 0 {
+        return (Search::Linearizable, 0);
+    }
+    // Entries: 2 per op. Entry 2i is the call of op i, 2i+1 its return.
+    // Time order; at equal instants calls come first (ties overlap).
+    let mut order: Vec<usize> = (0..2 * n).collect();
+    order.sort_by_key(|&e| {
+        let it = &items[e / 2];
+        if e % 2 == 0 {
+            (it.invoke_ns, 0u8, e)
+        } else {
+            (it.end_ns, 1u8, e)
+        }
+    });
+    // A doubly linked list over the entries, with a head sentinel at 2n.
+    let head = 2 * n;
+    let mut next = vec![NONE; 2 * n + 1];
+    let mut prev = vec![NONE; 2 * n + 1];
+    let mut last = head;
+    for &e in &order {
+        next[last] = e;
+        prev[e] = last;
+        last = e;
+    }
+
+    let words = n.div_ceil(64);
+    let mut linearized = vec![0u64; words];
+    let mut state = SeqStore::new();
+    let mut state_fp = state_fingerprint(&state);
+    // Per linearized call: the state before it, if it was a write (a read
+    // leaves the state as it was, so there is nothing to restore).
+    let mut stack: Vec<(usize, Option<(SeqStore, u128)>)> = Vec::new();
+    let mut cache: HashSet<u128> = HashSet::new();
+    let mut steps = 0u64;
+    let mut entry = next[head];
+
+    while next[head] != NONE {
+        steps += 1;
+        if steps > budget_steps {
+            return (Search::OutOfBudget, steps - 1);
+        }
+        if entry == NONE {
+            // Cannot happen: a list that is not empty ends with a return.
+            return (Search::NotLinearizable, steps);
+        }
+        if entry % 2 == 0 {
+            let i = entry / 2;
+            let item = &items[i];
+            // Reads are answered from the state as it is (no copy, no new
+            // fingerprint); writes on a copy.
+            let (spec, candidate) = if is_read(item.op) {
+                let spec = state.apply(item.op);
+                debug_assert_eq!(
+                    state_fingerprint(&state),
+                    state_fp,
+                    "a read changed the spec"
+                );
+                (spec, None)
+            } else {
+                let mut next_state = state.clone();
+                let spec = next_state.apply(item.op);
+                let fp = state_fingerprint(&next_state);
+                (spec, Some((next_state, fp)))
+            };
+            let mut lifted = false;
+            if answers_match(&spec, item.observed) {
+                let mut bits = linearized.clone();
+                bits[i / 64] |= 1 << (i % 64);
+                let fp = candidate.as_ref().map_or(state_fp, |c| c.1);
+                if cache.insert(fingerprint(&bits, fp)) {
+                    let before = candidate.map(|(next_state, next_fp)| {
+                        let old_fp = std::mem::replace(&mut state_fp, next_fp);
+                        (std::mem::replace(&mut state, next_state), old_fp)
+                    });
+                    stack.push((entry, before));
+                    linearized = bits;
+                    // Lift the call and its return out of the list.
+                    for e in [entry, entry + 1] {
+                        next[prev[e]] = next[e];
+                        if next[e] != NONE {
+                            prev[next[e]] = prev[e];
+                        }
+                    }
+                    entry = next[head];
+                    lifted = true;
+                }
+            }
+            if !lifted {
+                entry = next[entry];
+            }
+        } else {
+            // A return whose call is still in the list: backtrack.
+            let Some((call, before)) = stack.pop() else {
+                return (Search::NotLinearizable, steps);
+            };
+            let i = call / 2;
+            linearized[i / 64] &= !(1 << (i % 64));
+            if let Some((old, old_fp)) = before {
+                state = old;
+                state_fp = old_fp;
+            }
+            // Put the return back, then the call (reverse of lifting).
+            for e in [call + 1, call] {
+                if next[e] != NONE {
+                    prev[next[e]] = e;
+                }
+                next[prev[e]] = e;
+            }
+            entry = next[call];
+        }
+    }
+    (Search::Linearizable, steps)
+}
+
+/// A 128-bit fingerprint of a search configuration (linearized set, spec
+/// state), so that the cache costs 16 bytes an entry instead of a copy of
+/// the state. Two independent SipHash digests: a false "already explored"
+/// needs a 128-bit collision (about 2^-64 at 2^32 entries).
+fn fingerprint(bits: &[u64], state_fp: u128) -> u128 {
+    digest128(|h| {
+        bits.hash(h);
+        state_fp.hash(h);
+    })
+}
+
+/// The spec state's part of a fingerprint, computed once per new state.
+fn state_fingerprint(state: &SeqStore) -> u128 {
+    digest128(|h| state.hash(h))
+}
+
+fn digest128(feed: impl Fn(&mut DefaultHasher)) -> u128 {
+    let digest = |salt: u64| {
+        let mut h = DefaultHasher::new();
+        salt.hash(&mut h);
+        feed(&mut h);
+        h.finish()
+    };
+    (u128::from(digest(0x5eed_0001)) << 64) | u128::from(digest(0x5eed_0002))
+}
+
+/// Shrinks a failing partition; returns (subset, the subset's in-flight ops).
+fn minimize(
+    history: &[Operation],
+    prepared: &[Prepared],
+    partition: &[usize],
+    budget_steps: u64,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut spent = 0u64;
+    // Is `subset` (with `in_flight` counted unanswered) provably failing?
+    let mut fails = |subset: &[usize], in_flight: &[usize], spent: &mut u64| -> Option<bool> {
+        let remaining = budget_steps.saturating_sub(*spent);
+        if remaining == 0 {
+            return None;
+        }
+        let items: Vec<Item<'_>> = subset
+            .iter()
+            .map(|&i| Item::of(history, prepared, i, in_flight.contains(&i)))
+            .collect();
+        let (outcome, used) = search(&items, remaining);
+        *spent += used;
+        match outcome {
+            Search::NotLinearizable => Some(true),
+            Search::Linearizable => Some(false),
+            Search::OutOfBudget => None,
+        }
+    };
+
+    // 1. The shortest failing prefix, cut at the k-th return: ops that
+    //    returned by then as recorded, ops invoked by then as in flight.
+    let mut ends: Vec<u64> = partition.iter().map(|&i| history[i].end_ns()).collect();
+    ends.sort_unstable();
+    let cut = |k: usize| -> (Vec<usize>, Vec<usize>) {
+        let t = ends[k];
+        let subset: Vec<usize> = partition
+            .iter()
+            .copied()
+            .filter(|&i| history[i].invoke_ns <= t)
+            .collect();
+        let in_flight: Vec<usize> = subset
+            .iter()
+            .copied()
+            .filter(|&i| history[i].end_ns() > t)
+            .collect();
+        (subset, in_flight)
+    };
+    let (mut lo, mut hi) = (0usize, ends.len().saturating_sub(1));
+    // Invariant: the cut at `hi` fails (the whole partition does).
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let (s, f) = cut(mid);
+        match fails(&s, &f, &mut spent) {
+            Some(true) => hi = mid,
+            Some(false) => lo = mid + 1,
+            None => break,
+        }
+    }
+    let (mut subset, in_flight) = cut(hi);
+    if hi == ends.len().saturating_sub(1) {
+        // The full partition, as recorded (no op forced in flight).
+        subset = partition.to_vec();
+        return greedy(subset, vec![], prepared, &mut fails, &mut spent);
+    }
+    greedy(subset, in_flight, prepared, &mut fails, &mut spent)
+}
+
+type FailsFn<'a> = dyn FnMut(&[usize], &[usize], &mut u64) -> Option<bool> + 'a;
+
+/// 2. Drops operations that claim no write while the rest still fails.
+fn greedy(
+    mut subset: Vec<usize>,
+    in_flight: Vec<usize>,
+    prepared: &[Prepared],
+    fails: &mut FailsFn<'_>,
+    spent: &mut u64,
+) -> (Vec<usize>, Vec<usize>) {
+    // An op counted in flight may go too: in the whole history it has its
+    // recorded answer, which claims no write.
+    let mut in_flight = in_flight;
+    let candidates: Vec<usize> = subset
+        .iter()
+        .rev()
+        .copied()
+        .filter(|&i| {
+            let p = &prepared[i];
+            p.op.as_ref().is_some_and(is_read) || claims_no_write(&p.observed)
+        })
+        .collect();
+    // Drop chunks first (halving, as delta debugging does): most
+    // candidates are irrelevant and go in a few checks; the last round
+    // (chunks of one) is the plain greedy pass.
+    let mut candidates = candidates;
+    let mut chunk = candidates.len().div_ceil(2).max(1);
+    'rounds: loop {
+        let mut kept: Vec<usize> = Vec::with_capacity(candidates.len());
+        for group in candidates.chunks(chunk) {
+            let trial: Vec<usize> = subset
+                .iter()
+                .copied()
+                .filter(|i| !group.contains(i))
+                .collect();
+            match fails(&trial, &in_flight, spent) {
+                Some(true) => {
+                    subset = trial;
+                    in_flight.retain(|i| !group.contains(i));
+                }
+                Some(false) => kept.extend_from_slice(group),
+                None => break 'rounds,
+            }
+        }
+        candidates = kept;
+        if chunk == 1 || candidates.is_empty() {
+            break;
+        }
+        chunk = chunk.div_ceil(2);
+    }
+    (subset, in_flight)
+}
+
+/// A readable timeline: one line per op, ordered by invocation, times in
+/// µs from the first invocation, and a bar showing the overlap.
+pub fn render_timeline(history: &[Operation], indices: &[usize], in_flight: &[usize]) -> String {
+    const BAR_COLS: usize = 24;
+    const MAX_LINES: usize = 200;
+    let mut idx: Vec<usize> = indices.to_vec();
+    idx.sort_by_key(|&i| (history[i].invoke_ns, i));
+    let t0 = idx.iter().map(|&i| history[i].invoke_ns).min().unwrap_or(0);
+    let t1 = idx
+        .iter()
+        .map(|&i| {
+            let o = &history[i];
+            if o.answer.is_some() {
+                o.return_ns
+            } else {
+                o.invoke_ns
+            }
+        })
+        .max()
+        .unwrap_or(t0)
+        .max(t0 + 1);
+    let span = (t1 - t0) as f64;
+    let col = |t: u64| (((t.saturating_sub(t0)) as f64 / span) * (BAR_COLS - 1) as f64) as usize;
+    let client_w = idx
+        .iter()
+        .map(|&i| history[i].client.len())
+        .max()
+        .unwrap_or(0)
+        .min(16);
+    let mut out = String::new();
+    for (line, &i) in idx.iter().enumerate() {
+        if line == MAX_LINES {
+            let _ = writeln!(out, "  ... {} more", idx.len() - MAX_LINES);
+            break;
+        }
+        let o = &history[i];
+        let pending = o.answer.is_none() || in_flight.contains(&i);
+        let a = col(o.invoke_ns);
+        let b = if pending {
+            BAR_COLS - 1
+        } else {
+            col(o.return_ns).max(a)
+        };
+        let mut bar = vec![' '; BAR_COLS];
+        for c in bar.iter_mut().take(b + 1).skip(a) {
+            *c = '-';
+        }
+        bar[a] = '|';
+        bar[b] = if pending { '>' } else { '|' };
+        let bar: String = bar.into_iter().collect();
+        let us = |t: u64| t.saturating_sub(t0) as f64 / 1000.0;
+        let when = if o.answer.is_none() {
+            format!("{:>9.1} .. (no answer)", us(o.invoke_ns))
+        } else {
+            format!("{:>9.1} .. {:>9.1}", us(o.invoke_ns), us(o.return_ns))
+        };
+        let answer = match &o.answer {
+            None => "(no answer)".to_owned(),
+            Some(a) if in_flight.contains(&i) => {
+                format!("(counted in flight) {}", summarize_answer(a))
+            }
+            Some(a) => summarize_answer(a),
+        };
+        let _ = writeln!(
+            out,
+            "  #{i:<4} {:<client_w$} [{bar}] {when} µs  {}  =>  {}",
+            truncate(&o.client, 16),
+            truncate(&summarize_request(&o.request), 90),
+            truncate(&answer, 110),
+        );
+    }
+    out
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    if s.chars().count() <= max_chars {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(max_chars.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "null".into(),
+        other => other.to_string(),
+    }
+}
+
+/// `commitRunStart r1 exp=null key=k1 input={"text":"a"}` and the like.
+pub fn summarize_request(request: &Value) -> String {
+    let op = request.get("op").and_then(Value::as_str).unwrap_or("?");
+    let args = request.get("args").unwrap_or(&Value::Null);
+    let field = |name: &str| args.get(name).map(s);
+    match (op, StoreOp::from_wire(request).is_ok()) {
+        ("commitRunStart", true) => {
+            let sr = &args["startRun"];
+            let mut out = format!(
+                "commitRunStart {} exp={}",
+                s(&sr["runId"]),
+                sr.get("expectedCurrentRunId").map_or("null".into(), s)
+            );
+            if let Some(k) = sr.get("requestKey").filter(|k| !k.is_null()) {
+                let _ = write!(out, " key={}", s(k));
+            }
+            let _ = write!(
+                out,
+                " input={}",
+                sr.get("input").map_or("null".into(), |v| v.to_string())
+            );
+            out
+        }
+        ("getRun", true) => format!("getRun {}", field("runId").unwrap_or_default()),
+        ("getRunByRequestKey", true) => {
+            format!(
+                "getRunByRequestKey {}",
+                field("requestKey").unwrap_or_default()
+            )
+        }
+        ("setRunStatus", true) => format!(
+            "setRunStatus {} -> {}",
+            field("runId").unwrap_or_default(),
+            field("status").unwrap_or_default()
+        ),
+        (name, true) => name.to_owned(),
+        (_, false) => format!("(malformed request) {request}"),
+    }
+}
+
+fn summarize_run(r: &Value) -> String {
+    if r.is_null() {
+        return "null".into();
+    }
+    let mut out = format!(
+        "{}#{} {}",
+        s(&r["runId"]),
+        r.get("startSequence").map_or("?".into(), s),
+        r.get("status").map_or("?".into(), s)
+    );
+    if let Some(k) = r.get("requestKey") {
+        let _ = write!(out, " key={}", s(k));
+    }
+    out
+}
+
+/// `ok started r1#1 running key=k1`, `error request_key_taken {existingRunId: r1}`...
+pub fn summarize_answer(answer: &Value) -> String {
+    if let Some(e) = answer.get("error") {
+        let kind = e.get("kind").map_or("?".into(), s);
+        return match e.get("cause") {
+            Some(c) => format!(
+                "error {} {}",
+                s(c),
+                e.get("details").map_or(String::new(), Value::to_string)
+            ),
+            None => format!("error {kind}"),
+        };
+    }
+    let Some(ok) = answer.get("ok") else {
+        return format!("(malformed answer) {answer}");
+    };
+    if let (Some(outcome), Some(run)) = (ok.get("outcome"), ok.get("run")) {
+        return format!("ok {} {}", s(outcome), summarize_run(run));
+    }
+    if let Some(d) = ok.get("deleted") {
+        return format!("ok deleted={}", s(d));
+    }
+    if let Some(items) = ok.as_array() {
+        let parts: Vec<String> = items
+            .iter()
+            .map(|it| {
+                if it.get("startSequence").is_some() {
+                    summarize_run(it)
+                } else {
+                    format!(
+                        "{}:{}",
+                        it.get("runId").map_or("?".into(), s),
+                        it.get("input").map_or("?".into(), |v| v.to_string())
+                    )
+                }
+            })
+            .collect();
+        return format!("ok [{}]", parts.join(", "));
+    }
+    if ok.get("runId").is_some() || ok.is_null() {
+        return format!("ok {}", summarize_run(ok));
+    }
+    format!("ok {ok}")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn commit_req(session: &str, run: &str, expected: Option<&str>, key: Option<&str>) -> Value {
+        let mut sr = json!({"sessionId": session, "runId": run, "expectedCurrentRunId": expected, "input": {"text": "a"}});
+        if let Some(k) = key {
+            sr["requestKey"] = json!(k);
+            sr["requestDigest"] = json!("d1");
+        }
+        json!({"op": "commitRunStart", "args": {"startRun": sr}})
+    }
+
+    fn run(session: &str, run: &str, seq: u64, key: Option<&str>) -> Value {
+        let mut r =
+            json!({"sessionId": session, "runId": run, "status": "running", "startSequence": seq});
+        if let Some(k) = key {
+            r["requestKey"] = json!(k);
+            r["requestDigest"] = json!("d1");
+        }
+        r
+    }
+
+    fn started(session: &str, r: &str, seq: u64, key: Option<&str>) -> Value {
+        json!({"ok": {"outcome": "started", "run": run(session, r, seq, key)}})
+    }
+
+    fn taken(holder: &str) -> Value {
+        json!({"error": {"kind": "run_start_rejected", "cause": "request_key_taken", "details": {"existingRunId": holder}}})
+    }
+
+    fn op(
+        client: &str,
+        request: Value,
+        invoke_ns: u64,
+        return_ns: u64,
+        answer: Value,
+    ) -> Operation {
+        Operation {
+            client: client.into(),
+            request,
+            invoke_ns,
+            return_ns,
+            answer: Some(answer),
+        }
+    }
+
+    fn get_run(session: &str, r: &str) -> Value {
+        json!({"op": "getRun", "args": {"sessionId": session, "runId": r}})
+    }
+
+    fn counterexample(report: CheckReport) -> Counterexample {
+        match report.verdict {
+            Verdict::NotLinearizable(c) => *c,
+            other => panic!("expected a counterexample, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_race_with_one_winner_and_refusals_naming_it_is_linearizable() {
+        let h = vec![
+            op(
+                "a",
+                commit_req("s", "r1", None, Some("k")),
+                0,
+                100,
+                started("s", "r1", 1, Some("k")),
+            ),
+            op(
+                "b",
+                commit_req("s", "r2", None, Some("k")),
+                1,
+                90,
+                taken("r1"),
+            ),
+            op(
+                "c",
+                commit_req("s", "r3", None, Some("k")),
+                2,
+                95,
+                taken("r1"),
+            ),
+        ];
+        let report = check(&h);
+        assert!(report.verdict.is_linearizable(), "{:?}", report.verdict);
+        assert_eq!(report.partitions, 1);
+    }
+
+    #[test]
+    fn two_started_answers_for_one_key_in_one_session_are_not_linearizable() {
+        // Both expected the session empty: no order lets both start.
+        let h = vec![
+            op(
+                "a",
+                commit_req("s", "r1", None, Some("k")),
+                0,
+                100,
+                started("s", "r1", 1, Some("k")),
+            ),
+            op(
+                "b",
+                commit_req("s", "r2", None, Some("k")),
+                1,
+                100,
+                started("s", "r2", 1, Some("k")),
+            ),
+            op("c", get_run("s", "r1"), 0, 50, json!({"ok": null})),
+        ];
+        let c = counterexample(check(&h));
+        assert_eq!(c.session.as_deref(), Some("s"));
+        // The read is irrelevant to the failure and is dropped.
+        assert_eq!(c.minimal, vec![0, 1]);
+        assert!(
+            c.to_string().contains("commitRunStart r2 exp=null key=k"),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn a_read_that_sees_a_run_before_its_commit_was_invoked_is_not_linearizable() {
+        let h = vec![
+            op(
+                "reader",
+                get_run("s", "r1"),
+                0,
+                10,
+                json!({"ok": run("s", "r1", 1, None)}),
+            ),
+            op(
+                "writer",
+                commit_req("s", "r1", None, None),
+                20,
+                30,
+                started("s", "r1", 1, None),
+            ),
+        ];
+        let c = counterexample(check(&h));
+        // Cut before the commit was even invoked, the read fails alone.
+        assert_eq!(c.minimal, vec![0]);
+    }
+
+    #[test]
+    fn a_read_overlapping_the_commit_may_see_it() {
+        let h = vec![
+            op(
+                "reader",
+                get_run("s", "r1"),
+                0,
+                25,
+                json!({"ok": run("s", "r1", 1, None)}),
+            ),
+            op(
+                "writer",
+                commit_req("s", "r1", None, None),
+                20,
+                30,
+                started("s", "r1", 1, None),
+            ),
+        ];
+        assert!(check(&h).verdict.is_linearizable());
+    }
+
+    #[test]
+    fn a_refusal_naming_a_run_that_never_held_the_key_is_not_linearizable() {
+        let h = vec![
+            op(
+                "a",
+                commit_req("s", "r1", None, Some("k")),
+                0,
+                10,
+                started("s", "r1", 1, Some("k")),
+            ),
+            op(
+                "b",
+                commit_req("s", "r2", None, Some("k")),
+                20,
+                30,
+                taken("r9"),
+            ),
+        ];
+        assert!(!check(&h).verdict.is_linearizable());
+    }
+
+    #[test]
+    fn a_cas_refusal_instead_of_the_key_rule_is_caught_after_the_winner_returned() {
+        // What a store with the holder read outside the commit answers.
+        let cas = json!({"error": {"kind": "run_start_rejected", "cause": "cas_mismatch", "details": {"currentRunId": "r1"}}});
+        let h = vec![
+            op(
+                "a",
+                commit_req("s", "r1", None, Some("k")),
+                0,
+                10,
+                started("s", "r1", 1, Some("k")),
+            ),
+            op("b", commit_req("s", "r2", None, Some("k")), 5, 30, cas),
+        ];
+        let c = counterexample(check(&h));
+        assert_eq!(c.minimal, vec![0, 1]);
+    }
+
+    #[test]
+    fn sessions_are_checked_independently() {
+        // One key in two sessions, each started once: fine.
+        let h = vec![
+            op(
+                "a",
+                commit_req("s1", "r1", None, Some("k")),
+                0,
+                10,
+                started("s1", "r1", 1, Some("k")),
+            ),
+            op(
+                "b",
+                commit_req("s2", "r2", None, Some("k")),
+                0,
+                10,
+                started("s2", "r2", 1, Some("k")),
+            ),
+        ];
+        let report = check(&h);
+        assert!(report.verdict.is_linearizable());
+        assert_eq!(report.partitions, 2);
+    }
+
+    #[test]
+    fn a_malformed_request_must_be_answered_invalid_argument() {
+        let bad = json!({"op": "getRun", "args": {"sessionId": "s"}});
+        let ok = vec![op(
+            "a",
+            bad.clone(),
+            0,
+            1,
+            json!({"error": {"kind": "invalid_argument", "message": "x"}}),
+        )];
+        assert!(check(&ok).verdict.is_linearizable());
+        let wrong = vec![op("a", bad, 0, 1, json!({"ok": null}))];
+        assert!(!check(&wrong).verdict.is_linearizable());
+    }
+
+    #[test]
+    fn a_malformed_answer_is_not_linearizable() {
+        for answer in [
+            json!({"ok": null, "error": null}),
+            json!("ok"),
+            json!({"error": {"kind": "nope"}}),
+            json!({"ok": {"outcome": "started"}}),
+        ] {
+            let h = vec![op(
+                "a",
+                commit_req("s", "r1", None, None),
+                0,
+                1,
+                answer.clone(),
+            )];
+            let c = counterexample(check(&h));
+            assert!(
+                c.reason.starts_with("malformed answer"),
+                "{answer}: {}",
+                c.reason
+            );
+        }
+    }
+
+    #[test]
+    fn error_messages_do_not_matter_but_kinds_do() {
+        let set = |status: &str| json!({"op": "setRunStatus", "args": {"sessionId": "s", "runId": "r1", "status": status}});
+        let h = vec![op(
+            "a",
+            set("completed"),
+            0,
+            1,
+            json!({"error": {"kind": "not_found", "message": "whatever"}}),
+        )];
+        assert!(check(&h).verdict.is_linearizable());
+        let h = vec![op(
+            "a",
+            set("completed"),
+            0,
+            1,
+            json!({"error": {"kind": "invalid_transition", "message": "x"}}),
+        )];
+        assert!(!check(&h).verdict.is_linearizable());
+    }
+
+    #[test]
+    fn an_unanswered_commit_may_or_may_not_have_happened() {
+        let mut pending = op(
+            "a",
+            commit_req("s", "r1", None, Some("k")),
+            0,
+            0,
+            json!(null),
+        );
+        pending.answer = None;
+        let saw = op(
+            "b",
+            get_run("s", "r1"),
+            10,
+            20,
+            json!({"ok": run("s", "r1", 1, Some("k"))}),
+        );
+        let missed = op("c", get_run("s", "r1"), 30, 40, json!({"ok": null}));
+        assert!(check(&[pending.clone(), saw.clone()])
+            .verdict
+            .is_linearizable());
+        assert!(check(&[pending.clone(), missed.clone()])
+            .verdict
+            .is_linearizable());
+        // But not both, in that order: a run once seen does not vanish.
+        assert!(!check(&[pending, saw, missed]).verdict.is_linearizable());
+    }
+
+    #[test]
+    fn an_exhausted_budget_is_unknown_not_a_verdict() {
+        let h: Vec<Operation> = (0..12)
+            .map(|i| {
+                op(
+                    &format!("c{i}"),
+                    commit_req("s", &format!("r{i}"), None, None),
+                    0,
+                    100,
+                    started("s", &format!("r{i}"), 1, None),
+                )
+            })
+            .collect();
+        let report = check_with(
+            &h,
+            CheckOptions {
+                budget_steps: 5,
+                minimize: true,
+            },
+        );
+        assert!(
+            matches!(report.verdict, Verdict::Unknown { .. }),
+            "{:?}",
+            report.verdict
+        );
+        assert!(report.steps <= 5);
+    }
+
+    #[test]
+    fn the_minimal_subset_cuts_the_history_after_the_failure() {
+        // A long linearizable tail after the failure is cut away.
+        let mut h = vec![
+            op(
+                "a",
+                commit_req("s", "r1", None, Some("k")),
+                0,
+                10,
+                started("s", "r1", 1, Some("k")),
+            ),
+            op(
+                "b",
+                commit_req("s", "r2", None, Some("k")),
+                5,
+                20,
+                started("s", "r2", 1, Some("k")),
+            ),
+        ];
+        for i in 0..20u64 {
+            h.push(op(
+                "c",
+                get_run("s", "r1"),
+                100 + 10 * i,
+                105 + 10 * i,
+                json!({"ok": run("s", "r1", 1, Some("k"))}),
+            ));
+        }
+        let c = counterexample(check(&h));
+        assert_eq!(c.minimal, vec![0, 1]);
+        assert_eq!(c.partition.len(), 22);
+    }
+
+    #[test]
+    fn refusals_still_in_flight_at_the_cut_are_dropped_from_the_minimal_subset() {
+        // The racy store: the winner returns first, one refusal returns,
+        // the other refusals (all the wrong cause) are still in flight.
+        let cas = json!({"error": {"kind": "run_start_rejected", "cause": "cas_mismatch", "details": {"currentRunId": "r1"}}});
+        let mut h = vec![
+            op(
+                "w",
+                commit_req("s", "r1", None, Some("k")),
+                3,
+                100,
+                started("s", "r1", 1, Some("k")),
+            ),
+            op(
+                "a",
+                commit_req("s", "r2", None, Some("k")),
+                0,
+                110,
+                cas.clone(),
+            ),
+        ];
+        for i in 0..6u64 {
+            h.push(op(
+                "b",
+                commit_req("s", &format!("r{}", i + 3), None, Some("k")),
+                1 + i,
+                150 + i,
+                cas.clone(),
+            ));
+        }
+        let c = counterexample(check(&h));
+        assert_eq!(c.minimal, vec![0, 1]);
+        assert!(c.minimal_in_flight.is_empty());
+    }
+
+    #[test]
+    fn the_timeline_shows_client_interval_request_and_answer() {
+        let h = vec![op(
+            "c.0",
+            commit_req("s", "r1", None, Some("k")),
+            1_000,
+            5_000,
+            started("s", "r1", 1, Some("k")),
+        )];
+        let t = render_timeline(&h, &[0], &[]);
+        assert!(t.contains("c.0"), "{t}");
+        assert!(t.contains("0.0 ..       4.0 µs"), "{t}");
+        assert!(t.contains("commitRunStart r1 exp=null key=k"), "{t}");
+        assert!(t.contains("ok started r1#1 running key=k"), "{t}");
+    }
+
+    // The partitioning claim: ops on different sessions commute, from any
+    // reachable state, with the same answers, for every kind of op.
+    fn arb_op(session: &'static str) -> impl Strategy<Value = StoreOp> {
+        let runs = prop::sample::select(vec!["r1", "r2", "r3"]);
+        let keys = prop::option::of(prop::sample::select(vec!["k1", "k2"]));
+        let expected = prop::option::of(prop::sample::select(vec!["r1", "r2", "r3"]));
+        let status =
+            prop::sample::select(vec!["running", "suspended_input", "completed", "failed"]);
+        (0..8u8, runs, keys, expected, status).prop_map(move |(kind, r, k, e, st)| {
+            let req = match kind {
+                0 => commit_req(session, r, e, k),
+                1 => get_run(session, r),
+                2 => json!({"op": "getCurrentRun", "args": {"sessionId": session}}),
+                3 => json!({"op": "listRuns", "args": {"sessionId": session}}),
+                4 => json!({"op": "getRunByRequestKey", "args": {"sessionId": session, "requestKey": k.unwrap_or("k1")}}),
+                5 => json!({"op": "listInputs", "args": {"sessionId": session}}),
+                6 => json!({"op": "setRunStatus", "args": {"sessionId": session, "runId": r, "status": st}}),
+                _ => json!({"op": "deleteSession", "args": {"sessionId": session}}),
+            };
+            StoreOp::from_wire(&req).unwrap()
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn operations_on_different_sessions_commute(
+            prefix in prop::collection::vec(prop_oneof![arb_op("s1"), arb_op("s2")], 0..12),
+            a in arb_op("s1"),
+            b in arb_op("s2"),
+        ) {
+            let mut base = SeqStore::new();
+            for o in &prefix {
+                let _ = base.apply(o);
+            }
+            let (mut ab, mut ba) = (base.clone(), base.clone());
+            let ab_a = ab.apply(&a);
+            let ab_b = ab.apply(&b);
+            let ba_b = ba.apply(&b);
+            let ba_a = ba.apply(&a);
+            prop_assert_eq!(ab_a, ba_a);
+            prop_assert_eq!(ab_b, ba_b);
+            prop_assert_eq!(ab, ba);
+        }
+    }
+}
