@@ -848,6 +848,21 @@ async fn migrations_are_idempotent_and_concurrent_openers_do_not_race() {
             .unwrap()
             .unwrap_or_else(|e| panic!("Postgres open failed: {e}"));
     }
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let versions: Vec<i32> = client
+        .query(
+            "SELECT version FROM reqkey_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, vec![1, 2]);
 }
 
 fn rusqlite_versions(path: &std::path::Path) -> Vec<i64> {
