@@ -189,6 +189,10 @@ impl HttpStore {
         }
         let client = reqwest::Client::builder()
             .timeout(opts.call_timeout())
+            // Drop idle connections before common servers do (Node closes
+            // them after 5 s), so a step never reuses a socket the adapter
+            // is closing, which would look like an unreachable target.
+            .pool_idle_timeout(std::time::Duration::from_secs(2))
             .build()
             .map_err(|e| TargetError::BadSpec(format!("cannot build an HTTP client: {e}")))?;
         Ok(Self {
