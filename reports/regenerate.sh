@@ -24,6 +24,8 @@ cd "$(dirname "$0")/.."
 # `sqlite` certifies a scratch file (removed before and after); `memory-http`
 # is the memory store behind `reqkey serve store`, certified through the
 # reqkey-store/1 wire exactly as an adapter in another language would be.
+# `reference-agent` is the reference agent server (in process, over HTTP on
+# an ephemeral port) certified against the agent suite.
 SQLITE_FILE="${TMPDIR:-/tmp}/reqkey-certify.sqlite"
 HTTP_LISTEN="127.0.0.1:7311"
 declare -A TARGETS=(
@@ -32,8 +34,9 @@ declare -A TARGETS=(
   [postgres]="${REQKEY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
   [redis]="${REQKEY_REDIS_URL:-redis://127.0.0.1:6379/}"
   [memory-http]="store+http://$HTTP_LISTEN"
+  [reference-agent]="reference-agent"
 )
-ORDER=(memory sqlite postgres redis memory-http)
+ORDER=(memory sqlite postgres redis memory-http reference-agent)
 
 rm_sqlite() { rm -f "$SQLITE_FILE" "$SQLITE_FILE-wal" "$SQLITE_FILE-shm"; }
 server_pid=""
