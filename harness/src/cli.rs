@@ -7,23 +7,35 @@
 //! | 0 | every scenario passed |
 //! | 1 | a scenario failed: the target does not conform |
 //! | 2 | the harness could not judge: bad YAML, bad arguments, target unreachable, timeout |
+//!
+//! With `--expected-failures`, a listed scenario that fails keeps the run
+//! at 0, and a listed scenario that passes makes it 1.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
 use crate::event::Reporter;
-use crate::report::TerminalReporter;
+use crate::report::{
+    terminal::progress_wanted, CertificateReporter, JsonReporter, JunitReporter, ReportContext,
+    TerminalReporter,
+};
 use crate::runner::{self, RunConfig};
 use crate::scenario::{self, Scenario};
-use crate::target::{self, Level, TargetOptions};
+use crate::target::{self, Level, Target, TargetOptions};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
-  0  every scenario passed
-  1  a scenario failed: the target does not conform
-  2  the harness could not judge: bad YAML, bad arguments, target unreachable or timed out";
+  0  every scenario passed (scenarios in --expected-failures may fail)
+  1  a scenario failed: the target does not conform; or a scenario listed in
+     --expected-failures passed (take it off the list)
+  2  the harness could not judge: bad YAML, bad arguments, target unreachable or
+     timed out, an --expected-failures id not in the suite, a report not written";
 
 fn target_help() -> String {
     format!(
@@ -51,6 +63,15 @@ pub enum Command {
     /// Run scenarios against a target.
     #[command(after_help = target_help())]
     Run(RunArgs),
+    /// Serve a reference implementation over its wire protocol.
+    #[command(subcommand)]
+    Serve(crate::serve_cmd::ServeCommand),
+    /// Certify a target: the whole suite of its level, nothing skipped;
+    /// writes certificate.md, junit.xml and results.json.
+    #[command(after_help = target_help())]
+    Certify(CertifyArgs),
+    /// Print the JSON Schema of the scenario format.
+    Schema,
     /// Model-based fuzzing of a store: random programs of store operations
     /// (with concurrent batches) against the target and the sequential
     /// spec; a failure is shrunk and printed as a YAML scenario.
@@ -141,6 +162,44 @@ pub struct RunArgs {
     /// Print only failures and the closing count.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Scenario ids the target is known to fail, one a line, `#` comments.
+    /// They are reported as expected failures; one that passes turns the run
+    /// red (exit 1); an id not in the loaded scenarios is an error (exit 2).
+    #[arg(long, value_name = "FILE")]
+    pub expected_failures: Option<PathBuf>,
+    /// Also write JUnit XML here.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write the `reqkey-results/1` JSON document here (docs/reports.md).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Also write a Markdown report here (a certificate only via `certify`).
+    #[arg(long, value_name = "FILE.md")]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CertifyArgs {
+    /// What to certify (see "Targets" below).
+    #[arg(long, short)]
+    pub target: String,
+    /// Where to write certificate.md, junit.xml and results.json (created if
+    /// missing).
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    /// The scenarios root: the suite is ROOT/store or ROOT/agent, by the
+    /// target's level, and ROOT/VERSION names its version.
+    #[arg(long, default_value = "scenarios", value_name = "ROOT")]
+    pub scenarios: PathBuf,
+    /// The seed of every random choice (printed in the certificate).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Bound on every single call to the target, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub timeout_ms: u64,
+    /// Print only failures and the closing count.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// A harness error: printed, exit 2.
@@ -196,52 +255,249 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => run_command(args),
+        Command::Certify(args) => with_runtime(|| certify_command(args)),
+        Command::Schema => {
+            println!("{}", crate::schema::scenario_schema_json());
+            ExitCode::SUCCESS
+        }
         Command::Fuzz(args) => fuzz_command(args),
         Command::Bench(args) => bench_command(args),
+        Command::Serve(command) => crate::serve_cmd::run(command),
     }
 }
 
+fn with_runtime<F: std::future::Future<Output = ExitCode>>(f: impl FnOnce() -> F) -> ExitCode {
+    match runtime() {
+        Ok(rt) => rt.block_on(f()),
+        Err(e) => harness_error(format!("cannot start the runtime: {e}")),
+    }
+}
+
+/// Where the report files of a run go.
+#[derive(Debug, Default)]
+struct Outputs {
+    junit: Option<PathBuf>,
+    json: Option<PathBuf>,
+    report: Option<PathBuf>,
+}
+
+/// Asks the target who it is, under the call timeout.
+async fn health(target: &dyn Target, timeout_ms: u64) -> Result<serde_json::Value, String> {
+    match tokio::time::timeout(Duration::from_millis(timeout_ms), target.health()).await {
+        Ok(Ok(h)) => Ok(h),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no /health answer within {timeout_ms} ms")),
+    }
+}
+
+fn create(path: &Path) -> Result<BufWriter<File>, String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    File::create(path)
+        .map(BufWriter::new)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Runs `scenarios` with the terminal reporter and the requested file
+/// reporters; a report that cannot be written is exit 2.
+async fn execute(
+    target: Arc<dyn Target>,
+    scenarios: &[Scenario],
+    cfg: &RunConfig,
+    ctx: &ReportContext,
+    outputs: &Outputs,
+    quiet: bool,
+) -> ExitCode {
+    let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(
+        TerminalReporter::new(std::io::stdout(), quiet).with_progress(progress_wanted(quiet)),
+    )];
+    // Files are created before the run, so a bad path fails in a second,
+    // not after a long run.
+    if let Some(p) = &outputs.junit {
+        match create(p) {
+            Ok(f) => reporters.push(Box::new(JunitReporter::new(ctx.clone(), f))),
+            Err(e) => return harness_error(e),
+        }
+    }
+    if let Some(p) = &outputs.json {
+        match create(p) {
+            Ok(f) => reporters.push(Box::new(JsonReporter::new(ctx.clone(), f))),
+            Err(e) => return harness_error(e),
+        }
+    }
+    if let Some(p) = &outputs.report {
+        match create(p) {
+            Ok(f) => reporters.push(Box::new(CertificateReporter::new(ctx.clone(), f))),
+            Err(e) => return harness_error(e),
+        }
+    }
+    let summary = runner::run(target, scenarios, cfg, &mut reporters).await;
+    for r in &mut reporters {
+        if let Err(e) = r.finish() {
+            return harness_error(format!("cannot write a report: {e}"));
+        }
+    }
+    ExitCode::from(summary.exit_code())
+}
+
 fn run_command(args: RunArgs) -> ExitCode {
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
+    with_runtime(|| run_async(args))
+}
+
+async fn run_async(args: RunArgs) -> ExitCode {
+    let opts = TargetOptions {
+        call_timeout_ms: args.timeout_ms,
     };
-    rt.block_on(async move {
-        let opts = TargetOptions { call_timeout_ms: args.timeout_ms };
-        let target = match target::open_target(&args.target, opts).await {
-            Ok(t) => t,
+    let target = match target::open_target(&args.target, opts).await {
+        Ok(t) => t,
+        Err(e) => return harness_error(e),
+    };
+    let explicit_paths = !args.paths.is_empty();
+    let paths = if explicit_paths {
+        args.paths.clone()
+    } else {
+        default_paths(target.level())
+    };
+    let scenarios = match scenario::load_paths(&paths) {
+        Ok(s) => s,
+        Err(e) => return harness_error(e),
+    };
+    let expected = match &args.expected_failures {
+        Some(file) => match crate::expected::load(file, scenarios.iter().map(|s| s.id.as_str())) {
+            Ok(ids) => ids,
             Err(e) => return harness_error(e),
+        },
+        None => Vec::new(),
+    };
+    let loaded = scenarios.len();
+    let (applicable, other): (Vec<Scenario>, Vec<Scenario>) = scenarios
+        .into_iter()
+        .partition(|s| s.level == target.level());
+    if !other.is_empty() {
+        eprintln!(
+            "reqkey: note: {} of {loaded} scenarios are of another level than {} ({}) and were not run",
+            other.len(),
+            target.describe(),
+            target.level()
+        );
+    }
+    let selected = filter_by_tags(applicable, &args.tag, &args.skip_tag);
+    if selected.is_empty() {
+        return harness_error("no scenario to run after filtering by level and tags");
+    }
+    let mut cfg = RunConfig::new(args.seed.unwrap_or_else(fresh_seed));
+    cfg.repeat_override = args.repeat;
+    cfg.copies_override = args.concurrency;
+    cfg.fail_fast = args.fail_fast;
+    cfg.call_timeout_ms = args.timeout_ms;
+    cfg.expected_failures = expected.iter().cloned().collect();
+
+    let outputs = Outputs {
+        junit: args.junit.clone(),
+        json: args.json.clone(),
+        report: args.report.clone(),
+    };
+    let mut ctx = ReportContext::new("run", &args.target);
+    if outputs.junit.is_some() || outputs.json.is_some() || outputs.report.is_some() {
+        ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
+        ctx.suite = if explicit_paths {
+            crate::suite::selection(&paths).ok()
+        } else {
+            let root = Path::new("scenarios");
+            crate::suite::whole_suite(root, target.level())
+                .ok()
+                .map(|(info, _)| info)
         };
-        let paths = if args.paths.is_empty() { default_paths(target.level()) } else { args.paths.clone() };
-        let scenarios = match scenario::load_paths(&paths) {
-            Ok(s) => s,
-            Err(e) => return harness_error(e),
-        };
-        let loaded = scenarios.len();
-        let (applicable, other): (Vec<Scenario>, Vec<Scenario>) =
-            scenarios.into_iter().partition(|s| s.level == target.level());
-        if !other.is_empty() {
-            eprintln!(
-                "reqkey: note: {} of {loaded} scenarios are of another level than {} ({}) and were not run",
-                other.len(),
-                target.describe(),
-                target.level()
-            );
+    }
+    ctx.selection = selection_flags(&args, explicit_paths);
+    ctx.expected_failures = expected;
+    execute(target, &selected, &cfg, &ctx, &outputs, args.quiet).await
+}
+
+/// What narrowed a `run`, as the flags that did it.
+fn selection_flags(args: &RunArgs, explicit_paths: bool) -> Vec<String> {
+    let mut flags = Vec::new();
+    if explicit_paths {
+        flags.extend(args.paths.iter().map(|p| p.display().to_string()));
+    }
+    flags.extend(args.tag.iter().map(|t| format!("--tag {t}")));
+    flags.extend(args.skip_tag.iter().map(|t| format!("--skip-tag {t}")));
+    if let Some(n) = args.repeat {
+        flags.push(format!("--repeat {n}"));
+    }
+    if args.fail_fast {
+        flags.push("--fail-fast".into());
+    }
+    if let Some(f) = &args.expected_failures {
+        flags.push(format!("--expected-failures {}", f.display()));
+    }
+    flags
+}
+
+/// The file names `certify` writes into `--out`.
+pub const CERTIFICATE_FILE: &str = "certificate.md";
+pub const JUNIT_FILE: &str = "junit.xml";
+pub const RESULTS_FILE: &str = "results.json";
+
+async fn certify_command(args: CertifyArgs) -> ExitCode {
+    let opts = TargetOptions {
+        call_timeout_ms: args.timeout_ms,
+    };
+    let target = match target::open_target(&args.target, opts).await {
+        Ok(t) => t,
+        Err(e) => return harness_error(e),
+    };
+    let (suite, files) = match crate::suite::whole_suite(&args.scenarios, target.level()) {
+        Ok(s) => s,
+        Err(e) => {
+            return harness_error(format!(
+                "cannot read the {} suite under {}: {e} (run from the repository root, or pass --scenarios ROOT)",
+                target.level(),
+                args.scenarios.display()
+            ))
         }
-        let selected = filter_by_tags(applicable, &args.tag, &args.skip_tag);
-        if selected.is_empty() {
-            return harness_error("no scenario to run after filtering by level and tags");
+    };
+    let scenarios = match scenario::load_paths(&files) {
+        Ok(s) => s,
+        Err(e) => return harness_error(e),
+    };
+    if let Some(s) = scenarios.iter().find(|s| s.level != target.level()) {
+        return harness_error(format!(
+            "{}: a {} scenario in the {} suite",
+            s.file.display(),
+            s.level,
+            target.level()
+        ));
+    }
+    let identity = match health(target.as_ref(), args.timeout_ms).await {
+        Ok(h) => h,
+        Err(e) => {
+            return harness_error(format!(
+                "{} has no /health identity: {e}",
+                target.describe()
+            ))
         }
-        let mut cfg = RunConfig::new(args.seed.unwrap_or_else(fresh_seed));
-        cfg.repeat_override = args.repeat;
-        cfg.copies_override = args.concurrency;
-        cfg.fail_fast = args.fail_fast;
-        cfg.call_timeout_ms = args.timeout_ms;
-        let mut reporters: Vec<Box<dyn Reporter>> =
-            vec![Box::new(TerminalReporter::new(std::io::stdout(), args.quiet))];
-        let summary = runner::run(target, &selected, &cfg, &mut reporters).await;
-        ExitCode::from(summary.exit_code())
-    })
+    };
+    let mut cfg = RunConfig::new(args.seed.unwrap_or_else(fresh_seed));
+    cfg.call_timeout_ms = args.timeout_ms;
+    let mut ctx = ReportContext::new("certify", &args.target);
+    ctx.health = Some(identity);
+    ctx.suite = Some(suite);
+    let outputs = Outputs {
+        junit: Some(args.out.join(JUNIT_FILE)),
+        json: Some(args.out.join(RESULTS_FILE)),
+        report: Some(args.out.join(CERTIFICATE_FILE)),
+    };
+    let code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
+    if !args.quiet {
+        eprintln!(
+            "reqkey: wrote {}",
+            args.out.join(CERTIFICATE_FILE).display()
+        );
+    }
+    code
 }
 
 fn fuzz_command(args: FuzzArgs) -> ExitCode {

@@ -21,6 +21,41 @@ pub enum Verdict {
     Fail,
     /// The harness could not judge (target unreachable, timeout, bad step).
     Error,
+    /// Failed, and listed in `--expected-failures`: reported, not red.
+    ExpectedFail,
+    /// Passed, but listed in `--expected-failures`: the list is stale, so
+    /// the run turns red (someone must take the id off the list).
+    UnexpectedPass,
+}
+
+impl Verdict {
+    /// The verdict's stable lower-case name (as in the JSON report).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Error => "error",
+            Verdict::ExpectedFail => "expected_fail",
+            Verdict::UnexpectedPass => "unexpected_pass",
+        }
+    }
+
+    /// Does this verdict leave the run green?
+    pub fn is_green(self) -> bool {
+        matches!(self, Verdict::Pass | Verdict::ExpectedFail)
+    }
+
+    /// Applies an `--expected-failures` listing to a raw verdict: an
+    /// expected scenario that fails is `ExpectedFail`, one that passes is
+    /// `UnexpectedPass`. An error stays an error: the harness could not
+    /// judge, so it cannot say the failure is the expected one.
+    pub fn expecting_failure(self) -> Verdict {
+        match self {
+            Verdict::Fail => Verdict::ExpectedFail,
+            Verdict::Pass => Verdict::UnexpectedPass,
+            other => other,
+        }
+    }
 }
 
 /// Where and how a scenario failed.
@@ -68,17 +103,22 @@ pub struct RunSummary {
     pub passed: usize,
     pub failed: usize,
     pub errored: usize,
+    /// Failed as `--expected-failures` said they would (not in `failed`).
+    pub expected_failures: usize,
+    /// Passed although listed in `--expected-failures` (not in `passed`).
+    pub unexpected_passes: usize,
     pub duration_ms: u64,
     pub results: Vec<ScenarioResult>,
 }
 
 impl RunSummary {
-    /// The documented exit code: 0 all passed, 1 a scenario failed, 2 the
-    /// harness could not judge some scenario.
+    /// The documented exit code: 0 all passed (or failed as expected), 1 a
+    /// scenario failed or an expected failure passed, 2 the harness could
+    /// not judge some scenario.
     pub fn exit_code(&self) -> u8 {
         if self.errored > 0 {
             2
-        } else if self.failed > 0 {
+        } else if self.failed > 0 || self.unexpected_passes > 0 {
             1
         } else {
             0
@@ -110,4 +150,11 @@ pub enum Event {
 /// A subscriber to the runner's events.
 pub trait Reporter: Send {
     fn on_event(&mut self, event: &Event);
+
+    /// Called once after the run: a reporter that writes a file says here
+    /// whether it managed to (a report that could not be written is a
+    /// harness error, exit 2, not a silently missing file).
+    fn finish(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -657,14 +657,7 @@ fn minimize(
         subset = partition.to_vec();
         return greedy(subset, vec![], prepared, &mut fails, spent, budget_steps);
     }
-    greedy(
-        subset,
-        in_flight,
-        prepared,
-        &mut fails,
-        spent,
-        budget_steps,
-    )
+    greedy(subset, in_flight, prepared, &mut fails, spent, budget_steps)
 }
 
 type FailsFn<'a> = dyn FnMut(&[usize], &[usize], &mut u64) -> Option<bool> + 'a;

@@ -19,7 +19,7 @@
 //! Every call is bounded by the call timeout, every sleep by
 //! `MAX_SLEEP_MS`, every trial count by `MAX_REPEAT`: a run always ends.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,6 +56,8 @@ pub struct RunConfig {
     /// Overrides `copies:` of every parallel item that has one (the
     /// concurrency of the race scenarios).
     pub copies_override: Option<u32>,
+    /// Scenario ids known to fail on this target (`--expected-failures`).
+    pub expected_failures: BTreeSet<String>,
 }
 
 impl RunConfig {
@@ -74,6 +76,7 @@ impl RunConfig {
             call_timeout_ms: 10_000,
             lin_budget_steps: lin::DEFAULT_BUDGET_STEPS,
             copies_override: None,
+            expected_failures: BTreeSet::new(),
         }
     }
 }
@@ -163,8 +166,11 @@ pub async fn run(
                 id: scenario.id.clone(),
             },
         );
-        let result = run_scenario(&target, scenario, index, cfg).await;
-        let stop = cfg.fail_fast && result.verdict != Verdict::Pass;
+        let mut result = run_scenario(&target, scenario, index, cfg).await;
+        if cfg.expected_failures.contains(&scenario.id) {
+            result.verdict = result.verdict.expecting_failure();
+        }
+        let stop = cfg.fail_fast && !result.verdict.is_green();
         emit(
             reporters,
             Event::ScenarioFinished {
@@ -184,6 +190,8 @@ pub async fn run(
         passed: count(Verdict::Pass),
         failed: count(Verdict::Fail),
         errored: count(Verdict::Error),
+        expected_failures: count(Verdict::ExpectedFail),
+        unexpected_passes: count(Verdict::UnexpectedPass),
         duration_ms: started.elapsed().as_millis() as u64,
         results,
     };
@@ -273,6 +281,10 @@ async fn run_scenario(
     result
 }
 
+/// The wrapper keys of agent-level requests inside the runner.
+const AGENT_HTTP: &str = "http";
+const AGENT_WAIT: &str = "wait_run";
+
 /// Builds the wire request of a store step from its (substituted) args.
 fn store_request(op: &str, args: Value) -> Value {
     if op == "commitRunStart" {
@@ -282,8 +294,16 @@ fn store_request(op: &str, args: Value) -> Value {
     }
 }
 
-/// Calls the target under the call timeout.
+/// Calls the target under the call timeout. Agent steps arrive wrapped as
+/// `{"http": spec}` / `{"wait_run": spec}` (see [`Trial::request`]) and
+/// bound their own exchanges.
 async fn call(target: &dyn Target, request: &Value, timeout_ms: u64) -> Result<Value, TargetError> {
+    if let Some(spec) = request.get(AGENT_HTTP) {
+        return crate::agent_steps::http_step(target, spec, timeout_ms).await;
+    }
+    if let Some(spec) = request.get(AGENT_WAIT) {
+        return crate::agent_steps::wait_run_step(target, spec, timeout_ms).await;
+    }
     match tokio::time::timeout(
         Duration::from_millis(timeout_ms),
         target.store_call(request),
@@ -319,7 +339,7 @@ impl Trial<'_> {
                 Action::Parallel(items) => self.run_group(&path, step, items).await?,
                 Action::ExpectOneOf(alternatives) => self.expect_one_of(&path, alternatives)?,
                 Action::SleepMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
-                Action::Store { .. } | Action::Rpc(_) => {
+                Action::Store { .. } | Action::Rpc(_) | Action::Http(_) | Action::WaitRun(_) => {
                     let request = self.request(step);
                     let invoke_ns = self.clock.now_ns();
                     let answer = call(self.target.as_ref(), &request, self.cfg.call_timeout_ms)
@@ -339,6 +359,8 @@ impl Trial<'_> {
         match &step.action {
             Action::Store { op, args } => store_request(op, self.vars.substitute(args)),
             Action::Rpc(raw) => self.vars.substitute(raw),
+            Action::Http(spec) => json!({ AGENT_HTTP: self.vars.substitute(spec) }),
+            Action::WaitRun(spec) => json!({ AGENT_WAIT: self.vars.substitute(spec) }),
             _ => Value::Null,
         }
     }
@@ -351,6 +373,36 @@ impl Trial<'_> {
         request: &Value,
         answer: Value,
     ) -> Result<(), Stop> {
+        if matches!(step.action, Action::WaitRun(_)) && answer.get("reached") != Some(&json!(true))
+        {
+            return Err(Stop::fail(Failure {
+                trial: 0,
+                step: path.to_owned(),
+                message: format!(
+                    "the run did not reach {} in time",
+                    request[AGENT_WAIT]["status"]
+                ),
+                expected: None,
+                actual: Some(json!({"request": request, "answer": answer})),
+                detail: None,
+            }));
+        }
+        for needle in &step.expect_not_echoed {
+            let needle = self.vars.substitute(needle);
+            let Some(needle) = needle.as_str() else {
+                continue;
+            };
+            if let Some(place) = crate::agent_steps::echoed_in(&answer, needle) {
+                return Err(Stop::fail(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!("a value that must appear nowhere was echoed in {place}"),
+                    expected: Some(json!({"notEchoed": needle})),
+                    actual: Some(json!({"request": request, "answer": answer})),
+                    detail: None,
+                }));
+            }
+        }
         if let Some(pattern) = &step.expect {
             let pattern = self.vars.substitute(pattern);
             if let Err(m) = matches(&pattern, &answer) {

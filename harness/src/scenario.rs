@@ -24,18 +24,27 @@ pub const MAX_REPEAT: u32 = 10_000;
 pub const MAX_COPIES: u32 = 256;
 pub const MAX_SLEEP_MS: u64 = 10_000;
 
-/// One scenario file.
-#[derive(Debug, Clone, Deserialize)]
+/// A reqkey scenario: one file under scenarios/store or scenarios/agent (docs/scenario-format.md).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "reqkey scenario")]
 pub struct Scenario {
+    /// Unique, dotted; reports and --expected-failures use it.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9._-]+$"))]
     pub id: String,
     pub level: Level,
+    /// Free labels; `reqkey run --tag X` filters on them.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// One line saying what the scenario proves.
+    #[schemars(length(min = 1))]
     pub summary: String,
     /// Trials; each gets fresh variables.
     #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 10_000))]
     pub repeat: u32,
+    /// The steps, run in order.
+    #[schemars(length(min = 1))]
     pub steps: Vec<Step>,
     /// Where it was loaded from (set by the loader).
     #[serde(skip)]
@@ -59,6 +68,10 @@ pub enum Action {
     ExpectOneOf(Vec<BTreeMap<String, Value>>),
     /// A pause.
     SleepMs(u64),
+    /// An HTTP exchange with an agent server (see `agent_steps`).
+    Http(Value),
+    /// Wait until a run of an agent server reaches a status.
+    WaitRun(Value),
 }
 
 impl Action {
@@ -69,17 +82,25 @@ impl Action {
             Action::Parallel(items) => format!("parallel ({} items)", items.len()),
             Action::ExpectOneOf(_) => "expect_one_of".into(),
             Action::SleepMs(ms) => format!("sleep_ms {ms}"),
+            Action::Http(v) => format!(
+                "http {} {}",
+                v.get("method").and_then(Value::as_str).unwrap_or("GET"),
+                v.get("path").and_then(Value::as_str).unwrap_or("?")
+            ),
+            Action::WaitRun(_) => "wait_run".into(),
         }
     }
 }
 
 /// One rule of an `expect_group`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupRule {
     pub count: GroupCount,
+    /// The pattern each consumed answer matches.
     #[serde(rename = "match")]
     pub pattern: Value,
+    /// Binds variables from the first answer the rule consumed.
     #[serde(default)]
     pub bind: BTreeMap<String, String>,
 }
@@ -119,11 +140,22 @@ pub struct Step {
     pub linearizable: bool,
     /// On `parallel`: rules over all the group's answers.
     pub expect_group: Vec<GroupRule>,
+    /// Values that must appear nowhere in the answer's body or headers.
+    pub expect_not_echoed: Vec<Value>,
 }
 
-const OTHER_ACTIONS: [&str; 4] = ["rpc", "parallel", "expect_one_of", "sleep_ms"];
+/// Actions besides the store operations (the schema reads this too).
+pub const OTHER_ACTIONS: [&str; 6] = [
+    "rpc",
+    "parallel",
+    "expect_one_of",
+    "sleep_ms",
+    "http",
+    "wait_run",
+];
 
-fn all_step_keys() -> &'static [&'static str] {
+/// Every key a step may have: actions and modifiers (the schema is built from this).
+pub fn all_step_keys() -> &'static [&'static str] {
     &[
         "commitRunStart",
         "getRun",
@@ -137,12 +169,15 @@ fn all_step_keys() -> &'static [&'static str] {
         "parallel",
         "expect_one_of",
         "sleep_ms",
+        "http",
+        "wait_run",
         "as",
         "copies",
         "expect",
         "bind",
         "linearizable",
         "expect_group",
+        "expect_not_echoed",
     ]
 }
 
@@ -153,6 +188,36 @@ impl<'de> Deserialize<'de> for Step {
 }
 
 struct StepVisitor;
+
+/// A step's key, checked while the parser still stands on it, so an
+/// unknown key is reported at its own line and column (not at the step's).
+struct StepKey;
+
+impl<'de> de::DeserializeSeed<'de> for StepKey {
+    type Value = String;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        // The check runs inside the parser's visit of the key (not after
+        // it), which is what lets the error carry the key's position.
+        d.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for StepKey {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a step key")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<String, E> {
+        if all_step_keys().contains(&key) {
+            Ok(key.to_owned())
+        } else {
+            Err(E::unknown_field(key, all_step_keys()))
+        }
+    }
+}
 
 impl<'de> Visitor<'de> for StepVisitor {
     type Value = Step;
@@ -171,8 +236,9 @@ impl<'de> Visitor<'de> for StepVisitor {
             bind: BTreeMap::new(),
             linearizable: false,
             expect_group: Vec::new(),
+            expect_not_echoed: Vec::new(),
         };
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key_seed(StepKey)? {
             let new_action = match key.as_str() {
                 "as" => {
                     step.name = Some(map.next_value()?);
@@ -203,6 +269,28 @@ impl<'de> Visitor<'de> for StepVisitor {
                 "expect_group" => {
                     step.expect_group = map.next_value()?;
                     None
+                }
+                "expect_not_echoed" => {
+                    step.expect_not_echoed = match map.next_value::<Value>()? {
+                        Value::Array(items) => items,
+                        one => vec![one],
+                    };
+                    if !step.expect_not_echoed.iter().all(Value::is_string) {
+                        return Err(de::Error::custom(
+                            "expect_not_echoed takes a string or a list of strings",
+                        ));
+                    }
+                    None
+                }
+                "http" => {
+                    let spec: Value = map.next_value()?;
+                    crate::agent_steps::validate_http(&spec).map_err(de::Error::custom)?;
+                    Some(Action::Http(spec))
+                }
+                "wait_run" => {
+                    let spec: Value = map.next_value()?;
+                    crate::agent_steps::validate_wait(&spec).map_err(de::Error::custom)?;
+                    Some(Action::WaitRun(spec))
                 }
                 "rpc" => Some(Action::Rpc(map.next_value()?)),
                 "parallel" => {
@@ -268,6 +356,16 @@ impl<'de> Visitor<'de> for StepVisitor {
             return Err(de::Error::custom(
                 "`linearizable` and `expect_group` belong on a parallel step",
             ));
+        }
+        if let (Action::Parallel(items), true) = (&action, step.linearizable) {
+            if items
+                .iter()
+                .any(|i| matches!(i.action, Action::Http(_) | Action::WaitRun(_)))
+            {
+                return Err(de::Error::custom(
+                    "`linearizable` checks store operations; an agent group cannot take it",
+                ));
+            }
         }
         if is_group && (step.expect.is_some() || step.name.is_some() || !step.bind.is_empty()) {
             return Err(de::Error::custom(
@@ -388,14 +486,7 @@ fn validate(s: &Scenario) -> Result<(), String> {
 /// Loads scenarios from files and directories (recursively, `*.yaml` and
 /// `*.yml`, in path order). Ids must be unique across everything loaded.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Scenario>, LoadError> {
-    let mut files = Vec::new();
-    for path in paths {
-        let before = files.len();
-        collect(path, &mut files)?;
-        if files.len() == before {
-            return Err(LoadError::Empty(path.clone()));
-        }
-    }
+    let files = scenario_files(paths)?;
     let mut scenarios = Vec::with_capacity(files.len());
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     for file in files {
@@ -417,6 +508,19 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Scenario>, LoadError> {
         scenarios.push(scenario);
     }
     Ok(scenarios)
+}
+
+/// The scenario files `load_paths` would load, in the order it loads them.
+pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    let mut files = Vec::new();
+    for path in paths {
+        let before = files.len();
+        collect(path, &mut files)?;
+        if files.len() == before {
+            return Err(LoadError::Empty(path.clone()));
+        }
+    }
+    Ok(files)
 }
 
 fn collect(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), LoadError> {
@@ -495,6 +599,32 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_top_level_field_names_file_line_and_column() {
+        let e = err("id: t\nlevel: store\nsummary: s\nrepeats: 3\nsteps: []\n");
+        assert!(e.starts_with("x.yaml:4:1: unknown field `repeats`"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_field_in_an_expect_group_rule_names_file_line_and_column() {
+        let e = err(&format!(
+            "{HEAD}  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n    expect_group:\n      - count: 1\n        matches: {{ok: null}}\n"
+        ));
+        assert!(e.starts_with("x.yaml:9:9:"), "{e}");
+        assert!(e.contains("unknown field `matches`"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_modifier_inside_a_parallel_item_names_file_line_and_column() {
+        let e = err(&format!(
+            "{HEAD}  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n        expext: {{ok: null}}\n"
+        ));
+        assert!(
+            e.starts_with("x.yaml:7:9: steps[0].parallel[0]: unknown field `expext`"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn expect_one_of_must_name_earlier_answers() {
         let e = err(&format!("{HEAD}  - expect_one_of: [{{a: {{ok: null}}}}]\n"));
         assert!(e.contains("no earlier step answers as"), "{e}");
@@ -515,5 +645,38 @@ mod tests {
         assert_eq!(items[0].copies, Some(3));
         assert!(s.steps[0].linearizable);
         assert_eq!(s.steps[0].expect_group[0].count, GroupCount::Rest);
+    }
+
+    const AGENT: &str = "id: t\nlevel: agent\nsummary: s\nsteps:\n";
+
+    #[test]
+    fn agent_steps_parse_with_their_modifiers() {
+        let s = parse_scenario(
+            Path::new("x.yaml"),
+            &format!(
+                "{AGENT}  - http: {{method: POST, path: \"/sessions/${{s}}/start\", headers: [[K, v], [K, {{hex: ff}}]], json: {{input: 1}}}}\n    expect: {{status: 201}}\n    expect_not_echoed: [v]\n  - wait_run: {{sessionId: $s, runId: $r, status: [completed, failed]}}\n"
+            ),
+        )
+        .unwrap();
+        assert!(matches!(s.steps[0].action, Action::Http(_)));
+        assert_eq!(s.steps[0].expect_not_echoed, vec![Value::from("v")]);
+        assert!(matches!(s.steps[1].action, Action::WaitRun(_)));
+    }
+
+    #[test]
+    fn malformed_agent_steps_name_file_and_line() {
+        let e = err(&format!("{AGENT}  - http: {{path: /x, jsn: {{}}}}\n"));
+        assert!(
+            e.starts_with("x.yaml:5:") && e.contains("no field `jsn`"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{AGENT}  - wait_run: {{sessionId: s, runId: r}}\n"
+        ));
+        assert!(e.contains("wait_run.status"), "{e}");
+        let e = err(&format!(
+            "{AGENT}  - parallel:\n      - http: {{path: /x}}\n    linearizable: true\n"
+        ));
+        assert!(e.contains("cannot take it"), "{e}");
     }
 }

@@ -12,7 +12,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use reqkey_model::seq::answer_to_wire;
-use reqkey_reference::store::{dispatch_wire, MemoryDefect, MemoryStore, SessionStateStore};
+use reqkey_model::StoreError;
+use reqkey_reference::store::{
+    self, dispatch_wire, redact_url, MemoryDefect, MemoryStore, OpenError, SessionStateStore,
+};
 use serde_json::Value;
 
 /// Which contract a target speaks, and so which scenarios apply to it.
@@ -160,6 +163,150 @@ impl Target for InProcessStore {
     }
 }
 
+/// Any store behind a `reqkey-store/1` adapter (`store+http://HOST:PORT`),
+/// in any language.
+///
+/// Every call is bounded by the call timeout. A refused connection is
+/// [`TargetError::Unreachable`], no answer in time [`TargetError::Timeout`]
+/// (the harness cannot judge); an answer that is not `200` with exactly
+/// `{"ok": ...}` or a well-formed `{"error": ...}` is
+/// [`TargetError::Protocol`] (the adapter does not conform).
+#[derive(Debug)]
+pub struct HttpStore {
+    base: String,
+    spec: String,
+    client: reqwest::Client,
+    timeout_ms: u64,
+}
+
+impl HttpStore {
+    /// `authority` is `HOST:PORT`.
+    pub fn new(spec: &str, authority: &str, opts: TargetOptions) -> Result<Self, TargetError> {
+        if authority.is_empty() || authority.contains('/') {
+            return Err(TargetError::BadSpec(format!(
+                "`{spec}`: expected store+http://HOST:PORT"
+            )));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(opts.call_timeout())
+            .build()
+            .map_err(|e| TargetError::BadSpec(format!("cannot build an HTTP client: {e}")))?;
+        Ok(Self {
+            base: format!("http://{authority}"),
+            spec: spec.to_owned(),
+            client,
+            timeout_ms: opts.call_timeout_ms,
+        })
+    }
+
+    fn transport_error(&self, e: reqwest::Error) -> TargetError {
+        // reqwest's own message ("error sending request") hides the cause.
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            message = format!("{message}: {cause}");
+            source = cause.source();
+        }
+        if e.is_timeout() {
+            TargetError::Timeout {
+                timeout_ms: self.timeout_ms,
+            }
+        } else if e.is_connect() || e.is_request() {
+            TargetError::Unreachable(format!("{}: {message}", self.base))
+        } else {
+            TargetError::Protocol(format!("{}: {message}", self.base))
+        }
+    }
+
+    /// Sends one request and reads a JSON body from a 200 answer.
+    async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+        what: &str,
+    ) -> Result<Value, TargetError> {
+        let resp = request.send().await.map_err(|e| self.transport_error(e))?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(|e| self.transport_error(e))?;
+        if status != reqwest::StatusCode::OK {
+            return Err(TargetError::Protocol(format!(
+                "{what} answered HTTP {status} (reqkey-store/1 always answers 200): {}",
+                String::from_utf8_lossy(&body[..body.len().min(200)])
+            )));
+        }
+        serde_json::from_slice(&body).map_err(|e| {
+            TargetError::Protocol(format!("{what} answered a body that is not JSON: {e}"))
+        })
+    }
+}
+
+/// Checks that `answer` is exactly `{"ok": ...}` or a well-formed
+/// `{"error": ...}` (SPEC 6).
+pub fn check_store_answer(answer: &Value) -> Result<(), TargetError> {
+    let obj = answer.as_object().filter(|o| o.len() == 1).ok_or_else(|| {
+        TargetError::Protocol(format!(
+            "the answer is not exactly one of {{ok}} or {{error}}: {answer}"
+        ))
+    })?;
+    if obj.contains_key("ok") {
+        return Ok(());
+    }
+    match obj.get("error") {
+        Some(err) if StoreError::from_wire(err).is_some() => Ok(()),
+        Some(err) => Err(TargetError::Protocol(format!(
+            "the error is not a reqkey-store/1 error object: {err}"
+        ))),
+        None => Err(TargetError::Protocol(format!(
+            "the answer is not exactly one of {{ok}} or {{error}}: {answer}"
+        ))),
+    }
+}
+
+#[async_trait]
+impl Target for HttpStore {
+    fn level(&self) -> Level {
+        Level::Store
+    }
+
+    fn describe(&self) -> String {
+        self.spec.clone()
+    }
+
+    async fn health(&self) -> Result<Value, TargetError> {
+        let health = self
+            .exchange(
+                self.client.get(format!("{}/health", self.base)),
+                "GET /health",
+            )
+            .await?;
+        if health.get("protocol").and_then(Value::as_str) != Some("reqkey-store/1") {
+            return Err(TargetError::Protocol(format!(
+                "GET /health does not name protocol reqkey-store/1: {health}"
+            )));
+        }
+        Ok(health)
+    }
+
+    async fn store_call(&self, request: &Value) -> Result<Value, TargetError> {
+        let answer = self
+            .exchange(
+                self.client.post(format!("{}/rpc", self.base)).json(request),
+                "POST /rpc",
+            )
+            .await?;
+        check_store_answer(&answer)?;
+        Ok(answer)
+    }
+}
+
+fn open_error(e: OpenError) -> TargetError {
+    match e {
+        OpenError::UnknownSpec(_) | OpenError::NotBuilt(_) => TargetError::BadSpec(e.to_string()),
+        OpenError::Backend { .. } | OpenError::Migration { .. } => {
+            TargetError::Unreachable(e.to_string())
+        }
+    }
+}
+
 /// Options every target shares.
 #[derive(Debug, Clone, Copy)]
 pub struct TargetOptions {
@@ -186,11 +333,59 @@ pub const TARGET_HELP: &str = "\
 memory                    the in-process reference memory store (the embedded default)
 broken-memory:DEFECT      a deliberately broken memory store, to see the suite fail
                           (no-key-rule, key-rule-after-cas, no-replay-first,
-                          delete-keeps-keys, holder-read-outside-commit)";
+                          delete-keeps-keys, holder-read-outside-commit)
+sqlite:PATH               the reference store on a SQLite file, in process
+                          (created and migrated on open)
+postgres://USER@HOST/DB   the reference store on PostgreSQL, in process
+                          (tables reqkey_*, migrated on open)
+redis://HOST:PORT         the reference store on Redis, in process
+store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any language
+                          (`reqkey serve store` serves a reference one)
+http://HOST:PORT          any agent server speaking reqkey-agent/1
+reference-agent           the reference agent server, in process, over a memory store
+reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous, or a
+                          deliberately broken executor (policy-before-key,
+                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)";
 
 /// Opens a target from its `--target` specification.
 pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
-    let _ = opts;
+    if let Some(authority) = spec.strip_prefix("store+http://") {
+        let target = HttpStore::new(spec, authority, opts)?;
+        // Fail fast, with one message, when nothing answers; a /health that
+        // answers but does not conform is left for the scenarios to judge.
+        match target.health().await {
+            Err(e @ (TargetError::Unreachable(_) | TargetError::Timeout { .. })) => return Err(e),
+            _ => return Ok(Arc::new(target)),
+        }
+    }
+    if spec.starts_with("sqlite:")
+        || spec.starts_with("postgres://")
+        || spec.starts_with("postgresql://")
+        || spec.starts_with("redis://")
+    {
+        let opened = tokio::time::timeout(opts.call_timeout(), store::open(spec))
+            .await
+            .map_err(|_| TargetError::Timeout {
+                timeout_ms: opts.call_timeout_ms,
+            })?
+            .map_err(open_error)?;
+        return Ok(Arc::new(InProcessStore::new(redact_url(spec), opened)));
+    }
+    if spec.starts_with("http://") {
+        return Ok(Arc::new(crate::agent_target::HttpAgentTarget::new(
+            spec, opts,
+        )?));
+    }
+    if spec == "reference-agent" {
+        return Ok(Arc::new(
+            crate::agent_target::reference_agent(None, opts).await?,
+        ));
+    }
+    if let Some(variant) = spec.strip_prefix("reference-agent:") {
+        return Ok(Arc::new(
+            crate::agent_target::reference_agent(Some(variant), opts).await?,
+        ));
+    }
     if spec == "memory" {
         return Ok(Arc::new(InProcessStore::new(
             "memory",

@@ -1,5 +1,197 @@
 //! Reporters: subscribers to the runner's [`crate::event::Event`]s.
+//!
+//! The runner knows nothing of formats. Each reporter listens to the same
+//! event stream and renders it its own way:
+//!
+//! - [`TerminalReporter`]: lines for people, with a progress bar on a TTY;
+//! - [`JunitReporter`]: JUnit XML for CI dashboards (via `quick-junit`);
+//! - [`JsonReporter`]: the stable `reqkey-results/1` document for scripts
+//!   (schema in `docs/reports.md`);
+//! - [`CertificateReporter`]: the Markdown certificate a person reads.
+//!
+//! What the events do not carry — the target's `/health` identity, the
+//! suite's digest, the date — comes from a [`ReportContext`] built by the
+//! CLI before the run. Rendering is a pure function of the context and the
+//! [`RunSummary`], so every format is snapshot-tested without a clock.
+//!
+//! Every format ends its human-readable part with the same closing line,
+//! `N passed, N failed` ([`closing_line`]), where "failed" counts every
+//! scenario that turns the run red.
 
+pub mod certificate;
+pub mod json;
+pub mod junit;
 pub mod terminal;
 
+use std::io::Write;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::event::{Event, RunSummary, Verdict};
+use crate::suite::SuiteInfo;
+
+pub use certificate::CertificateReporter;
+pub use json::JsonReporter;
+pub use junit::JunitReporter;
 pub use terminal::TerminalReporter;
+
+/// What a report says besides the events.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReportContext {
+    /// `certify` or `run`: only `certify` makes a certificate.
+    pub command: String,
+    /// The version of reqkey that judged.
+    pub reqkey_version: String,
+    /// The `--target` specification as given.
+    pub target: String,
+    /// The target's `/health` answer (`None` if it did not give one).
+    pub health: Option<Value>,
+    /// The scenarios that ran.
+    pub suite: Option<SuiteInfo>,
+    /// What narrowed the run (`--tag race`, `--repeat 3`, ...); always empty
+    /// for `certify`.
+    pub selection: Vec<String>,
+    /// Scenario ids listed in `--expected-failures`.
+    pub expected_failures: Vec<String>,
+    /// When the run started, UTC, RFC 3339 (`2026-12-02T13:24:20Z`).
+    pub date: String,
+}
+
+impl ReportContext {
+    /// A context for `command` against `target`, dated now.
+    pub fn new(command: &str, target: &str) -> Self {
+        Self {
+            command: command.to_owned(),
+            reqkey_version: env!("CARGO_PKG_VERSION").to_owned(),
+            target: target.to_owned(),
+            health: None,
+            suite: None,
+            selection: Vec::new(),
+            expected_failures: Vec::new(),
+            date: utc_now(),
+        }
+    }
+
+    /// Is this a certification (the whole suite, nothing narrowed)?
+    pub fn is_certification(&self) -> bool {
+        self.command == "certify" && self.selection.is_empty()
+    }
+}
+
+/// The closing line every format ends with: `N passed, N failed`, where
+/// "failed" is every scenario that turns the run red (failed, could not be
+/// judged, or passed while listed as an expected failure).
+pub fn closing_line(summary: &RunSummary) -> String {
+    format!(
+        "{} passed, {} failed",
+        summary.passed,
+        summary.failed + summary.errored + summary.unexpected_passes
+    )
+}
+
+/// The lines that explain the closing count, printed just before it.
+pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
+    let mut notes = Vec::new();
+    if summary.errored > 0 {
+        notes.push(format!(
+            "{} could not be judged (harness error: exit 2)",
+            summary.errored
+        ));
+    }
+    if summary.unexpected_passes > 0 {
+        notes.push(format!(
+            "{} passed although listed in --expected-failures: take them off the list (exit 1)",
+            summary.unexpected_passes
+        ));
+    }
+    if summary.expected_failures > 0 {
+        notes.push(format!(
+            "{} failed as listed in --expected-failures (not counted as failed)",
+            summary.expected_failures
+        ));
+    }
+    notes
+}
+
+/// How a verdict reads in a table.
+pub fn verdict_label(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "pass",
+        Verdict::Fail => "FAIL",
+        Verdict::Error => "ERROR",
+        Verdict::ExpectedFail => "expected failure",
+        Verdict::UnexpectedPass => "UNEXPECTED PASS",
+    }
+}
+
+/// The current time, UTC, as RFC 3339 with seconds (`YYYY-MM-DDTHH:MM:SSZ`).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format_utc(secs)
+}
+
+/// Formats seconds since the Unix epoch as RFC 3339 UTC. Days to a civil
+/// date by Howard Hinnant's `civil_from_days` (proleptic Gregorian), so no
+/// date crate is needed for one line of a report.
+pub fn format_utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z")
+}
+
+/// The shared shape of the file reporters: collect the summary from the
+/// event stream, render it into the writer when the run finishes, and hand
+/// back any write error from [`Reporter::finish`].
+pub(crate) struct Rendered<W: Write + Send> {
+    pub(crate) out: W,
+    pub(crate) result: std::io::Result<()>,
+}
+
+impl<W: Write + Send> Rendered<W> {
+    pub(crate) fn new(out: W) -> Self {
+        Self {
+            out,
+            result: Ok(()),
+        }
+    }
+
+    pub(crate) fn on_event(&mut self, event: &Event, render: impl FnOnce(&RunSummary) -> String) {
+        if let Event::RunFinished { summary } = event {
+            let text = render(summary);
+            self.result = self
+                .out
+                .write_all(text.as_bytes())
+                .and_then(|()| self.out.flush());
+        }
+    }
+
+    pub(crate) fn finish(&mut self) -> std::io::Result<()> {
+        std::mem::replace(&mut self.result, Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates_format_as_rfc3339() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(format_utc(1_796_217_860), "2026-12-02T13:24:20Z");
+        assert_eq!(format_utc(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+}

@@ -3,10 +3,28 @@
 //!
 //! A failure names the scenario, its file, the trial, the step, expected
 //! against actual, and the seed that reproduces the run.
+//!
+//! On an interactive terminal a progress bar (indicatif) shows which
+//! scenario is running and how many are left: a 50-trial race scenario
+//! takes seconds, and a silent terminal looks hung. The bar is only for
+//! people: it is off when stdout is not a TTY (CI logs, pipes), when
+//! `NO_COLOR` is set, and with `--quiet` ([`progress_wanted`]). The lines
+//! themselves never depend on it, so snapshot tests see exactly what a CI
+//! log sees.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::event::{Event, Reporter, ScenarioResult, Verdict};
+use crate::report::{closing_line, closing_notes};
+
+/// Should the CLI draw a progress bar? Only for a person watching stdout.
+pub fn progress_wanted(quiet: bool) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !quiet && !no_color && std::io::stdout().is_terminal()
+}
 
 /// Writes human-readable progress to any writer (stdout in the CLI, a
 /// buffer in snapshot tests).
@@ -15,12 +33,16 @@ pub struct TerminalReporter<W: Write + Send> {
     seed: u64,
     /// Print only failures and the closing line.
     quiet: bool,
+    /// Draw a progress bar on stdout (the CLI decides, see [`progress_wanted`]).
+    progress: bool,
+    bar: Option<ProgressBar>,
 }
 
 impl<W: Write + Send> std::fmt::Debug for TerminalReporter<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TerminalReporter")
             .field("quiet", &self.quiet)
+            .field("progress", &self.progress)
             .finish()
     }
 }
@@ -31,21 +53,46 @@ impl<W: Write + Send> TerminalReporter<W> {
             out,
             seed: 0,
             quiet,
+            progress: false,
+            bar: None,
         }
+    }
+
+    /// Also draw a progress bar on stdout while the run lasts.
+    pub fn with_progress(mut self, progress: bool) -> Self {
+        self.progress = progress;
+        self
     }
 
     pub fn into_inner(self) -> W {
         self.out
     }
 
-    fn scenario(&mut self, r: &ScenarioResult) -> std::io::Result<()> {
+    /// Writes with the bar (if any) lifted, so lines and bar never mix.
+    fn write_lines(&mut self, text: &str) {
+        // A reporter that cannot write (a closed pipe) must not stop the run.
+        let out = &mut self.out;
+        let mut write = || {
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        };
+        match &self.bar {
+            Some(bar) => bar.suspend(write),
+            None => write(),
+        }
+    }
+
+    fn scenario(&self, r: &ScenarioResult) -> String {
         let tag = match r.verdict {
             Verdict::Pass => "PASS ",
             Verdict::Fail => "FAIL ",
             Verdict::Error => "ERROR",
+            Verdict::ExpectedFail => "XFAIL",
+            Verdict::UnexpectedPass => "XPASS",
         };
-        if r.verdict == Verdict::Pass && self.quiet {
-            return Ok(());
+        let mut text = String::new();
+        if self.quiet && r.verdict.is_green() {
+            return text;
         }
         let trials = if r.trials_with_groups > 0 {
             format!(
@@ -55,67 +102,105 @@ impl<W: Write + Send> TerminalReporter<W> {
         } else {
             format!("{} trials", r.trials_run)
         };
-        writeln!(self.out, "{tag} {}  ({trials}, {} ms)", r.id, r.duration_ms)?;
+        text.push_str(&format!(
+            "{tag} {}  ({trials}, {} ms)\n",
+            r.id, r.duration_ms
+        ));
+        if r.verdict == Verdict::UnexpectedPass {
+            text.push_str(&format!("      file:  {}\n", r.file.display()));
+            text.push_str(
+                "      why:   passed, but listed in --expected-failures: take it off the list\n",
+            );
+        }
         if let Some(f) = &r.failure {
-            writeln!(self.out, "      file:  {}", r.file.display())?;
-            writeln!(self.out, "      trial: {}", f.trial)?;
-            writeln!(self.out, "      step:  {}", f.step)?;
-            writeln!(self.out, "      why:   {}", f.message)?;
+            if r.verdict == Verdict::ExpectedFail {
+                text.push_str(&format!("      as expected: {}\n", f.message));
+                return text;
+            }
+            text.push_str(&format!("      file:  {}\n", r.file.display()));
+            text.push_str(&format!("      trial: {}\n", f.trial));
+            text.push_str(&format!("      step:  {}\n", f.step));
+            text.push_str(&format!("      why:   {}\n", f.message));
             if let Some(e) = &f.expected {
-                writeln!(self.out, "      expected: {}", e)?;
+                text.push_str(&format!("      expected: {e}\n"));
             }
             if let Some(a) = &f.actual {
-                writeln!(self.out, "      actual:   {}", a)?;
+                text.push_str(&format!("      actual:   {a}\n"));
             }
             if let Some(d) = &f.detail {
                 for line in d.lines() {
-                    writeln!(self.out, "      | {line}")?;
+                    text.push_str(&format!("      | {line}\n"));
                 }
             }
-            writeln!(
-                self.out,
-                "      seed:  {0} (reproduce with --seed {0})",
+            text.push_str(&format!(
+                "      seed:  {0} (reproduce with --seed {0})\n",
                 self.seed
-            )?;
+            ));
         }
-        Ok(())
+        text
+    }
+
+    fn start_bar(&mut self, scenarios: usize) {
+        if !self.progress {
+            return;
+        }
+        let bar = ProgressBar::with_draw_target(
+            Some(scenarios as u64),
+            ProgressDrawTarget::stdout_with_hz(10),
+        );
+        if let Ok(style) =
+            ProgressStyle::with_template("{spinner} [{elapsed}] {bar:30} {pos}/{len} {msg}")
+        {
+            bar.set_style(style);
+        }
+        bar.enable_steady_tick(Duration::from_millis(100));
+        self.bar = Some(bar);
     }
 }
 
 impl<W: Write + Send> Reporter for TerminalReporter<W> {
     fn on_event(&mut self, event: &Event) {
-        // A reporter that cannot write (a closed pipe) must not stop the run.
-        let _ = match event {
+        match event {
             Event::RunStarted {
                 target,
                 seed,
                 scenarios,
             } => {
                 self.seed = *seed;
-                if self.quiet {
-                    Ok(())
-                } else {
-                    writeln!(
-                        self.out,
-                        "reqkey: {scenarios} scenarios against {target} (seed {seed})"
-                    )
+                if !self.quiet {
+                    self.write_lines(&format!(
+                        "reqkey: {scenarios} scenarios against {target} (seed {seed})\n"
+                    ));
+                }
+                self.start_bar(*scenarios);
+            }
+            Event::ScenarioStarted { id, .. } => {
+                if let Some(bar) = &self.bar {
+                    bar.set_message(id.clone());
                 }
             }
-            Event::ScenarioStarted { .. } => Ok(()),
-            Event::ScenarioFinished { result, .. } => self.scenario(result),
-            Event::RunFinished { summary } => {
-                let errored = if summary.errored > 0 {
-                    format!("\n{} could not be judged (exit 2)", summary.errored)
-                } else {
-                    String::new()
-                };
-                writeln!(
-                    self.out,
-                    "\n{} passed, {} failed{errored}",
-                    summary.passed, summary.failed
-                )
+            Event::ScenarioFinished { result, .. } => {
+                let text = self.scenario(result);
+                if !text.is_empty() {
+                    self.write_lines(&text);
+                }
+                if let Some(bar) = &self.bar {
+                    bar.inc(1);
+                }
             }
-        };
-        let _ = self.out.flush();
+            Event::RunFinished { summary } => {
+                if let Some(bar) = self.bar.take() {
+                    bar.finish_and_clear();
+                }
+                let mut text = String::from("\n");
+                for note in closing_notes(summary) {
+                    text.push_str(&note);
+                    text.push('\n');
+                }
+                text.push_str(&closing_line(summary));
+                text.push('\n');
+                self.write_lines(&text);
+            }
+        }
     }
 }

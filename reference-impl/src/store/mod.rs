@@ -11,9 +11,107 @@ use reqkey_model::{
     CommitResult, DeleteResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError,
 };
 
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
+mod common;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "redis")]
+pub mod redis;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 
+use std::sync::Arc;
+
+#[cfg(feature = "postgres")]
+pub use self::postgres::PostgresStore;
+#[cfg(feature = "redis")]
+pub use self::redis::RedisStore;
+#[cfg(feature = "sqlite")]
+pub use self::sqlite::SqliteStore;
 pub use memory::{MemoryDefect, MemoryStore};
+
+/// Why a store could not be opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The specification names no backend this build knows.
+    #[error(
+        "unknown store `{0}`; expected memory, sqlite:PATH, postgres://USER@HOST:PORT/DB or redis://HOST:PORT"
+    )]
+    UnknownSpec(String),
+    /// The backend's cargo feature is off in this build.
+    #[error("this build has no {0} backend (enable the `{0}` feature of reqkey-reference)")]
+    NotBuilt(&'static str),
+    /// The backend did not answer or refused the connection.
+    #[error("cannot open the {backend} store at {target}: {message}")]
+    Backend {
+        backend: &'static str,
+        /// Where it was (credentials redacted).
+        target: String,
+        message: String,
+    },
+    /// The schema could not be brought to this build's version.
+    #[error("migrating the {backend} schema failed: {message}")]
+    Migration {
+        backend: &'static str,
+        message: String,
+    },
+}
+
+/// The store specifications [`open`] accepts, for help texts.
+pub const STORE_HELP: &str = "\
+memory                    the in-process memory store
+sqlite:PATH               a SQLite database file (created and migrated on open)
+postgres://USER@HOST/DB   PostgreSQL (tables reqkey_*, migrated on open)
+redis://HOST:PORT[/DB]    Redis (keys session:request-keys:{id} and reqkey:*:{id})";
+
+/// Opens a store from its specification: `memory`, `sqlite:PATH`,
+/// `postgres://...` (or `postgresql://...`), `redis://...`. SQL stores are
+/// migrated to this build's schema on open.
+pub async fn open(spec: &str) -> Result<Arc<dyn SessionStateStore>, OpenError> {
+    if spec == "memory" {
+        return Ok(Arc::new(MemoryStore::new()));
+    }
+    if let Some(path) = spec.strip_prefix("sqlite:") {
+        if path.is_empty() {
+            return Err(OpenError::UnknownSpec(spec.to_owned()));
+        }
+        #[cfg(feature = "sqlite")]
+        return Ok(Arc::new(SqliteStore::open(path).await?));
+        #[cfg(not(feature = "sqlite"))]
+        return Err(OpenError::NotBuilt("sqlite"));
+    }
+    if spec.starts_with("postgres://") || spec.starts_with("postgresql://") {
+        #[cfg(feature = "postgres")]
+        return Ok(Arc::new(PostgresStore::connect(spec).await?));
+        #[cfg(not(feature = "postgres"))]
+        return Err(OpenError::NotBuilt("postgres"));
+    }
+    if spec.starts_with("redis://") || spec.starts_with("rediss://") {
+        #[cfg(feature = "redis")]
+        return Ok(Arc::new(RedisStore::connect(spec).await?));
+        #[cfg(not(feature = "redis"))]
+        return Err(OpenError::NotBuilt("redis"));
+    }
+    Err(OpenError::UnknownSpec(spec.to_owned()))
+}
+
+/// `scheme://user:secret@host/...` with the secret replaced, for messages.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            let masked = if userinfo.contains(':') { ":***" } else { "" };
+            format!("{scheme}://{user}{masked}@{host}{tail}")
+        }
+        None => url.to_owned(),
+    }
+}
 
 /// A session state store with request keys (SPEC 4).
 ///

@@ -1,0 +1,448 @@
+//! Agent-level steps: raw HTTP exchanges, SSE reading, waiting for a run.
+//!
+//! A `reqkey-agent/1` scenario must be able to send what a careless or
+//! hostile client sends — a repeated header, a header with a blank inside,
+//! bytes that are not UTF-8, a body that is not JSON or is over 1 MiB — and
+//! to judge everything that comes back. So a step's request is written out
+//! in full (method, path, an ordered list of headers, a JSON or raw body)
+//! and its answer is one JSON value that patterns can match:
+//!
+//! ```json
+//! {"status": 201,
+//!  "headers": {"content-type": "application/json"},
+//!  "body": "<the body as text>",
+//!  "json": <the body parsed, when it is JSON>,
+//!  "sse": {"names": [...], "events": [...], "runIds": [...],
+//!          "attached": bool, "text": "...", "status": "completed"}}
+//! ```
+//!
+//! `sse` is present on `text/event-stream` answers: `names` lists the event
+//! names in order, `runIds` the distinct runs the stream named (a correct
+//! stream names exactly one), `text` the concatenated deltas, `status` the
+//! last `finish`. Every part of a step is bounded: the body size
+//! ([`MAX_BODY_BYTES`]), the delay and the wait ([`MAX_WAIT_MS`]).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use crate::target::{HttpRequest, HttpResponse, Target, TargetError};
+
+/// The largest body a step may send (`pad_to_bytes` included).
+pub const MAX_BODY_BYTES: u64 = 8 * 1024 * 1024;
+/// The longest `delay_ms` of an `http` step and `timeout_ms` of a `wait_run`.
+pub const MAX_WAIT_MS: u64 = 60_000;
+/// The default `timeout_ms` of a `wait_run`.
+pub const DEFAULT_WAIT_MS: u64 = 5_000;
+/// The longest `waitMs` one poll of `wait_run` asks for.
+const POLL_WAIT_MS: u64 = 1_000;
+/// Statuses that never change again (SPEC 1).
+const FINISHED: [&str; 3] = ["completed", "failed", "interrupted"];
+/// The pause between polls of a run that is live but not `running`.
+const POLL_PAUSE_MS: u64 = 20;
+
+const HTTP_KEYS: [&str; 7] = [
+    "method",
+    "path",
+    "headers",
+    "json",
+    "body",
+    "pad_to_bytes",
+    "delay_ms",
+];
+const WAIT_KEYS: [&str; 4] = ["sessionId", "runId", "status", "timeout_ms"];
+
+fn bounded(v: Option<&Value>, what: &str, max: u64) -> Result<u64, String> {
+    match v {
+        None => Ok(0),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(x) if x <= max => Ok(x),
+            _ => Err(format!("{what} must be a whole number from 0 to {max}")),
+        },
+        Some(_) => Err(format!("{what} must be a whole number from 0 to {max}")),
+    }
+}
+
+fn unknown_keys(map: &Map<String, Value>, known: &[&str], step: &str) -> Result<(), String> {
+    match map.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(format!(
+            "`{step}` has no field `{k}` (fields: {})",
+            known.join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Checks the shape of an `http` step when the scenario loads.
+pub fn validate_http(spec: &Value) -> Result<(), String> {
+    let Value::Object(map) = spec else {
+        return Err("`http` takes a map: {method, path, headers, json | body}".into());
+    };
+    unknown_keys(map, &HTTP_KEYS, "http")?;
+    match map.get("path") {
+        Some(Value::String(p)) if p.starts_with('/') || p.starts_with('$') => {}
+        _ => return Err("`http.path` must be a string starting with `/`".into()),
+    }
+    if !matches!(map.get("method"), None | Some(Value::String(_))) {
+        return Err("`http.method` must be a string".into());
+    }
+    if map.contains_key("json") && map.contains_key("body") {
+        return Err("`http` takes `json` or `body`, not both".into());
+    }
+    if !matches!(map.get("body"), None | Some(Value::String(_))) {
+        return Err("`http.body` must be a string (use `json` for a JSON body)".into());
+    }
+    bounded(map.get("pad_to_bytes"), "pad_to_bytes", MAX_BODY_BYTES)?;
+    bounded(map.get("delay_ms"), "delay_ms", MAX_WAIT_MS)?;
+    headers_of(map.get("headers")).map(|_| ())
+}
+
+/// Checks the shape of a `wait_run` step when the scenario loads.
+pub fn validate_wait(spec: &Value) -> Result<(), String> {
+    let Value::Object(map) = spec else {
+        return Err("`wait_run` takes a map: {sessionId, runId, status, timeout_ms}".into());
+    };
+    unknown_keys(map, &WAIT_KEYS, "wait_run")?;
+    for field in ["sessionId", "runId"] {
+        if !matches!(map.get(field), Some(Value::String(_))) {
+            return Err(format!("`wait_run.{field}` must be a string"));
+        }
+    }
+    match map.get("status") {
+        Some(Value::String(_)) => {}
+        Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => {}
+        _ => return Err("`wait_run.status` must be a status or a list of them".into()),
+    }
+    bounded(map.get("timeout_ms"), "timeout_ms", MAX_WAIT_MS).map(|_| ())
+}
+
+/// The request's headers: a list of `[name, value]` pairs (a name may
+/// repeat) or a map. A value is a string, or `{hex: "..."}` for raw bytes.
+fn headers_of(v: Option<&Value>) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let pairs: Vec<(String, &Value)> = match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), v)).collect(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item.as_array().map(Vec::as_slice) {
+                Some([Value::String(name), value]) => Ok((name.clone(), value)),
+                _ => Err("each of `http.headers` is a pair [name, value]".to_owned()),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err("`http.headers` is a list of [name, value] or a map".into()),
+    };
+    pairs
+        .into_iter()
+        .map(|(name, value)| Ok((name, header_bytes(value)?)))
+        .collect()
+}
+
+fn header_bytes(v: &Value) -> Result<Vec<u8>, String> {
+    match v {
+        Value::String(s) => Ok(s.as_bytes().to_vec()),
+        Value::Object(m) if m.len() == 1 => match m.get("hex") {
+            Some(Value::String(hex)) => decode_hex(hex),
+            _ => Err("a header value is a string or {hex: \"...\"}".into()),
+        },
+        _ => Err("a header value is a string or {hex: \"...\"}".into()),
+    }
+}
+
+fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
+    if hex.len() % 2 != 0 {
+        return Err("hex needs an even number of digits".into());
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| {
+            hex.get(i..i + 2)
+                .and_then(|d| u8::from_str_radix(d, 16).ok())
+                .ok_or_else(|| "hex digits only".to_owned())
+        })
+        .collect()
+}
+
+/// Builds the HTTP request of a substituted `http` step.
+pub fn build_request(spec: &Value) -> Result<HttpRequest, TargetError> {
+    validate_http(spec).map_err(TargetError::BadSpec)?;
+    let method = spec
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or("GET")
+        .to_ascii_uppercase();
+    let path = spec
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or("/")
+        .to_owned();
+    let headers = headers_of(spec.get("headers")).map_err(TargetError::BadSpec)?;
+    let mut body = match (spec.get("json"), spec.get("body")) {
+        (Some(j), _) => Some(j.to_string().into_bytes()),
+        (None, Some(Value::String(b))) => Some(b.clone().into_bytes()),
+        _ => None,
+    };
+    let pad = bounded(spec.get("pad_to_bytes"), "pad_to_bytes", MAX_BODY_BYTES)
+        .map_err(TargetError::BadSpec)?;
+    if pad > 0 {
+        let b = body.get_or_insert_with(Vec::new);
+        let want = usize::try_from(pad).unwrap_or(usize::MAX);
+        if b.len() < want {
+            b.resize(want, b' ');
+        }
+    }
+    Ok(HttpRequest {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+/// One `http` step: optional delay, the exchange, the answer as JSON.
+pub async fn http_step(
+    target: &dyn Target,
+    spec: &Value,
+    timeout_ms: u64,
+) -> Result<Value, TargetError> {
+    let request = build_request(spec)?;
+    let delay_ms =
+        bounded(spec.get("delay_ms"), "delay_ms", MAX_WAIT_MS).map_err(TargetError::BadSpec)?;
+    if delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(delay_ms)).await;
+    }
+    let response = timed(target.http(request), timeout_ms).await?;
+    Ok(answer(&response))
+}
+
+async fn timed<T>(
+    f: impl std::future::Future<Output = Result<T, TargetError>>,
+    timeout_ms: u64,
+) -> Result<T, TargetError> {
+    tokio::time::timeout(Duration::from_millis(timeout_ms), f)
+        .await
+        .unwrap_or(Err(TargetError::Timeout { timeout_ms }))
+}
+
+/// One `wait_run` step: polls `GET /sessions/{id}/runs/{runId}?waitMs=N`
+/// until the run has one of the wanted statuses, answers something else
+/// than 200, or `timeout_ms` passes. The answer is the last exchange's,
+/// plus `reached` (did the run get there) and `waitedMs`.
+pub async fn wait_run_step(
+    target: &dyn Target,
+    spec: &Value,
+    call_timeout_ms: u64,
+) -> Result<Value, TargetError> {
+    validate_wait(spec).map_err(TargetError::BadSpec)?;
+    let session = spec.get("sessionId").and_then(Value::as_str).unwrap_or("");
+    let run = spec.get("runId").and_then(Value::as_str).unwrap_or("");
+    let wanted: Vec<&str> = match spec.get("status") {
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        Some(Value::String(s)) => vec![s.as_str()],
+        _ => Vec::new(),
+    };
+    let timeout_ms = match spec.get("timeout_ms") {
+        Some(_) => bounded(spec.get("timeout_ms"), "timeout_ms", MAX_WAIT_MS)
+            .map_err(TargetError::BadSpec)?,
+        None => DEFAULT_WAIT_MS,
+    };
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(timeout_ms);
+    // Bounded: every round waits (server side or here) and the deadline is finite.
+    loop {
+        let left_ms = deadline
+            .saturating_duration_since(Instant::now())
+            .as_millis() as u64;
+        let request = HttpRequest {
+            method: "GET".into(),
+            path: format!(
+                "/sessions/{session}/runs/{run}?waitMs={}",
+                left_ms.min(POLL_WAIT_MS)
+            ),
+            headers: Vec::new(),
+            body: None,
+        };
+        let response = timed(target.http(request), call_timeout_ms).await?;
+        let mut out = answer(&response);
+        let status = out
+            .get("json")
+            .and_then(|j| j.get("status"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let reached = response.status == 200 && wanted.contains(&status);
+        // A finished status never changes again: no point waiting it out.
+        let settled = FINISHED.contains(&status);
+        if reached || settled || response.status != 200 || left_ms == 0 {
+            out["reached"] = Value::Bool(reached);
+            out["waitedMs"] = json!(started.elapsed().as_millis() as u64);
+            return Ok(out);
+        }
+        if status != "running" {
+            tokio::time::sleep(Duration::from_millis(POLL_PAUSE_MS)).await;
+        }
+    }
+}
+
+/// The JSON form of an HTTP answer (see the module docs).
+pub fn answer(response: &HttpResponse) -> Value {
+    let mut headers = Map::new();
+    for (name, value) in &response.headers {
+        let name = name.to_ascii_lowercase();
+        match headers.get_mut(&name) {
+            Some(Value::String(existing)) => {
+                existing.push_str(", ");
+                existing.push_str(value);
+            }
+            _ => {
+                headers.insert(name, Value::String(value.clone()));
+            }
+        }
+    }
+    let body = String::from_utf8_lossy(&response.body).into_owned();
+    let is_sse = headers
+        .get("content-type")
+        .and_then(Value::as_str)
+        .is_some_and(|ct| ct.starts_with("text/event-stream"));
+    let mut out = json!({"status": response.status, "headers": headers, "body": body});
+    if let Ok(parsed) = serde_json::from_slice::<Value>(&response.body) {
+        out["json"] = parsed;
+    }
+    if is_sse {
+        out["sse"] = parse_sse(&body);
+    }
+    out
+}
+
+/// Reads a whole `text/event-stream` body.
+pub fn parse_sse(body: &str) -> Value {
+    let mut events = Vec::new();
+    let normalized = body.replace("\r\n", "\n");
+    for block in normalized.split("\n\n") {
+        let mut name = None;
+        let mut data: Vec<&str> = Vec::new();
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("event:") {
+                name = Some(v.trim().to_owned());
+            } else if let Some(v) = line.strip_prefix("data:") {
+                data.push(v.strip_prefix(' ').unwrap_or(v));
+            }
+        }
+        if name.is_none() && data.is_empty() {
+            continue;
+        }
+        let data = data.join("\n");
+        let data = serde_json::from_str::<Value>(&data).unwrap_or(Value::String(data));
+        events.push(json!({"event": name.unwrap_or_else(|| "message".into()), "data": data}));
+    }
+    let names: Vec<Value> = events.iter().map(|e| e["event"].clone()).collect();
+    let mut run_ids: Vec<Value> = Vec::new();
+    let mut attached = Value::Null;
+    let mut text = String::new();
+    let mut status = Value::Null;
+    for e in &events {
+        if let Some(id) = e["data"].get("runId") {
+            if !run_ids.contains(id) {
+                run_ids.push(id.clone());
+            }
+        }
+        match e["event"].as_str() {
+            Some("run-start") if attached.is_null() => {
+                attached = e["data"].get("attached").cloned().unwrap_or(Value::Null);
+            }
+            Some("text") => {
+                if let Some(d) = e["data"].get("delta").and_then(Value::as_str) {
+                    text.push_str(d);
+                }
+            }
+            Some("finish") => status = e["data"].get("status").cloned().unwrap_or(Value::Null),
+            _ => {}
+        }
+    }
+    json!({"names": names, "events": events, "runIds": run_ids, "attached": attached,
+           "text": text, "status": status})
+}
+
+/// Where `needle` appears in an answer's body or headers (names and
+/// values), raw or JSON-escaped; `None` when it appears nowhere.
+pub fn echoed_in(answer: &Value, needle: &str) -> Option<String> {
+    if needle.is_empty() {
+        return None;
+    }
+    let escaped = Value::String(needle.to_owned()).to_string();
+    let escaped = escaped.trim_matches('"').to_owned();
+    let forms = [needle.to_owned(), escaped];
+    let hit = |hay: &str| forms.iter().any(|f| hay.contains(f.as_str()));
+    if answer.get("body").and_then(Value::as_str).is_some_and(hit) {
+        return Some("the body".into());
+    }
+    if let Some(Value::Object(headers)) = answer.get("headers") {
+        for (name, value) in headers {
+            if hit(name) || value.as_str().is_some_and(hit) {
+                return Some(format!("the header `{name}`"));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_keep_order_and_repeats_and_take_raw_bytes() {
+        let spec = json!({"method": "post", "path": "/x", "headers": [["K", "a b"], ["K", {"hex": "ff00"}]],
+                          "json": {"input": 1}});
+        let req = build_request(&spec).unwrap();
+        assert_eq!(req.method, "POST");
+        assert_eq!(
+            req.headers,
+            vec![("K".into(), b"a b".to_vec()), ("K".into(), vec![0xff, 0])]
+        );
+        assert_eq!(req.body.unwrap(), br#"{"input":1}"#);
+    }
+
+    #[test]
+    fn pad_to_bytes_grows_the_body_with_blanks() {
+        let spec = json!({"path": "/x", "json": {}, "pad_to_bytes": 10});
+        assert_eq!(build_request(&spec).unwrap().body.unwrap(), b"{}        ");
+    }
+
+    #[test]
+    fn bad_step_shapes_are_refused_at_load() {
+        for bad in [
+            json!({"path": "x"}),
+            json!({"path": "/x", "json": 1, "body": "a"}),
+            json!({"path": "/x", "headers": [["only-name"]]}),
+            json!({"path": "/x", "pad_to_bytes": 99_999_999_999u64}),
+            json!({"path": "/x", "nope": 1}),
+        ] {
+            assert!(validate_http(&bad).is_err(), "{bad}");
+        }
+        assert!(validate_wait(&json!({"sessionId": "s", "runId": "r"})).is_err());
+    }
+
+    #[test]
+    fn sse_bodies_are_read_into_events_runs_and_status() {
+        let body = "event: run-start\ndata: {\"runId\":\"r1\",\"startSequence\":1,\"attached\":true}\n\n\
+                    event: text\ndata: {\"delta\":\"echo: a\"}\n\nevent: finish\ndata: {\"status\":\"completed\"}\n\n";
+        let sse = parse_sse(body);
+        assert_eq!(sse["names"], json!(["run-start", "text", "finish"]));
+        assert_eq!(sse["runIds"], json!(["r1"]));
+        assert_eq!(sse["attached"], json!(true));
+        assert_eq!(sse["text"], json!("echo: a"));
+        assert_eq!(sse["status"], json!("completed"));
+    }
+
+    #[test]
+    fn echo_detection_sees_raw_and_json_escaped_values_in_body_and_headers() {
+        let response = HttpResponse {
+            status: 400,
+            headers: vec![("x-echo".into(), "k y".into())],
+            body: br#"{"message":"bad \"q\""}"#.to_vec(),
+        };
+        let a = answer(&response);
+        assert_eq!(echoed_in(&a, "k y").as_deref(), Some("the header `x-echo`"));
+        assert_eq!(echoed_in(&a, "\"q\"").as_deref(), Some("the body"));
+        assert_eq!(echoed_in(&a, "zz"), None);
+    }
+}

@@ -1,0 +1,220 @@
+//! The Markdown certificate: what a person reads to decide whether a
+//! backend conforms.
+//!
+//! It names what was judged (the target and its `/health` identity), by
+//! what (the suite version and digest, the reqkey version), how to replay
+//! it (the seed), when (the date), the verdict of every scenario, the
+//! details of every failure, and ends with the single line
+//! `N passed, N failed` so a script can read the outcome from the last
+//! line alone.
+//!
+//! Only `reqkey certify` writes a *certificate*; a narrowed `reqkey run
+//! --report` writes the same document titled "run report" and lists what
+//! narrowed it, so a partial run can never pass for a certification.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use serde_json::Value;
+
+use crate::event::{Event, Reporter, RunSummary, Verdict};
+use crate::report::{closing_line, closing_notes, verdict_label, Rendered, ReportContext};
+
+/// Renders a run as a Markdown certificate; the last line is the count.
+pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
+    let mut md = String::new();
+    // Writing to a String cannot fail; the results are ignored on purpose.
+    let certification = ctx.is_certification();
+    let title = if certification {
+        "reqkey certificate"
+    } else {
+        "reqkey run report (not a certification)"
+    };
+    let _ = writeln!(md, "# {title}: `{}`\n", ctx.target);
+    let code = summary.exit_code();
+    let verdict = if code == 2 {
+        "**NOT JUDGED**: the harness could not judge every scenario.".to_owned()
+    } else if certification {
+        if code == 0 {
+            "**CONFORMS**: every scenario of the suite passed.".to_owned()
+        } else {
+            "**DOES NOT CONFORM**: some scenario failed.".to_owned()
+        }
+    } else {
+        let narrowed = if ctx.selection.is_empty() {
+            String::new()
+        } else {
+            " The run was narrowed: see the selection below.".to_owned()
+        };
+        let expected = match summary.expected_failures {
+            0 => String::new(),
+            n => format!(" ({n} failed as expected)"),
+        };
+        if code == 0 && summary.expected_failures == 0 {
+            format!("**GREEN**: every scenario that ran passed.{narrowed}")
+        } else if code == 0 {
+            format!("**GREEN**: no unexpected failure{expected}.{narrowed}")
+        } else {
+            format!("**RED**: some scenario failed or passed unexpectedly{expected}.{narrowed}")
+        }
+    };
+    let _ = writeln!(md, "{verdict}\n");
+    let _ = writeln!(md, "| | |\n|---|---|");
+    let _ = writeln!(md, "| target | `{}` |", ctx.target);
+    let _ = writeln!(
+        md,
+        "| identity (`/health`) | {} |",
+        identity(ctx.health.as_ref())
+    );
+    if let Some(s) = &ctx.suite {
+        let version = s.version.as_deref().map_or_else(
+            || "an ad-hoc selection".to_owned(),
+            |v| format!("version {v}"),
+        );
+        let _ = writeln!(
+            md,
+            "| suite | `{}`, {version}, {} files |",
+            s.source, s.files
+        );
+        let _ = writeln!(md, "| suite digest | `{}` |", s.digest);
+    }
+    let _ = writeln!(md, "| reqkey | {} |", ctx.reqkey_version);
+    let _ = writeln!(md, "| seed | `{}` |", summary.seed);
+    if certification {
+        let _ = writeln!(
+            md,
+            "| replay | `reqkey certify --target {} --seed {}` |",
+            ctx.target, summary.seed
+        );
+    }
+    let _ = writeln!(md, "| date | {} |", ctx.date);
+    if !ctx.selection.is_empty() {
+        let _ = writeln!(md, "| selection | `{}` |", ctx.selection.join(" "));
+    }
+    if !ctx.expected_failures.is_empty() {
+        let _ = writeln!(
+            md,
+            "| expected failures | {} |",
+            ctx.expected_failures
+                .iter()
+                .map(|id| format!("`{id}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let _ = writeln!(md, "\n## Verdicts\n");
+    let _ = writeln!(md, "| scenario | verdict | trials | what it checks |");
+    let _ = writeln!(md, "|---|---|---|---|");
+    for r in &summary.results {
+        let trials = if r.trials_with_groups > 0 {
+            format!("{} ({} overlapped)", r.trials_run, r.trials_overlapped)
+        } else {
+            r.trials_run.to_string()
+        };
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {trials} | {} |",
+            r.id,
+            verdict_label(r.verdict),
+            cell(&r.summary)
+        );
+    }
+    let failures: Vec<_> = summary
+        .results
+        .iter()
+        .filter(|r| r.verdict != Verdict::Pass)
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(md, "\n## Failures\n");
+        for r in failures {
+            let _ = writeln!(md, "### `{}`: {}\n", r.id, verdict_label(r.verdict));
+            let _ = writeln!(md, "- file: `{}`", r.file.display());
+            if r.verdict == Verdict::UnexpectedPass {
+                let _ = writeln!(
+                    md,
+                    "- passed, but listed in `--expected-failures`: take it off the list"
+                );
+            }
+            if let Some(f) = &r.failure {
+                let _ = writeln!(md, "- trial {}, step `{}`", f.trial, f.step);
+                let _ = writeln!(md, "- why: {}", cell(&f.message));
+                for (name, value) in [("expected", &f.expected), ("actual", &f.actual)] {
+                    if let Some(v) = value {
+                        let _ = writeln!(md, "\n{name}:\n\n```json\n{}\n```", pretty(v));
+                    }
+                }
+                if let Some(d) = &f.detail {
+                    let _ = writeln!(md, "\n```text\n{}\n```", d.trim_end());
+                }
+            }
+            let _ = writeln!(
+                md,
+                "\nReplay: `reqkey run {} --target {} --seed {}`\n",
+                r.file.display(),
+                ctx.target,
+                summary.seed
+            );
+        }
+    }
+    if !md.ends_with("\n\n") {
+        md.push('\n');
+    }
+    for note in closing_notes(summary) {
+        let _ = writeln!(md, "{note}\n");
+    }
+    let _ = writeln!(md, "{}", closing_line(summary));
+    md
+}
+
+fn identity(health: Option<&Value>) -> String {
+    let Some(h) = health else {
+        return "none (the target gave no `/health` answer)".into();
+    };
+    let field = |k: &str| h.get(k).and_then(Value::as_str);
+    match (field("name"), field("version"), field("protocol")) {
+        (Some(n), Some(v), Some(p)) => format!("`{n}` {v}, protocol `{p}`"),
+        _ => format!("`{}`", h),
+    }
+}
+
+/// Text safe inside a table cell: one line, no unescaped pipes.
+fn cell(text: &str) -> String {
+    text.replace('\n', " ").replace('|', "\\|")
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+/// Writes the certificate to `W` when the run finishes.
+pub struct CertificateReporter<W: Write + Send> {
+    ctx: ReportContext,
+    inner: Rendered<W>,
+}
+
+impl<W: Write + Send> std::fmt::Debug for CertificateReporter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertificateReporter")
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: Write + Send> CertificateReporter<W> {
+    pub fn new(ctx: ReportContext, out: W) -> Self {
+        Self {
+            ctx,
+            inner: Rendered::new(out),
+        }
+    }
+}
+
+impl<W: Write + Send> Reporter for CertificateReporter<W> {
+    fn on_event(&mut self, event: &Event) {
+        let ctx = &self.ctx;
+        self.inner.on_event(event, |s| render(ctx, s));
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.inner.finish()
+    }
+}

@@ -1,0 +1,136 @@
+//! JUnit XML, for CI dashboards (GitHub, GitLab, Jenkins all read it).
+//!
+//! One `<testsuite>` per scenario file and one `<testcase>` per scenario
+//! (a file holds one scenario, so each suite holds one case): dashboards
+//! group by suite, and the file is what a reader opens to fix a case.
+//! A failure's text carries the step, expected against actual, and the
+//! seed with the command that replays it. An expected failure is written
+//! as `<skipped>` (JUnit has no "expected failure"), an unexpected pass as
+//! a `<failure>`, a harness error as an `<error>`.
+
+use std::io::Write;
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+
+use crate::event::{Event, Reporter, RunSummary, ScenarioResult, Verdict};
+use crate::report::{Rendered, ReportContext};
+
+/// Renders a run as JUnit XML.
+pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
+    let mut report = Report::new(format!("reqkey {} {}", ctx.command, ctx.target));
+    report.set_time(Duration::from_millis(summary.duration_ms));
+    for r in &summary.results {
+        let mut suite = TestSuite::new(r.file.display().to_string());
+        suite.add_property(("target", ctx.target.as_str()));
+        suite.add_property(("seed", summary.seed.to_string().as_str()));
+        suite.set_time(Duration::from_millis(r.duration_ms));
+        let mut case = TestCase::new(r.id.as_str(), status(ctx, summary, r));
+        case.set_classname(format!("reqkey.{}", r.level));
+        case.set_time(Duration::from_millis(r.duration_ms));
+        suite.add_test_case(case);
+        report.add_test_suite(suite);
+    }
+    report
+        .to_string()
+        .unwrap_or_else(|e| format!("<!-- reqkey: cannot serialize JUnit: {e} -->\n"))
+}
+
+fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> TestCaseStatus {
+    let replay = format!(
+        "seed: {seed} (replay: reqkey run {file} --target {target} --seed {seed})",
+        seed = summary.seed,
+        file = r.file.display(),
+        target = ctx.target,
+    );
+    match r.verdict {
+        Verdict::Pass => TestCaseStatus::success(),
+        Verdict::UnexpectedPass => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message("passed, but listed in --expected-failures: take it off the list");
+            s.set_type("unexpected_pass");
+            s.set_description(replay);
+            s
+        }
+        Verdict::ExpectedFail => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(format!(
+                "expected failure (--expected-failures): {}",
+                r.failure.as_ref().map_or("", |f| f.message.as_str())
+            ));
+            s.set_type("expected_failure");
+            s.set_description(format!("{}\n{replay}", failure_text(r)));
+            s
+        }
+        Verdict::Fail | Verdict::Error => {
+            let kind = if r.verdict == Verdict::Fail {
+                NonSuccessKind::Failure
+            } else {
+                NonSuccessKind::Error
+            };
+            let mut s = TestCaseStatus::non_success(kind);
+            s.set_message(r.failure.as_ref().map_or("failed", |f| f.message.as_str()));
+            s.set_type(r.verdict.as_str());
+            s.set_description(format!("{}\n{replay}", failure_text(r)));
+            s
+        }
+    }
+}
+
+/// The failure as plain lines: step, why, expected, actual, detail.
+fn failure_text(r: &ScenarioResult) -> String {
+    let Some(f) = &r.failure else {
+        return String::new();
+    };
+    let mut text = format!(
+        "scenario: {}\nfile: {}\ntrial: {}\nstep: {}\nwhy: {}\n",
+        r.id,
+        r.file.display(),
+        f.trial,
+        f.step,
+        f.message
+    );
+    if let Some(e) = &f.expected {
+        text.push_str(&format!("expected: {e}\n"));
+    }
+    if let Some(a) = &f.actual {
+        text.push_str(&format!("actual: {a}\n"));
+    }
+    if let Some(d) = &f.detail {
+        text.push_str(d);
+        text.push('\n');
+    }
+    text.trim_end().to_owned()
+}
+
+/// Writes JUnit XML to `W` when the run finishes.
+pub struct JunitReporter<W: Write + Send> {
+    ctx: ReportContext,
+    inner: Rendered<W>,
+}
+
+impl<W: Write + Send> std::fmt::Debug for JunitReporter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JunitReporter").finish_non_exhaustive()
+    }
+}
+
+impl<W: Write + Send> JunitReporter<W> {
+    pub fn new(ctx: ReportContext, out: W) -> Self {
+        Self {
+            ctx,
+            inner: Rendered::new(out),
+        }
+    }
+}
+
+impl<W: Write + Send> Reporter for JunitReporter<W> {
+    fn on_event(&mut self, event: &Event) {
+        let ctx = &self.ctx;
+        self.inner.on_event(event, |s| render(ctx, s));
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.inner.finish()
+    }
+}

@@ -1,0 +1,74 @@
+//! `reqkey serve agent`: the reference agent server as a process.
+//!
+//! It exists so that the agent corpus can be pointed at a server over a
+//! real socket (`reqkey run --target http://127.0.0.1:PORT`) exactly as at
+//! an independent implementation, and so implementers have a reference to
+//! compare against. It prints `listening on http://ADDR` once bound (with
+//! `--listen 127.0.0.1:0`, that line is how a script learns the port) and
+//! shuts down gracefully on SIGINT or SIGTERM: open chat streams end,
+//! in-flight requests finish, then the process exits 0.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::Args;
+use reqkey_reference::agent::{serve, ConcurrencyPolicy, Executor, ExecutorConfig};
+use reqkey_reference::store;
+
+#[derive(Debug, Args)]
+pub struct ServeAgentArgs {
+    /// The session store behind the server (memory, sqlite:PATH,
+    /// postgres://..., redis://...).
+    #[arg(long, default_value = "memory")]
+    pub store: String,
+    /// Where to listen (port 0: an ephemeral port, printed on start).
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: SocketAddr,
+    /// Run an executor that does not record request keys: keys are
+    /// ignored with one `request_key.ignored` warning, and /health says
+    /// `supportsRequestKey: false`.
+    #[arg(long)]
+    pub no_request_keys: bool,
+    /// What a new entry does to a running current run.
+    #[arg(long, default_value = "reject", value_parser = ["reject", "interrupt_previous"])]
+    pub policy: String,
+}
+
+fn error(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("reqkey: error: {message}");
+    ExitCode::from(2)
+}
+
+/// Runs `reqkey serve agent` until SIGINT/SIGTERM; returns the exit code.
+pub async fn serve_agent(
+    args: ServeAgentArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> ExitCode {
+    let store = match store::open(&args.store).await {
+        Ok(s) => s,
+        Err(e) => return error(e),
+    };
+    let config = ExecutorConfig {
+        supports_request_key: !args.no_request_keys,
+        policy: ConcurrencyPolicy::parse(&args.policy).unwrap_or_default(),
+        ..ExecutorConfig::default()
+    };
+    let executor = Executor::new(store, config);
+    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => return error(format!("cannot listen on {}: {e}", args.listen)),
+    };
+    let addr = listener
+        .local_addr()
+        .map_or_else(|_| args.listen.to_string(), |a| a.to_string());
+    println!("listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+    match serve(executor, listener, shutdown).await {
+        Ok(()) => {
+            eprintln!("reqkey: agent server stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => error(format!("the server failed: {e}")),
+    }
+}

@@ -1,0 +1,260 @@
+//! The agent corpus through the real loader, runner and HTTP: green on the
+//! reference agent server, red on the keyed scenarios when the server does
+//! not honour keys (`--no-request-keys`) or honours them wrongly (the
+//! deliberately broken executors), and never red on the keyless and
+//! validation scenarios — a scenario that fails a correct-on-that-point
+//! server is as useless as one that passes a broken one.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use reqkey_harness::event::{RunSummary, Verdict};
+use reqkey_harness::runner::{self, RunConfig};
+use reqkey_harness::scenario::load_paths;
+use reqkey_harness::target::{open_target, TargetOptions};
+
+fn corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/agent")
+}
+
+async fn run_corpus(target: &str) -> RunSummary {
+    let scenarios = load_paths(&[corpus()]).expect("the corpus loads");
+    let target = open_target(target, TargetOptions::default())
+        .await
+        .expect("target opens");
+    runner::run(target, &scenarios, &RunConfig::new(11), &mut []).await
+}
+
+fn failing(summary: &RunSummary) -> BTreeSet<&str> {
+    summary
+        .results
+        .iter()
+        .filter(|r| r.verdict != Verdict::Pass)
+        .map(|r| r.id.as_str())
+        .collect()
+}
+
+/// Scenarios that need a server which records keys.
+const KEYED: [&str; 17] = [
+    "agent.already-completed",
+    "agent.attach-running",
+    "agent.attach-suspended",
+    "agent.chat-never-shows-another-run",
+    "agent.chat-retried-send-attaches",
+    "agent.chat-tool-result-is-keyless",
+    "agent.concurrent-duplicate-chats",
+    "agent.concurrent-duplicate-resumes",
+    "agent.concurrent-duplicates",
+    "agent.delete-frees-keys",
+    "agent.key-conflict",
+    "agent.keyed-resume",
+    "agent.keyed-retries-skip-refusals",
+    "agent.keyed-retry",
+    "agent.keys-are-case-sensitive",
+    "agent.replay-finished-current",
+    "agent.valid-key-boundaries",
+];
+
+/// Scenarios every SPEC 7 server passes whatever it does with keys.
+const KEYLESS: [&str; 6] = [
+    "agent.bad-bodies",
+    "agent.concurrent-keyless-starts",
+    "agent.health",
+    "agent.keyless-unchanged",
+    "agent.malformed-keys",
+    "agent.unknown-things",
+];
+
+fn assert_failures_are_verdicts(target: &str, summary: &RunSummary) {
+    assert_eq!(summary.exit_code(), 1, "{target}");
+    for r in summary
+        .results
+        .iter()
+        .filter(|r| r.verdict != Verdict::Pass)
+    {
+        assert_eq!(
+            r.verdict,
+            Verdict::Fail,
+            "{target}: {} must fail, not error: {:?}",
+            r.id,
+            r.failure
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_whole_agent_corpus_passes_on_the_reference_agent() {
+    let summary = run_corpus("reference-agent").await;
+    assert_eq!(failing(&summary), BTreeSet::new(), "{summary:#?}");
+    let ids: BTreeSet<&str> = summary.results.iter().map(|r| r.id.as_str()).collect();
+    let all: BTreeSet<&str> = KEYED.iter().chain(&KEYLESS).copied().collect();
+    assert_eq!(ids, all, "the corpus and this test disagree on the ids");
+    for race in [
+        "agent.concurrent-duplicates",
+        "agent.concurrent-duplicate-chats",
+    ] {
+        let r = summary.results.iter().find(|r| r.id == race).unwrap();
+        assert!(r.trials_run >= 30, "{race} ran {} trials", r.trials_run);
+        assert_eq!(
+            r.trials_overlapped, r.trials_run,
+            "{race}: every trial must really race"
+        );
+    }
+}
+
+/// Without key support every keyed scenario fails, and nothing else does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_without_request_keys_fails_every_keyed_scenario_and_only_those() {
+    let target = "reference-agent:no-request-keys";
+    let summary = run_corpus(target).await;
+    assert_eq!(failing(&summary), KEYED.into_iter().collect(), "{target}");
+    assert_failures_are_verdicts(target, &summary);
+}
+
+/// Each broken executor fails the scenarios that test its bug (at least
+/// `must`, never outside `may`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
+    let races = [
+        "agent.concurrent-duplicate-chats",
+        "agent.concurrent-duplicate-resumes",
+        "agent.concurrent-duplicates",
+    ];
+    let cases: [(&str, &[&str], &[&str]); 4] = [
+        (
+            "reference-agent:policy-before-key",
+            &[
+                "agent.already-completed",
+                "agent.attach-running",
+                "agent.attach-suspended",
+                "agent.chat-retried-send-attaches",
+                "agent.key-conflict",
+                "agent.keyed-resume",
+                "agent.keyed-retries-skip-refusals",
+                "agent.keyed-retry",
+                "agent.replay-finished-current",
+                "agent.delete-frees-keys",
+            ],
+            &KEYED,
+        ),
+        ("reference-agent:no-replan-after-key-taken", &[], &races),
+        (
+            "reference-agent:ignore-digest",
+            &["agent.key-conflict"],
+            &["agent.key-conflict"],
+        ),
+        (
+            "reference-agent:attach-streams-from-now",
+            &[
+                "agent.chat-retried-send-attaches",
+                "agent.chat-never-shows-another-run",
+            ],
+            &[
+                "agent.chat-retried-send-attaches",
+                "agent.chat-never-shows-another-run",
+                "agent.concurrent-duplicate-chats",
+            ],
+        ),
+    ];
+    for (target, must, may) in cases {
+        let summary = run_corpus(target).await;
+        let failed = failing(&summary);
+        assert!(!failed.is_empty(), "{target} passed the corpus");
+        for id in must {
+            assert!(
+                failed.contains(id),
+                "{target} passed {id}; failed {failed:?}"
+            );
+        }
+        for id in &failed {
+            assert!(
+                may.contains(id),
+                "{target} failed {id}, which does not test its bug"
+            );
+        }
+        assert_failures_are_verdicts(target, &summary);
+    }
+}
+
+/// `reqkey serve agent` on an ephemeral port, the corpus over a real
+/// socket with `reqkey run --target http://...`, then SIGTERM: exit 0.
+#[test]
+fn serve_agent_then_run_over_http_exits_0_and_sigterm_stops_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "serve",
+            "agent",
+            "--store",
+            "memory",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("reqkey serve starts");
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("a listening line")
+        .to_owned();
+    let run = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "run",
+            "scenarios/agent",
+            "--target",
+            &url,
+            "--quiet",
+            "--seed",
+            "3",
+        ])
+        .current_dir(&root)
+        .output()
+        .expect("reqkey run runs");
+    let kill = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status();
+    let status = server.wait().unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stdout)
+    );
+    assert!(kill.unwrap().success());
+    assert_eq!(status.code(), Some(0), "graceful shutdown exits 0");
+}
+
+/// A server that is not there is a harness error (exit 2), not a verdict.
+#[test]
+fn an_unreachable_agent_target_exits_2() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let out = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "run",
+            "scenarios/agent/health.yaml",
+            "--target",
+            &format!("http://127.0.0.1:{port}"),
+        ])
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

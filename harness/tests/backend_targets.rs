@@ -1,0 +1,203 @@
+//! The store corpus on every real backend, in process and through
+//! `store+http`, and how the `store+http` target classifies a broken or
+//! absent adapter.
+//!
+//! Postgres and Redis are the services named by `REQKEY_POSTGRES_URL` and
+//! `REQKEY_REDIS_URL` (defaults: the local ones `.ci/run` starts). A service
+//! that does not answer FAILS these tests; they never skip.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use reqkey_harness::event::{RunSummary, Verdict};
+use reqkey_harness::runner::{self, RunConfig};
+use reqkey_harness::scenario::load_paths;
+use reqkey_harness::target::{open_target, Target, TargetError, TargetOptions};
+use reqkey_reference::store::{MemoryDefect, MemoryStore, SessionStateStore};
+use reqkey_reference::store_server;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+fn postgres_url() -> String {
+    std::env::var("REQKEY_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn redis_url() -> String {
+    std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
+}
+
+async fn run_corpus(target: Arc<dyn Target>) -> RunSummary {
+    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/store");
+    let scenarios = load_paths(&[corpus]).expect("the corpus loads");
+    runner::run(target, &scenarios, &RunConfig::new(11), &mut []).await
+}
+
+async fn open(spec: &str) -> Arc<dyn Target> {
+    match open_target(spec, TargetOptions::default()).await {
+        Ok(t) => t,
+        Err(e) => panic!(
+            "the target {spec} could not be opened: {e}. The backend tests need the real \
+             services (pg_isready -h 127.0.0.1; redis-cli ping); they never skip."
+        ),
+    }
+}
+
+fn not_passing(summary: &RunSummary) -> BTreeSet<String> {
+    summary
+        .results
+        .iter()
+        .filter(|r| r.verdict != Verdict::Pass)
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+fn assert_all_pass(summary: &RunSummary) {
+    assert_eq!(not_passing(summary), BTreeSet::new(), "{summary:#?}");
+    assert!(
+        summary.passed >= 12,
+        "only {} scenarios ran",
+        summary.passed
+    );
+    assert_eq!(summary.exit_code(), 0);
+}
+
+/// Serves `store` over reqkey-store/1 on an ephemeral port.
+async fn serve(store: Arc<dyn SessionStateStore>) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(store_server::serve(store, listener, async {
+        let _ = stopped.await;
+    }));
+    (format!("store+http://{addr}"), stop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_corpus_passes_on_sqlite() {
+    let path = std::env::temp_dir().join(format!("reqkey-corpus-{}.sqlite", std::process::id()));
+    let summary = run_corpus(open(&format!("sqlite:{}", path.display())).await).await;
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    assert_all_pass(&summary);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_corpus_passes_on_postgres() {
+    assert_all_pass(&run_corpus(open(&postgres_url()).await).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_corpus_passes_on_redis() {
+    assert_all_pass(&run_corpus(open(&redis_url()).await).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_corpus_passes_on_memory_through_store_http() {
+    let (spec, _stop) = serve(Arc::new(MemoryStore::new())).await;
+    let target = open(&spec).await;
+    assert_eq!(target.health().await.unwrap()["protocol"], "reqkey-store/1");
+    assert_all_pass(&run_corpus(target).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_broken_store_behind_store_http_fails_the_corpus() {
+    let (spec, _stop) = serve(Arc::new(MemoryStore::with_defect(MemoryDefect::NoKeyRule))).await;
+    let summary = run_corpus(open(&spec).await).await;
+    assert_eq!(summary.exit_code(), 1, "{summary:#?}");
+    assert!(
+        not_passing(&summary).contains("request-key.taken-names-holder"),
+        "{summary:#?}"
+    );
+}
+
+#[tokio::test]
+async fn an_adapter_that_does_not_listen_is_unreachable() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let e = open_target(&format!("store+http://{addr}"), TargetOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, TargetError::Unreachable(_)), "{e}");
+    assert!(e.is_harness_error());
+}
+
+/// A one-connection-at-a-time HTTP server that answers every request
+/// with `response` (or, with `None`, reads and never answers).
+async fn canned(response: Option<&'static str>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = sock.read(&mut buf).await;
+                match response {
+                    Some(body) => {
+                        let (status, body) = body.split_once('\n').unwrap();
+                        let reply = format!(
+                            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = sock.write_all(reply.as_bytes()).await;
+                    }
+                    None => tokio::time::sleep(std::time::Duration::from_secs(30)).await,
+                }
+            });
+        }
+    });
+    format!("store+http://{addr}")
+}
+
+#[tokio::test]
+async fn non_conforming_answers_are_protocol_violations() {
+    let request = json!({"op": "listRuns", "args": {"sessionId": "s"}});
+    for (canned_answer, why) in [
+        (
+            "500 Internal Server Error\n{\"error\":{\"kind\":\"internal\",\"message\":\"x\"}}",
+            "a non-200 status",
+        ),
+        ("200 OK\nnot json", "a body that is not JSON"),
+        ("200 OK\n{\"ok\":[],\"error\":null}", "both ok and error"),
+        ("200 OK\n{\"result\":[]}", "neither ok nor error"),
+        (
+            "200 OK\n{\"error\":\"boom\"}",
+            "an error that is not an error object",
+        ),
+    ] {
+        let spec = canned(Some(canned_answer)).await;
+        let target = open_target(&spec, TargetOptions::default()).await.unwrap();
+        let e = target.store_call(&request).await.unwrap_err();
+        assert!(matches!(e, TargetError::Protocol(_)), "{why}: {e}");
+        assert!(!e.is_harness_error(), "{why}");
+    }
+    let spec = canned(Some("200 OK\n{\"ok\":[]}")).await;
+    let target = open_target(&spec, TargetOptions::default()).await.unwrap();
+    assert_eq!(
+        target.store_call(&request).await.unwrap(),
+        json!({"ok": []})
+    );
+}
+
+#[tokio::test]
+async fn an_adapter_that_never_answers_times_out() {
+    let spec = canned(None).await;
+    let e = open_target(
+        &spec,
+        TargetOptions {
+            call_timeout_ms: 300,
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(e, TargetError::Timeout { timeout_ms: 300 });
+}

@@ -1,0 +1,89 @@
+//! The committed certificates under `reports/` are current: each was made
+//! against the suite the repository holds now (same digest, same version),
+//! is green, and its certificate agrees with its results.json. A scenario
+//! edit without `reports/regenerate.sh` fails here.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+
+use reqkey_harness::suite;
+use reqkey_harness::target::Level;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn certificates() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(repo().join("reports"))
+        .expect("reports/ exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("certificate.md").is_file())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+#[test]
+fn the_memory_store_has_a_committed_certificate() {
+    let names: Vec<String> = certificates()
+        .iter()
+        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.contains(&"memory".to_owned()), "{names:?}");
+}
+
+#[test]
+fn every_committed_certificate_matches_the_current_suite() {
+    let regenerate = "run reports/regenerate.sh and commit reports/";
+    for dir in certificates() {
+        let name = dir.display();
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap())
+                .unwrap();
+        assert_eq!(results["schema"], "reqkey-results/1", "{name}");
+        assert_eq!(
+            results["certification"], true,
+            "{name}: not made by certify"
+        );
+        let source = results["suite"]["source"].as_str().unwrap();
+        let level = match Path::new(source).file_name().and_then(|f| f.to_str()) {
+            Some("store") => Level::Store,
+            Some("agent") => Level::Agent,
+            other => panic!("{name}: suite source {source} ({other:?})"),
+        };
+        let (current, _) = suite::whole_suite(&repo().join("scenarios"), level).unwrap();
+        let digest = results["suite"]["digest"].as_str().unwrap();
+        assert_eq!(
+            digest, current.digest,
+            "{name} is stale: it certifies another {level} suite; {regenerate}"
+        );
+        assert_eq!(
+            results["suite"]["version"].as_str(),
+            current.version.as_deref(),
+            "{name}: suite version; {regenerate}"
+        );
+        let cert = std::fs::read_to_string(dir.join("certificate.md")).unwrap();
+        assert!(
+            cert.contains(&format!("| suite digest | `{digest}` |")),
+            "{name}: certificate.md and results.json disagree; {regenerate}"
+        );
+        let last = cert.lines().last().unwrap_or("");
+        assert_eq!(
+            last,
+            results["closing_line"].as_str().unwrap(),
+            "{name}: certificate.md's last line"
+        );
+        assert_eq!(
+            results["exit_code"], 0,
+            "{name}: a reference backend's certificate must be green"
+        );
+        let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
+        let report = quick_junit::Report::deserialize_from_str(&junit).unwrap();
+        assert_eq!(
+            report.tests as u64,
+            results["counts"]["total"].as_u64().unwrap(),
+            "{name}: junit.xml"
+        );
+    }
+}

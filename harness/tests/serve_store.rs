@@ -1,0 +1,111 @@
+//! `reqkey serve store` as a process: it prints the address it listens on,
+//! answers independent clients, survives malformed requests, and exits 2
+//! when it cannot open its store.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{json, Value};
+
+struct Served {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(store: &str) -> Served {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "serve",
+            "store",
+            "--store",
+            store,
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    Served { child, base }
+}
+
+async fn rpc(client: &reqwest::Client, base: &str, body: String) -> Value {
+    let resp = client
+        .post(format!("{base}/rpc"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn serve_store_answers_independent_clients_and_survives_malformed_requests() {
+    let served = serve("memory");
+    let (a, b) = (reqwest::Client::new(), reqwest::Client::new());
+    let health: Value = a
+        .get(format!("{}/health", served.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["protocol"], "reqkey-store/1");
+
+    let commit = |run: &str| {
+        json!({"op": "commitRunStart", "args": {"startRun": {"sessionId": "s", "runId": run,
+            "expectedCurrentRunId": null, "input": {}, "requestKey": "k", "requestDigest": "d"}}})
+        .to_string()
+    };
+    let first = rpc(&a, &served.base, commit("r1")).await;
+    assert_eq!(first["ok"]["outcome"], "started");
+    let bad = rpc(&b, &served.base, "{\"op\":".into()).await;
+    assert_eq!(bad["error"]["kind"], "invalid_argument");
+    let second = rpc(&b, &served.base, commit("r2")).await;
+    assert_eq!(second["error"]["details"]["existingRunId"], "r1");
+    let by_key = rpc(
+        &a,
+        &served.base,
+        json!({"op": "getRunByRequestKey", "args": {"sessionId": "s", "requestKey": "k"}})
+            .to_string(),
+    )
+    .await;
+    assert_eq!(by_key["ok"]["runId"], "r1");
+}
+
+#[test]
+fn serve_store_exits_2_when_the_store_cannot_be_opened() {
+    let out = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "serve",
+            "store",
+            "--store",
+            "mongodb://x",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown store"));
+}

@@ -1,0 +1,1197 @@
+//! The executor: keyed and keyless entries over any [`SessionStateStore`].
+//!
+//! An entry (start, resume, retry, chat send) is decided from store reads
+//! and committed with one run-start commit; the store's CAS and key rule
+//! make every race safe, so the executor holds no lock of its own across
+//! an entry. The order of SPEC 5 is the heart of it:
+//!
+//! 1. the key was parsed at the edge (a [`RequestKey`] cannot be malformed);
+//! 2. the key's holder is read with `get_run_by_request_key` **before** any
+//!    concurrency policy decides (the current run is read just before the
+//!    holder, so a refusal is never based on a read older than the lookup), and `reqkey_model::plan_keyed_entry` decides
+//!    (attach, replay, or one of the two 409s) — never restated here;
+//! 3. only a `New` plan meets the policy (`state_session_exists`,
+//!    `state_already_running`, or `interrupt_previous`);
+//! 4. the commit carries key and digest. A `request_key_taken` refusal means
+//!    a duplicate won the race: re-plan ONCE with the holder it names, so
+//!    the loser attaches to the winner. A `cas_mismatch` means a concurrent
+//!    entry won: decide again from a fresh read, at most
+//!    [`MAX_DECISIONS`] times.
+//!
+//! The transition of the previous run (a suspended run becomes `completed`,
+//! a running one `interrupted` under `interrupt_previous`) happens *after*
+//! the commit succeeds, so a refused entry writes nothing.
+//!
+//! [`ExecutorDefect`] builds deliberately broken executors (the way
+//! `MemoryDefect` builds broken stores), to prove the agent corpus has teeth.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use reqkey_model::plan::{STATE_REQUEST_ALREADY_COMPLETED, STATE_REQUEST_KEY_CONFLICT};
+use reqkey_model::{
+    execute_request_digest, plan_keyed_entry, resume_request_digest, retry_request_digest,
+    KeyedEntryPlan, RequestKey, RunMetadata, RunStartRejection, RunStatus, StartRun, StoreError,
+};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+use super::test_agent::{input_text, parse_script, RunEvent, RunLog, MAX_SLEEP_MS};
+use crate::store::SessionStateStore;
+
+/// How many times one entry decides from a fresh read before it gives up
+/// with `state_contended` (each `cas_mismatch` costs one).
+pub const MAX_DECISIONS: usize = 16;
+
+/// The run logs kept in memory; beyond this, finished runs' logs are
+/// dropped (their streams are then rebuilt from the store).
+pub const MAX_TRACKED_RUNS: usize = 100_000;
+
+/// How often a wait or a log-less follower re-reads the store.
+pub const STORE_POLL_MS: u64 = 25;
+
+/// What the executor does when a new entry meets a `running` current run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ConcurrencyPolicy {
+    /// Refuse with 409 `state_already_running` (the default).
+    #[default]
+    Reject,
+    /// Interrupt the running run, then start the new one.
+    InterruptPrevious,
+}
+
+impl ConcurrencyPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConcurrencyPolicy::Reject => "reject",
+            ConcurrencyPolicy::InterruptPrevious => "interrupt_previous",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Reject, Self::InterruptPrevious]
+            .into_iter()
+            .find(|p| p.name() == name)
+    }
+}
+
+/// A deliberate bug, for testing the tests. Never a default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExecutorDefect {
+    /// The concurrency policy runs before the key lookup, so a keyed retry
+    /// of a start or a resume meets `state_session_exists` /
+    /// `state_already_running` instead of attaching.
+    PolicyBeforeKey,
+    /// After `request_key_taken` the entry decides again without the key,
+    /// so a duplicate that lost the race is refused instead of attaching.
+    NoReplanAfterKeyTaken,
+    /// The holder is planned against its own digest: a different input
+    /// under a taken key attaches instead of answering the conflict.
+    IgnoreDigest,
+    /// An attached chat stream starts at the holder's *current* position,
+    /// not at its start, so a retried send misses events it should replay.
+    AttachStreamsFromNow,
+}
+
+impl ExecutorDefect {
+    pub const ALL: [ExecutorDefect; 4] = [
+        ExecutorDefect::PolicyBeforeKey,
+        ExecutorDefect::NoReplanAfterKeyTaken,
+        ExecutorDefect::IgnoreDigest,
+        ExecutorDefect::AttachStreamsFromNow,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecutorDefect::PolicyBeforeKey => "policy-before-key",
+            ExecutorDefect::NoReplanAfterKeyTaken => "no-replan-after-key-taken",
+            ExecutorDefect::IgnoreDigest => "ignore-digest",
+            ExecutorDefect::AttachStreamsFromNow => "attach-streams-from-now",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+/// How an executor behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecutorConfig {
+    pub policy: ConcurrencyPolicy,
+    /// `false` is the `--no-request-keys` mode: keys are ignored (with one
+    /// `request_key.ignored` warning per executor), never half-honoured.
+    pub supports_request_key: bool,
+    pub defect: Option<ExecutorDefect>,
+    /// A pause between an entry's decision and its commit, in ms. A real
+    /// store has latency there; a test widens the window with it so that
+    /// concurrent duplicates really race (0: only a task yield).
+    pub commit_delay_ms: u64,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            policy: ConcurrencyPolicy::Reject,
+            supports_request_key: true,
+            defect: None,
+            commit_delay_ms: 0,
+        }
+    }
+}
+
+/// The four entries of SPEC 7.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryKind {
+    Start,
+    Resume,
+    Retry,
+    /// A chat send; its input is `{"text": <last message content>}`.
+    Chat,
+}
+
+/// One entry as the HTTP layer (or any caller) hands it over.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntryRequest {
+    pub session_id: String,
+    pub kind: EntryKind,
+    /// The entry's input (ignored on retry, which re-runs the last input).
+    pub input: Value,
+    /// Already parsed: a malformed key never gets this far.
+    pub request_key: Option<RequestKey>,
+}
+
+/// How an entry ended when it was not refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryOutcome {
+    /// A new run started (HTTP 201 `started`).
+    Started(RunMetadata),
+    /// The key's holder answers (HTTP 200 `attached`): attach or replay.
+    Attached(RunMetadata),
+}
+
+impl EntryOutcome {
+    pub fn run(&self) -> &RunMetadata {
+        match self {
+            EntryOutcome::Started(r) | EntryOutcome::Attached(r) => r,
+        }
+    }
+
+    pub fn attached(&self) -> bool {
+        matches!(self, EntryOutcome::Attached(_))
+    }
+}
+
+/// Why an entry was refused. Nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("the session already has runs")]
+    SessionExists,
+    #[error("the session does not exist")]
+    SessionNotFound,
+    #[error("the session's current run is still running")]
+    AlreadyRunning,
+    #[error("the request key is held by a run with a different input")]
+    KeyConflict { run_id: String },
+    #[error("the request key's run has finished and a later run exists")]
+    AlreadyCompleted { run_id: String },
+    #[error("the session changed too often under this entry; retry")]
+    Contended,
+    #[error("store: {0}")]
+    Store(StoreError),
+}
+
+impl EntryError {
+    /// The wire code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EntryError::SessionExists => "state_session_exists",
+            EntryError::SessionNotFound => "state_session_not_found",
+            EntryError::AlreadyRunning => "state_already_running",
+            EntryError::KeyConflict { .. } => STATE_REQUEST_KEY_CONFLICT,
+            EntryError::AlreadyCompleted { .. } => STATE_REQUEST_ALREADY_COMPLETED,
+            EntryError::Contended => "state_contended",
+            EntryError::Store(StoreError::InvalidArgument(_)) => "validation_error",
+            EntryError::Store(_) => "store_unavailable",
+        }
+    }
+
+    /// The HTTP status. Never 500: a store failure is 503.
+    pub fn http_status(&self) -> u16 {
+        match self {
+            EntryError::SessionNotFound => 404,
+            EntryError::SessionExists
+            | EntryError::AlreadyRunning
+            | EntryError::KeyConflict { .. }
+            | EntryError::AlreadyCompleted { .. } => 409,
+            EntryError::Store(StoreError::InvalidArgument(_)) => 400,
+            EntryError::Contended | EntryError::Store(_) => 503,
+        }
+    }
+
+    /// The run the two keyed 409s name (and only they).
+    pub fn run_id(&self) -> Option<&str> {
+        match self {
+            EntryError::KeyConflict { run_id } | EntryError::AlreadyCompleted { run_id } => {
+                Some(run_id)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for EntryError {
+    fn from(e: StoreError) -> Self {
+        EntryError::Store(e)
+    }
+}
+
+/// What the policy decided for a `New` entry.
+#[derive(Debug)]
+struct Prepared {
+    expected_current_run_id: Option<String>,
+    /// The previous run's transition, applied after a successful commit.
+    previous: Option<(String, RunStatus)>,
+}
+
+#[derive(Debug)]
+struct TrackedRun {
+    log: Arc<RunLog>,
+    stop: watch::Sender<bool>,
+}
+
+#[derive(Debug, Default)]
+struct Registry {
+    /// session id -> run id -> run.
+    sessions: HashMap<String, HashMap<String, TrackedRun>>,
+    tracked: usize,
+}
+
+/// The reference executor: entries, the test agent's runs, streams, waits.
+#[derive(Debug)]
+pub struct Executor {
+    store: Arc<dyn SessionStateStore>,
+    config: ExecutorConfig,
+    registry: Mutex<Registry>,
+    warned_ignored_key: AtomicBool,
+    run_counter: AtomicU64,
+    run_id_prefix: String,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Executor {
+    pub fn new(store: Arc<dyn SessionStateStore>, config: ExecutorConfig) -> Arc<Self> {
+        // A prefix unique to this executor keeps run ids distinct across
+        // processes that share a store.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let prefix = format!("run-{:x}{:x}", nanos & 0xffff_ffff_ffff, std::process::id());
+        Arc::new(Self {
+            store,
+            config,
+            registry: Mutex::default(),
+            warned_ignored_key: AtomicBool::new(false),
+            run_counter: AtomicU64::new(0),
+            run_id_prefix: prefix,
+            shutdown: watch::Sender::new(false),
+        })
+    }
+
+    pub fn supports_request_key(&self) -> bool {
+        self.config.supports_request_key
+    }
+
+    pub fn config(&self) -> ExecutorConfig {
+        self.config
+    }
+
+    pub fn store(&self) -> &Arc<dyn SessionStateStore> {
+        &self.store
+    }
+
+    fn has_defect(&self, d: ExecutorDefect) -> bool {
+        self.config.defect == Some(d)
+    }
+
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        // Registry updates are single inserts/removes; poison is benign.
+        self.registry.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The key this executor honours: all of them, or none (warning once).
+    fn effective_key(&self, key: Option<RequestKey>) -> Option<RequestKey> {
+        if self.config.supports_request_key {
+            return key;
+        }
+        if key.is_some() && !self.warned_ignored_key.swap(true, Ordering::Relaxed) {
+            // Never the key itself: only that one was ignored.
+            eprintln!(
+                "warn request_key.ignored: this executor does not record request keys \
+                 (supportsRequestKey: false); keyed requests run as keyless"
+            );
+        }
+        None
+    }
+
+    /// Has this executor warned `request_key.ignored` (at most once)?
+    pub fn warned_ignored_key(&self) -> bool {
+        self.warned_ignored_key.load(Ordering::Relaxed)
+    }
+
+    fn request_digest(kind: EntryKind, input: &Value) -> String {
+        match kind {
+            EntryKind::Start | EntryKind::Chat => execute_request_digest(input),
+            EntryKind::Resume => resume_request_digest(input),
+            EntryKind::Retry => retry_request_digest(),
+        }
+    }
+
+    /// Runs one entry (SPEC 5 and 7).
+    pub async fn enter(&self, req: EntryRequest) -> Result<EntryOutcome, EntryError> {
+        let key = self.effective_key(req.request_key.clone());
+        let digest = key
+            .as_ref()
+            .map(|_| Self::request_digest(req.kind, &req.input));
+        let session = req.session_id.as_str();
+        let mut replanned = false;
+        let mut look_up_key = true;
+        for _ in 0..MAX_DECISIONS {
+            // The current run is read BEFORE the holder: if the policy then
+            // refuses, no holder existed when this current run was read, so
+            // the refusal is honest. (Read after the holder, a duplicate that
+            // committed in between would make us refuse a request we should
+            // attach.) The policy still *decides* only after the lookup.
+            let current = self.store.get_current_run(session).await?;
+            if self.has_defect(ExecutorDefect::PolicyBeforeKey) {
+                self.policy(req.kind, key.is_some(), current.as_ref())?;
+            }
+            if let (Some(key), Some(digest), true) = (&key, &digest, look_up_key) {
+                if let Some(holder) = self
+                    .store
+                    .get_run_by_request_key(session, key.as_str())
+                    .await?
+                {
+                    return self.answer_holder(session, &holder, digest).await;
+                }
+            }
+            let prepared = self.policy(req.kind, key.is_some(), current.as_ref())?;
+            let input = match req.kind {
+                EntryKind::Retry => self
+                    .store
+                    .list_inputs(session)
+                    .await?
+                    .pop()
+                    .map(|e| e.input)
+                    .ok_or(EntryError::SessionNotFound)?,
+                _ => req.input.clone(),
+            };
+            let run_id = self.next_run_id();
+            // Registered before the commit, so whoever finds the run in the
+            // store also finds its log.
+            let (log, stop_rx) = self.track(session, &run_id);
+            let start = StartRun {
+                session_id: session.to_owned(),
+                run_id: run_id.clone(),
+                expected_current_run_id: prepared.expected_current_run_id.clone(),
+                input: input.clone(),
+                request_key: key.as_ref().map(|k| k.as_str().to_owned()),
+                request_digest: digest.clone(),
+            };
+            // Let concurrent entries interleave here, as they would over a
+            // networked store: the races the rules exist for do happen.
+            if self.config.commit_delay_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(self.config.commit_delay_ms)).await;
+            } else {
+                tokio::task::yield_now().await;
+            }
+            match self.store.commit_run_start(start).await {
+                Ok(committed) => {
+                    if let Some((previous, status)) = prepared.previous {
+                        self.end_previous(session, &previous, status).await;
+                    }
+                    let (log, stop_rx) = self.still_tracked(session, &run_id, log, stop_rx);
+                    self.spawn_run(session, &run_id, input, log, stop_rx);
+                    return Ok(EntryOutcome::Started(committed.run));
+                }
+                Err(StoreError::RunStartRejected(RunStartRejection::RequestKeyTaken {
+                    existing_run_id,
+                })) => {
+                    self.untrack(session, &run_id);
+                    if self.has_defect(ExecutorDefect::NoReplanAfterKeyTaken) {
+                        look_up_key = false;
+                        continue;
+                    }
+                    if replanned {
+                        return Err(EntryError::Contended);
+                    }
+                    replanned = true;
+                    let Some(digest) = &digest else {
+                        return Err(EntryError::Contended);
+                    };
+                    if let Some(holder) = self.store.get_run(session, &existing_run_id).await? {
+                        return self.answer_holder(session, &holder, digest).await;
+                    }
+                    // The holder vanished (a delete): decide afresh.
+                }
+                Err(StoreError::RunStartRejected(RunStartRejection::CasMismatch { .. })) => {
+                    self.untrack(session, &run_id);
+                }
+                Err(e) => {
+                    self.untrack(session, &run_id);
+                    return Err(e.into());
+                }
+            }
+        }
+        Err(EntryError::Contended)
+    }
+
+    /// Plans against a holder and answers: attach / replay, or a 409.
+    async fn answer_holder(
+        &self,
+        session: &str,
+        holder: &RunMetadata,
+        digest: &str,
+    ) -> Result<EntryOutcome, EntryError> {
+        let current = self.store.get_current_run(session).await?;
+        let digest = if self.has_defect(ExecutorDefect::IgnoreDigest) {
+            holder.request_digest.as_deref().unwrap_or(digest)
+        } else {
+            digest
+        };
+        match plan_keyed_entry(
+            Some(holder),
+            current.as_ref().map(|r| r.run_id.as_str()),
+            digest,
+        ) {
+            KeyedEntryPlan::Attach(run) | KeyedEntryPlan::Replay(run) => {
+                Ok(EntryOutcome::Attached(run))
+            }
+            KeyedEntryPlan::Conflict { holder_run_id } => Err(EntryError::KeyConflict {
+                run_id: holder_run_id,
+            }),
+            KeyedEntryPlan::AlreadyCompleted { holder_run_id } => {
+                Err(EntryError::AlreadyCompleted {
+                    run_id: holder_run_id,
+                })
+            }
+            // Unreachable with a holder; deciding afresh would be wrong, so
+            // answer a retryable refusal instead of guessing.
+            KeyedEntryPlan::New => Err(EntryError::Contended),
+        }
+    }
+
+    /// The concurrency policy and session rules of SPEC 7 for a new run.
+    ///
+    /// `interrupt_previous` never applies to a keyless chat send: as in the
+    /// framework the release notes describe, a keyless send is refused 409
+    /// under either policy (a retried keyless send must not kill its own
+    /// original run).
+    fn policy(
+        &self,
+        kind: EntryKind,
+        keyed: bool,
+        current: Option<&RunMetadata>,
+    ) -> Result<Prepared, EntryError> {
+        let interrupt = self.config.policy == ConcurrencyPolicy::InterruptPrevious
+            && (keyed || kind != EntryKind::Chat);
+        let expected = current.map(|r| r.run_id.clone());
+        let previous = match (kind, current) {
+            (EntryKind::Start, Some(_)) => return Err(EntryError::SessionExists),
+            (EntryKind::Start | EntryKind::Chat, None) => None,
+            (EntryKind::Resume | EntryKind::Retry, None) => {
+                return Err(EntryError::SessionNotFound)
+            }
+            (EntryKind::Resume | EntryKind::Chat | EntryKind::Retry, Some(run))
+                if run.status == RunStatus::Running =>
+            {
+                if !interrupt {
+                    return Err(EntryError::AlreadyRunning);
+                }
+                Some((run.run_id.clone(), RunStatus::Interrupted))
+            }
+            (EntryKind::Retry, Some(run)) if run.status.is_live() => {
+                if !interrupt {
+                    return Err(EntryError::AlreadyRunning);
+                }
+                Some((run.run_id.clone(), RunStatus::Interrupted))
+            }
+            (EntryKind::Resume | EntryKind::Chat, Some(run)) if run.status.is_live() => {
+                Some((run.run_id.clone(), RunStatus::Completed))
+            }
+            (_, Some(_)) => None,
+        };
+        Ok(Prepared {
+            expected_current_run_id: expected,
+            previous,
+        })
+    }
+
+    /// Ends the run a new run replaced. A refusal means it ended by itself
+    /// meanwhile, which is fine.
+    async fn end_previous(&self, session: &str, run_id: &str, status: RunStatus) {
+        let _ = self.store.set_run_status(session, run_id, status).await;
+        if status == RunStatus::Interrupted {
+            self.signal_stop(session, Some(run_id));
+        }
+    }
+
+    fn next_run_id(&self) -> String {
+        let n = self.run_counter.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{n}", self.run_id_prefix)
+    }
+
+    fn track(&self, session: &str, run_id: &str) -> (Arc<RunLog>, watch::Receiver<bool>) {
+        let log = Arc::new(RunLog::new());
+        let (stop, stop_rx) = watch::channel(false);
+        let mut reg = self.registry();
+        if reg.tracked >= MAX_TRACKED_RUNS {
+            evict_finished(&mut reg);
+        }
+        reg.sessions.entry(session.to_owned()).or_default().insert(
+            run_id.to_owned(),
+            TrackedRun {
+                log: log.clone(),
+                stop,
+            },
+        );
+        reg.tracked += 1;
+        (log, stop_rx)
+    }
+
+    /// A delete that ran between `track` and the commit stopped and dropped
+    /// the pending log, but the commit landed after it (in the session's new
+    /// life): give the run a fresh log so it runs and reports normally.
+    fn still_tracked(
+        &self,
+        session: &str,
+        run_id: &str,
+        log: Arc<RunLog>,
+        stop_rx: watch::Receiver<bool>,
+    ) -> (Arc<RunLog>, watch::Receiver<bool>) {
+        let tracked = self
+            .registry()
+            .sessions
+            .get(session)
+            .and_then(|runs| runs.get(run_id))
+            .is_some_and(|r| Arc::ptr_eq(&r.log, &log));
+        if tracked {
+            (log, stop_rx)
+        } else {
+            self.track(session, run_id)
+        }
+    }
+
+    fn untrack(&self, session: &str, run_id: &str) {
+        let mut reg = self.registry();
+        let Some(runs) = reg.sessions.get_mut(session) else {
+            return;
+        };
+        let removed = runs.remove(run_id).is_some();
+        if runs.is_empty() {
+            reg.sessions.remove(session);
+        }
+        if removed {
+            reg.tracked = reg.tracked.saturating_sub(1);
+        }
+    }
+
+    fn log_of(&self, session: &str, run_id: &str) -> Option<Arc<RunLog>> {
+        self.registry()
+            .sessions
+            .get(session)
+            .and_then(|runs| runs.get(run_id))
+            .map(|r| r.log.clone())
+    }
+
+    /// Signals the stop of one run, or of every run of the session.
+    fn signal_stop(&self, session: &str, run_id: Option<&str>) {
+        let reg = self.registry();
+        if let Some(runs) = reg.sessions.get(session) {
+            for (id, run) in runs {
+                if run_id.is_none_or(|want| want == id) {
+                    run.stop.send_replace(true);
+                }
+            }
+        }
+    }
+
+    /// Runs the test agent for one committed run, as a task.
+    fn spawn_run(
+        &self,
+        session: &str,
+        run_id: &str,
+        input: Value,
+        log: Arc<RunLog>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let store = self.store.clone();
+        let session = session.to_owned();
+        let run_id = run_id.to_owned();
+        tokio::spawn(async move {
+            let text = input_text(&input);
+            let script = parse_script(&text);
+            log.push_text(format!("echo: {text}"));
+            let sleep = tokio::time::sleep(Duration::from_millis(script.sleep_ms));
+            let stopped = tokio::select! {
+                () = sleep => false,
+                r = stop.wait_for(|s| *s) => r.is_ok(),
+            };
+            if stopped {
+                // Whoever stopped us wrote the status (or deleted the session).
+                log.finish(RunStatus::Interrupted);
+                return;
+            }
+            let status = match store.set_run_status(&session, &run_id, script.end).await {
+                Ok(run) => run.status,
+                // Interrupted or deleted meanwhile: report what the store holds.
+                Err(_) => match store.get_run(&session, &run_id).await {
+                    Ok(Some(run)) if run.status.is_finished() => run.status,
+                    _ => RunStatus::Interrupted,
+                },
+            };
+            log.finish(status);
+        });
+    }
+
+    /// Deletes a session: keys freed at once (the store), live runs stopped.
+    pub async fn delete_session(&self, session: &str) -> Result<bool, StoreError> {
+        let deleted = self.store.delete_session(session).await?;
+        self.signal_stop(session, None);
+        let removed = self.registry().sessions.remove(session);
+        if let Some(runs) = removed {
+            for run in runs.values() {
+                // A suspended run's log already finished; a running one's task
+                // finishes it on the stop signal. Finish here too, in case the
+                // task has not been scheduled yet.
+                if !run.log.is_finished() {
+                    run.log.finish(RunStatus::Interrupted);
+                }
+            }
+            let mut reg = self.registry();
+            reg.tracked = reg.tracked.saturating_sub(runs.len());
+        }
+        Ok(deleted)
+    }
+
+    /// Reads a run, waiting up to `wait_ms` while it is `running`.
+    pub async fn wait_run(
+        &self,
+        session: &str,
+        run_id: &str,
+        wait_ms: u64,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
+        let mut changes = self.log_of(session, run_id).map(|l| l.subscribe());
+        let shutdown = self.shutdown.subscribe();
+        // Bounded: every round waits at least until the next poll tick or
+        // the deadline, and the deadline is finite. A shutdown answers at
+        // once, so a graceful shutdown never waits out a long `waitMs`.
+        loop {
+            let run = self.store.get_run(session, run_id).await?;
+            let Some(run) = run else { return Ok(None) };
+            let now = tokio::time::Instant::now();
+            if run.status != RunStatus::Running || now >= deadline || *shutdown.borrow() {
+                return Ok(Some(run));
+            }
+            let tick = (now + Duration::from_millis(STORE_POLL_MS)).min(deadline);
+            match changes.as_mut() {
+                Some(rx) => {
+                    let _ = tokio::time::timeout_at(tick, rx.changed()).await;
+                }
+                None => tokio::time::sleep_until(tick).await,
+            }
+        }
+    }
+
+    /// The events of one run for a chat stream: from its start (or, with
+    /// [`ExecutorDefect::AttachStreamsFromNow`] on an attach, from now),
+    /// then live, ending after `finish` or at shutdown. The channel is
+    /// bounded; the feeding task ends when the receiver is dropped.
+    pub fn follow_run(&self, run: &RunMetadata, attached: bool) -> mpsc::Receiver<RunEvent> {
+        let (tx, rx) = mpsc::channel(8);
+        let log = self.log_of(&run.session_id, &run.run_id);
+        let mut shutdown = self.shutdown.subscribe();
+        let from_now = attached && self.has_defect(ExecutorDefect::AttachStreamsFromNow);
+        let store = self.store.clone();
+        let run = run.clone();
+        tokio::spawn(async move {
+            let fed = async {
+                match log {
+                    Some(log) => follow_log(&log, from_now, &tx).await,
+                    None => follow_store(store.as_ref(), &run, &tx).await,
+                }
+            };
+            tokio::select! {
+                () = fed => {}
+                _ = shutdown.wait_for(|s| *s) => {}
+            }
+        });
+        rx
+    }
+
+    /// Ends every open stream and wait (graceful shutdown).
+    pub fn shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// A future that resolves once [`Executor::shutdown`] was called.
+    pub async fn until_shutdown(&self) {
+        let mut rx = self.shutdown.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+}
+
+fn evict_finished(reg: &mut Registry) {
+    let mut evicted = 0;
+    for runs in reg.sessions.values_mut() {
+        let before = runs.len();
+        runs.retain(|_, r| !r.log.is_finished());
+        evicted += before - runs.len();
+    }
+    reg.sessions.retain(|_, runs| !runs.is_empty());
+    reg.tracked = reg.tracked.saturating_sub(evicted);
+}
+
+async fn follow_log(log: &RunLog, from_now: bool, tx: &mpsc::Sender<RunEvent>) {
+    let mut changes = log.subscribe();
+    let mut next = if from_now { log.len() } else { 0 };
+    // Bounded: a log holds at most MAX_EVENTS_PER_RUN events and ends with
+    // `finish`; every round consumes at least one change.
+    loop {
+        let (events, finished) = log.events_from(next);
+        next += events.len();
+        for event in events {
+            if tx.send(event).await.is_err() {
+                return;
+            }
+        }
+        if finished {
+            return;
+        }
+        if changes.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A stream for a run this executor has no log of (another process
+/// started it, or its log was evicted): rebuilt from the store.
+async fn follow_store(
+    store: &dyn SessionStateStore,
+    run: &RunMetadata,
+    tx: &mpsc::Sender<RunEvent>,
+) {
+    let input = store
+        .list_inputs(&run.session_id)
+        .await
+        .ok()
+        .and_then(|inputs| inputs.into_iter().find(|e| e.run_id == run.run_id))
+        .map(|e| e.input)
+        .unwrap_or(Value::Null);
+    if tx
+        .send(RunEvent::Text(format!("echo: {}", input_text(&input))))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let max_rounds = (MAX_SLEEP_MS / STORE_POLL_MS) + 200;
+    let mut status = RunStatus::Interrupted;
+    for _ in 0..max_rounds {
+        match store.get_run(&run.session_id, &run.run_id).await {
+            Ok(Some(r)) if r.status == RunStatus::Running => {
+                tokio::time::sleep(Duration::from_millis(STORE_POLL_MS)).await;
+            }
+            Ok(Some(r)) => {
+                status = r.status;
+                break;
+            }
+            _ => break,
+        }
+    }
+    let _ = tx.send(RunEvent::Finish(status)).await;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::store::MemoryStore;
+    use reqkey_model::parse_request_key;
+    use serde_json::json;
+
+    fn executor(config: ExecutorConfig) -> Arc<Executor> {
+        Executor::new(Arc::new(MemoryStore::new()), config)
+    }
+
+    fn entry(kind: EntryKind, text: &str, key: Option<&str>) -> EntryRequest {
+        EntryRequest {
+            session_id: "s".into(),
+            kind,
+            input: json!({ "text": text }),
+            request_key: key.map(|k| parse_request_key(k).unwrap()),
+        }
+    }
+
+    async fn wait_finished(ex: &Executor, run_id: &str) -> RunMetadata {
+        ex.wait_run("s", run_id, 2_000).await.unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_keyed_duplicate_of_a_running_start_attaches_instead_of_session_exists() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "[sleep:200]", Some("k")))
+            .await
+            .unwrap();
+        let again = ex
+            .enter(entry(EntryKind::Start, "[sleep:200]", Some("k")))
+            .await
+            .unwrap();
+        assert!(!first.attached() && again.attached());
+        assert_eq!(first.run().run_id, again.run().run_id);
+        let keyless = ex.enter(entry(EntryKind::Start, "[sleep:200]", None)).await;
+        assert_eq!(keyless, Err(EntryError::SessionExists));
+        assert_eq!(ex.store().list_inputs("s").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_finished_current_holder_replays_and_a_later_run_makes_it_already_completed() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "a", Some("k1")))
+            .await
+            .unwrap();
+        let run_id = first.run().run_id.clone();
+        assert_eq!(
+            wait_finished(&ex, &run_id).await.status,
+            RunStatus::Completed
+        );
+        let replay = ex
+            .enter(entry(EntryKind::Start, "a", Some("k1")))
+            .await
+            .unwrap();
+        assert!(replay.attached());
+        ex.enter(entry(EntryKind::Resume, "b", Some("k2")))
+            .await
+            .unwrap();
+        let late = ex.enter(entry(EntryKind::Start, "a", Some("k1"))).await;
+        assert_eq!(late, Err(EntryError::AlreadyCompleted { run_id }));
+    }
+
+    #[tokio::test]
+    async fn a_different_input_under_a_taken_key_is_a_conflict_naming_the_holder() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "a", Some("k")))
+            .await
+            .unwrap();
+        let other = ex.enter(entry(EntryKind::Start, "b", Some("k"))).await;
+        assert_eq!(
+            other,
+            Err(EntryError::KeyConflict {
+                run_id: first.run().run_id.clone()
+            })
+        );
+        assert_eq!(ex.store().list_runs("s").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn ignore_digest_defect_attaches_where_a_conflict_is_due() {
+        let ex = executor(ExecutorConfig {
+            defect: Some(ExecutorDefect::IgnoreDigest),
+            ..ExecutorConfig::default()
+        });
+        ex.enter(entry(EntryKind::Start, "a", Some("k")))
+            .await
+            .unwrap();
+        let other = ex
+            .enter(entry(EntryKind::Start, "b", Some("k")))
+            .await
+            .unwrap();
+        assert!(other.attached());
+    }
+
+    async fn race(ex: &Arc<Executor>, copies: usize) -> Vec<Result<EntryOutcome, EntryError>> {
+        let barrier = Arc::new(tokio::sync::Barrier::new(copies));
+        let tasks: Vec<_> = (0..copies)
+            .map(|_| {
+                let ex = ex.clone();
+                let barrier = barrier.clone();
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    ex.enter(entry(EntryKind::Chat, "[sleep:50]", Some("dup")))
+                        .await
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_keyed_duplicates_produce_one_run_and_all_name_it() {
+        for _ in 0..10 {
+            let ex = executor(ExecutorConfig::default());
+            let answers = race(&ex, 8).await;
+            let ids: Vec<_> = answers
+                .iter()
+                .map(|a| a.as_ref().unwrap().run().run_id.clone())
+                .collect();
+            assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+            assert_eq!(
+                answers
+                    .iter()
+                    .filter(|a| !a.as_ref().unwrap().attached())
+                    .count(),
+                1
+            );
+            assert_eq!(ex.store().list_inputs("s").await.unwrap().len(), 1);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_keyless_entries_lose_the_cas_and_are_refused_typed() {
+        for _ in 0..10 {
+            let ex = executor(ExecutorConfig::default());
+            let barrier = Arc::new(tokio::sync::Barrier::new(8));
+            let tasks: Vec<_> = (0..8)
+                .map(|i| {
+                    let (ex, barrier) = (ex.clone(), barrier.clone());
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        ex.enter(entry(EntryKind::Chat, &format!("[sleep:50] {i}"), None))
+                            .await
+                    })
+                })
+                .collect();
+            let mut started = 0;
+            for t in tasks {
+                match t.await.unwrap() {
+                    Ok(EntryOutcome::Started(_)) => started += 1,
+                    other => assert_eq!(other, Err(EntryError::AlreadyRunning)),
+                }
+            }
+            assert_eq!(started, 1);
+            assert_eq!(ex.store().list_inputs("s").await.unwrap().len(), 1);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_the_replan_a_lost_race_is_refused() {
+        let mut refused = 0;
+        for _ in 0..10 {
+            let ex = executor(ExecutorConfig {
+                defect: Some(ExecutorDefect::NoReplanAfterKeyTaken),
+                ..ExecutorConfig::default()
+            });
+            refused += race(&ex, 8).await.iter().filter(|a| a.is_err()).count();
+        }
+        assert!(refused > 0, "the defect never showed");
+    }
+
+    #[tokio::test]
+    async fn policy_before_key_defect_refuses_a_keyed_retry_of_start() {
+        let ex = executor(ExecutorConfig {
+            defect: Some(ExecutorDefect::PolicyBeforeKey),
+            ..ExecutorConfig::default()
+        });
+        ex.enter(entry(EntryKind::Start, "a", Some("k")))
+            .await
+            .unwrap();
+        let again = ex.enter(entry(EntryKind::Start, "a", Some("k"))).await;
+        assert_eq!(again, Err(EntryError::SessionExists));
+    }
+
+    #[tokio::test]
+    async fn without_key_support_keys_are_ignored_with_one_warning() {
+        let ex = executor(ExecutorConfig {
+            supports_request_key: false,
+            ..ExecutorConfig::default()
+        });
+        assert!(!ex.warned_ignored_key());
+        let first = ex
+            .enter(entry(EntryKind::Start, "[sleep:100]", Some("k")))
+            .await
+            .unwrap();
+        assert!(ex.warned_ignored_key());
+        assert_eq!(first.run().request_key, None);
+        let again = ex
+            .enter(entry(EntryKind::Start, "[sleep:100]", Some("k")))
+            .await;
+        assert_eq!(again, Err(EntryError::SessionExists));
+    }
+
+    #[tokio::test]
+    async fn resume_completes_a_suspended_run_and_refuses_a_running_one() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "[suspend]", None))
+            .await
+            .unwrap();
+        let first_id = first.run().run_id.clone();
+        assert_eq!(
+            wait_finished(&ex, &first_id).await.status,
+            RunStatus::SuspendedInput
+        );
+        let second = ex
+            .enter(entry(EntryKind::Resume, "[sleep:300]", None))
+            .await
+            .unwrap();
+        let prev = ex.store().get_run("s", &first_id).await.unwrap().unwrap();
+        assert_eq!(prev.status, RunStatus::Completed);
+        assert_eq!(second.run().start_sequence, 2);
+        let third = ex.enter(entry(EntryKind::Resume, "x", None)).await;
+        assert_eq!(third, Err(EntryError::AlreadyRunning));
+    }
+
+    #[tokio::test]
+    async fn interrupt_previous_stops_the_running_run_and_starts_the_new_one() {
+        let ex = executor(ExecutorConfig {
+            policy: ConcurrencyPolicy::InterruptPrevious,
+            ..ExecutorConfig::default()
+        });
+        let first = ex
+            .enter(entry(EntryKind::Chat, "[sleep:5000]", None))
+            .await
+            .unwrap();
+        let mut events = ex.follow_run(first.run(), false);
+        let keyless = ex.enter(entry(EntryKind::Chat, "b", None)).await;
+        assert_eq!(
+            keyless,
+            Err(EntryError::AlreadyRunning),
+            "keyless sends never interrupt"
+        );
+        let second = ex
+            .enter(entry(EntryKind::Chat, "b", Some("kb")))
+            .await
+            .unwrap();
+        assert!(!second.attached());
+        let prev = ex
+            .store()
+            .get_run("s", &first.run().run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(prev.status, RunStatus::Interrupted);
+        let mut last = None;
+        while let Some(e) = events.recv().await {
+            last = Some(e);
+        }
+        assert_eq!(last, Some(RunEvent::Finish(RunStatus::Interrupted)));
+    }
+
+    #[tokio::test]
+    async fn retry_reruns_the_last_input_and_delete_frees_the_key() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "[fail]", Some("k")))
+            .await
+            .unwrap();
+        assert_eq!(
+            wait_finished(&ex, &first.run().run_id).await.status,
+            RunStatus::Failed
+        );
+        let retried = ex
+            .enter(entry(EntryKind::Retry, "ignored", Some("r")))
+            .await
+            .unwrap();
+        let inputs = ex.store().list_inputs("s").await.unwrap();
+        assert_eq!(inputs[1].input, json!({"text": "[fail]"}));
+        assert_eq!(inputs[1].run_id, retried.run().run_id);
+        assert!(ex.delete_session("s").await.unwrap());
+        let fresh = ex
+            .enter(entry(EntryKind::Start, "[fail]", Some("k")))
+            .await
+            .unwrap();
+        assert!(!fresh.attached());
+        assert_eq!(fresh.run().start_sequence, 1);
+    }
+
+    #[tokio::test]
+    async fn a_run_committed_after_a_concurrent_delete_still_runs_to_its_end() {
+        let ex = executor(ExecutorConfig::default());
+        // What a delete racing an entry leaves: the pending log stopped and
+        // dropped before the commit lands.
+        let (log, stop_rx) = ex.track("s", "r-late");
+        ex.signal_stop("s", None);
+        ex.registry().sessions.remove("s");
+        let (fresh, stop_rx) = ex.still_tracked("s", "r-late", log.clone(), stop_rx);
+        assert!(!Arc::ptr_eq(&fresh, &log));
+        assert!(!*stop_rx.borrow());
+    }
+
+    #[tokio::test]
+    async fn a_run_without_a_log_is_streamed_from_the_store() {
+        let ex = executor(ExecutorConfig::default());
+        // Started by someone else (another process on a shared store).
+        let start = StartRun {
+            session_id: "s".into(),
+            run_id: "foreign".into(),
+            expected_current_run_id: None,
+            input: json!({"text": "from elsewhere"}),
+            request_key: None,
+            request_digest: None,
+        };
+        let run = ex.store().commit_run_start(start).await.unwrap().run;
+        let mut events = ex.follow_run(&run, true);
+        assert_eq!(
+            events.recv().await,
+            Some(RunEvent::Text("echo: from elsewhere".into()))
+        );
+        ex.store()
+            .set_run_status("s", "foreign", RunStatus::Failed)
+            .await
+            .unwrap();
+        assert_eq!(
+            events.recv().await,
+            Some(RunEvent::Finish(RunStatus::Failed))
+        );
+        assert_eq!(events.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn waits_answer_at_once_after_shutdown() {
+        let ex = executor(ExecutorConfig::default());
+        let run = ex
+            .enter(entry(EntryKind::Start, "[sleep:5000]", None))
+            .await
+            .unwrap();
+        ex.shutdown();
+        let started = std::time::Instant::now();
+        let read = ex
+            .wait_run("s", &run.run().run_id, 5_000)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.status, RunStatus::Running);
+        assert!(started.elapsed() < Duration::from_millis(1_000));
+    }
+
+    #[tokio::test]
+    async fn delete_stops_a_live_run_and_ends_its_stream() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Chat, "[sleep:5000]", None))
+            .await
+            .unwrap();
+        let mut events = ex.follow_run(first.run(), false);
+        assert!(ex.delete_session("s").await.unwrap());
+        let mut last = None;
+        let drain = async {
+            while let Some(e) = events.recv().await {
+                last = Some(e);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(2), drain)
+            .await
+            .unwrap();
+        assert_eq!(last, Some(RunEvent::Finish(RunStatus::Interrupted)));
+    }
+}

@@ -1,0 +1,579 @@
+//! The `reqkey-agent/1` HTTP server (SPEC 7), over an [`Executor`].
+//!
+//! This module is the only place that knows HTTP. Its job is the edge:
+//! read the key header (a repeated or malformed one is 400
+//! `validation_error` before anything is looked up), validate the body
+//! (not JSON, a missing field: 400; over 1 MiB: 413), hand a typed
+//! [`EntryRequest`] to the executor, and turn the answer into JSON or an
+//! SSE stream. Every error body is `{code, message, runId?}`; the raw key is
+//! never echoed — messages name *what* was wrong, never the value — and no
+//! path answers 500 (a store failure is 503).
+//!
+//! Bodies are buffered up to [`BODY_READ_LIMIT_BYTES`] and then judged
+//! against [`MAX_BODY_BYTES`], so a client sending 1 MiB + 1 byte gets a
+//! clean 413 rather than a connection reset mid-upload.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use reqkey_model::key::parse_request_key_header;
+use reqkey_model::{RequestKey, RunMetadata, StoreError, REQUEST_KEY_HEADER};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+use super::executor::{EntryError, EntryKind, EntryOutcome, EntryRequest, Executor};
+use super::test_agent::RunEvent;
+
+/// The protocol this server speaks.
+pub const PROTOCOL: &str = "reqkey-agent/1";
+/// The largest request body accepted (SPEC 7: over 1 MiB is 413).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How much of a body is read before the 413 is decided.
+pub const BODY_READ_LIMIT_BYTES: usize = 4 * MAX_BODY_BYTES;
+/// The longest `waitMs` accepted; a larger one is 400.
+pub const MAX_WAIT_MS: u64 = 60_000;
+/// The longest session id (SPEC 1).
+pub const MAX_SESSION_ID_LEN: usize = 256;
+
+/// A typed error answer: `{code, message, runId?}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+    pub run_id: Option<String>,
+}
+
+impl ApiError {
+    fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            run_id: None,
+        }
+    }
+
+    fn validation(message: impl Into<String>) -> Self {
+        Self::new(400, "validation_error", message)
+    }
+
+    fn session_not_found() -> Self {
+        Self::new(404, "state_session_not_found", "no such session")
+    }
+}
+
+impl From<EntryError> for ApiError {
+    fn from(e: EntryError) -> Self {
+        Self {
+            status: e.http_status(),
+            code: e.code(),
+            message: e.to_string(),
+            run_id: e.run_id().map(str::to_owned),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        EntryError::Store(e).into()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"code": self.code, "message": self.message});
+        if let Some(run_id) = self.run_id {
+            body["runId"] = Value::String(run_id);
+        }
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        (status, axum::Json(body)).into_response()
+    }
+}
+
+type AppState = Arc<Executor>;
+
+/// The router of SPEC 7 over one executor.
+pub fn router(executor: Arc<Executor>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/sessions/{id}", get(snapshot).delete(delete_session))
+        .route("/sessions/{id}/start", post(start))
+        .route("/sessions/{id}/resume", post(resume))
+        .route("/sessions/{id}/retry", post(retry))
+        .route("/sessions/{id}/chat", post(chat))
+        .route("/sessions/{id}/runs/{run_id}", get(get_run))
+        .fallback(|| async { ApiError::new(404, "not_found", "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                405,
+                "method_not_allowed",
+                "method not allowed on this route",
+            )
+        })
+        .layer(DefaultBodyLimit::max(BODY_READ_LIMIT_BYTES))
+        .with_state(executor)
+}
+
+/// Serves until `shutdown` resolves, then ends open streams and waits for
+/// in-flight requests (graceful shutdown).
+pub async fn serve(
+    executor: Arc<Executor>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(executor.clone());
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            executor.shutdown();
+        })
+        .await
+}
+
+/// A server running as a task; dropping the handle shuts it down.
+#[derive(Debug)]
+pub struct ServerHandle {
+    pub addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl ServerHandle {
+    /// Shuts down gracefully and waits for the server task.
+    pub async fn stop(mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        match self.task.take() {
+            Some(task) => task
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string()))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Starts the server on `addr` (port 0: an ephemeral port) as a task.
+pub async fn spawn(executor: Arc<Executor>, addr: SocketAddr) -> std::io::Result<ServerHandle> {
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(executor, listener, async move {
+        let _ = rx.await;
+    }));
+    Ok(ServerHandle {
+        addr,
+        shutdown: Some(tx),
+        task: Some(task),
+    })
+}
+
+// ---- extraction helpers -------------------------------------------------
+
+fn session_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let Path(id) = path.map_err(|_| ApiError::validation("malformed path"))?;
+    valid_session_id(&id)?;
+    Ok(id)
+}
+
+fn valid_session_id(id: &str) -> Result<(), ApiError> {
+    let ok = (1..=MAX_SESSION_ID_LEN).contains(&id.len())
+        && id.bytes().all(reqkey_model::key::is_key_byte);
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::validation(
+            "sessionId must be 1 to 256 characters of [A-Za-z0-9._:-]",
+        ))
+    }
+}
+
+/// The key header: absent is `None`; repeated or malformed is 400. HTTP
+/// strips blanks around a value; they are stripped here too in case a
+/// layer did not.
+fn request_key(headers: &HeaderMap) -> Result<Option<RequestKey>, ApiError> {
+    let values = headers
+        .get_all(REQUEST_KEY_HEADER)
+        .iter()
+        .map(|v| v.as_bytes().trim_ascii());
+    parse_request_key_header(values).map_err(|e| {
+        // KeyError carries no part of the raw value.
+        ApiError::validation(format!("malformed {REQUEST_KEY_HEADER} header: {e}"))
+    })
+}
+
+fn json_body(
+    body: Result<Bytes, BytesRejection>,
+    empty_as: Option<Value>,
+) -> Result<Value, ApiError> {
+    let bytes = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large()
+        } else {
+            ApiError::validation("the request body could not be read")
+        }
+    })?;
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        if let Some(v) = empty_as {
+            return Ok(v);
+        }
+    }
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|_| ApiError::validation("the request body is not JSON"))?;
+    if !value.is_object() {
+        return Err(ApiError::validation(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(value)
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        413,
+        "payload_too_large",
+        format!("the request body is over {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+fn field_input(body: &Value) -> Result<Value, ApiError> {
+    body.get("input")
+        .cloned()
+        .ok_or_else(|| ApiError::validation("the body lacks the field `input`"))
+}
+
+fn run_answer(outcome: &EntryOutcome) -> Response {
+    let run = outcome.run();
+    let (status, word) = if outcome.attached() {
+        (StatusCode::OK, "attached")
+    } else {
+        (StatusCode::CREATED, "started")
+    };
+    (
+        status,
+        axum::Json(json!({
+            "sessionId": run.session_id,
+            "runId": run.run_id,
+            "status": word,
+            "startSequence": run.start_sequence,
+        })),
+    )
+        .into_response()
+}
+
+// ---- handlers -----------------------------------------------------------
+
+async fn health(State(ex): State<AppState>) -> Response {
+    axum::Json(json!({
+        "name": "reqkey-reference-agent",
+        "version": env!("CARGO_PKG_VERSION"),
+        "protocol": PROTOCOL,
+        "supportsRequestKey": ex.supports_request_key(),
+    }))
+    .into_response()
+}
+
+async fn keyed_entry(
+    ex: &Executor,
+    kind: EntryKind,
+    path: Result<Path<String>, PathRejection>,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let session_id = session_id(path)?;
+    let request_key = request_key(headers)?;
+    let input = match kind {
+        EntryKind::Retry => {
+            json_body(body, Some(json!({})))?;
+            Value::Null
+        }
+        _ => field_input(&json_body(body, None)?)?,
+    };
+    let outcome = ex
+        .enter(EntryRequest {
+            session_id,
+            kind,
+            input,
+            request_key,
+        })
+        .await?;
+    Ok(run_answer(&outcome))
+}
+
+async fn start(
+    State(ex): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    keyed_entry(&ex, EntryKind::Start, path, &headers, body).await
+}
+
+async fn resume(
+    State(ex): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    keyed_entry(&ex, EntryKind::Resume, path, &headers, body).await
+}
+
+async fn retry(
+    State(ex): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    keyed_entry(&ex, EntryKind::Retry, path, &headers, body).await
+}
+
+/// The last message of a chat body: `(role, content)`.
+fn last_message(body: &Value) -> Result<(String, String), ApiError> {
+    let messages = body
+        .get("messages")
+        .ok_or_else(|| ApiError::validation("the body lacks the field `messages`"))?
+        .as_array()
+        .ok_or_else(|| ApiError::validation("`messages` must be an array"))?;
+    let last = messages
+        .last()
+        .ok_or_else(|| ApiError::validation("`messages` must not be empty"))?;
+    let role = last
+        .get("role")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::validation("the last message lacks a string `role`"))?;
+    let content = last
+        .get("content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::validation("the last message lacks a string `content`"))?;
+    Ok((role.to_owned(), content.to_owned()))
+}
+
+async fn chat(
+    State(ex): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let session_id = session_id(path)?;
+    // Parsed even when it will be ignored: a malformed key is 400 everywhere.
+    let request_key = request_key(&headers)?;
+    let (role, content) = last_message(&json_body(body, None)?)?;
+    // A tool-result send is keyless in this release.
+    let request_key = if role == "tool" { None } else { request_key };
+    let outcome = ex
+        .enter(EntryRequest {
+            session_id,
+            kind: EntryKind::Chat,
+            input: json!({ "text": content }),
+            request_key,
+        })
+        .await?;
+    let attached = outcome.attached();
+    let run = outcome.run();
+    let events = ex.follow_run(run, attached);
+    Ok(sse_response(run, attached, events))
+}
+
+async fn snapshot(
+    State(ex): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let session_id = session_id(path)?;
+    let store = ex.store();
+    let runs = store.list_runs(&session_id).await?;
+    if runs.is_empty() {
+        return Err(ApiError::session_not_found());
+    }
+    let inputs = store.list_inputs(&session_id).await?;
+    Ok(
+        axum::Json(json!({"sessionId": session_id, "runs": runs, "inputs": inputs}))
+            .into_response(),
+    )
+}
+
+async fn delete_session(
+    State(ex): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let session_id = session_id(path)?;
+    if ex.delete_session(&session_id).await? {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError::session_not_found())
+    }
+}
+
+/// `waitMs` from the query: absent is 0; anything but 0..=MAX_WAIT_MS
+/// digits, or a repeated one, is 400.
+fn wait_ms(query: Option<&str>) -> Result<u64, ApiError> {
+    let mut found = None;
+    for pair in query.unwrap_or("").split('&') {
+        let Some(value) = pair.strip_prefix("waitMs=") else {
+            if pair == "waitMs" {
+                return Err(ApiError::validation("waitMs needs a value"));
+            }
+            continue;
+        };
+        if found.is_some() {
+            return Err(ApiError::validation("waitMs is repeated"));
+        }
+        let ok = !value.is_empty() && value.len() <= 6 && value.bytes().all(|b| b.is_ascii_digit());
+        let ms = value
+            .parse::<u64>()
+            .ok()
+            .filter(|ms| ok && *ms <= MAX_WAIT_MS);
+        found = Some(ms.ok_or_else(|| {
+            ApiError::validation(format!("waitMs must be an integer from 0 to {MAX_WAIT_MS}"))
+        })?);
+    }
+    Ok(found.unwrap_or(0))
+}
+
+async fn get_run(
+    State(ex): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let Path((session_id, run_id)) = path.map_err(|_| ApiError::validation("malformed path"))?;
+    valid_session_id(&session_id)?;
+    let wait_ms = wait_ms(query.as_deref())?;
+    match ex.wait_run(&session_id, &run_id, wait_ms).await? {
+        Some(run) => Ok(axum::Json(run).into_response()),
+        None if ex.store().get_current_run(&session_id).await?.is_some() => Err(ApiError::new(
+            404,
+            "state_run_not_found",
+            "no such run in this session",
+        )),
+        None => Err(ApiError::session_not_found()),
+    }
+}
+
+// ---- the SSE stream -----------------------------------------------------
+
+fn sse_frame(event: &str, data: &Value) -> Bytes {
+    Bytes::from(format!("event: {event}\ndata: {data}\n\n"))
+}
+
+fn sse_response(run: &RunMetadata, attached: bool, events: mpsc::Receiver<RunEvent>) -> Response {
+    let first = sse_frame(
+        "run-start",
+        &json!({"runId": run.run_id, "startSequence": run.start_sequence, "attached": attached}),
+    );
+    let body = Body::from_stream(SseBody {
+        first: Some(first),
+        events,
+        done: false,
+    });
+    let mut response = Response::new(body);
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// `run-start`, then the run's events; ends after `finish` (or when the
+/// follower ends, at shutdown).
+#[derive(Debug)]
+struct SseBody {
+    first: Option<Bytes>,
+    events: mpsc::Receiver<RunEvent>,
+    done: bool,
+}
+
+impl futures_core::Stream for SseBody {
+    type Item = Result<Bytes, Infallible>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(first)));
+        }
+        if self.done {
+            return Poll::Ready(None);
+        }
+        match self.events.poll_recv(cx) {
+            Poll::Ready(Some(RunEvent::Text(delta))) => {
+                Poll::Ready(Some(Ok(sse_frame("text", &json!({ "delta": delta })))))
+            }
+            Poll::Ready(Some(RunEvent::Finish(status))) => {
+                self.done = true;
+                Poll::Ready(Some(Ok(sse_frame("finish", &json!({ "status": status })))))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_ms_accepts_only_bounded_integers() {
+        assert_eq!(wait_ms(None), Ok(0));
+        assert_eq!(wait_ms(Some("waitMs=250&x=1")), Ok(250));
+        for bad in [
+            "waitMs=",
+            "waitMs=-1",
+            "waitMs=abc",
+            "waitMs=1.5",
+            "waitMs=60001",
+            "waitMs=1&waitMs=2",
+            "waitMs",
+        ] {
+            assert_eq!(
+                wait_ms(Some(bad)).map_err(|e| e.code),
+                Err("validation_error"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_malformed_key_message_never_contains_the_value() {
+        let mut headers = HeaderMap::new();
+        headers.insert(REQUEST_KEY_HEADER, HeaderValue::from_static("secret value"));
+        let err = request_key(&headers).unwrap_err();
+        assert_eq!(err.status, 400);
+        assert!(!err.message.contains("secret"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_repeated_key_header_is_refused_even_when_both_are_valid() {
+        let mut headers = HeaderMap::new();
+        headers.append(REQUEST_KEY_HEADER, HeaderValue::from_static("k1"));
+        headers.append(REQUEST_KEY_HEADER, HeaderValue::from_static("k1"));
+        assert_eq!(
+            request_key(&headers).map_err(|e| e.code),
+            Err("validation_error")
+        );
+    }
+}

@@ -1,0 +1,741 @@
+//! The PostgreSQL reference store (tokio-postgres).
+//!
+//! Storage mirrors the release notes' Postgres row, under this project's own
+//! table names so that it can share a database: `reqkey_sessions` (one row
+//! per existing session, the lock the commit takes), `reqkey_runs` with
+//! `request_key` / `request_digest` and a unique partial index on
+//! `(session_id, request_key) WHERE request_key IS NOT NULL`, and
+//! `reqkey_inputs`.
+//!
+//! Why a session row lock: at READ COMMITTED two commits could both read
+//! "no holder, current run r1" and both write. The commit therefore inserts
+//! the session row if missing (`ON CONFLICT DO NOTHING`), locks it
+//! (`SELECT ... FOR UPDATE`), and only then reads the same-runId run, the
+//! key's holder and the current run, decides with
+//! `reqkey_model::apply_run_start_rules` and writes, all in one transaction.
+//! Commits of one session serialize on that row; commits of different
+//! sessions do not contend. A refused commit rolls back, so it does not
+//! create the session row either.
+//!
+//! The unique index is a backstop. Under the lock it cannot fire, but if it
+//! ever does (a writer that bypasses the lock), the store re-reads the
+//! holder and answers `request_key_taken` naming it, never SQLSTATE 23505.
+//! Other unique violations and deadlocks (a race with `deleteSession`)
+//! retry the whole commit, a bounded number of times.
+//!
+//! Migrations are versioned (`reqkey_migrations`) and run in one
+//! transaction under a transaction-scoped advisory lock, so concurrent
+//! openers apply each version exactly once. The unique index is created
+//! with a plain `CREATE INDEX` because the migration creates the table it
+//! indexes; a production migration onto a large existing table would build
+//! it `CONCURRENTLY`, outside a transaction, as the release notes do.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use reqkey_model::rules::{check_status_transition, RunStartContext, RunStartDecision};
+use reqkey_model::{
+    apply_run_start_rules, canonical_json, CommitOutcome, CommitResult, InputEntry, RunMetadata,
+    RunStartRejection, RunStatus, StartRun, StoreError,
+};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, Config, NoTls, Row, Statement};
+
+use super::common::{input_entry, seq_to_sql, Lease, Pool, RunRow};
+use super::{redact_url, OpenError, SessionStateStore};
+
+/// Connections kept open (and at most in use at once).
+const POOL_SIZE: usize = 8;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many times a commit is retried after a deadlock or a non-key unique
+/// violation (both only possible in a race with `deleteSession` or a
+/// foreign writer).
+const MAX_COMMIT_ATTEMPTS: usize = 5;
+/// The advisory lock key that serializes migrations ("reqkey" in ASCII).
+const MIGRATION_LOCK_KEY: i64 = 0x7265_716b_6579;
+/// The backstop index, as Postgres names it in a violation.
+const KEY_INDEX: &str = "reqkey_runs_session_request_key";
+
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "sessions, runs and inputs",
+        "CREATE TABLE reqkey_sessions (
+             session_id text PRIMARY KEY
+         );
+         CREATE TABLE reqkey_runs (
+             session_id     text   NOT NULL,
+             run_id         text   NOT NULL,
+             status         text   NOT NULL,
+             start_sequence bigint NOT NULL,
+             start_digest   text   NOT NULL,
+             PRIMARY KEY (session_id, run_id),
+             UNIQUE (session_id, start_sequence)
+         );
+         CREATE TABLE reqkey_inputs (
+             session_id text   NOT NULL,
+             seq        bigint NOT NULL,
+             run_id     text   NOT NULL,
+             input      text   NOT NULL,
+             PRIMARY KEY (session_id, seq)
+         );",
+    ),
+    (
+        2,
+        "request keys",
+        "ALTER TABLE reqkey_runs ADD COLUMN request_key text, ADD COLUMN request_digest text;
+         CREATE UNIQUE INDEX reqkey_runs_session_request_key
+             ON reqkey_runs (session_id, request_key) WHERE request_key IS NOT NULL;",
+    ),
+];
+
+const RUN_COLUMNS: &str = "session_id, run_id, status, start_sequence, request_key, request_digest";
+
+/// Statements prepared once per connection.
+#[derive(Debug)]
+struct Stmts {
+    run_by_id: Statement,
+    run_by_key: Statement,
+    current_run: Statement,
+    list_runs: Statement,
+    list_inputs: Statement,
+    ensure_session: Statement,
+    lock_session: Statement,
+    insert_run: Statement,
+    insert_input: Statement,
+    lock_run: Statement,
+    update_status: Statement,
+    delete_session: Statement,
+    delete_runs: Statement,
+    delete_inputs: Statement,
+}
+
+impl Stmts {
+    async fn prepare(c: &Client) -> Result<Stmts, tokio_postgres::Error> {
+        Ok(Stmts {
+            run_by_id: c
+                .prepare(&format!(
+                    "SELECT {RUN_COLUMNS}, start_digest FROM reqkey_runs WHERE session_id = $1 AND run_id = $2"
+                ))
+                .await?,
+            run_by_key: c
+                .prepare(&format!(
+                    "SELECT {RUN_COLUMNS} FROM reqkey_runs WHERE session_id = $1 AND request_key = $2"
+                ))
+                .await?,
+            current_run: c
+                .prepare(&format!(
+                    "SELECT {RUN_COLUMNS} FROM reqkey_runs WHERE session_id = $1 ORDER BY start_sequence DESC LIMIT 1"
+                ))
+                .await?,
+            list_runs: c
+                .prepare(&format!(
+                    "SELECT {RUN_COLUMNS} FROM reqkey_runs WHERE session_id = $1 ORDER BY start_sequence"
+                ))
+                .await?,
+            list_inputs: c
+                .prepare("SELECT run_id, input FROM reqkey_inputs WHERE session_id = $1 ORDER BY seq")
+                .await?,
+            ensure_session: c
+                .prepare("INSERT INTO reqkey_sessions (session_id) VALUES ($1) ON CONFLICT DO NOTHING")
+                .await?,
+            lock_session: c
+                .prepare("SELECT session_id FROM reqkey_sessions WHERE session_id = $1 FOR UPDATE")
+                .await?,
+            insert_run: c
+                .prepare(
+                    "INSERT INTO reqkey_runs (session_id, run_id, status, start_sequence, start_digest, request_key, request_digest)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                )
+                .await?,
+            insert_input: c
+                .prepare("INSERT INTO reqkey_inputs (session_id, seq, run_id, input) VALUES ($1, $2, $3, $4)")
+                .await?,
+            lock_run: c
+                .prepare(&format!(
+                    "SELECT {RUN_COLUMNS} FROM reqkey_runs WHERE session_id = $1 AND run_id = $2 FOR UPDATE"
+                ))
+                .await?,
+            update_status: c
+                .prepare("UPDATE reqkey_runs SET status = $3 WHERE session_id = $1 AND run_id = $2")
+                .await?,
+            delete_session: c
+                .prepare("DELETE FROM reqkey_sessions WHERE session_id = $1")
+                .await?,
+            delete_runs: c
+                .prepare("DELETE FROM reqkey_runs WHERE session_id = $1")
+                .await?,
+            delete_inputs: c
+                .prepare("DELETE FROM reqkey_inputs WHERE session_id = $1")
+                .await?,
+        })
+    }
+}
+
+/// One pooled connection with its prepared statements.
+#[derive(Debug)]
+struct Conn {
+    client: Client,
+    stmts: Stmts,
+}
+
+/// The PostgreSQL reference store. Cheap to clone (shares the pool).
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: Config,
+    /// The URL with its password redacted, for messages.
+    target: String,
+    pool: Pool<Conn>,
+    /// Off only in the backstop test (see [`PostgresStore::without_holder_read_for_backstop_test`]).
+    read_holder: bool,
+}
+
+fn pg_err(e: tokio_postgres::Error) -> StoreError {
+    StoreError::internal(format!("postgres: {e}"))
+}
+
+async fn connect_client(config: &Config) -> Result<Client, tokio_postgres::Error> {
+    let (client, connection) = config.connect(NoTls).await?;
+    // The connection future drives the socket; it ends when the client is
+    // dropped or the socket fails (the client then reports `is_closed`).
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// Applies the missing [`MIGRATIONS`] in one transaction under an
+/// advisory lock, so concurrent openers never race.
+async fn migrate(client: &mut Client) -> Result<(), String> {
+    let tx = client.transaction().await.map_err(|e| e.to_string())?;
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY});
+         CREATE TABLE IF NOT EXISTS reqkey_migrations (
+             version    integer PRIMARY KEY,
+             name       text NOT NULL,
+             applied_at timestamptz NOT NULL DEFAULT now()
+         );"
+    ))
+    .await
+    .map_err(|e| e.to_string())?;
+    let applied: i32 = tx
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM reqkey_migrations",
+            &[],
+        )
+        .await
+        .and_then(|r| r.try_get(0))
+        .map_err(|e| e.to_string())?;
+    let known = MIGRATIONS.last().map_or(0, |m| m.0);
+    if applied > known {
+        return Err(format!(
+            "the database is at schema version {applied}, newer than this build knows ({known})"
+        ));
+    }
+    for &(version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > applied) {
+        tx.batch_execute(sql)
+            .await
+            .map_err(|e| format!("migration {version} ({name}): {e}"))?;
+        tx.execute(
+            "INSERT INTO reqkey_migrations (version, name) VALUES ($1, $2)",
+            &[&version, &name],
+        )
+        .await
+        .map_err(|e| format!("recording migration {version}: {e}"))?;
+    }
+    tx.commit().await.map_err(|e| e.to_string())
+}
+
+fn run_row(row: &Row) -> Result<RunMetadata, StoreError> {
+    RunRow {
+        session_id: row.try_get(0).map_err(pg_err)?,
+        run_id: row.try_get(1).map_err(pg_err)?,
+        status: row.try_get(2).map_err(pg_err)?,
+        start_sequence: row.try_get(3).map_err(pg_err)?,
+        request_key: row.try_get(4).map_err(pg_err)?,
+        request_digest: row.try_get(5).map_err(pg_err)?,
+    }
+    .into_meta()
+}
+
+fn opt_run(row: Option<Row>) -> Result<Option<RunMetadata>, StoreError> {
+    row.as_ref().map(run_row).transpose()
+}
+
+/// How one attempt of the commit transaction ended.
+enum Attempt {
+    Done(Result<CommitResult, StoreError>),
+    /// The backstop index fired; re-read the holder.
+    KeyIndexFired,
+    /// A race with a delete or a deadlock; run the commit again.
+    Retry(String),
+}
+
+/// Classifies an error of a write inside the commit.
+fn write_failure(e: tokio_postgres::Error) -> Attempt {
+    match e.code() {
+        Some(code) if *code == SqlState::UNIQUE_VIOLATION => {
+            let constraint = e.as_db_error().and_then(|d| d.constraint());
+            if constraint == Some(KEY_INDEX) {
+                Attempt::KeyIndexFired
+            } else {
+                Attempt::Retry(e.to_string())
+            }
+        }
+        Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED => Attempt::Retry(e.to_string()),
+        _ => Attempt::Done(Err(pg_err(e))),
+    }
+}
+
+async fn commit_attempt(conn: &mut Conn, start: &StartRun, read_holder: bool) -> Attempt {
+    match commit_attempt_inner(conn, start, read_holder).await {
+        Ok(attempt) => attempt,
+        Err(e) => write_failure(e),
+    }
+}
+
+async fn commit_attempt_inner(
+    conn: &mut Conn,
+    start: &StartRun,
+    read_holder: bool,
+) -> Result<Attempt, tokio_postgres::Error> {
+    let st = &conn.stmts;
+    let tx = conn.client.transaction().await?;
+    let sid = &start.session_id;
+    tx.execute(&st.ensure_session, &[sid]).await?;
+    if tx.query_opt(&st.lock_session, &[sid]).await?.is_none() {
+        // Deleted between our insert and our lock: start over.
+        return Ok(Attempt::Retry(
+            "session row vanished before the lock".into(),
+        ));
+    }
+    // Under the lock: the three reads the rules need (pipelined).
+    let key = start.request_key.as_deref().filter(|_| read_holder);
+    let same_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [sid, &start.run_id];
+    let current_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [sid];
+    let (same, holder, current) = tokio::try_join!(
+        tx.query_opt(&st.run_by_id, &same_params),
+        async {
+            match key {
+                Some(k) => tx.query_opt(&st.run_by_key, &[sid, &k]).await,
+                None => Ok(None),
+            }
+        },
+        tx.query_opt(&st.current_run, &current_params),
+    )?;
+    let decided = (|| {
+        let same_digest: Option<String> = same
+            .as_ref()
+            .map(|r| r.try_get(6))
+            .transpose()
+            .map_err(pg_err)?;
+        let same = opt_run(same)?;
+        let holder = opt_run(holder)?;
+        let current = opt_run(current)?;
+        let ctx = RunStartContext {
+            same_run_id: same.as_ref().zip(same_digest.as_deref()),
+            request_key_holder: holder.as_ref(),
+            current_run_id: current.as_ref().map(|r| r.run_id.as_str()),
+            next_start_sequence: current.as_ref().map_or(1, |r| r.start_sequence + 1),
+        };
+        apply_run_start_rules(start, ctx)
+    })();
+    let decision = match decided {
+        Ok(d) => d,
+        Err(e) => {
+            // Refused (or unreadable): undo the session row we may have created.
+            tx.rollback().await?;
+            return Ok(Attempt::Done(Err(e)));
+        }
+    };
+    match decision {
+        RunStartDecision::Replay(run) => {
+            tx.rollback().await?;
+            Ok(Attempt::Done(Ok(CommitResult {
+                outcome: CommitOutcome::Replayed,
+                run,
+            })))
+        }
+        RunStartDecision::Start { run, start_digest } => {
+            let seq = match seq_to_sql(run.start_sequence) {
+                Ok(s) => s,
+                Err(e) => return Ok(Attempt::Done(Err(e))),
+            };
+            tx.execute(
+                &st.insert_run,
+                &[
+                    &run.session_id,
+                    &run.run_id,
+                    &run.status.as_str(),
+                    &seq,
+                    &start_digest,
+                    &run.request_key,
+                    &run.request_digest,
+                ],
+            )
+            .await?;
+            tx.execute(
+                &st.insert_input,
+                &[
+                    &run.session_id,
+                    &seq,
+                    &run.run_id,
+                    &canonical_json(&start.input),
+                ],
+            )
+            .await?;
+            tx.commit().await?;
+            Ok(Attempt::Done(Ok(CommitResult {
+                outcome: CommitOutcome::Started,
+                run,
+            })))
+        }
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://USER@HOST:PORT/DB`), applies any
+    /// missing migrations and keeps the first connection for the pool.
+    pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        let target = redact_url(url);
+        let backend_err = |message: String| OpenError::Backend {
+            backend: "postgres",
+            target: target.clone(),
+            message,
+        };
+        let mut config: Config = url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| backend_err(format!("bad URL: {e}")))?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        let mut client = tokio::time::timeout(CONNECT_TIMEOUT, connect_client(&config))
+            .await
+            .map_err(|_| backend_err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())))?
+            .map_err(|e| backend_err(e.to_string()))?;
+        migrate(&mut client)
+            .await
+            .map_err(|message| OpenError::Migration {
+                backend: "postgres",
+                message,
+            })?;
+        let stmts = Stmts::prepare(&client)
+            .await
+            .map_err(|e| backend_err(format!("preparing statements: {e}")))?;
+        let store = Self {
+            inner: Arc::new(Inner {
+                config,
+                target: target.clone(),
+                pool: Pool::new(POOL_SIZE),
+                read_holder: true,
+            }),
+        };
+        let (lease, _) = store
+            .inner
+            .pool
+            .take()
+            .await
+            .map_err(|e| backend_err(e.to_string()))?;
+        store.inner.pool.put(lease, Conn { client, stmts });
+        Ok(store)
+    }
+
+    /// A store on the same database whose commit does NOT read the key's
+    /// holder, so only the unique index refuses a second run with a key.
+    /// Only for proving the backstop answers `request_key_taken`.
+    #[doc(hidden)]
+    pub fn without_holder_read_for_backstop_test(&self) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                config: self.inner.config.clone(),
+                target: self.inner.target.clone(),
+                pool: Pool::new(POOL_SIZE),
+                read_holder: false,
+            }),
+        }
+    }
+
+    async fn conn(&self) -> Result<(Lease, Conn), StoreError> {
+        let (lease, idle) = self.inner.pool.take().await?;
+        if let Some(conn) = idle.filter(|c| !c.client.is_closed()) {
+            return Ok((lease, conn));
+        }
+        let client = tokio::time::timeout(CONNECT_TIMEOUT, connect_client(&self.inner.config))
+            .await
+            .map_err(|_| {
+                StoreError::internal(format!("postgres at {} did not answer", self.inner.target))
+            })?
+            .map_err(pg_err)?;
+        let stmts = Stmts::prepare(&client).await.map_err(pg_err)?;
+        Ok((lease, Conn { client, stmts }))
+    }
+
+    /// Gives a connection back unless the call failed at the backend level.
+    fn give_back<T>(&self, lease: Lease, conn: Conn, result: &Result<T, StoreError>) {
+        if !matches!(result, Err(StoreError::Internal(_))) && !conn.client.is_closed() {
+            self.inner.pool.put(lease, conn);
+        }
+    }
+
+    /// Runs a read-only statement with two text parameters.
+    async fn query_runs(
+        &self,
+        pick: fn(&Stmts) -> &Statement,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<RunMetadata>, StoreError> {
+        let (lease, conn) = self.conn().await?;
+        let result = match conn.client.query(pick(&conn.stmts), params).await {
+            Ok(rows) => rows.iter().map(run_row).collect(),
+            Err(e) => Err(pg_err(e)),
+        };
+        self.give_back(lease, conn, &result);
+        result
+    }
+
+    /// Writes `sessions` sessions of `runs_per_session` keyed runs each
+    /// (session `{prefix}-{i}`, run `r{j}`, key `k{j}`, digest `d{j}`) with
+    /// `generate_series`, in one transaction: the benchmark's fast seeding
+    /// path. It writes the rows a commit would, minus the rule checks, so it
+    /// must only target sessions that do not exist yet.
+    pub async fn bulk_seed(
+        &self,
+        prefix: &str,
+        sessions: u64,
+        runs_per_session: u64,
+    ) -> Result<(), StoreError> {
+        let (lease, mut conn) = self.conn().await?;
+        let result = async {
+            let sessions = seq_to_sql(sessions)?;
+            let runs = seq_to_sql(runs_per_session)?;
+            let tx = conn.client.transaction().await.map_err(pg_err)?;
+            tx.execute(
+                "INSERT INTO reqkey_sessions (session_id)
+                 SELECT $1::text || '-' || s FROM generate_series(0, $2::bigint - 1) s",
+                &[&prefix, &sessions],
+            )
+            .await
+            .map_err(pg_err)?;
+            tx.execute(
+                "INSERT INTO reqkey_runs (session_id, run_id, status, start_sequence, start_digest, request_key, request_digest)
+                 SELECT $1::text || '-' || s, 'r' || j, 'running', j, 'seed' || j, 'k' || j, 'd' || j
+                 FROM generate_series(0, $2::bigint - 1) s, generate_series(1, $3::bigint) j",
+                &[&prefix, &sessions, &runs],
+            )
+            .await
+            .map_err(pg_err)?;
+            tx.execute(
+                "INSERT INTO reqkey_inputs (session_id, seq, run_id, input)
+                 SELECT $1::text || '-' || s, j, 'r' || j, 'null'
+                 FROM generate_series(0, $2::bigint - 1) s, generate_series(1, $3::bigint) j",
+                &[&prefix, &sessions, &runs],
+            )
+            .await
+            .map_err(pg_err)?;
+            tx.commit().await.map_err(pg_err)?;
+            conn.client
+                .batch_execute("ANALYZE reqkey_runs")
+                .await
+                .map_err(pg_err)
+        }
+        .await;
+        self.give_back(lease, conn, &result);
+        result
+    }
+
+    /// Removes every session whose id starts with `prefix` (benchmark and
+    /// test cleanup), with range scans on the primary keys.
+    pub async fn delete_sessions_with_prefix(&self, prefix: &str) -> Result<u64, StoreError> {
+        let high = format!("{prefix}~");
+        let (lease, mut conn) = self.conn().await?;
+        let result = async {
+            let tx = conn.client.transaction().await.map_err(pg_err)?;
+            let mut runs = 0;
+            for table in ["reqkey_inputs", "reqkey_runs", "reqkey_sessions"] {
+                let n = tx
+                    .execute(
+                        &format!("DELETE FROM {table} WHERE session_id >= $1 AND session_id < $2"),
+                        &[&prefix, &high],
+                    )
+                    .await
+                    .map_err(pg_err)?;
+                if table == "reqkey_runs" {
+                    runs = n;
+                }
+            }
+            tx.commit().await.map_err(pg_err)?;
+            Ok(runs)
+        }
+        .await;
+        self.give_back(lease, conn, &result);
+        result
+    }
+}
+
+#[async_trait]
+impl SessionStateStore for PostgresStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+        let (lease, mut conn) = self.conn().await?;
+        let mut last_retry = String::new();
+        let mut result = None;
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            match commit_attempt(&mut conn, &start, self.inner.read_holder).await {
+                Attempt::Done(r) => {
+                    result = Some(r);
+                    break;
+                }
+                Attempt::Retry(why) => last_retry = why,
+                Attempt::KeyIndexFired => {
+                    // The backstop fired: name the holder, like the rule.
+                    let key = start.request_key.as_deref().unwrap_or_default();
+                    match conn
+                        .client
+                        .query_opt(&conn.stmts.run_by_key, &[&start.session_id, &key])
+                        .await
+                    {
+                        Ok(Some(row)) => {
+                            result = Some(run_row(&row).and_then(|holder| {
+                                Err(RunStartRejection::RequestKeyTaken {
+                                    existing_run_id: holder.run_id,
+                                }
+                                .into())
+                            }));
+                            break;
+                        }
+                        // The holder was deleted meanwhile: the key is free again.
+                        Ok(None) => last_retry = "key holder vanished".into(),
+                        Err(e) => {
+                            result = Some(Err(pg_err(e)));
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        let result = result.unwrap_or_else(|| {
+            Err(StoreError::internal(format!(
+                "the commit did not settle in {MAX_COMMIT_ATTEMPTS} attempts (last: {last_retry})"
+            )))
+        });
+        self.give_back(lease, conn, &result);
+        result
+    }
+
+    async fn get_run(
+        &self,
+        session_id: &str,
+        run_id: &str,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        Ok(self
+            .query_runs(|s| &s.run_by_id, &[&session_id, &run_id])
+            .await?
+            .pop())
+    }
+
+    async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
+        Ok(self
+            .query_runs(|s| &s.current_run, &[&session_id])
+            .await?
+            .pop())
+    }
+
+    async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
+        self.query_runs(|s| &s.list_runs, &[&session_id]).await
+    }
+
+    async fn get_run_by_request_key(
+        &self,
+        session_id: &str,
+        request_key: &str,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        Ok(self
+            .query_runs(|s| &s.run_by_key, &[&session_id, &request_key])
+            .await?
+            .pop())
+    }
+
+    async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
+        let (lease, conn) = self.conn().await?;
+        let result = match conn
+            .client
+            .query(&conn.stmts.list_inputs, &[&session_id])
+            .await
+        {
+            Ok(rows) => rows
+                .iter()
+                .map(|row| {
+                    let run_id: String = row.try_get(0).map_err(pg_err)?;
+                    let text: String = row.try_get(1).map_err(pg_err)?;
+                    input_entry(run_id, &text)
+                })
+                .collect(),
+            Err(e) => Err(pg_err(e)),
+        };
+        self.give_back(lease, conn, &result);
+        result
+    }
+
+    async fn set_run_status(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        status: RunStatus,
+    ) -> Result<RunMetadata, StoreError> {
+        let (lease, mut conn) = self.conn().await?;
+        let result = async {
+            let st = &conn.stmts;
+            let tx = conn.client.transaction().await.map_err(pg_err)?;
+            let row = tx
+                .query_opt(&st.lock_run, &[&session_id, &run_id])
+                .await
+                .map_err(pg_err)?;
+            let mut run = opt_run(row)?.ok_or_else(|| {
+                StoreError::NotFound(format!("no run {run_id} in session {session_id}"))
+            })?;
+            // A refusal rolls the (read-only) transaction back on drop.
+            check_status_transition(&run, status)?;
+            tx.execute(&st.update_status, &[&session_id, &run_id, &status.as_str()])
+                .await
+                .map_err(pg_err)?;
+            tx.commit().await.map_err(pg_err)?;
+            run.status = status;
+            Ok(run)
+        }
+        .await;
+        self.give_back(lease, conn, &result);
+        result
+    }
+
+    async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
+        let (lease, mut conn) = self.conn().await?;
+        let result = async {
+            let st = &conn.stmts;
+            let tx = conn.client.transaction().await.map_err(pg_err)?;
+            // Deleting the session row takes its lock first, so a concurrent
+            // commit either finished before or starts afresh after.
+            let existed = tx
+                .execute(&st.delete_session, &[&session_id])
+                .await
+                .map_err(pg_err)?;
+            tx.execute(&st.delete_inputs, &[&session_id])
+                .await
+                .map_err(pg_err)?;
+            let runs = tx
+                .execute(&st.delete_runs, &[&session_id])
+                .await
+                .map_err(pg_err)?;
+            tx.commit().await.map_err(pg_err)?;
+            Ok(existed > 0 || runs > 0)
+        }
+        .await;
+        self.give_back(lease, conn, &result);
+        result
+    }
+}

@@ -1,0 +1,480 @@
+//! The Redis reference store.
+//!
+//! Storage mirrors the release notes' Redis row: the hash
+//! `session:request-keys:{sessionId}` maps a request key to the run id that
+//! holds it. The rest of a session lives next to it, under the same hash
+//! tag `{sessionId}` (so a cluster keeps a session in one slot):
+//!
+//! | key | type | content |
+//! |---|---|---|
+//! | `session:request-keys:{S}` | hash | request key -> run id |
+//! | `reqkey:runs:{S}` | hash | run id -> run JSON (wire `RunMetadata`) |
+//! | `reqkey:digests:{S}` | hash | run id -> start digest |
+//! | `reqkey:order:{S}` | list | run ids by `startSequence` (the last is current) |
+//! | `reqkey:inputs:{S}` | list | input log entries `{"runId","input"}` |
+//!
+//! Why Lua: Redis has no multi-key read-decide-write transaction that a
+//! shared multiplexed connection can use (`WATCH` needs a connection per
+//! caller), so the whole run-start commit is ONE script, [`COMMIT_LUA`],
+//! which Redis runs atomically. Everything that can happen outside it does:
+//! the request is validated and its start digest computed in Rust with
+//! `reqkey_model` (`validate_start_run`, `start_digest`), and the input is
+//! stored in canonical JSON. The script itself has to apply SPEC 4's four
+//! rules in SPEC 4's order (same-runId replay by start digest, key holder,
+//! CAS, write); this is the one place in the workspace where the order is
+//! restated, so it is kept tiny, and the backend tests drive random
+//! operation sequences through it and through `reqkey_model::seq::SeqStore`
+//! and require identical answers.
+//!
+//! `setRunStatus` keeps its rule in Rust: it reads the run, checks the
+//! transition with `reqkey_model::check_status_transition`, and writes with
+//! a compare-and-set script (retried, bounded, if the run changed between).
+//! `deleteSession` is one `DEL` of all five keys, which Redis applies
+//! atomically.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Script};
+use reqkey_model::rules::{check_status_transition, validate_start_run};
+use reqkey_model::{
+    canonical_json, start_digest, CommitOutcome, CommitResult, InputEntry, RunMetadata,
+    RunStartRejection, RunStatus, StartRun, StoreError,
+};
+
+use super::{redact_url, OpenError, SessionStateStore};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Long enough for the benchmark's seeding pipelines.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound on `setRunStatus`'s compare-and-set retries.
+const MAX_STATUS_ATTEMPTS: usize = 16;
+
+/// The run-start commit. KEYS: runs, digests, request-keys, order, inputs.
+/// ARGV: sessionId, runId, startDigest, hasExpected ("1"/"0"),
+/// expectedCurrentRunId, requestKey ("" when keyless), requestDigest,
+/// input entry JSON. Answers `{outcome, payload}`.
+pub const COMMIT_LUA: &str = r#"
+local run_id = ARGV[2]
+-- 1. same-runId replay (by start digest)
+local digest = redis.call('HGET', KEYS[2], run_id)
+if digest then
+  if digest == ARGV[3] then return {'replayed', redis.call('HGET', KEYS[1], run_id)} end
+  return {'run_id_conflict', run_id}
+end
+-- 2. key holder
+local key = ARGV[6]
+if key ~= '' then
+  local holder = redis.call('HGET', KEYS[3], key)
+  if holder and holder ~= run_id then return {'request_key_taken', holder} end
+end
+-- 3. CAS on the current run
+local current = redis.call('LINDEX', KEYS[4], -1)
+local expected = false
+if ARGV[4] == '1' then expected = ARGV[5] end
+if current ~= expected then
+  if current then return {'cas_mismatch', current} end
+  return {'cas_mismatch'}
+end
+-- 4. write
+local run = {sessionId = ARGV[1], runId = run_id, status = 'running',
+             startSequence = redis.call('LLEN', KEYS[4]) + 1}
+if key ~= '' then
+  run.requestKey = key
+  run.requestDigest = ARGV[7]
+  redis.call('HSET', KEYS[3], key, run_id)
+end
+local json = cjson.encode(run)
+redis.call('HSET', KEYS[1], run_id, json)
+redis.call('HSET', KEYS[2], run_id, ARGV[3])
+redis.call('RPUSH', KEYS[4], run_id)
+redis.call('RPUSH', KEYS[5], ARGV[8])
+return {'started', json}
+"#;
+
+/// KEYS: request-keys, runs. ARGV: key. The holder's run JSON or nil.
+const BY_KEY_LUA: &str = r#"
+local id = redis.call('HGET', KEYS[1], ARGV[1])
+if not id then return false end
+return redis.call('HGET', KEYS[2], id)
+"#;
+
+/// KEYS: order, runs. The current run's JSON or nil.
+const CURRENT_LUA: &str = r#"
+local id = redis.call('LINDEX', KEYS[1], -1)
+if not id then return false end
+return redis.call('HGET', KEYS[2], id)
+"#;
+
+/// KEYS: runs. ARGV: runId, old JSON, new JSON. 1 if swapped.
+const SET_STATUS_LUA: &str = r#"
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+  return 1
+end
+return 0
+"#;
+
+/// The keys of one session.
+struct Keys {
+    request_keys: String,
+    runs: String,
+    digests: String,
+    order: String,
+    inputs: String,
+}
+
+impl Keys {
+    fn of(session_id: &str) -> Keys {
+        Keys {
+            request_keys: format!("session:request-keys:{{{session_id}}}"),
+            runs: format!("reqkey:runs:{{{session_id}}}"),
+            digests: format!("reqkey:digests:{{{session_id}}}"),
+            order: format!("reqkey:order:{{{session_id}}}"),
+            inputs: format!("reqkey:inputs:{{{session_id}}}"),
+        }
+    }
+
+    fn all(&self) -> [&str; 5] {
+        [
+            &self.request_keys,
+            &self.runs,
+            &self.digests,
+            &self.order,
+            &self.inputs,
+        ]
+    }
+}
+
+/// The Redis reference store. Cheap to clone (one multiplexed connection).
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: MultiplexedConnection,
+    target: String,
+    commit: Script,
+    by_key: Script,
+    current: Script,
+    set_status: Script,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+fn redis_err(e: redis::RedisError) -> StoreError {
+    StoreError::internal(format!("redis: {e}"))
+}
+
+fn parse_run(json: &str) -> Result<RunMetadata, StoreError> {
+    serde_json::from_str(json)
+        .map_err(|e| StoreError::internal(format!("stored run is not a RunMetadata: {e}")))
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://HOST:PORT[/DB]`) and checks it answers.
+    pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        let target = redact_url(url);
+        let backend_err = |message: String| OpenError::Backend {
+            backend: "redis",
+            target: target.clone(),
+            message,
+        };
+        let client = redis::Client::open(url).map_err(|e| backend_err(format!("bad URL: {e}")))?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT));
+        let mut conn = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            client.get_multiplexed_async_connection_with_config(&config),
+        )
+        .await
+        .map_err(|_| backend_err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())))?
+        .map_err(|e| backend_err(e.to_string()))?;
+        let pong: String = redis::cmd("PING")
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| backend_err(e.to_string()))?;
+        if pong != "PONG" {
+            return Err(backend_err(format!("PING answered {pong:?}")));
+        }
+        Ok(Self {
+            conn,
+            target,
+            commit: Script::new(COMMIT_LUA),
+            by_key: Script::new(BY_KEY_LUA),
+            current: Script::new(CURRENT_LUA),
+            set_status: Script::new(SET_STATUS_LUA),
+        })
+    }
+
+    /// Writes `sessions` sessions of `runs_per_session` keyed runs each
+    /// (session `{prefix}-{i}`, run `r{j}`, key `k{j}`, digest `d{j}`) with
+    /// pipelined multi-field writes: the benchmark's fast seeding path. It
+    /// writes the layout a commit would, minus the rule checks, so it must
+    /// only target sessions that do not exist yet.
+    pub async fn bulk_seed(
+        &self,
+        prefix: &str,
+        sessions: u64,
+        runs_per_session: u64,
+    ) -> Result<(), StoreError> {
+        const SESSIONS_PER_PIPELINE: u64 = 20;
+        let mut conn = self.conn.clone();
+        let mut s = 0;
+        while s < sessions {
+            let mut pipe = redis::pipe();
+            for i in s..(s + SESSIONS_PER_PIPELINE).min(sessions) {
+                let session_id = format!("{prefix}-{i}");
+                let k = Keys::of(&session_id);
+                let (mut runs, mut digests, mut keys) =
+                    (redis::cmd("HSET"), redis::cmd("HSET"), redis::cmd("HSET"));
+                let (mut order, mut inputs) = (redis::cmd("RPUSH"), redis::cmd("RPUSH"));
+                runs.arg(&k.runs);
+                digests.arg(&k.digests);
+                keys.arg(&k.request_keys);
+                order.arg(&k.order);
+                inputs.arg(&k.inputs);
+                for j in 1..=runs_per_session {
+                    let run = RunMetadata {
+                        session_id: session_id.clone(),
+                        run_id: format!("r{j}"),
+                        status: RunStatus::Running,
+                        start_sequence: j,
+                        request_key: Some(format!("k{j}")),
+                        request_digest: Some(format!("d{j}")),
+                    };
+                    let json = serde_json::to_string(&run)
+                        .map_err(|e| StoreError::internal(e.to_string()))?;
+                    runs.arg(&run.run_id).arg(json);
+                    digests.arg(&run.run_id).arg(format!("seed{j}"));
+                    keys.arg(format!("k{j}")).arg(&run.run_id);
+                    order.arg(&run.run_id);
+                    inputs.arg(format!(r#"{{"runId":"r{j}","input":null}}"#));
+                }
+                for c in [runs, digests, keys, order, inputs] {
+                    pipe.add_command(c).ignore();
+                }
+            }
+            pipe.query_async::<()>(&mut conn).await.map_err(redis_err)?;
+            s += SESSIONS_PER_PIPELINE;
+        }
+        Ok(())
+    }
+
+    /// Deletes the sessions `{prefix}-0 .. {prefix}-{sessions-1}` that
+    /// [`RedisStore::bulk_seed`] wrote.
+    pub async fn delete_seeded(&self, prefix: &str, sessions: u64) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let mut s = 0;
+        while s < sessions {
+            let mut pipe = redis::pipe();
+            for i in s..(s + 100).min(sessions) {
+                pipe.cmd("DEL")
+                    .arg(&Keys::of(&format!("{prefix}-{i}")).all()[..])
+                    .ignore();
+            }
+            pipe.query_async::<()>(&mut conn).await.map_err(redis_err)?;
+            s += 100;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl SessionStateStore for RedisStore {
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+        validate_start_run(&start)?;
+        let k = Keys::of(&start.session_id);
+        let digest = start_digest(&start);
+        let entry = format!(
+            r#"{{"runId":{},"input":{}}}"#,
+            serde_json::to_string(&start.run_id)
+                .map_err(|e| StoreError::internal(e.to_string()))?,
+            canonical_json(&start.input)
+        );
+        let mut conn = self.conn.clone();
+        let answer: Vec<String> = self
+            .commit
+            .key(&k.runs)
+            .key(&k.digests)
+            .key(&k.request_keys)
+            .key(&k.order)
+            .key(&k.inputs)
+            .arg(&start.session_id)
+            .arg(&start.run_id)
+            .arg(&digest)
+            .arg(if start.expected_current_run_id.is_some() {
+                "1"
+            } else {
+                "0"
+            })
+            .arg(start.expected_current_run_id.as_deref().unwrap_or_default())
+            .arg(start.request_key.as_deref().unwrap_or_default())
+            .arg(start.request_digest.as_deref().unwrap_or_default())
+            .arg(entry)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(redis_err)?;
+        let tag = answer.first().map(String::as_str);
+        let payload = answer.get(1).cloned();
+        match (tag, payload) {
+            (Some("started"), Some(json)) => Ok(CommitResult {
+                outcome: CommitOutcome::Started,
+                run: parse_run(&json)?,
+            }),
+            (Some("replayed"), Some(json)) => Ok(CommitResult {
+                outcome: CommitOutcome::Replayed,
+                run: parse_run(&json)?,
+            }),
+            (Some("run_id_conflict"), Some(id)) => Err(RunStartRejection::RunIdConflict {
+                existing_run_id: id,
+            }
+            .into()),
+            (Some("request_key_taken"), Some(id)) => Err(RunStartRejection::RequestKeyTaken {
+                existing_run_id: id,
+            }
+            .into()),
+            (Some("cas_mismatch"), current) => Err(RunStartRejection::CasMismatch {
+                current_run_id: current,
+            }
+            .into()),
+            _ => Err(StoreError::internal(format!(
+                "the commit script answered {answer:?}"
+            ))),
+        }
+    }
+
+    async fn get_run(
+        &self,
+        session_id: &str,
+        run_id: &str,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        let json: Option<String> = redis::cmd("HGET")
+            .arg(Keys::of(session_id).runs)
+            .arg(run_id)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err)?;
+        json.as_deref().map(parse_run).transpose()
+    }
+
+    async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
+        let k = Keys::of(session_id);
+        let json: Option<String> = self
+            .current
+            .key(&k.order)
+            .key(&k.runs)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err)?;
+        json.as_deref().map(parse_run).transpose()
+    }
+
+    async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
+        let values: Vec<String> = redis::cmd("HVALS")
+            .arg(Keys::of(session_id).runs)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err)?;
+        let mut runs = values
+            .iter()
+            .map(|json| parse_run(json))
+            .collect::<Result<Vec<_>, _>>()?;
+        runs.sort_by_key(|r| r.start_sequence);
+        Ok(runs)
+    }
+
+    async fn get_run_by_request_key(
+        &self,
+        session_id: &str,
+        request_key: &str,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        let k = Keys::of(session_id);
+        let json: Option<String> = self
+            .by_key
+            .key(&k.request_keys)
+            .key(&k.runs)
+            .arg(request_key)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err)?;
+        json.as_deref().map(parse_run).transpose()
+    }
+
+    async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
+        let entries: Vec<String> = redis::cmd("LRANGE")
+            .arg(Keys::of(session_id).inputs)
+            .arg(0)
+            .arg(-1)
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err)?;
+        entries
+            .iter()
+            .map(|e| {
+                serde_json::from_str(e)
+                    .map_err(|e| StoreError::internal(format!("stored input entry: {e}")))
+            })
+            .collect()
+    }
+
+    async fn set_run_status(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        status: RunStatus,
+    ) -> Result<RunMetadata, StoreError> {
+        let k = Keys::of(session_id);
+        let mut conn = self.conn.clone();
+        for _ in 0..MAX_STATUS_ATTEMPTS {
+            let old: Option<String> = redis::cmd("HGET")
+                .arg(&k.runs)
+                .arg(run_id)
+                .query_async(&mut conn)
+                .await
+                .map_err(redis_err)?;
+            let old = old.ok_or_else(|| {
+                StoreError::NotFound(format!("no run {run_id} in session {session_id}"))
+            })?;
+            let mut run = parse_run(&old)?;
+            check_status_transition(&run, status)?;
+            run.status = status;
+            let new =
+                serde_json::to_string(&run).map_err(|e| StoreError::internal(e.to_string()))?;
+            let swapped: i64 = self
+                .set_status
+                .key(&k.runs)
+                .arg(run_id)
+                .arg(&old)
+                .arg(&new)
+                .invoke_async(&mut conn)
+                .await
+                .map_err(redis_err)?;
+            if swapped == 1 {
+                return Ok(run);
+            }
+        }
+        Err(StoreError::internal(format!(
+            "run {run_id} kept changing; setRunStatus gave up after {MAX_STATUS_ATTEMPTS} attempts"
+        )))
+    }
+
+    async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
+        let k = Keys::of(session_id);
+        let removed: i64 = redis::cmd("DEL")
+            .arg(&k.all()[..])
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err)?;
+        Ok(removed > 0)
+    }
+}

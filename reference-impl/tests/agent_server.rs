@@ -1,0 +1,304 @@
+//! The agent server at its HTTP boundary, over a raw HTTP/1.1 client so
+//! that every byte (repeated headers, oversized bodies) is under control.
+//! The full conformance corpus runs from the harness; these pin the edge.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use reqkey_reference::agent::{spawn, Executor, ExecutorConfig, ServerHandle};
+use reqkey_reference::store::MemoryStore;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+async fn server() -> ServerHandle {
+    let ex = Executor::new(Arc::new(MemoryStore::new()), ExecutorConfig::default());
+    spawn(ex, "127.0.0.1:0".parse().unwrap()).await.unwrap()
+}
+
+struct Answer {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+async fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &[u8])],
+    body: &[u8],
+) -> Answer {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    )
+    .into_bytes();
+    for (name, value) in headers {
+        req.extend_from_slice(name.as_bytes());
+        req.extend_from_slice(b": ");
+        req.extend_from_slice(value);
+        req.extend_from_slice(b"\r\n");
+    }
+    req.extend_from_slice(b"\r\n");
+    req.extend_from_slice(body);
+    s.write_all(&req).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut raw))
+        .await
+        .unwrap()
+        .unwrap();
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head[9..12].parse().unwrap();
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    Answer { status, head, body }
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = raw.windows(2).position(|w| w == b"\r\n").unwrap();
+        let len = usize::from_str_radix(std::str::from_utf8(&raw[..line_end]).unwrap().trim(), 16)
+            .unwrap();
+        if len == 0 {
+            return out;
+        }
+        out.extend_from_slice(&raw[line_end + 2..line_end + 2 + len]);
+        raw = &raw[line_end + 4 + len..];
+    }
+}
+
+const KEY: &str = "X-Helix-Request-Key";
+
+#[tokio::test]
+async fn health_declares_the_protocol_and_key_support() {
+    let srv = server().await;
+    let a = call(srv.addr, "GET", "/health", &[], b"").await;
+    assert_eq!(a.status, 200);
+    assert_eq!(a.json()["protocol"], "reqkey-agent/1");
+    assert_eq!(a.json()["supportsRequestKey"], true);
+}
+
+#[tokio::test]
+async fn a_keyed_duplicate_start_attaches_and_a_keyless_one_is_refused() {
+    let srv = server().await;
+    let body = br#"{"input":{"text":"[sleep:300]"}}"#;
+    let first = call(
+        srv.addr,
+        "POST",
+        "/sessions/s1/start",
+        &[(KEY, b"k1")],
+        body,
+    )
+    .await;
+    assert_eq!(first.status, 201, "{}", first.text());
+    let again = call(
+        srv.addr,
+        "POST",
+        "/sessions/s1/start",
+        &[(KEY, b"k1")],
+        body,
+    )
+    .await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.json()["status"], "attached");
+    assert_eq!(again.json()["runId"], first.json()["runId"]);
+    let keyless = call(srv.addr, "POST", "/sessions/s1/start", &[], body).await;
+    assert_eq!(keyless.status, 409);
+    assert_eq!(
+        keyless.json(),
+        json!({"code": "state_session_exists", "message": keyless.json()["message"]})
+    );
+}
+
+#[tokio::test]
+async fn malformed_keys_are_400_and_echoed_nowhere() {
+    let srv = server().await;
+    let body = br#"{"input":{"text":"a"}}"#;
+    let secret: &[&[u8]] = &[
+        b"sec ret",
+        b"sec\"ret",
+        "s\u{e9}cret".as_bytes(),
+        b"sec\tret",
+        b"secret/1",
+    ];
+    for raw in secret {
+        let a = call(srv.addr, "POST", "/sessions/s2/start", &[(KEY, raw)], body).await;
+        assert_eq!(a.status, 400, "{}", a.text());
+        assert_eq!(a.json()["code"], "validation_error");
+        assert!(
+            !a.text().contains("ret") && !a.head.contains("ret"),
+            "{}{}",
+            a.head,
+            a.text()
+        );
+    }
+    let repeated = call(
+        srv.addr,
+        "POST",
+        "/sessions/s2/start",
+        &[(KEY, b"k"), (KEY, b"k")],
+        body,
+    )
+    .await;
+    assert_eq!(repeated.status, 400);
+    let snapshot = call(srv.addr, "GET", "/sessions/s2", &[], b"").await;
+    assert_eq!(snapshot.status, 404, "nothing was written");
+}
+
+#[tokio::test]
+async fn bad_bodies_routes_and_methods_get_typed_errors() {
+    let srv = server().await;
+    let cases: Vec<(&str, &str, Vec<u8>, u16, &str)> = vec![
+        (
+            "POST",
+            "/sessions/s3/start",
+            b"not json".to_vec(),
+            400,
+            "validation_error",
+        ),
+        (
+            "POST",
+            "/sessions/s3/start",
+            b"{}".to_vec(),
+            400,
+            "validation_error",
+        ),
+        (
+            "POST",
+            "/sessions/s3/start",
+            vec![b' '; 1024 * 1024 + 1],
+            413,
+            "payload_too_large",
+        ),
+        (
+            "POST",
+            "/sessions/s3/chat",
+            br#"{"messages":[]}"#.to_vec(),
+            400,
+            "validation_error",
+        ),
+        ("GET", "/nope", vec![], 404, "not_found"),
+        (
+            "PUT",
+            "/sessions/s3/start",
+            vec![],
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "GET",
+            "/sessions/s3",
+            vec![],
+            404,
+            "state_session_not_found",
+        ),
+        (
+            "GET",
+            "/sessions/s3/runs/r?waitMs=abc",
+            vec![],
+            400,
+            "validation_error",
+        ),
+        (
+            "GET",
+            "/sessions/s3/runs/r",
+            vec![],
+            404,
+            "state_session_not_found",
+        ),
+        (
+            "DELETE",
+            "/sessions/s3",
+            vec![],
+            404,
+            "state_session_not_found",
+        ),
+        (
+            "POST",
+            "/sessions/s3/resume",
+            br#"{"input":1}"#.to_vec(),
+            404,
+            "state_session_not_found",
+        ),
+    ];
+    for (method, path, body, status, code) in cases {
+        let a = call(srv.addr, method, path, &[], &body).await;
+        assert_eq!(
+            (a.status, a.json()["code"].as_str()),
+            (status, Some(code)),
+            "{method} {path}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_retried_chat_send_streams_the_holders_run_from_its_start() {
+    let srv = server().await;
+    let body = br#"{"messages":[{"role":"user","content":"[sleep:200] hi"}]}"#;
+    let addr = srv.addr;
+    let first = tokio::spawn(async move {
+        call(addr, "POST", "/sessions/s4/chat", &[(KEY, b"c1")], body).await
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+    let second = call(srv.addr, "POST", "/sessions/s4/chat", &[(KEY, b"c1")], body).await;
+    let first = first.await.unwrap();
+    assert!(first.head.contains("text/event-stream"));
+    let want_tail = "event: text\ndata: {\"delta\":\"echo: [sleep:200] hi\"}\n\nevent: finish\ndata: {\"status\":\"completed\"}\n\n";
+    assert!(
+        first.text().contains("\"attached\":false") && first.text().ends_with(want_tail),
+        "{}",
+        first.text()
+    );
+    assert!(
+        second.text().contains("\"attached\":true") && second.text().ends_with(want_tail),
+        "{}",
+        second.text()
+    );
+    let run = call(srv.addr, "GET", "/sessions/s4", &[], b"").await.json();
+    assert_eq!(
+        run["inputs"],
+        json!([{"runId": run["runs"][0]["runId"], "input": {"text": "[sleep:200] hi"}}])
+    );
+}
+
+#[tokio::test]
+async fn graceful_shutdown_ends_open_chat_streams_promptly() {
+    let srv = server().await;
+    let addr = srv.addr;
+    let body = br#"{"messages":[{"role":"user","content":"[sleep:5000] long"}]}"#;
+    let stream =
+        tokio::spawn(async move { call(addr, "POST", "/sessions/s5/chat", &[], body).await });
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let started = std::time::Instant::now();
+    tokio::time::timeout(std::time::Duration::from_secs(3), srv.stop())
+        .await
+        .expect("shutdown does not wait out the run")
+        .unwrap();
+    let answer = stream.await.unwrap();
+    assert!(
+        answer.text().starts_with("event: run-start"),
+        "{}",
+        answer.text()
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+}

@@ -1,0 +1,823 @@
+//! One backend test suite, run on every backend against the real engine.
+//!
+//! Every case in [`cases`] is a generic async fn over
+//! `Arc<dyn SessionStateStore>`; the `suite!` macro instantiates each case
+//! once per backend (`memory`, `sqlite`, `postgres`, `redis`), the sqlx way.
+//! Postgres and Redis tests talk to the services named by
+//! `REQKEY_POSTGRES_URL` (default `postgres://postgres@127.0.0.1:5432/test`)
+//! and `REQKEY_REDIS_URL` (default `redis://127.0.0.1:6379`). If a service
+//! does not answer, the test FAILS with a message saying so; it never skips.
+//!
+//! Tests share those services with other test runs, so every session id is
+//! unique to one case run (`bt-<pid>-<nanos>-<n>-...`), and each case
+//! deletes only the sessions it created.
+
+#![cfg(all(feature = "sqlite", feature = "postgres", feature = "redis"))]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
+use reqkey_model::{
+    CommitOutcome, RunMetadata, RunStartRejection, RunStatus, StartRun, StoreError,
+};
+use reqkey_reference::store::{self, dispatch, PostgresStore, SessionStateStore, SqliteStore};
+use serde_json::{json, Value};
+
+fn postgres_url() -> String {
+    std::env::var("REQKEY_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn redis_url() -> String {
+    std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A fresh prefix no other test run uses.
+fn unique(tag: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "bt-{}-{nanos}-{}-{tag}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A SQLite file removed (with its WAL) when the test ends.
+struct TempDb(PathBuf);
+
+impl TempDb {
+    fn new() -> Self {
+        TempDb(std::env::temp_dir().join(format!("{}.sqlite", unique("db"))))
+    }
+}
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Opens a backend by name; a service that does not answer fails the test.
+async fn open_backend(name: &str) -> (Arc<dyn SessionStateStore>, Option<TempDb>) {
+    let (spec, db) = match name {
+        "memory" => ("memory".to_owned(), None),
+        "sqlite" => {
+            let db = TempDb::new();
+            (format!("sqlite:{}", db.0.display()), Some(db))
+        }
+        "postgres" => (postgres_url(), None),
+        "redis" => (redis_url(), None),
+        other => panic!("no backend {other}"),
+    };
+    match store::open(&spec).await {
+        Ok(s) => (s, db),
+        Err(e) => panic!(
+            "the {name} backend could not be opened ({e}). These tests need the real service: \
+             start it (pg_isready -h 127.0.0.1 / redis-cli ping) or point REQKEY_POSTGRES_URL / \
+             REQKEY_REDIS_URL at one. They never skip."
+        ),
+    }
+}
+
+/// Session ids of one case; deleted at the end by [`Sessions::cleanup`].
+struct Sessions {
+    prefix: String,
+    made: Vec<String>,
+}
+
+impl Sessions {
+    fn new() -> Self {
+        Sessions {
+            prefix: unique("s"),
+            made: Vec::new(),
+        }
+    }
+
+    fn id(&mut self, name: &str) -> String {
+        let id = format!("{}-{name}", self.prefix);
+        self.made.push(id.clone());
+        id
+    }
+
+    async fn cleanup(self, store: &dyn SessionStateStore) {
+        for s in self.made {
+            store.delete_session(&s).await.unwrap();
+        }
+    }
+}
+
+fn start(
+    session: &str,
+    run: &str,
+    expected: Option<&str>,
+    key: Option<&str>,
+    text: &str,
+) -> StartRun {
+    StartRun {
+        session_id: session.into(),
+        run_id: run.into(),
+        expected_current_run_id: expected.map(Into::into),
+        input: json!({ "text": text }),
+        request_key: key.map(Into::into),
+        request_digest: key.map(|_| format!("digest-of-{text}")),
+    }
+}
+
+async fn started(store: &dyn SessionStateStore, s: StartRun) -> RunMetadata {
+    let r = store.commit_run_start(s).await.unwrap();
+    assert_eq!(r.outcome, CommitOutcome::Started);
+    r.run
+}
+
+fn refusal(r: Result<reqkey_model::CommitResult, StoreError>) -> RunStartRejection {
+    match r {
+        Err(StoreError::RunStartRejected(rej)) => rej,
+        other => panic!("expected a run_start_rejected answer, got {other:?}"),
+    }
+}
+
+mod cases {
+    use super::*;
+
+    pub async fn keyed_commit_is_recorded_and_found_by_every_read(
+        store: Arc<dyn SessionStateStore>,
+    ) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        let run = started(&*store, start(&s, "r1", None, Some("k1"), "hello")).await;
+        assert_eq!(
+            (
+                run.start_sequence,
+                run.status,
+                run.request_key.as_deref(),
+                run.request_digest.as_deref()
+            ),
+            (1, RunStatus::Running, Some("k1"), Some("digest-of-hello"))
+        );
+        assert_eq!(store.get_run(&s, "r1").await.unwrap().as_ref(), Some(&run));
+        assert_eq!(
+            store.get_current_run(&s).await.unwrap().as_ref(),
+            Some(&run)
+        );
+        assert_eq!(store.list_runs(&s).await.unwrap(), vec![run.clone()]);
+        assert_eq!(
+            store.get_run_by_request_key(&s, "k1").await.unwrap(),
+            Some(run)
+        );
+        assert_eq!(
+            store.get_run_by_request_key(&s, "K1").await.unwrap(),
+            None,
+            "keys are case-sensitive"
+        );
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn keyless_runs_have_no_key_fields_in_any_read(store: Arc<dyn SessionStateStore>) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        started(&*store, start(&s, "r1", None, None, "x")).await;
+        let reads = [
+            serde_json::to_value(store.get_run(&s, "r1").await.unwrap()).unwrap(),
+            serde_json::to_value(store.get_current_run(&s).await.unwrap()).unwrap(),
+            serde_json::to_value(&store.list_runs(&s).await.unwrap()[0]).unwrap(),
+        ];
+        for read in reads {
+            let obj = read.as_object().unwrap();
+            assert!(
+                !obj.contains_key("requestKey") && !obj.contains_key("requestDigest"),
+                "{read}"
+            );
+        }
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn a_taken_key_is_refused_naming_the_holder_and_nothing_is_written(
+        store: Arc<dyn SessionStateStore>,
+    ) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        started(&*store, start(&s, "r1", None, Some("k"), "a")).await;
+        let r = store
+            .commit_run_start(start(&s, "r2", Some("r1"), Some("k"), "b"))
+            .await;
+        assert_eq!(
+            refusal(r),
+            RunStartRejection::RequestKeyTaken {
+                existing_run_id: "r1".into()
+            }
+        );
+        assert_eq!(store.list_runs(&s).await.unwrap().len(), 1);
+        assert_eq!(store.list_inputs(&s).await.unwrap().len(), 1);
+        assert_eq!(store.get_run(&s, "r2").await.unwrap(), None);
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn the_same_start_run_again_replays_without_writing(
+        store: Arc<dyn SessionStateStore>,
+    ) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        let first = start(&s, "r1", None, Some("k"), "a");
+        started(&*store, first.clone()).await;
+        store
+            .set_run_status(&s, "r1", RunStatus::SuspendedInput)
+            .await
+            .unwrap();
+        // Object key order does not matter: the start digest is canonical.
+        let mut again = first.clone();
+        again.input = serde_json::from_str(r#"{"text":"a"}"#).unwrap();
+        let r = store.commit_run_start(again).await.unwrap();
+        assert_eq!(r.outcome, CommitOutcome::Replayed);
+        assert_eq!(
+            r.run.status,
+            RunStatus::SuspendedInput,
+            "a replay answers the run as it is now"
+        );
+        assert_eq!(store.list_runs(&s).await.unwrap().len(), 1);
+        assert_eq!(store.list_inputs(&s).await.unwrap().len(), 1);
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn the_holders_own_replay_comes_before_the_key_rule(
+        store: Arc<dyn SessionStateStore>,
+    ) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        let first = start(&s, "r1", None, Some("k"), "a");
+        started(&*store, first.clone()).await;
+        started(&*store, start(&s, "r2", Some("r1"), None, "b")).await;
+        // Stale CAS and a held key, but it is r1's own StartRun: replayed.
+        let r = store.commit_run_start(first).await.unwrap();
+        assert_eq!(
+            (r.outcome, r.run.run_id.as_str()),
+            (CommitOutcome::Replayed, "r1")
+        );
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn the_key_rule_comes_before_cas(store: Arc<dyn SessionStateStore>) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        started(&*store, start(&s, "r1", None, Some("k"), "a")).await;
+        let r = store
+            .commit_run_start(start(&s, "r2", Some("stale"), Some("k"), "b"))
+            .await;
+        assert_eq!(
+            refusal(r),
+            RunStartRejection::RequestKeyTaken {
+                existing_run_id: "r1".into()
+            }
+        );
+        let r = store
+            .commit_run_start(start(&s, "r2", Some("stale"), Some("k2"), "b"))
+            .await;
+        assert_eq!(
+            refusal(r),
+            RunStartRejection::CasMismatch {
+                current_run_id: Some("r1".into())
+            }
+        );
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn a_run_id_reused_with_other_fields_conflicts(store: Arc<dyn SessionStateStore>) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        started(&*store, start(&s, "r1", None, Some("k"), "a")).await;
+        for other in [
+            start(&s, "r1", None, Some("k"), "changed"),
+            start(&s, "r1", None, None, "a"),
+            start(&s, "r1", Some("r1"), Some("k"), "a"),
+        ] {
+            let r = store.commit_run_start(other).await;
+            assert_eq!(
+                refusal(r),
+                RunStartRejection::RunIdConflict {
+                    existing_run_id: "r1".into()
+                }
+            );
+        }
+        assert_eq!(store.list_inputs(&s).await.unwrap().len(), 1);
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn keys_are_per_session(store: Arc<dyn SessionStateStore>) {
+        let mut ss = Sessions::new();
+        let (a, b) = (ss.id("a"), ss.id("b"));
+        let ra = started(&*store, start(&a, "ra", None, Some("k"), "x")).await;
+        let rb = started(&*store, start(&b, "rb", None, Some("k"), "x")).await;
+        assert_eq!(
+            store.get_run_by_request_key(&a, "k").await.unwrap(),
+            Some(ra)
+        );
+        assert_eq!(
+            store.get_run_by_request_key(&b, "k").await.unwrap(),
+            Some(rb)
+        );
+        let c = ss.id("c");
+        assert_eq!(store.get_run_by_request_key(&c, "k").await.unwrap(), None);
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn a_refused_start_leaves_the_key_free_and_creates_no_session(
+        store: Arc<dyn SessionStateStore>,
+    ) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        let r = store
+            .commit_run_start(start(&s, "r1", Some("nope"), Some("k"), "a"))
+            .await;
+        assert_eq!(
+            refusal(r),
+            RunStartRejection::CasMismatch {
+                current_run_id: None
+            }
+        );
+        assert_eq!(store.get_run_by_request_key(&s, "k").await.unwrap(), None);
+        assert!(
+            !store.delete_session(&s).await.unwrap(),
+            "a refused commit created the session"
+        );
+        let run = started(&*store, start(&s, "r1", None, Some("k"), "a")).await;
+        assert_eq!(run.start_sequence, 1);
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn delete_frees_keys_and_restarts_the_sequence(store: Arc<dyn SessionStateStore>) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        started(&*store, start(&s, "r1", None, Some("k"), "a")).await;
+        started(&*store, start(&s, "r2", Some("r1"), Some("k2"), "b")).await;
+        assert!(store.delete_session(&s).await.unwrap());
+        assert!(!store.delete_session(&s).await.unwrap(), "deleted twice");
+        assert_eq!(store.get_run(&s, "r1").await.unwrap(), None);
+        assert_eq!(store.get_current_run(&s).await.unwrap(), None);
+        assert_eq!(store.list_runs(&s).await.unwrap(), vec![]);
+        assert_eq!(store.list_inputs(&s).await.unwrap(), vec![]);
+        assert_eq!(store.get_run_by_request_key(&s, "k").await.unwrap(), None);
+        let run = started(&*store, start(&s, "r9", None, Some("k"), "c")).await;
+        assert_eq!(
+            (run.start_sequence, run.request_key.as_deref()),
+            (1, Some("k"))
+        );
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn finished_runs_refuse_every_status_change(store: Arc<dyn SessionStateStore>) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        started(&*store, start(&s, "r1", None, None, "a")).await;
+        let run = store
+            .set_run_status(&s, "r1", RunStatus::SuspendedTool)
+            .await
+            .unwrap();
+        assert_eq!(run.status, RunStatus::SuspendedTool);
+        store
+            .set_run_status(&s, "r1", RunStatus::Failed)
+            .await
+            .unwrap();
+        for to in RunStatus::ALL {
+            let r = store.set_run_status(&s, "r1", to).await;
+            assert!(
+                matches!(r, Err(StoreError::InvalidTransition(_))),
+                "{to:?}: {r:?}"
+            );
+        }
+        assert_eq!(
+            store.get_run(&s, "r1").await.unwrap().unwrap().status,
+            RunStatus::Failed
+        );
+        assert!(matches!(
+            store.set_run_status(&s, "nope", RunStatus::Completed).await,
+            Err(StoreError::NotFound(_))
+        ));
+        let unknown = ss.id("unknown");
+        assert!(matches!(
+            store
+                .set_run_status(&unknown, "r1", RunStatus::Completed)
+                .await,
+            Err(StoreError::NotFound(_))
+        ));
+        ss.cleanup(&*store).await;
+    }
+
+    pub async fn inputs_are_logged_in_commit_order(store: Arc<dyn SessionStateStore>) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        let mut first = start(&s, "r1", None, None, "a");
+        first.input = json!({"b": [1, 2.5, {"z": "é", "y": null}], "a": true});
+        started(&*store, first).await;
+        started(&*store, start(&s, "r2", Some("r1"), None, "b")).await;
+        let inputs = store.list_inputs(&s).await.unwrap();
+        assert_eq!(
+            serde_json::to_value(&inputs).unwrap(),
+            json!([
+                {"runId": "r1", "input": {"a": true, "b": [1, 2.5, {"y": null, "z": "é"}]}},
+                {"runId": "r2", "input": {"text": "b"}}
+            ])
+        );
+        let runs = store.list_runs(&s).await.unwrap();
+        assert_eq!(
+            runs.iter().map(|r| r.start_sequence).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert_eq!(
+            store.get_current_run(&s).await.unwrap().unwrap().run_id,
+            "r2"
+        );
+        ss.cleanup(&*store).await;
+    }
+
+    /// SPEC 8 `request-key.race`, shortened: 10 trials of 8 commits.
+    pub async fn concurrent_commits_with_one_key_start_one_run(store: Arc<dyn SessionStateStore>) {
+        let mut ss = Sessions::new();
+        for trial in 0..10 {
+            let s = ss.id(&format!("t{trial}"));
+            let tasks: Vec<_> = (0..8)
+                .map(|i| {
+                    let store = Arc::clone(&store);
+                    let st = start(&s, &format!("r{i}"), None, Some("k"), "same");
+                    tokio::spawn(async move { store.commit_run_start(st).await })
+                })
+                .collect();
+            let mut answers = Vec::new();
+            for t in tasks {
+                answers.push(t.await.unwrap());
+            }
+            let winners: Vec<_> = answers
+                .iter()
+                .filter_map(|a| a.as_ref().ok())
+                .map(|r| r.run.run_id.clone())
+                .collect();
+            assert_eq!(winners.len(), 1, "trial {trial}: {answers:?}");
+            for a in &answers {
+                if let Err(e) = a {
+                    assert_eq!(
+                        e,
+                        &StoreError::from(RunStartRejection::RequestKeyTaken {
+                            existing_run_id: winners[0].clone()
+                        }),
+                        "trial {trial}"
+                    );
+                }
+            }
+            assert_eq!(store.list_runs(&s).await.unwrap().len(), 1);
+            assert_eq!(store.list_inputs(&s).await.unwrap().len(), 1);
+        }
+        ss.cleanup(&*store).await;
+    }
+
+    /// Keyless commits that all expect an empty session: CAS lets one in.
+    pub async fn concurrent_keyless_commits_pass_cas_once(store: Arc<dyn SessionStateStore>) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let store = Arc::clone(&store);
+                let st = start(&s, &format!("r{i}"), None, None, "x");
+                tokio::spawn(async move { store.commit_run_start(st).await })
+            })
+            .collect();
+        let mut ok = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(_) => ok += 1,
+                Err(StoreError::RunStartRejected(RunStartRejection::CasMismatch {
+                    current_run_id: Some(_),
+                })) => {}
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+        }
+        assert_eq!(ok, 1);
+        assert_eq!(store.list_inputs(&s).await.unwrap().len(), 1);
+        ss.cleanup(&*store).await;
+    }
+
+    /// Model-based: random operation sequences answer exactly what
+    /// `reqkey_model::seq::SeqStore` answers (errors compared by kind,
+    /// cause and details; messages are free text).
+    pub async fn random_histories_match_the_sequential_model(store: Arc<dyn SessionStateStore>) {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        let ops = prop::collection::vec(gen_op(), 1..40);
+        let mut runner = TestRunner::new(Config {
+            cases: 24,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        let handle = tokio::runtime::Handle::current();
+        let result = runner.run(&ops, |ops| {
+            let store = Arc::clone(&store);
+            let outcome = std::thread::scope(|scope| {
+                scope
+                    .spawn(|| handle.block_on(run_history(store, ops)))
+                    .join()
+                    .unwrap()
+            });
+            prop_assert!(outcome.is_ok(), "{}", outcome.err().unwrap_or_default());
+            Ok(())
+        });
+        if let Err(e) = result {
+            panic!("{} diverges from the model: {e}", store.backend());
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Expected {
+    Current,
+    Null,
+    Run(u8),
+}
+
+#[derive(Debug, Clone)]
+enum GenOp {
+    Commit {
+        session: u8,
+        run: u8,
+        expected: Expected,
+        key: Option<u8>,
+        text: u8,
+    },
+    GetRun {
+        session: u8,
+        run: u8,
+    },
+    GetCurrent {
+        session: u8,
+    },
+    ListRuns {
+        session: u8,
+    },
+    ByKey {
+        session: u8,
+        key: u8,
+    },
+    ListInputs {
+        session: u8,
+    },
+    SetStatus {
+        session: u8,
+        run: u8,
+        status: u8,
+    },
+    Delete {
+        session: u8,
+    },
+}
+
+fn gen_op() -> impl proptest::strategy::Strategy<Value = GenOp> {
+    use proptest::prelude::*;
+    let expected = prop_oneof![
+        3 => Just(Expected::Current),
+        1 => Just(Expected::Null),
+        1 => (0..4u8).prop_map(Expected::Run),
+    ];
+    prop_oneof![
+        6 => (0..2u8, 0..5u8, expected, proptest::option::of(0..3u8), 0..2u8).prop_map(
+            |(session, run, expected, key, text)| GenOp::Commit { session, run, expected, key, text }
+        ),
+        1 => (0..2u8, 0..5u8).prop_map(|(session, run)| GenOp::GetRun { session, run }),
+        1 => (0..2u8).prop_map(|session| GenOp::GetCurrent { session }),
+        1 => (0..2u8).prop_map(|session| GenOp::ListRuns { session }),
+        2 => (0..2u8, 0..3u8).prop_map(|(session, key)| GenOp::ByKey { session, key }),
+        1 => (0..2u8).prop_map(|session| GenOp::ListInputs { session }),
+        2 => (0..2u8, 0..5u8, 0..6u8).prop_map(|(session, run, status)| GenOp::SetStatus { session, run, status }),
+        1 => (0..2u8).prop_map(|session| GenOp::Delete { session }),
+    ]
+}
+
+/// The wire answer with error messages removed (they are free text).
+fn comparable(answer: Value) -> Value {
+    let mut answer = answer;
+    if let Some(err) = answer.get_mut("error").and_then(Value::as_object_mut) {
+        err.remove("message");
+    }
+    answer
+}
+
+async fn run_history(store: Arc<dyn SessionStateStore>, ops: Vec<GenOp>) -> Result<(), String> {
+    let prefix = unique("h");
+    let sid = |i: u8| format!("{prefix}-s{i}");
+    let mut model = SeqStore::new();
+    let mut result = Ok(());
+    for (step, g) in ops.iter().enumerate() {
+        let wire = match g {
+            GenOp::Commit {
+                session,
+                run,
+                expected,
+                key,
+                text,
+            } => {
+                let s = sid(*session);
+                let expected = match expected {
+                    Expected::Current => model
+                        .session(&s)
+                        .and_then(|st| st.current_run())
+                        .map(|r| r.run_id.clone()),
+                    Expected::Null => None,
+                    Expected::Run(i) => Some(format!("r{i}")),
+                };
+                let mut st = json!({"sessionId": s, "runId": format!("r{run}"),
+                    "expectedCurrentRunId": expected, "input": {"text": format!("t{text}")}});
+                if let Some(k) = key {
+                    st["requestKey"] = json!(format!("k{k}"));
+                    st["requestDigest"] = json!(format!("d{text}"));
+                }
+                json!({"op": "commitRunStart", "args": {"startRun": st}})
+            }
+            GenOp::GetRun { session, run } => {
+                json!({"op": "getRun", "args": {"sessionId": sid(*session), "runId": format!("r{run}")}})
+            }
+            GenOp::GetCurrent { session } => {
+                json!({"op": "getCurrentRun", "args": {"sessionId": sid(*session)}})
+            }
+            GenOp::ListRuns { session } => {
+                json!({"op": "listRuns", "args": {"sessionId": sid(*session)}})
+            }
+            GenOp::ByKey { session, key } => json!({"op": "getRunByRequestKey",
+                "args": {"sessionId": sid(*session), "requestKey": format!("k{key}")}}),
+            GenOp::ListInputs { session } => {
+                json!({"op": "listInputs", "args": {"sessionId": sid(*session)}})
+            }
+            GenOp::SetStatus {
+                session,
+                run,
+                status,
+            } => json!({"op": "setRunStatus", "args": {
+                "sessionId": sid(*session), "runId": format!("r{run}"),
+                "status": RunStatus::ALL[usize::from(*status)].as_str()}}),
+            GenOp::Delete { session } => {
+                json!({"op": "deleteSession", "args": {"sessionId": sid(*session)}})
+            }
+        };
+        let op = StoreOp::from_wire(&wire).map_err(|e| format!("generator built a bad op: {e}"))?;
+        let want = comparable(answer_to_wire(&model.apply(&op)));
+        let got = comparable(answer_to_wire(&dispatch(&*store, op).await));
+        if want != got {
+            result = Err(format!(
+                "step {step}: {wire}\n  model: {want}\n  store: {got}"
+            ));
+            break;
+        }
+    }
+    for i in 0..2 {
+        let _ = store.delete_session(&sid(i)).await;
+    }
+    result
+}
+
+macro_rules! case {
+    ($backend:ident, $name:ident) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            let (store, _db) = open_backend(stringify!($backend)).await;
+            cases::$name(store).await;
+        }
+    };
+}
+
+macro_rules! suite {
+    ($backend:ident) => {
+        mod $backend {
+            use super::*;
+            case!($backend, keyed_commit_is_recorded_and_found_by_every_read);
+            case!($backend, keyless_runs_have_no_key_fields_in_any_read);
+            case!(
+                $backend,
+                a_taken_key_is_refused_naming_the_holder_and_nothing_is_written
+            );
+            case!($backend, the_same_start_run_again_replays_without_writing);
+            case!($backend, the_holders_own_replay_comes_before_the_key_rule);
+            case!($backend, the_key_rule_comes_before_cas);
+            case!($backend, a_run_id_reused_with_other_fields_conflicts);
+            case!($backend, keys_are_per_session);
+            case!(
+                $backend,
+                a_refused_start_leaves_the_key_free_and_creates_no_session
+            );
+            case!($backend, delete_frees_keys_and_restarts_the_sequence);
+            case!($backend, finished_runs_refuse_every_status_change);
+            case!($backend, inputs_are_logged_in_commit_order);
+            case!($backend, concurrent_commits_with_one_key_start_one_run);
+            case!($backend, concurrent_keyless_commits_pass_cas_once);
+            case!($backend, random_histories_match_the_sequential_model);
+        }
+    };
+}
+
+suite!(memory);
+suite!(sqlite);
+suite!(postgres);
+suite!(redis);
+
+/// The unique index answers `request_key_taken` naming the holder when the
+/// commit did not see the holder (here: a store told not to read it).
+async fn backstop_answers_request_key_taken(
+    store: Arc<dyn SessionStateStore>,
+    blind: Arc<dyn SessionStateStore>,
+) {
+    let mut ss = Sessions::new();
+    let s = ss.id("a");
+    started(&*store, start(&s, "r1", None, Some("k"), "a")).await;
+    let r = blind
+        .commit_run_start(start(&s, "r2", Some("r1"), Some("k"), "b"))
+        .await;
+    assert_eq!(
+        refusal(r),
+        RunStartRejection::RequestKeyTaken {
+            existing_run_id: "r1".into()
+        }
+    );
+    assert_eq!(store.list_runs(&s).await.unwrap().len(), 1);
+    assert_eq!(store.list_inputs(&s).await.unwrap().len(), 1);
+    // Without the key the blind store still works.
+    started(&*blind, start(&s, "r2", Some("r1"), Some("k2"), "b")).await;
+    ss.cleanup(&*store).await;
+}
+
+#[tokio::test]
+async fn sqlite_unique_index_backstop_answers_request_key_taken() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let blind = store.without_holder_read_for_backstop_test();
+    backstop_answers_request_key_taken(Arc::new(store), Arc::new(blind)).await;
+}
+
+#[tokio::test]
+async fn postgres_unique_index_backstop_answers_request_key_taken() {
+    let store = match PostgresStore::connect(&postgres_url()).await {
+        Ok(s) => s,
+        Err(e) => panic!("Postgres did not answer ({e}); start it or set REQKEY_POSTGRES_URL"),
+    };
+    let blind = store.without_holder_read_for_backstop_test();
+    backstop_answers_request_key_taken(Arc::new(store), Arc::new(blind)).await;
+}
+
+#[tokio::test]
+async fn migrations_are_idempotent_and_concurrent_openers_do_not_race() {
+    let db = TempDb::new();
+    let path = db.0.clone();
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let p = path.clone();
+            tokio::spawn(async move { SqliteStore::open(p).await })
+        })
+        .collect();
+    for o in opens {
+        o.await.unwrap().unwrap();
+    }
+    let conn = rusqlite_versions(&path);
+    assert_eq!(conn, vec![1, 2]);
+
+    let url = postgres_url();
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let u = url.clone();
+            tokio::spawn(async move { PostgresStore::connect(&u).await.map(drop) })
+        })
+        .collect();
+    for o in opens {
+        o.await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("Postgres open failed: {e}"));
+    }
+}
+
+fn rusqlite_versions(path: &std::path::Path) -> Vec<i64> {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    let mut st = conn
+        .prepare("SELECT version FROM reqkey_migrations ORDER BY version")
+        .unwrap();
+    st.query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn open_refuses_an_unknown_spec_and_redacts_passwords() {
+    let e = store::open("mongodb://x").await.unwrap_err();
+    assert!(matches!(e, store::OpenError::UnknownSpec(_)), "{e}");
+    let e = store::open("postgres://u:secret@127.0.0.1:1/db")
+        .await
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        !msg.contains("secret") && msg.contains("127.0.0.1"),
+        "{msg}"
+    );
+}
