@@ -20,11 +20,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# name -> --target. A backend is listed here once its target is in reqkey.
+# name -> --target. The SQLite file is made afresh under the repository
+# root (and removed after), so the certificate names a stable target.
+PG_URL="${REQKEY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
+REDIS_URL="${REQKEY_REDIS_URL:-redis://127.0.0.1:6379/}"
+SQLITE_FILE="reqkey-reports.sqlite"
 declare -A TARGETS=(
   [memory]="memory"
+  [sqlite]="sqlite:$SQLITE_FILE"
+  [postgres]="$PG_URL"
+  [redis]="$REDIS_URL"
+  [reference-agent]="reference-agent"
 )
-ORDER=(memory)
+ORDER=(memory sqlite postgres redis reference-agent)
+rm -f "$SQLITE_FILE" "$SQLITE_FILE"-*
+trap 'rm -f "$SQLITE_FILE" "$SQLITE_FILE"-*' EXIT
 
 cargo build -q -p reqkey-harness --bin reqkey
 bin="${CARGO_TARGET_DIR:-target}/debug/reqkey"
