@@ -30,7 +30,14 @@ fn every_reference_backend_has_a_committed_certificate() {
         .iter()
         .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    for backend in ["memory", "sqlite", "postgres", "redis", "reference-agent"] {
+    for backend in [
+        "memory",
+        "sqlite",
+        "postgres",
+        "redis",
+        "memory-http",
+        "reference-agent",
+    ] {
         assert!(names.contains(&backend.to_owned()), "{backend}: {names:?}");
     }
 }
