@@ -20,11 +20,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# name -> --target. A backend is listed here once its target is in reqkey
-# (and gets a row in reports/README.md and in harness/tests/reports.rs).
+# name -> --target. A backend is listed here once its target is in reqkey.
 # `sqlite` certifies a scratch file (removed before and after); `memory-http`
 # is the memory store behind `reqkey serve store`, certified through the
 # reqkey-store/1 wire exactly as an adapter in another language would be.
+# `reference-agent` is the reference agent server (in process, over HTTP on
+# an ephemeral port) certified against the agent suite.
 SQLITE_FILE="${TMPDIR:-/tmp}/reqkey-certify.sqlite"
 HTTP_LISTEN="127.0.0.1:7311"
 declare -A TARGETS=(
