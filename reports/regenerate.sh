@@ -21,10 +21,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # name -> --target. A backend is listed here once its target is in reqkey.
+# `sqlite` certifies a scratch file (removed before and after); `memory-http`
+# is the memory store behind `reqkey serve store`, certified through the
+# reqkey-store/1 wire exactly as an adapter in another language would be.
+# `reference-agent` is the reference agent server (in process, over HTTP on
+# an ephemeral port) certified against the agent suite.
+SQLITE_FILE="${TMPDIR:-/tmp}/reqkey-certify.sqlite"
+HTTP_LISTEN="127.0.0.1:7311"
 declare -A TARGETS=(
   [memory]="memory"
+  [sqlite]="sqlite:$SQLITE_FILE"
+  [postgres]="${REQKEY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
+  [redis]="${REQKEY_REDIS_URL:-redis://127.0.0.1:6379/}"
+  [memory-http]="store+http://$HTTP_LISTEN"
+  [reference-agent]="reference-agent"
 )
-ORDER=(memory)
+ORDER=(memory sqlite postgres redis memory-http reference-agent)
+
+rm_sqlite() { rm -f "$SQLITE_FILE" "$SQLITE_FILE-wal" "$SQLITE_FILE-shm"; }
+server_pid=""
+stop_server() { if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; server_pid=""; fi; }
+trap 'stop_server; rm_sqlite' EXIT
 
 cargo build -q -p reqkey-harness --bin reqkey
 bin="${CARGO_TARGET_DIR:-target}/debug/reqkey"
@@ -41,7 +58,16 @@ for name in "${names[@]}"; do
   fi
   echo "== $name ($target)"
   rc=0
+  case "$name" in
+    sqlite) rm_sqlite ;;
+    memory-http)
+      "$bin" serve store --store memory --listen "$HTTP_LISTEN" >/dev/null 2>&1 &
+      server_pid=$!
+      for _ in $(seq 1 50); do curl -sf "http://$HTTP_LISTEN/health" >/dev/null 2>&1 && break; sleep 0.1; done
+      ;;
+  esac
   "$bin" certify --target "$target" --out "reports/$name" --quiet || rc=$?
+  [ "$name" = memory-http ] && stop_server
   if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then status=$rc; fi
 done
 exit "$status"

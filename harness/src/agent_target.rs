@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use reqkey_reference::agent::{
     spawn, ConcurrencyPolicy, Executor, ExecutorConfig, ExecutorDefect, ServerHandle,
 };
-use reqkey_reference::store::MemoryStore;
+use reqkey_reference::store::{self, MemoryStore, SessionStateStore};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
@@ -170,21 +170,68 @@ pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetE
     Ok(config)
 }
 
-/// Starts the reference server in process on an ephemeral port.
+/// Opens `http://HOST:PORT` or `reference-agent[:VARIANT][@STORE]`.
+///
+/// An `http://` server that does not answer `/health` at all fails here,
+/// with one message (exit 2), instead of once per scenario.
+pub async fn open_agent_target(
+    spec: &str,
+    opts: TargetOptions,
+) -> Result<Arc<dyn Target>, TargetError> {
+    if spec.starts_with("http://") {
+        let target = HttpAgentTarget::new(spec, opts)?;
+        return match target.health().await {
+            Err(e @ (TargetError::Unreachable(_) | TargetError::Timeout { .. })) => Err(e),
+            _ => Ok(Arc::new(target)),
+        };
+    }
+    let rest = spec
+        .strip_prefix("reference-agent")
+        .ok_or_else(|| TargetError::BadSpec(format!("unknown target `{spec}`")))?;
+    // The variant never holds an `@`; a store URL may (`postgres://u@h/db`).
+    let (variant, store) = match rest.split_once('@') {
+        Some((v, store)) => (v, Some(store)),
+        None => (rest, None),
+    };
+    let variant = match variant {
+        "" => None,
+        v => Some(v.strip_prefix(':').ok_or_else(|| {
+            TargetError::BadSpec(format!("`{spec}` is not reference-agent[:VARIANT][@STORE]"))
+        })?),
+    };
+    Ok(Arc::new(reference_agent(variant, store, opts).await?))
+}
+
+/// Starts the reference server in process on an ephemeral port, over a
+/// fresh memory store or the reference store `store` names.
 pub async fn reference_agent(
     variant: Option<&str>,
+    store: Option<&str>,
     opts: TargetOptions,
 ) -> Result<HttpAgentTarget, TargetError> {
     let config = reference_config(variant)?;
-    let executor = Executor::new(Arc::new(MemoryStore::new()), config);
+    let sessions: Arc<dyn SessionStateStore> = match store {
+        None => Arc::new(MemoryStore::new()),
+        Some(spec) => tokio::time::timeout(opts.call_timeout(), store::open(spec))
+            .await
+            .map_err(|_| TargetError::Timeout {
+                timeout_ms: opts.call_timeout_ms,
+            })?
+            .map_err(crate::target::open_error)?,
+    };
+    let executor = Executor::new(sessions, config);
     let server = spawn(executor, ([127, 0, 0, 1], 0).into())
         .await
         .map_err(|e| TargetError::Unreachable(format!("cannot start the reference agent: {e}")))?;
     let mut target = HttpAgentTarget::new(&format!("http://{}", server.addr), opts)?;
-    target.name = match variant {
-        Some(v) => format!("reference-agent:{v}"),
-        None => "reference-agent".into(),
-    };
+    let mut name = String::from("reference-agent");
+    if let Some(v) = variant {
+        name = format!("{name}:{v}");
+    }
+    if let Some(s) = store {
+        name = format!("{name}@{}", store::redact_url(s));
+    }
+    target.name = name;
     target._server = Some(server);
     Ok(target)
 }

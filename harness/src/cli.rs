@@ -158,6 +158,9 @@ pub struct RunArgs {
     /// The seed of every random choice (printed on failure; replays a run).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Concurrent requests per parallel item: overrides every `copies:`.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::scenario::MAX_COPIES)))]
+    pub concurrency: Option<u32>,
     /// Bound on every single call to the target, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
@@ -392,6 +395,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     }
     let mut cfg = RunConfig::new(args.seed.unwrap_or_else(fresh_seed));
     cfg.repeat_override = args.repeat;
+    cfg.copies_override = args.concurrency;
     cfg.fail_fast = args.fail_fast;
     cfg.call_timeout_ms = args.timeout_ms;
     cfg.expected_failures = expected.iter().cloned().collect();

@@ -66,6 +66,9 @@ use serde_json::Value;
 /// The default search budget (steps across all partitions).
 pub const DEFAULT_BUDGET_STEPS: u64 = 2_000_000;
 
+/// The least budget of one trial search while minimizing.
+const MIN_CHECK_STEPS: u64 = 10_000;
+
 /// One completed (or unanswered) operation of a history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Operation {
@@ -156,6 +159,8 @@ pub struct Counterexample {
     pub timeline: String,
     /// The minimal subset as a timeline.
     pub minimal_timeline: String,
+    /// Search steps spent shrinking (bounded by the check's budget).
+    pub minimize_steps: u64,
 }
 
 impl fmt::Display for Counterexample {
@@ -210,6 +215,7 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
                     minimal_in_flight: vec![],
                     timeline: timeline.clone(),
                     minimal_timeline: timeline,
+                    minimize_steps: 0,
                 })),
                 steps: 0,
                 partitions: 0,
@@ -250,8 +256,19 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
                 }
             }
             Search::NotLinearizable => {
+                let mut minimize_steps = 0;
                 let (minimal, in_flight) = if opts.minimize {
-                    minimize(history, &prepared, indices, opts.budget_steps)
+                    // Each trial search may cost a few times what deciding
+                    // did; one that runs out counts as "not shown to fail".
+                    let per_check = used.saturating_mul(4).max(MIN_CHECK_STEPS);
+                    minimize(
+                        history,
+                        &prepared,
+                        indices,
+                        opts.budget_steps,
+                        per_check,
+                        &mut minimize_steps,
+                    )
                 } else {
                     (indices.clone(), vec![])
                 };
@@ -264,6 +281,7 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
                         partition: indices.clone(),
                         minimal,
                         minimal_in_flight: in_flight,
+                        minimize_steps,
                     })),
                     steps,
                     partitions: n_partitions,
@@ -366,6 +384,13 @@ fn claims_no_write(observed: &Observed) -> bool {
         Observed::Answer(Ok(StoreReply::Runs(_) | StoreReply::Inputs(_))) => true,
         Observed::Malformed(_) | Observed::Pending => false,
     }
+}
+
+/// Can dropping this op from a failing history only keep it failing? Yes
+/// for reads and for answers that claim no write: in any linearization of
+/// the whole history the op left the spec state as it was.
+fn writes_nothing(p: &Prepared) -> bool {
+    p.op.as_ref().is_some_and(is_read) || claims_no_write(&p.observed)
 }
 
 fn is_read(op: &StoreOp) -> bool {
@@ -568,11 +593,13 @@ fn minimize(
     prepared: &[Prepared],
     partition: &[usize],
     budget_steps: u64,
+    per_check_steps: u64,
+    spent: &mut u64,
 ) -> (Vec<usize>, Vec<usize>) {
-    let mut spent = 0u64;
     // Is `subset` (with `in_flight` counted unanswered) provably failing?
+    // `None`: the budget ran out (not shown to fail).
     let mut fails = |subset: &[usize], in_flight: &[usize], spent: &mut u64| -> Option<bool> {
-        let remaining = budget_steps.saturating_sub(*spent);
+        let remaining = budget_steps.saturating_sub(*spent).min(per_check_steps);
         if remaining == 0 {
             return None;
         }
@@ -590,7 +617,10 @@ fn minimize(
     };
 
     // 1. The shortest failing prefix, cut at the k-th return: ops that
-    //    returned by then as recorded, ops invoked by then as in flight.
+    //    returned by then as recorded, ops invoked by then as in flight,
+    //    except those whose recorded answer claims no write: they are
+    //    dropped (as in step 2) rather than left to match anything, which
+    //    would let the search wander through every order of them.
     let mut ends: Vec<u64> = partition.iter().map(|&i| history[i].end_ns()).collect();
     ends.sort_unstable();
     let cut = |k: usize| -> (Vec<usize>, Vec<usize>) {
@@ -599,6 +629,7 @@ fn minimize(
             .iter()
             .copied()
             .filter(|&i| history[i].invoke_ns <= t)
+            .filter(|&i| history[i].end_ns() <= t || !writes_nothing(&prepared[i]))
             .collect();
         let in_flight: Vec<usize> = subset
             .iter()
@@ -612,19 +643,21 @@ fn minimize(
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         let (s, f) = cut(mid);
-        match fails(&s, &f, &mut spent) {
+        match fails(&s, &f, spent) {
             Some(true) => hi = mid,
-            Some(false) => lo = mid + 1,
-            None => break,
+            Some(false) | None => lo = mid + 1,
+        }
+        if *spent >= budget_steps {
+            break;
         }
     }
     let (mut subset, in_flight) = cut(hi);
     if hi == ends.len().saturating_sub(1) {
         // The full partition, as recorded (no op forced in flight).
         subset = partition.to_vec();
-        return greedy(subset, vec![], prepared, &mut fails, &mut spent);
+        return greedy(subset, vec![], prepared, &mut fails, spent, budget_steps);
     }
-    greedy(subset, in_flight, prepared, &mut fails, &mut spent)
+    greedy(subset, in_flight, prepared, &mut fails, spent, budget_steps)
 }
 
 type FailsFn<'a> = dyn FnMut(&[usize], &[usize], &mut u64) -> Option<bool> + 'a;
@@ -636,6 +669,7 @@ fn greedy(
     prepared: &[Prepared],
     fails: &mut FailsFn<'_>,
     spent: &mut u64,
+    budget_steps: u64,
 ) -> (Vec<usize>, Vec<usize>) {
     // An op counted in flight may go too: in the whole history it has its
     // recorded answer, which claims no write.
@@ -644,10 +678,7 @@ fn greedy(
         .iter()
         .rev()
         .copied()
-        .filter(|&i| {
-            let p = &prepared[i];
-            p.op.as_ref().is_some_and(is_read) || claims_no_write(&p.observed)
-        })
+        .filter(|&i| writes_nothing(&prepared[i]))
         .collect();
     // Drop chunks first (halving, as delta debugging does): most
     // candidates are irrelevant and go in a few checks; the last round
@@ -668,7 +699,8 @@ fn greedy(
                     in_flight.retain(|i| !group.contains(i));
                 }
                 Some(false) => kept.extend_from_slice(group),
-                None => break 'rounds,
+                None if *spent >= budget_steps => break 'rounds,
+                None => kept.extend_from_slice(group),
             }
         }
         candidates = kept;
@@ -1283,6 +1315,33 @@ mod tests {
         let c = counterexample(check(&h));
         assert_eq!(c.minimal, vec![0, 1]);
         assert!(c.minimal_in_flight.is_empty());
+    }
+
+    #[test]
+    fn shrinking_a_wide_race_stays_cheap() {
+        // 1 winner and 31 refusals with the wrong cause, all overlapping:
+        // in-flight refusals must not be left to match anything, or the
+        // search would try every order of them.
+        let cas = json!({"error": {"kind": "run_start_rejected", "cause": "cas_mismatch", "details": {"currentRunId": "r0"}}});
+        let mut h = vec![op(
+            "w",
+            commit_req("s", "r0", None, Some("k")),
+            5,
+            100,
+            started("s", "r0", 1, Some("k")),
+        )];
+        for i in 1..32u64 {
+            h.push(op(
+                "c",
+                commit_req("s", &format!("r{i}"), None, Some("k")),
+                i,
+                200 + i,
+                cas.clone(),
+            ));
+        }
+        let c = counterexample(check(&h));
+        assert_eq!(c.minimal.len(), 2, "{c}");
+        assert!(c.minimize_steps < 5_000, "{} steps", c.minimize_steps);
     }
 
     #[test]

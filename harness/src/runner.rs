@@ -53,6 +53,9 @@ pub struct RunConfig {
     pub call_timeout_ms: u64,
     /// The bound on each linearizability check (search steps).
     pub lin_budget_steps: u64,
+    /// Overrides `copies:` of every parallel item that has one (the
+    /// concurrency of the race scenarios).
+    pub copies_override: Option<u32>,
     /// Scenario ids known to fail on this target (`--expected-failures`).
     pub expected_failures: BTreeSet<String>,
 }
@@ -72,6 +75,7 @@ impl RunConfig {
             fail_fast: false,
             call_timeout_ms: 10_000,
             lin_budget_steps: lin::DEFAULT_BUDGET_STEPS,
+            copies_override: None,
             expected_failures: BTreeSet::new(),
         }
     }
@@ -487,8 +491,9 @@ impl Trial<'_> {
         // Expand copies and prepare every request before anything is sent.
         let mut prepared: Vec<(String, &Step, Value, Option<u32>)> = Vec::new();
         for (k, item) in items.iter().enumerate() {
-            for copy in 0..item.copies.unwrap_or(1) {
-                let index = item.copies.map(|_| copy);
+            let copies = item.copies.map(|c| self.cfg.copies_override.unwrap_or(c));
+            for copy in 0..copies.unwrap_or(1) {
+                let index = copies.map(|_| copy);
                 if let Some(i) = index {
                     self.vars.bind("i", json!(i));
                 }

@@ -91,6 +91,65 @@ fn store_action_properties(props: &mut Map<String, Value>) {
     );
 }
 
+/// The agent-level actions (`http`, `wait_run`) and the `expect_not_echoed`
+/// modifier, in the terms `agent_steps` validates them.
+fn agent_properties(props: &mut Map<String, Value>) {
+    use crate::agent_steps::{MAX_BODY_BYTES, MAX_WAIT_MS};
+    let header_value = json!({"oneOf": [
+        {"type": "string"},
+        {"type": "object", "properties": {"hex": {"type": "string", "pattern": "^([0-9a-fA-F]{2})*$"}},
+         "required": ["hex"], "additionalProperties": false}
+    ]});
+    props.insert(
+        "http".into(),
+        json!({
+            "description": "An HTTP exchange with an agent server (reqkey-agent/1); the answer is {status, headers, body, json?, sse?}.",
+            "type": "object",
+            "properties": {
+                "method": {"type": "string", "description": "Default GET."},
+                "path": {"type": "string", "pattern": "^[/$]", "description": "Path and query; quote it in a flow map when it interpolates ${var}."},
+                "headers": {
+                    "description": "Ordered [name, value] pairs (repeat a name to repeat the header) or a map. A value is a string or {hex}.",
+                    "oneOf": [
+                        {"type": "array", "items": {"type": "array", "prefixItems": [{"type": "string"}, header_value.clone()], "minItems": 2, "maxItems": 2}},
+                        {"type": "object", "additionalProperties": header_value}
+                    ]
+                },
+                "json": {"description": "A JSON body, sent compact."},
+                "body": {"type": "string", "description": "A raw text body."},
+                "pad_to_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_BODY_BYTES, "description": "Pad the body with blanks to this many bytes."},
+                "delay_ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "description": "Wait before sending (in a parallel group: after the barrier)."}
+            },
+            "required": ["path"],
+            "not": {"required": ["json", "body"]},
+            "additionalProperties": false
+        }),
+    );
+    let status = json!({"enum": ["running", "suspended_input", "suspended_tool", "completed", "failed", "interrupted"]});
+    props.insert(
+        "wait_run".into(),
+        json!({
+            "description": "Wait until a run of an agent server reaches a status (polls GET /sessions/{id}/runs/{runId}?waitMs=N).",
+            "type": "object",
+            "properties": {
+                "sessionId": {"type": "string"},
+                "runId": {"type": "string"},
+                "status": {"oneOf": [status.clone(), {"type": "array", "minItems": 1, "items": status}]},
+                "timeout_ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "description": "Default 5000."}
+            },
+            "required": ["sessionId", "runId", "status"],
+            "additionalProperties": false
+        }),
+    );
+    props.insert(
+        "expect_not_echoed".into(),
+        json!({
+            "description": "Values that must appear nowhere in the answer's body or headers (raw or JSON-escaped).",
+            "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]
+        }),
+    );
+}
+
 fn modifier_properties(props: &mut Map<String, Value>, generator: &mut SchemaGenerator) {
     props.insert(
         "as".into(),
@@ -181,6 +240,7 @@ impl JsonSchema for ParallelItem {
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         let mut props = Map::new();
         store_action_properties(&mut props);
+        agent_properties(&mut props);
         modifier_properties(&mut props, generator);
         props.insert(
             "copies".into(),
@@ -208,6 +268,7 @@ impl JsonSchema for Step {
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         let mut props = Map::new();
         store_action_properties(&mut props);
+        agent_properties(&mut props);
         modifier_properties(&mut props, generator);
         let item = generator.subschema_for::<ParallelItem>();
         props.insert(

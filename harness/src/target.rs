@@ -189,6 +189,10 @@ impl HttpStore {
         }
         let client = reqwest::Client::builder()
             .timeout(opts.call_timeout())
+            // Drop idle connections before common servers do (Node closes
+            // them after 5 s), so a step never reuses a socket the adapter
+            // is closing, which would look like an unreachable target.
+            .pool_idle_timeout(std::time::Duration::from_secs(2))
             .build()
             .map_err(|e| TargetError::BadSpec(format!("cannot build an HTTP client: {e}")))?;
         Ok(Self {
@@ -298,7 +302,7 @@ impl Target for HttpStore {
     }
 }
 
-fn open_error(e: OpenError) -> TargetError {
+pub(crate) fn open_error(e: OpenError) -> TargetError {
     match e {
         OpenError::UnknownSpec(_) | OpenError::NotBuilt(_) => TargetError::BadSpec(e.to_string()),
         OpenError::Backend { .. } | OpenError::Migration { .. } => {
@@ -345,7 +349,10 @@ http://HOST:PORT          any agent server speaking reqkey-agent/1
 reference-agent           the reference agent server, in process, over a memory store
 reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous, or a
                           deliberately broken executor (policy-before-key,
-                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)";
+                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)
+reference-agent[:VARIANT]@STORE
+                          the same over another reference store (sqlite:PATH,
+                          postgres://..., redis://...)";
 
 /// Opens a target from its `--target` specification.
 pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
@@ -371,20 +378,8 @@ pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Targ
             .map_err(open_error)?;
         return Ok(Arc::new(InProcessStore::new(redact_url(spec), opened)));
     }
-    if spec.starts_with("http://") {
-        return Ok(Arc::new(crate::agent_target::HttpAgentTarget::new(
-            spec, opts,
-        )?));
-    }
-    if spec == "reference-agent" {
-        return Ok(Arc::new(
-            crate::agent_target::reference_agent(None, opts).await?,
-        ));
-    }
-    if let Some(variant) = spec.strip_prefix("reference-agent:") {
-        return Ok(Arc::new(
-            crate::agent_target::reference_agent(Some(variant), opts).await?,
-        ));
+    if spec.starts_with("http://") || spec.starts_with("reference-agent") {
+        return crate::agent_target::open_agent_target(spec, opts).await;
     }
     if spec == "memory" {
         return Ok(Arc::new(InProcessStore::new(

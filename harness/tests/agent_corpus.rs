@@ -106,6 +106,64 @@ async fn the_whole_agent_corpus_passes_on_the_reference_agent() {
     }
 }
 
+/// The executor works over any `SessionStateStore`: the whole corpus (one
+/// trial per scenario, to stay short) over the reference server backed by
+/// SQLite, PostgreSQL and Redis. Like the backend tests, this needs the
+/// real services (`REQKEY_POSTGRES_URL`, `REQKEY_REDIS_URL`, defaults on
+/// 127.0.0.1) and fails, never skips, when one does not answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_agent_corpus_passes_over_every_reference_store() {
+    let db =
+        std::env::temp_dir().join(format!("reqkey-agent-corpus-{}.sqlite", std::process::id()));
+    let postgres = std::env::var("REQKEY_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let redis =
+        std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let stores = [format!("sqlite:{}", db.display()), postgres, redis];
+    let scenarios = load_paths(&[corpus()]).expect("the corpus loads");
+    let runs = stores.into_iter().map(|store| {
+        let scenarios = scenarios.clone();
+        async move {
+            let spec = format!("reference-agent@{store}");
+            let target = open_target(&spec, TargetOptions::default())
+                .await
+                .unwrap_or_else(|e| {
+                    panic!("{spec}: {e} (start the service; this test never skips)")
+                });
+            let mut cfg = RunConfig::new(13);
+            // One trial each: the point here is that the executor works
+            // over every store; race statistics are the memory run's job
+            // (and each store's own race is certified by the store corpus).
+            cfg.repeat_override = Some(1);
+            (spec, runner::run(target, &scenarios, &cfg, &mut []).await)
+        }
+    });
+    let results = futures_join_all(runs).await;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = db.clone().into_os_string();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+    for (spec, summary) in results {
+        assert_eq!(failing(&summary), BTreeSet::new(), "{spec}: {summary:#?}");
+    }
+}
+
+/// Runs futures concurrently (no `futures` dependency for one join).
+async fn futures_join_all<F: std::future::Future + Send + 'static>(
+    futures: impl IntoIterator<Item = F>,
+) -> Vec<F::Output>
+where
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("a corpus run panicked"));
+    }
+    out
+}
+
 /// Without key support every keyed scenario fails, and nothing else does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_without_request_keys_fails_every_keyed_scenario_and_only_those() {

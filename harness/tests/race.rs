@@ -172,3 +172,28 @@ fn reqkey_fuzz_refuses_an_unknown_target_with_exit_2() {
     let o = reqkey(&["fuzz", "--target", "nope"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrency_overrides_the_copies_of_parallel_items() {
+    let race: Vec<Scenario> = race_scenarios()
+        .into_iter()
+        .filter(|s| s.id == "request-key.race")
+        .collect();
+    let target = open_target(
+        "broken-memory:holder-read-outside-commit",
+        TargetOptions::default(),
+    )
+    .await
+    .unwrap();
+    let mut cfg = RunConfig::new(2);
+    cfg.copies_override = Some(16);
+    let summary = runner::run(target, &race, &cfg, &mut []).await;
+    let detail = summary.results[0]
+        .failure
+        .as_ref()
+        .unwrap()
+        .detail
+        .clone()
+        .unwrap();
+    assert!(detail.contains("of 16 operations"), "{detail}");
+}

@@ -25,12 +25,21 @@ fn certificates() -> Vec<PathBuf> {
 }
 
 #[test]
-fn the_memory_store_has_a_committed_certificate() {
+fn every_reference_backend_has_a_committed_certificate() {
     let names: Vec<String> = certificates()
         .iter()
         .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    assert!(names.contains(&"memory".to_owned()), "{names:?}");
+    for backend in [
+        "memory",
+        "sqlite",
+        "postgres",
+        "redis",
+        "memory-http",
+        "reference-agent",
+    ] {
+        assert!(names.contains(&backend.to_owned()), "{backend}: {names:?}");
+    }
 }
 
 #[test]

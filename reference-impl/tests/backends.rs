@@ -504,6 +504,58 @@ mod cases {
         ss.cleanup(&*store).await;
     }
 
+    /// Commits and deletes of one session interleave freely: every answer
+    /// is a contract answer (never `internal`), and what remains is a
+    /// well-formed session (sequences 1..n, one input per run).
+    pub async fn commits_racing_deletes_stay_consistent(store: Arc<dyn SessionStateStore>) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        let mut tasks = Vec::new();
+        for w in 0..6 {
+            let (store, s) = (Arc::clone(&store), s.clone());
+            tasks.push(tokio::spawn(async move {
+                for i in 0..20 {
+                    let current = store.get_current_run(&s).await?.map(|r| r.run_id);
+                    let key = format!("k{}", i % 3);
+                    let st = start(
+                        &s,
+                        &format!("w{w}-{i}"),
+                        current.as_deref(),
+                        Some(&key),
+                        "x",
+                    );
+                    match store.commit_run_start(st).await {
+                        Ok(_) | Err(StoreError::RunStartRejected(_)) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            }));
+        }
+        {
+            let (store, s) = (Arc::clone(&store), s.clone());
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..30 {
+                    store.delete_session(&s).await?;
+                    tokio::task::yield_now().await;
+                }
+                Ok(())
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let runs = store.list_runs(&s).await.unwrap();
+        let seqs: Vec<u64> = runs.iter().map(|r| r.start_sequence).collect();
+        assert_eq!(seqs, (1..=runs.len() as u64).collect::<Vec<_>>());
+        assert_eq!(store.list_inputs(&s).await.unwrap().len(), runs.len());
+        let mut keys: Vec<_> = runs.iter().filter_map(|r| r.request_key.clone()).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), runs.len(), "a key held twice: {runs:?}");
+        ss.cleanup(&*store).await;
+    }
+
     /// Model-based: random operation sequences answer exactly what
     /// `reqkey_model::seq::SeqStore` answers (errors compared by kind,
     /// cause and details; messages are free text).
@@ -714,6 +766,7 @@ macro_rules! suite {
             case!($backend, inputs_are_logged_in_commit_order);
             case!($backend, concurrent_commits_with_one_key_start_one_run);
             case!($backend, concurrent_keyless_commits_pass_cas_once);
+            case!($backend, commits_racing_deletes_stay_consistent);
             case!($backend, random_histories_match_the_sequential_model);
         }
     };
@@ -795,6 +848,21 @@ async fn migrations_are_idempotent_and_concurrent_openers_do_not_race() {
             .unwrap()
             .unwrap_or_else(|e| panic!("Postgres open failed: {e}"));
     }
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let versions: Vec<i32> = client
+        .query(
+            "SELECT version FROM reqkey_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, vec![1, 2]);
 }
 
 fn rusqlite_versions(path: &std::path::Path) -> Vec<i64> {

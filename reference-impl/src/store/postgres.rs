@@ -8,9 +8,11 @@
 //! `reqkey_inputs`.
 //!
 //! Why a session row lock: at READ COMMITTED two commits could both read
-//! "no holder, current run r1" and both write. The commit therefore inserts
-//! the session row if missing (`ON CONFLICT DO NOTHING`), locks it
-//! (`SELECT ... FOR UPDATE`), and only then reads the same-runId run, the
+//! "no holder, current run r1" and both write. The commit therefore locks
+//! the session row, creating it if missing (`INSERT ... ON CONFLICT DO
+//! UPDATE`, the one statement that always ends holding a live row's lock;
+//! `ON CONFLICT DO NOTHING` + `SELECT ... FOR UPDATE` can find the row
+//! deleted in between), and only then reads the same-runId run, the
 //! key's holder and the current run, decides with
 //! `reqkey_model::apply_run_start_rules` and writes, all in one transaction.
 //! Commits of one session serialize on that row; commits of different
@@ -100,7 +102,6 @@ struct Stmts {
     current_run: Statement,
     list_runs: Statement,
     list_inputs: Statement,
-    ensure_session: Statement,
     lock_session: Statement,
     insert_run: Statement,
     insert_input: Statement,
@@ -137,11 +138,15 @@ impl Stmts {
             list_inputs: c
                 .prepare("SELECT run_id, input FROM reqkey_inputs WHERE session_id = $1 ORDER BY seq")
                 .await?,
-            ensure_session: c
-                .prepare("INSERT INTO reqkey_sessions (session_id) VALUES ($1) ON CONFLICT DO NOTHING")
-                .await?,
+            // Creates the row or, if it exists, updates it in place: either
+            // way this transaction ends up holding the lock on a live row.
+            // (`DO NOTHING` + `SELECT ... FOR UPDATE` can find the row gone,
+            // deleted in between, and would have to retry.)
             lock_session: c
-                .prepare("SELECT session_id FROM reqkey_sessions WHERE session_id = $1 FOR UPDATE")
+                .prepare(
+                    "INSERT INTO reqkey_sessions (session_id) VALUES ($1)
+                     ON CONFLICT (session_id) DO UPDATE SET session_id = EXCLUDED.session_id",
+                )
                 .await?,
             insert_run: c
                 .prepare(
@@ -196,8 +201,22 @@ struct Inner {
     read_holder: bool,
 }
 
+/// The error with its server-side detail (tokio-postgres' own Display
+/// says only "db error").
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!(
+            "{} ({}): {}",
+            db.message(),
+            db.code().code(),
+            db.detail().unwrap_or("")
+        ),
+        None => e.to_string(),
+    }
+}
+
 fn pg_err(e: tokio_postgres::Error) -> StoreError {
-    StoreError::internal(format!("postgres: {e}"))
+    StoreError::internal(format!("postgres: {}", describe(&e)))
 }
 
 async fn connect_client(config: &Config) -> Result<Client, tokio_postgres::Error> {
@@ -285,10 +304,10 @@ fn write_failure(e: tokio_postgres::Error) -> Attempt {
             if constraint == Some(KEY_INDEX) {
                 Attempt::KeyIndexFired
             } else {
-                Attempt::Retry(e.to_string())
+                Attempt::Retry(describe(&e))
             }
         }
-        Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED => Attempt::Retry(e.to_string()),
+        Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED => Attempt::Retry(describe(&e)),
         _ => Attempt::Done(Err(pg_err(e))),
     }
 }
@@ -308,13 +327,7 @@ async fn commit_attempt_inner(
     let st = &conn.stmts;
     let tx = conn.client.transaction().await?;
     let sid = &start.session_id;
-    tx.execute(&st.ensure_session, &[sid]).await?;
-    if tx.query_opt(&st.lock_session, &[sid]).await?.is_none() {
-        // Deleted between our insert and our lock: start over.
-        return Ok(Attempt::Retry(
-            "session row vanished before the lock".into(),
-        ));
-    }
+    tx.execute(&st.lock_session, &[sid]).await?;
     // Under the lock: the three reads the rules need (pipelined).
     let key = start.request_key.as_deref().filter(|_| read_holder);
     let same_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [sid, &start.run_id];
@@ -397,6 +410,28 @@ async fn commit_attempt_inner(
             })))
         }
     }
+}
+
+/// One attempt of `deleteSession`: whether the session existed.
+///
+/// Why the lock comes first, exactly as in the commit: a commit that is
+/// creating the session holds an uncommitted session row, which a plain
+/// `DELETE` would not see (and not wait for). Its statements would then
+/// delete the commit's run (committed between them) but not its input,
+/// leaving a session that no later commit can write. Locking (creating if
+/// need be) the row first serializes the delete with every commit of the
+/// session.
+async fn delete_attempt(conn: &mut Conn, session_id: &str) -> Result<bool, tokio_postgres::Error> {
+    let st = &conn.stmts;
+    let tx = conn.client.transaction().await?;
+    tx.execute(&st.lock_session, &[&session_id]).await?;
+    tx.execute(&st.delete_inputs, &[&session_id]).await?;
+    let runs = tx.execute(&st.delete_runs, &[&session_id]).await?;
+    // Also removes the row this transaction may have just created.
+    tx.execute(&st.delete_session, &[&session_id]).await?;
+    tx.commit().await?;
+    // A session exists exactly while it has runs.
+    Ok(runs > 0)
 }
 
 impl PostgresStore {
@@ -715,26 +750,22 @@ impl SessionStateStore for PostgresStore {
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
         let (lease, mut conn) = self.conn().await?;
-        let result = async {
-            let st = &conn.stmts;
-            let tx = conn.client.transaction().await.map_err(pg_err)?;
-            // Deleting the session row takes its lock first, so a concurrent
-            // commit either finished before or starts afresh after.
-            let existed = tx
-                .execute(&st.delete_session, &[&session_id])
-                .await
-                .map_err(pg_err)?;
-            tx.execute(&st.delete_inputs, &[&session_id])
-                .await
-                .map_err(pg_err)?;
-            let runs = tx
-                .execute(&st.delete_runs, &[&session_id])
-                .await
-                .map_err(pg_err)?;
-            tx.commit().await.map_err(pg_err)?;
-            Ok(existed > 0 || runs > 0)
+        let mut result = Err(StoreError::internal(format!(
+            "deleteSession deadlocked {MAX_COMMIT_ATTEMPTS} times in a row"
+        )));
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            match delete_attempt(&mut conn, session_id).await {
+                Ok(existed) => {
+                    result = Ok(existed);
+                    break;
+                }
+                Err(e) if e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED) => continue,
+                Err(e) => {
+                    result = Err(pg_err(e));
+                    break;
+                }
+            }
         }
-        .await;
         self.give_back(lease, conn, &result);
         result
     }

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""A complete reqkey-store/1 adapter over an in-memory store, in Python's
+standard library only: the smallest independent store `reqkey` certifies.
+
+    python3 docs/examples/store_adapter.py --port 7002 &
+    reqkey run scenarios/store --target store+http://127.0.0.1:7002
+
+`--broken no-key-rule` skips the key rule, to watch the suite fail (exit 1).
+One lock makes each operation atomic (a real store would use its own
+transaction, row lock or script instead; see docs/store-adapter.md).
+"""
+import argparse
+import hashlib
+import json
+import re
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ID = re.compile(r"^[A-Za-z0-9._:-]{1,256}$")
+KEY = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+STATUSES = {"running", "suspended_input", "suspended_tool", "completed", "failed", "interrupted"}
+LIVE = {"running", "suspended_input", "suspended_tool"}
+MAX_BODY = 1 << 20
+
+
+class Invalid(Exception):
+    pass
+
+
+def reject(cause, **details):
+    return {"error": {"kind": "run_start_rejected", "cause": cause, "details": details}}
+
+
+def error(kind, message):
+    return {"error": {"kind": kind, "message": message}}
+
+
+def canonical(value):
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class Store:
+    def __init__(self, broken=None):
+        self.lock = threading.Lock()
+        self.sessions = {}  # id -> {"runs": [run], "digests": {runId: d}, "keys": {key: runId}, "inputs": [...]}
+        self.broken = broken
+
+    def commit(self, s):
+        digest = hashlib.sha256(canonical(s).encode()).hexdigest()
+        with self.lock:
+            sess = self.sessions.get(s["sessionId"]) or {"runs": [], "digests": {}, "keys": {}, "inputs": []}
+            by_id = {r["runId"]: r for r in sess["runs"]}
+            # 1. same runId: replay or conflict
+            if s["runId"] in by_id:
+                if sess["digests"][s["runId"]] == digest:
+                    return {"ok": {"outcome": "replayed", "run": dict(by_id[s["runId"]])}}
+                return reject("run_id_conflict", existingRunId=s["runId"])
+            # 2. key holder
+            key = s.get("requestKey")
+            if key is not None and self.broken != "no-key-rule":
+                holder = sess["keys"].get(key)
+                if holder is not None and holder != s["runId"]:
+                    return reject("request_key_taken", existingRunId=holder)
+            # 3. CAS
+            current = sess["runs"][-1]["runId"] if sess["runs"] else None
+            if current != s.get("expectedCurrentRunId"):
+                return reject("cas_mismatch", currentRunId=current)
+            # 4. write
+            run = {"sessionId": s["sessionId"], "runId": s["runId"], "status": "running",
+                   "startSequence": len(sess["runs"]) + 1}
+            if key is not None:
+                run["requestKey"], run["requestDigest"] = key, s["requestDigest"]
+                sess["keys"][key] = s["runId"]
+            sess["runs"].append(run)
+            sess["digests"][s["runId"]] = digest
+            sess["inputs"].append({"runId": s["runId"], "input": s["input"]})
+            self.sessions[s["sessionId"]] = sess
+            return {"ok": {"outcome": "started", "run": dict(run)}}
+
+    def call(self, op, a):
+        if op == "commitRunStart":
+            return self.commit(a["startRun"])
+        with self.lock:
+            sess = self.sessions.get(a["sessionId"])
+            runs = sess["runs"] if sess else []
+            if op == "getRun":
+                return {"ok": next((dict(r) for r in runs if r["runId"] == a["runId"]), None)}
+            if op == "getCurrentRun":
+                return {"ok": dict(runs[-1]) if runs else None}
+            if op == "listRuns":
+                return {"ok": [dict(r) for r in runs]}
+            if op == "getRunByRequestKey":
+                rid = sess["keys"].get(a["requestKey"]) if sess else None
+                return {"ok": next((dict(r) for r in runs if r["runId"] == rid), None)}
+            if op == "listInputs":
+                return {"ok": list(sess["inputs"]) if sess else []}
+            if op == "setRunStatus":
+                run = next((r for r in runs if r["runId"] == a["runId"]), None)
+                if run is None:
+                    return error("not_found", f"no run {a['runId']} in session {a['sessionId']}")
+                if run["status"] not in LIVE:
+                    return error("invalid_transition", f"run {a['runId']} is {run['status']}")
+                run["status"] = a["status"]
+                return {"ok": dict(run)}
+            if op == "deleteSession":
+                return {"ok": {"deleted": self.sessions.pop(a["sessionId"], None) is not None}}
+        raise Invalid(f"unknown op {op!r}")
+
+
+FIELDS = {
+    "getRun": ("sessionId", "runId"), "getCurrentRun": ("sessionId",), "listRuns": ("sessionId",),
+    "getRunByRequestKey": ("sessionId", "requestKey"), "listInputs": ("sessionId",),
+    "setRunStatus": ("sessionId", "runId", "status"), "deleteSession": ("sessionId",),
+    "commitRunStart": ("startRun",),
+}
+
+
+def text(args, name, pattern=None):
+    v = args.get(name)
+    if not isinstance(v, str) or v == "" or (pattern and not pattern.match(v)):
+        raise Invalid(f"{name} must be a valid non-empty string")
+    return v
+
+
+def validate(req):
+    if not isinstance(req, dict) or not isinstance(req.get("op"), str):
+        raise Invalid("request needs a string op")
+    op, args = req["op"], req.get("args")
+    if op not in FIELDS:
+        raise Invalid(f"unknown op {op!r}")
+    if not isinstance(args, dict) or set(args) != set(FIELDS[op]):
+        raise Invalid(f"{op} takes exactly {FIELDS[op]}")
+    if op == "commitRunStart":
+        s = args["startRun"]
+        if not isinstance(s, dict) or "input" not in s:
+            raise Invalid("startRun needs sessionId, runId and input")
+        if set(s) - {"sessionId", "runId", "expectedCurrentRunId", "input", "requestKey", "requestDigest"}:
+            raise Invalid("startRun has an unknown field")
+        text(s, "sessionId", ID), text(s, "runId")
+        s.setdefault("expectedCurrentRunId", None)
+        if s["expectedCurrentRunId"] is not None:
+            text(s, "expectedCurrentRunId")
+        for f in ("requestKey", "requestDigest"):
+            if s.get(f, 0) is None:
+                del s[f]  # an explicit null reads as absent
+        if ("requestKey" in s) != ("requestDigest" in s):
+            raise Invalid("requestKey and requestDigest come together")
+        if "requestKey" in s:
+            text(s, "requestKey", KEY), text(s, "requestDigest")
+        return op, args
+    text(args, "sessionId", ID)
+    if "runId" in args:
+        text(args, "runId")
+    if "requestKey" in args:
+        text(args, "requestKey", KEY)
+    if "status" in args and args["status"] not in STATUSES:
+        raise Invalid("unknown status")
+    return op, args
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        # Headers and body go out in two writes; without this, Nagle and
+        # delayed ACKs add 40 ms to every keep-alive request.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def answer(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path == "/health":
+            return self.answer({"name": "python-example", "version": "1", "protocol": "reqkey-store/1"})
+        self.send_error(404)
+
+    def do_POST(self):
+        length = int(self.headers.get("content-length") or 0)
+        if self.path != "/rpc":
+            return self.send_error(404)
+        if length > MAX_BODY:
+            self.close_connection = True
+            return self.answer(error("invalid_argument", "body too large"))
+        try:
+            op, args = validate(json.loads(self.rfile.read(length) or b"null"))
+            self.answer(self.server.store.call(op, args))
+        except (Invalid, ValueError) as e:
+            self.answer(error("invalid_argument", str(e)))
+        except Exception as e:  # a backend failure, never a contract answer
+            self.answer(error("internal", repr(e)))
+
+    def log_message(self, *args):
+        pass
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, default=7002)
+    p.add_argument("--broken", choices=["no-key-rule"])
+    a = p.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    server.store = Store(a.broken)
+    print(f"listening on http://127.0.0.1:{server.server_port}", flush=True)
+    server.serve_forever()
