@@ -75,11 +75,24 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
                 "request-key.key-rule-before-cas",
                 "request-key.race",
                 "request-key.taken-names-holder",
+                "model.mutant.holder-read-outside-commit",
+                "model.mutant.key-rule-after-cas",
+                "model.mutant.no-key-rule",
+                "model.mutant.no-replan",
+                "model.sometimes.lost-race-attaches",
             ],
         ),
         (
             "broken-memory:key-rule-after-cas",
-            &["request-key.key-rule-before-cas", "request-key.race"],
+            &[
+                "request-key.key-rule-before-cas",
+                "request-key.race",
+                "model.mutant.holder-read-outside-commit",
+                "model.mutant.key-rule-after-cas",
+                "model.mutant.no-key-rule",
+                "model.mutant.no-replan",
+                "model.sometimes.lost-race-attaches",
+            ],
         ),
         (
             "broken-memory:no-replay-first",
@@ -92,7 +105,11 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
         ),
         (
             "broken-memory:delete-keeps-keys",
-            &["request-key.delete-frees-keys"],
+            &[
+                "request-key.delete-frees-keys",
+                "model.mutant.delete-keeps-keys",
+                "model.sometimes.key-reused-after-delete",
+            ],
         ),
     ];
     for (target, want) in cases {
