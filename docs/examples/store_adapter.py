@@ -5,7 +5,9 @@ standard library only: the smallest independent store `reqkey` certifies.
     python3 docs/examples/store_adapter.py --port 7002 &
     reqkey run scenarios/store --target store+http://127.0.0.1:7002
 
-`--broken no-key-rule` skips the key rule, to watch the suite fail (exit 1).
+`--broken no-key-rule` skips the key rule, to watch the suite fail (exit 1);
+`--broken racy` reads the key's holder outside the commit's lock (and
+pauses before the write), the race a conformance kit exists to catch.
 One lock makes each operation atomic (a real store would use its own
 transaction, row lock or script instead; see docs/store-adapter.md).
 """
@@ -15,6 +17,7 @@ import json
 import re
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ID = re.compile(r"^[A-Za-z0-9._:-]{1,256}$")
@@ -48,6 +51,12 @@ class Store:
 
     def commit(self, s):
         digest = hashlib.sha256(canonical(s).encode()).hexdigest()
+        stale = None
+        if self.broken == "racy" and s.get("requestKey") is not None:
+            with self.lock:  # BUG (on purpose): the holder is read outside the commit
+                sess = self.sessions.get(s["sessionId"])
+                stale = (sess["keys"].get(s["requestKey"]) if sess else None) or ""
+            time.sleep(0.002)
         with self.lock:
             sess = self.sessions.get(s["sessionId"]) or {"runs": [], "digests": {}, "keys": {}, "inputs": []}
             by_id = {r["runId"]: r for r in sess["runs"]}
@@ -59,7 +68,7 @@ class Store:
             # 2. key holder
             key = s.get("requestKey")
             if key is not None and self.broken != "no-key-rule":
-                holder = sess["keys"].get(key)
+                holder = sess["keys"].get(key) if stale is None else (stale or None)
                 if holder is not None and holder != s["runId"]:
                     return reject("request_key_taken", existingRunId=holder)
             # 3. CAS
@@ -203,7 +212,7 @@ class Handler(BaseHTTPRequestHandler):
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, default=7002)
-    p.add_argument("--broken", choices=["no-key-rule"])
+    p.add_argument("--broken", choices=["no-key-rule", "racy"])
     a = p.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     server.store = Store(a.broken)

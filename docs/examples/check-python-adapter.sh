@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Certifies the Python example adapter through store+http, the way an
+# implementer in another language would: the correct adapter must pass the
+# whole store suite (exit 0); `--broken no-key-rule` must fail it (exit 1);
+# `--broken racy` must fail the race scenarios with a linearizability
+# counterexample (exit 1). Exits non-zero if any of that does not hold.
+#
+#   REQKEY=target/debug/reqkey docs/examples/check-python-adapter.sh
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$repo"
+reqkey="${REQKEY:-target/debug/reqkey}"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+# Starts the adapter with the given flags on a free port; prints the port.
+start() {
+  local log; log="$(mktemp)"
+  python3 docs/examples/store_adapter.py --port 0 "$@" >"$log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 100); do
+    port="$(sed -n 's/^listening on http:\/\/127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$log")"
+    [ -n "$port" ] && { echo "$port"; return 0; }
+    sleep 0.1
+  done
+  cat "$log" >&2; echo "the Python adapter did not start" >&2; return 2
+}
+
+expect_exit() {  # expect_exit CODE LOGFILE -- reqkey args...
+  local want="$1" log="$2"; shift 3
+  set +e; "$reqkey" "$@" >"$log" 2>&1; local got=$?; set -e
+  if [ "$got" != "$want" ]; then
+    cat "$log" >&2; echo "FAIL: reqkey $* exited $got, expected $want" >&2; exit 1
+  fi
+  tail -n 1 "$log"
+}
+
+out="$(mktemp -d)"
+port="$(start)"
+echo "correct adapter:"
+expect_exit 0 "$out/ok.log" -- run scenarios/store --target "store+http://127.0.0.1:$port" --quiet
+
+port="$(start --broken no-key-rule)"
+echo "adapter without the key rule:"
+expect_exit 1 "$out/nokey.log" -- run scenarios/store --target "store+http://127.0.0.1:$port" --quiet
+grep -q "FAIL  request-key.taken-names-holder" "$out/nokey.log" || { cat "$out/nokey.log"; exit 1; }
+
+port="$(start --broken racy)"
+echo "racy adapter:"
+expect_exit 1 "$out/racy.log" -- run scenarios/store --tag race --target "store+http://127.0.0.1:$port" --quiet
+grep -q "FAIL  request-key.race" "$out/racy.log" || { cat "$out/racy.log"; exit 1; }
+grep -qi "linearizab" "$out/racy.log" || { cat "$out/racy.log"; echo "no linearizability counterexample" >&2; exit 1; }
+echo "the Python adapter passes when correct and fails when broken"
