@@ -154,31 +154,23 @@ pub const OTHER_ACTIONS: [&str; 6] = [
     "wait_run",
 ];
 
+/// Modifiers: the keys a step may carry besides its one action.
+pub const MODIFIERS: [&str; 7] = [
+    "as",
+    "copies",
+    "expect",
+    "bind",
+    "linearizable",
+    "expect_group",
+    "expect_not_echoed",
+];
+
 /// Every key a step may have: actions and modifiers (the schema is built from this).
 pub fn all_step_keys() -> &'static [&'static str] {
-    &[
-        "commitRunStart",
-        "getRun",
-        "getCurrentRun",
-        "listRuns",
-        "getRunByRequestKey",
-        "listInputs",
-        "setRunStatus",
-        "deleteSession",
-        "rpc",
-        "parallel",
-        "expect_one_of",
-        "sleep_ms",
-        "http",
-        "wait_run",
-        "as",
-        "copies",
-        "expect",
-        "bind",
-        "linearizable",
-        "expect_group",
-        "expect_not_echoed",
-    ]
+    static KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        STORE_ACTIONS.iter().chain(&OTHER_ACTIONS).chain(&MODIFIERS).copied().collect()
+    });
+    &KEYS
 }
 
 impl<'de> Deserialize<'de> for Step {
