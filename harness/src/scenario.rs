@@ -168,7 +168,12 @@ pub const MODIFIERS: [&str; 7] = [
 /// Every key a step may have: actions and modifiers (the schema is built from this).
 pub fn all_step_keys() -> &'static [&'static str] {
     static KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
-        STORE_ACTIONS.iter().chain(&OTHER_ACTIONS).chain(&MODIFIERS).copied().collect()
+        STORE_ACTIONS
+            .iter()
+            .chain(&OTHER_ACTIONS)
+            .chain(&MODIFIERS)
+            .copied()
+            .collect()
     });
     &KEYS
 }
