@@ -9,16 +9,26 @@
 //!
 //! Runs are laid out as sessions of 1,000 keyed runs (`k1..k1000`): the
 //! small store is one session, the large one 1,000 sessions (a 100,000-run
-//! point in between shows where the curve flattens). The SQL and
-//! Redis stores are seeded through their bulk paths (one transaction,
+//! point in between shows where the curve flattens). The SQL and Redis
+//! stores are seeded through their bulk paths (one transaction,
 //! `generate_series`, pipelining); the memory store through ordinary
-//! commits. Each size is seeded, measured (2,000 sequential lookups of
-//! random existing keys after 200 warm-up lookups) and removed in turn; the
-//! 1,000-run set stays throughout and is measured half before and half
-//! after the larger ones, so that load drifting on the (shared) machine
-//! does not favour it. Ratios are against the 1,000-run median. Everything seeded is deleted at the end
-//! (the SQLite file too). Postgres and Redis come from `REQKEY_POSTGRES_URL`
-//! and `REQKEY_REDIS_URL` (defaults: the local services).
+//! commits.
+//!
+//! Each larger store is measured against a 1,000-run store *at the same
+//! time*: lookups alternate one for one between the two (2,000 each, of
+//! random existing keys, after 200 warm-up pairs), so load drifting on the
+//! shared 2-core machine falls on both medians alike. The ratio is the
+//! larger store's median over the 1,000-run store's. Memory and SQLite
+//! stores are separate instances (separate files); Postgres and Redis are
+//! one server each, shared under different session prefixes. Everything
+//! seeded is removed at the end, after a failure too. Postgres and Redis
+//! come from `REQKEY_POSTGRES_URL` and `REQKEY_REDIS_URL` (defaults: the
+//! local services).
+//!
+//! The last line (`floor`) measures the machine: the latency of one
+//! dependent random read in 1 MiB (cache) and in 512 MiB (DRAM). It bounds
+//! what an in-process store can reach: a lookup of a random one of
+//! 1,000,000 runs must read at least one line that is not in cache.
 
 #![allow(clippy::print_stdout)]
 
@@ -56,29 +66,48 @@ struct Stats {
     p99: Duration,
 }
 
-/// `count` sequential lookups of random existing keys (after warm-up).
-async fn sample(
+/// One timed lookup of a random existing key among `sessions` sessions.
+async fn lookup_once(
     store: &dyn SessionStateStore,
     prefix: &str,
     sessions: u64,
-    count: usize,
     rng: &mut Rng,
-) -> Result<Vec<Duration>, BoxError> {
-    let mut samples = Vec::with_capacity(count);
-    for i in 0..WARMUP + count {
-        let session = format!("{prefix}-{}", rng.below(sessions));
-        let key = format!("k{}", 1 + rng.below(RUNS_PER_SESSION));
-        let started = Instant::now();
-        let found = store.get_run_by_request_key(&session, &key).await?;
-        let took = started.elapsed();
-        if found.as_ref().and_then(|r| r.request_key.as_deref()) != Some(key.as_str()) {
-            return Err(format!("{session}/{key} was not found: the seeding is broken").into());
-        }
+) -> Result<Duration, BoxError> {
+    let session = format!("{prefix}-{}", rng.below(sessions));
+    let key = format!("k{}", 1 + rng.below(RUNS_PER_SESSION));
+    let started = Instant::now();
+    let found = store.get_run_by_request_key(&session, &key).await?;
+    let took = started.elapsed();
+    if found.as_ref().and_then(|r| r.request_key.as_deref()) != Some(key.as_str()) {
+        return Err(format!("{session}/{key} was not found: the seeding is broken").into());
+    }
+    Ok(took)
+}
+
+/// Lookups in the small set and in the large set, interleaved one for one
+/// (the order alternating), so that both medians see the same machine:
+/// load that drifts during a run cannot favour either. Returns the small
+/// set's samples and the large set's, after warm-up.
+async fn paired_samples(
+    small: (&dyn SessionStateStore, &str, u64),
+    large: (&dyn SessionStateStore, &str, u64),
+    rng: &mut Rng,
+) -> Result<(Vec<Duration>, Vec<Duration>), BoxError> {
+    let (mut base, mut big) = (Vec::with_capacity(SAMPLES), Vec::with_capacity(SAMPLES));
+    for i in 0..WARMUP + SAMPLES {
+        let (b, l) = if i % 2 == 0 {
+            let b = lookup_once(small.0, small.1, small.2, rng).await?;
+            (b, lookup_once(large.0, large.1, large.2, rng).await?)
+        } else {
+            let l = lookup_once(large.0, large.1, large.2, rng).await?;
+            (lookup_once(small.0, small.1, small.2, rng).await?, l)
+        };
         if i >= WARMUP {
-            samples.push(took);
+            base.push(b);
+            big.push(l);
         }
     }
-    Ok(samples)
+    Ok((base, big))
 }
 
 fn stats(mut samples: Vec<Duration>) -> Stats {
@@ -143,8 +172,17 @@ impl Backend {
                     store.delete_session(&format!("{prefix}-{s}")).await?;
                 }
             }
-            Backend::Sqlite(store, _) => {
-                store.delete_sessions_with_prefix(prefix).await?;
+            Backend::Sqlite(_, path) => {
+                // The file is this size's own: remove it whole.
+                for suffix in ["", "-wal", "-shm"] {
+                    let file = format!("{}{suffix}", path.display());
+                    match std::fs::remove_file(&file) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(format!("removing {file}: {e}").into())
+                        }
+                        _ => {}
+                    }
+                }
             }
             Backend::Postgres(store) => {
                 store.delete_sessions_with_prefix(prefix).await?;
@@ -180,57 +218,84 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// Seeds, measures and removes each size in turn, so that the store holds
-/// that many runs (plus the first size's) while it is measured. The first
-/// size is measured before and after the larger ones and its samples are
-/// pooled, so that load drifting on the machine does not favour it.
-async fn bench_backend(name: &str, stamp: &str) -> Result<Vec<(u64, Stats, Duration)>, BoxError> {
-    let backend = open(name, stamp).await?;
+/// One row of the table: a store size, its lookups, the lookups of the
+/// 1,000-run set measured alongside, and how long seeding took.
+struct Row {
+    runs: u64,
+    stats: Stats,
+    base: Stats,
+    seeded_in: Duration,
+}
+
+/// Opens a store holding the 1,000-run base set, then for each size a
+/// second store holding that many runs: seeded, measured interleaved with
+/// the base store, emptied. Memory and SQLite get a store of their own per
+/// size (a separate instance, a separate file), so "with 1,000 runs in the
+/// store" is literal; Postgres and Redis are one server, so there the base
+/// set and the larger set share it, under different session prefixes. The
+/// 1,000-run row pairs two stores of equal size: its ratio shows the noise.
+async fn bench_backend(name: &str, stamp: &str) -> Result<Vec<Row>, BoxError> {
+    let base_prefix = format!("bench-{stamp}-base");
+    let base_sessions = SIZES[0] / RUNS_PER_SESSION;
+    let base = open(name, &format!("{stamp}-base")).await?;
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let mut seeded: Vec<(String, u64)> = Vec::new();
-    let result: Result<Vec<(u64, Stats, Duration)>, BoxError> = async {
+    let result: Result<Vec<Row>, BoxError> = async {
+        base.seed(&base_prefix, base_sessions).await?;
         let mut rows = Vec::new();
-        let mut first: Option<(String, u64, Vec<Duration>, Duration)> = None;
         for size in SIZES {
             let prefix = format!("bench-{stamp}-{size}");
             let sessions = size / RUNS_PER_SESSION;
+            let large = open(name, &format!("{stamp}-{size}")).await?;
             let t = Instant::now();
-            seeded.push((prefix.clone(), sessions));
-            backend.seed(&prefix, sessions).await?;
-            let seed_time = t.elapsed();
-            match &first {
-                None => {
-                    let samples =
-                        sample(backend.store(), &prefix, sessions, SAMPLES / 2, &mut rng).await?;
-                    first = Some((prefix, sessions, samples, seed_time));
-                }
-                Some(_) => {
-                    let samples =
-                        sample(backend.store(), &prefix, sessions, SAMPLES, &mut rng).await?;
-                    rows.push((size, stats(samples), seed_time));
-                    backend.clean(&prefix, sessions).await?;
-                    seeded.pop();
-                }
+            let measured = async {
+                large.seed(&prefix, sessions).await?;
+                let seeded_in = t.elapsed();
+                let (base_samples, samples) = paired_samples(
+                    (base.store(), &base_prefix, base_sessions),
+                    (large.store(), &prefix, sessions),
+                    &mut rng,
+                )
+                .await?;
+                Ok::<_, BoxError>(Row {
+                    runs: size,
+                    stats: stats(samples),
+                    base: stats(base_samples),
+                    seeded_in,
+                })
             }
-        }
-        if let Some((prefix, sessions, mut samples, seed_time)) = first {
-            samples
-                .extend(sample(backend.store(), &prefix, sessions, SAMPLES / 2, &mut rng).await?);
-            rows.insert(0, (SIZES[0], stats(samples), seed_time));
+            .await;
+            // Emptied even after a failure.
+            large.clean(&prefix, sessions).await?;
+            rows.push(measured?);
         }
         Ok(rows)
     }
     .await;
-    // Clean up whatever is still seeded, even after a failure.
-    for (prefix, sessions) in &seeded {
-        backend.clean(prefix, *sessions).await?;
-    }
-    if let Backend::Sqlite(_, path) = &backend {
-        for suffix in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-        }
-    }
+    base.clean(&base_prefix, base_sessions).await?;
     result
+}
+
+/// The machine's floor: nanoseconds per dependent random read (a pointer
+/// chase through a random cycle) in a buffer of `bytes`. A lookup that
+/// must read a random one of 1,000,000 runs pays at least one such read
+/// at the large size, while the whole 1,000-run store sits in cache.
+fn chase_ns(bytes: usize, rng: &mut Rng) -> f64 {
+    let n = bytes / std::mem::size_of::<u32>();
+    // Sattolo's algorithm: a random permutation that is one cycle.
+    let mut next: Vec<u32> = (0..n as u32).collect();
+    for i in (1..n).rev() {
+        let j = rng.below(i as u64) as usize;
+        next.swap(i, j);
+    }
+    let steps = 1_000_000;
+    let mut at = 0u32;
+    let started = Instant::now();
+    for _ in 0..steps {
+        at = next[at as usize];
+    }
+    let took = started.elapsed();
+    std::hint::black_box(at);
+    took.as_secs_f64() * 1e9 / f64::from(steps)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -246,10 +311,13 @@ async fn main() -> std::process::ExitCode {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
     );
-    println!("getRunByRequestKey latency, {SAMPLES} sequential lookups of random existing keys");
     println!(
-        "{:<9} {:>10} {:>12} {:>10} {:>10} {:>8}",
-        "backend", "runs", "seeded in", "median µs", "p99 µs", "ratio"
+        "getRunByRequestKey latency: {SAMPLES} lookups of random existing keys, \
+         interleaved one for one with lookups in a 1,000-run set (the base)"
+    );
+    println!(
+        "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8}",
+        "backend", "runs", "seeded in", "median µs", "p99 µs", "base µs", "ratio"
     );
     let mut failed = false;
     for name in ["memory", "sqlite", "postgres", "redis"] {
@@ -258,15 +326,15 @@ async fn main() -> std::process::ExitCode {
         }
         match bench_backend(name, &stamp).await {
             Ok(rows) => {
-                let base = rows.first().map(|r| r.1.median);
-                for (size, stats, seed) in rows {
-                    let ratio = base.map_or(1.0, |b| micros(stats.median) / micros(b).max(1e-9));
+                for row in rows {
                     println!(
-                        "{name:<9} {size:>10} {:>11.1}s {:>10.1} {:>10.1} {:>7.2}x",
-                        seed.as_secs_f64(),
-                        micros(stats.median),
-                        micros(stats.p99),
-                        ratio
+                        "{name:<9} {:>10} {:>9.1}s {:>10.1} {:>10.1} {:>10.1} {:>7.2}x",
+                        row.runs,
+                        row.seeded_in.as_secs_f64(),
+                        micros(row.stats.median),
+                        micros(row.stats.p99),
+                        micros(row.base.median),
+                        micros(row.stats.median) / micros(row.base.median).max(1e-9),
                     );
                 }
             }
@@ -275,6 +343,14 @@ async fn main() -> std::process::ExitCode {
                 println!("{name:<9} failed: {e}");
             }
         }
+    }
+    if filters.is_empty() || filters.iter().any(|f| f == "floor") {
+        let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+        println!(
+            "floor     one dependent random read: {:.0} ns in 1 MiB, {:.0} ns in 512 MiB",
+            chase_ns(1 << 20, &mut rng),
+            chase_ns(512 << 20, &mut rng),
+        );
     }
     if failed {
         std::process::ExitCode::FAILURE

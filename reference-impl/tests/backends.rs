@@ -834,7 +834,7 @@ async fn migrations_are_idempotent_and_concurrent_openers_do_not_race() {
         o.await.unwrap().unwrap();
     }
     let conn = rusqlite_versions(&path);
-    assert_eq!(conn, vec![1, 2]);
+    assert_eq!(conn, vec![1, 2, 3]);
 
     let url = postgres_url();
     let opens: Vec<_> = (0..4)
@@ -863,6 +863,42 @@ async fn migrations_are_idempotent_and_concurrent_openers_do_not_race() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(versions, vec![1, 2]);
+}
+
+#[tokio::test]
+async fn sqlite_request_key_lookup_is_one_covering_index_search() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let plan = store.request_key_lookup_plan().await.unwrap();
+    assert_eq!(
+        plan,
+        vec!["SEARCH runs USING COVERING INDEX runs_request_key_lookup (session_id=? AND request_key=?)"],
+    );
+}
+
+#[tokio::test]
+async fn a_version_2_sqlite_database_is_upgraded_on_open_and_keeps_its_runs() {
+    let db = TempDb::new();
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    let s = unique("upgrade");
+    store
+        .commit_run_start(start(&s, "r1", None, Some("key-1"), "a"))
+        .await
+        .unwrap();
+    drop(store);
+    // Back to the version-2 schema: the covering index of migration 3 gone.
+    let conn = rusqlite::Connection::open(&db.0).unwrap();
+    conn.execute_batch(
+        "DROP INDEX runs_request_key_lookup; DELETE FROM reqkey_migrations WHERE version = 3;",
+    )
+    .unwrap();
+    drop(conn);
+    assert_eq!(rusqlite_versions(&db.0), vec![1, 2]);
+
+    let store = SqliteStore::open(&db.0).await.unwrap();
+    assert_eq!(rusqlite_versions(&db.0), vec![1, 2, 3]);
+    let found = store.get_run_by_request_key(&s, "key-1").await.unwrap();
+    assert_eq!(found.map(|r| r.run_id), Some("r1".to_owned()));
 }
 
 fn rusqlite_versions(path: &std::path::Path) -> Vec<i64> {
