@@ -135,3 +135,22 @@ fn help_explains_targets_and_exit_codes() {
         assert!(run.contains(needle), "missing {needle}: {run}");
     }
 }
+
+/// A database that is not there is a harness error (exit 2) naming the
+/// target, with its password redacted.
+#[test]
+fn a_database_target_that_is_down_exits_2_naming_it() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    for target in [
+        format!("redis://:hunter2@127.0.0.1:{port}/"),
+        format!("postgres://postgres:hunter2@127.0.0.1:{port}/test"),
+    ] {
+        let o = reqkey(&["run", "scenarios/store", "--target", &target]);
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{target}: {out}");
+        assert!(out.contains(&format!("127.0.0.1:{port}")), "{out}");
+        assert!(!out.contains("hunter2"), "{out}");
+    }
+}

@@ -24,7 +24,9 @@ use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use reqkey_model::{
     CommitOutcome, RunMetadata, RunStartRejection, RunStatus, StartRun, StoreError,
 };
-use reqkey_reference::store::{self, dispatch, PostgresStore, SessionStateStore, SqliteStore};
+use reqkey_reference::store::{
+    self, dispatch, PostgresStore, RedisStore, SessionStateStore, SqliteStore,
+};
 use serde_json::{json, Value};
 
 fn postgres_url() -> String {
@@ -899,6 +901,49 @@ async fn a_version_2_sqlite_database_is_upgraded_on_open_and_keeps_its_runs() {
     assert_eq!(rusqlite_versions(&db.0), vec![1, 2, 3]);
     let found = store.get_run_by_request_key(&s, "key-1").await.unwrap();
     assert_eq!(found.map(|r| r.run_id), Some("r1".to_owned()));
+}
+
+/// Redis closes the store's connection (a restart, a failover, an idle
+/// timeout): the store answers `internal` while it is gone, then connects
+/// again by itself, without a new `RedisStore`.
+#[tokio::test]
+async fn redis_store_reconnects_after_its_connection_is_killed() {
+    let store = RedisStore::connect(&redis_url())
+        .await
+        .unwrap_or_else(|e| panic!("Redis did not answer ({e}); start it or set REQKEY_REDIS_URL"));
+    let s = unique("reconnect");
+    started(&store, start(&s, "r1", None, Some("k"), "a")).await;
+    let id = store.connection_id().await.unwrap();
+
+    let client = ::redis::Client::open(redis_url()).unwrap();
+    let mut admin = client.get_multiplexed_async_connection().await.unwrap();
+    let killed: i64 = ::redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(id)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+
+    // Bounded: 100 tries 50 ms apart.
+    let mut answer = None;
+    for _ in 0..100 {
+        match store.get_run_by_request_key(&s, "k").await {
+            Ok(found) => {
+                answer = Some(found);
+                break;
+            }
+            Err(e) => {
+                assert!(matches!(e, StoreError::Internal(_)), "{e:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+    let found = answer.expect("the store never answered again after its connection was killed");
+    assert_eq!(found.map(|r| r.run_id), Some("r1".to_owned()));
+    assert_ne!(store.connection_id().await.unwrap(), id);
+    assert!(store.delete_session(&s).await.unwrap());
 }
 
 fn rusqlite_versions(path: &std::path::Path) -> Vec<i64> {

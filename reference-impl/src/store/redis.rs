@@ -35,8 +35,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Script};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::Script;
 use reqkey_model::rules::{check_status_transition, validate_start_run};
 use reqkey_model::{
     canonical_json, start_digest, CommitOutcome, CommitResult, InputEntry, RunMetadata,
@@ -48,6 +48,10 @@ use super::{redact_url, OpenError, SessionStateStore};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Long enough for the benchmark's seeding pipelines.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Attempts per (re)connection, backing off from 100 ms up to the delay
+/// below; the first connection is bounded by `CONNECT_TIMEOUT` as a whole.
+const RECONNECT_RETRIES: usize = 3;
+const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(1);
 /// Bound on `setRunStatus`'s compare-and-set retries.
 const MAX_STATUS_ATTEMPTS: usize = 16;
 
@@ -147,10 +151,13 @@ impl Keys {
     }
 }
 
-/// The Redis reference store. Cheap to clone (one multiplexed connection).
+/// The Redis reference store. Cheap to clone (one multiplexed connection,
+/// re-established in the background when Redis drops it: the command that
+/// meets the broken connection answers `internal`, later ones go through
+/// the new connection; nothing is retried blindly).
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: MultiplexedConnection,
+    conn: ConnectionManager,
     target: String,
     commit: Script,
     by_key: Script,
@@ -185,12 +192,14 @@ impl RedisStore {
             message,
         };
         let client = redis::Client::open(url).map_err(|e| backend_err(format!("bad URL: {e}")))?;
-        let config = AsyncConnectionConfig::new()
+        let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT));
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(RECONNECT_RETRIES)
+            .set_max_delay(RECONNECT_MAX_DELAY);
         let mut conn = tokio::time::timeout(
             CONNECT_TIMEOUT,
-            client.get_multiplexed_async_connection_with_config(&config),
+            ConnectionManager::new_with_config(client, config),
         )
         .await
         .map_err(|_| backend_err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())))?
@@ -210,6 +219,16 @@ impl RedisStore {
             current: Script::new(CURRENT_LUA),
             set_status: Script::new(SET_STATUS_LUA),
         })
+    }
+
+    /// The server's id for this store's connection (`CLIENT ID`), so that
+    /// a test can cut exactly this connection with `CLIENT KILL ID`.
+    pub async fn connection_id(&self) -> Result<i64, StoreError> {
+        redis::cmd("CLIENT")
+            .arg("ID")
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err)
     }
 
     /// Writes `sessions` sessions of `runs_per_session` keyed runs each

@@ -323,15 +323,39 @@ fn sql_err(e: rusqlite::Error) -> StoreError {
 fn open_connection(path: &Path) -> rusqlite::Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
-    // WAL is persistent in the file; setting it on every connection is a
-    // cheap no-op after the first.
-    conn.pragma_update(None, "journal_mode", "WAL")?;
+    enable_wal(&conn)?;
     conn.pragma_update(None, "synchronous", "NORMAL")?;
     // Reads of a large store come from memory-mapped pages (the first GiB
     // of the file) and a 64 MiB page cache instead of a read() per page.
     conn.pragma_update(None, "cache_size", -65_536)?;
     conn.pragma_update(None, "mmap_size", 1_073_741_824)?;
     Ok(conn)
+}
+
+/// Attempts at switching a new file to WAL while other openers race.
+const WAL_SWITCH_ATTEMPTS: u64 = 50;
+
+/// WAL is persistent in the file; setting it on every connection is a
+/// cheap no-op after the first. The first switch of a new file needs an
+/// exclusive lock, and SQLite answers `SQLITE_BUSY` at once rather than
+/// wait for it (the busy handler is skipped where waiting could deadlock),
+/// so openers racing on a new file retry, a bounded number of times.
+fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let mut attempt = 0;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && attempt < WAL_SWITCH_ATTEMPTS =>
+            {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Applies the missing [`MIGRATIONS`] under the write lock.
