@@ -84,11 +84,20 @@ pub fn validate_session_id(session_id: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Checks a run id: a non-empty string.
+/// Checks a run id (or a digest): a non-empty string without U+0000.
+///
+/// SPEC 6 leaves the NUL character open; some engines cannot store it
+/// (Postgres `text`), so every reference store refuses it alike rather
+/// than one of them answering `internal`.
 pub fn validate_run_id(field: &str, run_id: &str) -> Result<(), StoreError> {
     if run_id.is_empty() {
         return Err(StoreError::invalid_argument(format!(
             "{field} must not be empty"
+        )));
+    }
+    if run_id.contains('\0') {
+        return Err(StoreError::invalid_argument(format!(
+            "{field} must not contain U+0000"
         )));
     }
     Ok(())
@@ -105,12 +114,7 @@ pub fn validate_start_run(start: &StartRun) -> Result<(), StoreError> {
         (None, None) => Ok(()),
         (Some(key), Some(digest)) => {
             parse_request_key(key).map_err(|e| StoreError::invalid_argument(e.to_string()))?;
-            if digest.is_empty() {
-                return Err(StoreError::invalid_argument(
-                    "requestDigest must not be empty",
-                ));
-            }
-            Ok(())
+            validate_run_id("requestDigest", digest)
         }
         _ => Err(StoreError::invalid_argument(
             "requestKey and requestDigest come together",
@@ -338,12 +342,20 @@ mod tests {
         bad_key.request_digest = Some("d".into());
         let mut empty_session = start("r1", None, None);
         empty_session.session_id.clear();
+        let mut empty_digest = start("r1", None, Some("k"));
+        empty_digest.request_digest = Some(String::new());
+        let mut nul_digest = start("r1", None, Some("k"));
+        nul_digest.request_digest = Some("d\0".into());
         for s in [
             half,
             bad_key,
             empty_session,
+            empty_digest,
+            nul_digest,
             start("", None, None),
             start("r1", Some(""), None),
+            start("r\01", None, None),
+            start("r1", Some("r\00"), None),
         ] {
             assert_eq!(
                 cause(apply_run_start_rules(&s, ctx(None, None, None))),

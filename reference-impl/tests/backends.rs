@@ -356,6 +356,36 @@ mod cases {
         ss.cleanup(&*store).await;
     }
 
+    pub async fn a_nul_in_an_id_or_digest_is_invalid_argument_and_writes_nothing(
+        store: Arc<dyn SessionStateStore>,
+    ) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        let mut nul_digest = start(&s, "r1", None, Some("k"), "a");
+        nul_digest.request_digest = Some("d\0".into());
+        for bad in [
+            start(&s, "r\01", None, Some("k"), "a"),
+            start(&s, "r1", Some("r\00"), None, "a"),
+            nul_digest,
+        ] {
+            let r = store.commit_run_start(bad).await;
+            assert!(matches!(r, Err(StoreError::InvalidArgument(_))), "{r:?}");
+        }
+        // Reads over the wire are refused the same way, before the store.
+        let op: StoreOp = serde_json::from_value(json!({
+            "op": "getRun", "args": {"sessionId": s, "runId": "r\0"}
+        }))
+        .unwrap();
+        let r = dispatch(&*store, op).await;
+        assert!(matches!(r, Err(StoreError::InvalidArgument(_))), "{r:?}");
+        assert!(store.list_runs(&s).await.unwrap().is_empty());
+        assert!(
+            !store.delete_session(&s).await.unwrap(),
+            "a refused commit wrote"
+        );
+        ss.cleanup(&*store).await;
+    }
+
     pub async fn delete_frees_keys_and_restarts_the_sequence(store: Arc<dyn SessionStateStore>) {
         let mut ss = Sessions::new();
         let s = ss.id("a");
@@ -762,6 +792,10 @@ macro_rules! suite {
             case!(
                 $backend,
                 a_refused_start_leaves_the_key_free_and_creates_no_session
+            );
+            case!(
+                $backend,
+                a_nul_in_an_id_or_digest_is_invalid_argument_and_writes_nothing
             );
             case!($backend, delete_frees_keys_and_restarts_the_sequence);
             case!($backend, finished_runs_refuse_every_status_change);

@@ -36,7 +36,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqkey_model::rules::{check_status_transition, RunStartContext, RunStartDecision};
+use reqkey_model::rules::{
+    check_status_transition, validate_start_run, RunStartContext, RunStartDecision,
+};
 use reqkey_model::{
     apply_run_start_rules, canonical_json, CommitOutcome, CommitResult, InputEntry, RunMetadata,
     RunStartRejection, RunStatus, StartRun, StoreError,
@@ -617,6 +619,8 @@ impl SessionStateStore for PostgresStore {
     }
 
     async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+        // Malformed fields are refused before a query can trip on them.
+        validate_start_run(&start)?;
         let (lease, mut conn) = self.conn().await?;
         let mut last_retry = String::new();
         let mut result = None;

@@ -35,7 +35,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use reqkey_model::rules::{check_status_transition, RunStartContext, RunStartDecision};
+use reqkey_model::rules::{
+    check_status_transition, validate_start_run, RunStartContext, RunStartDecision,
+};
 use reqkey_model::{
     apply_run_start_rules, canonical_json, CommitOutcome, CommitResult, InputEntry, RunMetadata,
     RunStartRejection, RunStatus, StartRun, StoreError,
@@ -562,6 +564,8 @@ impl SessionStateStore for SqliteStore {
     }
 
     async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+        // Malformed fields are refused before the transaction begins.
+        validate_start_run(&start)?;
         self.with_conn(move |conn, read_holder| {
             match commit_attempt(conn, &start, read_holder)? {
                 Attempt::Done(result) => result,
