@@ -354,8 +354,8 @@ mod tests {
             nul_digest,
             start("", None, None),
             start("r1", Some(""), None),
-            start("r\01", None, None),
-            start("r1", Some("r\00"), None),
+            start("r\0-1", None, None),
+            start("r1", Some("r\0-0"), None),
         ] {
             assert_eq!(
                 cause(apply_run_start_rules(&s, ctx(None, None, None))),

@@ -364,8 +364,8 @@ mod cases {
         let mut nul_digest = start(&s, "r1", None, Some("k"), "a");
         nul_digest.request_digest = Some("d\0".into());
         for bad in [
-            start(&s, "r\01", None, Some("k"), "a"),
-            start(&s, "r1", Some("r\00"), None, "a"),
+            start(&s, "r\0-1", None, Some("k"), "a"),
+            start(&s, "r1", Some("r\0-0"), None, "a"),
             nul_digest,
         ] {
             let r = store.commit_run_start(bad).await;
