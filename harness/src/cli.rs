@@ -164,6 +164,11 @@ pub struct RunArgs {
     /// Bound on every single call to the target, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
+    /// Leave the sessions of passing trials in the target. By default each
+    /// passing trial deletes the sessions it created (failing trials always
+    /// keep theirs, for inspection).
+    #[arg(long)]
+    pub keep_sessions: bool,
     /// Print only failures and the closing count.
     #[arg(long, short)]
     pub quiet: bool,
@@ -398,6 +403,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     cfg.copies_override = args.concurrency;
     cfg.fail_fast = args.fail_fast;
     cfg.call_timeout_ms = args.timeout_ms;
+    cfg.keep_sessions = args.keep_sessions;
     cfg.expected_failures = expected.iter().cloned().collect();
 
     let outputs = Outputs {

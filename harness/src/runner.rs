@@ -34,7 +34,7 @@ use crate::lin::{self, CheckOptions};
 use crate::pattern::matches;
 use crate::record::Clock;
 use crate::scenario::{Action, GroupCount, GroupRule, Scenario, Step};
-use crate::target::{Target, TargetError};
+use crate::target::{Level, Target, TargetError};
 use crate::vars::{lookup, Vars};
 
 /// How a run is configured.
@@ -58,6 +58,9 @@ pub struct RunConfig {
     pub copies_override: Option<u32>,
     /// Scenario ids known to fail on this target (`--expected-failures`).
     pub expected_failures: BTreeSet<String>,
+    /// Leave the sessions of passing trials in the target
+    /// (`--keep-sessions`); by default they are deleted (see [`Trial::clean_up`]).
+    pub keep_sessions: bool,
 }
 
 impl RunConfig {
@@ -77,6 +80,7 @@ impl RunConfig {
             lin_budget_steps: lin::DEFAULT_BUDGET_STEPS,
             copies_override: None,
             expected_failures: BTreeSet::new(),
+            keep_sessions: false,
         }
     }
 }
@@ -131,10 +135,15 @@ struct Trial<'a> {
     /// The trial's monotonic clock and every store operation so far.
     clock: Clock,
     history: Vec<lin::Operation>,
+    /// Sessions this trial created fresh (under the run's namespace), to
+    /// delete when it passes.
+    sessions: BTreeSet<String>,
 }
 
 /// The most operations a trial records (a bound, not a limit in practice).
 const MAX_HISTORY_OPS: usize = 100_000;
+/// The most sessions a trial cleans up after itself.
+const MAX_CLEANUP_SESSIONS: usize = 1_000;
 
 /// Runs `scenarios` against `target`, emitting events to `reporters`.
 pub async fn run(
@@ -261,8 +270,12 @@ async fn run_scenario(
             had_group: false,
             clock: Clock::new(),
             history: Vec::new(),
+            sessions: BTreeSet::new(),
         };
         let outcome = trial.run_steps(&scenario.steps).await;
+        if outcome.is_ok() && !cfg.keep_sessions {
+            trial.clean_up().await;
+        }
         result.trials_run += 1;
         result.trials_overlapped += u32::from(trial.overlapped);
         result.trials_with_groups += u32::from(trial.had_group);
@@ -284,6 +297,14 @@ async fn run_scenario(
 /// The wrapper keys of agent-level requests inside the runner.
 const AGENT_HTTP: &str = "http";
 const AGENT_WAIT: &str = "wait_run";
+
+/// The session id in an agent route (`/sessions/{id}/...`), if any.
+fn session_in_path(path: &str) -> Option<&str> {
+    let path = path.split('?').next().unwrap_or(path);
+    let rest = path.strip_prefix("/sessions/")?;
+    let id = rest.split('/').next().unwrap_or(rest);
+    (!id.is_empty()).then_some(id)
+}
 
 /// Builds the wire request of a store step from its (substituted) args.
 fn store_request(op: &str, args: Value) -> Value {
@@ -356,12 +377,63 @@ impl Trial<'_> {
     }
 
     fn request(&mut self, step: &Step) -> Value {
-        match &step.action {
+        let request = match &step.action {
             Action::Store { op, args } => store_request(op, self.vars.substitute(args)),
             Action::Rpc(raw) => self.vars.substitute(raw),
             Action::Http(spec) => json!({ AGENT_HTTP: self.vars.substitute(spec) }),
             Action::WaitRun(spec) => json!({ AGENT_WAIT: self.vars.substitute(spec) }),
             _ => Value::Null,
+        };
+        self.note_session(&request);
+        request
+    }
+
+    /// Remembers the session a request names, if the run made it fresh:
+    /// only ids under the run's namespace are ever cleaned up, so a
+    /// scenario that names a literal session never deletes someone's data.
+    fn note_session(&mut self, request: &Value) {
+        let named = if let Some(spec) = request.get(AGENT_HTTP) {
+            spec.get("path")
+                .and_then(Value::as_str)
+                .and_then(session_in_path)
+        } else if let Some(spec) = request.get(AGENT_WAIT) {
+            spec.get("sessionId").and_then(Value::as_str)
+        } else {
+            let args = &request["args"];
+            args.get("sessionId")
+                .or_else(|| args.get("startRun").and_then(|s| s.get("sessionId")))
+                .and_then(Value::as_str)
+        };
+        let Some(session) = named else { return };
+        let fresh = session
+            .strip_prefix(self.cfg.namespace.as_str())
+            .is_some_and(|rest| rest.starts_with('.'));
+        if fresh && self.sessions.len() < MAX_CLEANUP_SESSIONS {
+            self.sessions.insert(session.to_owned());
+        }
+    }
+
+    /// Deletes the sessions a passing trial created, so that certifying a
+    /// shared database leaves nothing behind (`deleteSession` on a store,
+    /// `DELETE /sessions/{id}` on an agent server). Best effort: these
+    /// calls are not part of the verdict, and the first one the target
+    /// does not answer ends the cleanup (a target that went away is not
+    /// waited on once per session). A failing trial keeps its sessions for
+    /// inspection; its failure names them.
+    async fn clean_up(&mut self) {
+        let sessions = std::mem::take(&mut self.sessions);
+        for session in sessions {
+            let request = match self.target.level() {
+                Level::Store => store_request("deleteSession", json!({ "sessionId": session })),
+                Level::Agent => json!({ AGENT_HTTP: {
+                    "method": "DELETE",
+                    "path": format!("/sessions/{session}"),
+                }}),
+            };
+            let answered = call(self.target.as_ref(), &request, self.cfg.call_timeout_ms).await;
+            if answered.is_err() {
+                break;
+            }
         }
     }
 

@@ -316,3 +316,72 @@ fn an_unreachable_agent_target_exits_2() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// An agent target that remembers every session route it was sent.
+#[derive(Debug)]
+struct Watching {
+    inner: std::sync::Arc<dyn reqkey_harness::target::Target>,
+    seen: std::sync::Mutex<BTreeSet<String>>,
+}
+
+#[async_trait::async_trait]
+impl reqkey_harness::target::Target for Watching {
+    fn level(&self) -> reqkey_harness::target::Level {
+        self.inner.level()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    async fn health(&self) -> Result<serde_json::Value, reqkey_harness::target::TargetError> {
+        self.inner.health().await
+    }
+    async fn http(
+        &self,
+        request: reqkey_harness::target::HttpRequest,
+    ) -> Result<reqkey_harness::target::HttpResponse, reqkey_harness::target::TargetError> {
+        if let Some(rest) = request.path.strip_prefix("/sessions/") {
+            let id = rest.split(['/', '?']).next().unwrap_or_default();
+            self.seen.lock().unwrap().insert(id.to_owned());
+        }
+        self.inner.http(request).await
+    }
+}
+
+/// After a green run every session the run created fresh is gone from the
+/// server (`DELETE /sessions/{id}` by the runner); none is left running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_green_agent_run_leaves_no_session_behind() {
+    let scenarios = load_paths(&[corpus()]).expect("the corpus loads");
+    let inner = open_target("reference-agent", TargetOptions::default())
+        .await
+        .expect("target opens");
+    let target = std::sync::Arc::new(Watching {
+        inner,
+        seen: std::sync::Mutex::default(),
+    });
+    let cfg = RunConfig::new(5);
+    let summary = runner::run(target.clone(), &scenarios, &cfg, &mut []).await;
+    assert_eq!(failing(&summary), BTreeSet::new(), "{summary:#?}");
+    let seen = target.seen.lock().unwrap().clone();
+    let fresh: Vec<&String> = seen
+        .iter()
+        .filter(|s| s.starts_with(&format!("{}.", cfg.namespace)))
+        .collect();
+    assert!(
+        fresh.len() >= 20,
+        "only {} fresh sessions: {seen:?}",
+        fresh.len()
+    );
+    for s in fresh {
+        let answer = target
+            .inner
+            .http(reqkey_harness::target::HttpRequest {
+                method: "GET".into(),
+                path: format!("/sessions/{s}"),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(answer.status, 404, "{s} was left behind");
+    }
+}

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use reqkey_harness::event::{RunSummary, Verdict};
 use reqkey_harness::runner::{self, RunConfig};
 use reqkey_harness::scenario::load_paths;
-use reqkey_harness::target::{open_target, Target, TargetError, TargetOptions};
+use reqkey_harness::target::{open_target, InProcessStore, Target, TargetError, TargetOptions};
 use reqkey_reference::store::{MemoryDefect, MemoryStore, SessionStateStore};
 use reqkey_reference::store_server;
 use serde_json::json;
@@ -200,4 +200,116 @@ async fn an_adapter_that_never_answers_times_out() {
     .await
     .unwrap_err();
     assert_eq!(e, TargetError::Timeout { timeout_ms: 300 });
+}
+
+/// A store target that remembers every session a request names.
+#[derive(Debug)]
+struct Watching {
+    inner: InProcessStore,
+    seen: std::sync::Mutex<BTreeSet<String>>,
+}
+
+#[async_trait::async_trait]
+impl Target for Watching {
+    fn level(&self) -> reqkey_harness::target::Level {
+        self.inner.level()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    async fn health(&self) -> Result<serde_json::Value, TargetError> {
+        self.inner.health().await
+    }
+    async fn store_call(
+        &self,
+        request: &serde_json::Value,
+    ) -> Result<serde_json::Value, TargetError> {
+        let args = &request["args"];
+        if let Some(s) = args
+            .get("sessionId")
+            .or_else(|| args.get("startRun").and_then(|s| s.get("sessionId")))
+            .and_then(serde_json::Value::as_str)
+        {
+            self.seen.lock().unwrap().insert(s.to_owned());
+        }
+        self.inner.store_call(request).await
+    }
+}
+
+/// Runs `yaml` on a fresh memory store; answers the store, every session
+/// the run named, and the summary.
+async fn run_watched(
+    yaml: &str,
+    keep_sessions: bool,
+) -> (Arc<MemoryStore>, BTreeSet<String>, RunSummary) {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("reqkey-cleanup-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cleanup.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let scenarios = load_paths(&[file]).unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let target = Arc::new(Watching {
+        inner: InProcessStore::new("memory", store.clone()),
+        seen: std::sync::Mutex::default(),
+    });
+    let mut cfg = RunConfig::new(3);
+    cfg.keep_sessions = keep_sessions;
+    let summary = runner::run(target.clone(), &scenarios, &cfg, &mut []).await;
+    let seen = target.seen.lock().unwrap().clone();
+    (store, seen, summary)
+}
+
+const CLEANUP_SCENARIO: &str = "\
+id: cleanup.fresh-and-literal
+level: store
+summary: Two fresh sessions and one literal session id.
+steps:
+  - commitRunStart: {sessionId: $s1, runId: r1, expectedCurrentRunId: null, input: null}
+    expect: {ok: {outcome: started}}
+  - commitRunStart: {sessionId: '${s2}-x', runId: r1, expectedCurrentRunId: null, input: null, requestKey: k, requestDigest: d}
+    expect: {ok: {outcome: started}}
+  - commitRunStart: {sessionId: someone-elses-session, runId: r1, expectedCurrentRunId: null, input: null}
+    expect: {ok: {outcome: started}}
+";
+
+#[tokio::test]
+async fn a_passing_trial_deletes_the_sessions_it_created_and_no_other() {
+    let (store, seen, summary) = run_watched(CLEANUP_SCENARIO, false).await;
+    assert_eq!(summary.passed, 1, "{summary:#?}");
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    for s in &seen {
+        let runs = store.list_runs(s).await.unwrap();
+        if s == "someone-elses-session" {
+            assert_eq!(runs.len(), 1, "a literal session id was deleted");
+        } else {
+            assert!(runs.is_empty(), "{s} was left behind: {runs:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn keep_sessions_and_failing_trials_leave_them_in_place() {
+    let (store, seen, summary) = run_watched(CLEANUP_SCENARIO, true).await;
+    assert_eq!(summary.passed, 1, "{summary:#?}");
+    for s in &seen {
+        assert_eq!(
+            store.list_runs(s).await.unwrap().len(),
+            1,
+            "{s} was deleted"
+        );
+    }
+    let failing = format!(
+        "{CLEANUP_SCENARIO}  - getRun: {{sessionId: $s1, runId: r1}}\n    expect: {{ok: null}}\n"
+    );
+    let (store, seen, summary) = run_watched(&failing, false).await;
+    assert_eq!(summary.failed, 1, "{summary:#?}");
+    for s in &seen {
+        assert_eq!(
+            store.list_runs(s).await.unwrap().len(),
+            1,
+            "{s} was deleted after a failure"
+        );
+    }
 }
