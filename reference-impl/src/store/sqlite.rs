@@ -288,34 +288,6 @@ impl SqliteStore {
         })
         .await
     }
-
-    /// Removes every session whose id starts with `prefix` (benchmark
-    /// cleanup). `prefix` must be a plain id prefix (no `%` or `_` escaping
-    /// is attempted beyond a range scan).
-    pub async fn delete_sessions_with_prefix(&self, prefix: &str) -> Result<u64, StoreError> {
-        let low = prefix.to_owned();
-        // Every id character sorts below `~`, so [prefix, prefix~) is the range.
-        let high = format!("{prefix}~");
-        self.with_conn(move |conn, _| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sql_err)?;
-            tx.execute(
-                "DELETE FROM inputs WHERE session_id >= ?1 AND session_id < ?2",
-                params![low, high],
-            )
-            .map_err(sql_err)?;
-            let n = tx
-                .execute(
-                    "DELETE FROM runs WHERE session_id >= ?1 AND session_id < ?2",
-                    params![low, high],
-                )
-                .map_err(sql_err)?;
-            tx.commit().map_err(sql_err)?;
-            Ok(n as u64)
-        })
-        .await
-    }
 }
 
 fn sql_err(e: rusqlite::Error) -> StoreError {
