@@ -3,7 +3,11 @@
 # implementer in another language would: the correct adapter must pass the
 # whole store suite (exit 0); `--broken no-key-rule` must fail it (exit 1);
 # `--broken racy` must fail the race scenarios with a linearizability
-# counterexample (exit 1). Exits non-zero if any of that does not hold.
+# counterexample (exit 1); `--broken scan` (a key lookup without an index)
+# passes the suite, which cannot see speed, but `reqkey bench lookup
+# --max-ratio 2` must flag it (exit 1) while passing the correct adapter
+# (a 10x larger store: about 1.1x correct, 5-7x scanning). Exits non-zero
+# if any of that does not hold.
 #
 #   REQKEY=target/debug/reqkey docs/examples/check-python-adapter.sh
 set -euo pipefail
@@ -51,4 +55,14 @@ echo "racy adapter:"
 expect_exit 1 "$out/racy.log" -- run scenarios/store --tag race --target "store+http://127.0.0.1:$port" --quiet
 grep -q "FAIL  request-key.race" "$out/racy.log" || { cat "$out/racy.log"; exit 1; }
 grep -qi "linearizab" "$out/racy.log" || { cat "$out/racy.log"; echo "no linearizability counterexample" >&2; exit 1; }
+lookup=(bench lookup --small 1000 --large 10000 --samples 300 --max-ratio 2 --seed 1)
+port="$(start)"
+echo "key lookup of the correct adapter:"
+expect_exit 0 "$out/lookup-ok.log" -- "${lookup[@]}" --target "store+http://127.0.0.1:$port"
+
+port="$(start --broken scan)"
+echo "adapter that scans for keys:"
+expect_exit 0 "$out/scan-suite.log" -- run scenarios/store --target "store+http://127.0.0.1:$port" --quiet
+expect_exit 1 "$out/scan.log" -- "${lookup[@]}" --target "store+http://127.0.0.1:$port"
+grep -q "the lookup grows with the store" "$out/scan.log" || { cat "$out/scan.log"; exit 1; }
 echo "the Python adapter passes when correct and fails when broken"

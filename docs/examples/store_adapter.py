@@ -8,6 +8,9 @@ standard library only: the smallest independent store `reqkey` certifies.
 `--broken no-key-rule` skips the key rule, to watch the suite fail (exit 1);
 `--broken racy` reads the key's holder outside the commit's lock (and
 pauses before the write), the race a conformance kit exists to catch.
+`--broken scan` answers getRunByRequestKey correctly but by searching every
+run of every session, as a SQL store missing its key index would: the
+suite passes, and `reqkey bench lookup --max-ratio` catches it.
 One lock makes each operation atomic (a real store would use its own
 transaction, row lock or script instead; see docs/store-adapter.md).
 """
@@ -99,6 +102,13 @@ class Store:
                 return {"ok": dict(runs[-1]) if runs else None}
             if op == "listRuns":
                 return {"ok": [dict(r) for r in runs]}
+            if op == "getRunByRequestKey" and self.broken == "scan":
+                found = None  # BUG (on purpose): no index, a full scan
+                for other in self.sessions.values():
+                    for r in other["runs"]:
+                        if r["sessionId"] == a["sessionId"] and r.get("requestKey") == a["requestKey"]:
+                            found = dict(r)
+                return {"ok": found}
             if op == "getRunByRequestKey":
                 rid = sess["keys"].get(a["requestKey"]) if sess else None
                 return {"ok": next((dict(r) for r in runs if r["runId"] == rid), None)}
@@ -212,7 +222,7 @@ class Handler(BaseHTTPRequestHandler):
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, default=7002)
-    p.add_argument("--broken", choices=["no-key-rule", "racy"])
+    p.add_argument("--broken", choices=["no-key-rule", "racy", "scan"])
     a = p.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     server.store = Store(a.broken)

@@ -114,6 +114,9 @@ pub enum BenchKind {
     Checker,
     /// Detection rate of the race scenarios against the racy store.
     Race,
+    /// getRunByRequestKey latency with --small vs --large runs in the
+    /// store (--target, default memory): an index read stays flat.
+    Lookup,
 }
 
 #[derive(Debug, Args)]
@@ -123,9 +126,34 @@ pub struct BenchArgs {
     /// Independent runs of the race scenarios (race benchmark).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub runs: u32,
-    /// The racy target (race benchmark; also a second checker workload).
-    #[arg(long, default_value = "broken-memory:holder-read-outside-commit")]
-    pub target: String,
+    /// The target: the racy store of the race benchmark (also a second
+    /// checker workload; default broken-memory:holder-read-outside-commit),
+    /// or the store of the lookup benchmark (default memory; any store
+    /// target, store+http:// included).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Runs in the small store of the lookup benchmark (the ratio's base).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub small: u64,
+    /// Runs in the large store of the lookup benchmark. Seeding goes
+    /// through commitRunStart, so over HTTP expect a few seconds per
+    /// 10,000 runs.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub large: u64,
+    /// Keyed runs per seeded session (lookup benchmark). A scan within one
+    /// session only shows when this grows with --large.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub runs_per_session: u64,
+    /// Measured lookups in each store (lookup benchmark).
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub samples: u64,
+    /// Exit 1 when the lookup ratio (large median / small median) is above
+    /// this: a gate for CI.
+    #[arg(long)]
+    pub max_ratio: Option<f64>,
+    /// Bound on every single call to the target, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub timeout_ms: u64,
     /// Scenario files or directories of the race benchmark (those tagged `race`).
     #[arg(long, default_value = "scenarios/store")]
     pub scenarios: PathBuf,
@@ -572,6 +600,42 @@ fn fuzz_command(args: FuzzArgs) -> ExitCode {
     }
 }
 
+/// `reqkey bench lookup`: prints the figures; exit 1 only when
+/// `--max-ratio` is given and exceeded.
+async fn lookup_bench(args: &BenchArgs) -> ExitCode {
+    let Ok(samples) = usize::try_from(args.samples) else {
+        return harness_error("--samples does not fit this machine");
+    };
+    if args.max_ratio.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return harness_error("--max-ratio must be a positive number");
+    }
+    let cfg = crate::bench::LookupConfig {
+        small_runs: args.small,
+        large_runs: args.large,
+        runs_per_session: args.runs_per_session,
+        samples,
+        seed: args.seed,
+        call_timeout_ms: args.timeout_ms,
+    };
+    let target = args.target.as_deref().unwrap_or("memory");
+    match crate::bench::lookup_benchmark(target, &cfg).await {
+        Ok(f) => {
+            println!("{f}");
+            match args.max_ratio {
+                Some(max) if f.ratio() > max => {
+                    println!(
+                        "the lookup grows with the store: ratio {:.2}x is above --max-ratio {max}",
+                        f.ratio()
+                    );
+                    ExitCode::from(1)
+                }
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        Err(e) => harness_error(e),
+    }
+}
+
 fn bench_command(args: BenchArgs) -> ExitCode {
     use crate::bench;
     let rt = match runtime() {
@@ -579,9 +643,16 @@ fn bench_command(args: BenchArgs) -> ExitCode {
         Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
     };
     rt.block_on(async move {
+        if args.kind == BenchKind::Lookup {
+            return lookup_bench(&args).await;
+        }
+        let racy = args
+            .target
+            .as_deref()
+            .unwrap_or("broken-memory:holder-read-outside-commit");
         if matches!(args.kind, BenchKind::All | BenchKind::Checker) {
             // A linearizable history (memory), then one that is not.
-            for target in ["memory", args.target.as_str()] {
+            for target in ["memory", racy] {
                 match bench::checker_benchmark(target, bench::default_workload(args.seed)).await {
                     Ok(f) => println!("{f}"),
                     Err(e) => return harness_error(e),
@@ -596,7 +667,7 @@ fn bench_command(args: BenchArgs) -> ExitCode {
             if scenarios.is_empty() {
                 return harness_error("no scenario tagged `race` to run");
             }
-            match bench::detection_benchmark(&args.target, &scenarios, args.runs, args.seed).await {
+            match bench::detection_benchmark(racy, &scenarios, args.runs, args.seed).await {
                 Ok(f) => println!("{f}"),
                 Err(e) => return harness_error(e),
             }

@@ -154,3 +154,60 @@ fn a_database_target_that_is_down_exits_2_naming_it() {
         assert!(!out.contains("hunter2"), "{out}");
     }
 }
+
+/// `reqkey bench lookup` seeds through the protocol, prints its figures,
+/// deletes everything it seeded, and gates only when asked to.
+#[test]
+fn bench_lookup_prints_figures_cleans_up_and_gates_on_max_ratio() {
+    let db = std::env::temp_dir().join(format!("reqkey-cli-{}-lookup.sqlite", std::process::id()));
+    let target = format!("sqlite:{}", db.display());
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "bench",
+            "lookup",
+            "--target",
+            &target,
+            "--small",
+            "30",
+            "--large",
+            "120",
+            "--runs-per-session",
+            "25",
+            "--samples",
+            "40",
+            "--seed",
+            "3",
+        ];
+        a.extend_from_slice(extra);
+        a.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let run = |a: Vec<String>| reqkey(&a.iter().map(String::as_str).collect::<Vec<_>>());
+
+    let o = run(args(&[]));
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("getRunByRequestKey on sqlite:"), "{out}");
+    assert!(
+        out.contains(" 30 runs ") && out.contains(" 120 runs "),
+        "{out}"
+    );
+    assert!(out.contains("ratio ") && out.contains("seed 3"), "{out}");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let left: i64 = conn
+        .query_row("SELECT COUNT(*) FROM runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0, "the benchmark left runs behind");
+
+    // No store can answer faster than a ratio of 0.0001: exit 1, and why.
+    let o = run(args(&["--max-ratio", "0.0001"]));
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("the lookup grows with the store"), "{out}");
+
+    let o = reqkey(&["bench", "lookup", "--target", "reference-agent"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("needs a store target"), "{}", text(&o));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+}
