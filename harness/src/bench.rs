@@ -396,6 +396,7 @@ where
     first_error.map_or(Ok(()), Err)
 }
 
+/// Seeds every session of a set, 8 at once.
 async fn seed(
     target: &Arc<dyn crate::target::Target>,
     set: &Seeded,
@@ -414,7 +415,8 @@ async fn seed(
     .await
 }
 
-/// Deletes a seeded set (best effort: every session is tried).
+/// Deletes a seeded set; stops starting deletes after the first failure
+/// (the caller then names the sessions that may remain).
 async fn unseed(
     target: &Arc<dyn crate::target::Target>,
     set: &Seeded,
