@@ -980,6 +980,56 @@ async fn redis_store_reconnects_after_its_connection_is_killed() {
     assert!(store.delete_session(&s).await.unwrap());
 }
 
+/// Postgres ends the store's connections (a restart, a failover,
+/// `pg_terminate_backend`): the store answers `internal` at most until it
+/// notices, then opens fresh connections by itself.
+#[tokio::test]
+async fn postgres_store_reconnects_after_its_connections_are_terminated() {
+    let app = unique("pgapp").replace('-', "_");
+    let url = postgres_url();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store = PostgresStore::connect(&format!("{url}{sep}application_name={app}"))
+        .await
+        .unwrap_or_else(|e| {
+            panic!("Postgres did not answer ({e}); start it or set REQKEY_POSTGRES_URL")
+        });
+    let s = unique("pg-reconnect");
+    started(&store, start(&s, "r1", None, Some("k"), "a")).await;
+
+    let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let ended: i64 = admin
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+            &[&app],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(ended >= 1, "no connection of the store was found");
+
+    // Bounded: 100 tries 50 ms apart.
+    let mut answer = None;
+    for _ in 0..100 {
+        match store.get_run_by_request_key(&s, "k").await {
+            Ok(found) => {
+                answer = Some(found);
+                break;
+            }
+            Err(e) => {
+                assert!(matches!(e, StoreError::Internal(_)), "{e:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+    let found = answer.expect("the store never answered again after its connections ended");
+    assert_eq!(found.map(|r| r.run_id), Some("r1".to_owned()));
+    started(&store, start(&s, "r2", Some("r1"), Some("k2"), "b")).await;
+    assert!(store.delete_session(&s).await.unwrap());
+}
+
 fn rusqlite_versions(path: &std::path::Path) -> Vec<i64> {
     let conn = rusqlite::Connection::open(path).unwrap();
     let mut st = conn
