@@ -82,7 +82,8 @@ pub enum Command {
     /// spec; a failure is shrunk and printed as a YAML scenario.
     #[command(after_help = target_help())]
     Fuzz(FuzzArgs),
-    /// Benchmarks: the linearizability checker and race detection.
+    /// Benchmarks: the linearizability checker, race detection, and the
+    /// key lookup of any store.
     Bench(BenchArgs),
 }
 
@@ -108,7 +109,7 @@ pub struct FuzzArgs {
 /// Which benchmark to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchKind {
-    /// Both.
+    /// The checker and race benchmarks (not lookup, which seeds a store).
     All,
     /// Time the linearizability check of a recorded 1,000-op history.
     Checker,
@@ -151,7 +152,8 @@ pub struct BenchArgs {
     /// this: a gate for CI.
     #[arg(long)]
     pub max_ratio: Option<f64>,
-    /// Bound on every single call to the target, in milliseconds.
+    /// Bound on every single call to the target in the lookup benchmark,
+    /// in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
     /// Scenario files or directories of the race benchmark (those tagged `race`).
