@@ -142,6 +142,8 @@ struct Trial<'a> {
 
 /// The most operations a trial records (a bound, not a limit in practice).
 const MAX_HISTORY_OPS: usize = 100_000;
+/// How far past the barrier the items of a parallel group start, together.
+const GROUP_START_SPIN_US: u64 = 200;
 /// The most sessions a trial cleans up after itself.
 const MAX_CLEANUP_SESSIONS: usize = 1_000;
 
@@ -583,19 +585,38 @@ impl Trial<'_> {
         let mut order: Vec<usize> = (0..prepared.len()).collect();
         order.shuffle(&mut self.rng);
         let barrier = Arc::new(Barrier::new(prepared.len()));
+        // Each item runs on a thread of its own (the blocking pool, driving
+        // its call with the runtime's handle), so items really run at once:
+        // as tasks, the ones a barrier wakes tend to queue behind each
+        // other on one worker, and an in-process store answers faster than
+        // a task is woken. All start together at the instant fixed by the
+        // first one past the barrier.
+        let start_at = Arc::new(std::sync::OnceLock::<Instant>::new());
+        let runtime = tokio::runtime::Handle::current();
         let mut handles = Vec::with_capacity(prepared.len());
         for &k in &order {
             let target = Arc::clone(self.target);
             let barrier = Arc::clone(&barrier);
+            let start_at = Arc::clone(&start_at);
             let request = prepared[k].2.clone();
             let timeout_ms = self.cfg.call_timeout_ms;
+            let runtime = runtime.clone();
             handles.push((
                 k,
-                tokio::spawn(async move {
-                    barrier.wait().await;
-                    let invoke = Instant::now();
-                    let answer = call(target.as_ref(), &request, timeout_ms).await;
-                    (invoke, Instant::now(), answer)
+                tokio::task::spawn_blocking(move || {
+                    runtime.block_on(async move {
+                        barrier.wait().await;
+                        let go = *start_at.get_or_init(|| {
+                            Instant::now() + Duration::from_micros(GROUP_START_SPIN_US)
+                        });
+                        // Bounded: at most GROUP_START_SPIN_US of spinning.
+                        while Instant::now() < go {
+                            std::hint::spin_loop();
+                        }
+                        let invoke = Instant::now();
+                        let answer = call(target.as_ref(), &request, timeout_ms).await;
+                        (invoke, Instant::now(), answer)
+                    })
                 }),
             ));
         }
