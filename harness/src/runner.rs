@@ -585,27 +585,38 @@ impl Trial<'_> {
         let mut order: Vec<usize> = (0..prepared.len()).collect();
         order.shuffle(&mut self.rng);
         let barrier = Arc::new(Barrier::new(prepared.len()));
-        // Each item runs on a thread of its own (the blocking pool, driving
-        // its call with the runtime's handle), so items really run at once:
-        // as tasks, the ones a barrier wakes tend to queue behind each
-        // other on one worker, and an in-process store answers faster than
-        // a task is woken. All start together at the instant fixed by the
-        // first one past the barrier.
+        // Each item runs on an OS thread of its own, driving its call with
+        // the runtime's handle, so items really run at once: as tasks, the
+        // ones a barrier wakes tend to queue behind each other on one
+        // worker, and an in-process store answers faster than a task is
+        // woken. All start together at the instant fixed by the first one
+        // past the barrier. (Threads, not the blocking pool: a group may
+        // hold more items than that pool has threads, and the stores'
+        // own blocking calls need it.)
         let start_at = Arc::new(std::sync::OnceLock::<Instant>::new());
+        let abort = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let runtime = tokio::runtime::Handle::current();
-        let mut handles = Vec::with_capacity(prepared.len());
+        type ItemOutcome = Option<(Instant, Instant, Result<Value, TargetError>)>;
+        let mut receivers: Vec<(usize, tokio::sync::oneshot::Receiver<ItemOutcome>)> =
+            Vec::with_capacity(prepared.len());
+        let mut spawn_error = None;
         for &k in &order {
             let target = Arc::clone(self.target);
             let barrier = Arc::clone(&barrier);
             let start_at = Arc::clone(&start_at);
+            let abort = Arc::clone(&abort);
             let request = prepared[k].2.clone();
             let timeout_ms = self.cfg.call_timeout_ms;
             let runtime = runtime.clone();
-            handles.push((
-                k,
-                tokio::task::spawn_blocking(move || {
-                    runtime.block_on(async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let spawned = std::thread::Builder::new()
+                .name("reqkey-parallel-item".into())
+                .spawn(move || {
+                    let outcome = runtime.block_on(async move {
                         barrier.wait().await;
+                        if abort.load(std::sync::atomic::Ordering::SeqCst) {
+                            return None;
+                        }
                         let go = *start_at.get_or_init(|| {
                             Instant::now() + Duration::from_micros(GROUP_START_SPIN_US)
                         });
@@ -615,25 +626,55 @@ impl Trial<'_> {
                         }
                         let invoke = Instant::now();
                         let answer = call(target.as_ref(), &request, timeout_ms).await;
-                        (invoke, Instant::now(), answer)
-                    })
-                }),
-            ));
+                        Some((invoke, Instant::now(), answer))
+                    });
+                    let _ = tx.send(outcome);
+                });
+            match spawned {
+                Ok(_) => receivers.push((k, rx)),
+                Err(e) => {
+                    spawn_error = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(e) = spawn_error {
+            // Release the threads already waiting: fill the barrier, and
+            // tell them not to call.
+            abort.store(true, std::sync::atomic::Ordering::SeqCst);
+            for _ in receivers.len()..prepared.len() {
+                let barrier = Arc::clone(&barrier);
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                });
+            }
+            for (_, rx) in receivers {
+                let _ = rx.await;
+            }
+            return Err(Stop::harness(Failure {
+                trial: 0,
+                step: path.to_owned(),
+                message: format!("could not start a thread for a parallel item: {e}"),
+                expected: None,
+                actual: None,
+                detail: None,
+            }));
         }
         let mut outcomes: Vec<Option<(Instant, Instant, Value)>> = vec![None; prepared.len()];
         let mut first_stop = None;
-        for (k, handle) in handles {
+        for (k, rx) in receivers {
             let item_path = format!("{path}[{k}] {}", prepared[k].1.action.label());
-            match handle.await {
-                Ok((invoke, ret, Ok(answer))) => outcomes[k] = Some((invoke, ret, answer)),
-                Ok((_, _, Err(e))) => {
+            match rx.await {
+                Ok(Some((invoke, ret, Ok(answer)))) => outcomes[k] = Some((invoke, ret, answer)),
+                Ok(Some((_, _, Err(e)))) => {
                     first_stop.get_or_insert(target_stop(&item_path, &prepared[k].2, e));
                 }
-                Err(join) => {
+                Ok(None) | Err(_) => {
                     first_stop.get_or_insert(Stop::harness(Failure {
                         trial: 0,
                         step: item_path,
-                        message: format!("the request task failed: {join}"),
+                        message: "the request's thread ended without an answer (it panicked)"
+                            .into(),
                         expected: None,
                         actual: None,
                         detail: None,
