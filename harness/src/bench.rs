@@ -396,43 +396,39 @@ where
     first_error.map_or(Ok(()), Err)
 }
 
-/// Seeds every session of a set, 8 at once.
-async fn seed(
-    target: &Arc<dyn crate::target::Target>,
-    set: &Seeded,
-    timeout_ms: u64,
-) -> Result<(), String> {
-    let set = set.clone();
-    let target = Arc::clone(target);
-    for_each_session(set.sessions(), move |i| {
-        seed_session(
-            Arc::clone(&target),
-            set.session(i),
-            set.runs_in(i),
-            timeout_ms,
-        )
-    })
-    .await
+/// What [`over_set`] does to each session of a set.
+#[derive(Debug, Clone, Copy)]
+enum SetOp {
+    /// Commit the session's chain of keyed runs.
+    Seed,
+    /// `deleteSession` it.
+    Delete,
 }
 
-/// Deletes a seeded set; stops starting deletes after the first failure
-/// (the caller then names the sessions that may remain).
-async fn unseed(
+/// Seeds or deletes every session of a set, 8 at once; stops starting new
+/// ones after the first failure (the caller then names the sessions that
+/// may remain).
+async fn over_set(
     target: &Arc<dyn crate::target::Target>,
     set: &Seeded,
+    op: SetOp,
     timeout_ms: u64,
 ) -> Result<(), String> {
     let set = set.clone();
     let target = Arc::clone(target);
     for_each_session(set.sessions(), move |i| {
-        let target = Arc::clone(&target);
-        let session = set.session(i);
+        let (target, session, runs) = (Arc::clone(&target), set.session(i), set.runs_in(i));
         async move {
-            let request =
-                serde_json::json!({"op": "deleteSession", "args": {"sessionId": session}});
-            store_ok(target.as_ref(), request, timeout_ms)
-                .await
-                .map(drop)
+            match op {
+                SetOp::Seed => seed_session(target, session, runs, timeout_ms).await,
+                SetOp::Delete => {
+                    let request =
+                        serde_json::json!({"op": "deleteSession", "args": {"sessionId": session}});
+                    store_ok(target.as_ref(), request, timeout_ms)
+                        .await
+                        .map(drop)
+                }
+            }
         }
     })
     .await
@@ -534,17 +530,17 @@ pub async fn lookup_benchmark(
     let mut large_seeded = false;
     let measured: Result<(Vec<f64>, Vec<f64>), String> = async {
         let t = Instant::now();
-        seed(&target, &small, timeout_ms).await?;
+        over_set(&target, &small, SetOp::Seed, timeout_ms).await?;
         seeded_in_s += t.elapsed().as_secs_f64();
         let first_half = cfg.samples / 2;
         let mut small_us =
             sample(target.as_ref(), &small, first_half, &mut rng, timeout_ms).await?;
         let t = Instant::now();
         large_seeded = true;
-        seed(&target, &large, timeout_ms).await?;
+        over_set(&target, &large, SetOp::Seed, timeout_ms).await?;
         seeded_in_s += t.elapsed().as_secs_f64();
         let large_us = sample(target.as_ref(), &large, cfg.samples, &mut rng, timeout_ms).await?;
-        unseed(&target, &large, timeout_ms).await?;
+        over_set(&target, &large, SetOp::Delete, timeout_ms).await?;
         large_seeded = false;
         small_us.extend(
             sample(
@@ -561,9 +557,9 @@ pub async fn lookup_benchmark(
     .await;
     let cleaned = async {
         if large_seeded {
-            unseed(&target, &large, timeout_ms).await?;
+            over_set(&target, &large, SetOp::Delete, timeout_ms).await?;
         }
-        unseed(&target, &small, timeout_ms).await
+        over_set(&target, &small, SetOp::Delete, timeout_ms).await
     }
     .await;
     let leftover = |e: String| {

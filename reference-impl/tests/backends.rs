@@ -937,6 +937,21 @@ async fn a_version_2_sqlite_database_is_upgraded_on_open_and_keeps_its_runs() {
     assert_eq!(found.map(|r| r.run_id), Some("r1".to_owned()));
 }
 
+/// The run holding `key` in `session`, once the store answers again after
+/// losing its connection: `internal` until then, 100 tries 50 ms apart.
+async fn run_id_once_it_answers(store: &dyn SessionStateStore, session: &str, key: &str) -> String {
+    for _ in 0..100 {
+        match store.get_run_by_request_key(session, key).await {
+            Ok(found) => return found.map(|r| r.run_id).unwrap_or_default(),
+            Err(e) => {
+                assert!(matches!(e, StoreError::Internal(_)), "{e:?}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+    panic!("the store never answered again after it lost its connection");
+}
+
 /// Redis closes the store's connection (a restart, a failover, an idle
 /// timeout): the store answers `internal` while it is gone, then connects
 /// again by itself, without a new `RedisStore`.
@@ -960,22 +975,7 @@ async fn redis_store_reconnects_after_its_connection_is_killed() {
         .unwrap();
     assert_eq!(killed, 1);
 
-    // Bounded: 100 tries 50 ms apart.
-    let mut answer = None;
-    for _ in 0..100 {
-        match store.get_run_by_request_key(&s, "k").await {
-            Ok(found) => {
-                answer = Some(found);
-                break;
-            }
-            Err(e) => {
-                assert!(matches!(e, StoreError::Internal(_)), "{e:?}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        }
-    }
-    let found = answer.expect("the store never answered again after its connection was killed");
-    assert_eq!(found.map(|r| r.run_id), Some("r1".to_owned()));
+    assert_eq!(run_id_once_it_answers(&store, &s, "k").await, "r1");
     assert_ne!(store.connection_id().await.unwrap(), id);
     assert!(store.delete_session(&s).await.unwrap());
 }
@@ -1010,22 +1010,7 @@ async fn postgres_store_reconnects_after_its_connections_are_terminated() {
         .get(0);
     assert!(ended >= 1, "no connection of the store was found");
 
-    // Bounded: 100 tries 50 ms apart.
-    let mut answer = None;
-    for _ in 0..100 {
-        match store.get_run_by_request_key(&s, "k").await {
-            Ok(found) => {
-                answer = Some(found);
-                break;
-            }
-            Err(e) => {
-                assert!(matches!(e, StoreError::Internal(_)), "{e:?}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            }
-        }
-    }
-    let found = answer.expect("the store never answered again after its connections ended");
-    assert_eq!(found.map(|r| r.run_id), Some("r1".to_owned()));
+    assert_eq!(run_id_once_it_answers(&store, &s, "k").await, "r1");
     started(&store, start(&s, "r2", Some("r1"), Some("k2"), "b")).await;
     assert!(store.delete_session(&s).await.unwrap());
 }
