@@ -237,7 +237,7 @@ pub async fn detection_benchmark(
 /// Sessions seeded (or deleted) at once: each is a chain of commits, so
 /// this bounds the requests in flight.
 const LOOKUP_SEED_CONCURRENCY: usize = 8;
-/// Warm-up pairs of lookups before the measured ones.
+/// Untimed lookups before each measured batch.
 const LOOKUP_WARMUP: usize = 200;
 
 /// The lookup benchmark's settings.
