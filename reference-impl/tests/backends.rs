@@ -937,6 +937,25 @@ async fn a_version_2_sqlite_database_is_upgraded_on_open_and_keeps_its_runs() {
     assert_eq!(found.map(|r| r.run_id), Some("r1".to_owned()));
 }
 
+#[tokio::test]
+async fn a_database_newer_than_this_build_is_refused_and_left_alone() {
+    let db = TempDb::new();
+    drop(SqliteStore::open(&db.0).await.unwrap());
+    let conn = rusqlite::Connection::open(&db.0).unwrap();
+    conn.execute(
+        "INSERT INTO reqkey_migrations (version, name) VALUES (99, 'from the future')",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let e = SqliteStore::open(&db.0).await.unwrap_err();
+    assert!(
+        matches!(e, store::OpenError::Migration { .. }) && e.to_string().contains("version 99"),
+        "{e}"
+    );
+    assert_eq!(rusqlite_versions(&db.0), vec![1, 2, 3, 99]);
+}
+
 /// The run holding `key` in `session`, once the store answers again after
 /// losing its connection: `internal` until then, 100 tries 50 ms apart.
 async fn run_id_once_it_answers(store: &dyn SessionStateStore, session: &str, key: &str) -> String {

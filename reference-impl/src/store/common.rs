@@ -12,6 +12,26 @@ use reqkey_model::{InputEntry, RunMetadata, RunStatus, StoreError};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+/// The migrations (`(version, name, sql)`, in order) a database at schema
+/// version `applied` still lacks; an error when the database is newer than
+/// this build knows, so an old binary never writes to a newer schema.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(crate) fn pending_migrations<V>(
+    migrations: &'static [(V, &'static str, &'static str)],
+    applied: V,
+) -> Result<impl Iterator<Item = &'static (V, &'static str, &'static str)>, String>
+where
+    V: Copy + Ord + fmt::Display + From<u8>,
+{
+    let known = migrations.last().map_or(V::from(0), |m| m.0);
+    if applied > known {
+        return Err(format!(
+            "the database is at schema version {applied}, newer than this build knows ({known})"
+        ));
+    }
+    Ok(migrations.iter().filter(move |m| m.0 > applied))
+}
+
 /// The columns every backend stores for one run.
 #[derive(Debug, Clone)]
 pub(crate) struct RunRow {

@@ -46,7 +46,7 @@ use reqkey_model::{
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
-use super::common::{input_entry, seq_to_sql, Lease, Pool, RunRow};
+use super::common::{input_entry, pending_migrations, seq_to_sql, Lease, Pool, RunRow};
 use super::{redact_url, OpenError, SessionStateStore};
 
 /// Connections kept open (and at most in use at once).
@@ -253,13 +253,7 @@ async fn migrate(client: &mut Client) -> Result<(), String> {
         .await
         .and_then(|r| r.try_get(0))
         .map_err(|e| e.to_string())?;
-    let known = MIGRATIONS.last().map_or(0, |m| m.0);
-    if applied > known {
-        return Err(format!(
-            "the database is at schema version {applied}, newer than this build knows ({known})"
-        ));
-    }
-    for &(version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > applied) {
+    for &(version, name, sql) in pending_migrations(MIGRATIONS, applied)? {
         tx.batch_execute(sql)
             .await
             .map_err(|e| format!("migration {version} ({name}): {e}"))?;

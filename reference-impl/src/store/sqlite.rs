@@ -44,7 +44,7 @@ use reqkey_model::{
 };
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::common::{input_entry, seq_to_sql, Pool, RunRow};
+use super::common::{input_entry, pending_migrations, seq_to_sql, Pool, RunRow};
 use super::{OpenError, SessionStateStore};
 
 /// How long a connection waits for another writer before giving up.
@@ -352,13 +352,7 @@ fn migrate(conn: &mut Connection) -> Result<(), String> {
             |r| r.get(0),
         )
         .map_err(|e| e.to_string())?;
-    let known = MIGRATIONS.last().map_or(0, |m| m.0);
-    if applied > known {
-        return Err(format!(
-            "the database is at schema version {applied}, newer than this build knows ({known})"
-        ));
-    }
-    for &(version, name, sql) in MIGRATIONS.iter().filter(|m| m.0 > applied) {
+    for &(version, name, sql) in pending_migrations(MIGRATIONS, applied)? {
         tx.execute_batch(sql)
             .map_err(|e| format!("migration {version} ({name}): {e}"))?;
         tx.execute(
