@@ -149,6 +149,28 @@ fn refusal(r: Result<reqkey_model::CommitResult, StoreError>) -> RunStartRejecti
     }
 }
 
+/// Run r1 takes key `k` in `s` (through `store`); a second run with `k`,
+/// committed through `committer`, is refused `request_key_taken` naming r1,
+/// and nothing of it is written.
+async fn key_k_is_refused_naming_r1(
+    store: &dyn SessionStateStore,
+    committer: &dyn SessionStateStore,
+    s: &str,
+) {
+    started(store, start(s, "r1", None, Some("k"), "a")).await;
+    let r = committer
+        .commit_run_start(start(s, "r2", Some("r1"), Some("k"), "b"))
+        .await;
+    assert_eq!(
+        refusal(r),
+        RunStartRejection::RequestKeyTaken {
+            existing_run_id: "r1".into()
+        }
+    );
+    assert_eq!(store.list_runs(s).await.unwrap().len(), 1);
+    assert_eq!(store.list_inputs(s).await.unwrap().len(), 1);
+}
+
 mod cases {
     use super::*;
 
@@ -209,18 +231,7 @@ mod cases {
     ) {
         let mut ss = Sessions::new();
         let s = ss.id("a");
-        started(&*store, start(&s, "r1", None, Some("k"), "a")).await;
-        let r = store
-            .commit_run_start(start(&s, "r2", Some("r1"), Some("k"), "b"))
-            .await;
-        assert_eq!(
-            refusal(r),
-            RunStartRejection::RequestKeyTaken {
-                existing_run_id: "r1".into()
-            }
-        );
-        assert_eq!(store.list_runs(&s).await.unwrap().len(), 1);
-        assert_eq!(store.list_inputs(&s).await.unwrap().len(), 1);
+        key_k_is_refused_naming_r1(&*store, &*store, &s).await;
         assert_eq!(store.get_run(&s, "r2").await.unwrap(), None);
         ss.cleanup(&*store).await;
     }
@@ -821,18 +832,7 @@ async fn backstop_answers_request_key_taken(
 ) {
     let mut ss = Sessions::new();
     let s = ss.id("a");
-    started(&*store, start(&s, "r1", None, Some("k"), "a")).await;
-    let r = blind
-        .commit_run_start(start(&s, "r2", Some("r1"), Some("k"), "b"))
-        .await;
-    assert_eq!(
-        refusal(r),
-        RunStartRejection::RequestKeyTaken {
-            existing_run_id: "r1".into()
-        }
-    );
-    assert_eq!(store.list_runs(&s).await.unwrap().len(), 1);
-    assert_eq!(store.list_inputs(&s).await.unwrap().len(), 1);
+    key_k_is_refused_naming_r1(&*store, &*blind, &s).await;
     // Without the key the blind store still works.
     started(&*blind, start(&s, "r2", Some("r1"), Some("k2"), "b")).await;
     ss.cleanup(&*store).await;
