@@ -102,21 +102,27 @@ fn certify_takes_no_filters() {
     }
 }
 
+/// `reqkey run` of the fixtures on `target` with `--expected-failures xf`.
+fn run_expecting(target: &str, xf: &str) -> (std::process::Output, String) {
+    let o = reqkey(&[
+        "run",
+        FIXTURES,
+        "--target",
+        target,
+        "--expected-failures",
+        xf,
+    ]);
+    let out = text(&o);
+    (o, out)
+}
+
 #[test]
 fn an_expected_failure_that_fails_keeps_the_run_green() {
     let xf = list(
         "xfail",
         "# tracked bug\nfixture.delete-frees-the-key  # see issue\n",
     );
-    let o = reqkey(&[
-        "run",
-        FIXTURES,
-        "--target",
-        "broken-memory:delete-keeps-keys",
-        "--expected-failures",
-        &xf,
-    ]);
-    let out = text(&o);
+    let (o, out) = run_expecting("broken-memory:delete-keeps-keys", &xf);
     assert_eq!(o.status.code(), Some(0), "{out}");
     assert!(out.contains("XFAIL fixture.delete-frees-the-key"), "{out}");
     assert!(out.contains("1 passed, 0 failed"), "{out}");
@@ -125,15 +131,7 @@ fn an_expected_failure_that_fails_keeps_the_run_green() {
 #[test]
 fn an_expected_failure_that_passes_turns_the_run_red() {
     let xf = list("xpass", "fixture.delete-frees-the-key\n");
-    let o = reqkey(&[
-        "run",
-        FIXTURES,
-        "--target",
-        "memory",
-        "--expected-failures",
-        &xf,
-    ]);
-    let out = text(&o);
+    let (o, out) = run_expecting("memory", &xf);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("XPASS fixture.delete-frees-the-key"), "{out}");
     assert!(out.contains("take it off the list"), "{out}");
@@ -142,15 +140,7 @@ fn an_expected_failure_that_passes_turns_the_run_red() {
 #[test]
 fn an_expected_failure_not_in_the_suite_is_a_harness_error() {
     let xf = list("unknown", "fixture.key-is-found\nno.such.scenario\n");
-    let o = reqkey(&[
-        "run",
-        FIXTURES,
-        "--target",
-        "memory",
-        "--expected-failures",
-        &xf,
-    ]);
-    let out = text(&o);
+    let (o, out) = run_expecting("memory", &xf);
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(out.contains("not in the suite: no.such.scenario"), "{out}");
 }
