@@ -7,36 +7,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
+use common::{failing, load_corpus, run_corpus};
 use reqkey_harness::event::{RunSummary, Verdict};
 use reqkey_harness::runner::{self, RunConfig};
-use reqkey_harness::scenario::load_paths;
 use reqkey_harness::target::{open_target, TargetOptions};
-
-fn corpus() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/agent")
-}
-
-async fn run_corpus(target: &str) -> RunSummary {
-    let scenarios = load_paths(&[corpus()]).expect("the corpus loads");
-    let target = open_target(target, TargetOptions::default())
-        .await
-        .expect("target opens");
-    runner::run(target, &scenarios, &RunConfig::new(11), &mut []).await
-}
-
-fn failing(summary: &RunSummary) -> BTreeSet<&str> {
-    summary
-        .results
-        .iter()
-        .filter(|r| r.verdict != Verdict::Pass)
-        .map(|r| r.id.as_str())
-        .collect()
-}
 
 /// Scenarios that need a server which records keys.
 const KEYED: [&str; 17] = [
@@ -88,7 +69,7 @@ fn assert_failures_are_verdicts(target: &str, summary: &RunSummary) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_whole_agent_corpus_passes_on_the_reference_agent() {
-    let summary = run_corpus("reference-agent").await;
+    let summary = run_corpus("agent", "reference-agent", 11).await;
     assert_eq!(failing(&summary), BTreeSet::new(), "{summary:#?}");
     let ids: BTreeSet<&str> = summary.results.iter().map(|r| r.id.as_str()).collect();
     let all: BTreeSet<&str> = KEYED.iter().chain(&KEYLESS).copied().collect();
@@ -120,7 +101,7 @@ async fn the_agent_corpus_passes_over_every_reference_store() {
     let redis =
         std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let stores = [format!("sqlite:{}", db.display()), postgres, redis];
-    let scenarios = load_paths(&[corpus()]).expect("the corpus loads");
+    let scenarios = load_corpus("agent");
     let runs = stores.into_iter().map(|store| {
         let scenarios = scenarios.clone();
         async move {
@@ -168,7 +149,7 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_server_without_request_keys_fails_every_keyed_scenario_and_only_those() {
     let target = "reference-agent:no-request-keys";
-    let summary = run_corpus(target).await;
+    let summary = run_corpus("agent", target, 11).await;
     assert_eq!(failing(&summary), KEYED.into_iter().collect(), "{target}");
     assert_failures_are_verdicts(target, &summary);
 }
@@ -219,7 +200,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         ),
     ];
     for (target, must, may) in cases {
-        let summary = run_corpus(target).await;
+        let summary = run_corpus("agent", target, 11).await;
         let failed = failing(&summary);
         assert!(!failed.is_empty(), "{target} passed the corpus");
         for id in must {
@@ -351,7 +332,7 @@ impl reqkey_harness::target::Target for Watching {
 /// server (`DELETE /sessions/{id}` by the runner); none is left running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_green_agent_run_leaves_no_session_behind() {
-    let scenarios = load_paths(&[corpus()]).expect("the corpus loads");
+    let scenarios = load_corpus("agent");
     let inner = open_target("reference-agent", TargetOptions::default())
         .await
         .expect("target opens");

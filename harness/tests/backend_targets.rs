@@ -8,11 +8,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use reqkey_harness::event::{RunSummary, Verdict};
+use common::{failing, run_on};
+use reqkey_harness::event::RunSummary;
 use reqkey_harness::runner::{self, RunConfig};
 use reqkey_harness::scenario::load_paths;
 use reqkey_harness::target::{open_target, InProcessStore, Target, TargetError, TargetOptions};
@@ -31,12 +33,6 @@ fn redis_url() -> String {
     std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
 }
 
-async fn run_corpus(target: Arc<dyn Target>) -> RunSummary {
-    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/store");
-    let scenarios = load_paths(&[corpus]).expect("the corpus loads");
-    runner::run(target, &scenarios, &RunConfig::new(11), &mut []).await
-}
-
 async fn open(spec: &str) -> Arc<dyn Target> {
     match open_target(spec, TargetOptions::default()).await {
         Ok(t) => t,
@@ -47,17 +43,13 @@ async fn open(spec: &str) -> Arc<dyn Target> {
     }
 }
 
-fn not_passing(summary: &RunSummary) -> BTreeSet<String> {
-    summary
-        .results
-        .iter()
-        .filter(|r| r.verdict != Verdict::Pass)
-        .map(|r| r.id.clone())
-        .collect()
+/// The store corpus on an open target.
+async fn run_on_store(target: Arc<dyn Target>) -> RunSummary {
+    run_on(target, "store", 11).await
 }
 
 fn assert_all_pass(summary: &RunSummary) {
-    assert_eq!(not_passing(summary), BTreeSet::new(), "{summary:#?}");
+    assert_eq!(failing(summary), BTreeSet::new(), "{summary:#?}");
     assert!(
         summary.passed >= 12,
         "only {} scenarios ran",
@@ -80,7 +72,7 @@ async fn serve(store: Arc<dyn SessionStateStore>) -> (String, tokio::sync::onesh
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_corpus_passes_on_sqlite() {
     let path = std::env::temp_dir().join(format!("reqkey-corpus-{}.sqlite", std::process::id()));
-    let summary = run_corpus(open(&format!("sqlite:{}", path.display())).await).await;
+    let summary = run_on_store(open(&format!("sqlite:{}", path.display())).await).await;
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
     }
@@ -89,12 +81,12 @@ async fn the_corpus_passes_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_corpus_passes_on_postgres() {
-    assert_all_pass(&run_corpus(open(&postgres_url()).await).await);
+    assert_all_pass(&run_on_store(open(&postgres_url()).await).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_corpus_passes_on_redis() {
-    assert_all_pass(&run_corpus(open(&redis_url()).await).await);
+    assert_all_pass(&run_on_store(open(&redis_url()).await).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -102,16 +94,16 @@ async fn the_corpus_passes_on_memory_through_store_http() {
     let (spec, _stop) = serve(Arc::new(MemoryStore::new())).await;
     let target = open(&spec).await;
     assert_eq!(target.health().await.unwrap()["protocol"], "reqkey-store/1");
-    assert_all_pass(&run_corpus(target).await);
+    assert_all_pass(&run_on_store(target).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_broken_store_behind_store_http_fails_the_corpus() {
     let (spec, _stop) = serve(Arc::new(MemoryStore::with_defect(MemoryDefect::NoKeyRule))).await;
-    let summary = run_corpus(open(&spec).await).await;
+    let summary = run_on_store(open(&spec).await).await;
     assert_eq!(summary.exit_code(), 1, "{summary:#?}");
     assert!(
-        not_passing(&summary).contains("request-key.taken-names-holder"),
+        failing(&summary).contains("request-key.taken-names-holder"),
         "{summary:#?}"
     );
 }

@@ -5,34 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
-use reqkey_harness::event::{RunSummary, Verdict};
-use reqkey_harness::runner::{self, RunConfig};
-use reqkey_harness::scenario::load_paths;
-use reqkey_harness::target::{open_target, TargetOptions};
-
-fn corpus() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/store")
-}
-
-async fn run_corpus(target: &str) -> RunSummary {
-    let scenarios = load_paths(&[corpus()]).expect("the corpus loads");
-    let target = open_target(target, TargetOptions::default())
-        .await
-        .expect("target opens");
-    runner::run(target, &scenarios, &RunConfig::new(7), &mut []).await
-}
-
-fn failing(summary: &RunSummary) -> BTreeSet<&str> {
-    summary
-        .results
-        .iter()
-        .filter(|r| r.verdict != Verdict::Pass)
-        .map(|r| r.id.as_str())
-        .collect()
-}
+use common::{failing, run_corpus};
+use reqkey_harness::event::Verdict;
 
 const CONTRACT_IDS: [&str; 11] = [
     "request-key.recorded-and-found",
@@ -50,7 +28,7 @@ const CONTRACT_IDS: [&str; 11] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_whole_corpus_passes_on_the_memory_store() {
-    let summary = run_corpus("memory").await;
+    let summary = run_corpus("store", "memory", 7).await;
     assert_eq!(failing(&summary), BTreeSet::new(), "{summary:#?}");
     assert!(summary.passed >= 12, "only {} scenarios", summary.passed);
     let ids: BTreeSet<&str> = summary.results.iter().map(|r| r.id.as_str()).collect();
@@ -113,7 +91,7 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
         ),
     ];
     for (target, want) in cases {
-        let summary = run_corpus(target).await;
+        let summary = run_corpus("store", target, 7).await;
         assert_eq!(
             failing(&summary),
             want.iter().copied().collect(),
@@ -140,7 +118,7 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
 /// trials at their default count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_default_race_trials_catch_a_holder_read_outside_the_commit() {
-    let summary = run_corpus("broken-memory:holder-read-outside-commit").await;
+    let summary = run_corpus("store", "broken-memory:holder-read-outside-commit", 7).await;
     assert!(
         failing(&summary).contains("request-key.race"),
         "{:?}",

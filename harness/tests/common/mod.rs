@@ -1,0 +1,47 @@
+//! Setup the corpus tests share: where a corpus lives, running it on a
+//! target, and which scenarios did not pass.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use reqkey_harness::event::{RunSummary, Verdict};
+use reqkey_harness::runner::{self, RunConfig};
+use reqkey_harness::scenario::{load_paths, Scenario};
+use reqkey_harness::target::{open_target, Target, TargetOptions};
+
+/// `scenarios/<level>` of this checkout.
+pub fn corpus(level: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
+        .join(level)
+}
+
+pub fn load_corpus(level: &str) -> Vec<Scenario> {
+    load_paths(&[corpus(level)]).expect("the corpus loads")
+}
+
+/// The `level` corpus on an open target, with `seed`.
+pub async fn run_on(target: Arc<dyn Target>, level: &str, seed: u64) -> RunSummary {
+    runner::run(target, &load_corpus(level), &RunConfig::new(seed), &mut []).await
+}
+
+/// The `level` corpus on the target `spec`, with `seed`.
+pub async fn run_corpus(level: &str, spec: &str, seed: u64) -> RunSummary {
+    let target = open_target(spec, TargetOptions::default())
+        .await
+        .expect("target opens");
+    run_on(target, level, seed).await
+}
+
+/// The ids of the scenarios that did not pass.
+pub fn failing(summary: &RunSummary) -> BTreeSet<&str> {
+    summary
+        .results
+        .iter()
+        .filter(|r| r.verdict != Verdict::Pass)
+        .map(|r| r.id.as_str())
+        .collect()
+}
