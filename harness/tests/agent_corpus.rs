@@ -14,8 +14,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{failing, load_corpus, run_corpus};
-use reqkey_harness::event::{RunSummary, Verdict};
+use common::{assert_failures_are_verdicts, failing, load_corpus, run_corpus};
 use reqkey_harness::runner::{self, RunConfig};
 use reqkey_harness::target::{open_target, TargetOptions};
 
@@ -49,23 +48,6 @@ const KEYLESS: [&str; 6] = [
     "agent.malformed-keys",
     "agent.unknown-things",
 ];
-
-fn assert_failures_are_verdicts(target: &str, summary: &RunSummary) {
-    assert_eq!(summary.exit_code(), 1, "{target}");
-    for r in summary
-        .results
-        .iter()
-        .filter(|r| r.verdict != Verdict::Pass)
-    {
-        assert_eq!(
-            r.verdict,
-            Verdict::Fail,
-            "{target}: {} must fail, not error: {:?}",
-            r.id,
-            r.failure
-        );
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_whole_agent_corpus_passes_on_the_reference_agent() {

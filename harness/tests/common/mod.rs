@@ -45,3 +45,23 @@ pub fn failing(summary: &RunSummary) -> BTreeSet<&str> {
         .map(|r| r.id.as_str())
         .collect()
 }
+
+/// A red run on `target` is a verdict: exit 1, and every scenario that did
+/// not pass failed (with its failure), none errored.
+pub fn assert_failures_are_verdicts(target: &str, summary: &RunSummary) {
+    assert_eq!(summary.exit_code(), 1, "{target}");
+    for r in summary
+        .results
+        .iter()
+        .filter(|r| r.verdict != Verdict::Pass)
+    {
+        assert_eq!(
+            r.verdict,
+            Verdict::Fail,
+            "{target}: {} must fail, not error: {:?}",
+            r.id,
+            r.failure
+        );
+        assert!(r.failure.is_some(), "{target}: {} has no failure", r.id);
+    }
+}
