@@ -4,25 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{reqkey, text};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn reqkey(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("reqkey runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("reqkey-certify-{}-{name}", std::process::id()));

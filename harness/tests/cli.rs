@@ -3,24 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn reqkey(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .output()
-        .expect("reqkey runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use common::{reqkey, text};
+use std::path::PathBuf;
 
 fn scratch(name: &str, body: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("reqkey-cli-{}-{name}", std::process::id()));

@@ -3,8 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::PathBuf;
 
+use common::reqkey;
 use reqkey_harness::event::Verdict;
 use reqkey_harness::runner::{self, RunConfig};
 use reqkey_harness::scenario::{load_paths, Scenario};
@@ -106,14 +109,6 @@ steps:
         .unwrap();
     let summary = runner::run(target, &[s], &RunConfig::new(1), &mut []).await;
     assert_eq!(summary.results[0].verdict, Verdict::Pass, "{summary:#?}");
-}
-
-fn reqkey(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args(args)
-        .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .output()
-        .unwrap()
 }
 
 fn scenario_block(o: &std::process::Output) -> String {

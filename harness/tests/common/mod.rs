@@ -1,16 +1,36 @@
-//! Setup the corpus tests share: where a corpus lives, running it on a
-//! target, and which scenarios did not pass.
+//! Setup the harness tests share: the `reqkey` binary, where a corpus
+//! lives, running it on a target, and which scenarios did not pass.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::sync::Arc;
 
 use reqkey_harness::event::{RunSummary, Verdict};
 use reqkey_harness::runner::{self, RunConfig};
 use reqkey_harness::scenario::{load_paths, Scenario};
 use reqkey_harness::target::{open_target, Target, TargetOptions};
+
+/// The `reqkey` binary with `args`, run from the repository root.
+pub fn reqkey(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("reqkey runs")
+}
+
+/// Its stdout then stderr.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
 
 /// `scenarios/<level>` of this checkout.
 pub fn corpus(level: &str) -> PathBuf {
