@@ -23,8 +23,9 @@ use crate::check::shortest_path;
 
 use crate::error::StoreError;
 use crate::mutants::Mutant;
+use crate::props;
 use crate::seq::{KeyArgs, SeqStore, SessionArgs, StoreOp};
-use crate::system::{props, Action, Config, KeyedEntryModel, SystemState};
+use crate::system::{Action, Config, KeyedEntryModel, SystemState};
 
 /// One exported scenario.
 #[derive(Debug, Clone, PartialEq)]

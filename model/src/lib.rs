@@ -23,7 +23,7 @@
 //! - [`linspec`]: that oracle as a stateright `SequentialSpec`.
 //! - [`system`]: the stateright model of the whole keyed-entry protocol
 //!   (clients, executor steps, store commits, finishes, deletes), with its
-//!   properties; [`mutants`]: single-bug switches that prove the properties
+//!   properties ([`props`] names them); [`mutants`]: single-bug switches that prove the properties
 //!   can fail.
 //!
 //! Deliberately absent: IO, async, HTTP, YAML, SQL. A rule that needs any of
@@ -37,6 +37,7 @@ pub mod key;
 pub mod linspec;
 pub mod mutants;
 pub mod plan;
+pub mod props;
 pub mod rules;
 pub mod seq;
 pub mod system;

@@ -282,14 +282,14 @@ mod tests {
         };
         assert_eq!((run.start_sequence, run.status), (2, RunStatus::Running));
         assert_eq!(run.request_key.as_deref(), Some("k"));
-        assert_eq!(sd, crate::start_digest(&s));
+        assert_eq!(sd, crate::digest::start_digest(&s));
     }
 
     #[test]
     fn replay_comes_before_the_key_rule() {
         let s = start("r1", None, Some("k"));
         let holder = run("r1", 1, Some("k"));
-        let sd = crate::start_digest(&s);
+        let sd = crate::digest::start_digest(&s);
         let r = apply_run_start_rules(&s, ctx(Some((&holder, &sd)), Some(&holder), Some("r1")));
         assert_eq!(cause(r), "replayed");
     }

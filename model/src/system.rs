@@ -60,6 +60,7 @@ use crate::digest::execute_request_digest;
 use crate::error::{RunStartRejection, StoreError};
 use crate::mutants::Mutant;
 use crate::plan::{plan_keyed_entry, KeyedEntryPlan};
+use crate::props;
 use crate::seq::{CommitArgs, KeyArgs, RunArgs, SessionArgs, SessionState, StatusArgs, StoreOp};
 use crate::types::{CommitOutcome, RunMetadata, RunStatus, StartRun};
 
@@ -184,40 +185,6 @@ impl Config {
         }
         scripts
     }
-}
-
-/// The property names, shared with tests, mutants and the CLI.
-pub mod props {
-    pub const ONE_RUN_PER_KEY: &str = "at most one run per (session, key)";
-    pub const INPUT_ONCE: &str = "a logical request's input is appended at most once";
-    pub const KEY_PER_SESSION: &str = "a key never resolves to another session's run";
-    pub const NAMES_HOLDER: &str = "every attach, replay and typed 409 names the key's holder";
-    pub const DELETE_FREES_KEYS: &str = "after deleteSession the session holds no key";
-    pub const KEYLESS_NEVER_ATTACHED: &str = "a keyless entry is never attached";
-    pub const ATTACH_SAME_INPUT: &str = "an attach or replay is for the holder's own input";
-    pub const KEY_REFUSAL: &str =
-        "a commit of a taken key is refused request_key_taken naming the holder";
-    pub const LOST_RACE_ATTACHES: &str =
-        "a lost race never surfaces request_key_taken (unless the session was deleted meanwhile)";
-
-    pub const SOMETIMES_NEW: &str = "new";
-    pub const SOMETIMES_ATTACH: &str = "attach";
-    pub const SOMETIMES_REPLAY: &str = "replay";
-    pub const SOMETIMES_CONFLICT: &str = "state_request_key_conflict";
-    pub const SOMETIMES_ALREADY_COMPLETED: &str = "state_request_already_completed";
-    pub const SOMETIMES_LOST_RACE: &str = "lost race re-plans and attaches";
-    pub const SOMETIMES_REUSED: &str = "key re-used after delete";
-
-    /// Sometimes-property name -> the id suffix of its exported scenario.
-    pub const SOMETIMES_IDS: [(&str, &str); 7] = [
-        (SOMETIMES_NEW, "new"),
-        (SOMETIMES_ATTACH, "attach"),
-        (SOMETIMES_REPLAY, "replay"),
-        (SOMETIMES_CONFLICT, "key-conflict"),
-        (SOMETIMES_ALREADY_COMPLETED, "already-completed"),
-        (SOMETIMES_LOST_RACE, "lost-race-attaches"),
-        (SOMETIMES_REUSED, "key-reused-after-delete"),
-    ];
 }
 
 /// How an entry ended, as its client sees it.
@@ -1086,145 +1053,6 @@ impl fmt::Display for Request {
         match self.key {
             Some(k) => write!(f, "s{} k{} in{}", self.session, k, self.input),
             None => write!(f, "s{} keyless in{}", self.session, self.input),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use crate::check::{check, CheckOptions};
-
-    fn small() -> Config {
-        Config {
-            clients: 2,
-            requests: 2,
-            ..Config::default()
-        }
-    }
-
-    fn sequential() -> CheckOptions {
-        CheckOptions {
-            symmetry: false,
-            ..CheckOptions::default()
-        }
-    }
-
-    #[test]
-    fn the_default_scripts_use_both_sessions_both_keys_and_a_keyless_entry() {
-        let scripts = Config::default().scripts();
-        assert_eq!(scripts.len(), 3);
-        let all: Vec<Request> = scripts.concat();
-        assert!(all.iter().any(|r| r.session == 1));
-        assert!(all.iter().any(|r| r.key == Some(1)));
-        assert!(all.iter().any(|r| r.key.is_none()));
-        assert!(all
-            .iter()
-            .any(|r| r.key == Some(0) && r.input == 1 && r.session == 0));
-    }
-
-    #[test]
-    fn twins_share_a_script_and_a_role() {
-        let model = KeyedEntryModel::new(Config {
-            twins: 1,
-            ..small()
-        });
-        assert!(model.has_twins());
-        assert_eq!(model.scripts()[0], model.scripts()[2]);
-        assert!(!KeyedEntryModel::new(small()).has_twins());
-    }
-
-    #[test]
-    fn the_small_configuration_has_pinned_state_counts_and_no_violation() {
-        let s = check(small(), sequential());
-        assert_eq!(
-            (s.unique_states, s.total_states, s.max_depth),
-            (SMALL_UNIQUE, SMALL_TOTAL, SMALL_DEPTH)
-        );
-        assert!(s.violations.is_empty(), "{:?}", s.violations);
-    }
-
-    #[test]
-    fn symmetry_reduces_twins_and_keeps_the_verdict() {
-        let cfg = Config {
-            clients: 1,
-            requests: 1,
-            twins: 1,
-            ..Config::default()
-        };
-        let full = check(cfg.clone(), sequential());
-        let reduced = check(cfg, CheckOptions::default());
-        assert_eq!(
-            (full.unique_states, reduced.unique_states),
-            (TWINS_FULL_UNIQUE, TWINS_REDUCED_UNIQUE)
-        );
-        assert!(reduced.unique_states < full.unique_states);
-        assert!(full.violations.is_empty() && reduced.violations.is_empty());
-        let names = |s: &crate::check::CheckSummary| {
-            let mut n: Vec<_> = s.examples.iter().map(|e| e.0).collect();
-            n.sort_unstable();
-            n
-        };
-        assert_eq!(names(&full), names(&reduced));
-    }
-
-    const SMALL_UNIQUE: usize = 2163;
-    const SMALL_TOTAL: usize = 4955;
-    const SMALL_DEPTH: usize = 15;
-    const TWINS_FULL_UNIQUE: usize = 5853;
-    const TWINS_REDUCED_UNIQUE: usize = 2938;
-
-    #[test]
-    #[ignore = "a benchmark: run with --release"]
-    fn measure() {
-        let only = std::env::var("MEASURE").unwrap_or_default();
-        for (label, cfg) in [
-            (
-                "c2r1",
-                Config {
-                    clients: 2,
-                    requests: 1,
-                    ..Config::default()
-                },
-            ),
-            (
-                "c3r1",
-                Config {
-                    requests: 1,
-                    ..Config::default()
-                },
-            ),
-            ("default", Config::default()),
-            (
-                "twins",
-                Config {
-                    twins: 1,
-                    ..Config::default()
-                },
-            ),
-        ] {
-            if !only.split(',').any(|o| o == label) {
-                continue;
-            }
-            for sym in [true, false] {
-                let s = check(
-                    cfg.clone(),
-                    CheckOptions {
-                        symmetry: sym,
-                        ..Default::default()
-                    },
-                );
-                eprintln!(
-                    "{label} sym={sym} unique={} total={} depth={} {:?} viol={:?} unreached={:?}",
-                    s.unique_states,
-                    s.total_states,
-                    s.max_depth,
-                    s.elapsed,
-                    s.violations.iter().map(|v| v.0).collect::<Vec<_>>(),
-                    s.unreached
-                );
-            }
         }
     }
 }

@@ -18,7 +18,7 @@ use reqkey_model::rules::{KeyRule, RuleVariant};
 use reqkey_model::seq::SessionState;
 use reqkey_model::{CommitResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError};
 
-use super::SessionStateStore;
+use super::api::SessionStateStore;
 
 /// A deliberate bug, for testing the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

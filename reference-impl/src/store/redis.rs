@@ -43,7 +43,7 @@ use reqkey_model::{
     RunStartRejection, RunStatus, StartRun, StoreError,
 };
 
-use super::{redact_url, OpenError, SessionStateStore};
+use super::api::{redact_url, OpenError, SessionStateStore};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Long enough for the benchmark's seeding pipelines.

@@ -44,8 +44,8 @@ use reqkey_model::{
 };
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+use super::api::{OpenError, SessionStateStore};
 use super::common::{input_entry, pending_migrations, seq_to_sql, Pool, RunRow};
-use super::{OpenError, SessionStateStore};
 
 /// How long a connection waits for another writer before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);

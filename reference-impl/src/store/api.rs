@@ -1,0 +1,126 @@
+//! What every backend shares: the [`SessionStateStore`] trait, the wire
+//! dispatch onto it, and the error of opening a store. Backends import this
+//! file, never `store/mod.rs`, so no two files of the crate import each other.
+
+use async_trait::async_trait;
+use reqkey_model::seq::{StoreOp, StoreReply};
+use reqkey_model::{
+    CommitResult, DeleteResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError,
+};
+
+/// Why a store could not be opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The specification names no backend this build knows.
+    #[error(
+        "unknown store `{0}`; expected memory, sqlite:PATH, postgres://USER@HOST:PORT/DB or redis://HOST:PORT"
+    )]
+    UnknownSpec(String),
+    /// The backend's cargo feature is off in this build.
+    #[error("this build has no {0} backend (enable the `{0}` feature of reqkey-reference)")]
+    NotBuilt(&'static str),
+    /// The backend did not answer or refused the connection.
+    #[error("cannot open the {backend} store at {target}: {message}")]
+    Backend {
+        backend: &'static str,
+        /// Where it was (credentials redacted).
+        target: String,
+        message: String,
+    },
+    /// The schema could not be brought to this build's version.
+    #[error("migrating the {backend} schema failed: {message}")]
+    Migration {
+        backend: &'static str,
+        message: String,
+    },
+}
+
+/// `scheme://user:secret@host/...` with the secret replaced, for messages.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            let masked = if userinfo.contains(':') { ":***" } else { "" };
+            format!("{scheme}://{user}{masked}@{host}{tail}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// A session state store with request keys (SPEC 4).
+///
+/// Implementations must make `commit_run_start` one atomic step that reads
+/// the same-runId run, the key's holder and the current run and decides with
+/// `reqkey_model::apply_run_start_rules`.
+#[async_trait]
+pub trait SessionStateStore: Send + Sync + std::fmt::Debug {
+    /// A short backend name for reports (`memory`, `sqlite`, ...).
+    fn backend(&self) -> &'static str;
+
+    async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError>;
+    async fn get_run(
+        &self,
+        session_id: &str,
+        run_id: &str,
+    ) -> Result<Option<RunMetadata>, StoreError>;
+    async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError>;
+    async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError>;
+    /// An indexed read; never resolves a key to another session's run.
+    async fn get_run_by_request_key(
+        &self,
+        session_id: &str,
+        request_key: &str,
+    ) -> Result<Option<RunMetadata>, StoreError>;
+    async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError>;
+    async fn set_run_status(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        status: RunStatus,
+    ) -> Result<RunMetadata, StoreError>;
+    /// Removes the session's runs, inputs and keys at once; `true` only if it existed.
+    async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError>;
+}
+
+/// Runs one validated wire operation against a store.
+pub async fn dispatch(
+    store: &dyn SessionStateStore,
+    op: StoreOp,
+) -> Result<StoreReply, StoreError> {
+    op.validate()?;
+    Ok(match op {
+        StoreOp::CommitRunStart(a) => {
+            StoreReply::Commit(store.commit_run_start(a.start_run).await?)
+        }
+        StoreOp::GetRun(a) => StoreReply::Run(store.get_run(&a.session_id, &a.run_id).await?),
+        StoreOp::GetCurrentRun(a) => StoreReply::Run(store.get_current_run(&a.session_id).await?),
+        StoreOp::ListRuns(a) => StoreReply::Runs(store.list_runs(&a.session_id).await?),
+        StoreOp::GetRunByRequestKey(a) => StoreReply::Run(
+            store
+                .get_run_by_request_key(&a.session_id, &a.request_key)
+                .await?,
+        ),
+        StoreOp::ListInputs(a) => StoreReply::Inputs(store.list_inputs(&a.session_id).await?),
+        StoreOp::SetRunStatus(a) => StoreReply::Run(Some(
+            store
+                .set_run_status(&a.session_id, &a.run_id, a.status)
+                .await?,
+        )),
+        StoreOp::DeleteSession(a) => StoreReply::Deleted(DeleteResult {
+            deleted: store.delete_session(&a.session_id).await?,
+        }),
+    })
+}
+
+/// Parses a raw `{"op", "args"}` request and runs it: the whole server path.
+pub async fn dispatch_wire(
+    store: &dyn SessionStateStore,
+    request: &serde_json::Value,
+) -> Result<StoreReply, StoreError> {
+    dispatch(store, StoreOp::from_wire(request)?).await
+}
