@@ -1,52 +1,29 @@
 //! # reqkey-harness: scenarios, targets, checks, reports
 //!
-//! Data flows one way:
+//! Data flows one way, and each folder holds one step of it:
 //!
 //! ```text
-//! scenarios/*.yaml -> scenario (load + validate, file:line:col errors)
-//!                  -> runner (fresh $variables per trial, parallel groups
-//!                     behind a barrier, repeat) on a target
-//!                  -> events -> reporters
+//! scenarios/*.yaml -> scenario/ (load + validate, file:line:col errors)
+//!                  -> run/      (fresh $variables per trial, parallel groups
+//!                                behind a barrier, repeat) on a target/
+//!                  -> check/    (linearizability of recorded histories)
+//!                  -> events -> report/ (terminal, JUnit, JSON, certificate)
 //! ```
 //!
-//! - [`scenario`]: the YAML format and its loader.
-//! - [`vars`], [`pattern`]: variables and expectation matching.
-//! - [`target`]: the only way to reach an implementation; [`agent_target`]
-//!   the `reqkey-agent/1` ones (any server over HTTP, the reference one in
-//!   process).
-//! - [`agent_steps`]: agent-level steps (raw HTTP, SSE, waiting for a run).
-//! - [`runner`]: executes scenarios, emits [`event::Event`]s.
-//! - [`lin`]: linearizability of recorded histories (`linearizable: true`).
-//! - [`record`]: recording operations with monotonic instants; random
-//!   concurrent workloads.
-//! - [`bench`]: the checker and detection benchmarks (`reqkey bench`).
-//! - [`report`]: reporters subscribed to those events (terminal, JUnit,
-//!   JSON, Markdown certificate).
-//! - [`suite`]: the certification suite, its version and digest.
-//! - [`expected`]: `--expected-failures` lists.
-//! - [`schema`]: the JSON Schema of the scenario format.
-//! - [`cli`]: the `reqkey` command line (the binary is a thin `main`).
-//! - [`agent_target`], [`agent_steps`]: agent targets and HTTP steps.
-//! - [`serve_cmd`]: `reqkey serve store|agent` ([`serve_agent_cmd`] for the agent).
-//! - [`model_cmd`]: `reqkey model check | explore | export-scenarios`.
+//! - [`scenario`]: the YAML format, its loader and JSON Schema, `$variables`
+//!   and expectation patterns. Pure data: nothing there talks to a network.
+//! - [`run`]: the runner, agent-level steps, events, recorded instants, the
+//!   certification suite and `--expected-failures`.
+//! - [`target`]: the only door to an implementation, one file per kind of
+//!   target behind the one `Target` seam; `target::spec` parses `--target`.
+//! - [`check`]: the linearizability checker and the model-based fuzzer.
+//! - [`report`]: reporters subscribed to the runner's events.
+//! - [`cmd`]: the `reqkey` command line, one file per command; the binary's
+//!   `main` only parses and dispatches.
 
-pub mod agent_steps;
-pub mod agent_target;
-pub mod bench;
-pub mod cli;
-pub mod event;
-pub mod expected;
-pub mod fuzz;
-pub mod lin;
-pub mod model_cmd;
-pub mod pattern;
-pub mod record;
+pub mod check;
+pub mod cmd;
 pub mod report;
-pub mod runner;
+pub mod run;
 pub mod scenario;
-pub mod schema;
-pub mod serve_agent_cmd;
-pub mod serve_cmd;
-pub mod suite;
 pub mod target;
-pub mod vars;

@@ -1,6 +1,10 @@
 //! `reqkey`: see `reqkey --help`. Exit codes: 0 pass, 1 a scenario failed,
-//! 2 the harness could not judge. Everything lives in the library.
+//! 2 the harness could not judge. Parses the arguments and dispatches;
+//! everything else lives in the library (`cmd/` has one file per command).
 
 fn main() -> std::process::ExitCode {
-    reqkey_harness::cli::main()
+    match reqkey_harness::cmd::parse() {
+        Ok(cli) => reqkey_harness::cmd::dispatch(cli),
+        Err(code) => code,
+    }
 }

@@ -15,8 +15,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::{assert_failures_are_verdicts, failing, load_corpus, run_corpus};
-use reqkey_harness::runner::{self, RunConfig};
-use reqkey_harness::target::{open_target, TargetOptions};
+use reqkey_harness::run::runner::{self, RunConfig};
+use reqkey_harness::target::spec::open_target;
+use reqkey_harness::target::TargetOptions;
 
 /// Scenarios that need a server which records keys.
 const KEYED: [&str; 17] = [

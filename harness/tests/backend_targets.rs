@@ -14,10 +14,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use common::{failing, run_on};
-use reqkey_harness::event::RunSummary;
-use reqkey_harness::runner::{self, RunConfig};
+use reqkey_harness::run::event::RunSummary;
+use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::scenario::load_paths;
-use reqkey_harness::target::{open_target, InProcessStore, Target, TargetError, TargetOptions};
+use reqkey_harness::target::spec::open_target;
+use reqkey_harness::target::store::InProcessStore;
+use reqkey_harness::target::{Target, TargetError, TargetOptions};
 use reqkey_reference::store::{MemoryDefect, MemoryStore, SessionStateStore};
 use reqkey_reference::store_server;
 use serde_json::json;

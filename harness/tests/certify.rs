@@ -75,7 +75,7 @@ fn certify_of_a_nonconforming_store_exits_1_and_says_so() {
     let cert = std::fs::read_to_string(out.join("certificate.md")).unwrap();
     assert!(cert.contains("DOES NOT CONFORM"), "{cert}");
     // request-key.delete-frees-keys and the model's two delete scenarios
-    // (model.mutant.delete-keeps-keys, model.sometimes.key-reused-after-delete).
+    // (model.counterexample.delete-keeps-keys, model.witness.key-reused-after-delete).
     assert!(cert.lines().last().unwrap().ends_with(" passed, 3 failed"));
 }
 

@@ -12,14 +12,15 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use reqkey_harness::event::{Reporter, RunSummary};
 use reqkey_harness::report::{
     CertificateReporter, JsonReporter, JunitReporter, ReportContext, TerminalReporter,
 };
-use reqkey_harness::runner::{self, RunConfig};
+use reqkey_harness::run::event::{Reporter, RunSummary};
+use reqkey_harness::run::runner::{self, RunConfig};
+use reqkey_harness::run::suite;
 use reqkey_harness::scenario::load_paths;
-use reqkey_harness::suite;
-use reqkey_harness::target::{open_target, TargetOptions};
+use reqkey_harness::target::spec::open_target;
+use reqkey_harness::target::TargetOptions;
 
 /// A seed distinctive enough to be redacted by plain replacement.
 const SEED: u64 = 31_415_926_535;

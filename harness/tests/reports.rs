@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use reqkey_harness::suite;
+use reqkey_harness::run::suite;
 use reqkey_harness::target::Level;
 
 fn repo() -> PathBuf {

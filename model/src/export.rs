@@ -54,10 +54,10 @@ pub fn export_scenarios(config: &Config) -> Vec<ExportedScenario> {
             out.push(scenario_from_path(
                 &model,
                 &path,
-                &format!("model.sometimes.{suffix}"),
-                &format!("sometimes.{suffix}"),
+                &format!("model.witness.{suffix}"),
+                &format!("witness.{suffix}"),
                 format!(
-                    "Store ops of the model's shortest path to `{name}`; every answer is the sequential spec's."
+                    "The store operations of the model's shortest path to `{name}`. A pass means the store answered every one as the sequential spec does."
                 ),
                 format!("witness of the sometimes property `{name}`"),
             ));
@@ -73,10 +73,10 @@ pub fn export_scenarios(config: &Config) -> Vec<ExportedScenario> {
             out.push(scenario_from_path(
                 &model,
                 &path,
-                &format!("model.mutant.{}", mutant.name()),
-                &format!("mutant.{}", mutant.name()),
+                &format!("model.counterexample.{}", mutant.name()),
+                &format!("counterexample.{}", mutant.name()),
                 format!(
-                    "Store ops of the counterexample to `{}` when {}; a conforming store answers as the spec says.",
+                    "The store operations of the model's counterexample to `{}` when {}. A pass means the store answered every one as the spec says: it does not have this bug.",
                     mutant.violates(),
                     mutant.description()
                 ),
@@ -260,11 +260,11 @@ mod tests {
         let got = ids(&scenarios);
         let mut want: Vec<String> = props::SOMETIMES_IDS
             .iter()
-            .map(|(_, id)| format!("model.sometimes.{id}"))
+            .map(|(_, id)| format!("model.witness.{id}"))
             .chain(
                 Mutant::ALL
                     .iter()
-                    .map(|m| format!("model.mutant.{}", m.name())),
+                    .map(|m| format!("model.counterexample.{}", m.name())),
             )
             .collect();
         want.sort();

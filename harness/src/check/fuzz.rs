@@ -11,7 +11,7 @@
 //! Each program runs against the target and against the sequential spec
 //! ([`SeqStore`]): while the program is sequential every answer must be the
 //! spec's; once a batch has run, the state is one of several, and the whole
-//! recorded history must be linearizable ([`crate::lin`]). A failure is
+//! recorded history must be linearizable ([`crate::check::lin`]). A failure is
 //! shrunk by proptest to a minimal program and printed as a ready-to-commit
 //! YAML scenario (docs/scenario-format.md) that fails the same way under
 //! `reqkey run`.
@@ -31,8 +31,8 @@ use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
-use crate::lin::{self, CheckOptions, Operation, Verdict};
-use crate::record::{timed_store_call, Clock};
+use crate::check::lin::{self, CheckOptions, Operation, Verdict};
+use crate::run::record::{timed_store_call, Clock};
 use crate::target::Target;
 
 /// The tiny domain.
@@ -514,10 +514,11 @@ pub fn scenario_yaml(program: &[FuzzStep], opts: &FuzzOptions, reason: &str) -> 
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::event::Verdict as RunVerdict;
-    use crate::runner::{self, RunConfig};
+    use crate::run::event::Verdict as RunVerdict;
+    use crate::run::runner::{self, RunConfig};
     use crate::scenario::parse_scenario;
-    use crate::target::{open_target, TargetOptions};
+    use crate::target::spec::open_target;
+    use crate::target::TargetOptions;
 
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()

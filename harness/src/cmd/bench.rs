@@ -1,5 +1,5 @@
-//! Benchmarks of the race machinery, as library functions so that both
-//! `reqkey bench` and `cargo bench` print the same figures.
+//! `reqkey bench`: benchmarks of the race machinery, as library functions
+//! so that both `reqkey bench` and `cargo bench` print the same figures.
 //!
 //! - [`checker_benchmark`]: records a real concurrent history (8 clients,
 //!   4 sessions, 1,000 operations against the memory store by default) and
@@ -12,12 +12,19 @@
 //!   language can show its key lookup is an index read (the ratio stays
 //!   near 1) rather than a scan (it grows with the store).
 
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::lin::{self, CheckOptions, Verdict};
-use crate::record::{random_history, Workload};
-use crate::target::{open_target, TargetError, TargetOptions};
+use clap::Args;
+
+use crate::check::lin::{self, CheckOptions, Verdict};
+use crate::cmd::common::{filter_by_tags, harness_error, runtime};
+use crate::run::record::{random_history, Workload};
+use crate::scenario;
+use crate::target::spec::open_target;
+use crate::target::{TargetError, TargetOptions};
 
 /// What the checker benchmark measured.
 #[derive(Debug, Clone)]
@@ -199,10 +206,10 @@ pub async fn detection_benchmark(
     let mut times_ms = Vec::new();
     let mut by_linearizability = 0;
     for k in 0..runs {
-        let mut cfg = crate::runner::RunConfig::new(seed + u64::from(k));
+        let mut cfg = crate::run::runner::RunConfig::new(seed + u64::from(k));
         cfg.fail_fast = true;
         let started = Instant::now();
-        let summary = crate::runner::run(Arc::clone(&target), scenarios, &cfg, &mut []).await;
+        let summary = crate::run::runner::run(Arc::clone(&target), scenarios, &cfg, &mut []).await;
         let elapsed_ms = started.elapsed().as_secs_f64() * 1e3;
         if summary.errored > 0 {
             let why = summary
@@ -510,7 +517,7 @@ pub async fn lookup_benchmark(
             target.describe()
         ));
     }
-    let namespace = crate::runner::RunConfig::new(cfg.seed).namespace;
+    let namespace = crate::run::runner::RunConfig::new(cfg.seed).namespace;
     if cfg.small_runs == 0 || cfg.large_runs == 0 || cfg.runs_per_session == 0 || cfg.samples == 0 {
         return Err("the lookup benchmark needs at least one run, session and sample".into());
     }
@@ -587,5 +594,138 @@ pub async fn lookup_benchmark(
         small_p99_us,
         large_median_us,
         large_p99_us,
+    })
+}
+
+/// Which benchmark to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchKind {
+    /// The checker and race benchmarks (not lookup, which seeds a store).
+    All,
+    /// Time the linearizability check of a recorded 1,000-op history.
+    Checker,
+    /// Detection rate of the race scenarios against the racy store.
+    Race,
+    /// getRunByRequestKey latency with --small vs --large runs in the
+    /// store (--target, default memory): an index read stays flat.
+    Lookup,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    #[arg(value_enum, default_value_t = BenchKind::All)]
+    pub kind: BenchKind,
+    /// Independent runs of the race scenarios (race benchmark).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub runs: u32,
+    /// The target: the racy store of the race benchmark (also a second
+    /// checker workload; default broken-memory:holder-read-outside-commit),
+    /// or the store of the lookup benchmark (default memory; any store
+    /// target, store+http:// included).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Runs in the small store of the lookup benchmark (the ratio's base).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub small: u64,
+    /// Runs in the large store of the lookup benchmark. Seeding goes
+    /// through commitRunStart, so over HTTP expect a few seconds per
+    /// 10,000 runs.
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub large: u64,
+    /// Keyed runs per seeded session (lookup benchmark). A scan within one
+    /// session only shows when this grows with --large.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub runs_per_session: u64,
+    /// Measured lookups in each store (lookup benchmark).
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub samples: u64,
+    /// Exit 1 when the lookup ratio (large median / small median) is above
+    /// this: a gate for CI.
+    #[arg(long)]
+    pub max_ratio: Option<f64>,
+    /// Bound on every single call to the target in the lookup benchmark,
+    /// in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub timeout_ms: u64,
+    /// Scenario files or directories of the race benchmark (those tagged `race`).
+    #[arg(long, default_value = "scenarios/store")]
+    pub scenarios: PathBuf,
+    /// First seed (run k uses seed + k).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// `reqkey bench lookup`: prints the figures; exit 1 only when
+/// `--max-ratio` is given and exceeded.
+async fn lookup_bench(args: &BenchArgs) -> ExitCode {
+    let Ok(samples) = usize::try_from(args.samples) else {
+        return harness_error("--samples does not fit this machine");
+    };
+    if args.max_ratio.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return harness_error("--max-ratio must be a positive number");
+    }
+    let cfg = LookupConfig {
+        small_runs: args.small,
+        large_runs: args.large,
+        runs_per_session: args.runs_per_session,
+        samples,
+        seed: args.seed,
+        call_timeout_ms: args.timeout_ms,
+    };
+    let target = args.target.as_deref().unwrap_or("memory");
+    match lookup_benchmark(target, &cfg).await {
+        Ok(f) => {
+            println!("{f}");
+            match args.max_ratio {
+                Some(max) if f.ratio() > max => {
+                    println!(
+                        "the lookup grows with the store: ratio {:.2}x is above --max-ratio {max}",
+                        f.ratio()
+                    );
+                    ExitCode::from(1)
+                }
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        Err(e) => harness_error(e),
+    }
+}
+
+pub fn bench_command(args: BenchArgs) -> ExitCode {
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
+    };
+    rt.block_on(async move {
+        if args.kind == BenchKind::Lookup {
+            return lookup_bench(&args).await;
+        }
+        let racy = args
+            .target
+            .as_deref()
+            .unwrap_or("broken-memory:holder-read-outside-commit");
+        if matches!(args.kind, BenchKind::All | BenchKind::Checker) {
+            // A linearizable history (memory), then one that is not.
+            for target in ["memory", racy] {
+                match checker_benchmark(target, default_workload(args.seed)).await {
+                    Ok(f) => println!("{f}"),
+                    Err(e) => return harness_error(e),
+                }
+            }
+        }
+        if matches!(args.kind, BenchKind::All | BenchKind::Race) {
+            let scenarios = match scenario::load_paths(std::slice::from_ref(&args.scenarios)) {
+                Ok(s) => filter_by_tags(s, &["race".to_owned()], &[]),
+                Err(e) => return harness_error(e),
+            };
+            if scenarios.is_empty() {
+                return harness_error("no scenario tagged `race` to run");
+            }
+            match detection_benchmark(racy, &scenarios, args.runs, args.seed).await {
+                Ok(f) => println!("{f}"),
+                Err(e) => return harness_error(e),
+            }
+        }
+        ExitCode::SUCCESS
     })
 }

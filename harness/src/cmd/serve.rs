@@ -1,5 +1,5 @@
 //! `reqkey serve store|agent`: a reference store behind `reqkey-store/1`,
-//! or the reference agent server (`crate::serve_agent_cmd`).
+//! or the reference agent server (`crate::cmd::serve_agent`).
 //!
 //! The server itself is `reqkey_reference::store_server`; this module only
 //! parses the arguments, opens the store (`--store`, the same forms as
@@ -25,7 +25,7 @@ pub enum ServeCommand {
     Store(ServeStoreArgs),
     /// The reference agent server over reqkey-agent/1.
     #[command(after_help = store_help())]
-    Agent(crate::serve_agent_cmd::ServeAgentArgs),
+    Agent(crate::cmd::serve_agent::ServeAgentArgs),
 }
 
 #[derive(Debug, Args)]
@@ -50,7 +50,7 @@ pub fn run(command: ServeCommand) -> ExitCode {
     match command {
         ServeCommand::Store(args) => rt.block_on(serve_store(args)),
         ServeCommand::Agent(args) => {
-            rt.block_on(crate::serve_agent_cmd::serve_agent(args, stop_signal()))
+            rt.block_on(crate::cmd::serve_agent::serve_agent(args, stop_signal()))
         }
     }
 }

@@ -17,8 +17,8 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use crate::event::{Event, Reporter, RunSummary, Verdict};
-use crate::report::{closing_line, closing_notes, verdict_label, Rendered, ReportContext};
+use crate::report::context::{closing_line, closing_notes, verdict_label, Rendered, ReportContext};
+use crate::run::event::{Event, Reporter, RunSummary, Verdict};
 
 /// Renders a run as a Markdown certificate; the last line is the count.
 pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {

@@ -1,40 +1,13 @@
-//! Reporters: subscribers to the runner's [`crate::event::Event`]s.
-//!
-//! The runner knows nothing of formats. Each reporter listens to the same
-//! event stream and renders it its own way:
-//!
-//! - [`TerminalReporter`]: lines for people, with a progress bar on a TTY;
-//! - [`JunitReporter`]: JUnit XML for CI dashboards (via `quick-junit`);
-//! - [`JsonReporter`]: the stable `reqkey-results/1` document for scripts
-//!   (schema in `docs/reports.md`);
-//! - [`CertificateReporter`]: the Markdown certificate a person reads.
-//!
-//! What the events do not carry — the target's `/health` identity, the
-//! suite's digest, the date — comes from a [`ReportContext`] built by the
-//! CLI before the run. Rendering is a pure function of the context and the
-//! [`RunSummary`], so every format is snapshot-tested without a clock.
-//!
-//! Every format ends its human-readable part with the same closing line,
-//! `N passed, N failed` ([`closing_line`]), where "failed" counts every
-//! scenario that turns the run red.
-
-pub mod certificate;
-pub mod json;
-pub mod junit;
-pub mod terminal;
+//! What every report says besides the events ([`ReportContext`]), and the
+//! pieces every format shares: the closing line, verdict labels, UTC dates.
 
 use std::io::Write;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::event::{Event, RunSummary, Verdict};
-use crate::suite::SuiteInfo;
-
-pub use certificate::CertificateReporter;
-pub use json::JsonReporter;
-pub use junit::JunitReporter;
-pub use terminal::TerminalReporter;
+use crate::run::event::{Event, RunSummary, Verdict};
+use crate::run::suite::SuiteInfo;
 
 /// What a report says besides the events.
 #[derive(Debug, Clone, PartialEq, Serialize)]

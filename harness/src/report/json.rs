@@ -11,8 +11,8 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::event::{Event, Reporter, RunSummary};
-use crate::report::{closing_line, Rendered, ReportContext};
+use crate::report::context::{closing_line, Rendered, ReportContext};
+use crate::run::event::{Event, Reporter, RunSummary};
 
 /// The schema name written into every document.
 pub const SCHEMA: &str = "reqkey-results/1";

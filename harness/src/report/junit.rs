@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
-use crate::event::{Event, Reporter, RunSummary, ScenarioResult, Verdict};
-use crate::report::{Rendered, ReportContext};
+use crate::report::context::{Rendered, ReportContext};
+use crate::run::event::{Event, Reporter, RunSummary, ScenarioResult, Verdict};
 
 /// Renders a run as JUnit XML.
 pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::event::{Event, Reporter, ScenarioResult, Verdict};
-use crate::report::{closing_line, closing_notes};
+use crate::report::context::{closing_line, closing_notes};
+use crate::run::event::{Event, Reporter, ScenarioResult, Verdict};
 
 /// Should the CLI draw a progress bar? Only for a person watching stdout.
 pub fn progress_wanted(quiet: bool) -> bool {

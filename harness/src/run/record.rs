@@ -19,7 +19,7 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde_json::{json, Value};
 
-use crate::lin::Operation;
+use crate::check::lin::Operation;
 use crate::target::{Target, TargetError};
 
 /// One monotonic clock per history; instants are ns since its creation.

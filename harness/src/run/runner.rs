@@ -8,9 +8,9 @@
 //! recorded on a monotonic clock. Spawn order is shuffled by the seeded RNG.
 //!
 //! Every store operation of a trial, sequential or grouped, is appended to
-//! the trial's history ([`crate::lin::Operation`]: request, invoke and return
+//! the trial's history ([`crate::check::lin::Operation`]: request, invoke and return
 //! instants, wire answer). A group marked `linearizable: true` has the
-//! history so far checked against the sequential spec ([`crate::lin`])
+//! history so far checked against the sequential spec ([`crate::check::lin`])
 //! before its expectations: the sequential steps before it fix the state the
 //! group started from, and a race bug is reported as a counterexample
 //! (timeline and smallest failing subset) rather than as whichever
@@ -29,13 +29,13 @@ use rand::SeedableRng;
 use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
-use crate::event::{Event, Failure, Reporter, RunSummary, ScenarioResult, Verdict};
-use crate::lin::{self, CheckOptions};
-use crate::pattern::matches;
-use crate::record::Clock;
+use crate::check::lin::{self, CheckOptions};
+use crate::run::event::{Event, Failure, Reporter, RunSummary, ScenarioResult, Verdict};
+use crate::run::record::Clock;
+use crate::scenario::pattern::matches;
+use crate::scenario::vars::{lookup, Vars};
 use crate::scenario::{Action, GroupCount, GroupRule, Scenario, Step};
 use crate::target::{Level, Target, TargetError};
-use crate::vars::{lookup, Vars};
 
 /// How a run is configured.
 #[derive(Debug, Clone)]
@@ -322,10 +322,10 @@ fn store_request(op: &str, args: Value) -> Value {
 /// bound their own exchanges.
 async fn call(target: &dyn Target, request: &Value, timeout_ms: u64) -> Result<Value, TargetError> {
     if let Some(spec) = request.get(AGENT_HTTP) {
-        return crate::agent_steps::http_step(target, spec, timeout_ms).await;
+        return crate::run::agent_steps::http_step(target, spec, timeout_ms).await;
     }
     if let Some(spec) = request.get(AGENT_WAIT) {
-        return crate::agent_steps::wait_run_step(target, spec, timeout_ms).await;
+        return crate::run::agent_steps::wait_run_step(target, spec, timeout_ms).await;
     }
     match tokio::time::timeout(
         Duration::from_millis(timeout_ms),
@@ -466,7 +466,7 @@ impl Trial<'_> {
             let Some(needle) = needle.as_str() else {
                 continue;
             };
-            if let Some(place) = crate::agent_steps::echoed_in(&answer, needle) {
+            if let Some(place) = crate::run::agent_steps::echoed_in(&answer, needle) {
                 return Err(Stop::fail(Failure {
                     trial: 0,
                     step: path.to_owned(),

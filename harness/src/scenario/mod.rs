@@ -6,6 +6,11 @@
 //! key, two actions, none — is a serde error raised while the YAML parser
 //! still knows where it is, and so reaches the user as `file:line:col`.
 
+pub mod agent_step;
+pub mod pattern;
+pub mod schema;
+pub mod vars;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -281,12 +286,12 @@ impl<'de> Visitor<'de> for StepVisitor {
                 }
                 "http" => {
                     let spec: Value = map.next_value()?;
-                    crate::agent_steps::validate_http(&spec).map_err(de::Error::custom)?;
+                    crate::scenario::agent_step::validate_http(&spec).map_err(de::Error::custom)?;
                     Some(Action::Http(spec))
                 }
                 "wait_run" => {
                     let spec: Value = map.next_value()?;
-                    crate::agent_steps::validate_wait(&spec).map_err(de::Error::custom)?;
+                    crate::scenario::agent_step::validate_wait(&spec).map_err(de::Error::custom)?;
                     Some(Action::WaitRun(spec))
                 }
                 "rpc" => Some(Action::Rpc(map.next_value()?)),

@@ -94,7 +94,7 @@ fn store_action_properties(props: &mut Map<String, Value>) {
 /// The agent-level actions (`http`, `wait_run`) and the `expect_not_echoed`
 /// modifier, in the terms `agent_steps` validates them.
 fn agent_properties(props: &mut Map<String, Value>) {
-    use crate::agent_steps::{MAX_BODY_BYTES, MAX_WAIT_MS};
+    use crate::scenario::agent_step::{MAX_BODY_BYTES, MAX_WAIT_MS};
     let header_value = json!({"oneOf": [
         {"type": "string"},
         {"type": "object", "properties": {"hex": {"type": "string", "pattern": "^([0-9a-fA-F]{2})*$"}},

@@ -1,24 +1,13 @@
-//! Agent targets: any `reqkey-agent/1` server over HTTP, and the reference
-//! server started in process.
-//!
-//! `http://HOST:PORT` reaches a server someone else runs (in any language).
-//! `reference-agent` starts the reference server of `reqkey-reference` on
-//! an ephemeral port over a fresh memory store, and talks to it over real
-//! HTTP — the same path as a remote server, so the reference is certified
-//! exactly the way an independent implementation is. Variants of it
-//! (`reference-agent:no-request-keys`, `reference-agent:DEFECT`) exist to
-//! prove that the agent corpus fails servers that get keys wrong.
+//! `http://HOST:PORT`: any `reqkey-agent/1` server over HTTP/1.1, in any
+//! language. The in-process reference server (`reference_agent.rs`)
+//! is reached through this same type, so the reference is certified exactly
+//! the way an independent implementation is.
 //!
 //! A refused connection or a call over the timeout is a [`TargetError`]
 //! (the harness cannot judge, exit 2), never a verdict.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
-use reqkey_reference::agent::{
-    spawn, ConcurrencyPolicy, Executor, ExecutorConfig, ExecutorDefect, ServerHandle,
-};
-use reqkey_reference::store::{self, MemoryStore, SessionStateStore};
+use reqkey_reference::agent::ServerHandle;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
@@ -59,6 +48,19 @@ impl HttpAgentTarget {
             timeout_ms: opts.call_timeout_ms,
             _server: None,
         })
+    }
+
+    /// A target for a server started in this process: `server` is kept
+    /// alive as long as the target, and reports name the target `name`.
+    pub fn serving(
+        server: ServerHandle,
+        name: String,
+        opts: TargetOptions,
+    ) -> Result<Self, TargetError> {
+        let mut target = Self::new(&format!("http://{}", server.addr), opts)?;
+        target.name = name;
+        target._server = Some(server);
+        Ok(target)
     }
 
     fn error(&self, e: &reqwest::Error) -> TargetError {
@@ -147,91 +149,4 @@ impl Target for HttpAgentTarget {
             body,
         })
     }
-}
-
-/// The executor configuration a `reference-agent[:VARIANT]` spec names.
-pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetError> {
-    let mut config = ExecutorConfig::default();
-    match variant {
-        None => {}
-        Some("no-request-keys") => config.supports_request_key = false,
-        Some("interrupt-previous") => config.policy = ConcurrencyPolicy::InterruptPrevious,
-        Some(name) => {
-            let defect = ExecutorDefect::parse(name).ok_or_else(|| {
-                TargetError::BadSpec(format!(
-                    "unknown reference-agent variant `{name}`; see `reqkey run --help`"
-                ))
-            })?;
-            config.defect = Some(defect);
-            // Widen the decide-to-commit window so races really happen.
-            config.commit_delay_ms = 2;
-        }
-    }
-    Ok(config)
-}
-
-/// Opens `http://HOST:PORT` or `reference-agent[:VARIANT][@STORE]`.
-///
-/// An `http://` server that does not answer `/health` at all fails here,
-/// with one message (exit 2), instead of once per scenario.
-pub async fn open_agent_target(
-    spec: &str,
-    opts: TargetOptions,
-) -> Result<Arc<dyn Target>, TargetError> {
-    if spec.starts_with("http://") {
-        let target = HttpAgentTarget::new(spec, opts)?;
-        return match target.health().await {
-            Err(e @ (TargetError::Unreachable(_) | TargetError::Timeout { .. })) => Err(e),
-            _ => Ok(Arc::new(target)),
-        };
-    }
-    let rest = spec
-        .strip_prefix("reference-agent")
-        .ok_or_else(|| TargetError::BadSpec(format!("unknown target `{spec}`")))?;
-    // The variant never holds an `@`; a store URL may (`postgres://u@h/db`).
-    let (variant, store) = match rest.split_once('@') {
-        Some((v, store)) => (v, Some(store)),
-        None => (rest, None),
-    };
-    let variant = match variant {
-        "" => None,
-        v => Some(v.strip_prefix(':').ok_or_else(|| {
-            TargetError::BadSpec(format!("`{spec}` is not reference-agent[:VARIANT][@STORE]"))
-        })?),
-    };
-    Ok(Arc::new(reference_agent(variant, store, opts).await?))
-}
-
-/// Starts the reference server in process on an ephemeral port, over a
-/// fresh memory store or the reference store `store` names.
-pub async fn reference_agent(
-    variant: Option<&str>,
-    store: Option<&str>,
-    opts: TargetOptions,
-) -> Result<HttpAgentTarget, TargetError> {
-    let config = reference_config(variant)?;
-    let sessions: Arc<dyn SessionStateStore> = match store {
-        None => Arc::new(MemoryStore::new()),
-        Some(spec) => tokio::time::timeout(opts.call_timeout(), store::open(spec))
-            .await
-            .map_err(|_| TargetError::Timeout {
-                timeout_ms: opts.call_timeout_ms,
-            })?
-            .map_err(crate::target::open_error)?,
-    };
-    let executor = Executor::new(sessions, config);
-    let server = spawn(executor, ([127, 0, 0, 1], 0).into())
-        .await
-        .map_err(|e| TargetError::Unreachable(format!("cannot start the reference agent: {e}")))?;
-    let mut target = HttpAgentTarget::new(&format!("http://{}", server.addr), opts)?;
-    let mut name = String::from("reference-agent");
-    if let Some(v) = variant {
-        name = format!("{name}:{v}");
-    }
-    if let Some(s) = store {
-        name = format!("{name}@{}", store::redact_url(s));
-    }
-    target.name = name;
-    target._server = Some(server);
-    Ok(target)
 }

@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use reqkey_harness::event::{RunSummary, Verdict};
-use reqkey_harness::runner::{self, RunConfig};
+use reqkey_harness::run::event::{RunSummary, Verdict};
+use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::scenario::{load_paths, Scenario};
-use reqkey_harness::target::{open_target, Target, TargetOptions};
+use reqkey_harness::target::spec::open_target;
+use reqkey_harness::target::{Target, TargetOptions};
 
 /// The `reqkey` binary with `args`, run from the repository root.
 pub fn reqkey(args: &[&str]) -> Output {

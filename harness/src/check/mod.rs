@@ -1,0 +1,7 @@
+//! Judging what was recorded: linearizability of concurrent histories
+//! ([`lin`], pure, no IO) and generated programs of store operations checked
+//! against the sequential spec ([`fuzz`]). Checks name what the spec
+//! requires; they never hold a target to the reference's own choices.
+
+pub mod fuzz;
+pub mod lin;

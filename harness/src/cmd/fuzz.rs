@@ -1,0 +1,91 @@
+//! `reqkey fuzz`: generated programs of store operations against a store
+//! target and the sequential spec (the engine is `check::fuzz`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+
+use crate::cmd::common::{fresh_seed, harness_error, runtime};
+use crate::run::runner::RunConfig;
+use crate::target::spec::open_target;
+use crate::target::{Level, TargetOptions};
+
+#[derive(Debug, Args)]
+pub struct FuzzArgs {
+    /// The store to fuzz (see "Targets" below).
+    #[arg(long, short, default_value = "memory")]
+    pub target: String,
+    /// Programs to generate.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub cases: u32,
+    /// The seed of the generated programs (printed on failure; reproduces them).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Also write the shrunk failing scenario to this file.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Bound on every single call to the target, in milliseconds.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub timeout_ms: u64,
+}
+
+pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
+    use crate::check::fuzz::{self, FuzzOptions, FuzzOutcome};
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
+    };
+    let opts = TargetOptions {
+        call_timeout_ms: args.timeout_ms,
+    };
+    let target = match rt.block_on(open_target(&args.target, opts)) {
+        Ok(t) => t,
+        Err(e) => return harness_error(e),
+    };
+    if target.level() != Level::Store {
+        return harness_error(format!("{} is not a store target", target.describe()));
+    }
+    let seed = args.seed.unwrap_or_else(fresh_seed);
+    let cfg = RunConfig::new(seed);
+    let opts = FuzzOptions {
+        cases: args.cases,
+        seed,
+        namespace: format!("{}.fuzz", cfg.namespace),
+        target_name: args.target.clone(),
+        lin_budget_steps: crate::check::lin::DEFAULT_BUDGET_STEPS,
+        call_timeout_ms: args.timeout_ms,
+        max_shrink_iters: 4_096,
+    };
+    println!(
+        "reqkey fuzz: {} programs against {} (seed {seed})",
+        args.cases,
+        target.describe()
+    );
+    match fuzz::fuzz(&rt, target, &opts) {
+        FuzzOutcome::Passed { cases } => {
+            println!("{cases} programs passed");
+            ExitCode::SUCCESS
+        }
+        FuzzOutcome::Failed(f) => {
+            println!(
+                "FAIL: a program does not conform; shrunk to {} steps",
+                f.program.len()
+            );
+            println!("{}", f.reason);
+            println!("\nseed: {0} (reproduce with --seed {0})", f.seed);
+            println!(
+                "\nthe minimal program as a scenario:\n---\n{}---",
+                f.scenario_yaml
+            );
+            if let Some(out) = &args.out {
+                if let Err(e) = std::fs::write(out, &f.scenario_yaml) {
+                    return harness_error(format!("cannot write {}: {e}", out.display()));
+                }
+                println!("written to {}", out.display());
+            }
+            ExitCode::from(1)
+        }
+        FuzzOutcome::Error(e) => harness_error(e),
+    }
+}

@@ -1,0 +1,31 @@
+//! Reporters: subscribers to the runner's [`crate::run::event::Event`]s.
+//!
+//! The runner knows nothing of formats. Each reporter listens to the same
+//! event stream and renders it its own way:
+//!
+//! - [`TerminalReporter`]: lines for people, with a progress bar on a TTY;
+//! - [`JunitReporter`]: JUnit XML for CI dashboards (via `quick-junit`);
+//! - [`JsonReporter`]: the stable `reqkey-results/1` document for scripts
+//!   (schema in `docs/reports.md`);
+//! - [`CertificateReporter`]: the Markdown certificate a person reads.
+//!
+//! What the events do not carry — the target's `/health` identity, the
+//! suite's digest, the date — comes from a [`ReportContext`] built by the
+//! CLI before the run. Rendering is a pure function of the context and the
+//! [`RunSummary`], so every format is snapshot-tested without a clock.
+//!
+//! Every format ends its human-readable part with the same closing line,
+//! `N passed, N failed` ([`closing_line`]), where "failed" counts every
+//! scenario that turns the run red.
+
+pub mod certificate;
+pub mod context;
+pub mod json;
+pub mod junit;
+pub mod terminal;
+
+pub use certificate::CertificateReporter;
+pub use context::{closing_line, closing_notes, verdict_label, ReportContext};
+pub use json::JsonReporter;
+pub use junit::JunitReporter;
+pub use terminal::TerminalReporter;

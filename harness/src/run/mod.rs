@@ -1,0 +1,12 @@
+//! Running scenarios on a target: trials, steps, parallel groups behind a
+//! barrier, recorded instants; the events the runner emits; which scenarios
+//! a run selects (suite, expected failures). Reaches an implementation only
+//! through [`crate::target::Target`]; renders nothing (reporters subscribe
+//! to [`event::Event`]s).
+
+pub mod agent_steps;
+pub mod event;
+pub mod expected;
+pub mod record;
+pub mod runner;
+pub mod suite;
