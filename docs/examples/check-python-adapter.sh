@@ -14,6 +14,10 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo"
 reqkey="${REQKEY:-target/debug/reqkey}"
+if ! [ -x "$reqkey" ] && ! command -v "$reqkey" >/dev/null 2>&1; then
+  echo "check-python-adapter.sh: no reqkey binary at '$reqkey': build it (cargo build) or set REQKEY" >&2
+  exit 2
+fi
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT

@@ -647,9 +647,10 @@ pub struct BenchArgs {
     /// in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
-    /// Scenario files or directories of the race benchmark (those tagged `race`).
-    #[arg(long, default_value = "scenarios/store")]
-    pub scenarios: PathBuf,
+    /// Scenario files or directories of the race benchmark (those tagged
+    /// `race`). Default: the embedded store suite.
+    #[arg(long)]
+    pub scenarios: Option<PathBuf>,
     /// First seed (run k uses seed + k).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -714,7 +715,15 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
             }
         }
         if matches!(args.kind, BenchKind::All | BenchKind::Race) {
-            let scenarios = match scenario::load_paths(std::slice::from_ref(&args.scenarios)) {
+            let loaded = match &args.scenarios {
+                Some(path) => {
+                    scenario::load_paths(std::slice::from_ref(path)).map_err(|e| e.to_string())
+                }
+                None => crate::run::suite::embedded_suite(crate::target::Level::Store)
+                    .map(|(_, s)| s)
+                    .map_err(|e| e.to_string()),
+            };
+            let scenarios = match loaded {
                 Ok(s) => filter_by_tags(s, &["race".to_owned()], &[]),
                 Err(e) => return harness_error(e),
             };

@@ -9,7 +9,7 @@ use clap::Args;
 use crate::cmd::common::{execute, fresh_seed, harness_error, health, Outputs};
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
-use crate::scenario;
+use crate::run::suite;
 use crate::target::spec::open_target;
 use crate::target::TargetOptions;
 
@@ -22,10 +22,11 @@ pub struct CertifyArgs {
     /// missing).
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
-    /// The scenarios root: the suite is ROOT/store or ROOT/agent, by the
-    /// target's level, and ROOT/VERSION names its version.
-    #[arg(long, default_value = "scenarios", value_name = "ROOT")]
-    pub scenarios: PathBuf,
+    /// Judge by the suite under ROOT (ROOT/store or ROOT/agent, by the
+    /// target's level; ROOT/VERSION names its version) instead of the suite
+    /// embedded in this binary. The certificate says which it was.
+    #[arg(long, value_name = "ROOT")]
+    pub scenarios: Option<PathBuf>,
     /// The seed of every random choice (printed in the certificate).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -50,17 +51,18 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return harness_error(e),
     };
-    let (suite, files) = match crate::run::suite::whole_suite(&args.scenarios, target.level()) {
-        Ok(s) => s,
-        Err(e) => {
-            return harness_error(format!(
-                "cannot read the {} suite under {}: {e} (run from the repository root, or pass --scenarios ROOT)",
+    let loaded = match &args.scenarios {
+        Some(root) => suite::disk_suite(root, target.level()).map_err(|e| {
+            format!(
+                "cannot read the {} suite under {}: {e}",
                 target.level(),
-                args.scenarios.display()
-            ))
-        }
+                root.display()
+            )
+        }),
+        None => suite::embedded_suite(target.level())
+            .map_err(|e| format!("the embedded {} suite: {e}", target.level())),
     };
-    let scenarios = match scenario::load_paths(&files) {
+    let (suite, scenarios) = match loaded {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };

@@ -16,7 +16,7 @@ use crate::run::event::Reporter;
 use crate::run::runner::{self, RunConfig};
 use crate::scenario::Scenario;
 use crate::target::spec::TARGET_HELP;
-use crate::target::{Level, Target};
+use crate::target::Target;
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -42,11 +42,6 @@ pub fn fresh_seed() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     nanos ^ u64::from(std::process::id()).rotate_left(40)
-}
-
-/// The default scenario directory for a level.
-pub fn default_paths(level: Level) -> Vec<PathBuf> {
-    vec![PathBuf::from(format!("scenarios/{level}"))]
 }
 
 /// Keeps the scenarios selected by `--tag` / `--skip-tag`.

@@ -20,6 +20,7 @@ pub mod model;
 pub mod run;
 pub mod serve;
 pub mod serve_agent;
+pub mod suite;
 
 use std::process::ExitCode;
 
@@ -72,6 +73,9 @@ pub enum Command {
     /// Benchmarks: the linearizability checker, race detection, and the
     /// key lookup of any store.
     Bench(BenchArgs),
+    /// The scenario suite built into this binary: `info`, `export DIR`.
+    #[command(subcommand)]
+    Suite(suite::SuiteCommand),
 }
 
 /// Parses the command line; a usage error is printed and exit 2, `--help`
@@ -100,5 +104,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Fuzz(args) => fuzz::fuzz_command(args),
         Command::Bench(args) => bench::bench_command(args),
         Command::Serve(command) => serve::run(command),
+        Command::Suite(command) => suite::run(command),
     }
 }

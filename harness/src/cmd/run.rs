@@ -1,25 +1,26 @@
 //! `reqkey run`: scenarios (the default suite of the target's level, or
 //! the given paths) against one target, with optional filters and reports.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
 use crate::cmd::common::{
-    default_paths, execute, filter_by_tags, fresh_seed, harness_error, health, with_runtime,
-    Outputs,
+    execute, filter_by_tags, fresh_seed, harness_error, health, with_runtime, Outputs,
 };
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
+use crate::run::suite;
 use crate::scenario::{self, Scenario};
 use crate::target::spec::open_target;
 use crate::target::TargetOptions;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Scenario files or directories (recursive). Default: scenarios/store or
-    /// scenarios/agent, by the target's level.
+    /// Scenario files or directories (recursive). Default: the suite
+    /// embedded in this binary, of the target's level (`reqkey suite export
+    /// DIR` writes it out).
     pub paths: Vec<PathBuf>,
     /// What to certify (see "Targets" below).
     #[arg(long, short, default_value = "memory")]
@@ -83,15 +84,32 @@ async fn run_async(args: RunArgs) -> ExitCode {
         Err(e) => return harness_error(e),
     };
     let explicit_paths = !args.paths.is_empty();
-    let paths = if explicit_paths {
-        args.paths.clone()
+    let paths = args.paths.clone();
+    // The scenarios, and what a report says they were: the given paths, or
+    // the embedded suite of the target's level.
+    let loaded_suite = if explicit_paths {
+        scenario::load_paths(&paths)
+            .map_err(|e| e.to_string())
+            .and_then(|s| Ok((suite::selection(&paths).map_err(|e| e.to_string())?, s)))
     } else {
-        default_paths(target.level())
+        suite::embedded_suite(target.level()).map_err(|e| e.to_string())
     };
-    let scenarios = match scenario::load_paths(&paths) {
+    let (suite_info, scenarios) = match loaded_suite {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
+    if !args.quiet {
+        eprintln!(
+            "reqkey: suite: {} ({} files, {}{})",
+            suite_info.source,
+            suite_info.files,
+            suite_info.digest,
+            suite_info
+                .version
+                .as_deref()
+                .map_or_else(String::new, |v| format!(", version {v}"))
+        );
+    }
     let expected = match &args.expected_failures {
         Some(file) => {
             match crate::run::expected::load(file, scenarios.iter().map(|s| s.id.as_str())) {
@@ -133,15 +151,8 @@ async fn run_async(args: RunArgs) -> ExitCode {
     let mut ctx = ReportContext::new("run", &args.target);
     if outputs.junit.is_some() || outputs.json.is_some() || outputs.report.is_some() {
         ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
-        ctx.suite = if explicit_paths {
-            crate::run::suite::selection(&paths).ok()
-        } else {
-            let root = Path::new("scenarios");
-            crate::run::suite::whole_suite(root, target.level())
-                .ok()
-                .map(|(info, _)| info)
-        };
     }
+    ctx.suite = Some(suite_info);
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.expected_failures = expected;
     execute(target, &selected, &cfg, &ctx, &outputs, args.quiet).await

@@ -71,9 +71,14 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             || "an ad-hoc selection".to_owned(),
             |v| format!("version {v}"),
         );
+        let origin = if s.embedded {
+            " (built into this reqkey)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             md,
-            "| suite | `{}`, {version}, {} files |",
+            "| suite | `{}`{origin}, {version}, {} files |",
             s.source, s.files
         );
         let _ = writeln!(md, "| suite digest | `{}` |", s.digest);

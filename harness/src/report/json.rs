@@ -48,6 +48,8 @@ struct SuiteDoc<'a> {
     version: Option<&'a str>,
     digest: &'a str,
     files: usize,
+    /// The suite built into the binary, not files read from disk.
+    embedded: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -102,6 +104,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             version: s.version.as_deref(),
             digest: &s.digest,
             files: s.files,
+            embedded: s.embedded,
         }),
         selection: &ctx.selection,
         expected_failures: &ctx.expected_failures,

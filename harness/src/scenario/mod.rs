@@ -489,17 +489,29 @@ fn validate(s: &Scenario) -> Result<(), String> {
 /// `*.yml`, in path order). Ids must be unique across everything loaded.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Scenario>, LoadError> {
     let files = scenario_files(paths)?;
-    let mut scenarios = Vec::with_capacity(files.len());
-    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut texts = Vec::with_capacity(files.len());
     for file in files {
         let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Io {
             path: file.clone(),
             source,
         })?;
-        let scenario = parse_scenario(&file, &text)?;
-        if let Some(first) = seen.insert(scenario.id.clone(), file.clone()) {
+        texts.push((file, text));
+    }
+    parse_all(&texts)
+}
+
+/// Parses scenario texts, each named by its path; ids must be unique.
+pub fn parse_all<P: AsRef<Path>, T: AsRef<str>>(
+    texts: &[(P, T)],
+) -> Result<Vec<Scenario>, LoadError> {
+    let mut scenarios = Vec::with_capacity(texts.len());
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for (file, text) in texts {
+        let file = file.as_ref();
+        let scenario = parse_scenario(file, text.as_ref())?;
+        if let Some(first) = seen.insert(scenario.id.clone(), file.to_owned()) {
             return Err(LoadError::Invalid {
-                path: file,
+                path: file.to_owned(),
                 message: format!(
                     "id `{}` is already used by {}",
                     scenario.id,
