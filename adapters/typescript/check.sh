@@ -7,7 +7,8 @@
 #      postgres://postgres@127.0.0.1:5432/test);
 #   2. both stores certified green over store+http (the race included):
 #      memory and postgres, certificates in OUT_DIR/{memory,postgres};
-#   3. each store caught when broken (certify exits 1 naming the scenario):
+#   3. certify.sh exits 2 with a message when the reqkey binary is missing;
+#   4. each store caught when broken (certify exits 1 naming the scenario):
 #      memory --broken no-key-rule and --broken racy (a linearizability
 #      counterexample), postgres --broken no-key-rule (where the unique
 #      index backstop still answers request_key_taken naming the holder, so
@@ -15,7 +16,7 @@
 #
 #   REQKEY=target/debug/reqkey adapters/typescript/check.sh [OUT_DIR]
 #
-# Exits non-zero if any of that does not hold (2 if reqkey or node is missing).
+# Exits non-zero if any of that does not hold (2 if node or npm is missing).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$(mktemp -d)}"
@@ -53,6 +54,13 @@ verdict() {
     echo "FAIL: $1: expected $2 to $3 (certificate: $out/$1/certificate.md)" >&2; exit 1
   }
 }
+
+# Without reqkey, certify.sh cannot judge: exit 2 and say so (not 127).
+got=0; REQKEY=/nonexistent/reqkey "$here/certify.sh" "$out/no-reqkey" >"$out/no-reqkey.log" 2>&1 || got=$?
+if [ "$got" != 2 ] || ! grep -q "the reqkey binary is missing" "$out/no-reqkey.log"; then
+  cat "$out/no-reqkey.log" >&2; echo "FAIL: certify.sh without reqkey exited $got, expected 2 with a message" >&2; exit 1
+fi
+echo "certify.sh without reqkey: exit 2, \"$(head -c 60 "$out/no-reqkey.log")...\""
 
 expect 0 memory -- --store memory
 expect 0 postgres -- --store postgres
