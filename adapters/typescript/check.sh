@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI asks of the TypeScript adapter package (run by .ci/run):
 #
-#   1. `npm ci`, then `tsc --noEmit -p .` (tsconfig.json is strict), then the
+#   1. `npm ci`, then `tsc --noEmit --strict -p .` (tsconfig.json is strict), then the
 #      unit tests (`npm test`: node --test on the compiled output; the
 #      PostgreSQL ones need $REQKEY_POSTGRES_URL, default
 #      postgres://postgres@127.0.0.1:5432/test);
@@ -12,7 +12,8 @@
 #      memory --broken no-key-rule and --broken racy (a linearizability
 #      counterexample), postgres --broken no-key-rule (where the unique
 #      index backstop still answers request_key_taken naming the holder, so
-#      taken-names-holder passes and key-rule-before-cas fails).
+#      taken-names-holder passes and key-rule-before-cas fails), and
+#      postgres --broken no-lock (no session row lock: keyless-cas-race fails).
 #
 #   REQKEY=target/debug/reqkey adapters/typescript/check.sh [OUT_DIR]
 #
@@ -28,7 +29,7 @@ command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "che
   cd "$here"
   npm ci --no-audit --no-fund --loglevel=error
   echo "type-check (tsc --strict): $(npx tsc --version)"
-  npx tsc --noEmit -p .
+  npx tsc --noEmit --strict -p .
   npm test --silent 2>&1 | tee "$out/unit.log" | grep -E '^# (tests|pass|fail|skipped)'
   # A skipped test is a test that did not run: CI must not accept one.
   grep -q '^# fail 0$' "$out/unit.log" && grep -q '^# skipped 0$' "$out/unit.log" \
@@ -77,4 +78,7 @@ grep -q "not linearizable" "$out/memory-racy/certificate.md" || { echo "FAIL: no
 expect 1 postgres-no-key-rule -- --store postgres --broken no-key-rule
 verdict postgres-no-key-rule request-key.key-rule-before-cas fail
 verdict postgres-no-key-rule request-key.taken-names-holder pass
+
+expect 1 postgres-no-lock -- --store postgres --broken no-lock
+verdict postgres-no-lock store.keyless-cas-race fail
 echo "check.sh: the TypeScript adapter type-checks, its tests pass, both stores certify, and each broken store is caught (reports in $out)"

@@ -9,7 +9,7 @@
  *             creates its ts_reqkey_* tables if missing, and serves them.
  * --port      0 (default) picks a free port.
  * --broken    a deliberate defect, to watch certification fail:
- *             memory: no-key-rule | racy; postgres: no-key-rule.
+ *             memory: no-key-rule | racy; postgres: no-key-rule | no-lock.
  *
  * It prints `listening on http://127.0.0.1:PORT` once it accepts requests,
  * and stops on SIGTERM or SIGINT. Exit 2 on a bad argument or when the

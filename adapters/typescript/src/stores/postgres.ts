@@ -23,9 +23,12 @@
  * The input log is the runs' `input` column in `start_sequence` order: each
  * commit appends exactly one input, with its run.
  *
- * `broken: "no-key-rule"` skips rule 2 (the holder read) on purpose, to
- * prove the suite catches it; the backstop still turns a duplicate insert
- * into `request_key_taken`, which is also how the tests reach the backstop.
+ * `broken` breaks it on purpose, to prove the suite catches it:
+ * `no-key-rule` skips rule 2 (the holder read); the backstop still turns a
+ * duplicate insert into `request_key_taken`, which is also how the tests
+ * reach the backstop. `no-lock` creates the session row without locking
+ * it, so commits of one session interleave (two read the same current run
+ * and both insert the next start_sequence).
  */
 import pg from "pg";
 import { startDigest } from "../canonical.js";
@@ -43,8 +46,8 @@ import {
   isRunStatus,
 } from "../types.js";
 
-export type PostgresDefect = "no-key-rule";
-export const POSTGRES_DEFECTS: readonly PostgresDefect[] = ["no-key-rule"];
+export type PostgresDefect = "no-key-rule" | "no-lock";
+export const POSTGRES_DEFECTS: readonly PostgresDefect[] = ["no-key-rule", "no-lock"];
 
 export const DEFAULT_POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/test";
 export const DEFAULT_TABLE_PREFIX = "ts_reqkey_";
@@ -209,7 +212,9 @@ export class PostgresSessionStore implements SessionStateStore {
     const { sessionId, runId } = start;
     // Lock the session's row (creating it if needed); every commit of this session waits here.
     await c.query(
-      `INSERT INTO ${this.sessions} (session_id) VALUES ($1)
+      this.broken === "no-lock"
+        ? `INSERT INTO ${this.sessions} (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING`
+        : `INSERT INTO ${this.sessions} (session_id) VALUES ($1)
        ON CONFLICT (session_id) DO UPDATE SET session_id = EXCLUDED.session_id`,
       [sessionId],
     );
