@@ -50,7 +50,7 @@ function fields(where: string, args: unknown, required: readonly string[], optio
     if (!required.includes(k) && !optional.includes(k)) throw new BadRequest(`${where}: unknown field \`${k}\``);
   }
   for (const k of required) {
-    if (!(k in args)) throw new BadRequest(`${where}: missing field \`${k}\``);
+    if (!Object.hasOwn(args, k)) throw new BadRequest(`${where}: missing field \`${k}\``);
   }
   return args;
 }
