@@ -343,6 +343,8 @@ sqlite:PATH               the reference store on a SQLite file, in process
 postgres://USER@HOST/DB   the reference store on PostgreSQL, in process
                           (tables reqkey_*, migrated on open)
 redis://HOST:PORT         the reference store on Redis, in process
+redis+cluster://HOST:PORT[,HOST:PORT...]
+                          the reference store on a Redis Cluster, in process
 store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any language
                           (`reqkey serve store` serves a reference one)
 http://HOST:PORT          any agent server speaking reqkey-agent/1
@@ -352,7 +354,7 @@ reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous, 
                           no-replan-after-key-taken, ignore-digest, attach-streams-from-now)
 reference-agent[:VARIANT]@STORE
                           the same over another reference store (sqlite:PATH,
-                          postgres://..., redis://...)";
+                          postgres://..., redis://..., redis+cluster://...)";
 
 /// Opens a target from its `--target` specification.
 pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
@@ -369,6 +371,7 @@ pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Targ
         || spec.starts_with("postgres://")
         || spec.starts_with("postgresql://")
         || spec.starts_with("redis://")
+        || spec.starts_with("redis+cluster://")
     {
         let opened = tokio::time::timeout(opts.call_timeout(), store::open(spec))
             .await
