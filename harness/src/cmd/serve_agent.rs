@@ -19,7 +19,7 @@ use reqkey_reference::store;
 #[derive(Debug, Args)]
 pub struct ServeAgentArgs {
     /// The session store behind the server (memory, sqlite:PATH,
-    /// postgres://..., redis://...).
+    /// postgres://..., redis://..., redis+cluster://...).
     #[arg(long, default_value = "memory")]
     pub store: String,
     /// Where to listen (port 0: an ephemeral port, printed on start).

@@ -13,7 +13,7 @@ use reqkey_model::{
 pub enum OpenError {
     /// The specification names no backend this build knows.
     #[error(
-        "unknown store `{0}`; expected memory, sqlite:PATH, postgres://USER@HOST:PORT/DB or redis://HOST:PORT"
+        "unknown store `{0}`; expected memory, sqlite:PATH, postgres://USER@HOST:PORT/DB, redis://HOST:PORT or redis+cluster://HOST:PORT[,HOST:PORT...]"
     )]
     UnknownSpec(String),
     /// The backend's cargo feature is off in this build.

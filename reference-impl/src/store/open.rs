@@ -17,10 +17,14 @@ pub const STORE_HELP: &str = "\
 memory                    the in-process memory store
 sqlite:PATH               a SQLite database file (created and migrated on open)
 postgres://USER@HOST/DB   PostgreSQL (tables reqkey_*, migrated on open)
-redis://HOST:PORT[/DB]    Redis (keys session:request-keys:{id} and reqkey:*:{id})";
+redis://HOST:PORT[/DB]    Redis (keys session:request-keys:{id} and reqkey:*:{id})
+redis+cluster://HOST:PORT[,HOST:PORT...]
+                          Redis Cluster (the same keys; a session's keys share
+                          the hash tag {id}, so one slot)";
 
 /// Opens a store from its specification: `memory`, `sqlite:PATH`,
-/// `postgres://...` (or `postgresql://...`), `redis://...`. SQL stores are
+/// `postgres://...` (or `postgresql://...`), `redis://...`,
+/// `redis+cluster://...`. SQL stores are
 /// migrated to this build's schema on open.
 pub async fn open(spec: &str) -> Result<Arc<dyn SessionStateStore>, OpenError> {
     if spec == "memory" {
@@ -41,7 +45,10 @@ pub async fn open(spec: &str) -> Result<Arc<dyn SessionStateStore>, OpenError> {
         #[cfg(not(feature = "postgres"))]
         return Err(OpenError::NotBuilt("postgres"));
     }
-    if spec.starts_with("redis://") || spec.starts_with("rediss://") {
+    if spec.starts_with("redis://")
+        || spec.starts_with("rediss://")
+        || spec.starts_with("redis+cluster://")
+    {
         #[cfg(feature = "redis")]
         return Ok(Arc::new(RedisStore::connect(spec).await?));
         #[cfg(not(feature = "redis"))]
