@@ -18,7 +18,7 @@ pub struct CertifyArgs {
     /// What to certify (see "Targets" below).
     #[arg(long, short)]
     pub target: String,
-    /// Where to write certificate.md, junit.xml and results.json (created if
+    /// Where to write certificate.md, report.html, junit.xml and results.json (created if
     /// missing).
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
@@ -42,6 +42,7 @@ pub struct CertifyArgs {
 pub const CERTIFICATE_FILE: &str = "certificate.md";
 pub const JUNIT_FILE: &str = "junit.xml";
 pub const RESULTS_FILE: &str = "results.json";
+pub const HTML_FILE: &str = "report.html";
 
 pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     let opts = TargetOptions {
@@ -92,6 +93,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         junit: Some(args.out.join(JUNIT_FILE)),
         json: Some(args.out.join(RESULTS_FILE)),
         report: Some(args.out.join(CERTIFICATE_FILE)),
+        html: Some(args.out.join(HTML_FILE)),
     };
     let code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
     if !args.quiet {

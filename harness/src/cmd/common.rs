@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::report::terminal::progress_wanted;
 use crate::report::{
-    CertificateReporter, JsonReporter, JunitReporter, ReportContext, TerminalReporter,
+    CertificateReporter, HtmlReporter, JsonReporter, JunitReporter, ReportContext, TerminalReporter,
 };
 use crate::run::event::Reporter;
 use crate::run::runner::{self, RunConfig};
@@ -75,7 +75,10 @@ pub fn with_runtime<F: std::future::Future<Output = ExitCode>>(f: impl FnOnce() 
 pub struct Outputs {
     pub junit: Option<PathBuf>,
     pub json: Option<PathBuf>,
+    /// The Markdown report (a certificate under `certify`).
     pub report: Option<PathBuf>,
+    /// The self-contained HTML page.
+    pub html: Option<PathBuf>,
 }
 
 /// Asks the target who it is, under the call timeout.
@@ -127,6 +130,16 @@ pub async fn execute(
     if let Some(p) = &outputs.report {
         match create(p) {
             Ok(f) => reporters.push(Box::new(CertificateReporter::new(ctx.clone(), f))),
+            Err(e) => return harness_error(e),
+        }
+    }
+    if let Some(p) = &outputs.html {
+        match create(p) {
+            Ok(f) => reporters.push(Box::new(HtmlReporter::new(
+                ctx.clone(),
+                scenarios.to_vec(),
+                f,
+            ))),
             Err(e) => return harness_error(e),
         }
     }

@@ -66,9 +66,21 @@ pub struct RunArgs {
     /// Also write the `reqkey-results/1` JSON document here (docs/reports.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Also write a Markdown report here (a certificate only via `certify`).
-    #[arg(long, value_name = "FILE.md")]
+    /// Also write a report here: Markdown, or one self-contained HTML page
+    /// when FILE ends in `.html` (a certificate only via `certify`).
+    #[arg(long, value_name = "FILE.md|FILE.html")]
     pub report: Option<PathBuf>,
+    /// Also write the self-contained HTML page here (race timelines,
+    /// failures, steps).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
+}
+
+/// Does `path` name an HTML file (`--report report.html`)?
+fn is_html(path: &std::path::Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"))
 }
 
 pub fn run_command(args: RunArgs) -> ExitCode {
@@ -146,10 +158,18 @@ async fn run_async(args: RunArgs) -> ExitCode {
     let outputs = Outputs {
         junit: args.junit.clone(),
         json: args.json.clone(),
-        report: args.report.clone(),
+        report: args.report.clone().filter(|p| !is_html(p)),
+        html: args
+            .html
+            .clone()
+            .or_else(|| args.report.clone().filter(|p| is_html(p))),
     };
     let mut ctx = ReportContext::new("run", &args.target);
-    if outputs.junit.is_some() || outputs.json.is_some() || outputs.report.is_some() {
+    if outputs.junit.is_some()
+        || outputs.json.is_some()
+        || outputs.report.is_some()
+        || outputs.html.is_some()
+    {
         ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
     }
     ctx.suite = Some(suite_info);

@@ -75,6 +75,31 @@ pub struct Failure {
     pub detail: Option<String>,
 }
 
+/// One request of a parallel group drawn as a bar on a timeline: its
+/// invoke and return, in microseconds after the trial's first group
+/// invoke.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Span {
+    /// The answer's name (`as`, `.i` for copies) or `#k`.
+    pub name: String,
+    pub start_us: u64,
+    pub end_us: u64,
+}
+
+/// The parallel-group requests of one trial, for a race timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TrialTimeline {
+    /// 0-based trial index.
+    pub trial: u32,
+    /// Did this trial fail (or could not be judged)?
+    pub failed: bool,
+    pub spans: Vec<Span>,
+}
+
+/// At most this many trials of a scenario keep their timeline (the
+/// failing trial always does).
+pub const MAX_TIMELINE_TRIALS: usize = 100;
+
 /// The result of one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScenarioResult {
@@ -93,6 +118,10 @@ pub struct ScenarioResult {
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// The parallel groups of each trial as timelines (trials with a
+    /// group only; at most [`MAX_TIMELINE_TRIALS`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timelines: Vec<TrialTimeline>,
 }
 
 /// The result of a whole run.

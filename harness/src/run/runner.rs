@@ -30,7 +30,10 @@ use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
 use crate::check::lin::{self, CheckOptions};
-use crate::run::event::{Event, Failure, Reporter, RunSummary, ScenarioResult, Verdict};
+use crate::run::event::{
+    Event, Failure, Reporter, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
+    MAX_TIMELINE_TRIALS,
+};
 use crate::run::record::Clock;
 use crate::scenario::pattern::matches;
 use crate::scenario::vars::{lookup, Vars};
@@ -135,6 +138,8 @@ struct Trial<'a> {
     /// The trial's monotonic clock and every store operation so far.
     clock: Clock,
     history: Vec<lin::Operation>,
+    /// Every parallel-group request of the trial: (name, invoke, return).
+    spans: Vec<(String, Instant, Instant)>,
     /// Sessions this trial created fresh (under the run's namespace), to
     /// delete when it passes.
     sessions: BTreeSet<String>,
@@ -242,6 +247,7 @@ async fn run_scenario(
         trials_with_groups: 0,
         duration_ms: 0,
         failure: None,
+        timelines: Vec::new(),
     };
     if scenario.level != target.level() {
         result.verdict = Verdict::Error;
@@ -272,9 +278,17 @@ async fn run_scenario(
             had_group: false,
             clock: Clock::new(),
             history: Vec::new(),
+            spans: Vec::new(),
             sessions: BTreeSet::new(),
         };
         let outcome = trial.run_steps(&scenario.steps).await;
+        if !trial.spans.is_empty()
+            && (result.timelines.len() + 1 < MAX_TIMELINE_TRIALS || outcome.is_err())
+        {
+            result
+                .timelines
+                .push(timeline(trial_index, outcome.is_err(), &trial.spans));
+        }
         if outcome.is_ok() && !cfg.keep_sessions {
             trial.clean_up().await;
         }
@@ -699,6 +713,8 @@ impl Trial<'_> {
             })
             .collect();
         self.overlapped |= overlapped(&recorded);
+        self.spans
+            .extend(recorded.iter().map(|r| (r.name.clone(), r.invoke, r.ret)));
         for r in &recorded {
             let (invoke_ns, return_ns) = (self.clock.ns_at(r.invoke), self.clock.ns_at(r.ret));
             self.record(r.name.clone(), &r.request, invoke_ns, return_ns, &r.answer);
@@ -825,6 +841,28 @@ impl Trial<'_> {
             remaining = miss;
         }
         Ok(())
+    }
+}
+
+/// A trial's group requests as bars, relative to its first invoke.
+fn timeline(trial: u32, failed: bool, spans: &[(String, Instant, Instant)]) -> TrialTimeline {
+    let origin = spans.iter().map(|s| s.1).min();
+    let us = |t: Instant| {
+        origin.map_or(0, |o| {
+            u64::try_from(t.saturating_duration_since(o).as_micros()).unwrap_or(u64::MAX)
+        })
+    };
+    TrialTimeline {
+        trial,
+        failed,
+        spans: spans
+            .iter()
+            .map(|(name, invoke, ret)| Span {
+                name: name.clone(),
+                start_us: us(*invoke),
+                end_us: us(*ret),
+            })
+            .collect(),
     }
 }
 
