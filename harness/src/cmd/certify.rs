@@ -6,9 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::cmd::common::{
-    execute, fresh_seed, harness_error, health, select_by_profile, Outputs,
-};
+use crate::cmd::common::{execute, fresh_seed, harness_error, health, select_by_profile, Outputs};
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
 use crate::scenario;

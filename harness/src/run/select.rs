@@ -23,7 +23,10 @@ pub struct NotApplicable {
 
 /// Splits `scenarios` into those that apply to `profile` (in order) and
 /// those that do not.
-pub fn by_profile(scenarios: Vec<Scenario>, profile: &Profile) -> (Vec<Scenario>, Vec<NotApplicable>) {
+pub fn by_profile(
+    scenarios: Vec<Scenario>,
+    profile: &Profile,
+) -> (Vec<Scenario>, Vec<NotApplicable>) {
     let mut apply = Vec::with_capacity(scenarios.len());
     let mut not = Vec::new();
     for s in scenarios {

@@ -118,7 +118,9 @@ pub enum ProfileError {
     Health(String),
     #[error("`{0}` is not a profile; use {PROFILE_HELP}")]
     BadFlag(String),
-    #[error("a store's profile is fixed (every store records keys); --profile applies to agent targets")]
+    #[error(
+        "a store's profile is fixed (every store records keys); --profile applies to agent targets"
+    )]
     StoreProfileFixed,
 }
 
@@ -319,8 +321,10 @@ mod tests {
             Ok(Profile::default())
         );
         assert_eq!(
-            p(json!({"protocol": "reqkey-agent/1", "supportsRequestKey": false,
-                     "concurrentEntry": "interrupt_previous", "name": "x"})),
+            p(
+                json!({"protocol": "reqkey-agent/1", "supportsRequestKey": false,
+                     "concurrentEntry": "interrupt_previous", "name": "x"})
+            ),
             Ok(Profile {
                 supports_request_key: false,
                 concurrent_entry: ConcurrentEntry::InterruptPrevious

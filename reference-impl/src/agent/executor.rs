@@ -1085,7 +1085,11 @@ mod tests {
         ex.enter(entry(EntryKind::Start, "keyless", None))
             .await
             .unwrap();
-        assert_eq!(ex.ignored_key_warnings(), 0, "a keyless request warns nothing");
+        assert_eq!(
+            ex.ignored_key_warnings(),
+            0,
+            "a keyless request warns nothing"
+        );
         for i in 0..20 {
             let key = format!("k{i}");
             let _ = ex
@@ -1103,7 +1107,10 @@ mod tests {
             .enter(entry(EntryKind::Start, "a", Some("k")))
             .await
             .unwrap();
-        assert_eq!((ex.ignored_key_warnings(), other.ignored_key_warnings()), (1, 1));
+        assert_eq!(
+            (ex.ignored_key_warnings(), other.ignored_key_warnings()),
+            (1, 1)
+        );
     }
 
     #[tokio::test]
