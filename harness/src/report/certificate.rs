@@ -38,7 +38,10 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     let verdict = if code == 2 {
         "**NOT JUDGED**: the harness could not judge every scenario.".to_owned()
     } else if certification {
-        if code == 0 {
+        if code == 0 && !ctx.not_applicable.is_empty() {
+            "**CONFORMS**: every scenario of the suite that applies to its profile passed."
+                .to_owned()
+        } else if code == 0 {
             "**CONFORMS**: every scenario of the suite passed.".to_owned()
         } else {
             "**DOES NOT CONFORM**: some scenario failed.".to_owned()

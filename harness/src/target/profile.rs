@@ -237,7 +237,9 @@ impl ProfileInfo {
     /// One line for people: the profile and where it came from.
     pub fn describe(&self) -> String {
         match self.source {
-            ProfileSource::Fixed => "a store's, fixed (every store records keys)".to_owned(),
+            ProfileSource::Fixed => {
+                "supportsRequestKey: true (fixed: every store records keys)".to_owned()
+            }
             ProfileSource::Declared => format!("{} (declared by /health)", self.profile),
             ProfileSource::Stated => match self.declared {
                 Some(d) => format!(
