@@ -254,3 +254,52 @@ fn the_reference_server_writes_the_ignored_key_warning_once_not_per_request() {
         "one warning per executor instance:\n{stderr}"
     );
 }
+
+/// The fourth combination, served as a process: keys ignored on
+/// `interrupt_previous`. Its profile admits the keys-ignored scenarios and
+/// the keyless `interrupt_previous` ones, and it passes them.
+#[test]
+fn a_server_ignoring_keys_on_interrupt_previous_passes_its_profile() {
+    let mut server = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "serve",
+            "agent",
+            "--store",
+            "memory",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-request-keys",
+            "--policy",
+            "interrupt_previous",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("reqkey serve agent starts");
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_owned();
+    let o = reqkey(&["run", "--target", &url, "--seed", "4"]);
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.starts_with(
+            "reqkey: profile: supportsRequestKey: false, concurrentEntry: interrupt_previous (declared by /health)"
+        ),
+        "{out}"
+    );
+    for id in [
+        "agent.keys-ignored.keyed-behaves-as-keyless",
+        "agent.interrupt-previous.keyless-chat-send-is-refused",
+    ] {
+        assert!(out.contains(&format!("PASS  {id} ")), "{id}: {out}");
+    }
+}

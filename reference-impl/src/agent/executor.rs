@@ -534,7 +534,8 @@ impl Executor {
     /// `interrupt_previous` never applies to a keyless chat send: as in the
     /// framework the release notes describe, a keyless send is refused 409
     /// under either policy (a retried keyless send must not kill its own
-    /// original run).
+    /// original run). Resume and retry are native entries and follow the
+    /// policy keyed or not (SPEC 7, `agent.interrupt-previous.entry-interrupts`).
     fn policy(
         &self,
         kind: EntryKind,
