@@ -19,6 +19,7 @@ use reqkey_harness::run::event::{Reporter, RunSummary};
 use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::run::suite;
 use reqkey_harness::scenario::load_paths;
+use reqkey_harness::target::profile::resolve_profile;
 use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::TargetOptions;
 
@@ -71,6 +72,7 @@ async fn run_fixtures_expecting(target: &str, command: &str, expected: &[&str]) 
     let mut ctx = ReportContext::new(command, target);
     ctx.expected_failures = expected.iter().map(|s| s.to_string()).collect();
     ctx.health = Some(t.health().await.unwrap());
+    ctx.profile = Some(resolve_profile(t.as_ref(), None, 10_000).await.unwrap());
     ctx.suite = Some(suite::selection(std::slice::from_ref(&dir)).unwrap());
     let (terminal, junit, json, markdown) = (
         Shared::default(),

@@ -96,6 +96,35 @@ async fn health_declares_the_protocol_and_key_support() {
     assert_eq!(a.status, 200);
     assert_eq!(a.json()["protocol"], "reqkey-agent/1");
     assert_eq!(a.json()["supportsRequestKey"], true);
+    assert_eq!(a.json()["concurrentEntry"], "reject");
+}
+
+#[tokio::test]
+async fn health_declares_the_profile_the_executor_keeps() {
+    for (config, keys, entry) in [
+        (
+            ExecutorConfig {
+                supports_request_key: false,
+                ..ExecutorConfig::default()
+            },
+            false,
+            "reject",
+        ),
+        (
+            ExecutorConfig {
+                policy: reqkey_reference::agent::ConcurrencyPolicy::InterruptPrevious,
+                ..ExecutorConfig::default()
+            },
+            true,
+            "interrupt_previous",
+        ),
+    ] {
+        let ex = Executor::new(Arc::new(MemoryStore::new()), config);
+        let srv = spawn(ex, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let a = call(srv.addr, "GET", "/health", &[], b"").await;
+        assert_eq!(a.json()["supportsRequestKey"], keys);
+        assert_eq!(a.json()["concurrentEntry"], entry);
+    }
 }
 
 #[tokio::test]

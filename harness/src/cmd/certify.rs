@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::cmd::common::{execute, fresh_seed, harness_error, health, Outputs};
+use crate::cmd::common::{execute, fresh_seed, harness_error, health, select_by_profile, Outputs};
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
 use crate::run::suite;
@@ -36,6 +36,13 @@ pub struct CertifyArgs {
     /// Print only failures and the closing count.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Certify against this profile instead of the one the target's
+    /// `/health` declares (for a server whose `/health` cannot say): default,
+    /// keys-ignored, interrupt-previous, or
+    /// supportsRequestKey=BOOL,concurrentEntry=reject|interrupt_previous.
+    /// The certificate says the profile was stated, not declared.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
 }
 
 /// The file names `certify` writes into `--out`.
@@ -84,10 +91,24 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
             ))
         }
     };
+    let (profile, scenarios, not_applicable) = match select_by_profile(
+        target.as_ref(),
+        args.profile.as_deref(),
+        scenarios,
+        args.timeout_ms,
+        args.quiet,
+    )
+    .await
+    {
+        Ok(selected) => selected,
+        Err(e) => return harness_error(e),
+    };
     let mut cfg = RunConfig::new(args.seed.unwrap_or_else(fresh_seed));
     cfg.call_timeout_ms = args.timeout_ms;
     let mut ctx = ReportContext::new("certify", &args.target);
     ctx.health = Some(identity);
+    ctx.profile = Some(profile);
+    ctx.not_applicable = not_applicable;
     ctx.suite = Some(suite);
     let outputs = Outputs {
         junit: Some(args.out.join(JUNIT_FILE)),

@@ -14,7 +14,9 @@ use crate::report::{
 };
 use crate::run::event::Reporter;
 use crate::run::runner::{self, RunConfig};
+use crate::run::select::{by_profile, reasons, NotApplicable};
 use crate::scenario::Scenario;
+use crate::target::profile::{resolve_profile, Profile, ProfileInfo};
 use crate::target::spec::TARGET_HELP;
 use crate::target::Target;
 
@@ -79,6 +81,38 @@ pub struct Outputs {
     pub report: Option<PathBuf>,
     /// The self-contained HTML page.
     pub html: Option<PathBuf>,
+}
+
+/// Reads the profile to certify (`--profile` or the target's `/health`),
+/// keeps the scenarios it admits and says so in the run's first lines:
+/// which profile, and how many scenarios did not apply and why. A profile
+/// that cannot be read is `Err` (exit 2).
+pub async fn select_by_profile(
+    target: &dyn Target,
+    stated: Option<&str>,
+    scenarios: Vec<Scenario>,
+    timeout_ms: u64,
+    quiet: bool,
+) -> Result<(ProfileInfo, Vec<Scenario>, Vec<NotApplicable>), String> {
+    let stated = stated
+        .map(Profile::parse_flag)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let info = resolve_profile(target, stated, timeout_ms)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (apply, not) = by_profile(scenarios, &info.profile);
+    if !quiet {
+        println!("reqkey: profile: {}", info.describe());
+        if !not.is_empty() {
+            println!(
+                "reqkey: {} scenarios do not apply to this profile and are not run: {}",
+                not.len(),
+                reasons(&not).join("; ")
+            );
+        }
+    }
+    Ok((info, apply, not))
 }
 
 /// Asks the target who it is, under the call timeout.

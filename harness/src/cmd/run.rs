@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cmd::common::{
-    execute, filter_by_tags, fresh_seed, harness_error, health, with_runtime, Outputs,
+    execute, filter_by_tags, fresh_seed, harness_error, health, select_by_profile, with_runtime,
+    Outputs,
 };
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
@@ -55,6 +56,12 @@ pub struct RunArgs {
     /// Print only failures and the closing count.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Certify against this profile instead of the one the target's
+    /// `/health` declares: default, keys-ignored, interrupt-previous, or
+    /// supportsRequestKey=BOOL,concurrentEntry=reject|interrupt_previous.
+    /// Reports say it was stated. Agent targets only.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
     /// Scenario ids the target is known to fail, one a line, `#` comments.
     /// They are reported as expected failures; one that passes turns the run
     /// red (exit 1); an id not in the loaded scenarios is an error (exit 2).
@@ -143,9 +150,21 @@ async fn run_async(args: RunArgs) -> ExitCode {
             target.level()
         );
     }
+    let (profile, applicable, not_applicable) = match select_by_profile(
+        target.as_ref(),
+        args.profile.as_deref(),
+        applicable,
+        args.timeout_ms,
+        args.quiet,
+    )
+    .await
+    {
+        Ok(selected) => selected,
+        Err(e) => return harness_error(e),
+    };
     let selected = filter_by_tags(applicable, &args.tag, &args.skip_tag);
     if selected.is_empty() {
-        return harness_error("no scenario to run after filtering by level and tags");
+        return harness_error("no scenario to run after filtering by level, profile and tags");
     }
     let mut cfg = RunConfig::new(args.seed.unwrap_or_else(fresh_seed));
     cfg.repeat_override = args.repeat;
@@ -173,6 +192,8 @@ async fn run_async(args: RunArgs) -> ExitCode {
         ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
     }
     ctx.suite = Some(suite_info);
+    ctx.profile = Some(profile);
+    ctx.not_applicable = not_applicable;
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.expected_failures = expected;
     execute(target, &selected, &cfg, &ctx, &outputs, args.quiet).await
@@ -194,6 +215,9 @@ fn selection_flags(args: &RunArgs, explicit_paths: bool) -> Vec<String> {
     }
     if let Some(f) = &args.expected_failures {
         flags.push(format!("--expected-failures {}", f.display()));
+    }
+    if let Some(p) = &args.profile {
+        flags.push(format!("--profile {p}"));
     }
     flags
 }

@@ -30,7 +30,8 @@ pub struct ServeAgentArgs {
     /// `supportsRequestKey: false`.
     #[arg(long)]
     pub no_request_keys: bool,
-    /// What a new entry does to a running current run.
+    /// What a new entry does to a running current run (declared in
+    /// `/health` as `concurrentEntry`; SPEC 7 profiles).
     #[arg(long, default_value = "reject", value_parser = ["reject", "interrupt_previous"])]
     pub policy: String,
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::report::context::{closing_line, Rendered, ReportContext};
 use crate::run::event::{Event, Reporter, RunSummary};
+use crate::target::profile::ProfileSource;
 
 /// The schema name written into every document.
 pub const SCHEMA: &str = "reqkey-results/1";
@@ -25,6 +26,8 @@ struct Document<'a> {
     reqkey_version: &'a str,
     date: &'a str,
     target: TargetDoc<'a>,
+    profile: Option<ProfileDoc>,
+    not_applicable: Vec<NotApplicableDoc<'a>>,
     suite: Option<SuiteDoc<'a>>,
     selection: &'a [String],
     expected_failures: &'a [String],
@@ -40,6 +43,25 @@ struct Document<'a> {
 struct TargetDoc<'a> {
     spec: &'a str,
     health: Option<&'a Value>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProfileDoc {
+    supports_request_key: bool,
+    /// `None` for a store (its profile is fixed).
+    concurrent_entry: Option<&'static str>,
+    /// `fixed` (a store), `declared` (by `/health`) or `stated` (`--profile`).
+    source: &'static str,
+    /// What `/health` declared when `--profile` stated another profile.
+    declared: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct NotApplicableDoc<'a> {
+    id: &'a str,
+    file: String,
+    requires: &'a str,
 }
 
 #[derive(Debug, Serialize)]
@@ -99,6 +121,22 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             spec: &ctx.target,
             health: ctx.health.as_ref(),
         },
+        profile: ctx.profile.as_ref().map(|p| ProfileDoc {
+            supports_request_key: p.profile.supports_request_key,
+            concurrent_entry: (p.source != ProfileSource::Fixed)
+                .then(|| p.profile.concurrent_entry.name()),
+            source: p.source.name(),
+            declared: p.declared.map(|d| d.to_string()),
+        }),
+        not_applicable: ctx
+            .not_applicable
+            .iter()
+            .map(|n| NotApplicableDoc {
+                id: &n.id,
+                file: n.file.display().to_string(),
+                requires: &n.requires,
+            })
+            .collect(),
         suite: ctx.suite.as_ref().map(|s| SuiteDoc {
             source: &s.source,
             version: s.version.as_deref(),

@@ -19,6 +19,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use crate::target::profile::{ConcurrentEntry, Profile};
 use crate::target::Level;
 
 /// Store operations a step may name directly.
@@ -44,6 +45,11 @@ pub struct Scenario {
     /// One line saying what the scenario proves.
     #[schemars(length(min = 1))]
     pub summary: String,
+    /// The profile an agent server must have for this scenario to apply
+    /// (SPEC 8); absent: it applies to every profile. Store scenarios take
+    /// none (a store's profile is fixed).
+    #[serde(default)]
+    pub requires: Requires,
     /// Trials; each gets fresh variables.
     #[serde(default = "one")]
     #[schemars(range(min = 1, max = 10_000))]
@@ -58,6 +64,41 @@ pub struct Scenario {
 
 fn one() -> u32 {
     1
+}
+
+/// What a scenario needs of an agent server's profile; an absent field
+/// admits either value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Requires {
+    /// `true`: the server records keys; `false`: it ignores them.
+    pub supports_request_key: Option<bool>,
+    /// The server's `concurrentEntry`.
+    pub concurrent_entry: Option<ConcurrentEntry>,
+}
+
+impl Requires {
+    /// Does it require anything at all?
+    pub fn is_empty(&self) -> bool {
+        self.supports_request_key.is_none() && self.concurrent_entry.is_none()
+    }
+
+    /// What `profile` lacks, as the requirement it fails
+    /// (`supportsRequestKey: true`), or `None` when the scenario applies.
+    pub fn unmet(&self, profile: &Profile) -> Option<String> {
+        let mut unmet = Vec::new();
+        if let Some(want) = self.supports_request_key {
+            if want != profile.supports_request_key {
+                unmet.push(format!("supportsRequestKey: {want}"));
+            }
+        }
+        if let Some(want) = self.concurrent_entry {
+            if want != profile.concurrent_entry {
+                unmet.push(format!("concurrentEntry: {}", want.name()));
+            }
+        }
+        (!unmet.is_empty()).then(|| unmet.join(", "))
+    }
 }
 
 /// What a step does.
@@ -443,6 +484,12 @@ fn validate(s: &Scenario) -> Result<(), String> {
     if s.steps.is_empty() {
         return Err("a scenario needs at least one step".into());
     }
+    if s.level == Level::Store && !s.requires.is_empty() {
+        return Err(
+            "`requires` is for agent scenarios: a store's profile is fixed (every store records keys)"
+                .into(),
+        );
+    }
     let mut names = BTreeSet::new();
     for (i, step) in s.steps.iter().enumerate() {
         if step.copies.is_some() {
@@ -642,6 +689,34 @@ mod tests {
     fn expect_one_of_must_name_earlier_answers() {
         let e = err(&format!("{HEAD}  - expect_one_of: [{{a: {{ok: null}}}}]\n"));
         assert!(e.contains("no earlier step answers as"), "{e}");
+    }
+
+    #[test]
+    fn requires_parses_and_says_what_a_profile_lacks() {
+        let s = parse_scenario(
+            Path::new("x.yaml"),
+            "id: t\nlevel: agent\nsummary: s\nrequires: {supportsRequestKey: true, concurrentEntry: interrupt_previous}\nsteps:\n  - sleep_ms: 1\n",
+        )
+        .unwrap();
+        let ignored = Profile {
+            supports_request_key: false,
+            ..Profile::default()
+        };
+        assert_eq!(
+            s.requires.unmet(&ignored).as_deref(),
+            Some("supportsRequestKey: true, concurrentEntry: interrupt_previous")
+        );
+        let ip = Profile {
+            concurrent_entry: ConcurrentEntry::InterruptPrevious,
+            ..Profile::default()
+        };
+        assert_eq!(s.requires.unmet(&ip), None);
+        let e = err("id: t\nlevel: agent\nsummary: s\nrequires: {concurrentEntry: queue}\nsteps:\n  - sleep_ms: 1\n");
+        assert!(e.starts_with("x.yaml:4:"), "{e}");
+        let e = err("id: t\nlevel: agent\nsummary: s\nrequires: {supportsRequestKeys: true}\nsteps:\n  - sleep_ms: 1\n");
+        assert!(e.contains("unknown field"), "{e}");
+        let e = err("id: t\nlevel: store\nsummary: s\nrequires: {supportsRequestKey: true}\nsteps:\n  - sleep_ms: 1\n");
+        assert!(e.contains("a store's profile is fixed"), "{e}");
     }
 
     #[test]

@@ -14,12 +14,15 @@
 //! - [`http_agent`]: any `reqkey-agent/1` server over HTTP;
 //! - [`reference_agent`]: the reference agent server, started in process;
 //! - [`spec`]: a `--target` string parsed once into a [`spec::TargetSpec`]
-//!   and opened; the only place that knows the forms.
+//!   and opened; the only place that knows the forms;
+//! - [`profile`]: what a target declares it does with keys (its `/health`
+//!   profile), which decides the scenarios that apply to it.
 //!
 //! This file holds what they share and imports none of them.
 
 pub mod http_agent;
 pub mod http_store;
+pub mod profile;
 pub mod reference_agent;
 pub mod spec;
 pub mod store;

@@ -30,9 +30,11 @@ store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any languag
                           (`reqkey serve store` serves a reference one)
 http://HOST:PORT          any agent server speaking reqkey-agent/1
 reference-agent           the reference agent server, in process, over a memory store
-reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous, or a
-                          deliberately broken executor (policy-before-key,
-                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)
+reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous (the
+                          other two profiles), or a deliberately broken executor
+                          (policy-before-key, no-replan-after-key-taken, ignore-digest,
+                          attach-streams-from-now, dedupes-while-ignoring-keys,
+                          interrupts-keyless-chat)
 reference-agent[:VARIANT]@STORE
                           the same over another reference store (sqlite:PATH,
                           postgres://..., redis://..., redis+cluster://...)";

@@ -93,14 +93,22 @@ pub enum ExecutorDefect {
     /// An attached chat stream starts at the holder's *current* position,
     /// not at its start, so a retried send misses events it should replay.
     AttachStreamsFromNow,
+    /// Declares `supportsRequestKey: false` (keys ignored) but records and
+    /// dedupes keys anyway: a server claiming a profile it does not keep.
+    DedupesWhileIgnoringKeys,
+    /// Under `interrupt_previous`, a keyless chat send interrupts the
+    /// running run too, where it must be refused `state_already_running`.
+    InterruptsKeylessChat,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 4] = [
+    pub const ALL: [ExecutorDefect; 6] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
         ExecutorDefect::AttachStreamsFromNow,
+        ExecutorDefect::DedupesWhileIgnoringKeys,
+        ExecutorDefect::InterruptsKeylessChat,
     ];
 
     pub fn name(self) -> &'static str {
@@ -109,11 +117,32 @@ impl ExecutorDefect {
             ExecutorDefect::NoReplanAfterKeyTaken => "no-replan-after-key-taken",
             ExecutorDefect::IgnoreDigest => "ignore-digest",
             ExecutorDefect::AttachStreamsFromNow => "attach-streams-from-now",
+            ExecutorDefect::DedupesWhileIgnoringKeys => "dedupes-while-ignoring-keys",
+            ExecutorDefect::InterruptsKeylessChat => "interrupts-keyless-chat",
         }
     }
 
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// The configuration this defect is a broken version of: a server
+    /// that claims keys are ignored, or one on `interrupt_previous`.
+    pub fn config(self) -> ExecutorConfig {
+        let mut config = ExecutorConfig {
+            defect: Some(self),
+            // Widen the decide-to-commit window so races really happen.
+            commit_delay_ms: 2,
+            ..ExecutorConfig::default()
+        };
+        match self {
+            ExecutorDefect::DedupesWhileIgnoringKeys => config.supports_request_key = false,
+            ExecutorDefect::InterruptsKeylessChat => {
+                config.policy = ConcurrencyPolicy::InterruptPrevious;
+            }
+            _ => {}
+        }
+        config
     }
 }
 
@@ -276,6 +305,7 @@ pub struct Executor {
     config: ExecutorConfig,
     registry: Mutex<Registry>,
     warned_ignored_key: AtomicBool,
+    ignored_key_warnings: AtomicU64,
     run_counter: AtomicU64,
     run_id_prefix: String,
     shutdown: watch::Sender<bool>,
@@ -294,14 +324,21 @@ impl Executor {
             config,
             registry: Mutex::default(),
             warned_ignored_key: AtomicBool::new(false),
+            ignored_key_warnings: AtomicU64::new(0),
             run_counter: AtomicU64::new(0),
             run_id_prefix: prefix,
             shutdown: watch::Sender::new(false),
         })
     }
 
+    /// What `/health` declares: does this executor record request keys?
     pub fn supports_request_key(&self) -> bool {
         self.config.supports_request_key
+    }
+
+    /// What `/health` declares as `concurrentEntry` (SPEC 7).
+    pub fn concurrent_entry(&self) -> &'static str {
+        self.config.policy.name()
     }
 
     pub fn config(&self) -> ExecutorConfig {
@@ -323,10 +360,13 @@ impl Executor {
 
     /// The key this executor honours: all of them, or none (warning once).
     fn effective_key(&self, key: Option<RequestKey>) -> Option<RequestKey> {
-        if self.config.supports_request_key {
+        if self.config.supports_request_key
+            || self.has_defect(ExecutorDefect::DedupesWhileIgnoringKeys)
+        {
             return key;
         }
         if key.is_some() && !self.warned_ignored_key.swap(true, Ordering::Relaxed) {
+            self.ignored_key_warnings.fetch_add(1, Ordering::Relaxed);
             // Never the key itself: only that one was ignored.
             eprintln!(
                 "warn request_key.ignored: this executor does not record request keys \
@@ -339,6 +379,12 @@ impl Executor {
     /// Has this executor warned `request_key.ignored` (at most once)?
     pub fn warned_ignored_key(&self) -> bool {
         self.warned_ignored_key.load(Ordering::Relaxed)
+    }
+
+    /// How many `request_key.ignored` warnings this executor has written
+    /// (SPEC 5: one per executor instance, however many keyed requests).
+    pub fn ignored_key_warnings(&self) -> u64 {
+        self.ignored_key_warnings.load(Ordering::Relaxed)
     }
 
     fn request_digest(kind: EntryKind, input: &Value) -> String {
@@ -488,7 +534,8 @@ impl Executor {
     /// `interrupt_previous` never applies to a keyless chat send: as in the
     /// framework the release notes describe, a keyless send is refused 409
     /// under either policy (a retried keyless send must not kill its own
-    /// original run).
+    /// original run). Resume and retry are native entries and follow the
+    /// policy keyed or not (SPEC 7, `agent.interrupt-previous.entry-interrupts`).
     fn policy(
         &self,
         kind: EntryKind,
@@ -496,7 +543,9 @@ impl Executor {
         current: Option<&RunMetadata>,
     ) -> Result<Prepared, EntryError> {
         let interrupt = self.config.policy == ConcurrencyPolicy::InterruptPrevious
-            && (keyed || kind != EntryKind::Chat);
+            && (keyed
+                || kind != EntryKind::Chat
+                || self.has_defect(ExecutorDefect::InterruptsKeylessChat));
         let expected = current.map(|r| r.run_id.clone());
         let previous = match (kind, current) {
             (EntryKind::Start, Some(_)) => return Err(EntryError::SessionExists),
@@ -1026,6 +1075,77 @@ mod tests {
             .enter(entry(EntryKind::Start, "[sleep:100]", Some("k")))
             .await;
         assert_eq!(again, Err(EntryError::SessionExists));
+    }
+
+    #[tokio::test]
+    async fn the_ignored_key_warning_is_written_once_per_executor_not_per_request() {
+        let ex = executor(ExecutorConfig {
+            supports_request_key: false,
+            ..ExecutorConfig::default()
+        });
+        ex.enter(entry(EntryKind::Start, "keyless", None))
+            .await
+            .unwrap();
+        assert_eq!(
+            ex.ignored_key_warnings(),
+            0,
+            "a keyless request warns nothing"
+        );
+        for i in 0..20 {
+            let key = format!("k{i}");
+            let _ = ex
+                .enter(entry(EntryKind::Chat, "x", Some(key.as_str())))
+                .await;
+            let _ = ex.enter(entry(EntryKind::Retry, "", Some(&key))).await;
+        }
+        assert_eq!(ex.ignored_key_warnings(), 1);
+        // Another executor instance warns once more, on its own.
+        let other = executor(ExecutorConfig {
+            supports_request_key: false,
+            ..ExecutorConfig::default()
+        });
+        other
+            .enter(entry(EntryKind::Start, "a", Some("k")))
+            .await
+            .unwrap();
+        assert_eq!(
+            (ex.ignored_key_warnings(), other.ignored_key_warnings()),
+            (1, 1)
+        );
+    }
+
+    #[tokio::test]
+    async fn dedupes_while_ignoring_keys_declares_false_but_attaches() {
+        let ex = executor(ExecutorDefect::DedupesWhileIgnoringKeys.config());
+        assert!(!ex.supports_request_key());
+        ex.enter(entry(EntryKind::Start, "[sleep:200]", Some("k")))
+            .await
+            .unwrap();
+        let again = ex
+            .enter(entry(EntryKind::Start, "[sleep:200]", Some("k")))
+            .await
+            .unwrap();
+        assert!(again.attached());
+        assert_eq!(ex.ignored_key_warnings(), 0);
+    }
+
+    #[tokio::test]
+    async fn interrupts_keyless_chat_defect_interrupts_where_a_409_is_due() {
+        let ex = executor(ExecutorDefect::InterruptsKeylessChat.config());
+        assert_eq!(ex.concurrent_entry(), "interrupt_previous");
+        let first = ex
+            .enter(entry(EntryKind::Chat, "[sleep:5000]", None))
+            .await
+            .unwrap();
+        let second = ex.enter(entry(EntryKind::Chat, "b", None)).await.unwrap();
+        assert!(!second.attached());
+        let prev = ex
+            .store()
+            .get_run("s", &first.run().run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(prev.status, RunStatus::Interrupted);
     }
 
     #[tokio::test]

@@ -293,6 +293,7 @@ async fn health(State(ex): State<AppState>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "protocol": PROTOCOL,
         "supportsRequestKey": ex.supports_request_key(),
+        "concurrentEntry": ex.concurrent_entry(),
     }))
     .into_response()
 }
