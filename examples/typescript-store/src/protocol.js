@@ -50,7 +50,9 @@ function sessionId(v) {
 
 /** @param {string} name @param {unknown} v @returns {string} */
 function runId(name, v) {
-  if (typeof v !== "string" || v.length === 0) throw invalid(`${name} must be a non-empty string`);
+  if (typeof v !== "string" || v.length < 1 || v.length > 256 || !ID.test(v)) {
+    throw invalid(`${name} must be 1 to 256 characters of [A-Za-z0-9._:-]`);
+  }
   return v;
 }
 
