@@ -17,4 +17,4 @@ pub use executor::{
     ConcurrencyPolicy, EntryError, EntryKind, EntryOutcome, EntryRequest, Executor, ExecutorConfig,
     ExecutorDefect,
 };
-pub use server::{router, serve, spawn, ServerHandle};
+pub use server::{router, serve, serve_with_limits, spawn, ServerHandle};

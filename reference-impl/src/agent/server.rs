@@ -9,6 +9,10 @@
 //! never echoed — messages name *what* was wrong, never the value — and no
 //! path answers 500 (a store failure is 503).
 //!
+//! Connections are served by [`crate::http_serve`]: header and body read
+//! timeouts (a body not received in time is 400 `validation_error`), and a
+//! cap on open connections that closes the oldest idle one.
+//!
 //! Bodies are buffered up to [`BODY_READ_LIMIT_BYTES`] and then judged
 //! against [`MAX_BODY_BYTES`], so a client sending 1 MiB + 1 byte gets a
 //! clean 413 rather than a connection reset mid-upload.
@@ -35,6 +39,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::executor::{EntryError, EntryKind, EntryOutcome, EntryRequest, Executor};
 use super::test_agent::RunEvent;
+use crate::http_serve::{self, ServerLimits};
 
 /// The protocol this server speaks.
 pub const PROTOCOL: &str = "reqkey-agent/1";
@@ -127,20 +132,30 @@ pub fn router(executor: Arc<Executor>) -> Router {
         .with_state(executor)
 }
 
-/// Serves until `shutdown` resolves, then ends open streams and waits for
-/// in-flight requests (graceful shutdown).
+/// Serves under the default [`ServerLimits`] until `shutdown` resolves,
+/// then ends open streams and waits for in-flight requests (graceful
+/// shutdown).
 pub async fn serve(
     executor: Arc<Executor>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with_limits(executor, listener, ServerLimits::default(), shutdown).await
+}
+
+/// [`serve`] under explicit limits (connection cap, read timeouts).
+pub async fn serve_with_limits(
+    executor: Arc<Executor>,
+    listener: TcpListener,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let app = router(executor.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            executor.shutdown();
-        })
-        .await
+    http_serve::serve(listener, app, limits, async move {
+        shutdown.await;
+        executor.shutdown();
+    })
+    .await
 }
 
 /// A server running as a task; dropping the handle shuts it down.
