@@ -94,10 +94,19 @@ fn limits(max_connections: usize) -> ServerLimits {
     }
 }
 
+/// A connection within PROMPT (a server that stops accepting fills its
+/// backlog, and connects then hang).
+async fn connect(addr: SocketAddr) -> TcpStream {
+    tokio::time::timeout(PROMPT, TcpStream::connect(addr))
+        .await
+        .expect("connected within PROMPT")
+        .unwrap()
+}
+
 async fn flood_then_fresh_client(server: &Running, cap: usize, flood: usize) {
     let mut idle = Vec::new();
     for _ in 0..flood {
-        idle.push(TcpStream::connect(server.addr).await.unwrap());
+        idle.push(connect(server.addr).await);
     }
     let started = Instant::now();
     let status = tokio::time::timeout(PROMPT, health(server.addr)).await;
@@ -142,7 +151,7 @@ async fn a_busy_connection_is_never_evicted_for_an_idle_flood() {
     })
     .await;
     // A chat stream that stays open for 2.5 s (longer than PROMPT): busy.
-    let mut busy = TcpStream::connect(server.addr).await.unwrap();
+    let mut busy = connect(server.addr).await;
     let body = r#"{"messages":[{"role":"user","content":"[sleep:2500]"}]}"#;
     busy.write_all(
         format!(
@@ -154,12 +163,15 @@ async fn a_busy_connection_is_never_evicted_for_an_idle_flood() {
     .await
     .unwrap();
     let mut first = [0u8; 12];
-    busy.read_exact(&mut first).await.unwrap();
+    tokio::time::timeout(PROMPT, busy.read_exact(&mut first))
+        .await
+        .expect("the stream's head within PROMPT")
+        .unwrap();
     assert_eq!(&first, b"HTTP/1.1 200");
     let started = Instant::now();
     let mut idle = Vec::new();
     for _ in 0..20 {
-        idle.push(TcpStream::connect(server.addr).await.unwrap());
+        idle.push(connect(server.addr).await);
     }
     assert_eq!(
         tokio::time::timeout(PROMPT, health(server.addr)).await,
@@ -185,7 +197,7 @@ async fn a_stalled_request_head_is_closed_after_the_header_read_timeout() {
         ..ServerLimits::default()
     })
     .await;
-    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    let mut s = connect(server.addr).await;
     s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n")
         .await
         .unwrap();
@@ -194,7 +206,7 @@ async fn a_stalled_request_head_is_closed_after_the_header_read_timeout() {
     assert!(closed, "a stalled head kept its connection for {PROMPT:?}");
     assert!(started.elapsed() >= Duration::from_millis(250));
     // A connection that never sends a byte is closed too.
-    let mut silent = TcpStream::connect(server.addr).await.unwrap();
+    let mut silent = connect(server.addr).await;
     assert!(read_until_closed(&mut silent, PROMPT).await.1);
 }
 
@@ -205,7 +217,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_header_read_timeout()
         ..ServerLimits::default()
     })
     .await;
-    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    let mut s = connect(server.addr).await;
     s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
@@ -215,7 +227,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_header_read_timeout()
 }
 
 async fn stalled_body(addr: SocketAddr, path: &str) -> (String, Duration) {
-    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut s = connect(addr).await;
     s.write_all(
         format!(
             "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"op\": \"li"
