@@ -129,3 +129,180 @@ async fn serve_store_answers_a_fresh_client_through_600_idle_connections() {
 async fn serve_agent_answers_a_fresh_client_through_600_idle_connections() {
     fresh_client_is_served_through_an_idle_flood(&["serve", "agent", "--store", "memory"]).await;
 }
+
+// ---- F4: kill -9 in the middle of a run -----------------------------------
+
+fn postgres_url() -> String {
+    std::env::var("REQKEY_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn redis_url() -> String {
+    std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// An id no other test run uses.
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("orph-{}-{nanos}-{tag}", std::process::id())
+}
+
+/// A SQLite file removed (with its WAL) when the test ends.
+struct TempDb(std::path::PathBuf);
+
+impl Drop for TempDb {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let mut p = self.0.clone().into_os_string();
+            p.push(suffix);
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(PROMPT).build().unwrap()
+}
+
+async fn post(
+    addr: &str,
+    path: &str,
+    key: Option<&str>,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let mut req = client().post(format!("http://{addr}{path}")).json(&body);
+    if let Some(key) = key {
+        req = req.header("X-Helix-Request-Key", key);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+async fn get(addr: &str, path: &str) -> (u16, serde_json::Value) {
+    let resp = client()
+        .get(format!("http://{addr}{path}"))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(serde_json::Value::Null))
+}
+
+/// A keyed chat send; the SSE text read until `finish` (or until `bound`
+/// when `until_finish`, else until the `run-start` event).
+async fn chat(addr: &str, session: &str, key: &str, text: &str, until_finish: bool) -> String {
+    let body = serde_json::json!({"messages": [{"role": "user", "content": text}]});
+    let read = async {
+        let mut resp = reqwest::Client::new()
+            .post(format!("http://{addr}/sessions/{session}/chat"))
+            .header("X-Helix-Request-Key", key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut text = String::new();
+        while let Ok(Some(chunk)) = resp.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            let done = if until_finish {
+                text.contains("event: finish")
+            } else {
+                text.contains("event: run-start")
+            };
+            if done {
+                break;
+            }
+        }
+        text
+    };
+    tokio::time::timeout(PROMPT, read)
+        .await
+        .unwrap_or_else(|_| panic!("the chat stream did not get there within {PROMPT:?}"))
+}
+
+/// Starts keyed `[sleep:60000]` runs (one by `start`, one by `chat`),
+/// kills the server with SIGKILL, restarts it on the same store, and
+/// checks SPEC 5 `[S5-orphaned]`: the keyed retries get the interrupted
+/// run promptly (replay), the runs read `interrupted`, and the session
+/// takes a new entry.
+async fn kill9_leaves_no_run_running_forever(store: &str) {
+    let args = ["serve", "agent", "--store", store];
+    let (s, s2) = (unique("start"), unique("chat"));
+    let input = serde_json::json!({"input": {"text": "[sleep:60000] orphan"}});
+
+    let first = Served::start(&args, None);
+    let (status, started) = post(
+        &first.addr,
+        &format!("/sessions/{s}/start"),
+        Some("k1"),
+        input.clone(),
+    )
+    .await;
+    assert_eq!(status, 201, "{started}");
+    let run_id = started["runId"].as_str().unwrap().to_owned();
+    let stream = chat(&first.addr, &s2, "k2", "[sleep:60000] chat orphan", false).await;
+    assert!(stream.contains("\"attached\":false"), "{stream}");
+    first.kill9();
+
+    let second = Served::start(&args, None);
+    let began = Instant::now();
+    let (status, retry) = post(
+        &second.addr,
+        &format!("/sessions/{s}/start"),
+        Some("k1"),
+        input.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{retry}");
+    assert_eq!(retry["status"], "attached");
+    assert_eq!(retry["runId"], run_id.as_str());
+    assert!(began.elapsed() < PROMPT);
+    let (status, run) = get(&second.addr, &format!("/sessions/{s}/runs/{run_id}")).await;
+    assert_eq!(status, 200);
+    assert_eq!(run["status"], "interrupted", "{run}");
+
+    let stream = chat(&second.addr, &s2, "k2", "[sleep:60000] chat orphan", true).await;
+    assert!(stream.contains("\"attached\":true"), "{stream}");
+    assert!(stream.contains("\"status\":\"interrupted\""), "{stream}");
+    let (_, snapshot) = get(&second.addr, &format!("/sessions/{s2}")).await;
+    assert_eq!(snapshot["runs"][0]["status"], "interrupted", "{snapshot}");
+
+    // The session is not wedged: a keyless resume starts run 2.
+    let (status, resumed) = post(
+        &second.addr,
+        &format!("/sessions/{s}/resume"),
+        None,
+        serde_json::json!({"input": {"text": "go on"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{resumed}");
+    assert_eq!(resumed["startSequence"], 2);
+
+    for session in [&s, &s2] {
+        let resp = client()
+            .delete(format!("http://{}/sessions/{session}", second.addr))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 204);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_on_sqlite_leaves_no_run_running_forever() {
+    let db = TempDb(std::env::temp_dir().join(format!("{}.sqlite", unique("db"))));
+    kill9_leaves_no_run_running_forever(&format!("sqlite:{}", db.0.display())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_on_postgres_leaves_no_run_running_forever() {
+    kill9_leaves_no_run_running_forever(&postgres_url()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_on_redis_leaves_no_run_running_forever() {
+    kill9_leaves_no_run_running_forever(&redis_url()).await;
+}

@@ -418,12 +418,11 @@ async fn snapshot(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
-    let store = ex.store();
-    let runs = store.list_runs(&session_id).await?;
+    let runs = ex.list_runs(&session_id).await?;
     if runs.is_empty() {
         return Err(ApiError::session_not_found());
     }
-    let inputs = store.list_inputs(&session_id).await?;
+    let inputs = ex.store().list_inputs(&session_id).await?;
     Ok(
         axum::Json(json!({"sessionId": session_id, "runs": runs, "inputs": inputs}))
             .into_response(),
