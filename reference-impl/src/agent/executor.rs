@@ -1234,7 +1234,7 @@ mod tests {
     async fn a_run_without_a_log_is_streamed_from_the_store() {
         // Another live process started it: not an orphan.
         let ex = executor(ExecutorConfig {
-            orphans: OrphanRule::SoleExecutor,
+            orphans: OrphanRule::Never,
             ..ExecutorConfig::default()
         });
         // Started by someone else (another process on a shared store).
@@ -1347,7 +1347,7 @@ mod tests {
     #[tokio::test]
     async fn without_the_sole_executor_rule_an_orphan_stays_running() {
         let ex = executor(ExecutorConfig {
-            orphans: OrphanRule::SoleExecutor,
+            orphans: OrphanRule::Never,
             ..ExecutorConfig::default()
         });
         let dead = orphan(&ex, "[sleep:60000]", "k").await;
