@@ -154,8 +154,13 @@ pub async fn serve(
             Ok((stream, _)) => stream,
             Err(e) if is_out_of_descriptors(&e) => {
                 // The backlog holds clients we cannot even accept: make room.
-                table.evict_oldest_idle();
-                tokio::time::sleep(Duration::from_millis(2)).await;
+                let freed = table.evict_oldest_idle();
+                let pause = if freed {
+                    Duration::from_millis(2)
+                } else {
+                    ACCEPT_ERROR_PAUSE
+                };
+                tokio::time::sleep(pause).await;
                 continue;
             }
             Err(e) if is_per_connection_error(&e) => continue,

@@ -155,7 +155,7 @@ async fn a_busy_connection_is_never_evicted_for_an_idle_flood() {
     let body = r#"{"messages":[{"role":"user","content":"[sleep:2500]"}]}"#;
     busy.write_all(
         format!(
-            "POST /sessions/busy-1/chat HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            "POST /sessions/busy-1/chat HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         )
         .as_bytes(),
@@ -187,7 +187,10 @@ async fn a_busy_connection_is_never_evicted_for_an_idle_flood() {
     let rest = String::from_utf8_lossy(&rest);
     assert!(rest.contains("event: finish"), "{rest}");
     assert!(rest.contains("completed"), "{rest}");
-    let _ = closed;
+    assert!(
+        closed,
+        "the stream's connection stayed open after `connection: close`"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,4 +279,31 @@ async fn a_stalled_body_is_answered_after_the_body_read_timeout() {
         took >= Duration::from_millis(250) && took < PROMPT,
         "{took:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_stream_outlives_the_header_read_timeout() {
+    // The head timer runs only while a head is awaited, never while a
+    // response streams: a chat stream longer than it ends normally.
+    let server = agent_server(ServerLimits {
+        header_read_timeout: Duration::from_millis(200),
+        ..ServerLimits::default()
+    })
+    .await;
+    let mut s = connect(server.addr).await;
+    let body = r#"{"messages":[{"role":"user","content":"[sleep:800]"}]}"#;
+    s.write_all(
+        format!(
+            "POST /sessions/stream-1/chat HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let (bytes, _) = read_until_closed(&mut s, Duration::from_secs(3)).await;
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("event: finish"), "{text}");
+    assert!(text.contains("completed"), "{text}");
 }
