@@ -120,13 +120,11 @@ async fn fresh_client_is_served_through_an_idle_flood(args: &[&str]) {
     drop(idle);
 }
 
+/// One test for both servers, one after the other: 600 client sockets at a
+/// time stay well inside a default limit of 1,024 descriptors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_store_answers_a_fresh_client_through_600_idle_connections() {
+async fn serve_store_and_agent_answer_a_fresh_client_through_600_idle_connections() {
     fresh_client_is_served_through_an_idle_flood(&["serve", "store", "--store", "memory"]).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_agent_answers_a_fresh_client_through_600_idle_connections() {
     fresh_client_is_served_through_an_idle_flood(&["serve", "agent", "--store", "memory"]).await;
 }
 
