@@ -220,6 +220,31 @@ async fn every_foreign_byte_in_a_key_is_a_json_400_or_the_http_layers_bare_400()
 }
 
 #[tokio::test]
+async fn path_ids_outside_the_spec_limits_are_400() {
+    let srv = server().await;
+    let long = "r".repeat(257);
+    for path in [
+        format!("/sessions/s/runs/{long}"),
+        "/sessions/s/runs/r%20x".to_owned(),
+        format!("/sessions/{long}"),
+    ] {
+        let a = call(srv.addr, "GET", &path, &[], b"").await;
+        assert_eq!(a.status, 400, "{path}: {}", a.text());
+        assert_eq!(a.json()["code"], "validation_error", "{path}");
+    }
+    let longest = "r".repeat(256);
+    let a = call(
+        srv.addr,
+        "GET",
+        &format!("/sessions/s/runs/{longest}"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(a.status, 404, "{}", a.text());
+}
+
+#[tokio::test]
 async fn bad_bodies_routes_and_methods_get_typed_errors() {
     let srv = server().await;
     let cases: Vec<(&str, &str, Vec<u8>, u16, &str)> = vec![

@@ -819,13 +819,26 @@ impl Executor {
     }
 }
 
-/// Sets an orphaned `running` run `interrupted` and answers it as it is
-/// now. Finished meanwhile (`invalid_transition`): read again. Deleted
-/// meanwhile (`not_found`): the run as read.
+/// Sets a `running` run this executor is not executing `interrupted` and
+/// answers it as it is now.
+///
+/// `run` may be stale: read before its own task (now done) wrote its end.
+/// A task writes its status to the store *before* it closes its log, so
+/// once the log is closed (or absent) the store holds every status this
+/// process will write; the run is read again, and only a run that is still
+/// `running` is an orphan (a suspended run is never interrupted this way).
+/// Finished meanwhile (`invalid_transition`): read again. Deleted meanwhile:
+/// the run as read.
 async fn reclaim_orphan(
     store: &dyn SessionStateStore,
     run: RunMetadata,
 ) -> Result<RunMetadata, StoreError> {
+    let Some(run) = store.get_run(&run.session_id, &run.run_id).await? else {
+        return Ok(run);
+    };
+    if run.status != RunStatus::Running {
+        return Ok(run);
+    }
     match store
         .set_run_status(&run.session_id, &run.run_id, RunStatus::Interrupted)
         .await
@@ -1342,6 +1355,31 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(last, Some(RunEvent::Finish(RunStatus::Interrupted)));
+    }
+
+    #[tokio::test]
+    async fn a_stale_running_read_of_a_run_that_suspended_here_is_not_an_orphan() {
+        let ex = executor(ExecutorConfig::default());
+        let first = ex
+            .enter(entry(EntryKind::Start, "[suspend]", None))
+            .await
+            .unwrap();
+        let stale = first.run().clone();
+        assert_eq!(stale.status, RunStatus::Running);
+        assert_eq!(
+            wait_finished(&ex, &stale.run_id).await.status,
+            RunStatus::SuspendedInput
+        );
+        // Its task is done (log closed); the read it is judged by is old.
+        let now = ex.reclaim(stale.clone()).await.unwrap();
+        assert_eq!(now.status, RunStatus::SuspendedInput);
+        let stored = ex
+            .store()
+            .get_run("s", &stale.run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.status, RunStatus::SuspendedInput);
     }
 
     #[tokio::test]

@@ -50,7 +50,7 @@ pub const BODY_READ_LIMIT_BYTES: usize = 4 * MAX_BODY_BYTES;
 /// The longest `waitMs` accepted; a larger one is 400.
 pub const MAX_WAIT_MS: u64 = 60_000;
 /// The longest session id (SPEC 1).
-pub const MAX_SESSION_ID_LEN: usize = 256;
+pub const MAX_SESSION_ID_LEN: usize = reqkey_model::rules::SESSION_ID_MAX_LEN;
 
 /// A typed error answer: `{code, message, runId?}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,16 +212,16 @@ fn session_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiEr
     Ok(id)
 }
 
+/// The id limits of SPEC 1, from the model (one rule for every layer).
 fn valid_session_id(id: &str) -> Result<(), ApiError> {
-    let ok = (1..=MAX_SESSION_ID_LEN).contains(&id.len())
-        && id.bytes().all(reqkey_model::key::is_key_byte);
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::validation(
-            "sessionId must be 1 to 256 characters of [A-Za-z0-9._:-]",
-        ))
-    }
+    reqkey_model::rules::validate_session_id(id).map_err(|_| {
+        ApiError::validation("sessionId must be 1 to 256 characters of [A-Za-z0-9._:-]")
+    })
+}
+
+fn valid_run_id(id: &str) -> Result<(), ApiError> {
+    reqkey_model::rules::validate_run_id("runId", id)
+        .map_err(|_| ApiError::validation("runId must be 1 to 256 characters of [A-Za-z0-9._:-]"))
 }
 
 /// The key header: absent is `None`; repeated or malformed is 400. HTTP
@@ -474,6 +474,7 @@ async fn get_run(
 ) -> Result<Response, ApiError> {
     let Path((session_id, run_id)) = path.map_err(|_| ApiError::validation("malformed path"))?;
     valid_session_id(&session_id)?;
+    valid_run_id(&run_id)?;
     let wait_ms = wait_ms(query.as_deref())?;
     match ex.wait_run(&session_id, &run_id, wait_ms).await? {
         Some(run) => Ok(axum::Json(run).into_response()),
