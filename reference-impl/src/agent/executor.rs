@@ -475,10 +475,18 @@ impl Executor {
         Err(EntryError::Contended)
     }
 
-    /// Is this executor executing the run (its log is open)?
+    /// Is this executor executing the run? Its log is open, or this
+    /// executor started it (its run ids carry the instance prefix): a run
+    /// committed while a concurrent delete dropped its pending log has no
+    /// log for a moment, and must not be taken for an orphan meanwhile.
     fn executing(&self, session: &str, run_id: &str) -> bool {
-        self.log_of(session, run_id)
-            .is_some_and(|log| !log.is_finished())
+        let started_here = run_id
+            .strip_prefix(self.run_id_prefix.as_str())
+            .is_some_and(|rest| rest.starts_with('-'));
+        started_here
+            || self
+                .log_of(session, run_id)
+                .is_some_and(|log| !log.is_finished())
     }
 
     /// The run as it must be answered from (SPEC 5, `[S5-orphaned]`): a
@@ -1358,19 +1366,14 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_stale_running_read_of_a_run_that_suspended_here_is_not_an_orphan() {
+    async fn a_stale_running_read_is_judged_by_a_fresh_one() {
         let ex = executor(ExecutorConfig::default());
-        let first = ex
-            .enter(entry(EntryKind::Start, "[suspend]", None))
+        let stale = orphan(&ex, "[suspend]", "k").await;
+        // Its end landed after the read the caller holds.
+        ex.store()
+            .set_run_status("s", &stale.run_id, RunStatus::SuspendedInput)
             .await
             .unwrap();
-        let stale = first.run().clone();
-        assert_eq!(stale.status, RunStatus::Running);
-        assert_eq!(
-            wait_finished(&ex, &stale.run_id).await.status,
-            RunStatus::SuspendedInput
-        );
-        // Its task is done (log closed); the read it is judged by is old.
         let now = ex.reclaim(stale.clone()).await.unwrap();
         assert_eq!(now.status, RunStatus::SuspendedInput);
         let stored = ex
@@ -1380,6 +1383,23 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(stored.status, RunStatus::SuspendedInput);
+    }
+
+    #[tokio::test]
+    async fn a_run_started_here_is_never_an_orphan_even_without_its_log() {
+        let ex = executor(ExecutorConfig::default());
+        let run = ex
+            .enter(entry(EntryKind::Start, "[sleep:5000]", None))
+            .await
+            .unwrap()
+            .run()
+            .clone();
+        // What a concurrent delete leaves for a moment: the pending log gone.
+        ex.registry().sessions.remove("s");
+        let now = ex.reclaim(run.clone()).await.unwrap();
+        assert_eq!(now.status, RunStatus::Running);
+        let stored = ex.store().get_run("s", &run.run_id).await.unwrap().unwrap();
+        assert_eq!(stored.status, RunStatus::Running);
     }
 
     #[tokio::test]
