@@ -793,8 +793,9 @@ impl Executor {
         let from_now = attached && self.has_defect(ExecutorDefect::AttachStreamsFromNow);
         let store = self.store.clone();
         let run = run.clone();
-        // Without a log this executor is not executing the run.
-        let reclaim = self.config.orphans == OrphanRule::SoleExecutor;
+        // Without a log (and not started here) nobody here executes it.
+        let reclaim = self.config.orphans == OrphanRule::SoleExecutor
+            && !self.executing(&run.session_id, &run.run_id);
         tokio::spawn(async move {
             let fed = async {
                 match log {
@@ -1388,16 +1389,27 @@ mod tests {
     #[tokio::test]
     async fn a_run_started_here_is_never_an_orphan_even_without_its_log() {
         let ex = executor(ExecutorConfig::default());
-        let run = ex
-            .enter(entry(EntryKind::Start, "[sleep:5000]", None))
-            .await
-            .unwrap()
-            .run()
-            .clone();
-        // What a concurrent delete leaves for a moment: the pending log gone.
-        ex.registry().sessions.remove("s");
+        // What a delete racing an entry leaves for a moment: the run
+        // committed under this executor's id, its pending log dropped and
+        // not yet replaced (see `still_tracked`).
+        let start = StartRun {
+            session_id: "s".into(),
+            run_id: ex.next_run_id(),
+            expected_current_run_id: None,
+            input: json!({"text": "mine"}),
+            request_key: None,
+            request_digest: None,
+        };
+        let run = ex.store().commit_run_start(start).await.unwrap().run;
         let now = ex.reclaim(run.clone()).await.unwrap();
         assert_eq!(now.status, RunStatus::Running);
+        // A stream of it (rebuilt from the store) does not reclaim it either.
+        let mut events = ex.follow_run(&run, true);
+        assert_eq!(
+            events.recv().await,
+            Some(RunEvent::Text("echo: mine".into()))
+        );
+        tokio::time::sleep(Duration::from_millis(3 * STORE_POLL_MS)).await;
         let stored = ex.store().get_run("s", &run.run_id).await.unwrap().unwrap();
         assert_eq!(stored.status, RunStatus::Running);
     }
