@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use reqkey_reference::agent::{serve, ConcurrencyPolicy, Executor, ExecutorConfig};
+use reqkey_reference::agent::{serve, ConcurrencyPolicy, Executor, ExecutorConfig, OrphanRule};
 use reqkey_reference::store;
 
 #[derive(Debug, Args)]
@@ -33,6 +33,11 @@ pub struct ServeAgentArgs {
     /// What a new entry does to a running current run.
     #[arg(long, default_value = "reject", value_parser = ["reject", "interrupt_previous"])]
     pub policy: String,
+    /// Other servers execute runs of this store's sessions too: never take
+    /// a `running` run this process is not executing for the orphan of a
+    /// dead process (SPEC 5, [S5-orphaned]).
+    #[arg(long)]
+    pub shared_store: bool,
 }
 
 fn error(message: impl std::fmt::Display) -> ExitCode {
@@ -52,6 +57,11 @@ pub async fn serve_agent(
     let config = ExecutorConfig {
         supports_request_key: !args.no_request_keys,
         policy: ConcurrencyPolicy::parse(&args.policy).unwrap_or_default(),
+        orphans: if args.shared_store {
+            OrphanRule::Never
+        } else {
+            OrphanRule::SoleExecutor
+        },
         ..ExecutorConfig::default()
     };
     let executor = Executor::new(store, config);

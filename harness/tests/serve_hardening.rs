@@ -304,3 +304,40 @@ async fn kill9_on_postgres_leaves_no_run_running_forever() {
 async fn kill9_on_redis_leaves_no_run_running_forever() {
     kill9_leaves_no_run_running_forever(&redis_url()).await;
 }
+
+/// `--shared-store`: other live servers may be executing the store's runs,
+/// so a run this process does not execute is left alone (SPEC 5: replicas
+/// must not reclaim by the one-server rule).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_shared_store_a_run_of_another_process_is_left_running() {
+    let db = TempDb(std::env::temp_dir().join(format!("{}.sqlite", unique("shared"))));
+    let store = format!("sqlite:{}", db.0.display());
+    let s = unique("shared");
+    let input = serde_json::json!({"input": {"text": "[sleep:60000] elsewhere"}});
+    let first = Served::start(&["serve", "agent", "--store", &store], None);
+    let (status, started) = post(
+        &first.addr,
+        &format!("/sessions/{s}/start"),
+        Some("k1"),
+        input.clone(),
+    )
+    .await;
+    assert_eq!(status, 201, "{started}");
+    let run_id = started["runId"].as_str().unwrap().to_owned();
+    let second = Served::start(
+        &["serve", "agent", "--store", &store, "--shared-store"],
+        None,
+    );
+    let (status, retry) = post(
+        &second.addr,
+        &format!("/sessions/{s}/start"),
+        Some("k1"),
+        input,
+    )
+    .await;
+    assert_eq!((status, &retry["runId"]), (200, &serde_json::json!(run_id)));
+    let (_, run) = get(&second.addr, &format!("/sessions/{s}/runs/{run_id}")).await;
+    assert_eq!(run["status"], "running", "{run}");
+    drop(second);
+    first.kill9();
+}
