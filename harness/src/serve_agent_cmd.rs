@@ -65,7 +65,7 @@ pub async fn serve_agent(
         ..ExecutorConfig::default()
     };
     let executor = Executor::new(store, config);
-    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+    let listener = match reqkey_reference::http_serve::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => return error(format!("cannot listen on {}: {e}", args.listen)),
     };

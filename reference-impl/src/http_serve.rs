@@ -18,9 +18,11 @@
 //!   when it is reached, or when `accept` fails for want of descriptors, the
 //!   **oldest idle** connection (no request in flight, no response being
 //!   streamed) is closed to make room, so a flood of idle connections never
-//!   starves a fresh client. When every connection is busy, a new one waits
-//!   up to [`ServerLimits::admission_wait`] for a slot and is then closed
-//!   unanswered: the cap is a hard bound on descriptors.
+//!   starves a fresh client. Open connections stay below
+//!   `max_connections +` [`EVICTION_SLACK`] (those closing included): when
+//!   every connection is busy, a new one waits up to
+//!   [`ServerLimits::admission_wait`] for a slot and is then closed
+//!   unanswered.
 //!
 //! Shutdown is graceful and bounded: accepting stops, every connection is
 //! asked to close once its request in flight is answered, and the loop waits
@@ -43,12 +45,45 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// How long a failed `accept` (other than a descriptor shortage) pauses
 /// the loop before it accepts again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(20);
+
+/// Connections that may be open beyond `max_connections` while the idle
+/// connections closed to make room for them finish closing.
+pub const EVICTION_SLACK: usize = 32;
+
+/// The listen backlog [`bind`] asks for (the kernel may cap it, e.g. at
+/// `net.core.somaxconn`). The standard library's and mio's 128 overflow
+/// under a burst of connections, and a client whose SYN is dropped waits a
+/// second before it tries again.
+pub const LISTEN_BACKLOG: u32 = 1024;
+
+/// Binds a listener for [`serve`] with a [`LISTEN_BACKLOG`] backlog: the
+/// first of `addr`'s addresses that binds.
+pub async fn bind(addr: impl tokio::net::ToSocketAddrs) -> std::io::Result<TcpListener> {
+    let mut last_error = None;
+    for addr in tokio::net::lookup_host(addr).await? {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        // As std and mio do: a restarted server rebinds its port at once.
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr) {
+            Ok(()) => return socket.listen(LISTEN_BACKLOG),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to bind")
+    }))
+}
 
 /// The limits of one server. [`ServerLimits::default`] is what the `reqkey
 /// serve` commands use.
@@ -120,6 +155,11 @@ impl Table {
         }
     }
 
+    /// Open connections, those asked to close included.
+    fn open(&self) -> usize {
+        self.lock().len()
+    }
+
     fn close_all(&self) {
         for conn in self.lock().values_mut() {
             conn.closing = true;
@@ -129,6 +169,14 @@ impl Table {
 }
 
 /// Serves `router` on `listener` under `limits` until `shutdown` completes.
+///
+/// Once `max_connections` are open, each new connection asks the oldest
+/// idle one to close and is served at once: closing an idle connection
+/// takes a moment, so up to [`EVICTION_SLACK`] more may be open while
+/// those closes complete (the semaphore holds `max_connections +
+/// EVICTION_SLACK` permits). Only when no permit is free does the loop
+/// wait, at most [`ServerLimits::admission_wait`], and then close the new
+/// connection unanswered.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -136,7 +184,8 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let max = limits.max_connections.max(1);
-    let slots = Arc::new(Semaphore::new(max));
+    let permits = max + EVICTION_SLACK;
+    let slots = Arc::new(Semaphore::new(permits));
     let table = Arc::new(Table::default());
     let mut next_id: u64 = 0;
     let mut builder = http1::Builder::new();
@@ -169,13 +218,14 @@ pub async fn serve(
                 continue;
             }
         };
+        if table.open() >= max {
+            table.evict_oldest_idle();
+        }
         let permit = match slots.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
-                table.evict_oldest_idle();
-                match tokio::time::timeout(limits.admission_wait, slots.clone().acquire_owned())
-                    .await
-                {
+                let wait = slots.clone().acquire_owned();
+                match tokio::time::timeout(limits.admission_wait, wait).await {
                     Ok(Ok(permit)) => permit,
                     // Every connection is busy: close this one unanswered.
                     _ => continue,
@@ -195,8 +245,8 @@ pub async fn serve(
     }
     drop(listener);
     table.close_all();
-    // Every slot back means every connection ended.
-    let all = u32::try_from(max).unwrap_or(u32::MAX);
+    // Every permit back means every connection ended.
+    let all = u32::try_from(permits).unwrap_or(u32::MAX);
     let _ = tokio::time::timeout(limits.shutdown_grace, slots.acquire_many(all)).await;
     Ok(())
 }

@@ -191,7 +191,7 @@ impl Drop for ServerHandle {
 
 /// Starts the server on `addr` (port 0: an ephemeral port) as a task.
 pub async fn spawn(executor: Arc<Executor>, addr: SocketAddr) -> std::io::Result<ServerHandle> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = http_serve::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(serve(executor, listener, async move {
