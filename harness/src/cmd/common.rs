@@ -12,11 +12,11 @@ use crate::report::terminal::progress_wanted;
 use crate::report::{
     CertificateReporter, JsonReporter, JunitReporter, ReportContext, TerminalReporter,
 };
-use crate::run::event::Reporter;
+use crate::run::event::{Event, Indefinite, Reporter, RunSummary};
 use crate::run::runner::{self, RunConfig};
 use crate::scenario::Scenario;
 use crate::target::spec::TARGET_HELP;
-use crate::target::{Level, Target};
+use crate::target::{Level, Target, TargetError};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -84,12 +84,10 @@ pub struct Outputs {
 }
 
 /// Asks the target who it is, under the call timeout.
-pub async fn health(target: &dyn Target, timeout_ms: u64) -> Result<serde_json::Value, String> {
-    match tokio::time::timeout(Duration::from_millis(timeout_ms), target.health()).await {
-        Ok(Ok(h)) => Ok(h),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no /health answer within {timeout_ms} ms")),
-    }
+pub async fn health(target: &dyn Target, timeout_ms: u64) -> Result<serde_json::Value, TargetError> {
+    tokio::time::timeout(Duration::from_millis(timeout_ms), target.health())
+        .await
+        .unwrap_or(Err(TargetError::Timeout { timeout_ms }))
 }
 
 pub fn create(path: &Path) -> Result<BufWriter<File>, String> {
@@ -117,29 +115,61 @@ pub async fn execute(
     )];
     // Files are created before the run, so a bad path fails in a second,
     // not after a long run.
-    if let Some(p) = &outputs.junit {
-        match create(p) {
-            Ok(f) => reporters.push(Box::new(JunitReporter::new(ctx.clone(), f))),
-            Err(e) => return harness_error(e),
-        }
-    }
-    if let Some(p) = &outputs.json {
-        match create(p) {
-            Ok(f) => reporters.push(Box::new(JsonReporter::new(ctx.clone(), f))),
-            Err(e) => return harness_error(e),
-        }
-    }
-    if let Some(p) = &outputs.report {
-        match create(p) {
-            Ok(f) => reporters.push(Box::new(CertificateReporter::new(ctx.clone(), f))),
-            Err(e) => return harness_error(e),
-        }
+    match file_reporters(ctx, outputs) {
+        Ok(files) => reporters.extend(files),
+        Err(e) => return harness_error(e),
     }
     let summary = runner::run(target, scenarios, cfg, &mut reporters).await;
+    if let Some(i) = &summary.indefinite {
+        eprintln!("reqkey: error: no verdict ({}): {}", i.reason, i.message);
+    }
     for r in &mut reporters {
         if let Err(e) = r.finish() {
             return harness_error(format!("cannot write a report: {e}"));
         }
     }
     ExitCode::from(summary.exit_code())
+}
+
+/// The file reporters `outputs` asks for, their files created.
+fn file_reporters(ctx: &ReportContext, outputs: &Outputs) -> Result<Vec<Box<dyn Reporter>>, String> {
+    let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
+    if let Some(p) = &outputs.junit {
+        reporters.push(Box::new(JunitReporter::new(ctx.clone(), create(p)?)));
+    }
+    if let Some(p) = &outputs.json {
+        reporters.push(Box::new(JsonReporter::new(ctx.clone(), create(p)?)));
+    }
+    if let Some(p) = &outputs.report {
+        reporters.push(Box::new(CertificateReporter::new(ctx.clone(), create(p)?)));
+    }
+    Ok(reporters)
+}
+
+/// The target could not be opened (down, hung, closing, not HTTP, the
+/// other protocol): exit 2, and every requested report is still written,
+/// saying why no verdict was reached.
+pub fn not_judged(ctx: &ReportContext, outputs: &Outputs, seed: u64, e: &TargetError) -> ExitCode {
+    let code = harness_error(e);
+    let mut reporters = match file_reporters(ctx, outputs) {
+        Ok(r) => r,
+        Err(e) => return harness_error(e),
+    };
+    let summary = RunSummary::not_judged(
+        ctx.target.clone(),
+        seed,
+        Indefinite {
+            reason: e.reason(),
+            message: e.to_string(),
+        },
+    );
+    for r in &mut reporters {
+        r.on_event(&Event::RunFinished {
+            summary: summary.clone(),
+        });
+        if let Err(e) = r.finish() {
+            return harness_error(format!("cannot write a report: {e}"));
+        }
+    }
+    code
 }
