@@ -84,7 +84,10 @@ pub struct Outputs {
 }
 
 /// Asks the target who it is, under the call timeout.
-pub async fn health(target: &dyn Target, timeout_ms: u64) -> Result<serde_json::Value, TargetError> {
+pub async fn health(
+    target: &dyn Target,
+    timeout_ms: u64,
+) -> Result<serde_json::Value, TargetError> {
     tokio::time::timeout(Duration::from_millis(timeout_ms), target.health())
         .await
         .unwrap_or(Err(TargetError::Timeout { timeout_ms }))
@@ -132,7 +135,10 @@ pub async fn execute(
 }
 
 /// The file reporters `outputs` asks for, their files created.
-fn file_reporters(ctx: &ReportContext, outputs: &Outputs) -> Result<Vec<Box<dyn Reporter>>, String> {
+fn file_reporters(
+    ctx: &ReportContext,
+    outputs: &Outputs,
+) -> Result<Vec<Box<dyn Reporter>>, String> {
     let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
     if let Some(p) = &outputs.junit {
         reporters.push(Box::new(JunitReporter::new(ctx.clone(), create(p)?)));
@@ -150,7 +156,7 @@ fn file_reporters(ctx: &ReportContext, outputs: &Outputs) -> Result<Vec<Box<dyn 
 /// other protocol): exit 2, and every requested report is still written,
 /// saying why no verdict was reached.
 pub fn not_judged(ctx: &ReportContext, outputs: &Outputs, seed: u64, e: &TargetError) -> ExitCode {
-    let code = harness_error(e);
+    let code = harness_error(format_args!("no verdict ({}): {e}", e.reason()));
     let mut reporters = match file_reporters(ctx, outputs) {
         Ok(r) => r,
         Err(e) => return harness_error(e),

@@ -124,9 +124,13 @@ impl Target for HttpAgentTarget {
             .map_err(|e| transport::classify(&e, &self.base, self.timeout_ms))?;
         let status = response.status().as_u16();
         let headers = transport::headers_of(&response);
-        let body =
-            transport::read_body(response, self.max_response_bytes, &self.base, self.timeout_ms)
-                .await?;
+        let body = transport::read_body(
+            response,
+            self.max_response_bytes,
+            &self.base,
+            self.timeout_ms,
+        )
+        .await?;
         Ok(HttpResponse {
             status,
             headers,

@@ -58,9 +58,8 @@ impl HttpStore {
             .headers()
             .get(reqwest::header::LOCATION)
             .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
-        let body =
-            transport::read_body(resp, self.max_response_bytes, &self.base, self.timeout_ms)
-                .await?;
+        let body = transport::read_body(resp, self.max_response_bytes, &self.base, self.timeout_ms)
+            .await?;
         if status != reqwest::StatusCode::OK {
             let location = location
                 .map(|l| format!(" with Location: {l} (redirects are not followed)"))
