@@ -84,10 +84,8 @@ pub fn digest_files(base: &Path, files: &[PathBuf]) -> Result<String, SuiteError
     named.sort();
     let mut hasher = Sha256::new();
     for (name, file) in named {
-        let bytes = std::fs::read(file).map_err(|source| SuiteError::Io {
-            path: file.clone(),
-            source,
-        })?;
+        // Bounded like the loader: a file over the limit is refused, not read whole.
+        let bytes = scenario::read_bounded(file)?;
         hasher.update(name.as_bytes());
         hasher.update(b"\n");
         hasher.update(bytes.len().to_string().as_bytes());
