@@ -23,8 +23,11 @@ Exit codes:
   0  every scenario passed (scenarios in --expected-failures may fail)
   1  a scenario failed: the target does not conform; or a scenario listed in
      --expected-failures passed (take it off the list)
-  2  the harness could not judge: bad YAML, bad arguments, target unreachable or
-     timed out, an --expected-failures id not in the suite, a report not written";
+  2  the harness could not judge: bad YAML, a scenario file over 1 MiB or 64
+     levels deep, bad arguments, a target unreachable, hung, closing
+     connections, answering over --max-response-bytes, not HTTP or speaking
+     the other protocol, 3 silent scenarios in a row (the run stops early), an
+     --expected-failures id not in the suite, a report not written";
 
 pub fn target_help() -> String {
     format!("Targets (--target):\n{}\n\n{EXIT_CODES}", TARGET_HELP)
