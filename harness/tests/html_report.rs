@@ -32,6 +32,7 @@ fn result(id: &str, verdict: Verdict) -> ScenarioResult {
         duration_ms: 5,
         failure: None,
         timelines: Vec::new(),
+        reason: None,
     }
 }
 
@@ -75,6 +76,7 @@ fn fixed_run() -> (
         detail: Some("history:\n  c.0 |----|\n  c.1   |-------|".into()),
     });
     let mut down = result("fixture.down", Verdict::Error);
+    down.reason = Some("timeout");
     down.failure = Some(Failure {
         trial: 0,
         step: "steps[0] getRun".into(),
@@ -98,6 +100,7 @@ fn fixed_run() -> (
         unexpected_passes: 0,
         duration_ms: 9,
         results: vec![ok, race, down],
+        indefinite: None,
     };
     (ctx, vec![scenario], summary)
 }

@@ -10,7 +10,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use common::{reqkey, text};
 
@@ -19,46 +19,6 @@ fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-/// `reqkey serve store` on an ephemeral port: a server that speaks
-/// `reqkey-store/1`, so its `/health` declares no agent profile.
-struct Served {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve_store() -> Served {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args([
-            "serve",
-            "store",
-            "--store",
-            "memory",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("reqkey serve store starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("a listening line")
-        .to_owned();
-    Served { child, url }
 }
 
 #[test]
@@ -88,27 +48,57 @@ fn run_names_the_declared_profile_and_what_did_not_apply_in_its_first_lines() {
     );
 }
 
+/// A `reqkey-agent/1` server whose `/health` declares no profile (no
+/// `supportsRequestKey`) and that answers 404 to everything else; it
+/// serves until the test process ends.
+fn agent_without_profile() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                let mut buf = [0u8; 8192];
+                let mut head = Vec::new();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let (status, body) = if head.starts_with(b"GET /health ") {
+                    (
+                        "200 OK",
+                        r#"{"name":"bare","version":"1","protocol":"reqkey-agent/1"}"#,
+                    )
+                } else {
+                    ("404 Not Found", r#"{"code":"not_found","message":"no"}"#)
+                };
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    url
+}
+
 #[test]
 fn an_agent_whose_health_declares_no_profile_is_exit_2_unless_one_is_stated() {
-    let served = serve_store();
-    let o = reqkey(&[
-        "run",
-        "scenarios/agent/health.yaml",
-        "--target",
-        &served.url,
-    ]);
+    let url = agent_without_profile();
+    let o = reqkey(&["run", "scenarios/agent/health.yaml", "--target", &url]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        text(&o).contains("declares no profile") && text(&o).contains("reqkey-store/1"),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("declares no profile"), "{}", text(&o));
     // Stated, the run is judged: this /health is not an agent's, a verdict.
     let o = reqkey(&[
         "run",
         "scenarios/agent/health.yaml",
         "--target",
-        &served.url,
+        &url,
         "--profile",
         "default",
     ]);

@@ -262,3 +262,41 @@ async fn every_human_readable_format_ends_with_the_count() {
         "the redacted JSON is still JSON"
     );
 }
+
+#[test]
+fn a_run_that_reached_no_verdict_says_why_in_every_format() {
+    use reqkey_harness::run::event::{Event, Indefinite};
+    let mut ctx = ReportContext::new("certify", "store+http://127.0.0.1:9");
+    ctx.date = "[date]".into();
+    let summary = RunSummary::not_judged(
+        ctx.target.clone(),
+        SEED,
+        Indefinite {
+            reason: "unreachable",
+            message: "target unreachable: http://127.0.0.1:9: cannot connect".into(),
+        },
+    );
+    assert_eq!(summary.exit_code(), 2);
+    let (terminal, junit, json, markdown) = (
+        Shared::default(),
+        Shared::default(),
+        Shared::default(),
+        Shared::default(),
+    );
+    let mut reporters: Vec<Box<dyn Reporter>> = vec![
+        Box::new(TerminalReporter::new(terminal.clone(), false)),
+        Box::new(JunitReporter::new(ctx.clone(), junit.clone())),
+        Box::new(JsonReporter::new(ctx.clone(), json.clone())),
+        Box::new(CertificateReporter::new(ctx.clone(), markdown.clone())),
+    ];
+    for r in &mut reporters {
+        r.on_event(&Event::RunFinished {
+            summary: summary.clone(),
+        });
+        r.finish().unwrap();
+    }
+    insta::assert_snapshot!("no_verdict_terminal", redact(&terminal.text()));
+    insta::assert_snapshot!("no_verdict_junit", redact(&junit.text()));
+    insta::assert_snapshot!("no_verdict_json", redact(&json.text()));
+    insta::assert_snapshot!("no_verdict_markdown", redact(&markdown.text()));
+}

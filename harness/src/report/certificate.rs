@@ -35,7 +35,12 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     };
     let _ = writeln!(md, "# {title}: `{}`\n", ctx.target);
     let code = summary.exit_code();
-    let verdict = if code == 2 {
+    let verdict = if let Some(i) = &summary.indefinite {
+        format!(
+            "**NOT JUDGED** (`{}`): {}. No verdict was reached.",
+            i.reason, i.message
+        )
+    } else if code == 2 {
         "**NOT JUDGED**: the harness could not judge every scenario.".to_owned()
     } else if certification {
         if code == 0 && !ctx.not_applicable.is_empty() {

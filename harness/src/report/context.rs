@@ -74,6 +74,9 @@ pub fn closing_line(summary: &RunSummary) -> String {
 /// The lines that explain the closing count, printed just before it.
 pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
     let mut notes = Vec::new();
+    if let Some(i) = &summary.indefinite {
+        notes.push(format!("no verdict ({}): {} (exit 2)", i.reason, i.message));
+    }
     if summary.errored > 0 {
         notes.push(format!(
             "{} could not be judged (harness error: exit 2)",

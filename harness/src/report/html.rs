@@ -172,11 +172,15 @@ fn scenario_html(r: &ScenarioResult, scenario: Option<&Scenario>, out: &mut Stri
         escape(&r.tags.join(", "))
     );
     if let Some(f) = &r.failure {
+        let reason = r
+            .reason
+            .map_or_else(String::new, |why| format!(" (no verdict: {why})"));
         let _ = write!(
             out,
-            "<div class=\"failure\"><p><strong>trial {}, {}</strong>: {}</p>",
+            "<div class=\"failure\"><p><strong>trial {}, {}</strong>{}: {}</p>",
             f.trial + 1,
             escape(&f.step),
+            escape(&reason),
             escape(&f.message)
         );
         if let Some(e) = &f.expected {
@@ -241,6 +245,15 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
         "<h1>{title}</h1><p id=\"verdict\" class=\"{class}\" data-verdict=\"{class}\" data-exit-code=\"{code}\">{verdict}</p><p id=\"closing-line\">{}</p>",
         escape(&closing_line(summary))
     );
+    if let Some(i) = &summary.indefinite {
+        let _ = write!(
+            out,
+            "<p id=\"indefinite\" data-reason=\"{}\">no verdict ({}): {}</p>",
+            escape(i.reason),
+            escape(i.reason),
+            escape(&i.message)
+        );
+    }
     out.push_str("<table class=\"facts\">");
     let mut fact = |k: &str, v: String| {
         let _ = write!(out, "<tr><td>{k}</td><td>{v}</td></tr>");

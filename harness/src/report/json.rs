@@ -36,7 +36,15 @@ struct Document<'a> {
     counts: Counts,
     exit_code: u8,
     closing_line: String,
+    /// Why the run reached no verdict, when it did not.
+    indefinite: Option<IndefiniteDoc<'a>>,
     scenarios: Vec<ScenarioDoc<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct IndefiniteDoc<'a> {
+    reason: &'a str,
+    message: &'a str,
 }
 
 #[derive(Debug, Serialize)]
@@ -107,6 +115,8 @@ struct FailureDoc<'a> {
     expected: Option<&'a Value>,
     actual: Option<&'a Value>,
     detail: Option<&'a str>,
+    /// The typed reason a scenario could not be judged (errors only).
+    reason: Option<&'a str>,
 }
 
 /// Renders a run as a `reqkey-results/1` document (pretty, newline-ended).
@@ -158,6 +168,10 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         },
         exit_code: summary.exit_code(),
         closing_line: closing_line(summary),
+        indefinite: summary.indefinite.as_ref().map(|i| IndefiniteDoc {
+            reason: i.reason,
+            message: &i.message,
+        }),
         scenarios: summary
             .results
             .iter()
@@ -179,6 +193,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                     expected: f.expected.as_ref(),
                     actual: f.actual.as_ref(),
                     detail: f.detail.as_deref(),
+                    reason: r.reason,
                 }),
             })
             .collect(),

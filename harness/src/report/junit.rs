@@ -41,6 +41,19 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         suite.add_test_case(case);
         report.add_test_suite(suite);
     }
+    if let Some(i) = &summary.indefinite {
+        // The run as a whole reached no verdict: one case says why, so a
+        // dashboard shows red, not an empty green run.
+        let mut suite = TestSuite::new("reqkey");
+        suite.add_property(("target", ctx.target.as_str()));
+        let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+        s.set_message(i.message.as_str());
+        s.set_type(i.reason);
+        let mut case = TestCase::new("reqkey.no-verdict", s);
+        case.set_classname("reqkey.run");
+        suite.add_test_case(case);
+        report.add_test_suite(suite);
+    }
     report
         .to_string()
         .unwrap_or_else(|e| format!("<!-- reqkey: cannot serialize JUnit: {e} -->\n"))

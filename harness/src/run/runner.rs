@@ -31,7 +31,7 @@ use tokio::sync::Barrier;
 
 use crate::check::lin::{self, CheckOptions};
 use crate::run::event::{
-    Event, Failure, Reporter, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
+    Event, Failure, Indefinite, Reporter, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
     MAX_TIMELINE_TRIALS,
 };
 use crate::run::record::Clock;
@@ -104,7 +104,8 @@ pub struct Recorded {
 #[derive(Debug)]
 enum Stop {
     Fail(Box<Failure>),
-    Harness(Box<Failure>),
+    /// Not judged, with the typed reason.
+    Harness(Box<Failure>, &'static str),
 }
 
 impl Stop {
@@ -112,7 +113,7 @@ impl Stop {
         Stop::Fail(Box::new(f))
     }
     fn harness(f: Failure) -> Stop {
-        Stop::Harness(Box::new(f))
+        Stop::Harness(Box::new(f), "harness")
     }
 }
 
@@ -151,6 +152,15 @@ const MAX_HISTORY_OPS: usize = 100_000;
 const GROUP_START_SPIN_US: u64 = 200;
 /// The most sessions a trial cleans up after itself.
 const MAX_CLEANUP_SESSIONS: usize = 1_000;
+/// After this many scenarios in a row that could not be judged because
+/// the target did not answer (timeout, unreachable, connection closed),
+/// the run stops: the rest would only wait out the same silence.
+pub const MAX_SILENT_SCENARIOS: usize = 3;
+
+/// The reasons that say the target is not answering.
+fn is_silence(reason: Option<&str>) -> bool {
+    matches!(reason, Some("timeout" | "unreachable" | "closed"))
+}
 
 /// Runs `scenarios` against `target`, emitting events to `reporters`.
 pub async fn run(
@@ -174,6 +184,8 @@ pub async fn run(
         },
     );
     let mut results = Vec::with_capacity(scenarios.len());
+    let mut silent_in_a_row = 0;
+    let mut indefinite = None;
     for (index, scenario) in scenarios.iter().enumerate() {
         emit(
             reporters,
@@ -194,8 +206,24 @@ pub async fn run(
                 result: result.clone(),
             },
         );
+        if result.verdict == Verdict::Error && is_silence(result.reason) {
+            silent_in_a_row += 1;
+        } else {
+            silent_in_a_row = 0;
+        }
         results.push(result);
         if stop {
+            break;
+        }
+        let left = scenarios.len() - index - 1;
+        if silent_in_a_row >= MAX_SILENT_SCENARIOS && left > 0 {
+            indefinite = Some(Indefinite {
+                reason: "stopped_early",
+                message: format!(
+                    "the target did not answer in {silent_in_a_row} scenarios in a row; \
+                     the run stopped early and {left} scenarios were not run"
+                ),
+            });
             break;
         }
     }
@@ -210,6 +238,7 @@ pub async fn run(
         unexpected_passes: count(Verdict::UnexpectedPass),
         duration_ms: started.elapsed().as_millis() as u64,
         results,
+        indefinite,
     };
     emit(
         reporters,
@@ -248,6 +277,7 @@ async fn run_scenario(
         duration_ms: 0,
         failure: None,
         timelines: Vec::new(),
+        reason: None,
     };
     if scenario.level != target.level() {
         result.verdict = Verdict::Error;
@@ -264,6 +294,7 @@ async fn run_scenario(
             actual: None,
             detail: None,
         });
+        result.reason = Some("wrong_level");
         return result;
     }
     let base_seed = scenario_seed(cfg.seed, &scenario.id);
@@ -296,12 +327,13 @@ async fn run_scenario(
         result.trials_overlapped += u32::from(trial.overlapped);
         result.trials_with_groups += u32::from(trial.had_group);
         if let Err(stop) = outcome {
-            let (verdict, mut failure) = match stop {
-                Stop::Fail(f) => (Verdict::Fail, *f),
-                Stop::Harness(f) => (Verdict::Error, *f),
+            let (verdict, mut failure, reason) = match stop {
+                Stop::Fail(f) => (Verdict::Fail, *f, None),
+                Stop::Harness(f, reason) => (Verdict::Error, *f, Some(reason)),
             };
             failure.trial = trial_index;
             result.verdict = verdict;
+            result.reason = reason;
             result.failure = Some(failure);
             break;
         }
@@ -362,7 +394,7 @@ fn target_stop(step: &str, request: &Value, e: TargetError) -> Stop {
         detail: None,
     };
     if e.is_harness_error() {
-        Stop::harness(failure)
+        Stop::Harness(Box::new(failure), e.reason())
     } else {
         Stop::fail(failure)
     }
