@@ -15,6 +15,11 @@ use tokio::net::TcpStream;
 /// A bound no correct answer comes near.
 const PROMPT: Duration = Duration::from_secs(2);
 
+/// The lease the servers here run with (`--lease-ms`), and a wait after
+/// which a lease that nobody renews has surely run out.
+const LEASE_MS_ARG: &str = "300";
+const LEASE_RUNS_OUT: Duration = Duration::from_millis(450);
+
 /// A `reqkey serve ...` process; killed (SIGKILL) when dropped.
 struct Served {
     child: Child,
@@ -227,7 +232,14 @@ async fn chat(addr: &str, session: &str, key: &str, text: &str, until_finish: bo
 /// run promptly (replay), the runs read `interrupted`, and the session
 /// takes a new entry.
 async fn kill9_leaves_no_run_running_forever(store: &str) {
-    let args = ["serve", "agent", "--store", store];
+    let args = [
+        "serve",
+        "agent",
+        "--store",
+        store,
+        "--lease-ms",
+        LEASE_MS_ARG,
+    ];
     let (s, s2) = (unique("start"), unique("chat"));
     let input = serde_json::json!({"input": {"text": "[sleep:60000] orphan"}});
 
@@ -244,6 +256,8 @@ async fn kill9_leaves_no_run_running_forever(store: &str) {
     let stream = chat(&first.addr, &s2, "k2", "[sleep:60000] chat orphan", false).await;
     assert!(stream.contains("\"attached\":false"), "{stream}");
     first.kill9();
+    // The dead server's leases run out ([[lease.expire.any-reader]]).
+    tokio::time::sleep(LEASE_RUNS_OUT).await;
 
     let second = Served::start(&args, None);
     let began = Instant::now();
@@ -305,16 +319,26 @@ async fn kill9_on_redis_leaves_no_run_running_forever() {
     kill9_leaves_no_run_running_forever(&redis_url()).await;
 }
 
-/// `--shared-store`: other live servers may be executing the store's runs,
-/// so a run this process does not execute is left alone (SPEC 5: replicas
-/// must not reclaim by the one-server rule).
+/// Two servers over one store (replicas): a run the first executes is
+/// left `running` by the second while the first renews its lease, and
+/// becomes `interrupted` once the first is killed and the lease runs out
+/// (SPEC 5, [[lease.renew.owner-only]], [[lease.expire.any-reader]]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_shared_store_a_run_of_another_process_is_left_running() {
+async fn a_replica_leaves_a_leased_run_running_and_expires_it_when_its_owner_dies() {
     let db = TempDb(std::env::temp_dir().join(format!("{}.sqlite", unique("shared"))));
     let store = format!("sqlite:{}", db.0.display());
+    let args = [
+        "serve",
+        "agent",
+        "--store",
+        &store,
+        "--lease-ms",
+        LEASE_MS_ARG,
+    ];
     let s = unique("shared");
     let input = serde_json::json!({"input": {"text": "[sleep:60000] elsewhere"}});
-    let first = Served::start(&["serve", "agent", "--store", &store], None);
+    let first = Served::start(&args, None);
+    let second = Served::start(&args, None);
     let (status, started) = post(
         &first.addr,
         &format!("/sessions/{s}/start"),
@@ -324,10 +348,24 @@ async fn with_shared_store_a_run_of_another_process_is_left_running() {
     .await;
     assert_eq!(status, 201, "{started}");
     let run_id = started["runId"].as_str().unwrap().to_owned();
-    let second = Served::start(
-        &["serve", "agent", "--store", &store, "--shared-store"],
-        None,
-    );
+    // Several lease lengths: the first server keeps renewing.
+    tokio::time::sleep(3 * LEASE_RUNS_OUT).await;
+    let (status, retry) = post(
+        &second.addr,
+        &format!("/sessions/{s}/start"),
+        Some("k1"),
+        input.clone(),
+    )
+    .await;
+    assert_eq!((status, &retry["runId"]), (200, &serde_json::json!(run_id)));
+    assert_eq!(retry["status"], "attached", "{retry}");
+    let (_, run) = get(&second.addr, &format!("/sessions/{s}/runs/{run_id}")).await;
+    assert_eq!(run["status"], "running", "{run}");
+
+    first.kill9();
+    tokio::time::sleep(LEASE_RUNS_OUT).await;
+    let (_, run) = get(&second.addr, &format!("/sessions/{s}/runs/{run_id}")).await;
+    assert_eq!(run["status"], "interrupted", "{run}");
     let (status, retry) = post(
         &second.addr,
         &format!("/sessions/{s}/start"),
@@ -335,9 +373,7 @@ async fn with_shared_store_a_run_of_another_process_is_left_running() {
         input,
     )
     .await;
-    assert_eq!((status, &retry["runId"]), (200, &serde_json::json!(run_id)));
-    let (_, run) = get(&second.addr, &format!("/sessions/{s}/runs/{run_id}")).await;
-    assert_eq!(run["status"], "running", "{run}");
-    drop(second);
-    first.kill9();
+    assert_eq!(status, 200, "{retry}");
+    assert_eq!(retry["runId"], run_id.as_str());
+    assert_eq!(retry["status"], "attached", "{retry}");
 }

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use reqkey_reference::agent::{serve, ConcurrencyPolicy, Executor, ExecutorConfig, OrphanRule};
+use reqkey_reference::agent::{serve, ConcurrencyPolicy, Executor, ExecutorConfig};
 use reqkey_reference::store;
 
 #[derive(Debug, Args)]
@@ -34,11 +34,11 @@ pub struct ServeAgentArgs {
     /// `/health` as `concurrentEntry`; SPEC 7 profiles).
     #[arg(long, default_value = "reject", value_parser = ["reject", "interrupt_previous"])]
     pub policy: String,
-    /// Other servers execute runs of this store's sessions too: never take
-    /// a `running` run this process is not executing for the orphan of a
-    /// dead process (SPEC 5, [S5-orphaned]).
-    #[arg(long)]
-    pub shared_store: bool,
+    /// The lease on a running run, in ms (SPEC 5, [[lease.length]]): a run
+    /// whose replica stops renewing it is `interrupted` this long after.
+    #[arg(long, default_value_t = reqkey_reference::agent::LEASE_MS,
+          value_parser = clap::value_parser!(u64).range(30..=600_000))]
+    pub lease_ms: u64,
 }
 
 fn error(message: impl std::fmt::Display) -> ExitCode {
@@ -58,11 +58,7 @@ pub async fn serve_agent(
     let config = ExecutorConfig {
         supports_request_key: !args.no_request_keys,
         policy: ConcurrencyPolicy::parse(&args.policy).unwrap_or_default(),
-        orphans: if args.shared_store {
-            OrphanRule::Never
-        } else {
-            OrphanRule::SoleExecutor
-        },
+        lease_ms: args.lease_ms,
         ..ExecutorConfig::default()
     };
     let executor = Executor::new(store, config);

@@ -13,6 +13,7 @@
 //! - [`http_store`]: any store behind a `reqkey-store/1` adapter;
 //! - [`http_agent`]: any `reqkey-agent/1` server over HTTP;
 //! - [`reference_agent`]: the reference agent server, started in process;
+//! - [`replicas`]: several endpoints of one agent deployment, round-robin;
 //! - [`spec`]: a `--target` string parsed once into a [`spec::TargetSpec`]
 //!   and opened; the only place that knows the forms;
 //! - [`profile`]: what a target declares it does with keys (its `/health`
@@ -24,6 +25,7 @@ pub mod http_agent;
 pub mod http_store;
 pub mod profile;
 pub mod reference_agent;
+pub mod replicas;
 pub mod spec;
 pub mod store;
 pub mod transport;

@@ -65,3 +65,27 @@ pub async fn reference_agent(
     }
     HttpAgentTarget::serving(server, name, opts)
 }
+
+/// Starts `count` reference servers in process, all of one variant: over
+/// the store `store` names (each server opens its own connection, as
+/// separate processes would), or each over its own fresh memory store.
+/// Answers the name reports give them and the servers.
+pub async fn reference_agents(
+    count: usize,
+    variant: Option<&str>,
+    store: Option<&str>,
+    opts: TargetOptions,
+) -> Result<(String, Vec<HttpAgentTarget>), TargetError> {
+    let mut replicas = Vec::with_capacity(count);
+    for _ in 0..count {
+        replicas.push(reference_agent(variant, store, opts).await?);
+    }
+    let mut name = format!("reference-agents:{count}");
+    if let Some(v) = variant {
+        name = format!("{name}:{v}");
+    }
+    if let Some(s) = store {
+        name = format!("{name}@{}", store::redact_url(s));
+    }
+    Ok((name, replicas))
+}

@@ -9,7 +9,8 @@ use reqkey_reference::store::{self, redact_url, MemoryDefect, MemoryStore};
 
 use crate::target::http_agent::HttpAgentTarget;
 use crate::target::http_store::HttpStore;
-use crate::target::reference_agent::reference_agent;
+use crate::target::reference_agent::{reference_agent, reference_agents};
+use crate::target::replicas::{ReplicaTarget, MAX_REPLICAS};
 use crate::target::store::InProcessStore;
 use crate::target::transport::check_protocol;
 use crate::target::{open_error, Level, Target, TargetError, TargetOptions};
@@ -30,6 +31,9 @@ redis+cluster://HOST:PORT[,HOST:PORT...]
 store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any language
                           (`reqkey serve store` serves a reference one)
 http://HOST:PORT          any agent server speaking reqkey-agent/1
+http://A,http://B[,...]   replicas of one agent deployment over one store: requests
+                          go round-robin (a race's items to different replicas);
+                          every /health must declare one profile
 reference-agent           the reference agent server, in process, over a memory store
 reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous (the
                           other two profiles), or a deliberately broken executor
@@ -38,7 +42,12 @@ reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous (
                           interrupts-keyless-chat)
 reference-agent[:VARIANT]@STORE
                           the same over another reference store (sqlite:PATH,
-                          postgres://..., redis://..., redis+cluster://...)";
+                          postgres://..., redis://..., redis+cluster://...)
+reference-agents:N[:VARIANT][@STORE]
+                          N (2..16) reference servers in process, round-robin, each
+                          with its own connection to STORE (replicas over one store);
+                          without @STORE each over its own memory store (a broken
+                          deployment: the cross-replica races must fail it)";
 
 /// What a `--target` string names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +69,40 @@ pub enum TargetSpec {
         variant: Option<String>,
         store: Option<String>,
     },
+    /// `http://A,http://B[,...]`: replicas of one `reqkey-agent/1` deployment.
+    AgentReplicas { bases: Vec<String> },
+    /// `reference-agents:N[:VARIANT][@STORE]`: N reference servers in
+    /// process, each with its own store connection (or its own memory store).
+    ReferenceAgents {
+        count: usize,
+        variant: Option<String>,
+        store: Option<String>,
+    },
+}
+
+/// Splits `[:VARIANT][@STORE]` (the variant never holds an `@`; a store URL
+/// may: `postgres://u@h/db`).
+fn variant_and_store(
+    spec: &str,
+    rest: &str,
+) -> Result<(Option<String>, Option<String>), TargetError> {
+    let (variant, store) = match rest.split_once('@') {
+        Some((v, store)) => (v, Some(store.to_owned())),
+        None => (rest, None),
+    };
+    let variant = match variant {
+        "" => None,
+        v => Some(
+            v.strip_prefix(':')
+                .ok_or_else(|| {
+                    TargetError::BadSpec(format!(
+                        "`{spec}` is not reference-agent[:VARIANT][@STORE]"
+                    ))
+                })?
+                .to_owned(),
+        ),
+    };
+    Ok((variant, store))
 }
 
 impl TargetSpec {
@@ -84,29 +127,41 @@ impl TargetSpec {
         {
             return Ok(TargetSpec::ReferenceStore(spec.to_owned()));
         }
+        if spec.starts_with("http://") && spec.contains(',') {
+            let bases: Vec<String> = spec.split(',').map(|b| b.trim().to_owned()).collect();
+            if bases.len() > MAX_REPLICAS || bases.iter().any(|b| !b.starts_with("http://")) {
+                return Err(TargetError::BadSpec(format!(
+                    "`{spec}`: expected 2 to {MAX_REPLICAS} endpoints http://HOST:PORT,http://HOST:PORT,..."
+                )));
+            }
+            return Ok(TargetSpec::AgentReplicas { bases });
+        }
+        if let Some(rest) = spec.strip_prefix("reference-agents:") {
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            let count: usize = rest[..digits].parse().map_err(|_| {
+                TargetError::BadSpec(format!(
+                    "`{spec}` is not reference-agents:N[:VARIANT][@STORE]"
+                ))
+            })?;
+            if !(2..=MAX_REPLICAS).contains(&count) {
+                return Err(TargetError::BadSpec(format!(
+                    "`{spec}`: N must be 2 to {MAX_REPLICAS}"
+                )));
+            }
+            let (variant, store) = variant_and_store(spec, &rest[digits..])?;
+            return Ok(TargetSpec::ReferenceAgents {
+                count,
+                variant,
+                store,
+            });
+        }
         if spec.starts_with("http://") {
             return Ok(TargetSpec::AgentHttp {
                 base: spec.to_owned(),
             });
         }
         if let Some(rest) = spec.strip_prefix("reference-agent") {
-            // The variant never holds an `@`; a store URL may (`postgres://u@h/db`).
-            let (variant, store) = match rest.split_once('@') {
-                Some((v, store)) => (v, Some(store.to_owned())),
-                None => (rest, None),
-            };
-            let variant = match variant {
-                "" => None,
-                v => Some(
-                    v.strip_prefix(':')
-                        .ok_or_else(|| {
-                            TargetError::BadSpec(format!(
-                                "`{spec}` is not reference-agent[:VARIANT][@STORE]"
-                            ))
-                        })?
-                        .to_owned(),
-                ),
-            };
+            let (variant, store) = variant_and_store(spec, rest)?;
             return Ok(TargetSpec::ReferenceAgent { variant, store });
         }
         if spec == "memory" {
@@ -130,7 +185,10 @@ impl TargetSpec {
             | TargetSpec::BrokenMemory(_)
             | TargetSpec::ReferenceStore(_)
             | TargetSpec::StoreHttp { .. } => Level::Store,
-            TargetSpec::AgentHttp { .. } | TargetSpec::ReferenceAgent { .. } => Level::Agent,
+            TargetSpec::AgentHttp { .. }
+            | TargetSpec::ReferenceAgent { .. }
+            | TargetSpec::AgentReplicas { .. }
+            | TargetSpec::ReferenceAgents { .. } => Level::Agent,
         }
     }
 
@@ -173,6 +231,22 @@ impl TargetSpec {
             TargetSpec::ReferenceAgent { variant, store } => Ok(Arc::new(
                 reference_agent(variant.as_deref(), store.as_deref(), opts).await?,
             )),
+            TargetSpec::AgentReplicas { bases } => {
+                let replicas = bases
+                    .iter()
+                    .map(|b| HttpAgentTarget::new(b, opts))
+                    .collect::<Result<Vec<_>, _>>()?;
+                replicated(ReplicaTarget::new(bases.join(","), replicas)?).await
+            }
+            TargetSpec::ReferenceAgents {
+                count,
+                variant,
+                store,
+            } => {
+                let (name, replicas) =
+                    reference_agents(*count, variant.as_deref(), store.as_deref(), opts).await?;
+                replicated(ReplicaTarget::new(name, replicas)?).await
+            }
         }
     }
 }
@@ -189,6 +263,16 @@ async fn reachable<T: Target + 'static>(target: T) -> Result<Arc<dyn Target>, Ta
         Err(e) if e.is_harness_error() => return Err(e),
         Err(_) => {}
     }
+    Ok(Arc::new(target))
+}
+
+/// A replicated target, once every replica's `/health` answered over HTTP,
+/// names `reqkey-agent/1` (not the store protocol) and all declare one
+/// profile. Unlike one endpoint, a replica whose `/health` does not conform
+/// fails here: replicas that cannot be compared cannot be certified as one.
+async fn replicated(target: ReplicaTarget) -> Result<Arc<dyn Target>, TargetError> {
+    let health = target.check_replicas().await?;
+    check_protocol(Level::Agent, &health)?;
     Ok(Arc::new(target))
 }
 

@@ -22,13 +22,19 @@
 //! a running one `interrupted` under `interrupt_previous`) happens *after*
 //! the commit succeeds, so a refused entry writes nothing.
 //!
-//! **Orphaned runs** (SPEC 5, `[S5-orphaned]`): a run left `running` by a
-//! process that died is executed by nobody. Under [`OrphanRule::SoleExecutor`]
-//! (one server per store, the reference deployment) a `running` run this
-//! executor is not executing is such a run: before anything is answered
+//! **Orphaned runs and leases** (SPEC 5, `[[lease.*]]`): a run left
+//! `running` by a process that died is executed by nobody. Every run this
+//! executor starts is held under a lease in the store ([`LEASE_MS`] long,
+//! taken *before* the commit so a run is never `running` without one, and
+//! renewed every third of that while the run executes). Under
+//! [`OrphanRule::Lease`] a `running` run this executor is not executing is
+//! passed through the store's `expire_lease` before anything is answered
 //! from it (an entry's current-run read or holder lookup, a wait, a
-//! snapshot, a stream) it is set `interrupted`, so a keyed retry replays
-//! the interrupted run instead of attaching to a run that never ends.
+//! snapshot, a stream): if its lease is absent or expired, the store sets it
+//! `interrupted` in one atomic step that compares the lease, so a keyed
+//! retry replays the interrupted run instead of attaching to a run that
+//! never ends, while a run whose replica is alive and renewing is never
+//! taken. Any number of replicas may share one store this way.
 //!
 //! [`ExecutorDefect`] builds deliberately broken executors (the way
 //! `MemoryDefect` builds broken stores), to prove the agent corpus has teeth.
@@ -154,16 +160,20 @@ impl ExecutorDefect {
     }
 }
 
-/// Who decides that a `running` run is orphaned (SPEC 5, `[S5-orphaned]`).
+/// The default lease on a running run, in ms (SPEC 5, `[[lease.length]]`).
+pub const LEASE_MS: u64 = 3_000;
+
+/// Who decides that a `running` run is orphaned (SPEC 5, `[[lease.expire.any-reader]]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum OrphanRule {
-    /// This executor is the only one executing runs of its store's sessions
-    /// (a single server): a `running` run it is not executing was started by
-    /// a process that is gone, and becomes `interrupted` when it is read.
+    /// A `running` run this executor is not executing is orphaned when its
+    /// lease is absent or expired (its executor died or stopped renewing):
+    /// the store's `expire_lease` makes it `interrupted`. Safe with any
+    /// number of replicas over one store.
     #[default]
-    SoleExecutor,
-    /// Never: other live processes may be executing runs of the same
-    /// sessions (replicas need leases for this; not in v1).
+    Lease,
+    /// Never: a `running` run of another process is left as it is (only
+    /// the tests use this, to see the lease rule matter).
     Never,
 }
 
@@ -181,6 +191,8 @@ pub struct ExecutorConfig {
     pub commit_delay_ms: u64,
     /// How orphaned runs are recognised.
     pub orphans: OrphanRule,
+    /// The lease on a running run, in ms; renewed every third of it.
+    pub lease_ms: u64,
 }
 
 impl Default for ExecutorConfig {
@@ -190,7 +202,8 @@ impl Default for ExecutorConfig {
             supports_request_key: true,
             defect: None,
             commit_delay_ms: 0,
-            orphans: OrphanRule::SoleExecutor,
+            orphans: OrphanRule::Lease,
+            lease_ms: LEASE_MS,
         }
     }
 }
@@ -472,6 +485,17 @@ impl Executor {
                 request_key: key.as_ref().map(|k| k.as_str().to_owned()),
                 request_digest: digest.clone(),
             };
+            // The lease first: a run is never `running` without one, so a
+            // replica that dies right after its commit leaves a run that
+            // expires like any other ([[lease.taken-before-commit]]).
+            if let Err(e) = self
+                .store
+                .renew_lease(session, &run_id, &self.run_id_prefix, self.lease_deadline())
+                .await
+            {
+                self.untrack(session, &run_id);
+                return Err(e.into());
+            }
             // Let concurrent entries interleave here, as they would over a
             // networked store: the races the rules exist for do happen.
             if self.config.commit_delay_ms > 0 {
@@ -541,12 +565,17 @@ impl Executor {
     /// as read (the caller's next read finds the session gone).
     pub async fn reclaim(&self, run: RunMetadata) -> Result<RunMetadata, StoreError> {
         if run.status != RunStatus::Running
-            || self.config.orphans != OrphanRule::SoleExecutor
+            || self.config.orphans != OrphanRule::Lease
             || self.executing(&run.session_id, &run.run_id)
         {
             return Ok(run);
         }
         reclaim_orphan(self.store.as_ref(), run).await
+    }
+
+    /// When a lease taken or renewed now expires.
+    fn lease_deadline(&self) -> u64 {
+        now_ms().saturating_add(self.config.lease_ms)
     }
 
     async fn reclaim_opt(
@@ -753,14 +782,31 @@ impl Executor {
         let store = self.store.clone();
         let session = session.to_owned();
         let run_id = run_id.to_owned();
+        let owner = self.run_id_prefix.clone();
+        let lease_ms = self.config.lease_ms.max(3);
         tokio::spawn(async move {
             let text = input_text(&input);
             let script = parse_script(&text);
             log.push_text(format!("echo: {text}"));
             let sleep = tokio::time::sleep(Duration::from_millis(script.sleep_ms));
+            // Renewed every third of the lease while the run executes
+            // ([[lease.renew.owner-only]]); a refused or failed renewal is not
+            // fatal here: if the lease is lost the run was interrupted, and
+            // its finish below reports what the store holds.
+            let renew = async {
+                let mut tick = tokio::time::interval(Duration::from_millis(lease_ms / 3));
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let _ = store
+                        .renew_lease(&session, &run_id, &owner, now_ms().saturating_add(lease_ms))
+                        .await;
+                }
+            };
             let stopped = tokio::select! {
                 () = sleep => false,
                 r = stop.wait_for(|s| *s) => r.is_ok(),
+                () = renew => false,
             };
             if stopped {
                 // Whoever stopped us wrote the status (or deleted the session).
@@ -843,7 +889,7 @@ impl Executor {
         let store = self.store.clone();
         let run = run.clone();
         // Without a log (and not started here) nobody here executes it.
-        let reclaim = self.config.orphans == OrphanRule::SoleExecutor
+        let reclaim = self.config.orphans == OrphanRule::Lease
             && !self.executing(&run.session_id, &run.run_id);
         tokio::spawn(async move {
             let fed = async {
@@ -877,45 +923,42 @@ impl Executor {
     }
 }
 
-/// Sets a `running` run this executor is not executing `interrupted` and
-/// answers it as it is now.
+/// Expires the lease of a `running` run this executor is not executing,
+/// and answers the run as it is now (SPEC 5, `[[lease.expire.compare]]`).
 ///
-/// `run` may be stale: read before its own task (now done) wrote its end.
-/// A task writes its status to the store *before* it closes its log, so
-/// once the log is closed (or absent) the store holds every status this
-/// process will write; the run is read again, and only a run that is still
-/// `running` is an orphan (a suspended run is never interrupted this way).
-/// Finished meanwhile (`invalid_transition`): read again. Deleted meanwhile:
-/// the run as read.
+/// `run` may be stale (read before its task wrote its end): the store's
+/// `expire_lease` reads it again in its atomic step and only a run still
+/// `running` whose lease is absent or expired becomes `interrupted`; a run
+/// whose replica is renewing is answered `running`. Deleted meanwhile: the
+/// run as read.
 async fn reclaim_orphan(
     store: &dyn SessionStateStore,
     run: RunMetadata,
 ) -> Result<RunMetadata, StoreError> {
-    let Some(run) = store.get_run(&run.session_id, &run.run_id).await? else {
-        return Ok(run);
-    };
-    if run.status != RunStatus::Running {
-        return Ok(run);
-    }
     match store
-        .set_run_status(&run.session_id, &run.run_id, RunStatus::Interrupted)
-        .await
+        .expire_lease(&run.session_id, &run.run_id, now_ms())
+        .await?
     {
-        Ok(now) => {
-            // Names the run, never a key.
-            eprintln!(
-                "warn run.orphaned: run {} of session {} was running with no executor; now interrupted",
-                run.run_id, run.session_id
-            );
+        Some(now) => {
+            if now.status == RunStatus::Interrupted && run.status == RunStatus::Running {
+                // Names the run, never a key.
+                eprintln!(
+                    "warn run.orphaned: run {} of session {} was running under an expired lease; now interrupted",
+                    now.run_id, now.session_id
+                );
+            }
             Ok(now)
         }
-        Err(StoreError::InvalidTransition(_)) => Ok(store
-            .get_run(&run.session_id, &run.run_id)
-            .await?
-            .unwrap_or(run)),
-        Err(StoreError::NotFound(_)) => Ok(run),
-        Err(e) => Err(e),
+        None => Ok(run),
     }
+}
+
+/// Milliseconds since the Unix epoch: the clock leases are written in
+/// (replicas must share it within a small fraction of the lease).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn evict_finished(reg: &mut Registry) {

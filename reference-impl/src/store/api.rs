@@ -84,7 +84,37 @@ pub trait SessionStateStore: Send + Sync + std::fmt::Debug {
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError>;
     /// Removes the session's runs, inputs and keys at once; `true` only if it existed.
+    /// Its run leases go with it.
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError>;
+
+    /// Takes or renews the lease on a run (SPEC 5, `[[lease.renew.owner-only]]`):
+    /// `owner` holds it until `expires_at_ms` (ms since the Unix epoch).
+    /// `false`, and nothing written, when another owner holds it. A lease
+    /// may be taken before its run is committed (the executor does so, so a
+    /// run is never `running` without a lease).
+    async fn renew_lease(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        owner: &str,
+        expires_at_ms: u64,
+    ) -> Result<bool, StoreError>;
+
+    /// Expires a run's lease (SPEC 5, `[[lease.expire.compare]]`): in one
+    /// atomic step, a `running` run whose lease is absent or expired at
+    /// `now_ms` becomes `interrupted`; any other run is left as it is.
+    /// Answers the run as it is after the step (`None`: no such run).
+    async fn expire_lease(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        now_ms: u64,
+    ) -> Result<Option<RunMetadata>, StoreError>;
+}
+
+/// Is a lease that expires at `expires_at` (none: never taken) over at `now`?
+pub fn lease_over(expires_at: Option<u64>, now_ms: u64) -> bool {
+    expires_at.is_none_or(|at| at <= now_ms)
 }
 
 /// Runs one validated wire operation against a store.

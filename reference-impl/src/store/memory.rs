@@ -18,7 +18,7 @@ use reqkey_model::rules::{KeyRule, RuleVariant};
 use reqkey_model::seq::SessionState;
 use reqkey_model::{CommitResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError};
 
-use super::api::SessionStateStore;
+use super::api::{lease_over, SessionStateStore};
 
 /// A deliberate bug, for testing the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,6 +83,8 @@ struct Inner {
     sessions: HashMap<String, SessionState>,
     /// Only with [`MemoryDefect::DeleteKeepsKeys`]: keys of deleted sessions.
     leaked_keys: HashMap<(String, String), RunMetadata>,
+    /// (session id, run id) -> (owner, expires at ms): run leases.
+    leases: HashMap<(String, String), (String, u64)>,
 }
 
 /// The in-memory reference store (optionally with one [`MemoryDefect`]).
@@ -229,6 +231,7 @@ impl SessionStateStore for MemoryStore {
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
         let mut inner = self.lock();
         let removed = inner.sessions.remove(session_id);
+        inner.leases.retain(|(s, _), _| s != session_id);
         if let (Some(session), Some(MemoryDefect::DeleteKeepsKeys)) = (&removed, self.defect) {
             for run in session.runs().filter(|r| r.request_key.is_some()) {
                 let key = run.request_key.clone().unwrap_or_default();
@@ -238,5 +241,49 @@ impl SessionStateStore for MemoryStore {
             }
         }
         Ok(removed.is_some())
+    }
+
+    async fn renew_lease(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        owner: &str,
+        expires_at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.lock();
+        let slot = inner
+            .leases
+            .entry((session_id.to_owned(), run_id.to_owned()))
+            .or_insert_with(|| (owner.to_owned(), expires_at_ms));
+        if slot.0 != owner {
+            return Ok(false);
+        }
+        slot.1 = expires_at_ms;
+        Ok(true)
+    }
+
+    async fn expire_lease(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        now_ms: u64,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        let mut inner = self.lock();
+        let expires = inner
+            .leases
+            .get(&(session_id.to_owned(), run_id.to_owned()))
+            .map(|l| l.1);
+        let Some(session) = inner.sessions.get_mut(session_id) else {
+            return Ok(None);
+        };
+        let Some(run) = session.run(run_id).cloned() else {
+            return Ok(None);
+        };
+        if run.status != RunStatus::Running || !lease_over(expires, now_ms) {
+            return Ok(Some(run));
+        }
+        session
+            .set_run_status(run_id, RunStatus::Interrupted)
+            .map(Some)
     }
 }

@@ -46,7 +46,7 @@ use reqkey_model::{
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
-use super::api::{redact_url, OpenError, SessionStateStore};
+use super::api::{lease_over, redact_url, OpenError, SessionStateStore};
 use super::common::{input_entry, pending_migrations, seq_to_sql, Lease, Pool, RunRow};
 
 /// Connections kept open (and at most in use at once).
@@ -91,6 +91,17 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "ALTER TABLE reqkey_runs ADD COLUMN request_key text, ADD COLUMN request_digest text;
          CREATE UNIQUE INDEX reqkey_runs_session_request_key
              ON reqkey_runs (session_id, request_key) WHERE request_key IS NOT NULL;",
+    ),
+    (
+        3,
+        "run leases",
+        "CREATE TABLE reqkey_run_leases (
+             session_id    text   NOT NULL,
+             run_id        text   NOT NULL,
+             owner         text   NOT NULL,
+             expires_at_ms bigint NOT NULL,
+             PRIMARY KEY (session_id, run_id)
+         );",
     ),
 ];
 
@@ -422,6 +433,11 @@ async fn delete_attempt(conn: &mut Conn, session_id: &str) -> Result<bool, tokio
     let tx = conn.client.transaction().await?;
     tx.execute(&st.lock_session, &[&session_id]).await?;
     tx.execute(&st.delete_inputs, &[&session_id]).await?;
+    tx.execute(
+        "DELETE FROM reqkey_run_leases WHERE session_id = $1",
+        &[&session_id],
+    )
+    .await?;
     let runs = tx.execute(&st.delete_runs, &[&session_id]).await?;
     // Also removes the row this transaction may have just created.
     tx.execute(&st.delete_session, &[&session_id]).await?;
@@ -764,6 +780,81 @@ impl SessionStateStore for PostgresStore {
                 }
             }
         }
+        self.give_back(lease, conn, &result);
+        result
+    }
+
+    async fn renew_lease(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        owner: &str,
+        expires_at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let at = i64::try_from(expires_at_ms).unwrap_or(i64::MAX);
+        let (lease, conn) = self.conn().await?;
+        // One statement: insert, or extend only the owner's own lease.
+        let result = conn
+            .client
+            .execute(
+                "INSERT INTO reqkey_run_leases (session_id, run_id, owner, expires_at_ms)
+                 VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (session_id, run_id) DO UPDATE
+                 SET expires_at_ms = EXCLUDED.expires_at_ms
+                 WHERE reqkey_run_leases.owner = EXCLUDED.owner",
+                &[&session_id, &run_id, &owner, &at],
+            )
+            .await
+            .map(|n| n == 1)
+            .map_err(pg_err);
+        self.give_back(lease, conn, &result);
+        result
+    }
+
+    async fn expire_lease(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        now_ms: u64,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        let (lease, mut conn) = self.conn().await?;
+        let result = async {
+            let st = &conn.stmts;
+            let tx = conn.client.transaction().await.map_err(pg_err)?;
+            // The run row locked: a concurrent finish waits for this step.
+            let row = tx
+                .query_opt(&st.lock_run, &[&session_id, &run_id])
+                .await
+                .map_err(pg_err)?;
+            let Some(mut run) = opt_run(row)? else {
+                return Ok(None);
+            };
+            let expires: Option<i64> = tx
+                .query_opt(
+                    "SELECT expires_at_ms FROM reqkey_run_leases
+                     WHERE session_id = $1 AND run_id = $2",
+                    &[&session_id, &run_id],
+                )
+                .await
+                .map_err(pg_err)?
+                .map(|r| r.try_get(0))
+                .transpose()
+                .map_err(pg_err)?;
+            let expires = expires.map(|e| u64::try_from(e).unwrap_or(0));
+            if run.status != RunStatus::Running || !lease_over(expires, now_ms) {
+                return Ok(Some(run));
+            }
+            tx.execute(
+                &st.update_status,
+                &[&session_id, &run_id, &RunStatus::Interrupted.as_str()],
+            )
+            .await
+            .map_err(pg_err)?;
+            tx.commit().await.map_err(pg_err)?;
+            run.status = RunStatus::Interrupted;
+            Ok(Some(run))
+        }
+        .await;
         self.give_back(lease, conn, &result);
         result
     }

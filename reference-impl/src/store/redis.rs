@@ -12,6 +12,7 @@
 //! | `reqkey:digests:{S}` | hash | run id -> start digest |
 //! | `reqkey:order:{S}` | list | run ids by `startSequence` (the last is current) |
 //! | `reqkey:inputs:{S}` | list | input log entries `{"runId","input"}` |
+//! | `reqkey:leases:{S}` | hash | run id -> `EXPIRES_AT_MS|OWNER` (run leases, SPEC 5) |
 //!
 //! Why Lua: Redis has no multi-key read-decide-write transaction that a
 //! shared multiplexed connection can use (`WATCH` needs a connection per
@@ -29,11 +30,11 @@
 //! `setRunStatus` keeps its rule in Rust: it reads the run, checks the
 //! transition with `reqkey_model::check_status_transition`, and writes with
 //! a compare-and-set script (retried, bounded, if the run changed between).
-//! `deleteSession` is one `DEL` of all five keys, which Redis applies
+//! `deleteSession` is one `DEL` of all six keys, which Redis applies
 //! atomically.
 //!
 //! Redis Cluster (`redis+cluster://HOST:PORT[,HOST:PORT...]`, see
-//! docs/redis-cluster.md): the five keys of a session carry the hash tag
+//! docs/redis-cluster.md): the six keys of a session carry the hash tag
 //! `{sessionId}`, so they hash to one slot and every script above touches
 //! only that slot; the store keeps no global key. A session id is checked
 //! (`[A-Za-z0-9._:-]`, SPEC 1) before any key is built from it, so it cannot
@@ -143,13 +144,41 @@ end
 return 0
 "#;
 
-/// The keys of one session. All five carry the hash tag `{sessionId}`.
+/// KEYS: leases. ARGV: runId, owner, expiresAtMs. 1 if the owner now
+/// holds the lease until then; 0 (nothing written) if another owner does.
+const RENEW_LEASE_LUA: &str = r#"
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v then
+  local bar = string.find(v, '|', 1, true)
+  if not bar or string.sub(v, bar + 1) ~= ARGV[2] then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3] .. '|' .. ARGV[2])
+return 1
+"#;
+
+/// KEYS: runs, leases. ARGV: runId, old JSON, new JSON, nowMs. Swaps the
+/// run to the new (interrupted) JSON only if it is still the old one and its
+/// lease is absent or expired at nowMs: 1 swapped, 0 the lease is alive,
+/// -1 the run changed (read again).
+const EXPIRE_LEASE_LUA: &str = r#"
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return -1 end
+local v = redis.call('HGET', KEYS[2], ARGV[1])
+if v then
+  local at = tonumber(string.match(v, '^(%d+)|'))
+  if at and at > tonumber(ARGV[4]) then return 0 end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
+"#;
+
+/// The keys of one session. All six carry the hash tag `{sessionId}`.
 struct Keys {
     request_keys: String,
     runs: String,
     digests: String,
     order: String,
     inputs: String,
+    leases: String,
 }
 
 impl Keys {
@@ -162,6 +191,7 @@ impl Keys {
             digests: format!("reqkey:digests:{{{session_id}}}"),
             order: format!("reqkey:order:{{{session_id}}}"),
             inputs: format!("reqkey:inputs:{{{session_id}}}"),
+            leases: format!("reqkey:leases:{{{session_id}}}"),
         }
     }
 
@@ -172,13 +202,14 @@ impl Keys {
         Ok(Keys::of(session_id))
     }
 
-    fn all(&self) -> [&str; 5] {
+    fn all(&self) -> [&str; 6] {
         [
             &self.request_keys,
             &self.runs,
             &self.digests,
             &self.order,
             &self.inputs,
+            &self.leases,
         ]
     }
 }
@@ -272,6 +303,8 @@ pub struct RedisStore {
     by_key: Script,
     current: Script,
     set_status: Script,
+    renew_lease: Script,
+    expire_lease: Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -378,6 +411,8 @@ impl RedisStore {
             by_key: Script::new(BY_KEY_LUA),
             current: Script::new(CURRENT_LUA),
             set_status: Script::new(SET_STATUS_LUA),
+            renew_lease: Script::new(RENEW_LEASE_LUA),
+            expire_lease: Script::new(EXPIRE_LEASE_LUA),
         }
     }
 
@@ -388,7 +423,7 @@ impl RedisStore {
 
     /// The names of the keys that hold `session_id` (the module's table),
     /// for tests and operators that inspect a session by hand.
-    pub fn session_keys(session_id: &str) -> Result<[String; 5], StoreError> {
+    pub fn session_keys(session_id: &str) -> Result<[String; 6], StoreError> {
         let k = Keys::checked(session_id)?;
         Ok(k.all().map(str::to_owned))
     }
@@ -678,6 +713,77 @@ impl SessionStateStore for RedisStore {
             .await
             .map_err(redis_err)?;
         Ok(removed > 0)
+    }
+
+    async fn renew_lease(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        owner: &str,
+        expires_at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let k = Keys::checked(session_id)?;
+        let renewed: i64 = self
+            .renew_lease
+            .key(&k.leases)
+            .arg(run_id)
+            .arg(owner)
+            .arg(expires_at_ms)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(redis_err)?;
+        Ok(renewed == 1)
+    }
+
+    async fn expire_lease(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        now_ms: u64,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        let k = Keys::checked(session_id)?;
+        let mut conn = self.conn.clone();
+        for _ in 0..MAX_STATUS_ATTEMPTS {
+            let old: Option<String> = redis::cmd("HGET")
+                .arg(&k.runs)
+                .arg(run_id)
+                .query_async(&mut conn)
+                .await
+                .map_err(redis_err)?;
+            let Some(old) = old else {
+                return Ok(None);
+            };
+            let mut run = parse_run(&old)?;
+            if run.status != RunStatus::Running {
+                return Ok(Some(run));
+            }
+            let mut after = run.clone();
+            after.status = RunStatus::Interrupted;
+            let new =
+                serde_json::to_string(&after).map_err(|e| StoreError::internal(e.to_string()))?;
+            let swapped: i64 = self
+                .expire_lease
+                .key(&k.runs)
+                .key(&k.leases)
+                .arg(run_id)
+                .arg(&old)
+                .arg(&new)
+                .arg(now_ms)
+                .invoke_async(&mut conn)
+                .await
+                .map_err(redis_err)?;
+            match swapped {
+                1 => return Ok(Some(after)),
+                0 => {
+                    run.status = RunStatus::Running;
+                    return Ok(Some(run));
+                }
+                _ => {}
+            }
+        }
+        Err(StoreError::internal(format!(
+            "run {run_id} kept changing; expiring its lease gave up after {MAX_STATUS_ATTEMPTS} attempts"
+        )))
     }
 }
 

@@ -44,7 +44,7 @@ use reqkey_model::{
 };
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::api::{OpenError, SessionStateStore};
+use super::api::{lease_over, OpenError, SessionStateStore};
 use super::common::{input_entry, pending_migrations, seq_to_sql, Pool, RunRow};
 
 /// How long a connection waits for another writer before giving up.
@@ -91,6 +91,17 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "CREATE INDEX runs_request_key_lookup
              ON runs (session_id, request_key, run_id, status, start_sequence, request_digest)
              WHERE request_key IS NOT NULL;",
+    ),
+    (
+        4,
+        "run leases",
+        "CREATE TABLE run_leases (
+             session_id    TEXT    NOT NULL,
+             run_id        TEXT    NOT NULL,
+             owner         TEXT    NOT NULL,
+             expires_at_ms INTEGER NOT NULL,
+             PRIMARY KEY (session_id, run_id)
+         );",
     ),
 ];
 
@@ -651,11 +662,77 @@ impl SessionStateStore for SqliteStore {
                 .map_err(sql_err)?;
             tx.execute("DELETE FROM inputs WHERE session_id = ?1", params![sid])
                 .map_err(sql_err)?;
+            tx.execute("DELETE FROM run_leases WHERE session_id = ?1", params![sid])
+                .map_err(sql_err)?;
             let runs = tx
                 .execute("DELETE FROM runs WHERE session_id = ?1", params![sid])
                 .map_err(sql_err)?;
             tx.commit().map_err(sql_err)?;
             Ok(runs > 0)
+        })
+        .await
+    }
+
+    async fn renew_lease(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        owner: &str,
+        expires_at_ms: u64,
+    ) -> Result<bool, StoreError> {
+        let (sid, rid, who) = (session_id.to_owned(), run_id.to_owned(), owner.to_owned());
+        let at = i64::try_from(expires_at_ms).unwrap_or(i64::MAX);
+        self.with_conn(move |conn, _| {
+            // One statement: insert, or extend only the owner's own lease.
+            let changed = conn
+                .execute(
+                    "INSERT INTO run_leases (session_id, run_id, owner, expires_at_ms)
+                     VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (session_id, run_id) DO UPDATE
+                     SET expires_at_ms = excluded.expires_at_ms
+                     WHERE run_leases.owner = excluded.owner",
+                    params![sid, rid, who, at],
+                )
+                .map_err(sql_err)?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn expire_lease(
+        &self,
+        session_id: &str,
+        run_id: &str,
+        now_ms: u64,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        let (sid, rid) = (session_id.to_owned(), run_id.to_owned());
+        self.with_conn(move |conn, _| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(sql_err)?;
+            let Some(mut run) = run_by_id(&tx, &sid, &rid)? else {
+                return Ok(None);
+            };
+            let expires: Option<i64> = tx
+                .query_row(
+                    "SELECT expires_at_ms FROM run_leases WHERE session_id = ?1 AND run_id = ?2",
+                    params![sid, rid],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(sql_err)?;
+            let expires = expires.map(|e| u64::try_from(e).unwrap_or(0));
+            if run.status != RunStatus::Running || !lease_over(expires, now_ms) {
+                return Ok(Some(run));
+            }
+            tx.execute(
+                "UPDATE runs SET status = 'interrupted' WHERE session_id = ?1 AND run_id = ?2",
+                params![sid, rid],
+            )
+            .map_err(sql_err)?;
+            tx.commit().map_err(sql_err)?;
+            run.status = RunStatus::Interrupted;
+            Ok(Some(run))
         })
         .await
     }
