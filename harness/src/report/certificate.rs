@@ -77,6 +77,14 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         "| identity (`/health`) | {} |",
         identity(ctx.health.as_ref())
     );
+    if let Some(replicas) = replicas(ctx.health.as_ref()) {
+        let _ = writeln!(
+            md,
+            "| replicas | {} endpoints, requests round-robin, every `/health` read and declaring one profile: {} |",
+            replicas.len(),
+            cell(&replicas.join(", "))
+        );
+    }
     if let Some(p) = &ctx.profile {
         let _ = writeln!(md, "| profile | {} |", cell(&p.describe()));
     }
@@ -210,6 +218,16 @@ fn profile_flag(ctx: &ReportContext) -> String {
         Some(p) if p.source == ProfileSource::Stated => format!(" --profile {}", p.profile.flag()),
         _ => String::new(),
     }
+}
+
+/// The endpoints of a replicated target (its `/health` carries them).
+fn replicas(health: Option<&Value>) -> Option<Vec<String>> {
+    let list = health?.get("replicas")?.as_array()?;
+    Some(
+        list.iter()
+            .map(|r| format!("`{}`", r.as_str().unwrap_or("?")))
+            .collect(),
+    )
 }
 
 fn identity(health: Option<&Value>) -> String {
