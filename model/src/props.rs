@@ -21,6 +21,9 @@ pub const SOMETIMES_CONFLICT: &str = "state_request_key_conflict";
 pub const SOMETIMES_ALREADY_COMPLETED: &str = "state_request_already_completed";
 pub const SOMETIMES_LOST_RACE: &str = "lost race re-plans and attaches";
 pub const SOMETIMES_REUSED: &str = "key re-used after delete";
+/// Only with `expiries > 0`: a keyed retry of a run whose lease expired
+/// gets the replay answer on the interrupted run (never a second run).
+pub const SOMETIMES_EXPIRED_REPLAY: &str = "a retry of an expired run replays it interrupted";
 
 /// Sometimes-property name -> the id suffix of its exported scenario.
 pub const SOMETIMES_IDS: [(&str, &str); 7] = [

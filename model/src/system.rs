@@ -96,6 +96,10 @@ pub struct Config {
     pub twins: usize,
     /// Whether runs complete.
     pub finishes: bool,
+    /// Lease expiries in the whole run (SPEC 5, `[[lease.expire.any-reader]]`):
+    /// a running run's executor dies, its lease runs out and a reader sets
+    /// the run `interrupted`. 0 by default (the documented figures).
+    pub expiries: usize,
     /// How many times an entry decides again after `cas_mismatch`.
     pub cas_retries: usize,
     /// A deliberate bug, or `None` for the spec.
@@ -116,6 +120,7 @@ impl Default for Config {
             deletes: 1,
             twins: 0,
             finishes: true,
+            expiries: 0,
             cas_retries: 1,
             mutant: None,
         }
@@ -133,8 +138,15 @@ impl Config {
         if total > 8 || self.sessions > 8 || self.keys > 8 || self.inputs > 8 {
             return Err("at most 8 clients (with twins), sessions, keys and inputs".into());
         }
-        if self.requests > 16 || self.retries > 4 || self.deletes > 4 || self.cas_retries > 4 {
-            return Err("at most 16 requests, 4 retries, 4 deletes and 4 cas retries".into());
+        if self.requests > 16
+            || self.retries > 4
+            || self.deletes > 4
+            || self.cas_retries > 4
+            || self.expiries > 4
+        {
+            return Err(
+                "at most 16 requests, 4 retries, 4 deletes, 4 cas retries and 4 expiries".into(),
+            );
         }
         Ok(())
     }
@@ -277,6 +289,8 @@ pub struct SystemState {
     pub epochs: Vec<u8>,
     pub deletes_left: u8,
     pub retries_left: u8,
+    /// Lease expiries still possible.
+    pub expiries_left: u8,
     /// Ghost: per session, a bit per key held at some delete.
     pub freed: Vec<u8>,
     /// Only under [`Mutant::DeleteKeepsKeys`]: the key index a delete left.
@@ -302,6 +316,12 @@ pub enum Action {
     Finish { session: u8, run_id: String },
     /// `deleteSession`.
     Delete { session: u8 },
+    /// The executor of a running run died; its lease ran out and a reader
+    /// (any replica) set the run `interrupted` in one atomic step that
+    /// compares the lease (SPEC 5, `[[lease.expire.compare]]`). The dead
+    /// executor's own finish is then no longer possible: `interrupted` is
+    /// final.
+    Expire { session: u8, run_id: String },
 }
 
 /// The model: a configuration and the names it uses.
@@ -732,6 +752,18 @@ impl KeyedEntryModel {
                     .set_run_status(run_id, RunStatus::Completed)
                     .ok()?;
             }
+            Action::Expire { session, run_id } => {
+                let s = *session as usize;
+                trace.push(StoreOp::SetRunStatus(StatusArgs {
+                    session_id: self.session_ids[s].clone(),
+                    run_id: run_id.clone(),
+                    status: RunStatus::Interrupted,
+                }));
+                next.expiries_left = next.expiries_left.checked_sub(1)?;
+                next.sessions[s]
+                    .set_run_status(run_id, RunStatus::Interrupted)
+                    .ok()?;
+            }
             Action::Delete { session } => {
                 let s = *session as usize;
                 trace.push(StoreOp::DeleteSession(SessionArgs {
@@ -820,6 +852,11 @@ impl KeyedEntryModel {
                 format!("run {run_id} of s{session} completes{ops}")
             }
             Action::Delete { session } => format!("deleteSession s{session}{ops}"),
+            Action::Expire { session, run_id } => {
+                format!(
+                    "the lease of run {run_id} of s{session} expires; a reader interrupts it{ops}"
+                )
+            }
         }
     }
 
@@ -853,6 +890,7 @@ impl Model for KeyedEntryModel {
             epochs: vec![0; n],
             deletes_left: self.config.deletes as u8,
             retries_left: self.config.retries as u8,
+            expiries_left: self.config.expiries as u8,
             freed: vec![0; n],
             zombie_keys: vec![Vec::new(); n],
             role_counters: vec![0; self.role_scripts.len()],
@@ -903,6 +941,16 @@ impl Model for KeyedEntryModel {
                 }
             }
         }
+        if state.expiries_left > 0 {
+            for (s, session) in state.sessions.iter().enumerate() {
+                for run in session.runs().filter(|r| r.status == RunStatus::Running) {
+                    actions.push(Action::Expire {
+                        session: s as u8,
+                        run_id: run.run_id.clone(),
+                    });
+                }
+            }
+        }
         if state.deletes_left > 0 {
             for (s, session) in state.sessions.iter().enumerate() {
                 if !session.is_empty() {
@@ -925,10 +973,36 @@ impl Model for KeyedEntryModel {
             Action::Next { client } => format!("client {client} moves to its next request"),
             Action::Finish { session, run_id } => format!("run {run_id} of s{session} completes"),
             Action::Delete { session } => format!("deleteSession s{session}"),
+            Action::Expire { session, run_id } => {
+                format!("the lease of run {run_id} of s{session} expires")
+            }
         }
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
+        let mut properties = self.base_properties();
+        if self.config.expiries > 0 {
+            properties.push(Property::sometimes(
+                props::SOMETIMES_EXPIRED_REPLAY,
+                |m: &Self, st: &SystemState| {
+                    m.answers(st).any(|(_, a)| {
+                        a.kind == AnswerKind::Replayed
+                            && a.run.as_deref().is_some_and(|id| {
+                                st.sessions.iter().any(|s| {
+                                    s.run(id)
+                                        .is_some_and(|r| r.status == RunStatus::Interrupted)
+                                })
+                            })
+                    })
+                },
+            ));
+        }
+        properties
+    }
+}
+
+impl KeyedEntryModel {
+    fn base_properties(&self) -> Vec<Property<Self>> {
         vec![
             Property::always(props::ONE_RUN_PER_KEY, |_, st: &SystemState| {
                 st.sessions.iter().all(|s| {

@@ -135,3 +135,25 @@ fn measure() {
         }
     }
 }
+
+/// Lease expiry as an action (SPEC 5, `[[lease.expire.any-reader]]`): a
+/// running run's executor dies and a reader interrupts it. Every property
+/// still holds (one run per key, the input at most once: a retry of the
+/// expired run replays it), and that replay is reached.
+#[test]
+fn with_lease_expiry_every_property_holds_and_an_expired_run_is_replayed() {
+    let cfg = Config {
+        expiries: 1,
+        ..small()
+    };
+    let s = check(cfg.clone(), sequential());
+    assert!(s.violations.is_empty(), "{:?}", s.violations);
+    assert!(
+        !s.unreached
+            .contains(&reqkey_model::props::SOMETIMES_EXPIRED_REPLAY),
+        "{:?}",
+        s.unreached
+    );
+    let without = check(small(), sequential());
+    assert!(s.unique_states > without.unique_states);
+}

@@ -86,6 +86,10 @@ pub struct WorldArgs {
     /// Runs never complete.
     #[arg(long)]
     pub no_finish: bool,
+    /// Lease expiries: a running run's executor dies and a reader sets the
+    /// run interrupted once its lease runs out (SPEC 5, [[lease.expire.any-reader]]).
+    #[arg(long, default_value_t = Config::default().expiries)]
+    pub expiries: usize,
     /// Check a deliberately broken model (one single-bug switch).
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(Mutant::ALL.map(Mutant::name)))]
     pub mutant: Option<String>,
@@ -110,6 +114,7 @@ impl WorldArgs {
             deletes: self.deletes,
             twins: self.twins,
             finishes: !self.no_finish,
+            expiries: self.expiries,
             cas_retries: self.cas_retries,
             mutant,
         };
@@ -189,8 +194,12 @@ pub fn run(cmd: ModelCommand) -> ExitCode {
 }
 
 fn describe(config: &Config) -> String {
+    let expiries = match config.expiries {
+        0 => String::new(),
+        n => format!(" expiries={n}"),
+    };
     format!(
-        "clients={} sessions={} keys={} inputs={} requests={} retries={} deletes={} twins={} cas_retries={} finish={} mutant={}",
+        "clients={} sessions={} keys={} inputs={} requests={} retries={} deletes={} twins={} cas_retries={} finish={} mutant={}{expiries}",
         config.clients,
         config.sessions,
         config.keys,
