@@ -522,6 +522,68 @@ mod cases {
         ss.cleanup(&*store).await;
     }
 
+    /// SPEC 5 `[[lease.renew.owner-only]]`, `[[lease.expire.compare]]`:
+    /// only the owner renews; expiry interrupts a `running` run whose lease
+    /// is over (or was never taken) and nothing else; a renewal never brings
+    /// a run back; deleting the session drops its leases.
+    pub async fn leases_are_renewed_by_their_owner_and_expired_only_when_over(
+        store: Arc<dyn SessionStateStore>,
+    ) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        let now = 1_000_000;
+        assert!(store.renew_lease(&s, "r1", "A", now + 100).await.unwrap());
+        started(&*store, start(&s, "r1", None, Some("k"), "a")).await;
+        assert!(store.renew_lease(&s, "r1", "A", now + 200).await.unwrap());
+        assert!(!store.renew_lease(&s, "r1", "B", now + 900).await.unwrap());
+        // Alive (B's refused renewal wrote nothing): left running.
+        let run = store
+            .expire_lease(&s, "r1", now + 150)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(run.status, RunStatus::Running);
+        // Over: interrupted, key and digest kept.
+        let run = store
+            .expire_lease(&s, "r1", now + 200)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(run.status, RunStatus::Interrupted);
+        assert_eq!(run.request_key.as_deref(), Some("k"));
+        let read = store.get_run(&s, "r1").await.unwrap().unwrap();
+        assert_eq!(read, run);
+        // The owner coming back renews its lease but not the run.
+        assert!(store.renew_lease(&s, "r1", "A", now + 5000).await.unwrap());
+        let again = store.expire_lease(&s, "r1", now).await.unwrap().unwrap();
+        assert_eq!(again.status, RunStatus::Interrupted);
+        assert!(matches!(
+            store.set_run_status(&s, "r1", RunStatus::Completed).await,
+            Err(StoreError::InvalidTransition(_))
+        ));
+        // Never leased: over at once. Not running: left alone.
+        started(&*store, start(&s, "r2", Some("r1"), None, "b")).await;
+        store
+            .set_run_status(&s, "r2", RunStatus::SuspendedInput)
+            .await
+            .unwrap();
+        let run = store.expire_lease(&s, "r2", now).await.unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::SuspendedInput);
+        store
+            .set_run_status(&s, "r2", RunStatus::Running)
+            .await
+            .unwrap();
+        let run = store.expire_lease(&s, "r2", now).await.unwrap().unwrap();
+        assert_eq!(run.status, RunStatus::Interrupted);
+        assert_eq!(store.expire_lease(&s, "nope", now).await.unwrap(), None);
+        let unknown = ss.id("unknown");
+        assert_eq!(store.expire_lease(&unknown, "r1", now).await.unwrap(), None);
+        // Deleting the session drops its leases: B may take r1's now.
+        assert!(store.delete_session(&s).await.unwrap());
+        assert!(store.renew_lease(&s, "r1", "B", now).await.unwrap());
+        ss.cleanup(&*store).await;
+    }
+
     pub async fn inputs_are_logged_in_commit_order(store: Arc<dyn SessionStateStore>) {
         let mut ss = Sessions::new();
         let s = ss.id("a");
@@ -882,6 +944,10 @@ macro_rules! suite {
             case!($backend, delete_frees_keys_and_restarts_the_sequence);
             case!($backend, finished_runs_refuse_every_status_change);
             case!($backend, inputs_are_logged_in_commit_order);
+            case!(
+                $backend,
+                leases_are_renewed_by_their_owner_and_expired_only_when_over
+            );
             case!($backend, concurrent_commits_with_one_key_start_one_run);
             case!($backend, concurrent_keyless_commits_pass_cas_once);
             case!($backend, commits_racing_deletes_stay_consistent);
@@ -942,7 +1008,7 @@ async fn migrations_are_idempotent_and_concurrent_openers_do_not_race() {
         o.await.unwrap().unwrap();
     }
     let conn = rusqlite_versions(&path);
-    assert_eq!(conn, vec![1, 2, 3]);
+    assert_eq!(conn, vec![1, 2, 3, 4]);
 
     let url = postgres_url();
     let opens: Vec<_> = (0..4)
@@ -970,7 +1036,7 @@ async fn migrations_are_idempotent_and_concurrent_openers_do_not_race() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(versions, vec![1, 2]);
+    assert_eq!(versions, vec![1, 2, 3]);
 }
 
 #[tokio::test]
@@ -994,17 +1060,19 @@ async fn a_version_2_sqlite_database_is_upgraded_on_open_and_keeps_its_runs() {
         .await
         .unwrap();
     drop(store);
-    // Back to the version-2 schema: the covering index of migration 3 gone.
+    // Back to the version-2 schema: the covering index of migration 3 and
+    // the lease table of migration 4 gone.
     let conn = rusqlite::Connection::open(&db.0).unwrap();
     conn.execute_batch(
-        "DROP INDEX runs_request_key_lookup; DELETE FROM reqkey_migrations WHERE version = 3;",
+        "DROP INDEX runs_request_key_lookup; DROP TABLE run_leases;
+         DELETE FROM reqkey_migrations WHERE version >= 3;",
     )
     .unwrap();
     drop(conn);
     assert_eq!(rusqlite_versions(&db.0), vec![1, 2]);
 
     let store = SqliteStore::open(&db.0).await.unwrap();
-    assert_eq!(rusqlite_versions(&db.0), vec![1, 2, 3]);
+    assert_eq!(rusqlite_versions(&db.0), vec![1, 2, 3, 4]);
     let found = store.get_run_by_request_key(&s, "key-1").await.unwrap();
     assert_eq!(found.map(|r| r.run_id), Some("r1".to_owned()));
 }
@@ -1025,7 +1093,7 @@ async fn a_database_newer_than_this_build_is_refused_and_left_alone() {
         matches!(e, store::OpenError::Migration { .. }) && e.to_string().contains("version 99"),
         "{e}"
     );
-    assert_eq!(rusqlite_versions(&db.0), vec![1, 2, 3, 99]);
+    assert_eq!(rusqlite_versions(&db.0), vec![1, 2, 3, 4, 99]);
 }
 
 /// The run holding `key` in `session`, once the store answers again after
@@ -1275,6 +1343,7 @@ async fn redis_cluster_keeps_each_session_in_one_slot_on_its_master() {
         conns.push(node(&m.addr).await);
     }
     for (owner, s) in sessions.iter().enumerate() {
+        assert!(store.renew_lease(s, "r1", "owner", 1).await.unwrap());
         started(&store, start(s, "r1", None, Some("k1"), "a")).await;
         started(&store, start(s, "r2", Some("r1"), None, "b")).await;
         store
