@@ -21,6 +21,7 @@ use clap::Args;
 
 use crate::check::lin::{self, CheckOptions, Verdict};
 use crate::cmd::common::{filter_by_tags, harness_error, runtime};
+use crate::cmd::failover::{failover_benchmark, FailoverConfig};
 use crate::run::record::{random_history, Workload};
 use crate::scenario;
 use crate::target::spec::open_target;
@@ -609,6 +610,11 @@ pub enum BenchKind {
     /// getRunByRequestKey latency with --small vs --large runs in the
     /// store (--target, default memory): an index read stays flat.
     Lookup,
+    /// The fault test: --replicas `reqkey serve agent` processes over
+    /// --store under bounded keyed load, one killed with SIGKILL mid-load,
+    /// failed requests retried with their key on another replica; exit 1
+    /// on any duplicate run, lost or doubled input.
+    Failover,
 }
 
 #[derive(Debug, Args)]
@@ -651,9 +657,31 @@ pub struct BenchArgs {
     /// `race`). Default: the embedded store suite.
     #[arg(long)]
     pub scenarios: Option<PathBuf>,
-    /// First seed (run k uses seed + k).
+    /// First seed (run k uses seed + k; failover: picks the killed replica).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// The store the replicas of the failover test share (default: the
+    /// local Postgres, postgres://postgres@127.0.0.1:5432/test).
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Replicas of the failover test.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(2..=8))]
+    pub replicas: u16,
+    /// Keyed requests of the failover test, each in its own session.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub requests: u32,
+    /// Requests in flight at once (failover test).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+    /// The lease of every replica, in ms (failover test, `--lease-ms`).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(30..=600_000))]
+    pub lease_ms: u64,
+    /// How long each run executes, in ms (failover test).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+    pub run_ms: u64,
+    /// Answered requests before the kill (failover test; default a third).
+    #[arg(long)]
+    pub kill_after: Option<u32>,
 }
 
 /// `reqkey bench lookup`: prints the figures; exit 1 only when
@@ -692,6 +720,36 @@ async fn lookup_bench(args: &BenchArgs) -> ExitCode {
     }
 }
 
+/// `reqkey bench failover`: prints the figures; exit 1 unless clean.
+async fn failover_bench(args: &BenchArgs) -> ExitCode {
+    let requests = args.requests as usize;
+    let cfg = FailoverConfig {
+        store: args
+            .store
+            .clone()
+            .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/test".into()),
+        replicas: usize::from(args.replicas),
+        requests,
+        concurrency: usize::from(args.concurrency),
+        lease_ms: args.lease_ms,
+        run_ms: args.run_ms,
+        kill_after: args.kill_after.map_or(requests / 3, |k| k as usize),
+        call_timeout_ms: args.timeout_ms,
+        seed: args.seed,
+    };
+    match failover_benchmark(&cfg).await {
+        Ok(f) => {
+            println!("{f}");
+            if f.clean() && f.kills == 1 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => harness_error(e),
+    }
+}
+
 pub fn bench_command(args: BenchArgs) -> ExitCode {
     let rt = match runtime() {
         Ok(rt) => rt,
@@ -700,6 +758,9 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
     rt.block_on(async move {
         if args.kind == BenchKind::Lookup {
             return lookup_bench(&args).await;
+        }
+        if args.kind == BenchKind::Failover {
+            return failover_bench(&args).await;
         }
         let racy = args
             .target

@@ -15,6 +15,7 @@
 pub mod bench;
 pub mod certify;
 pub mod common;
+pub mod failover;
 pub mod fuzz;
 pub mod model;
 pub mod run;
