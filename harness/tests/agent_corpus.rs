@@ -25,7 +25,7 @@ use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::TargetOptions;
 
 /// Scenarios that need a server which records keys (either policy).
-const KEYED: [&str; 15] = [
+const KEYED: [&str; 16] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -35,6 +35,7 @@ const KEYED: [&str; 15] = [
     "agent.concurrent-duplicate-chats",
     "agent.concurrent-duplicate-resumes",
     "agent.concurrent-duplicates",
+    "agent.cross-replica-keyed-retry",
     "agent.delete-frees-keys",
     "agent.key-conflict",
     "agent.keyed-resume",
@@ -297,6 +298,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
                 "agent.attach-running",
                 "agent.attach-suspended",
                 "agent.chat-retried-send-attaches",
+                "agent.cross-replica-keyed-retry",
                 "agent.key-conflict",
                 "agent.keyed-resume",
                 "agent.keyed-retries-skip-refusals",

@@ -32,7 +32,8 @@ fn redis_url() -> String {
     std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
 }
 
-/// The races of the suite that a replicated target sends across replicas.
+/// The races of the suite that a replicated target sends across replicas
+/// (round-robin); `agent.cross-replica-keyed-retry` picks its replicas.
 const RACES: [&str; 3] = [
     "agent.concurrent-duplicates",
     "agent.concurrent-duplicate-chats",
@@ -200,6 +201,11 @@ async fn three_replicas_over_separate_memory_stores_are_caught() {
     for race in RACES {
         assert!(failing.contains(race), "{race} passed on {spec}");
     }
+    // The scenario that picks its replicas fails on its first retry.
+    assert!(
+        failing.contains("agent.cross-replica-keyed-retry"),
+        "{failing:?}"
+    );
 }
 
 /// The same in process: `reference-agents:3` (each over its own memory

@@ -100,6 +100,7 @@ pub async fn wait_run_step(
             ),
             headers: Vec::new(),
             body: None,
+            replica: None,
         };
         let response = timed(target.http(request), call_timeout_ms).await?;
         let mut out = answer(&response);

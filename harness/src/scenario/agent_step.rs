@@ -14,8 +14,12 @@ pub const MAX_WAIT_MS: u64 = 60_000;
 /// The default `timeout_ms` of a `wait_run`.
 pub const DEFAULT_WAIT_MS: u64 = 5_000;
 
-const HTTP_KEYS: [&str; 7] = [
+/// The largest `replica` index a step may name.
+pub const MAX_REPLICA_INDEX: u64 = 15;
+
+const HTTP_KEYS: [&str; 8] = [
     "method",
+    "replica",
     "path",
     "headers",
     "json",
@@ -67,6 +71,7 @@ pub fn validate_http(spec: &Value) -> Result<(), String> {
     }
     bounded(map.get("pad_to_bytes"), "pad_to_bytes", MAX_BODY_BYTES)?;
     bounded(map.get("delay_ms"), "delay_ms", MAX_WAIT_MS)?;
+    bounded(map.get("replica"), "replica", MAX_REPLICA_INDEX)?;
     headers_of(map.get("headers")).map(|_| ())
 }
 
@@ -163,10 +168,20 @@ pub fn build_request(spec: &Value) -> Result<HttpRequest, TargetError> {
             b.resize(want, b' ');
         }
     }
+    let replica = match spec.get("replica") {
+        None => None,
+        Some(r) => Some(
+            usize::try_from(
+                bounded(Some(r), "replica", MAX_REPLICA_INDEX).map_err(TargetError::BadSpec)?,
+            )
+            .unwrap_or(0),
+        ),
+    };
     Ok(HttpRequest {
         method,
         path,
         headers,
         body,
+        replica,
     })
 }

@@ -94,7 +94,7 @@ fn store_action_properties(props: &mut Map<String, Value>) {
 /// The agent-level actions (`http`, `wait_run`) and the `expect_not_echoed`
 /// modifier, in the terms `agent_steps` validates them.
 fn agent_properties(props: &mut Map<String, Value>) {
-    use crate::scenario::agent_step::{MAX_BODY_BYTES, MAX_WAIT_MS};
+    use crate::scenario::agent_step::{MAX_BODY_BYTES, MAX_REPLICA_INDEX, MAX_WAIT_MS};
     let header_value = json!({"oneOf": [
         {"type": "string"},
         {"type": "object", "properties": {"hex": {"type": "string", "pattern": "^([0-9a-fA-F]{2})*$"}},
@@ -118,7 +118,8 @@ fn agent_properties(props: &mut Map<String, Value>) {
                 "json": {"description": "A JSON body, sent compact."},
                 "body": {"type": "string", "description": "A raw text body."},
                 "pad_to_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_BODY_BYTES, "description": "Pad the body with blanks to this many bytes."},
-                "delay_ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "description": "Wait before sending (in a parallel group: after the barrier)."}
+                "delay_ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "description": "Wait before sending (in a parallel group: after the barrier)."},
+                "replica": {"type": "integer", "minimum": 0, "maximum": MAX_REPLICA_INDEX, "description": "Send to this replica of a replicated target (modulo their number); absent: the next in turn. A one-endpoint target ignores it."}
             },
             "required": ["path"],
             "not": {"required": ["json", "body"]},

@@ -142,6 +142,10 @@ pub struct HttpRequest {
     /// Raw header values; a name may repeat, values need not be UTF-8.
     pub headers: Vec<(String, Vec<u8>)>,
     pub body: Option<Vec<u8>>,
+    /// The replica of a replicated target this request goes to (the
+    /// step's `replica:`, taken modulo the number of replicas); `None`:
+    /// the next in turn. A one-endpoint target ignores it.
+    pub replica: Option<usize>,
 }
 
 /// The whole answer to an [`HttpRequest`] (an SSE body read to its end).

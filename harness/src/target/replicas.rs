@@ -130,6 +130,9 @@ impl Target for ReplicaTarget {
     }
 
     async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
-        self.pick().http(request).await
+        match request.replica {
+            Some(i) => self.replicas[i % self.replicas.len()].http(request).await,
+            None => self.pick().http(request).await,
+        }
     }
 }
