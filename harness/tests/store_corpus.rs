@@ -52,13 +52,24 @@ fn record_path() -> std::path::PathBuf {
 }
 
 /// The scenario named after each defect's rule: the defect must fail it.
-const NAMED_AFTER: [(&str, &str); 6] = [
+const NAMED_AFTER: [(&str, &str); 17] = [
     ("no-key-rule", "request-key.taken-names-holder"),
     ("key-rule-after-cas", "request-key.key-rule-before-cas"),
     ("no-replay-first", "request-key.replay-before-key-rule"),
     ("delete-keeps-keys", "request-key.delete-frees-keys"),
     ("holder-read-outside-commit", "request-key.race"),
     ("leak-constraint-error", "request-key.taken-names-holder"),
+    ("no-cas", "store.cas-mismatch-names-current"),
+    ("refusal-appends-input", "store.commit-writes-exactly"),
+    ("start-digest-input-only", "request-key.run-id-conflict"),
+    ("global-run-ids", "store.session-isolation"),
+    ("keys-case-insensitive", "store.keys-are-case-sensitive"),
+    ("finished-same-status-ok", "store.set-run-status-transitions"),
+    ("delete-always-true", "store.unknown-session-reads"),
+    ("replay-answers-started-run", "request-key.same-run-id-replay"),
+    ("refusal-creates-session", "store.commit-writes-exactly"),
+    ("no-argument-checks", "store.invalid-arguments"),
+    ("half-key-starts-keyless", "store.invalid-arguments"),
 ];
 
 /// Defects whose failures depend on scheduling: the record is a lower bound.

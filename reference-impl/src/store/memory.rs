@@ -59,10 +59,16 @@ pub enum MemoryDefect {
     ReplayAnswersStartedRun,
     /// A refused commit creates the (empty) session.
     RefusalCreatesSession,
+    /// Arguments are not checked before the reads: an empty or malformed
+    /// id is looked up (and not found) instead of refused.
+    NoArgumentChecks,
+    /// A commit with `requestKey` but no `requestDigest` (or the reverse)
+    /// drops the half it got and starts a keyless run.
+    HalfKeyStartsKeyless,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 15] = [
+    pub const ALL: [MemoryDefect; 17] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -78,6 +84,8 @@ impl MemoryDefect {
         MemoryDefect::DeleteAlwaysTrue,
         MemoryDefect::ReplayAnswersStartedRun,
         MemoryDefect::RefusalCreatesSession,
+        MemoryDefect::NoArgumentChecks,
+        MemoryDefect::HalfKeyStartsKeyless,
     ];
 
     pub fn name(self) -> &'static str {
@@ -97,6 +105,8 @@ impl MemoryDefect {
             MemoryDefect::DeleteAlwaysTrue => "delete-always-true",
             MemoryDefect::ReplayAnswersStartedRun => "replay-answers-started-run",
             MemoryDefect::RefusalCreatesSession => "refusal-creates-session",
+            MemoryDefect::NoArgumentChecks => "no-argument-checks",
+            MemoryDefect::HalfKeyStartsKeyless => "half-key-starts-keyless",
         }
     }
 
@@ -190,7 +200,20 @@ impl SessionStateStore for MemoryStore {
         "memory"
     }
 
-    async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+    fn skip_argument_checks(&self) -> bool {
+        matches!(
+            self.defect,
+            Some(MemoryDefect::NoArgumentChecks | MemoryDefect::HalfKeyStartsKeyless)
+        )
+    }
+
+    async fn commit_run_start(&self, mut start: StartRun) -> Result<CommitResult, StoreError> {
+        if self.defect == Some(MemoryDefect::HalfKeyStartsKeyless)
+            && start.request_key.is_some() != start.request_digest.is_some()
+        {
+            start.request_key = None;
+            start.request_digest = None;
+        }
         let variant = self.defect.map_or(RuleVariant::SPEC, MemoryDefect::variant);
         let stale_holder = if self.defect == Some(MemoryDefect::HolderReadOutsideCommit) {
             let holder = start
