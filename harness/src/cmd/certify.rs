@@ -7,7 +7,10 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cmd::common::{execute, fresh_seed, harness_error, health, Outputs};
-use crate::report::ReportContext;
+use reqkey_model::clauses::ClauseLevel;
+
+use crate::check::coverage;
+use crate::report::{ClauseCoverage, ReportContext};
 use crate::run::runner::RunConfig;
 use crate::scenario;
 use crate::target::spec::open_target;
@@ -35,6 +38,25 @@ pub struct CertifyArgs {
     /// Print only failures and the closing count.
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// The clause coverage of a level's whole suite, as a certificate states it.
+pub fn suite_coverage(
+    root: &std::path::Path,
+    level: crate::target::Level,
+    scenarios: &[scenario::Scenario],
+) -> Result<ClauseCoverage, String> {
+    let clause_level = ClauseLevel::parse(&level.to_string())
+        .ok_or_else(|| format!("no clause level {level}"))?;
+    let clauses = reqkey_model::clauses::clauses().map_err(|e| e.to_string())?;
+    let record = coverage::read_record(root).map_err(|e| e.to_string())?;
+    let cov = coverage::coverage(clause_level, clauses, scenarios, &record)
+        .map_err(|e| e.to_string())?;
+    Ok(ClauseCoverage {
+        level: level.to_string(),
+        covered: cov.covered(),
+        total: cov.total(),
+    })
 }
 
 /// The file names `certify` writes into `--out`.
@@ -86,6 +108,10 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     let mut ctx = ReportContext::new("certify", &args.target);
     ctx.health = Some(identity);
     ctx.suite = Some(suite);
+    ctx.clause_coverage = match suite_coverage(&args.scenarios, target.level(), &scenarios) {
+        Ok(c) => Some(c),
+        Err(e) => return harness_error(format!("clause coverage: {e}")),
+    };
     let outputs = Outputs {
         junit: Some(args.out.join(JUNIT_FILE)),
         json: Some(args.out.join(RESULTS_FILE)),

@@ -29,6 +29,18 @@ pub struct ReportContext {
     pub expected_failures: Vec<String>,
     /// When the run started, UTC, RFC 3339 (`2026-12-02T13:24:20Z`).
     pub date: String,
+    /// How many clauses of the spec the suite can fail on (`certify` states
+    /// it; `reqkey coverage` prints the matrix).
+    pub clause_coverage: Option<ClauseCoverage>,
+}
+
+/// The clause coverage of a suite: `covered` of the `total` clauses of
+/// spec/SPEC.md certified at `level` have a scenario that can fail on them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClauseCoverage {
+    pub level: String,
+    pub covered: usize,
+    pub total: usize,
 }
 
 impl ReportContext {
@@ -43,6 +55,7 @@ impl ReportContext {
             selection: Vec::new(),
             expected_failures: Vec::new(),
             date: utc_now(),
+            clause_coverage: None,
         }
     }
 

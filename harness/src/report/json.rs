@@ -26,6 +26,7 @@ struct Document<'a> {
     date: &'a str,
     target: TargetDoc<'a>,
     suite: Option<SuiteDoc<'a>>,
+    clause_coverage: Option<CoverageDoc<'a>>,
     selection: &'a [String],
     expected_failures: &'a [String],
     seed: u64,
@@ -48,6 +49,13 @@ struct SuiteDoc<'a> {
     version: Option<&'a str>,
     digest: &'a str,
     files: usize,
+}
+
+#[derive(Debug, Serialize)]
+struct CoverageDoc<'a> {
+    level: &'a str,
+    covered: usize,
+    total: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -102,6 +110,11 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             version: s.version.as_deref(),
             digest: &s.digest,
             files: s.files,
+        }),
+        clause_coverage: ctx.clause_coverage.as_ref().map(|c| CoverageDoc {
+            level: &c.level,
+            covered: c.covered,
+            total: c.total,
         }),
         selection: &ctx.selection,
         expected_failures: &ctx.expected_failures,
