@@ -93,14 +93,45 @@ pub enum ExecutorDefect {
     /// An attached chat stream starts at the holder's *current* position,
     /// not at its start, so a retried send misses events it should replay.
     AttachStreamsFromNow,
+    /// A retry re-runs the session's first input instead of its last.
+    RetryRerunsFirstInput,
+    /// A keyed entry that is not a duplicate skips the session-exists and
+    /// already-running refusals (as if every keyed entry were a retry).
+    KeyedSkipsPolicy,
+    /// A finished holder always replays, even behind a later run (no
+    /// `state_request_already_completed`).
+    FinishedHolderReplays,
+    /// A resume while the current run is `running` completes it and starts
+    /// (no `state_already_running`).
+    ResumeWhileRunning,
+    /// The server's 400 for a malformed key quotes the raw header value.
+    EchoMalformedKey,
+    /// The server reads bodies over 1 MiB (no 413).
+    NoBodyLimit,
+    /// The server's `/health` lacks `supportsRequestKey`.
+    HealthWithoutKeyFlag,
+    /// An unknown run of a known session is 404 `state_session_not_found`.
+    UnknownRunIsUnknownSession,
+    /// A commit refused `cas_mismatch` is not decided again: the entry
+    /// answers the retryable contention refusal instead of the policy's.
+    NoCasRedecide,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 4] = [
+    pub const ALL: [ExecutorDefect; 13] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
         ExecutorDefect::AttachStreamsFromNow,
+        ExecutorDefect::RetryRerunsFirstInput,
+        ExecutorDefect::KeyedSkipsPolicy,
+        ExecutorDefect::FinishedHolderReplays,
+        ExecutorDefect::ResumeWhileRunning,
+        ExecutorDefect::EchoMalformedKey,
+        ExecutorDefect::NoBodyLimit,
+        ExecutorDefect::HealthWithoutKeyFlag,
+        ExecutorDefect::UnknownRunIsUnknownSession,
+        ExecutorDefect::NoCasRedecide,
     ];
 
     pub fn name(self) -> &'static str {
@@ -109,6 +140,15 @@ impl ExecutorDefect {
             ExecutorDefect::NoReplanAfterKeyTaken => "no-replan-after-key-taken",
             ExecutorDefect::IgnoreDigest => "ignore-digest",
             ExecutorDefect::AttachStreamsFromNow => "attach-streams-from-now",
+            ExecutorDefect::RetryRerunsFirstInput => "retry-reruns-first-input",
+            ExecutorDefect::KeyedSkipsPolicy => "keyed-skips-policy",
+            ExecutorDefect::FinishedHolderReplays => "finished-holder-replays",
+            ExecutorDefect::ResumeWhileRunning => "resume-while-running",
+            ExecutorDefect::EchoMalformedKey => "echo-malformed-key",
+            ExecutorDefect::NoBodyLimit => "no-body-limit",
+            ExecutorDefect::HealthWithoutKeyFlag => "health-without-key-flag",
+            ExecutorDefect::UnknownRunIsUnknownSession => "unknown-run-is-unknown-session",
+            ExecutorDefect::NoCasRedecide => "no-cas-redecide",
         }
     }
 
@@ -312,7 +352,9 @@ impl Executor {
         &self.store
     }
 
-    fn has_defect(&self, d: ExecutorDefect) -> bool {
+    /// Whether this executor was built with the deliberate bug `d` (the
+    /// server asks too, for the defects that live in its HTTP layer).
+    pub fn has_defect(&self, d: ExecutorDefect) -> bool {
         self.config.defect == Some(d)
     }
 
@@ -377,15 +419,30 @@ impl Executor {
                     return self.answer_holder(session, &holder, digest).await;
                 }
             }
-            let prepared = self.policy(req.kind, key.is_some(), current.as_ref())?;
+            let prepared = match self.policy(req.kind, key.is_some(), current.as_ref()) {
+                Err(EntryError::SessionExists | EntryError::AlreadyRunning)
+                    if key.is_some() && self.has_defect(ExecutorDefect::KeyedSkipsPolicy) =>
+                {
+                    Prepared {
+                        expected_current_run_id: current.as_ref().map(|r| r.run_id.clone()),
+                        previous: current
+                            .as_ref()
+                            .filter(|r| r.status.is_live())
+                            .map(|r| (r.run_id.clone(), RunStatus::Interrupted)),
+                    }
+                }
+                other => other?,
+            };
             let input = match req.kind {
-                EntryKind::Retry => self
-                    .store
-                    .list_inputs(session)
-                    .await?
-                    .pop()
-                    .map(|e| e.input)
-                    .ok_or(EntryError::SessionNotFound)?,
+                EntryKind::Retry => {
+                    let mut inputs = self.store.list_inputs(session).await?;
+                    let picked = if self.has_defect(ExecutorDefect::RetryRerunsFirstInput) {
+                        (!inputs.is_empty()).then(|| inputs.remove(0))
+                    } else {
+                        inputs.pop()
+                    };
+                    picked.map(|e| e.input).ok_or(EntryError::SessionNotFound)?
+                }
                 _ => req.input.clone(),
             };
             let run_id = self.next_run_id();
@@ -438,6 +495,9 @@ impl Executor {
                 }
                 Err(StoreError::RunStartRejected(RunStartRejection::CasMismatch { .. })) => {
                     self.untrack(session, &run_id);
+                    if self.has_defect(ExecutorDefect::NoCasRedecide) {
+                        return Err(EntryError::Contended);
+                    }
                 }
                 Err(e) => {
                     self.untrack(session, &run_id);
@@ -472,6 +532,11 @@ impl Executor {
             KeyedEntryPlan::Conflict { holder_run_id } => Err(EntryError::KeyConflict {
                 run_id: holder_run_id,
             }),
+            KeyedEntryPlan::AlreadyCompleted { .. }
+                if self.has_defect(ExecutorDefect::FinishedHolderReplays) =>
+            {
+                Ok(EntryOutcome::Attached(holder.clone()))
+            }
             KeyedEntryPlan::AlreadyCompleted { holder_run_id } => {
                 Err(EntryError::AlreadyCompleted {
                     run_id: holder_run_id,
@@ -503,6 +568,12 @@ impl Executor {
             (EntryKind::Start | EntryKind::Chat, None) => None,
             (EntryKind::Resume | EntryKind::Retry, None) => {
                 return Err(EntryError::SessionNotFound)
+            }
+            (EntryKind::Resume, Some(run))
+                if run.status == RunStatus::Running
+                    && self.has_defect(ExecutorDefect::ResumeWhileRunning) =>
+            {
+                Some((run.run_id.clone(), RunStatus::Completed))
             }
             (EntryKind::Resume | EntryKind::Chat | EntryKind::Retry, Some(run))
                 if run.status == RunStatus::Running =>
