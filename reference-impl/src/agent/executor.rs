@@ -115,10 +115,13 @@ pub enum ExecutorDefect {
     /// A commit refused `cas_mismatch` is not decided again: the entry
     /// answers the retryable contention refusal instead of the policy's.
     NoCasRedecide,
+    /// `waitMs` waits while the run is live (suspended too), not only while
+    /// it is `running`.
+    WaitWhileLive,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 13] = [
+    pub const ALL: [ExecutorDefect; 14] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -132,6 +135,7 @@ impl ExecutorDefect {
         ExecutorDefect::HealthWithoutKeyFlag,
         ExecutorDefect::UnknownRunIsUnknownSession,
         ExecutorDefect::NoCasRedecide,
+        ExecutorDefect::WaitWhileLive,
     ];
 
     pub fn name(self) -> &'static str {
@@ -149,6 +153,7 @@ impl ExecutorDefect {
             ExecutorDefect::HealthWithoutKeyFlag => "health-without-key-flag",
             ExecutorDefect::UnknownRunIsUnknownSession => "unknown-run-is-unknown-session",
             ExecutorDefect::NoCasRedecide => "no-cas-redecide",
+            ExecutorDefect::WaitWhileLive => "wait-while-live",
         }
     }
 
@@ -764,7 +769,12 @@ impl Executor {
             let run = self.store.get_run(session, run_id).await?;
             let Some(run) = run else { return Ok(None) };
             let now = tokio::time::Instant::now();
-            if run.status != RunStatus::Running || now >= deadline || *shutdown.borrow() {
+            let waiting = if self.has_defect(ExecutorDefect::WaitWhileLive) {
+                run.status.is_live()
+            } else {
+                run.status == RunStatus::Running
+            };
+            if !waiting || now >= deadline || *shutdown.borrow() {
                 return Ok(Some(run));
             }
             let tick = (now + Duration::from_millis(STORE_POLL_MS)).min(deadline);
