@@ -154,7 +154,10 @@ const NAMED_AFTER: [(&str, &str); 14] = [
     ("policy-before-key", "agent.keyed-retries-skip-refusals"),
     ("no-replan-after-key-taken", "agent.concurrent-duplicates"),
     ("ignore-digest", "agent.key-conflict"),
-    ("attach-streams-from-now", "agent.chat-retried-send-attaches"),
+    (
+        "attach-streams-from-now",
+        "agent.chat-retried-send-attaches",
+    ),
     ("retry-reruns-first-input", "agent.keyed-after-several-runs"),
     ("keyed-skips-policy", "agent.keyed-after-several-runs"),
     ("finished-holder-replays", "agent.already-completed"),
@@ -202,7 +205,10 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         assert_failures_are_verdicts(target, summary);
         let name = target.trim_start_matches("reference-agent:");
         if let Some((_, named)) = NAMED_AFTER.iter().find(|(d, _)| *d == name) {
-            assert!(failed.contains(*named), "{target} passed {named}; failed {failed:?}");
+            assert!(
+                failed.contains(*named),
+                "{target} passed {named}; failed {failed:?}"
+            );
         }
         let steady: BTreeSet<String> = failed
             .iter()

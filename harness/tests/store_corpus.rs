@@ -64,9 +64,15 @@ const NAMED_AFTER: [(&str, &str); 17] = [
     ("start-digest-input-only", "request-key.run-id-conflict"),
     ("global-run-ids", "store.session-isolation"),
     ("keys-case-insensitive", "store.keys-are-case-sensitive"),
-    ("finished-same-status-ok", "store.set-run-status-transitions"),
+    (
+        "finished-same-status-ok",
+        "store.set-run-status-transitions",
+    ),
     ("delete-always-true", "store.unknown-session-reads"),
-    ("replay-answers-started-run", "request-key.same-run-id-replay"),
+    (
+        "replay-answers-started-run",
+        "request-key.same-run-id-replay",
+    ),
     ("refusal-creates-session", "store.commit-writes-exactly"),
     ("no-argument-checks", "store.invalid-arguments"),
     ("half-key-starts-keyless", "store.invalid-arguments"),

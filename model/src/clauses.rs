@@ -73,7 +73,11 @@ pub enum ClauseError {
     #[error("spec line {line}: `[[{id}]]` is not a clause id (lowercase dot-separated words of [a-z0-9-], at least two)")]
     Malformed { line: usize, id: String },
     #[error("spec line {line}: clause `{id}` is already written on line {first}")]
-    Duplicate { line: usize, id: String, first: usize },
+    Duplicate {
+        line: usize,
+        id: String,
+        first: usize,
+    },
     #[error("the spec has no \"clause ids | certified at\" table")]
     NoTable,
     #[error("spec line {line}: the clause table row is malformed: {message}")]

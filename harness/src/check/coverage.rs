@@ -69,7 +69,9 @@ pub enum CoverageError {
         variant: String,
         scenario: String,
     },
-    #[error("{RECORD_FILE}: `{variant}` is not a built-in broken {level} variant (want `{prefix}...`)")]
+    #[error(
+        "{RECORD_FILE}: `{variant}` is not a built-in broken {level} variant (want `{prefix}...`)"
+    )]
     BadVariant {
         level: &'static str,
         variant: String,
@@ -342,11 +344,17 @@ mod tests {
         let cov = coverage(ClauseLevel::Store, clauses, &scenarios, &rec).unwrap();
         let row = |id: &str| cov.rows.iter().find(|r| r.clause.id == id).unwrap();
         assert!(row("store.commit.cas").covered());
-        assert!(!row("store.commit.key-holder").covered(), "b fails on nothing");
+        assert!(
+            !row("store.commit.key-holder").covered(),
+            "b fails on nothing"
+        );
         assert!(!row("store.commit.atomic").covered(), "nobody checks it");
         assert_eq!(cov.covered(), 1);
         assert!(cov.total() > 30);
-        assert!(cov.rows.iter().all(|r| r.clause.applies_to(ClauseLevel::Store)));
+        assert!(cov
+            .rows
+            .iter()
+            .all(|r| r.clause.applies_to(ClauseLevel::Store)));
         let text = render(&cov);
         assert!(text.contains("GAP"), "{text}");
         assert!(text.contains("a*"), "{text}");

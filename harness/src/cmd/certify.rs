@@ -46,12 +46,12 @@ pub fn suite_coverage(
     level: crate::target::Level,
     scenarios: &[scenario::Scenario],
 ) -> Result<ClauseCoverage, String> {
-    let clause_level = ClauseLevel::parse(&level.to_string())
-        .ok_or_else(|| format!("no clause level {level}"))?;
+    let clause_level =
+        ClauseLevel::parse(&level.to_string()).ok_or_else(|| format!("no clause level {level}"))?;
     let clauses = reqkey_model::clauses::clauses().map_err(|e| e.to_string())?;
     let record = coverage::read_record(root).map_err(|e| e.to_string())?;
-    let cov = coverage::coverage(clause_level, clauses, scenarios, &record)
-        .map_err(|e| e.to_string())?;
+    let cov =
+        coverage::coverage(clause_level, clauses, scenarios, &record).map_err(|e| e.to_string())?;
     Ok(ClauseCoverage {
         level: level.to_string(),
         covered: cov.covered(),

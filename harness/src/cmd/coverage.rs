@@ -59,7 +59,11 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
         (Level::Agent, ClauseLevel::Agent),
     ]
     .into_iter()
-    .filter(|(l, _)| args.level.as_deref().is_none_or(|want| want == l.to_string()))
+    .filter(|(l, _)| {
+        args.level
+            .as_deref()
+            .is_none_or(|want| want == l.to_string())
+    })
     .collect();
     let mut gaps = 0;
     for (level, clause_level) in levels {

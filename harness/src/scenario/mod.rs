@@ -651,13 +651,13 @@ mod tests {
 
     #[test]
     fn a_clause_of_another_level_or_listed_twice_is_refused() {
-        let e = err(&format!(
-            "id: t\nlevel: store\nchecks: [agent.route.start]\nsummary: s\nsteps:\n  - getRun: {{sessionId: s, runId: r}}\n"
-        ));
+        let e = err(
+            "id: t\nlevel: store\nchecks: [agent.route.start]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+        );
         assert!(e.contains("not certified at the store level"), "{e}");
-        let e = err(&format!(
-            "id: t\nlevel: store\nchecks: [store.commit.cas, store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {{sessionId: s, runId: r}}\n"
-        ));
+        let e = err(
+            "id: t\nlevel: store\nchecks: [store.commit.cas, store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+        );
         assert!(e.contains("listed twice"), "{e}");
         let ok = parse_scenario(
             Path::new("x.yaml"),

@@ -21,8 +21,8 @@ use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use crate::scenario::{
-    all_step_keys, ClauseRef, GroupCount, GroupRule, Scenario, Step, MAX_COPIES, MAX_SLEEP_MS, OTHER_ACTIONS,
-    STORE_ACTIONS,
+    all_step_keys, ClauseRef, GroupCount, GroupRule, Scenario, Step, MAX_COPIES, MAX_SLEEP_MS,
+    OTHER_ACTIONS, STORE_ACTIONS,
 };
 use crate::target::Level;
 
