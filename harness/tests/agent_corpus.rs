@@ -20,7 +20,7 @@ use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::TargetOptions;
 
 /// Scenarios that need a server which records keys.
-const KEYED: [&str; 19] = [
+const KEYED: [&str; 20] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -39,6 +39,7 @@ const KEYED: [&str; 19] = [
     "agent.keys-are-case-sensitive",
     "agent.planning-matrix",
     "agent.replay-finished-current",
+    "agent.session-isolation",
     "agent.valid-key-boundaries",
 ];
 
@@ -150,7 +151,7 @@ const RACES: [&str; 3] = [
 
 /// The scenario named after each broken executor's rule: it must fail it
 /// (a race scenario for the one whose bug only shows under a race).
-const NAMED_AFTER: [(&str, &str); 14] = [
+const NAMED_AFTER: [(&str, &str); 15] = [
     ("policy-before-key", "agent.keyed-retries-skip-refusals"),
     ("no-replan-after-key-taken", "agent.concurrent-duplicates"),
     ("ignore-digest", "agent.key-conflict"),
@@ -168,6 +169,7 @@ const NAMED_AFTER: [(&str, &str); 14] = [
     ("unknown-run-is-unknown-session", "agent.unknown-things"),
     ("no-cas-redecide", "agent.concurrent-keyless-starts"),
     ("wait-while-live", "agent.wait-answers-at-once"),
+    ("run-lookup-ignores-session", "agent.session-isolation"),
 ];
 
 /// Variants whose bug shows only under a race, but there on every run of

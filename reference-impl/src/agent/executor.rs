@@ -118,10 +118,13 @@ pub enum ExecutorDefect {
     /// `waitMs` waits while the run is live (suspended too), not only while
     /// it is `running`.
     WaitWhileLive,
+    /// Runs are looked up by run id alone (run ids are unique anyway, the
+    /// bug reasons): `GET /sessions/{B}/runs/{a run of A}` answers A's run.
+    RunLookupIgnoresSession,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 14] = [
+    pub const ALL: [ExecutorDefect; 15] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -136,6 +139,7 @@ impl ExecutorDefect {
         ExecutorDefect::UnknownRunIsUnknownSession,
         ExecutorDefect::NoCasRedecide,
         ExecutorDefect::WaitWhileLive,
+        ExecutorDefect::RunLookupIgnoresSession,
     ];
 
     pub fn name(self) -> &'static str {
@@ -154,6 +158,7 @@ impl ExecutorDefect {
             ExecutorDefect::UnknownRunIsUnknownSession => "unknown-run-is-unknown-session",
             ExecutorDefect::NoCasRedecide => "no-cas-redecide",
             ExecutorDefect::WaitWhileLive => "wait-while-live",
+            ExecutorDefect::RunLookupIgnoresSession => "run-lookup-ignores-session",
         }
     }
 
@@ -674,6 +679,17 @@ impl Executor {
         }
     }
 
+    /// The session a tracked run belongs to. Only
+    /// [`ExecutorDefect::RunLookupIgnoresSession`] asks: a correct server
+    /// never resolves a run outside the session it was named in.
+    fn session_of_tracked_run(&self, run_id: &str) -> Option<String> {
+        self.registry()
+            .sessions
+            .iter()
+            .find(|(_, runs)| runs.contains_key(run_id))
+            .map(|(s, _)| s.clone())
+    }
+
     fn log_of(&self, session: &str, run_id: &str) -> Option<Arc<RunLog>> {
         self.registry()
             .sessions
@@ -759,6 +775,14 @@ impl Executor {
         run_id: &str,
         wait_ms: u64,
     ) -> Result<Option<RunMetadata>, StoreError> {
+        let owner;
+        let session = match self.has_defect(ExecutorDefect::RunLookupIgnoresSession) {
+            true => {
+                owner = self.session_of_tracked_run(run_id);
+                owner.as_deref().unwrap_or(session)
+            }
+            false => session,
+        };
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         let mut changes = self.log_of(session, run_id).map(|l| l.subscribe());
         let shutdown = self.shutdown.subscribe();
