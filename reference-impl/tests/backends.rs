@@ -581,6 +581,9 @@ mod cases {
         // Deleting the session drops its leases: B may take r1's now.
         assert!(store.delete_session(&s).await.unwrap());
         assert!(store.renew_lease(&s, "r1", "B", now).await.unwrap());
+        // A lease alone (its commit never came) is no session.
+        assert!(!store.delete_session(&s).await.unwrap());
+        assert_eq!(store.get_current_run(&s).await.unwrap(), None);
         ss.cleanup(&*store).await;
     }
 

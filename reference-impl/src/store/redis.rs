@@ -30,8 +30,9 @@
 //! `setRunStatus` keeps its rule in Rust: it reads the run, checks the
 //! transition with `reqkey_model::check_status_transition`, and writes with
 //! a compare-and-set script (retried, bounded, if the run changed between).
-//! `deleteSession` is one `DEL` of all six keys, which Redis applies
-//! atomically.
+//! `deleteSession` is one script that `DEL`s all six keys, which Redis
+//! applies atomically; it answers `true` when a data key existed (a lease
+//! alone is no session).
 //!
 //! Redis Cluster (`redis+cluster://HOST:PORT[,HOST:PORT...]`, see
 //! docs/redis-cluster.md): the six keys of a session carry the hash tag
@@ -171,6 +172,14 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1
 "#;
 
+/// KEYS: the five data keys, then leases. Deletes all six at once; answers
+/// how many of the five data keys existed.
+const DELETE_LUA: &str = r#"
+local n = redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[6])
+return n
+"#;
+
 /// The keys of one session. All six carry the hash tag `{sessionId}`.
 struct Keys {
     request_keys: String,
@@ -305,6 +314,7 @@ pub struct RedisStore {
     set_status: Script,
     renew_lease: Script,
     expire_lease: Script,
+    delete: Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -413,6 +423,7 @@ impl RedisStore {
             set_status: Script::new(SET_STATUS_LUA),
             renew_lease: Script::new(RENEW_LEASE_LUA),
             expire_lease: Script::new(EXPIRE_LEASE_LUA),
+            delete: Script::new(DELETE_LUA),
         }
     }
 
@@ -707,9 +718,18 @@ impl SessionStateStore for RedisStore {
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
         let k = Keys::checked(session_id)?;
-        let removed: i64 = redis::cmd("DEL")
-            .arg(&k.all()[..])
-            .query_async(&mut self.conn.clone())
+        let [request_keys, runs, digests, order, inputs, leases] = k.all();
+        // The session existed if any of its data keys did; a lease alone
+        // (taken before a commit that was then refused) does not make one.
+        let removed: i64 = self
+            .delete
+            .key(request_keys)
+            .key(runs)
+            .key(digests)
+            .key(order)
+            .key(inputs)
+            .key(leases)
+            .invoke_async(&mut self.conn.clone())
             .await
             .map_err(redis_err)?;
         Ok(removed > 0)
