@@ -241,7 +241,10 @@ fn print_summary(config: &Config, opts: &CheckOptions, s: &CheckSummary) {
         opts.threads
     );
     println!("unique states:  {}", s.unique_states);
-    println!("total states:   {} (every generated successor)", s.total_states);
+    println!(
+        "total states:   {} (every generated successor)",
+        s.total_states
+    );
     println!("max depth:      {}", s.max_depth);
     println!("elapsed:        {:.2} s", s.elapsed.as_secs_f64());
     println!("unique states/s: {:.0}", s.unique_states_per_second());

@@ -44,10 +44,14 @@ sed -i 's/\.report(&mut WriteReporter/.join_and_report(\&mut WriteReporter/' "$e
 [ "$(grep -c 'join_and_report(&mut WriteReporter' "$ex")" -ge 1 ] ||
   { echo "compare-2pc: could not switch 2pc to join_and_report" >&2; exit 2; }
 export CARGO_TARGET_DIR="$root/target/compare-2pc"
+build() {
+  local log="$tmp/build.log"
+  "$@" >"$log" 2>&1 || { cat "$log" >&2; echo "compare-2pc: build failed: $*" >&2; exit 2; }
+}
 echo "building stateright $version examples/2pc.rs (release) ..." >&2
-(cd "$tmp/stateright" && cargo build --release --quiet --example 2pc)
+(cd "$tmp/stateright" && build cargo build --release --example 2pc)
 echo "building reqkey (release) ..." >&2
-(cd "$root" && CARGO_TARGET_DIR="$root/target" cargo build --release --quiet -p reqkey-harness)
+(cd "$root" && CARGO_TARGET_DIR="$root/target" build cargo build --release -p reqkey-harness)
 twopc="$CARGO_TARGET_DIR/release/examples/2pc"
 reqkey="$root/target/release/reqkey"
 

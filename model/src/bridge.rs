@@ -32,8 +32,7 @@ use crate::plan::{plan_keyed_entry, KeyedEntryPlan};
 use crate::rules::{KeyRule, RuleVariant};
 use crate::seq::SessionState;
 use crate::system::{
-    session_name, AnswerKind, Config, Meta, Request, Run, RunRef, StoreSession, MAX_KEYS,
-    MAX_RUNS,
+    session_name, AnswerKind, Config, Meta, Request, Run, RunRef, StoreSession, MAX_KEYS, MAX_RUNS,
 };
 use crate::types::{CommitOutcome, RunMetadata, RunStatus, StartRun};
 
@@ -89,16 +88,25 @@ impl Names {
             status: m.run.status,
             start_sequence: u64::from(m.seq),
             request_key: m.run.key.map(|k| self.key(k).to_owned()),
-            request_digest: m.run.key.map(|_| self.digests[m.run.input as usize].clone()),
+            request_digest: m
+                .run
+                .key
+                .map(|_| self.digests[m.run.input as usize].clone()),
         }
     }
 
     fn key_index(&self, name: &str) -> Option<u8> {
-        self.key_names.iter().position(|k| k == name).map(|i| i as u8)
+        self.key_names
+            .iter()
+            .position(|k| k == name)
+            .map(|i| i as u8)
     }
 
     fn digest_index(&self, digest: &str) -> Option<u8> {
-        self.digests.iter().position(|d| d == digest).map(|i| i as u8)
+        self.digests
+            .iter()
+            .position(|d| d == digest)
+            .map(|i| i as u8)
     }
 
     fn input_index(&self, input: &Value) -> Option<u8> {
@@ -127,9 +135,7 @@ impl Names {
             let decision = state.decide(&start, None, replay).ok()?;
             state.apply(&start, decision);
             if run.status != RunStatus::Running {
-                state
-                    .set_run_status(&start.run_id, run.status)
-                    .ok()?;
+                state.set_run_status(&start.run_id, run.status).ok()?;
             }
             previous = Some(run.id);
         }
@@ -192,7 +198,10 @@ pub enum PlanOut {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommitOut {
     /// A run started; the session as it is now, and the new run.
-    Started { store: StoreSession, run: Run },
+    Started {
+        store: StoreSession,
+        run: Run,
+    },
     Replayed,
     KeyTaken(RunRef),
     CasMismatch,
@@ -202,7 +211,14 @@ pub enum CommitOut {
 
 type Fast = BuildHasherDefault<AHasher>;
 type PlanKey = (Option<Meta>, Option<RunRef>, u8);
-type CommitKey = (u8, Inline<Run, MAX_RUNS>, Request, RunRef, Option<RunRef>, Option<Meta>);
+type CommitKey = (
+    u8,
+    Inline<Run, MAX_RUNS>,
+    Request,
+    RunRef,
+    Option<RunRef>,
+    Option<Meta>,
+);
 type StatusKey = (u8, Inline<Run, MAX_RUNS>, RunRef, RunStatus);
 
 /// The remembered answers of one thread, for one model.
@@ -258,7 +274,6 @@ impl RuleCache {
         holder: Option<Meta>,
         current: Option<RunRef>,
         digest: u8,
-        _own_input: u8,
     ) -> PlanOut {
         let key = (holder, current, digest);
         self.with(|memo| {
@@ -280,16 +295,12 @@ impl RuleCache {
                 };
                 match &plan {
                     KeyedEntryPlan::New => PlanOut::New,
-                    KeyedEntryPlan::Attach(h) => named(
-                        AnswerKind::Attached,
-                        &h.run_id,
-                        h.request_digest.as_deref(),
-                    ),
-                    KeyedEntryPlan::Replay(h) => named(
-                        AnswerKind::Replayed,
-                        &h.run_id,
-                        h.request_digest.as_deref(),
-                    ),
+                    KeyedEntryPlan::Attach(h) => {
+                        named(AnswerKind::Attached, &h.run_id, h.request_digest.as_deref())
+                    }
+                    KeyedEntryPlan::Replay(h) => {
+                        named(AnswerKind::Replayed, &h.run_id, h.request_digest.as_deref())
+                    }
                     KeyedEntryPlan::Conflict { holder_run_id } => {
                         named(AnswerKind::KeyConflict, holder_run_id, None)
                     }
@@ -343,10 +354,11 @@ impl RuleCache {
                     Ok(_) => CommitOut::Replayed,
                     Err(StoreError::RunStartRejected(RunStartRejection::RequestKeyTaken {
                         existing_run_id,
-                    })) => RunRef::parse(&existing_run_id).map_or(CommitOut::Other, CommitOut::KeyTaken),
-                    Err(StoreError::RunStartRejected(RunStartRejection::CasMismatch { .. })) => {
-                        CommitOut::CasMismatch
-                    }
+                    })) => RunRef::parse(&existing_run_id)
+                        .map_or(CommitOut::Other, CommitOut::KeyTaken),
+                    Err(StoreError::RunStartRejected(RunStartRejection::CasMismatch {
+                        ..
+                    })) => CommitOut::CasMismatch,
                     Err(_) => CommitOut::Other,
                 }
             })
@@ -403,5 +415,52 @@ mod tests {
         assert_eq!(&*back.runs, &*runs);
         assert_eq!(back.by_key[..2], [Some(0), Some(2)]);
         assert_eq!(back.current, Some(2));
+    }
+
+    /// A commit of a taken key: the spec refuses it naming the holder, a
+    /// store without the key rule starts a second run. The same thread asks
+    /// both models in turn; each gets its own rules' answer, not the other's
+    /// remembered one.
+    #[test]
+    fn each_model_gets_its_own_rules_answers() {
+        let spec_config = Config::default();
+        let names = Names::new(&spec_config);
+        let holder = Run {
+            id: RunRef { role: 0, n: 1 },
+            status: RunStatus::Running,
+            key: Some(0),
+            input: 0,
+        };
+        let state = names.session_state(0, &[holder]).unwrap();
+        let store = names.compact(&state).unwrap();
+        let request = Request {
+            session: 0,
+            key: Some(0),
+            input: 0,
+        };
+        let commit = |cache: &RuleCache| {
+            cache.commit(
+                &names,
+                0,
+                &store,
+                request,
+                RunRef { role: 1, n: 1 },
+                Some(holder.id),
+                store.run_by_request_key(0, 0),
+            )
+        };
+        let spec = RuleCache::new(&spec_config);
+        let broken = RuleCache::new(&Config {
+            mutant: Some(Mutant::NoKeyRule),
+            ..Config::default()
+        });
+        for _ in 0..2 {
+            assert_eq!(commit(&spec), CommitOut::KeyTaken(holder.id));
+            let CommitOut::Started { store: after, run } = commit(&broken) else {
+                panic!("no key rule: the commit starts a run");
+            };
+            assert_eq!((after.runs.len(), run.id), (2, RunRef { role: 1, n: 1 }));
+            assert_eq!(after.current, Some(1));
+        }
     }
 }

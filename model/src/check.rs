@@ -241,7 +241,7 @@ pub fn shortest_path(config: &Config, property: &str) -> Option<Path<SystemState
     let mut actions = Vec::new();
     let mut at = found?;
     while let Some((parent, action)) = &parents[at] {
-        actions.push(action.clone());
+        actions.push(*action);
         at = *parent;
     }
     actions.reverse();

@@ -714,9 +714,7 @@ impl KeyedEntryModel {
         current: Option<RunRef>,
     ) -> Phase {
         let digest = self.digest_for_plan(request, holder.as_ref());
-        let plan = self
-            .rules
-            .plan(&self.names, holder, current, digest, request.input);
+        let plan = self.rules.plan(&self.names, holder, current, digest);
         match plan {
             PlanOut::New => Phase::Commit { expected: current },
             PlanOut::Named {
@@ -769,8 +767,7 @@ impl KeyedEntryModel {
                 }
             }
             Phase::Commit { expected } => {
-                if self.mutant() == Some(Mutant::HolderReadOutsideCommit) && request.key.is_some()
-                {
+                if self.mutant() == Some(Mutant::HolderReadOutsideCommit) && request.key.is_some() {
                     // The broken store reads the holder now and decides later.
                     let k = request.key.unwrap_or_default();
                     trace.push(|| {

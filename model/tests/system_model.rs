@@ -106,7 +106,11 @@ fn the_default_configuration_has_pinned_state_counts_with_and_without_symmetry()
         without.unique_states,
         without.unique_states as f64 / with.unique_states as f64
     );
-    assert!(!reports.is_empty(), "no progress report in {:?}", with.elapsed);
+    assert!(
+        !reports.is_empty(),
+        "no progress report in {:?}",
+        with.elapsed
+    );
     for w in reports.windows(2) {
         assert!(w[0].unique_states <= w[1].unique_states && w[0].elapsed < w[1].elapsed);
     }
