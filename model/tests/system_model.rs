@@ -207,3 +207,19 @@ fn measure() {
         }
     }
 }
+
+#[test]
+fn worlds_beyond_the_state_layout_are_refused_up_front() {
+    assert_eq!(Config::default().validate(), Ok(()));
+    let crowded = Config {
+        clients: 1,
+        requests: 16,
+        twins: 7,
+        ..Config::default()
+    };
+    let err = crowded.validate().unwrap_err();
+    assert!(
+        err.contains("at most 24 attempts") && err.contains("has 129"),
+        "{err}"
+    );
+}
