@@ -75,6 +75,9 @@ struct ScenarioDoc<'a> {
     trials_overlapped: u32,
     duration_ms: u64,
     failure: Option<FailureDoc<'a>>,
+    /// What a stage measured (mixed histories: seed, operations, overlap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -142,6 +145,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                     actual: f.actual.as_ref(),
                     detail: f.detail.as_deref(),
                 }),
+                note: r.note.as_deref(),
             })
             .collect(),
     };

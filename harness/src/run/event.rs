@@ -93,6 +93,10 @@ pub struct ScenarioResult {
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// What a stage of the scenario measured (a `mixed_histories` step:
+    /// seed, programs, operations, overlap), for the reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The result of a whole run.

@@ -10,7 +10,7 @@
 //! that the conformance corpus has teeth (each must fail named scenarios);
 //! they are never a default.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -34,15 +34,28 @@ pub enum MemoryDefect {
     /// The holder is read outside the critical section, with a yield
     /// before the commit: concurrent commits with one key both start.
     HolderReadOutsideCommit,
+    /// `deleteSession` in two critical sections with a yield between: the
+    /// first frees the session's keys (and decides the `deleted` answer),
+    /// the second drops its runs. A commit in between finds the key free
+    /// while the old runs still stand, and two deletes both answer
+    /// `deleted: true`.
+    DeleteInTwoSteps,
+    /// `setRunStatus` as a read-check-write of the session record: it
+    /// reads the session and checks the transition under one lock, yields,
+    /// and writes the record back under another. Two finishes both
+    /// succeed; a commit or a delete in between is undone.
+    StatusCheckThenWrite,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 5] = [
+    pub const ALL: [MemoryDefect; 7] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
         MemoryDefect::DeleteKeepsKeys,
         MemoryDefect::HolderReadOutsideCommit,
+        MemoryDefect::DeleteInTwoSteps,
+        MemoryDefect::StatusCheckThenWrite,
     ];
 
     pub fn name(self) -> &'static str {
@@ -52,6 +65,8 @@ impl MemoryDefect {
             MemoryDefect::NoReplayFirst => "no-replay-first",
             MemoryDefect::DeleteKeepsKeys => "delete-keeps-keys",
             MemoryDefect::HolderReadOutsideCommit => "holder-read-outside-commit",
+            MemoryDefect::DeleteInTwoSteps => "delete-in-two-steps",
+            MemoryDefect::StatusCheckThenWrite => "status-check-then-write",
         }
     }
 
@@ -83,6 +98,16 @@ struct Inner {
     sessions: HashMap<String, SessionState>,
     /// Only with [`MemoryDefect::DeleteKeepsKeys`]: keys of deleted sessions.
     leaked_keys: HashMap<(String, String), RunMetadata>,
+    /// Only with [`MemoryDefect::DeleteInTwoSteps`]: sessions whose keys a
+    /// half-done delete has freed (their runs still stand).
+    freed_keys: HashSet<String>,
+}
+
+/// The window a racy defect leaves between its two critical sections: long
+/// enough that an operation released together with it lands inside.
+async fn racy_pause() {
+    tokio::task::yield_now().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
 }
 
 /// The in-memory reference store (optionally with one [`MemoryDefect`]).
@@ -112,6 +137,9 @@ impl MemoryStore {
     }
 
     fn holder(&self, inner: &Inner, session_id: &str, key: &str) -> Option<RunMetadata> {
+        if inner.freed_keys.contains(session_id) {
+            return None;
+        }
         let own = inner
             .sessions
             .get(session_id)
@@ -139,8 +167,7 @@ impl SessionStateStore for MemoryStore {
                 .request_key
                 .as_deref()
                 .and_then(|k| self.holder(&self.lock(), &start.session_id, k));
-            tokio::task::yield_now().await;
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            racy_pause().await;
             Some(holder)
         } else {
             None
@@ -218,6 +245,18 @@ impl SessionStateStore for MemoryStore {
         run_id: &str,
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError> {
+        if self.defect == Some(MemoryDefect::StatusCheckThenWrite) {
+            let mut record = self
+                .lock()
+                .sessions
+                .get(session_id)
+                .cloned()
+                .ok_or_else(|| StoreError::NotFound(format!("no session {session_id}")))?;
+            let run = record.set_run_status(run_id, status)?;
+            racy_pause().await;
+            self.lock().sessions.insert(session_id.to_owned(), record);
+            return Ok(run);
+        }
         let mut inner = self.lock();
         let session = inner
             .sessions
@@ -227,6 +266,21 @@ impl SessionStateStore for MemoryStore {
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
+        if self.defect == Some(MemoryDefect::DeleteInTwoSteps) {
+            let existed = {
+                let mut inner = self.lock();
+                let existed = inner.sessions.contains_key(session_id);
+                if existed {
+                    inner.freed_keys.insert(session_id.to_owned());
+                }
+                existed
+            };
+            racy_pause().await;
+            let mut inner = self.lock();
+            inner.freed_keys.remove(session_id);
+            inner.sessions.remove(session_id);
+            return Ok(existed);
+        }
         let mut inner = self.lock();
         let removed = inner.sessions.remove(session_id);
         if let (Some(session), Some(MemoryDefect::DeleteKeepsKeys)) = (&removed, self.defect) {
