@@ -20,7 +20,7 @@ use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::TargetOptions;
 
 /// Scenarios that need a server which records keys.
-const KEYED: [&str; 17] = [
+const KEYED: [&str; 18] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -36,6 +36,7 @@ const KEYED: [&str; 17] = [
     "agent.keyed-retries-skip-refusals",
     "agent.keyed-retry",
     "agent.keys-are-case-sensitive",
+    "agent.race.delete-keyed-entries",
     "agent.replay-finished-current",
     "agent.valid-key-boundaries",
 ];
@@ -348,4 +349,21 @@ async fn a_green_agent_run_leaves_no_session_behind() {
             .unwrap();
         assert_eq!(answer.status, 404, "{s} was left behind");
     }
+}
+
+/// Through the agent, DELETE racing keyed entries catches a store whose
+/// delete leaves the keys behind (the key would survive its session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delete_races_through_the_agent_catch_a_store_that_keeps_keys() {
+    let summary = run_corpus(
+        "agent",
+        "reference-agent@broken-memory:delete-keeps-keys",
+        11,
+    )
+    .await;
+    assert!(
+        failing(&summary).contains("agent.race.delete-keyed-entries"),
+        "{:?}",
+        failing(&summary)
+    );
 }
