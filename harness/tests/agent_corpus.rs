@@ -147,7 +147,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         "agent.concurrent-duplicate-resumes",
         "agent.concurrent-duplicates",
     ];
-    let cases: [(&str, &[&str], &[&str]); 4] = [
+    let cases: [(&str, &[&str], &[&str]); 5] = [
         (
             "reference-agent:policy-before-key",
             &[
@@ -181,6 +181,11 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
                 "agent.chat-never-shows-another-run",
                 "agent.concurrent-duplicate-chats",
             ],
+        ),
+        (
+            "reference-agent:stale-current-after-delete",
+            &["agent.race.delete-keyed-entries"],
+            &["agent.race.delete-keyed-entries"],
         ),
     ];
     for (target, must, may) in cases {

@@ -139,7 +139,10 @@ async fn the_default_race_trials_catch_a_holder_read_outside_the_commit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_default_race_trials_catch_each_racy_store() {
     let cases: [(&str, &[&str]); 3] = [
-        ("broken-memory:holder-read-outside-commit", &["request-key.race"]),
+        (
+            "broken-memory:holder-read-outside-commit",
+            &["request-key.race"],
+        ),
         (
             "broken-memory:delete-in-two-steps",
             &["store.race.commit-delete", "store.race.delete-delete"],

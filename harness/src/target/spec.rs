@@ -18,7 +18,8 @@ pub const TARGET_HELP: &str = "\
 memory                    the in-process reference memory store (the embedded default)
 broken-memory:DEFECT      a deliberately broken memory store, to see the suite fail
                           (no-key-rule, key-rule-after-cas, no-replay-first,
-                          delete-keeps-keys, holder-read-outside-commit)
+                          delete-keeps-keys, holder-read-outside-commit,
+                          delete-in-two-steps, status-check-then-write)
 sqlite:PATH               the reference store on a SQLite file, in process
                           (created and migrated on open)
 postgres://USER@HOST/DB   the reference store on PostgreSQL, in process
@@ -32,7 +33,8 @@ http://HOST:PORT          any agent server speaking reqkey-agent/1
 reference-agent           the reference agent server, in process, over a memory store
 reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous, or a
                           deliberately broken executor (policy-before-key,
-                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)
+                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now,
+                          stale-current-after-delete)
 reference-agent[:VARIANT]@STORE
                           the same over another reference store (sqlite:PATH,
                           postgres://..., redis://..., redis+cluster://...)";

@@ -93,14 +93,20 @@ pub enum ExecutorDefect {
     /// An attached chat stream starts at the holder's *current* position,
     /// not at its start, so a retried send misses events it should replay.
     AttachStreamsFromNow,
+    /// The policy trusts the current run read before the holder lookup even
+    /// when the session changed in between (a pause between the two reads
+    /// lets a DELETE land there): a keyed duplicate racing a DELETE is
+    /// refused `state_session_exists` by runs that are gone.
+    StaleCurrentAfterDelete,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 4] = [
+    pub const ALL: [ExecutorDefect; 5] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
         ExecutorDefect::AttachStreamsFromNow,
+        ExecutorDefect::StaleCurrentAfterDelete,
     ];
 
     pub fn name(self) -> &'static str {
@@ -109,6 +115,7 @@ impl ExecutorDefect {
             ExecutorDefect::NoReplanAfterKeyTaken => "no-replan-after-key-taken",
             ExecutorDefect::IgnoreDigest => "ignore-digest",
             ExecutorDefect::AttachStreamsFromNow => "attach-streams-from-now",
+            ExecutorDefect::StaleCurrentAfterDelete => "stale-current-after-delete",
         }
     }
 
@@ -368,6 +375,10 @@ impl Executor {
             if self.has_defect(ExecutorDefect::PolicyBeforeKey) {
                 self.policy(req.kind, key.is_some(), current.as_ref())?;
             }
+            let stale = self.has_defect(ExecutorDefect::StaleCurrentAfterDelete);
+            if stale {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             if let (Some(key), Some(digest), true) = (&key, &digest, look_up_key) {
                 if let Some(holder) = self
                     .store
@@ -375,6 +386,16 @@ impl Executor {
                     .await?
                 {
                     return self.answer_holder(session, &holder, digest).await;
+                }
+                // No holder now. If the session changed since `current` was
+                // read (a DELETE in between freed the key and dropped the
+                // runs, or a commit came), that read is stale: the policy
+                // would refuse on runs that are gone. Decide again from
+                // fresh reads (bounded by MAX_DECISIONS).
+                let now = self.store.get_current_run(session).await?;
+                if !stale && now.as_ref().map(|r| &r.run_id) != current.as_ref().map(|r| &r.run_id)
+                {
+                    continue;
                 }
             }
             let prepared = self.policy(req.kind, key.is_some(), current.as_ref())?;
