@@ -45,8 +45,6 @@ const STATUSES: [&str; 4] = ["running", "suspended_input", "completed", "failed"
 /// The most steps in one program, and ops in one batch.
 pub const MAX_STEPS: usize = 12;
 pub const MAX_BATCH: usize = 4;
-/// How far past the barrier the ops of a batch start, together.
-const BATCH_START_SPIN_US: u64 = 100;
 
 /// One abstract store operation over the domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,27 +258,14 @@ pub async fn run_program(
             FuzzStep::Batch(ops) => {
                 spec = None;
                 let barrier = Arc::new(Barrier::new(ops.len()));
-                // The first past the barrier fixes an instant a little ahead
-                // and every op waits for it, so an in-process store (which
-                // answers in microseconds) still sees them together.
-                let start_at = Arc::new(std::sync::OnceLock::<std::time::Instant>::new());
                 let mut tasks = Vec::with_capacity(ops.len());
                 for (j, op) in ops.iter().enumerate() {
                     let target = Arc::clone(target);
                     let barrier = Arc::clone(&barrier);
-                    let start_at = Arc::clone(&start_at);
                     let request = op.request(sessions);
                     let client = format!("step{k}.{j}");
                     tasks.push(tokio::spawn(async move {
                         barrier.wait().await;
-                        let go = *start_at.get_or_init(|| {
-                            std::time::Instant::now()
-                                + std::time::Duration::from_micros(BATCH_START_SPIN_US)
-                        });
-                        // Bounded: at most BATCH_START_SPIN_US of spinning.
-                        while std::time::Instant::now() < go {
-                            std::hint::spin_loop();
-                        }
                         timed_store_call(target.as_ref(), &clock, &client, request, call_timeout_ms)
                             .await
                     }));
