@@ -842,6 +842,7 @@ mod tests {
     use super::*;
     use crate::store::MemoryStore;
     use reqkey_model::parse_request_key;
+    use reqkey_model::{CommitResult, InputEntry};
     use serde_json::json;
 
     fn executor(config: ExecutorConfig) -> Arc<Executor> {
@@ -877,6 +878,92 @@ mod tests {
         let keyless = ex.enter(entry(EntryKind::Start, "[sleep:200]", None)).await;
         assert_eq!(keyless, Err(EntryError::SessionExists));
         assert_eq!(ex.store().list_inputs("s").await.unwrap().len(), 1);
+    }
+
+    /// A store on which a DELETE lands between an entry's read of the
+    /// current run and its holder lookup (once, when armed).
+    #[derive(Debug, Default)]
+    struct DeleteBeforeLookup {
+        inner: MemoryStore,
+        armed: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl SessionStateStore for DeleteBeforeLookup {
+        fn backend(&self) -> &'static str {
+            "memory"
+        }
+        async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+            self.inner.commit_run_start(start).await
+        }
+        async fn get_run(&self, s: &str, r: &str) -> Result<Option<RunMetadata>, StoreError> {
+            self.inner.get_run(s, r).await
+        }
+        async fn get_current_run(&self, s: &str) -> Result<Option<RunMetadata>, StoreError> {
+            self.inner.get_current_run(s).await
+        }
+        async fn list_runs(&self, s: &str) -> Result<Vec<RunMetadata>, StoreError> {
+            self.inner.list_runs(s).await
+        }
+        async fn get_run_by_request_key(
+            &self,
+            s: &str,
+            k: &str,
+        ) -> Result<Option<RunMetadata>, StoreError> {
+            if self.armed.swap(false, Ordering::SeqCst) {
+                self.inner.delete_session(s).await?;
+            }
+            self.inner.get_run_by_request_key(s, k).await
+        }
+        async fn list_inputs(&self, s: &str) -> Result<Vec<InputEntry>, StoreError> {
+            self.inner.list_inputs(s).await
+        }
+        async fn set_run_status(
+            &self,
+            s: &str,
+            r: &str,
+            status: RunStatus,
+        ) -> Result<RunMetadata, StoreError> {
+            self.inner.set_run_status(s, r, status).await
+        }
+        async fn delete_session(&self, s: &str) -> Result<bool, StoreError> {
+            self.inner.delete_session(s).await
+        }
+    }
+
+    /// A keyed duplicate whose holder vanished between its two reads (a
+    /// DELETE in between) starts run 1 afresh: the runs its stale read saw
+    /// are gone, so `state_session_exists` would be a refusal on nothing.
+    #[tokio::test]
+    async fn a_keyed_duplicate_racing_a_delete_starts_afresh_not_session_exists() {
+        for (defect, want_started) in [
+            (None, true),
+            (Some(ExecutorDefect::StaleCurrentAfterDelete), false),
+        ] {
+            let store = Arc::new(DeleteBeforeLookup::default());
+            let config = ExecutorConfig {
+                defect,
+                ..ExecutorConfig::default()
+            };
+            let ex = Executor::new(store.clone(), config);
+            let first = ex
+                .enter(entry(EntryKind::Start, "[sleep:300]", Some("k")))
+                .await
+                .unwrap();
+            store.armed.store(true, Ordering::SeqCst);
+            let again = ex
+                .enter(entry(EntryKind::Start, "[sleep:300]", Some("k")))
+                .await;
+            if want_started {
+                let again = again.unwrap();
+                assert!(!again.attached(), "{again:?}");
+                assert_ne!(again.run().run_id, first.run().run_id);
+                assert_eq!(again.run().start_sequence, 1);
+                assert_eq!(again.run().request_key.as_deref(), Some("k"));
+            } else {
+                assert_eq!(again, Err(EntryError::SessionExists));
+            }
+        }
     }
 
     #[tokio::test]
