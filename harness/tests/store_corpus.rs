@@ -51,7 +51,7 @@ const MIXED: &str = "store.mixed-histories";
 /// Each broken store fails exactly the scenarios that test its bug.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
-    let cases: [(&str, &[&str]); 6] = [
+    let cases: [(&str, &[&str]); 7] = [
         (
             "broken-memory:no-key-rule",
             &[
@@ -111,6 +111,14 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
                 "store.race.status-status",
             ],
         ),
+        (
+            "broken-memory:commit-decides-on-snapshot",
+            &[
+                "request-key.race",
+                "store.keyless-cas-race",
+                "store.replay-race",
+            ],
+        ),
     ];
     for (target, want) in cases {
         let summary = run_corpus("store", target, 7).await;
@@ -138,7 +146,11 @@ async fn the_default_race_trials_catch_a_holder_read_outside_the_commit() {
 /// the seed; and the mixed-histories stage catches each of them too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_default_race_trials_catch_each_racy_store() {
-    let cases: [(&str, &[&str]); 3] = [
+    let cases: [(&str, &[&str]); 4] = [
+        (
+            "broken-memory:commit-decides-on-snapshot",
+            &["store.keyless-cas-race", "request-key.race"],
+        ),
         (
             "broken-memory:holder-read-outside-commit",
             &["request-key.race"],

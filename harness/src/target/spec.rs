@@ -19,7 +19,8 @@ memory                    the in-process reference memory store (the embedded de
 broken-memory:DEFECT      a deliberately broken memory store, to see the suite fail
                           (no-key-rule, key-rule-after-cas, no-replay-first,
                           delete-keeps-keys, holder-read-outside-commit,
-                          delete-in-two-steps, status-check-then-write)
+                          delete-in-two-steps, status-check-then-write,
+                          commit-decides-on-snapshot)
 sqlite:PATH               the reference store on a SQLite file, in process
                           (created and migrated on open)
 postgres://USER@HOST/DB   the reference store on PostgreSQL, in process

@@ -45,10 +45,14 @@ pub enum MemoryDefect {
     /// and writes the record back under another. Two finishes both
     /// succeed; a commit or a delete in between is undone.
     StatusCheckThenWrite,
+    /// The commit decides on a copy of the session read under one lock,
+    /// yields, and writes under another: two keyless commits on one
+    /// expected run both start (and two keyed ones both take the key).
+    CommitDecidesOnSnapshot,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 7] = [
+    pub const ALL: [MemoryDefect; 8] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -56,6 +60,7 @@ impl MemoryDefect {
         MemoryDefect::HolderReadOutsideCommit,
         MemoryDefect::DeleteInTwoSteps,
         MemoryDefect::StatusCheckThenWrite,
+        MemoryDefect::CommitDecidesOnSnapshot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,6 +72,7 @@ impl MemoryDefect {
             MemoryDefect::HolderReadOutsideCommit => "holder-read-outside-commit",
             MemoryDefect::DeleteInTwoSteps => "delete-in-two-steps",
             MemoryDefect::StatusCheckThenWrite => "status-check-then-write",
+            MemoryDefect::CommitDecidesOnSnapshot => "commit-decides-on-snapshot",
         }
     }
 
@@ -162,6 +168,23 @@ impl SessionStateStore for MemoryStore {
 
     async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
         let variant = self.defect.map_or(RuleVariant::SPEC, MemoryDefect::variant);
+        if self.defect == Some(MemoryDefect::CommitDecidesOnSnapshot) {
+            let snapshot = self
+                .lock()
+                .sessions
+                .get(&start.session_id)
+                .cloned()
+                .unwrap_or_default();
+            racy_pause().await;
+            let holder = start
+                .request_key
+                .as_deref()
+                .and_then(|k| snapshot.run_by_request_key(k));
+            let decided = snapshot.decide(&start, holder, variant)?;
+            let mut inner = self.lock();
+            let session = inner.sessions.entry(start.session_id.clone()).or_default();
+            return Ok(session.apply(&start, decided));
+        }
         let stale_holder = if self.defect == Some(MemoryDefect::HolderReadOutsideCommit) {
             let holder = start
                 .request_key
