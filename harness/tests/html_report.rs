@@ -33,6 +33,7 @@ fn result(id: &str, verdict: Verdict) -> ScenarioResult {
         failure: None,
         timelines: Vec::new(),
         reason: None,
+        note: None,
     }
 }
 

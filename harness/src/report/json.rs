@@ -113,6 +113,9 @@ struct ScenarioDoc<'a> {
     trials_overlapped: u32,
     duration_ms: u64,
     failure: Option<FailureDoc<'a>>,
+    /// What a stage measured (mixed histories: seed, operations, overlap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -208,6 +211,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                     detail: f.detail.as_deref(),
                     reason: r.reason,
                 }),
+                note: r.note.as_deref(),
             })
             .collect(),
     };

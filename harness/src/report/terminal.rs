@@ -106,6 +106,9 @@ impl<W: Write + Send> TerminalReporter<W> {
             "{tag} {}  ({trials}, {} ms)\n",
             r.id, r.duration_ms
         ));
+        if let Some(note) = &r.note {
+            text.push_str(&format!("      {note}\n"));
+        }
         if r.verdict == Verdict::UnexpectedPass {
             text.push_str(&format!("      file:  {}\n", r.file.display()));
             text.push_str(

@@ -127,6 +127,10 @@ pub struct ScenarioResult {
     /// the verdict is an error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
+    /// What a stage of the scenario measured (a `mixed_histories` step:
+    /// seed, programs, operations, overlap), for the reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The result of a whole run.

@@ -144,6 +144,10 @@ struct Trial<'a> {
     /// Sessions this trial created fresh (under the run's namespace), to
     /// delete when it passes.
     sessions: BTreeSet<String>,
+    /// This trial's seed (the run's, mixed with the scenario and trial).
+    seed: u64,
+    /// What a `mixed_histories` step did, for the report.
+    note: Option<String>,
 }
 
 /// The most operations a trial records (a bound, not a limit in practice).
@@ -278,6 +282,7 @@ async fn run_scenario(
         failure: None,
         timelines: Vec::new(),
         reason: None,
+        note: None,
     };
     if scenario.level != target.level() {
         result.verdict = Verdict::Error;
@@ -311,6 +316,8 @@ async fn run_scenario(
             history: Vec::new(),
             spans: Vec::new(),
             sessions: BTreeSet::new(),
+            seed: base_seed.wrapping_add(u64::from(trial_index)),
+            note: None,
         };
         let outcome = trial.run_steps(&scenario.steps).await;
         if !trial.spans.is_empty()
@@ -326,6 +333,9 @@ async fn run_scenario(
         result.trials_run += 1;
         result.trials_overlapped += u32::from(trial.overlapped);
         result.trials_with_groups += u32::from(trial.had_group);
+        if trial.note.is_some() {
+            result.note = trial.note.take();
+        }
         if let Err(stop) = outcome {
             let (verdict, mut failure, reason) = match stop {
                 Stop::Fail(f) => (Verdict::Fail, *f, None),
@@ -408,6 +418,10 @@ impl Trial<'_> {
                 Action::Parallel(items) => self.run_group(&path, step, items).await?,
                 Action::ExpectOneOf(alternatives) => self.expect_one_of(&path, alternatives)?,
                 Action::SleepMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                Action::MixedHistories {
+                    programs,
+                    in_flight,
+                } => self.mixed_histories(&path, *programs, *in_flight).await?,
                 Action::Store { .. } | Action::Rpc(_) | Action::Http(_) | Action::WaitRun(_) => {
                     let request = self.request(step);
                     let invoke_ns = self.clock.now_ns();
@@ -420,6 +434,83 @@ impl Trial<'_> {
                     self.check_answer(&path, step, &request, answer)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A `mixed_histories` step: random concurrent programs, each history
+    /// checked for linearizability ([`crate::check::mixed`]), seeded by the
+    /// trial (so by the run's `--seed`), on sessions under the run's
+    /// namespace.
+    async fn mixed_histories(
+        &mut self,
+        path: &str,
+        programs: u32,
+        in_flight: u32,
+    ) -> Result<(), Stop> {
+        use crate::check::mixed::{run_mixed, MixedOptions, MixedOutcome};
+        if self.target.level() != Level::Store {
+            return Err(fail(
+                path,
+                "mixed_histories runs store operations; this is not a store target",
+            ));
+        }
+        let opts = MixedOptions {
+            seed: self.seed,
+            programs,
+            in_flight,
+            namespace: self
+                .vars
+                .resolve("mixed")
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            lin_budget_steps: self.cfg.lin_budget_steps,
+            call_timeout_ms: self.cfg.call_timeout_ms,
+        };
+        let outcome = run_mixed(self.target, &opts).await;
+        let stats = match &outcome {
+            MixedOutcome::Passed(stats) | MixedOutcome::Failed { stats, .. } => *stats,
+            MixedOutcome::Error(reason) => {
+                return Err(Stop::harness(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!("mixed histories (seed {}): {reason}", self.seed),
+                    expected: None,
+                    actual: None,
+                    detail: None,
+                }))
+            }
+        };
+        self.had_group = true;
+        self.overlapped |= stats.totals.batches_overlapped > 0;
+        self.note = Some(stats.describe());
+        for index in 0..programs as usize {
+            for session in crate::check::mixed::program_sessions(&opts.namespace, index) {
+                if self.sessions.len() < MAX_CLEANUP_SESSIONS {
+                    self.sessions.insert(session);
+                }
+            }
+        }
+        if let MixedOutcome::Failed {
+            program,
+            steps,
+            sessions,
+            reason,
+            ..
+        } = outcome
+        {
+            return Err(Stop::fail(Failure {
+                trial: 0,
+                step: path.to_owned(),
+                message: format!(
+                    "program {program} of seed {} is not linearizable (SPEC 4: every operation is one atomic step, under any concurrency)",
+                    self.seed
+                ),
+                expected: None,
+                actual: Some(json!({"sessions": sessions, "program": format!("{steps:?}")})),
+                detail: Some(reason),
+            }));
         }
         Ok(())
     }

@@ -138,10 +138,15 @@ pub enum ExecutorDefect {
     /// A chat send whose last message has role `tool` honours its key
     /// (it must be keyless): a retried tool result attaches or conflicts.
     ToolSendKeyed,
+    /// The policy trusts the current run read before the holder lookup even
+    /// when the session changed in between (a pause between the two reads
+    /// lets a DELETE land there): a keyed duplicate racing a DELETE is
+    /// refused `state_session_exists` by runs that are gone.
+    StaleCurrentAfterDelete,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 18] = [
+    pub const ALL: [ExecutorDefect; 19] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -160,6 +165,7 @@ impl ExecutorDefect {
         ExecutorDefect::WaitWhileLive,
         ExecutorDefect::RunLookupIgnoresSession,
         ExecutorDefect::ToolSendKeyed,
+        ExecutorDefect::StaleCurrentAfterDelete,
     ];
 
     pub fn name(self) -> &'static str {
@@ -182,6 +188,7 @@ impl ExecutorDefect {
             ExecutorDefect::WaitWhileLive => "wait-while-live",
             ExecutorDefect::RunLookupIgnoresSession => "run-lookup-ignores-session",
             ExecutorDefect::ToolSendKeyed => "tool-send-keyed",
+            ExecutorDefect::StaleCurrentAfterDelete => "stale-current-after-delete",
         }
     }
 
@@ -496,6 +503,10 @@ impl Executor {
             if self.has_defect(ExecutorDefect::PolicyBeforeKey) {
                 self.policy(req.kind, key.is_some(), current.as_ref())?;
             }
+            let stale = self.has_defect(ExecutorDefect::StaleCurrentAfterDelete);
+            if stale {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             if let (Some(key), Some(digest), true) = (&key, &digest, look_up_key) {
                 if let Some(holder) = self
                     .store
@@ -504,6 +515,16 @@ impl Executor {
                 {
                     let holder = self.reclaim(holder).await?;
                     return self.answer_holder(session, &holder, digest).await;
+                }
+                // No holder now. If the session changed since `current` was
+                // read (a DELETE in between freed the key and dropped the
+                // runs, or a commit came), that read is stale: the policy
+                // would refuse on runs that are gone. Decide again from
+                // fresh reads (bounded by MAX_DECISIONS).
+                let now = self.store.get_current_run(session).await?;
+                if !stale && now.as_ref().map(|r| &r.run_id) != current.as_ref().map(|r| &r.run_id)
+                {
+                    continue;
                 }
             }
             let prepared = match self.policy(req.kind, key.is_some(), current.as_ref()) {
@@ -1105,6 +1126,7 @@ mod tests {
     use super::*;
     use crate::store::MemoryStore;
     use reqkey_model::parse_request_key;
+    use reqkey_model::{CommitResult, InputEntry};
     use serde_json::json;
 
     fn executor(config: ExecutorConfig) -> Arc<Executor> {
@@ -1140,6 +1162,92 @@ mod tests {
         let keyless = ex.enter(entry(EntryKind::Start, "[sleep:200]", None)).await;
         assert_eq!(keyless, Err(EntryError::SessionExists));
         assert_eq!(ex.store().list_inputs("s").await.unwrap().len(), 1);
+    }
+
+    /// A store on which a DELETE lands between an entry's read of the
+    /// current run and its holder lookup (once, when armed).
+    #[derive(Debug, Default)]
+    struct DeleteBeforeLookup {
+        inner: MemoryStore,
+        armed: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl SessionStateStore for DeleteBeforeLookup {
+        fn backend(&self) -> &'static str {
+            "memory"
+        }
+        async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+            self.inner.commit_run_start(start).await
+        }
+        async fn get_run(&self, s: &str, r: &str) -> Result<Option<RunMetadata>, StoreError> {
+            self.inner.get_run(s, r).await
+        }
+        async fn get_current_run(&self, s: &str) -> Result<Option<RunMetadata>, StoreError> {
+            self.inner.get_current_run(s).await
+        }
+        async fn list_runs(&self, s: &str) -> Result<Vec<RunMetadata>, StoreError> {
+            self.inner.list_runs(s).await
+        }
+        async fn get_run_by_request_key(
+            &self,
+            s: &str,
+            k: &str,
+        ) -> Result<Option<RunMetadata>, StoreError> {
+            if self.armed.swap(false, Ordering::SeqCst) {
+                self.inner.delete_session(s).await?;
+            }
+            self.inner.get_run_by_request_key(s, k).await
+        }
+        async fn list_inputs(&self, s: &str) -> Result<Vec<InputEntry>, StoreError> {
+            self.inner.list_inputs(s).await
+        }
+        async fn set_run_status(
+            &self,
+            s: &str,
+            r: &str,
+            status: RunStatus,
+        ) -> Result<RunMetadata, StoreError> {
+            self.inner.set_run_status(s, r, status).await
+        }
+        async fn delete_session(&self, s: &str) -> Result<bool, StoreError> {
+            self.inner.delete_session(s).await
+        }
+    }
+
+    /// A keyed duplicate whose holder vanished between its two reads (a
+    /// DELETE in between) starts run 1 afresh: the runs its stale read saw
+    /// are gone, so `state_session_exists` would be a refusal on nothing.
+    #[tokio::test]
+    async fn a_keyed_duplicate_racing_a_delete_starts_afresh_not_session_exists() {
+        for (defect, want_started) in [
+            (None, true),
+            (Some(ExecutorDefect::StaleCurrentAfterDelete), false),
+        ] {
+            let store = Arc::new(DeleteBeforeLookup::default());
+            let config = ExecutorConfig {
+                defect,
+                ..ExecutorConfig::default()
+            };
+            let ex = Executor::new(store.clone(), config);
+            let first = ex
+                .enter(entry(EntryKind::Start, "[sleep:300]", Some("k")))
+                .await
+                .unwrap();
+            store.armed.store(true, Ordering::SeqCst);
+            let again = ex
+                .enter(entry(EntryKind::Start, "[sleep:300]", Some("k")))
+                .await;
+            if want_started {
+                let again = again.unwrap();
+                assert!(!again.attached(), "{again:?}");
+                assert_ne!(again.run().run_id, first.run().run_id);
+                assert_eq!(again.run().start_sequence, 1);
+                assert_eq!(again.run().request_key.as_deref(), Some("k"));
+            } else {
+                assert_eq!(again, Err(EntryError::SessionExists));
+            }
+        }
     }
 
     #[tokio::test]

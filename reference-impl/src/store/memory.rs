@@ -10,7 +10,7 @@
 //! that the conformance corpus has teeth (each must fail named scenarios);
 //! they are never a default.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -65,10 +65,25 @@ pub enum MemoryDefect {
     /// A commit with `requestKey` but no `requestDigest` (or the reverse)
     /// drops the half it got and starts a keyless run.
     HalfKeyStartsKeyless,
+    /// `deleteSession` in two critical sections with a yield between: the
+    /// first frees the session's keys (and decides the `deleted` answer),
+    /// the second drops its runs. A commit in between finds the key free
+    /// while the old runs still stand, and two deletes both answer
+    /// `deleted: true`.
+    DeleteInTwoSteps,
+    /// `setRunStatus` as a read-check-write of the session record: it
+    /// reads the session and checks the transition under one lock, yields,
+    /// and writes the record back under another. Two finishes both
+    /// succeed; a commit or a delete in between is undone.
+    StatusCheckThenWrite,
+    /// The commit decides on a copy of the session read under one lock,
+    /// yields, and writes under another: two keyless commits on one
+    /// expected run both start (and two keyed ones both take the key).
+    CommitDecidesOnSnapshot,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 17] = [
+    pub const ALL: [MemoryDefect; 20] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -86,6 +101,9 @@ impl MemoryDefect {
         MemoryDefect::RefusalCreatesSession,
         MemoryDefect::NoArgumentChecks,
         MemoryDefect::HalfKeyStartsKeyless,
+        MemoryDefect::DeleteInTwoSteps,
+        MemoryDefect::StatusCheckThenWrite,
+        MemoryDefect::CommitDecidesOnSnapshot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -107,6 +125,9 @@ impl MemoryDefect {
             MemoryDefect::RefusalCreatesSession => "refusal-creates-session",
             MemoryDefect::NoArgumentChecks => "no-argument-checks",
             MemoryDefect::HalfKeyStartsKeyless => "half-key-starts-keyless",
+            MemoryDefect::DeleteInTwoSteps => "delete-in-two-steps",
+            MemoryDefect::StatusCheckThenWrite => "status-check-then-write",
+            MemoryDefect::CommitDecidesOnSnapshot => "commit-decides-on-snapshot",
         }
     }
 
@@ -143,6 +164,16 @@ struct Inner {
     ghost_inputs: HashMap<String, Vec<(usize, InputEntry)>>,
     /// Only with [`MemoryDefect::ReplayAnswersStartedRun`]: runs as started.
     as_started: HashMap<(String, String), RunMetadata>,
+    /// Only with [`MemoryDefect::DeleteInTwoSteps`]: sessions whose keys a
+    /// half-done delete has freed (their runs still stand).
+    freed_keys: HashSet<String>,
+}
+
+/// The window a racy defect leaves between its two critical sections: long
+/// enough that an operation released together with it lands inside.
+async fn racy_pause() {
+    tokio::task::yield_now().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
 }
 
 /// The in-memory reference store (optionally with one [`MemoryDefect`]).
@@ -172,6 +203,9 @@ impl MemoryStore {
     }
 
     fn holder(&self, inner: &Inner, session_id: &str, key: &str) -> Option<RunMetadata> {
+        if inner.freed_keys.contains(session_id) {
+            return None;
+        }
         let own = inner.sessions.get(session_id).and_then(|s| {
             if self.defect == Some(MemoryDefect::KeysCaseInsensitive) {
                 s.runs()
@@ -215,13 +249,29 @@ impl SessionStateStore for MemoryStore {
             start.request_digest = None;
         }
         let variant = self.defect.map_or(RuleVariant::SPEC, MemoryDefect::variant);
+        if self.defect == Some(MemoryDefect::CommitDecidesOnSnapshot) {
+            let snapshot = self
+                .lock()
+                .sessions
+                .get(&start.session_id)
+                .cloned()
+                .unwrap_or_default();
+            racy_pause().await;
+            let holder = start
+                .request_key
+                .as_deref()
+                .and_then(|k| snapshot.run_by_request_key(k));
+            let decided = snapshot.decide(&start, holder, variant)?;
+            let mut inner = self.lock();
+            let session = inner.sessions.entry(start.session_id.clone()).or_default();
+            return Ok(session.apply(&start, decided));
+        }
         let stale_holder = if self.defect == Some(MemoryDefect::HolderReadOutsideCommit) {
             let holder = start
                 .request_key
                 .as_deref()
                 .and_then(|k| self.holder(&self.lock(), &start.session_id, k));
-            tokio::task::yield_now().await;
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            racy_pause().await;
             Some(holder)
         } else {
             None
@@ -369,6 +419,18 @@ impl SessionStateStore for MemoryStore {
         run_id: &str,
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError> {
+        if self.defect == Some(MemoryDefect::StatusCheckThenWrite) {
+            let mut record = self
+                .lock()
+                .sessions
+                .get(session_id)
+                .cloned()
+                .ok_or_else(|| StoreError::NotFound(format!("no session {session_id}")))?;
+            let run = record.set_run_status(run_id, status)?;
+            racy_pause().await;
+            self.lock().sessions.insert(session_id.to_owned(), record);
+            return Ok(run);
+        }
         let mut inner = self.lock();
         let session = inner
             .sessions
@@ -386,6 +448,21 @@ impl SessionStateStore for MemoryStore {
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
+        if self.defect == Some(MemoryDefect::DeleteInTwoSteps) {
+            let existed = {
+                let mut inner = self.lock();
+                let existed = inner.sessions.contains_key(session_id);
+                if existed {
+                    inner.freed_keys.insert(session_id.to_owned());
+                }
+                existed
+            };
+            racy_pause().await;
+            let mut inner = self.lock();
+            inner.freed_keys.remove(session_id);
+            inner.sessions.remove(session_id);
+            return Ok(existed);
+        }
         let mut inner = self.lock();
         let removed = inner.sessions.remove(session_id);
         inner.ghost_inputs.remove(session_id);
