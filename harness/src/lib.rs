@@ -22,6 +22,7 @@
 //!   `main` only parses and dispatches.
 
 pub mod check;
+pub mod proxy;
 pub mod cmd;
 pub mod report;
 pub mod run;

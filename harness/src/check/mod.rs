@@ -3,5 +3,6 @@
 //! against the sequential spec ([`fuzz`]). Checks name what the spec
 //! requires; they never hold a target to the reference's own choices.
 
+pub mod client;
 pub mod fuzz;
 pub mod lin;
