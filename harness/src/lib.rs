@@ -22,8 +22,8 @@
 //!   `main` only parses and dispatches.
 
 pub mod check;
-pub mod proxy;
 pub mod cmd;
+pub mod proxy;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -199,7 +199,10 @@ pub fn judge(
         if let KeySent::Malformed { reason, .. } = &e.key {
             add(
                 Rule::WellFormed,
-                format!("#{} {} on session `{session}`: the key is malformed ({reason})", e.index, e.path),
+                format!(
+                    "#{} {} on session `{session}`: the key is malformed ({reason})",
+                    e.index, e.path
+                ),
             );
         }
         let exempt = e.tool_result;
@@ -211,7 +214,13 @@ pub fn judge(
             if e.key.is_absent() && !exempt {
                 add(
                     Rule::Keyed,
-                    format!("#{} re-sends #{} after {why} without a key (#{} carried {})", e.index, p.index, p.index, p.key.describe()),
+                    format!(
+                        "#{} re-sends #{} after {why} without a key (#{} carried {})",
+                        e.index,
+                        p.index,
+                        p.index,
+                        p.key.describe()
+                    ),
                 );
             } else if e.key != p.key && !exempt {
                 add(
@@ -225,7 +234,9 @@ pub fn judge(
                     ),
                 );
             }
-            if (e.path.as_str(), e.body_digest.as_str()) != (p.path.as_str(), p.body_digest.as_str()) {
+            if (e.path.as_str(), e.body_digest.as_str())
+                != (p.path.as_str(), p.body_digest.as_str())
+            {
                 add(
                     Rule::RetrySameBody,
                     format!(
@@ -245,8 +256,16 @@ pub fn judge(
                 .map(|(_, _, a)| *a)
                 .unwrap_or(st.actions.len().saturating_sub(1))
         } else {
-            match st.seen.get(&e.key).filter(|_| !e.key.is_absent() && !exempt) {
-                Some((path, digest, a)) if (*path, *digest) == (e.path.as_str(), e.body_digest.as_str()) => *a,
+            match st
+                .seen
+                .get(&e.key)
+                .filter(|_| !e.key.is_absent() && !exempt)
+            {
+                Some((path, digest, a))
+                    if (*path, *digest) == (e.path.as_str(), e.body_digest.as_str()) =>
+                {
+                    *a
+                }
                 Some((path, _, a)) => {
                     let first = st.actions.get(*a).map_or(0, |x| x.first);
                     add(
@@ -258,10 +277,17 @@ pub fn judge(
                             e.key.describe(),
                             first,
                             path,
-                            if *path == e.path { ", another body" } else { "" }
+                            if *path == e.path {
+                                ", another body"
+                            } else {
+                                ""
+                            }
                         ),
                     );
-                    st.actions.push(Action { first: e.index, ..Action::default() });
+                    st.actions.push(Action {
+                        first: e.index,
+                        ..Action::default()
+                    });
                     st.actions.len() - 1
                 }
                 None => {
@@ -271,7 +297,10 @@ pub fn judge(
                             format!("#{} {} starts a new action without a key", e.index, e.path),
                         );
                     }
-                    st.actions.push(Action { first: e.index, ..Action::default() });
+                    st.actions.push(Action {
+                        first: e.index,
+                        ..Action::default()
+                    });
                     st.actions.len() - 1
                 }
             }
@@ -298,8 +327,9 @@ pub fn judge(
     let mut indefinite = None;
     if stats.entry_requests == 0 {
         indefinite = Some(NoVerdict {
-            reason: "the client sent no entry request (start, resume, retry, chat) through the proxy"
-                .to_owned(),
+            reason:
+                "the client sent no entry request (start, resume, retry, chat) through the proxy"
+                    .to_owned(),
         });
     }
     for (session, st) in &sessions {
@@ -309,7 +339,9 @@ pub fn judge(
             Some(SessionSnapshot::Missing) => (&[][..], 0),
             Some(SessionSnapshot::Unreadable { reason }) => {
                 indefinite.get_or_insert(NoVerdict {
-                    reason: format!("the snapshot of session `{session}` could not be read: {reason}"),
+                    reason: format!(
+                        "the snapshot of session `{session}` could not be read: {reason}"
+                    ),
                 });
                 continue;
             }
@@ -329,7 +361,11 @@ pub fn judge(
                 ),
             );
         }
-        for a in st.actions.iter().filter(|a| a.committed && !a.keys.is_empty()) {
+        for a in st
+            .actions
+            .iter()
+            .filter(|a| a.committed && !a.keys.is_empty())
+        {
             let holders: Vec<&str> = runs
                 .iter()
                 .filter(|r| r.request_key.as_ref().is_some_and(|k| a.keys.contains(k)))
@@ -351,8 +387,13 @@ pub fn judge(
     let judged_client = client.is_some();
     match client {
         Some(ClientEnd::Exited { code: 0 }) | None => {}
-        Some(ClientEnd::Exited { code }) => add(Rule::ClientCompletes, format!("the client exited {code}")),
-        Some(ClientEnd::KilledBySignal) => add(Rule::ClientCompletes, "the client was killed by a signal".to_owned()),
+        Some(ClientEnd::Exited { code }) => {
+            add(Rule::ClientCompletes, format!("the client exited {code}"))
+        }
+        Some(ClientEnd::KilledBySignal) => add(
+            Rule::ClientCompletes,
+            "the client was killed by a signal".to_owned(),
+        ),
         Some(ClientEnd::TimedOut { after_ms }) => add(
             Rule::ClientCompletes,
             format!("the client did not exit within {after_ms} ms and was stopped"),

@@ -188,12 +188,30 @@ mod tests {
             "drop-after-commit=0.4,delay=0.1,503=0.1,duplicate=0.05"
         );
         assert_eq!(FaultPlan::parse(""), Ok(FaultPlan::default()));
-        assert!(matches!(FaultPlan::parse("drop"), Err(PlanError::NotAPair(_))));
-        assert!(matches!(FaultPlan::parse("boom=0.1"), Err(PlanError::UnknownFault(_))));
-        assert!(matches!(FaultPlan::parse("delay=1.5"), Err(PlanError::BadProbability(_))));
-        assert!(matches!(FaultPlan::parse("delay=NaN"), Err(PlanError::BadProbability(_))));
-        assert!(matches!(FaultPlan::parse("delay=0.1,delay=0.2"), Err(PlanError::Repeated(_))));
-        assert!(matches!(FaultPlan::parse("delay=0.6,503=0.6"), Err(PlanError::OverOne(_))));
+        assert!(matches!(
+            FaultPlan::parse("drop"),
+            Err(PlanError::NotAPair(_))
+        ));
+        assert!(matches!(
+            FaultPlan::parse("boom=0.1"),
+            Err(PlanError::UnknownFault(_))
+        ));
+        assert!(matches!(
+            FaultPlan::parse("delay=1.5"),
+            Err(PlanError::BadProbability(_))
+        ));
+        assert!(matches!(
+            FaultPlan::parse("delay=NaN"),
+            Err(PlanError::BadProbability(_))
+        ));
+        assert!(matches!(
+            FaultPlan::parse("delay=0.1,delay=0.2"),
+            Err(PlanError::Repeated(_))
+        ));
+        assert!(matches!(
+            FaultPlan::parse("delay=0.6,503=0.6"),
+            Err(PlanError::OverOne(_))
+        ));
     }
 
     #[test]

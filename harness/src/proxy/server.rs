@@ -264,13 +264,19 @@ async fn handle(
     let body = match tokio::time::timeout(Duration::from_secs(30), limited.collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(e)) => {
-            let too_large = e.downcast_ref::<http_body_util::LengthLimitError>().is_some();
+            let too_large = e
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some();
             let (status, code) = if too_large {
                 (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
             } else {
                 (StatusCode::BAD_REQUEST, "validation_error")
             };
-            return Ok(answer(status, code, "the proxy could not read the request body"));
+            return Ok(answer(
+                status,
+                code,
+                "the proxy could not read the request body",
+            ));
         }
         Err(_) => {
             return Ok(answer(
@@ -322,7 +328,11 @@ async fn process(
         .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
     let (session, entry) = route_of(method.as_str(), &path);
     let key = KeySent::from_header_values(
-        parts.headers.get_all(KEY_HEADER).iter().map(|v| v.as_bytes()),
+        parts
+            .headers
+            .get_all(KEY_HEADER)
+            .iter()
+            .map(|v| v.as_bytes()),
     );
     let fault = if entry.is_some() {
         let n = recorder.next_entry.fetch_add(1, Ordering::SeqCst);
@@ -346,7 +356,16 @@ async fn process(
         upstream_error: None,
         client_status: None,
     };
-    let result = respond(&mut ex, client, config, &method, &path, &parts.headers, &body).await;
+    let result = respond(
+        &mut ex,
+        client,
+        config,
+        &method,
+        &path,
+        &parts.headers,
+        &body,
+    )
+    .await;
     if let Ok(r) = &result {
         ex.client_status = Some(r.status().as_u16());
     }
@@ -422,7 +441,6 @@ async fn respond(
     }
     Ok(r)
 }
-
 
 /// Reads `GET /sessions/{id}` of every session in `sessions` straight from
 /// the upstream (not through the proxy, so without faults), each call

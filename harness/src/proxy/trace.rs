@@ -128,11 +128,16 @@ pub struct RunSeen {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum SessionSnapshot {
-    Found { runs: Vec<RunSeen>, inputs: usize },
+    Found {
+        runs: Vec<RunSeen>,
+        inputs: usize,
+    },
     /// 404: the session has no runs (or was deleted).
     Missing,
     /// No whole, well-formed answer: the verdict cannot be reached.
-    Unreadable { reason: String },
+    Unreadable {
+        reason: String,
+    },
 }
 
 impl SessionSnapshot {
@@ -225,7 +230,10 @@ mod tests {
             route_of("POST", "/sessions/s1/chat"),
             (Some("s1".to_owned()), Some(Entry::Chat))
         );
-        assert_eq!(route_of("GET", "/sessions/s1"), (Some("s1".to_owned()), None));
+        assert_eq!(
+            route_of("GET", "/sessions/s1"),
+            (Some("s1".to_owned()), None)
+        );
         assert_eq!(route_of("GET", "/health"), (None, None));
         let one: [&[u8]; 1] = [b"k-1"];
         assert_eq!(
@@ -243,9 +251,16 @@ mod tests {
             KeySent::from_header_values(two.into_iter()),
             KeySent::Malformed { .. }
         ));
-        assert_eq!(body_digest(br#"{"a":1,"b":2}"#), body_digest(br#"{ "b":2, "a":1 }"#));
+        assert_eq!(
+            body_digest(br#"{"a":1,"b":2}"#),
+            body_digest(br#"{ "b":2, "a":1 }"#)
+        );
         assert_ne!(body_digest(br#"{"a":1}"#), body_digest(br#"{"a":2}"#));
-        assert!(is_tool_result(br#"{"messages":[{"role":"tool","content":"x"}]}"#));
-        assert!(!is_tool_result(br#"{"messages":[{"role":"user","content":"x"}]}"#));
+        assert!(is_tool_result(
+            br#"{"messages":[{"role":"tool","content":"x"}]}"#
+        ));
+        assert!(!is_tool_result(
+            br#"{"messages":[{"role":"user","content":"x"}]}"#
+        ));
     }
 }
