@@ -418,3 +418,160 @@ pub fn judge(
         indefinite,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::plan::Fault;
+    use crate::proxy::trace::{Entry, RunSeen};
+
+    fn ex(index: u64, key: Option<&str>, body: &str, fault: Fault) -> Exchange {
+        let answered = !fault.fails_answer() || !fault.forwards();
+        Exchange {
+            index,
+            at_ms: index,
+            method: "POST".into(),
+            path: "/sessions/s/chat".into(),
+            session: Some("s".into()),
+            entry: Some(Entry::Chat),
+            key: key.map_or(KeySent::Absent, |k| KeySent::Valid { key: k.into() }),
+            body_digest: body.into(),
+            tool_result: false,
+            fault,
+            forwarded: u32::from(fault.forwards()),
+            upstream_statuses: if fault.forwards() { vec![200] } else { vec![] },
+            upstream_error: None,
+            client_status: match fault {
+                Fault::Status502 => Some(502),
+                Fault::Status503 => Some(503),
+                _ if answered => Some(200),
+                _ => None,
+            },
+        }
+    }
+
+    fn found(runs: &[&str]) -> BTreeMap<String, SessionSnapshot> {
+        let runs: Vec<RunSeen> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, k)| RunSeen {
+                run_id: format!("r{i}"),
+                request_key: Some((*k).to_owned()),
+            })
+            .collect();
+        let inputs = runs.len();
+        BTreeMap::from([("s".to_owned(), SessionSnapshot::Found { runs, inputs })])
+    }
+
+    fn failed(v: &ClientVerdict) -> Vec<&'static str> {
+        v.rules.iter().filter(|r| !r.passed).map(|r| r.id).collect()
+    }
+
+    #[test]
+    fn a_correct_trace_passes_and_an_equal_request_is_a_resend() {
+        let trace = [
+            ex(0, Some("a"), "m1", Fault::DropAfterCommit),
+            ex(1, Some("a"), "m1", Fault::Status503),
+            ex(2, Some("a"), "m1", Fault::None),
+            // The client's own timeout: the same request again.
+            ex(3, Some("a"), "m1", Fault::None),
+            ex(4, Some("b"), "m2", Fault::Duplicate),
+        ];
+        let v = judge(
+            &trace,
+            &found(&["a", "b"]),
+            Some(&ClientEnd::Exited { code: 0 }),
+        );
+        assert_eq!(v.exit_code(), 0, "{v:#?}");
+        assert_eq!(v.stats.actions, 2);
+        assert_eq!(v.stats.failed_answers, 2);
+    }
+
+    #[test]
+    fn each_broken_trace_names_its_clause() {
+        let new_key = [
+            ex(0, Some("a"), "m1", Fault::DropAfterCommit),
+            ex(1, Some("a2"), "m1", Fault::None),
+        ];
+        let v = judge(&new_key, &found(&["a", "a2"]), None);
+        assert_eq!(
+            failed(&v),
+            ["client.retry.same-key", "client.e2e.one-run-per-action"]
+        );
+        let other_body = [
+            ex(0, Some("a"), "m1", Fault::Status502),
+            ex(1, Some("a"), "m1-edited", Fault::None),
+        ];
+        assert_eq!(
+            failed(&judge(&other_body, &found(&["a"]), None)),
+            ["client.retry.same-body"]
+        );
+        let mut refused = ex(1, Some("a"), "m2", Fault::None);
+        refused.upstream_statuses = vec![409];
+        refused.client_status = Some(409);
+        let reused = [ex(0, Some("a"), "m1", Fault::None), refused];
+        assert_eq!(
+            failed(&judge(&reused, &found(&["a"]), None)),
+            ["client.action.fresh-key"]
+        );
+        let keyless = [
+            ex(0, Some("a"), "m1", Fault::Status503),
+            ex(1, None, "m1", Fault::None),
+        ];
+        let v = judge(
+            &keyless,
+            &found(&["a"]),
+            Some(&ClientEnd::Exited { code: 3 }),
+        );
+        assert_eq!(failed(&v), ["client.entry.keyed", "client.run.exits-zero"]);
+        let mut malformed = ex(0, None, "m1", Fault::None);
+        malformed.key = KeySent::Malformed {
+            fingerprint: "f".into(),
+            reason: "r".into(),
+        };
+        malformed.upstream_statuses = vec![400];
+        assert_eq!(
+            failed(&judge(&[malformed], &found(&[]), None)),
+            ["client.key.well-formed"]
+        );
+    }
+
+    #[test]
+    fn a_delete_frees_keys_and_a_tool_result_is_exempt_and_no_snapshot_is_no_verdict() {
+        let mut delete = ex(1, None, "", Fault::None);
+        delete.method = "DELETE".into();
+        delete.path = "/sessions/s".into();
+        delete.entry = None;
+        delete.client_status = Some(204);
+        let mut tool = ex(3, None, "t", Fault::None);
+        tool.tool_result = true;
+        tool.upstream_statuses = vec![200];
+        let trace = [
+            ex(0, Some("a"), "m1", Fault::None),
+            delete,
+            ex(2, Some("a"), "m2", Fault::None),
+            tool,
+        ];
+        let snap = BTreeMap::from([(
+            "s".to_owned(),
+            SessionSnapshot::Found {
+                runs: vec![
+                    RunSeen {
+                        run_id: "r1".into(),
+                        request_key: Some("a".into()),
+                    },
+                    RunSeen {
+                        run_id: "r2".into(),
+                        request_key: None,
+                    },
+                ],
+                inputs: 2,
+            },
+        )]);
+        let v = judge(&trace, &snap, None);
+        assert_eq!(v.exit_code(), 0, "{v:#?}");
+        let v = judge(&trace, &BTreeMap::new(), None);
+        assert_eq!(v.exit_code(), 2);
+        assert_eq!(judge(&[], &BTreeMap::new(), None).exit_code(), 2);
+    }
+}
