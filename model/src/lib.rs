@@ -30,6 +30,7 @@
 //! those is not a rule but an implementation.
 
 pub mod check;
+pub mod clauses;
 pub mod digest;
 pub mod error;
 pub mod export;
