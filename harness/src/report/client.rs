@@ -55,6 +55,14 @@ pub fn failed_share(verdict: &ClientVerdict) -> f64 {
     }
 }
 
+fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 fn describe_end(end: &ClientEnd) -> String {
     match end {
         ClientEnd::Exited { code } => format!("exited {code}"),
@@ -77,12 +85,12 @@ pub fn render_terminal(run: &ClientRun, verdict: &ClientVerdict) -> String {
         .map(|(name, n)| format!("{name} {n}"))
         .collect();
     out.push_str(&format!(
-        "saw {} requests, {} entry requests in {} sessions ({} user actions); {} answers failed ({:.0}%){}\n",
-        s.requests,
-        s.entry_requests,
-        s.sessions,
-        s.actions,
-        s.failed_answers,
+        "saw {}, {} in {} ({}); {} failed ({:.0}%){}\n",
+        count(s.requests, "request"),
+        count(s.entry_requests, "entry request"),
+        count(s.sessions, "session"),
+        count(s.actions, "user action"),
+        count(s.failed_answers, "answer"),
         failed_share(verdict) * 100.0,
         if faults.is_empty() {
             String::new()
