@@ -21,7 +21,7 @@ use clap::Args;
 
 use crate::check::lin::{self, CheckOptions, Verdict};
 use crate::cmd::common::{filter_by_tags, harness_error, runtime};
-use crate::run::record::{random_history, Workload};
+use crate::run::record::{random_history, simulated_history, SimulatedStore, Workload};
 use crate::scenario;
 use crate::target::spec::open_target;
 use crate::target::{TargetError, TargetOptions};
@@ -155,6 +155,186 @@ pub fn default_workload(seed: u64) -> Workload {
         seed,
         namespace: format!("bench-{seed}"),
     }
+}
+
+/// One history of the `lin` benchmark, as it was checked.
+#[derive(Debug, Clone)]
+pub struct LinFigures {
+    pub ops: usize,
+    pub clients: usize,
+    pub sessions: usize,
+    pub seed: u64,
+    pub store: SimulatedStore,
+    /// Pairs of operations whose intervals overlap.
+    pub overlapping_pairs: usize,
+    /// Median over `repeats` checks of the verdict alone (no shrinking).
+    pub check_ms: f64,
+    pub repeats: usize,
+    pub steps: u64,
+    /// Configurations cached by the largest partition's search.
+    pub largest_cache: usize,
+    /// `Some(true)` linearizable, `Some(false)` not, `None` out of budget.
+    pub linearizable: Option<bool>,
+    /// Peak resident memory of this process so far (Linux), in MiB.
+    pub peak_rss_mib: Option<f64>,
+}
+
+impl LinFigures {
+    pub fn expected_linearizable(&self) -> bool {
+        self.store == SimulatedStore::Correct
+    }
+
+    pub fn ops_per_s(&self) -> f64 {
+        self.ops as f64 / (self.check_ms / 1e3).max(1e-9)
+    }
+}
+
+impl std::fmt::Display for LinFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verdict = match self.linearizable {
+            Some(true) => "linearizable",
+            Some(false) => "NOT linearizable",
+            None => "UNKNOWN (budget exhausted)",
+        };
+        let expected = if self.expected_linearizable() {
+            "correct store"
+        } else {
+            "store skipping the key rule once"
+        };
+        write!(
+            f,
+            "lin: {:>6} ops, {:>2} clients, {} session{} ({expected}, {} overlapping pairs): {verdict}              in {:.1} ms = {:.0} ops/s [median of {}; {} steps; {} cached configurations;              peak RSS {}; seed {}]",
+            self.ops,
+            self.clients,
+            self.sessions,
+            if self.sessions == 1 { "" } else { "s" },
+            self.overlapping_pairs,
+            self.check_ms,
+            self.ops_per_s(),
+            self.repeats,
+            self.steps,
+            self.largest_cache,
+            self.peak_rss_mib
+                .map_or("n/a".to_owned(), |m| format!("{m:.0} MiB")),
+            self.seed
+        )
+    }
+}
+
+/// The histories of `reqkey bench lin`: 1k, 10k and 100k operations (1k
+/// only when `quick`), 8 and 16 clients, all on one session (the case
+/// partitioning cannot help), each from a correct store and from one that
+/// skips the key rule once.
+pub fn lin_workloads(quick: bool, seed: u64) -> Vec<(Workload, SimulatedStore)> {
+    let sizes: &[usize] = if quick {
+        &[1_000]
+    } else {
+        &[1_000, 10_000, 100_000]
+    };
+    let mut out = Vec::new();
+    for &ops_total in sizes {
+        for clients in [8, 16] {
+            for store in [SimulatedStore::Correct, SimulatedStore::SkipsKeyRuleOnce] {
+                out.push((
+                    Workload {
+                        clients,
+                        sessions: 1,
+                        ops_total,
+                        seed,
+                        namespace: format!("lin-{seed}"),
+                    },
+                    store,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Generates one fixed-seed history and times its check (the verdict
+/// alone, as Porcupine gives it: median of `repeats` checks).
+pub fn lin_benchmark(w: &Workload, store: SimulatedStore, repeats: usize) -> LinFigures {
+    let history = simulated_history(w, store);
+    let mut times = Vec::new();
+    let mut report = None;
+    for _ in 0..repeats.max(1) {
+        let started = Instant::now();
+        let r = lin::check_with(
+            &history,
+            CheckOptions {
+                minimize: false,
+                ..CheckOptions::default()
+            },
+        );
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+        report = Some(r);
+    }
+    times.sort_by(f64::total_cmp);
+    let (linearizable, steps, largest_cache) = match &report {
+        Some(r) => (
+            match r.verdict {
+                Verdict::Linearizable => Some(true),
+                Verdict::NotLinearizable(_) => Some(false),
+                Verdict::Unknown { .. } => None,
+            },
+            r.steps,
+            r.largest_cache,
+        ),
+        None => (None, 0, 0),
+    };
+    LinFigures {
+        ops: history.len(),
+        clients: w.clients,
+        sessions: w.sessions,
+        seed: w.seed,
+        store,
+        overlapping_pairs: overlapping_pairs(&history),
+        check_ms: times.get(times.len() / 2).copied().unwrap_or(0.0),
+        repeats: times.len(),
+        steps,
+        largest_cache,
+        linearizable,
+        peak_rss_mib: peak_rss_mib(),
+    }
+}
+
+/// `VmHWM` of this process from /proc (Linux); `None` elsewhere.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// `reqkey bench lin`: every history's figures; exit 1 when a verdict is
+/// not the expected one, 2 when a budget ran out.
+fn lin_bench(args: &BenchArgs) -> ExitCode {
+    let mut mismatch = false;
+    let mut unknown = false;
+    for (w, store) in lin_workloads(args.quick, args.seed) {
+        let repeats = if args.quick || w.ops_total > 10_000 {
+            1
+        } else {
+            5
+        };
+        let f = lin_benchmark(&w, store, repeats);
+        println!("{f}");
+        match f.linearizable {
+            None => unknown = true,
+            Some(l) if l != f.expected_linearizable() => {
+                println!("  ^ the verdict is not the expected one");
+                mismatch = true;
+            }
+            Some(_) => {}
+        }
+    }
+    if mismatch {
+        return ExitCode::from(1);
+    }
+    if unknown {
+        return harness_error("a history was not decided within the default budget");
+    }
+    ExitCode::SUCCESS
 }
 
 /// What the detection benchmark measured.
@@ -600,8 +780,13 @@ pub async fn lookup_benchmark(
 /// Which benchmark to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchKind {
-    /// The checker and race benchmarks (not lookup, which seeds a store).
+    /// The checker and race benchmarks (not lookup, which seeds a store,
+    /// nor lin, which takes minutes).
     All,
+    /// The linearizability checker on fixed-seed simulated histories (1k,
+    /// 10k, 100k ops; 8 and 16 clients on one session; correct and not):
+    /// ops/s and the verdict of each (--quick: the 1k ones only).
+    Lin,
     /// Time the linearizability check of a recorded 1,000-op history.
     Checker,
     /// Detection rate of the race scenarios against the racy store.
@@ -654,6 +839,10 @@ pub struct BenchArgs {
     /// First seed (run k uses seed + k).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// lin: only the 1,000-operation histories, each checked once (CI's
+    /// check that the benchmark works; seconds).
+    #[arg(long)]
+    pub quick: bool,
 }
 
 /// `reqkey bench lookup`: prints the figures; exit 1 only when
@@ -697,6 +886,9 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
     };
+    if args.kind == BenchKind::Lin {
+        return lin_bench(&args);
+    }
     rt.block_on(async move {
         if args.kind == BenchKind::Lookup {
             return lookup_bench(&args).await;
