@@ -175,8 +175,15 @@ pub struct LinFigures {
     pub largest_cache: usize,
     /// `Some(true)` linearizable, `Some(false)` not, `None` out of budget.
     pub linearizable: Option<bool>,
+    /// Resident memory of this process once the history was generated and
+    /// parsed (Linux), in MiB: the history itself, before the check.
+    pub history_rss_mib: Option<f64>,
     /// Peak resident memory of this process so far (Linux), in MiB.
     pub peak_rss_mib: Option<f64>,
+}
+
+fn mib(m: Option<f64>) -> String {
+    m.map_or("n/a".to_owned(), |m| format!("{m:.0} MiB"))
 }
 
 impl LinFigures {
@@ -203,19 +210,25 @@ impl std::fmt::Display for LinFigures {
         };
         write!(
             f,
-            "lin: {:>6} ops, {:>2} clients, {} session{} ({expected}, {} overlapping pairs): {verdict}              in {:.1} ms = {:.0} ops/s [median of {}; {} steps; {} cached configurations;              peak RSS {}; seed {}]",
+            concat!(
+                "lin: {:>6} ops, {:>2} clients, {} session{} ({}, {} overlapping pairs): ",
+                "{} in {:.1} ms = {:.0} ops/s [median of {}; {} steps; {} cached ",
+                "configurations; RSS {} with the history, peak {} after checking; seed {}]"
+            ),
             self.ops,
             self.clients,
             self.sessions,
             if self.sessions == 1 { "" } else { "s" },
+            expected,
             self.overlapping_pairs,
+            verdict,
             self.check_ms,
             self.ops_per_s(),
             self.repeats,
             self.steps,
             self.largest_cache,
-            self.peak_rss_mib
-                .map_or("n/a".to_owned(), |m| format!("{m:.0} MiB")),
+            mib(self.history_rss_mib),
+            mib(self.peak_rss_mib),
             self.seed
         )
     }
@@ -255,6 +268,7 @@ pub fn lin_workloads(quick: bool, seed: u64) -> Vec<(Workload, SimulatedStore)> 
 /// alone, as Porcupine gives it: median of `repeats` checks).
 pub fn lin_benchmark(w: &Workload, store: SimulatedStore, repeats: usize) -> LinFigures {
     let history = simulated_history(w, store);
+    let history_rss_mib = proc_status_mib("VmRSS:");
     let mut times = Vec::new();
     let mut report = None;
     for _ in 0..repeats.max(1) {
@@ -294,14 +308,16 @@ pub fn lin_benchmark(w: &Workload, store: SimulatedStore, repeats: usize) -> Lin
         steps,
         largest_cache,
         linearizable,
-        peak_rss_mib: peak_rss_mib(),
+        history_rss_mib,
+        peak_rss_mib: proc_status_mib("VmHWM:"),
     }
 }
 
-/// `VmHWM` of this process from /proc (Linux); `None` elsewhere.
-fn peak_rss_mib() -> Option<f64> {
+/// A memory line (`VmRSS:`, `VmHWM:`) of this process from /proc (Linux);
+/// `None` elsewhere.
+fn proc_status_mib(field: &str) -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
 }

@@ -424,3 +424,50 @@ impl RandomClient {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::check::lin::{check, Verdict};
+
+    fn workload(clients: usize, ops_total: usize, seed: u64) -> Workload {
+        Workload {
+            clients,
+            sessions: 1,
+            ops_total,
+            seed,
+            namespace: "t".into(),
+        }
+    }
+
+    #[test]
+    fn a_simulated_history_is_fixed_by_its_seed() {
+        let w = workload(8, 300, 7);
+        let a = simulated_history(&w, SimulatedStore::Correct);
+        let b = simulated_history(&w, SimulatedStore::Correct);
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 300);
+        let c = simulated_history(&workload(8, 300, 8), SimulatedStore::Correct);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn the_correct_simulation_is_linearizable_and_the_buggy_one_is_not() {
+        for (clients, seed) in [(8, 1), (16, 2), (16, 3)] {
+            let w = workload(clients, 2_000, seed);
+            let ok = check(&simulated_history(&w, SimulatedStore::Correct));
+            assert!(
+                ok.verdict.is_linearizable(),
+                "{clients}/{seed}: {:?}",
+                ok.verdict
+            );
+            let bad = check(&simulated_history(&w, SimulatedStore::SkipsKeyRuleOnce));
+            assert!(
+                matches!(bad.verdict, Verdict::NotLinearizable(_)),
+                "{clients}/{seed}: {:?}",
+                bad.verdict
+            );
+        }
+    }
+}
