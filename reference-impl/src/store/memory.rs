@@ -1,8 +1,13 @@
 //! The in-memory reference store.
 //!
-//! One mutex over a map of sessions; every operation is one short critical
-//! section with no `.await` inside, so a run-start commit reads the holder,
-//! decides with the model's rules and writes, atomically. Each session keeps
+//! Sessions are spread over [`SHARDS`] maps by a hash of their id, each
+//! behind its own mutex; every operation touches one session, so it takes
+//! one shard's lock for one short critical section with no `.await` inside,
+//! and a run-start commit reads the holder, decides with the model's rules
+//! and writes, atomically. (One map behind one lock stalled every request
+//! for hundreds of ms each time the map doubled, at a few hundred
+//! thousand sessions; a shard doubles at 1/64 of the size and blocks only
+//! its own sessions. Sessions are boxed so a doubling moves pointers.) Each session keeps
 //! its keys in a hash index (`reqkey_model::seq::SessionState`), so
 //! `getRunByRequestKey` is two hash lookups whatever the store's size.
 //!
@@ -78,18 +83,32 @@ impl MemoryDefect {
     }
 }
 
+/// How many independently locked maps the sessions are spread over.
+pub const SHARDS: usize = 64;
+
 #[derive(Debug, Default)]
 struct Inner {
-    sessions: HashMap<String, SessionState>,
+    sessions: HashMap<String, Box<SessionState>>,
     /// Only with [`MemoryDefect::DeleteKeepsKeys`]: keys of deleted sessions.
     leaked_keys: HashMap<(String, String), RunMetadata>,
 }
 
 /// The in-memory reference store (optionally with one [`MemoryDefect`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryStore {
-    inner: Mutex<Inner>,
+    shards: Box<[Mutex<Inner>]>,
+    hasher: std::hash::RandomState,
     defect: Option<MemoryDefect>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: std::hash::RandomState::new(),
+            defect: None,
+        }
+    }
 }
 
 impl MemoryStore {
@@ -100,15 +119,18 @@ impl MemoryStore {
     /// A deliberately broken store (see [`MemoryDefect`]).
     pub fn with_defect(defect: MemoryDefect) -> Self {
         Self {
-            inner: Mutex::default(),
             defect: Some(defect),
+            ..Self::default()
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    /// The shard of `session_id`, locked.
+    fn lock(&self, session_id: &str) -> MutexGuard<'_, Inner> {
+        use std::hash::BuildHasher;
+        let shard = (self.hasher.hash_one(session_id) as usize) % self.shards.len();
         // A panic while holding the lock cannot leave a session half-written
         // (every write is applied after its decision), so poison is benign.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn holder(&self, inner: &Inner, session_id: &str, key: &str) -> Option<RunMetadata> {
@@ -138,14 +160,14 @@ impl SessionStateStore for MemoryStore {
             let holder = start
                 .request_key
                 .as_deref()
-                .and_then(|k| self.holder(&self.lock(), &start.session_id, k));
+                .and_then(|k| self.holder(&self.lock(&start.session_id), &start.session_id, k));
             tokio::task::yield_now().await;
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
             Some(holder)
         } else {
             None
         };
-        let mut inner = self.lock();
+        let mut inner = self.lock(&start.session_id);
         let holder = match stale_holder {
             Some(h) => h,
             None => start
@@ -169,7 +191,7 @@ impl SessionStateStore for MemoryStore {
         run_id: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
         Ok(self
-            .lock()
+            .lock(session_id)
             .sessions
             .get(session_id)
             .and_then(|s| s.run(run_id))
@@ -178,16 +200,16 @@ impl SessionStateStore for MemoryStore {
 
     async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
         Ok(self
-            .lock()
+            .lock(session_id)
             .sessions
             .get(session_id)
-            .and_then(SessionState::current_run)
+            .and_then(|s| s.current_run())
             .cloned())
     }
 
     async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
         Ok(self
-            .lock()
+            .lock(session_id)
             .sessions
             .get(session_id)
             .map(|s| s.runs().cloned().collect())
@@ -199,16 +221,16 @@ impl SessionStateStore for MemoryStore {
         session_id: &str,
         request_key: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        let inner = self.lock();
+        let inner = self.lock(session_id);
         Ok(self.holder(&inner, session_id, request_key))
     }
 
     async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
         Ok(self
-            .lock()
+            .lock(session_id)
             .sessions
             .get(session_id)
-            .map(SessionState::inputs)
+            .map(|s| s.inputs())
             .unwrap_or_default())
     }
 
@@ -218,7 +240,7 @@ impl SessionStateStore for MemoryStore {
         run_id: &str,
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError> {
-        let mut inner = self.lock();
+        let mut inner = self.lock(session_id);
         let session = inner
             .sessions
             .get_mut(session_id)
@@ -227,7 +249,7 @@ impl SessionStateStore for MemoryStore {
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
-        let mut inner = self.lock();
+        let mut inner = self.lock(session_id);
         let removed = inner.sessions.remove(session_id);
         if let (Some(session), Some(MemoryDefect::DeleteKeepsKeys)) = (&removed, self.defect) {
             for run in session.runs().filter(|r| r.request_key.is_some()) {
