@@ -1,9 +1,11 @@
-//! The agent corpus through the real loader, runner and HTTP: green on the
-//! reference agent server, red on the keyed scenarios when the server does
-//! not honour keys (`--no-request-keys`) or honours them wrongly (the
-//! deliberately broken executors), and never red on the keyless and
-//! validation scenarios — a scenario that fails a correct-on-that-point
-//! server is as useless as one that passes a broken one.
+//! The agent corpus through the real loader, runner and HTTP, by profile:
+//! green on the reference agent server of each profile (keys recorded and
+//! `reject`, `no-request-keys`, `interrupt-previous`), red when a server is
+//! forced to certify against a profile it does not keep (the profile
+//! matters), and red on the scenarios named after the rule a deliberately
+//! broken executor breaks — never on the others: a scenario that fails a
+//! correct-on-that-point server is as useless as one that passes a broken
+//! one.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,13 +16,16 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::{assert_failures_are_verdicts, failing, load_corpus, run_corpus};
+use common::{
+    assert_failures_are_verdicts, corpus_for, failing, ran, run_agent_profile, ProfileRun,
+};
 use reqkey_harness::run::runner::{self, RunConfig};
+use reqkey_harness::target::profile::{ConcurrentEntry, Profile, ProfileSource};
 use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::TargetOptions;
 
-/// Scenarios that need a server which records keys.
-const KEYED: [&str; 17] = [
+/// Scenarios that need a server which records keys (either policy).
+const KEYED: [&str; 15] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -33,41 +38,187 @@ const KEYED: [&str; 17] = [
     "agent.delete-frees-keys",
     "agent.key-conflict",
     "agent.keyed-resume",
-    "agent.keyed-retries-skip-refusals",
-    "agent.keyed-retry",
     "agent.keys-are-case-sensitive",
     "agent.replay-finished-current",
     "agent.valid-key-boundaries",
 ];
 
-/// Scenarios every SPEC 7 server passes whatever it does with keys.
-const KEYLESS: [&str; 6] = [
+/// Scenarios that need keys recorded and `concurrentEntry: reject`.
+const KEYED_REJECT: [&str; 2] = ["agent.keyed-retries-skip-refusals", "agent.keyed-retry"];
+
+/// Keyless scenarios that need `concurrentEntry: reject`.
+const KEYLESS_REJECT: [&str; 1] = ["agent.keyless-unchanged"];
+
+/// Scenarios every SPEC 7 server passes, whatever its profile.
+const ANY_PROFILE: [&str; 5] = [
     "agent.bad-bodies",
     "agent.concurrent-keyless-starts",
     "agent.health",
-    "agent.keyless-unchanged",
     "agent.malformed-keys",
     "agent.unknown-things",
 ];
 
+/// Scenarios of the keys-ignored profile (`supportsRequestKey: false`).
+const KEYS_IGNORED: [&str; 3] = [
+    "agent.keys-ignored.concurrent-keyed-duplicates-are-not-deduplicated",
+    "agent.keys-ignored.keyed-behaves-as-keyless",
+    "agent.keys-ignored.keyed-retries-make-two-runs",
+];
+
+/// Scenarios of the `interrupt_previous` profile with keys recorded.
+const INTERRUPT_PREVIOUS_KEYED: [&str; 4] = [
+    "agent.interrupt-previous.concurrent-keyed-entries",
+    "agent.interrupt-previous.concurrent-keyed-sends",
+    "agent.interrupt-previous.duplicate-attaches-before-the-policy",
+    "agent.interrupt-previous.keyed-send-interrupts-the-running-run",
+];
+
+/// Keyless scenarios of `interrupt_previous` (any key support).
+const INTERRUPT_PREVIOUS_KEYLESS: [&str; 2] = [
+    "agent.interrupt-previous.keyless-chat-send-is-refused",
+    "agent.interrupt-previous.keyless-resume-and-retry-follow-the-policy",
+];
+
+fn set<'a>(parts: &[&[&'a str]]) -> BTreeSet<&'a str> {
+    parts.iter().flat_map(|p| p.iter().copied()).collect()
+}
+
+/// What the default profile (keys, `reject`) runs.
+fn default_profile_ids() -> BTreeSet<&'static str> {
+    set(&[&KEYED, &KEYED_REJECT, &KEYLESS_REJECT, &ANY_PROFILE])
+}
+
+fn assert_green(target: &str, run: &ProfileRun, source: ProfileSource, want: &BTreeSet<&str>) {
+    assert_eq!(
+        failing(&run.summary),
+        BTreeSet::new(),
+        "{target}: {:#?}",
+        run.summary
+    );
+    assert_eq!(run.profile.source, source, "{target}");
+    assert_eq!(
+        &ran(&run.summary),
+        want,
+        "{target}: the corpus and this test disagree"
+    );
+    let everything: BTreeSet<&str> = ran(&run.summary)
+        .into_iter()
+        .chain(run.not_applicable.iter().map(|n| n.id.as_str()))
+        .collect();
+    let all = set(&[
+        &KEYED,
+        &KEYED_REJECT,
+        &KEYLESS_REJECT,
+        &ANY_PROFILE,
+        &KEYS_IGNORED,
+        &INTERRUPT_PREVIOUS_KEYED,
+        &INTERRUPT_PREVIOUS_KEYLESS,
+    ]);
+    assert_eq!(
+        everything, all,
+        "{target}: every scenario ran or was set aside"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_whole_agent_corpus_passes_on_the_reference_agent() {
-    let summary = run_corpus("agent", "reference-agent", 11).await;
-    assert_eq!(failing(&summary), BTreeSet::new(), "{summary:#?}");
-    let ids: BTreeSet<&str> = summary.results.iter().map(|r| r.id.as_str()).collect();
-    let all: BTreeSet<&str> = KEYED.iter().chain(&KEYLESS).copied().collect();
-    assert_eq!(ids, all, "the corpus and this test disagree on the ids");
+    let run = run_agent_profile("reference-agent", None, 11).await;
+    assert_eq!(run.profile.profile, Profile::default());
+    assert_green(
+        "reference-agent",
+        &run,
+        ProfileSource::Declared,
+        &default_profile_ids(),
+    );
     for race in [
         "agent.concurrent-duplicates",
         "agent.concurrent-duplicate-chats",
     ] {
-        let r = summary.results.iter().find(|r| r.id == race).unwrap();
+        let r = run.summary.results.iter().find(|r| r.id == race).unwrap();
         assert!(r.trials_run >= 30, "{race} ran {} trials", r.trials_run);
         assert_eq!(
             r.trials_overlapped, r.trials_run,
             "{race}: every trial must really race"
         );
     }
+}
+
+/// A server that ignores keys passes its own profile, and fails the
+/// default one on exactly the scenarios that need keys recorded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_without_request_keys_passes_its_profile_and_fails_the_default_one() {
+    let target = "reference-agent:no-request-keys";
+    let own = run_agent_profile(target, None, 11).await;
+    assert!(!own.profile.profile.supports_request_key);
+    assert_green(
+        target,
+        &own,
+        ProfileSource::Declared,
+        &set(&[&ANY_PROFILE, &KEYLESS_REJECT, &KEYS_IGNORED]),
+    );
+    let forced = run_agent_profile(target, Some("default"), 11).await;
+    assert_eq!(forced.profile.source, ProfileSource::Stated);
+    assert_eq!(forced.profile.declared, Some(own.profile.profile));
+    assert_eq!(
+        failing(&forced.summary),
+        set(&[&KEYED, &KEYED_REJECT]),
+        "{target}"
+    );
+    assert_failures_are_verdicts(target, &forced.summary);
+}
+
+/// An `interrupt_previous` server passes its own profile, and fails the
+/// default one on exactly the scenarios that need `reject`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_interrupt_previous_server_passes_its_profile_and_fails_the_default_one() {
+    let target = "reference-agent:interrupt-previous";
+    let own = run_agent_profile(target, None, 11).await;
+    assert_eq!(
+        own.profile.profile.concurrent_entry,
+        ConcurrentEntry::InterruptPrevious
+    );
+    assert_green(
+        target,
+        &own,
+        ProfileSource::Declared,
+        &set(&[
+            &KEYED,
+            &ANY_PROFILE,
+            &INTERRUPT_PREVIOUS_KEYED,
+            &INTERRUPT_PREVIOUS_KEYLESS,
+        ]),
+    );
+    let forced = run_agent_profile(target, Some("default"), 11).await;
+    assert_eq!(
+        failing(&forced.summary),
+        set(&[&KEYED_REJECT, &KEYLESS_REJECT]),
+        "{target}"
+    );
+    assert_failures_are_verdicts(target, &forced.summary);
+}
+
+/// The default server, stated to be of another profile, fails that
+/// profile's own scenarios: each of them can fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_default_server_fails_the_scenarios_of_the_other_profiles() {
+    let target = "reference-agent";
+    let ignored = run_agent_profile(target, Some("keys-ignored"), 11).await;
+    assert_eq!(
+        failing(&ignored.summary),
+        set(&[&KEYS_IGNORED]),
+        "keys-ignored"
+    );
+    assert_failures_are_verdicts(target, &ignored.summary);
+    let interrupt = run_agent_profile(target, Some("interrupt-previous"), 11).await;
+    assert_eq!(
+        failing(&interrupt.summary),
+        set(&[
+            &INTERRUPT_PREVIOUS_KEYED,
+            &["agent.interrupt-previous.keyless-resume-and-retry-follow-the-policy"]
+        ]),
+        "interrupt-previous"
+    );
+    assert_failures_are_verdicts(target, &interrupt.summary);
 }
 
 /// The executor works over any `SessionStateStore`: the whole corpus (one
@@ -84,7 +235,7 @@ async fn the_agent_corpus_passes_over_every_reference_store() {
     let redis =
         std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let stores = [format!("sqlite:{}", db.display()), postgres, redis];
-    let scenarios = load_corpus("agent");
+    let scenarios = corpus_for("agent", &Profile::default());
     let runs = stores.into_iter().map(|store| {
         let scenarios = scenarios.clone();
         async move {
@@ -128,17 +279,8 @@ where
     out
 }
 
-/// Without key support every keyed scenario fails, and nothing else does.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_server_without_request_keys_fails_every_keyed_scenario_and_only_those() {
-    let target = "reference-agent:no-request-keys";
-    let summary = run_corpus("agent", target, 11).await;
-    assert_eq!(failing(&summary), KEYED.into_iter().collect(), "{target}");
-    assert_failures_are_verdicts(target, &summary);
-}
-
 /// Each broken executor fails the scenarios that test its bug (at least
-/// `must`, never outside `may`).
+/// `must`, never outside `may`), on the profile it declares.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
     let races = [
@@ -146,7 +288,8 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         "agent.concurrent-duplicate-resumes",
         "agent.concurrent-duplicates",
     ];
-    let cases: [(&str, &[&str], &[&str]); 4] = [
+    let keyed_default: Vec<&str> = set(&[&KEYED, &KEYED_REJECT]).into_iter().collect();
+    let cases: [(&str, &[&str], &[&str]); 6] = [
         (
             "reference-agent:policy-before-key",
             &[
@@ -161,7 +304,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
                 "agent.replay-finished-current",
                 "agent.delete-frees-keys",
             ],
-            &KEYED,
+            &keyed_default,
         ),
         ("reference-agent:no-replan-after-key-taken", &[], &races),
         (
@@ -181,10 +324,22 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
                 "agent.concurrent-duplicate-chats",
             ],
         ),
+        (
+            // Declares keys ignored, dedupes anyway.
+            "reference-agent:dedupes-while-ignoring-keys",
+            &["agent.keys-ignored.keyed-behaves-as-keyless"],
+            &KEYS_IGNORED,
+        ),
+        (
+            // interrupt_previous that interrupts on a keyless chat send.
+            "reference-agent:interrupts-keyless-chat",
+            &["agent.interrupt-previous.keyless-chat-send-is-refused"],
+            &["agent.interrupt-previous.keyless-chat-send-is-refused"],
+        ),
     ];
     for (target, must, may) in cases {
-        let summary = run_corpus("agent", target, 11).await;
-        let failed = failing(&summary);
+        let run = run_agent_profile(target, None, 11).await;
+        let failed = failing(&run.summary);
         assert!(!failed.is_empty(), "{target} passed the corpus");
         for id in must {
             assert!(
@@ -198,7 +353,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
                 "{target} failed {id}, which does not test its bug"
             );
         }
-        assert_failures_are_verdicts(target, &summary);
+        assert_failures_are_verdicts(target, &run.summary);
     }
 }
 
@@ -315,7 +470,7 @@ impl reqkey_harness::target::Target for Watching {
 /// server (`DELETE /sessions/{id}` by the runner); none is left running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_green_agent_run_leaves_no_session_behind() {
-    let scenarios = load_corpus("agent");
+    let scenarios = corpus_for("agent", &Profile::default());
     let inner = open_target("reference-agent", TargetOptions::default())
         .await
         .expect("target opens");

@@ -201,6 +201,7 @@ async fn an_adapter_that_never_answers_times_out() {
         &spec,
         TargetOptions {
             call_timeout_ms: 300,
+            ..TargetOptions::default()
         },
     )
     .await

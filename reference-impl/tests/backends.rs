@@ -410,6 +410,60 @@ mod cases {
         ss.cleanup(&*store).await;
     }
 
+    /// F6 of issue 15: a run id of a few kilobytes answered `internal` on
+    /// Postgres (a btree row holds about 2.7 kB) and was accepted elsewhere.
+    /// Every backend now refuses it, and 257 characters, with
+    /// `invalid_argument` before touching storage; 256 characters of the
+    /// alphabet are accepted everywhere.
+    pub async fn run_ids_over_256_characters_are_invalid_argument_everywhere(
+        store: Arc<dyn SessionStateStore>,
+    ) {
+        let mut ss = Sessions::new();
+        let s = ss.id("a");
+        // Incompressible (Postgres compresses index entries), from a fixed seed.
+        let alphabet = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-";
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let id = |len: usize, x: &mut u64| -> String {
+            (0..len)
+                .map(|_| {
+                    *x = x
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    char::from(alphabet[((*x >> 33) % alphabet.len() as u64) as usize])
+                })
+                .collect()
+        };
+        let huge = id(4096, &mut x);
+        let over = id(257, &mut x);
+        for bad in [
+            start(&s, &huge, None, Some("k"), "a"),
+            start(&s, &over, None, None, "a"),
+            start(&s, "r1", Some(&huge), None, "a"),
+        ] {
+            let r = store.commit_run_start(bad).await;
+            assert!(matches!(r, Err(StoreError::InvalidArgument(_))), "{r:?}");
+        }
+        for op in [
+            json!({"op": "getRun", "args": {"sessionId": s, "runId": huge}}),
+            json!({"op": "setRunStatus", "args": {"sessionId": s, "runId": over, "status": "failed"}}),
+        ] {
+            let op: StoreOp = serde_json::from_value(op).unwrap();
+            let r = dispatch(&*store, op).await;
+            assert!(matches!(r, Err(StoreError::InvalidArgument(_))), "{r:?}");
+        }
+        assert!(
+            store.list_runs(&s).await.unwrap().is_empty(),
+            "a refused commit wrote"
+        );
+        let longest = id(256, &mut x);
+        let run = started(&*store, start(&s, &longest, None, Some("k"), "a")).await;
+        assert_eq!(run.run_id, longest);
+        let found = store.get_run_by_request_key(&s, "k").await.unwrap();
+        assert_eq!(found.map(|r| r.run_id), Some(longest.clone()));
+        started(&*store, start(&s, "r2", Some(&longest), None, "b")).await;
+        ss.cleanup(&*store).await;
+    }
+
     pub async fn delete_frees_keys_and_restarts_the_sequence(store: Arc<dyn SessionStateStore>) {
         let mut ss = Sessions::new();
         let s = ss.id("a");
@@ -820,6 +874,10 @@ macro_rules! suite {
             case!(
                 $backend,
                 a_nul_in_an_id_or_digest_is_invalid_argument_and_writes_nothing
+            );
+            case!(
+                $backend,
+                run_ids_over_256_characters_are_invalid_argument_everywhere
             );
             case!($backend, delete_frees_keys_and_restarts_the_sequence);
             case!($backend, finished_runs_refuse_every_status_change);

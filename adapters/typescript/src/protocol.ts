@@ -62,6 +62,14 @@ function sessionId(v: unknown): string {
   return v;
 }
 
+/** A run id (SPEC 1): like a session id, 1 to 256 characters of [A-Za-z0-9._:-]. */
+function runId(name: string, v: unknown): string {
+  if (typeof v !== "string" || !SESSION_ID.test(v)) {
+    throw new BadRequest(`${name} must be 1 to 256 characters of [A-Za-z0-9._:-]`);
+  }
+  return v;
+}
+
 function nonEmpty(name: string, v: unknown): string {
   if (typeof v !== "string" || v.length === 0) throw new BadRequest(`${name} must be a non-empty string`);
   return v;
@@ -86,8 +94,8 @@ export function parseStartRun(raw: unknown): StartRun {
   const a = fields("startRun", raw, ["sessionId", "runId", "input"], ["expectedCurrentRunId", "requestKey", "requestDigest"]);
   const start: StartRun = {
     sessionId: sessionId(a.sessionId),
-    runId: nonEmpty("runId", a.runId),
-    expectedCurrentRunId: a.expectedCurrentRunId == null ? null : nonEmpty("expectedCurrentRunId", a.expectedCurrentRunId),
+    runId: runId("runId", a.runId),
+    expectedCurrentRunId: a.expectedCurrentRunId == null ? null : runId("expectedCurrentRunId", a.expectedCurrentRunId),
     input: a.input,
   };
   const hasKey = a.requestKey != null;
@@ -118,7 +126,7 @@ export function parseRequest(request: unknown): ParsedRequest {
     }
     case "getRun": {
       const a = fields(op, args, ["sessionId", "runId"]);
-      const [sid, rid] = [sessionId(a.sessionId), nonEmpty("runId", a.runId)];
+      const [sid, rid] = [sessionId(a.sessionId), runId("runId", a.runId)];
       return { op, run: async (s) => runOrNull(await s.getRun(sid, rid)) };
     }
     case "getCurrentRun": {
@@ -140,7 +148,7 @@ export function parseRequest(request: unknown): ParsedRequest {
     }
     case "setRunStatus": {
       const a = fields(op, args, ["sessionId", "runId", "status"]);
-      const [sid, rid, st] = [sessionId(a.sessionId), nonEmpty("runId", a.runId), status(a.status)];
+      const [sid, rid, st] = [sessionId(a.sessionId), runId("runId", a.runId), status(a.status)];
       return { op, run: async (s) => wireRun(await s.setRunStatus(sid, rid, st)) };
     }
     case "deleteSession": {

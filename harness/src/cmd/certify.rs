@@ -6,11 +6,13 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::cmd::common::{execute, fresh_seed, harness_error, health, Outputs};
+use crate::cmd::common::{
+    execute, fresh_seed, harness_error, health, not_judged, select_by_profile, Outputs,
+};
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
 use crate::run::suite;
-use crate::target::spec::open_target;
+use crate::target::spec::TargetSpec;
 use crate::target::TargetOptions;
 
 #[derive(Debug, Args)]
@@ -18,7 +20,7 @@ pub struct CertifyArgs {
     /// What to certify (see "Targets" below).
     #[arg(long, short)]
     pub target: String,
-    /// Where to write certificate.md, junit.xml and results.json (created if
+    /// Where to write certificate.md, report.html, junit.xml and results.json (created if
     /// missing).
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
@@ -33,38 +35,65 @@ pub struct CertifyArgs {
     /// Bound on every single call to the target, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
+    /// Bound on every answer's body, in bytes: a larger answer is not read
+    /// whole and its step cannot be judged (exit 2).
+    #[arg(long, default_value_t = crate::target::DEFAULT_MAX_RESPONSE_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 32)))]
+    pub max_response_bytes: u64,
     /// Print only failures and the closing count.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Certify against this profile instead of the one the target's
+    /// `/health` declares (for a server whose `/health` cannot say): default,
+    /// keys-ignored, interrupt-previous, or
+    /// supportsRequestKey=BOOL,concurrentEntry=reject|interrupt_previous.
+    /// The certificate says the profile was stated, not declared.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
 }
 
 /// The file names `certify` writes into `--out`.
 pub const CERTIFICATE_FILE: &str = "certificate.md";
 pub const JUNIT_FILE: &str = "junit.xml";
 pub const RESULTS_FILE: &str = "results.json";
+pub const HTML_FILE: &str = "report.html";
 
 pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
+        max_response_bytes: args.max_response_bytes,
     };
-    let target = match open_target(&args.target, opts).await {
-        Ok(t) => t,
+    let spec = match TargetSpec::parse(&args.target) {
+        Ok(s) => s,
         Err(e) => return harness_error(e),
     };
+    let seed = args.seed.unwrap_or_else(fresh_seed);
+    let outputs = Outputs {
+        junit: Some(args.out.join(JUNIT_FILE)),
+        json: Some(args.out.join(RESULTS_FILE)),
+        report: Some(args.out.join(CERTIFICATE_FILE)),
+        html: Some(args.out.join(HTML_FILE)),
+    };
     let loaded = match &args.scenarios {
-        Some(root) => suite::disk_suite(root, target.level()).map_err(|e| {
+        Some(root) => suite::disk_suite(root, spec.level()).map_err(|e| {
             format!(
                 "cannot read the {} suite under {}: {e}",
-                target.level(),
+                spec.level(),
                 root.display()
             )
         }),
-        None => suite::embedded_suite(target.level())
-            .map_err(|e| format!("the embedded {} suite: {e}", target.level())),
+        None => suite::embedded_suite(spec.level())
+            .map_err(|e| format!("the embedded {} suite: {e}", spec.level())),
     };
     let (suite, scenarios) = match loaded {
         Ok(s) => s,
         Err(e) => return harness_error(e),
+    };
+    let mut ctx = ReportContext::new("certify", &args.target);
+    ctx.suite = Some(suite);
+    let target = match spec.open(&args.target, opts).await {
+        Ok(t) => t,
+        Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };
     if let Some(s) = scenarios.iter().find(|s| s.level != target.level()) {
         return harness_error(format!(
@@ -74,25 +103,28 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
             target.level()
         ));
     }
+    // A certificate names the target's identity: without one, no verdict.
     let identity = match health(target.as_ref(), args.timeout_ms).await {
         Ok(h) => h,
-        Err(e) => {
-            return harness_error(format!(
-                "{} has no /health identity: {e}",
-                target.describe()
-            ))
-        }
+        Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };
-    let mut cfg = RunConfig::new(args.seed.unwrap_or_else(fresh_seed));
+    let (profile, scenarios, not_applicable) = match select_by_profile(
+        target.as_ref(),
+        args.profile.as_deref(),
+        scenarios,
+        args.timeout_ms,
+        args.quiet,
+    )
+    .await
+    {
+        Ok(selected) => selected,
+        Err(e) => return harness_error(e),
+    };
+    let mut cfg = RunConfig::new(seed);
     cfg.call_timeout_ms = args.timeout_ms;
-    let mut ctx = ReportContext::new("certify", &args.target);
     ctx.health = Some(identity);
-    ctx.suite = Some(suite);
-    let outputs = Outputs {
-        junit: Some(args.out.join(JUNIT_FILE)),
-        json: Some(args.out.join(RESULTS_FILE)),
-        report: Some(args.out.join(CERTIFICATE_FILE)),
-    };
+    ctx.profile = Some(profile);
+    ctx.not_applicable = not_applicable;
     let code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
     if !args.quiet {
         eprintln!(

@@ -60,7 +60,7 @@ pub enum Command {
     #[command(subcommand)]
     Serve(serve::ServeCommand),
     /// Certify a target: the whole suite of its level, nothing skipped;
-    /// writes certificate.md, junit.xml and results.json.
+    /// writes certificate.md, report.html, junit.xml and results.json.
     #[command(after_help = target_help())]
     Certify(CertifyArgs),
     /// Print the JSON Schema of the scenario format.

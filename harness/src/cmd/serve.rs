@@ -65,7 +65,7 @@ async fn serve_store(args: ServeStoreArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let listener = match tokio::net::TcpListener::bind(&args.listen).await {
+    let listener = match reqkey_reference::http_serve::bind(&args.listen).await {
         Ok(l) => l,
         Err(e) => return fail(format!("cannot listen on {}: {e}", args.listen)),
     };

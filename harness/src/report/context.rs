@@ -7,7 +7,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::run::event::{Event, RunSummary, Verdict};
+use crate::run::select::NotApplicable;
 use crate::run::suite::SuiteInfo;
+use crate::target::profile::ProfileInfo;
 
 /// What a report says besides the events.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -29,6 +31,10 @@ pub struct ReportContext {
     pub expected_failures: Vec<String>,
     /// When the run started, UTC, RFC 3339 (`2026-12-02T13:24:20Z`).
     pub date: String,
+    /// The profile the run certified (`None` when none was read).
+    pub profile: Option<ProfileInfo>,
+    /// Scenarios of the suite that do not apply to that profile (not run).
+    pub not_applicable: Vec<NotApplicable>,
 }
 
 impl ReportContext {
@@ -43,6 +49,8 @@ impl ReportContext {
             selection: Vec::new(),
             expected_failures: Vec::new(),
             date: utc_now(),
+            profile: None,
+            not_applicable: Vec::new(),
         }
     }
 
@@ -66,6 +74,9 @@ pub fn closing_line(summary: &RunSummary) -> String {
 /// The lines that explain the closing count, printed just before it.
 pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
     let mut notes = Vec::new();
+    if let Some(i) = &summary.indefinite {
+        notes.push(format!("no verdict ({}): {} (exit 2)", i.reason, i.message));
+    }
     if summary.errored > 0 {
         notes.push(format!(
             "{} could not be judged (harness error: exit 2)",

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::report::context::{closing_line, Rendered, ReportContext};
 use crate::run::event::{Event, Reporter, RunSummary};
+use crate::target::profile::ProfileSource;
 
 /// The schema name written into every document.
 pub const SCHEMA: &str = "reqkey-results/1";
@@ -25,6 +26,8 @@ struct Document<'a> {
     reqkey_version: &'a str,
     date: &'a str,
     target: TargetDoc<'a>,
+    profile: Option<ProfileDoc>,
+    not_applicable: Vec<NotApplicableDoc<'a>>,
     suite: Option<SuiteDoc<'a>>,
     selection: &'a [String],
     expected_failures: &'a [String],
@@ -33,13 +36,40 @@ struct Document<'a> {
     counts: Counts,
     exit_code: u8,
     closing_line: String,
+    /// Why the run reached no verdict, when it did not.
+    indefinite: Option<IndefiniteDoc<'a>>,
     scenarios: Vec<ScenarioDoc<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct IndefiniteDoc<'a> {
+    reason: &'a str,
+    message: &'a str,
 }
 
 #[derive(Debug, Serialize)]
 struct TargetDoc<'a> {
     spec: &'a str,
     health: Option<&'a Value>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProfileDoc {
+    supports_request_key: bool,
+    /// `None` for a store (its profile is fixed).
+    concurrent_entry: Option<&'static str>,
+    /// `fixed` (a store), `declared` (by `/health`) or `stated` (`--profile`).
+    source: &'static str,
+    /// What `/health` declared when `--profile` stated another profile.
+    declared: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct NotApplicableDoc<'a> {
+    id: &'a str,
+    file: String,
+    requires: &'a str,
 }
 
 #[derive(Debug, Serialize)]
@@ -85,6 +115,8 @@ struct FailureDoc<'a> {
     expected: Option<&'a Value>,
     actual: Option<&'a Value>,
     detail: Option<&'a str>,
+    /// The typed reason a scenario could not be judged (errors only).
+    reason: Option<&'a str>,
 }
 
 /// Renders a run as a `reqkey-results/1` document (pretty, newline-ended).
@@ -99,6 +131,22 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             spec: &ctx.target,
             health: ctx.health.as_ref(),
         },
+        profile: ctx.profile.as_ref().map(|p| ProfileDoc {
+            supports_request_key: p.profile.supports_request_key,
+            concurrent_entry: (p.source != ProfileSource::Fixed)
+                .then(|| p.profile.concurrent_entry.name()),
+            source: p.source.name(),
+            declared: p.declared.map(|d| d.to_string()),
+        }),
+        not_applicable: ctx
+            .not_applicable
+            .iter()
+            .map(|n| NotApplicableDoc {
+                id: &n.id,
+                file: n.file.display().to_string(),
+                requires: &n.requires,
+            })
+            .collect(),
         suite: ctx.suite.as_ref().map(|s| SuiteDoc {
             source: &s.source,
             version: s.version.as_deref(),
@@ -120,6 +168,10 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         },
         exit_code: summary.exit_code(),
         closing_line: closing_line(summary),
+        indefinite: summary.indefinite.as_ref().map(|i| IndefiniteDoc {
+            reason: i.reason,
+            message: &i.message,
+        }),
         scenarios: summary
             .results
             .iter()
@@ -141,6 +193,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                     expected: f.expected.as_ref(),
                     actual: f.actual.as_ref(),
                     detail: f.detail.as_deref(),
+                    reason: r.reason,
                 }),
             })
             .collect(),

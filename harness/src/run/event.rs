@@ -75,6 +75,31 @@ pub struct Failure {
     pub detail: Option<String>,
 }
 
+/// One request of a parallel group drawn as a bar on a timeline: its
+/// invoke and return, in microseconds after the trial's first group
+/// invoke.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Span {
+    /// The answer's name (`as`, `.i` for copies) or `#k`.
+    pub name: String,
+    pub start_us: u64,
+    pub end_us: u64,
+}
+
+/// The parallel-group requests of one trial, for a race timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TrialTimeline {
+    /// 0-based trial index.
+    pub trial: u32,
+    /// Did this trial fail (or could not be judged)?
+    pub failed: bool,
+    pub spans: Vec<Span>,
+}
+
+/// At most this many trials of a scenario keep their timeline (the
+/// failing trial always does).
+pub const MAX_TIMELINE_TRIALS: usize = 100;
+
 /// The result of one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScenarioResult {
@@ -98,6 +123,15 @@ pub struct ScenarioResult {
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// The parallel groups of each trial as timelines (trials with a
+    /// group only; at most [`MAX_TIMELINE_TRIALS`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timelines: Vec<TrialTimeline>,
+    /// Why a scenario could not be judged, typed (`timeout`, `closed`,
+    /// `unreachable`, `too_large`, ...; `docs/reports.md`); `None` unless
+    /// the verdict is an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
 }
 
 /// The result of a whole run.
@@ -114,6 +148,37 @@ pub struct RunSummary {
     pub unexpected_passes: usize,
     pub duration_ms: u64,
     pub results: Vec<ScenarioResult>,
+    /// Set when the run as a whole reached no verdict: the target could not
+    /// be opened, or the run stopped early because the target stopped
+    /// answering. Exit 2.
+    pub indefinite: Option<Indefinite>,
+}
+
+/// Why a run reached no verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Indefinite {
+    /// Typed: a target error's reason (`unreachable`, `timeout`, `closed`,
+    /// `not_http`, `wrong_protocol`, `too_large`, ...) or `stopped_early`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl RunSummary {
+    /// A run that judged nothing: the target could not be opened.
+    pub fn not_judged(target: String, seed: u64, indefinite: Indefinite) -> RunSummary {
+        RunSummary {
+            target,
+            seed,
+            passed: 0,
+            failed: 0,
+            errored: 0,
+            expected_failures: 0,
+            unexpected_passes: 0,
+            duration_ms: 0,
+            results: Vec::new(),
+            indefinite: Some(indefinite),
+        }
+    }
 }
 
 impl RunSummary {
@@ -121,7 +186,7 @@ impl RunSummary {
     /// scenario failed or an expected failure passed, 2 the harness could
     /// not judge some scenario.
     pub fn exit_code(&self) -> u8 {
-        if self.errored > 0 {
+        if self.errored > 0 || self.indefinite.is_some() {
             2
         } else if self.failed > 0 || self.unexpected_passes > 0 {
             1

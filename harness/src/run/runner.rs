@@ -30,7 +30,10 @@ use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
 use crate::check::lin::{self, CheckOptions};
-use crate::run::event::{Event, Failure, Reporter, RunSummary, ScenarioResult, Verdict};
+use crate::run::event::{
+    Event, Failure, Indefinite, Reporter, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
+    MAX_TIMELINE_TRIALS,
+};
 use crate::run::record::Clock;
 use crate::scenario::pattern::matches;
 use crate::scenario::vars::{lookup, Vars};
@@ -105,7 +108,8 @@ pub struct Recorded {
 #[derive(Debug)]
 enum Stop {
     Fail(Box<Failure>),
-    Harness(Box<Failure>),
+    /// Not judged, with the typed reason.
+    Harness(Box<Failure>, &'static str),
 }
 
 impl Stop {
@@ -113,7 +117,7 @@ impl Stop {
         Stop::Fail(Box::new(f))
     }
     fn harness(f: Failure) -> Stop {
-        Stop::Harness(Box::new(f))
+        Stop::Harness(Box::new(f), "harness")
     }
 }
 
@@ -139,6 +143,8 @@ struct Trial<'a> {
     /// The trial's monotonic clock and every store operation so far.
     clock: Clock,
     history: Vec<lin::Operation>,
+    /// Every parallel-group request of the trial: (name, invoke, return).
+    spans: Vec<(String, Instant, Instant)>,
     /// Sessions this trial created fresh (under the run's namespace), to
     /// delete when it passes.
     sessions: BTreeSet<String>,
@@ -152,6 +158,15 @@ const MAX_HISTORY_OPS: usize = 100_000;
 const GROUP_START_SPIN_US: u64 = 200;
 /// The most sessions a trial cleans up after itself.
 const MAX_CLEANUP_SESSIONS: usize = 1_000;
+/// After this many scenarios in a row that could not be judged because
+/// the target did not answer (timeout, unreachable, connection closed),
+/// the run stops: the rest would only wait out the same silence.
+pub const MAX_SILENT_SCENARIOS: usize = 3;
+
+/// The reasons that say the target is not answering.
+fn is_silence(reason: Option<&str>) -> bool {
+    matches!(reason, Some("timeout" | "unreachable" | "closed"))
+}
 
 /// Scenarios run at once by default: they mostly wait (on an agent's
 /// scripted runs, on long polls), so this is about latency, not cores.
@@ -183,6 +198,8 @@ pub async fn run(
         return finish(&target, cfg, started, results, &mut |e| emit(reporters, e));
     }
     let mut results = Vec::with_capacity(scenarios.len());
+    let mut silent_in_a_row = 0;
+    let mut indefinite = None;
     for (index, scenario) in scenarios.iter().enumerate() {
         emit(
             reporters,
@@ -203,8 +220,24 @@ pub async fn run(
                 result: result.clone(),
             },
         );
+        if result.verdict == Verdict::Error && is_silence(result.reason) {
+            silent_in_a_row += 1;
+        } else {
+            silent_in_a_row = 0;
+        }
         results.push(result);
         if stop {
+            break;
+        }
+        let left = scenarios.len() - index - 1;
+        if silent_in_a_row >= MAX_SILENT_SCENARIOS && left > 0 {
+            indefinite = Some(Indefinite {
+                reason: "stopped_early",
+                message: format!(
+                    "the target did not answer in {silent_in_a_row} scenarios in a row; \
+                     the run stopped early and {left} scenarios were not run"
+                ),
+            });
             break;
         }
     }
@@ -230,6 +263,7 @@ fn finish(
         unexpected_passes: count(Verdict::UnexpectedPass),
         duration_ms: started.elapsed().as_millis() as u64,
         results,
+        indefinite,
     };
     emit(Event::RunFinished {
         summary: summary.clone(),
@@ -398,6 +432,8 @@ async fn run_scenario(
         max_send_spread_us: None,
         duration_ms: 0,
         failure: None,
+        timelines: Vec::new(),
+        reason: None,
     };
     if scenario.level != target.level() {
         result.verdict = Verdict::Error;
@@ -414,6 +450,7 @@ async fn run_scenario(
             actual: None,
             detail: None,
         });
+        result.reason = Some("wrong_level");
         return result;
     }
     let base_seed = scenario_seed(cfg.seed, &scenario.id);
@@ -428,10 +465,18 @@ async fn run_scenario(
             had_group: false,
             clock: Clock::new(),
             history: Vec::new(),
+            spans: Vec::new(),
             sessions: BTreeSet::new(),
             max_send_spread_us: None,
         };
         let outcome = trial.run_steps(&scenario.steps).await;
+        if !trial.spans.is_empty()
+            && (result.timelines.len() + 1 < MAX_TIMELINE_TRIALS || outcome.is_err())
+        {
+            result
+                .timelines
+                .push(timeline(trial_index, outcome.is_err(), &trial.spans));
+        }
         if outcome.is_ok() && !cfg.keep_sessions {
             trial.clean_up().await;
         }
@@ -442,12 +487,13 @@ async fn run_scenario(
             result.max_send_spread_us = Some(result.max_send_spread_us.unwrap_or(0).max(spread));
         }
         if let Err(stop) = outcome {
-            let (verdict, mut failure) = match stop {
-                Stop::Fail(f) => (Verdict::Fail, *f),
-                Stop::Harness(f) => (Verdict::Error, *f),
+            let (verdict, mut failure, reason) = match stop {
+                Stop::Fail(f) => (Verdict::Fail, *f, None),
+                Stop::Harness(f, reason) => (Verdict::Error, *f, Some(reason)),
             };
             failure.trial = trial_index;
             result.verdict = verdict;
+            result.reason = reason;
             result.failure = Some(failure);
             break;
         }
@@ -508,7 +554,7 @@ fn target_stop(step: &str, request: &Value, e: TargetError) -> Stop {
         detail: None,
     };
     if e.is_harness_error() {
-        Stop::harness(failure)
+        Stop::Harness(Box::new(failure), e.reason())
     } else {
         Stop::fail(failure)
     }
@@ -864,6 +910,8 @@ impl Trial<'_> {
             })
             .collect();
         self.overlapped |= overlapped(&recorded);
+        self.spans
+            .extend(recorded.iter().map(|r| (r.name.clone(), r.invoke, r.ret)));
         for r in &recorded {
             let (invoke_ns, return_ns) = (self.clock.ns_at(r.invoke), self.clock.ns_at(r.ret));
             self.record(r.name.clone(), &r.request, invoke_ns, return_ns, &r.answer);
@@ -990,6 +1038,28 @@ impl Trial<'_> {
             remaining = miss;
         }
         Ok(())
+    }
+}
+
+/// A trial's group requests as bars, relative to its first invoke.
+fn timeline(trial: u32, failed: bool, spans: &[(String, Instant, Instant)]) -> TrialTimeline {
+    let origin = spans.iter().map(|s| s.1).min();
+    let us = |t: Instant| {
+        origin.map_or(0, |o| {
+            u64::try_from(t.saturating_duration_since(o).as_micros()).unwrap_or(u64::MAX)
+        })
+    };
+    TrialTimeline {
+        trial,
+        failed,
+        spans: spans
+            .iter()
+            .map(|(name, invoke, ret)| Span {
+                name: name.clone(),
+                start_us: us(*invoke),
+                end_us: us(*ret),
+            })
+            .collect(),
     }
 }
 

@@ -118,10 +118,8 @@ pub fn digest_files(base: &Path, files: &[PathBuf]) -> Result<String, SuiteError
         .collect();
     let mut read = Vec::with_capacity(named.len());
     for (name, file) in named {
-        let bytes = std::fs::read(file).map_err(|source| SuiteError::Io {
-            path: file.clone(),
-            source,
-        })?;
+        // Bounded like the loader: a file over the limit is refused, not read whole.
+        let bytes = scenario::read_bounded(file)?;
         read.push((name, bytes));
     }
     Ok(digest_named(

@@ -7,6 +7,8 @@
 //! still knows where it is, and so reaches the user as `file:line:col`.
 
 pub mod agent_step;
+pub mod limits;
+pub mod locate;
 pub mod pattern;
 pub mod schema;
 pub mod vars;
@@ -19,6 +21,11 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use crate::scenario::limits::{
+    check_depth, end_position, position_at, second_document, MAX_DEPTH, MAX_SCENARIO_BYTES,
+};
+use crate::scenario::locate::{locate, Seg};
+use crate::target::profile::{ConcurrentEntry, Profile};
 use crate::target::Level;
 
 /// Store operations a step may name directly.
@@ -44,6 +51,11 @@ pub struct Scenario {
     /// One line saying what the scenario proves.
     #[schemars(length(min = 1))]
     pub summary: String,
+    /// The profile an agent server must have for this scenario to apply
+    /// (SPEC 8); absent: it applies to every profile. Store scenarios take
+    /// none (a store's profile is fixed).
+    #[serde(default)]
+    pub requires: Requires,
     /// Trials; each gets fresh variables.
     #[serde(default = "one")]
     #[schemars(range(min = 1, max = 10_000))]
@@ -58,6 +70,41 @@ pub struct Scenario {
 
 fn one() -> u32 {
     1
+}
+
+/// What a scenario needs of an agent server's profile; an absent field
+/// admits either value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Requires {
+    /// `true`: the server records keys; `false`: it ignores them.
+    pub supports_request_key: Option<bool>,
+    /// The server's `concurrentEntry`.
+    pub concurrent_entry: Option<ConcurrentEntry>,
+}
+
+impl Requires {
+    /// Does it require anything at all?
+    pub fn is_empty(&self) -> bool {
+        self.supports_request_key.is_none() && self.concurrent_entry.is_none()
+    }
+
+    /// What `profile` lacks, as the requirement it fails
+    /// (`supportsRequestKey: true`), or `None` when the scenario applies.
+    pub fn unmet(&self, profile: &Profile) -> Option<String> {
+        let mut unmet = Vec::new();
+        if let Some(want) = self.supports_request_key {
+            if want != profile.supports_request_key {
+                unmet.push(format!("supportsRequestKey: {want}"));
+            }
+        }
+        if let Some(want) = self.concurrent_entry {
+            if want != profile.concurrent_entry {
+                unmet.push(format!("concurrentEntry: {}", want.name()));
+            }
+        }
+        (!unmet.is_empty()).then(|| unmet.join(", "))
+    }
 }
 
 /// What a step does.
@@ -379,7 +426,8 @@ impl<'de> Visitor<'de> for StepVisitor {
     }
 }
 
-/// Why a scenario could not be loaded. Exit code 2.
+/// Why a scenario could not be loaded. Exit code 2. Every error about a
+/// file's content carries the position it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("{path}: {source}")]
@@ -394,67 +442,131 @@ pub enum LoadError {
         column: usize,
         message: String,
     },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("{0}: no scenario files (*.yaml) found")]
     Empty(PathBuf),
 }
 
+fn syntax(path: &Path, (line, column): (usize, usize), message: String) -> LoadError {
+    LoadError::Syntax {
+        path: path.to_owned(),
+        line,
+        column,
+        message,
+    }
+}
+
+/// A check on the loaded scenario failed: the error points at the node
+/// `at` names (the document's start if the parser cannot place it).
+fn invalid(path: &Path, text: &str, at: &[Seg], message: String) -> LoadError {
+    let (line, column) = locate(text, at).unwrap_or((1, 1));
+    LoadError::Invalid {
+        path: path.to_owned(),
+        line,
+        column,
+        message,
+    }
+}
+
 /// Parses one scenario from text; `path` only names it in errors.
+///
+/// Bounded before the parser runs: a text over [`MAX_SCENARIO_BYTES`] or
+/// nesting deeper than [`MAX_DEPTH`] is refused after one linear scan,
+/// with the position where it crossed the limit.
 pub fn parse_scenario(path: &Path, text: &str) -> Result<Scenario, LoadError> {
+    if text.len() > MAX_SCENARIO_BYTES {
+        return Err(syntax(
+            path,
+            position_at(text, MAX_SCENARIO_BYTES),
+            format!("a scenario file is at most {MAX_SCENARIO_BYTES} bytes; this one goes on"),
+        ));
+    }
+    check_depth(text, MAX_DEPTH).map_err(|e| {
+        syntax(
+            path,
+            (e.line, e.column),
+            format!("nested deeper than {MAX_DEPTH} levels (the limit of a scenario)"),
+        )
+    })?;
     let mut scenario: Scenario = serde_yaml::from_str(text).map_err(|e| {
-        let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
         let message = e.to_string();
+        let at = match e.location() {
+            Some(l) => (l.line(), l.column()),
+            // The one error serde_yaml does not place: a second document.
+            None => second_document(text).unwrap_or_else(|| end_position(text)),
+        };
         // serde_yaml appends " at line L column C"; the prefix says it already.
         let message = match message.rfind(" at line ") {
-            Some(cut) if line > 0 => message[..cut].to_owned(),
+            Some(cut) if e.location().is_some() => message[..cut].to_owned(),
             _ => message,
         };
-        LoadError::Syntax {
-            path: path.to_owned(),
-            line,
-            column,
-            message,
-        }
+        syntax(path, at, message)
     })?;
     scenario.file = path.to_owned();
-    validate(&scenario).map_err(|message| LoadError::Invalid {
-        path: path.to_owned(),
-        message,
-    })?;
+    validate(&scenario).map_err(|(at, message)| invalid(path, text, &at, message))?;
     Ok(scenario)
 }
 
-fn validate(s: &Scenario) -> Result<(), String> {
+/// A failed check: where (a path into the document) and why.
+type Invalid = (Vec<Seg>, String);
+
+fn validate(s: &Scenario) -> Result<(), Invalid> {
+    let top = |key: &'static str, message: String| (vec![Seg::Key(key)], message);
     if s.id.is_empty()
         || !s
             .id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
     {
-        return Err(format!("id `{}` must be non-empty [A-Za-z0-9._-]", s.id));
+        return Err(top(
+            "id",
+            format!("id `{}` must be non-empty [A-Za-z0-9._-]", s.id),
+        ));
     }
     if s.summary.trim().is_empty() || s.summary.contains('\n') {
-        return Err("summary must be one non-empty line".into());
+        return Err(top("summary", "summary must be one non-empty line".into()));
     }
     if s.repeat == 0 || s.repeat > MAX_REPEAT {
-        return Err(format!("repeat must be 1 to {MAX_REPEAT}"));
+        return Err(top("repeat", format!("repeat must be 1 to {MAX_REPEAT}")));
     }
     if s.steps.is_empty() {
-        return Err("a scenario needs at least one step".into());
+        return Err(top("steps", "a scenario needs at least one step".into()));
     }
+    if s.level == Level::Store && !s.requires.is_empty() {
+        return Err(top(
+            "requires",
+            "`requires` is for agent scenarios: a store's profile is fixed (every store records keys)"
+                .into(),
+        ));
+    }
+    let step_at = |i: usize| vec![Seg::Key("steps"), Seg::Index(i)];
     let mut names = BTreeSet::new();
     for (i, step) in s.steps.iter().enumerate() {
         if step.copies.is_some() {
-            return Err(format!(
-                "steps[{i}]: `copies` belongs on an item of a parallel group"
+            return Err((
+                step_at(i),
+                format!("steps[{i}]: `copies` belongs on an item of a parallel group"),
             ));
         }
-        let items: Vec<&Step> = match &step.action {
-            Action::Parallel(items) => items.iter().collect(),
-            _ => vec![step],
+        let items: Vec<(Vec<Seg>, &Step)> = match &step.action {
+            Action::Parallel(items) => items
+                .iter()
+                .enumerate()
+                .map(|(k, item)| {
+                    let mut at = step_at(i);
+                    at.extend([Seg::Key("parallel"), Seg::Index(k)]);
+                    (at, item)
+                })
+                .collect(),
+            _ => vec![(step_at(i), step)],
         };
-        for item in items {
+        for (at, item) in items {
             if let Some(n) = &item.name {
                 let expanded: Vec<String> = match item.copies {
                     Some(c) => (0..c).map(|k| format!("{n}.{k}")).collect(),
@@ -462,8 +574,9 @@ fn validate(s: &Scenario) -> Result<(), String> {
                 };
                 for name in expanded {
                     if !names.insert(name.clone()) {
-                        return Err(format!(
-                            "steps[{i}]: the answer name `{name}` is used twice"
+                        return Err((
+                            at,
+                            format!("steps[{i}]: the answer name `{name}` is used twice"),
                         ));
                     }
                 }
@@ -471,18 +584,58 @@ fn validate(s: &Scenario) -> Result<(), String> {
         }
         if let Action::ExpectOneOf(alternatives) = &step.action {
             if alternatives.is_empty() {
-                return Err(format!(
-                    "steps[{i}]: expect_one_of needs at least one alternative"
+                return Err((
+                    step_at(i),
+                    format!("steps[{i}]: expect_one_of needs at least one alternative"),
                 ));
             }
             for name in alternatives.iter().flat_map(BTreeMap::keys) {
                 if !names.contains(name) {
-                    return Err(format!("steps[{i}]: expect_one_of names `{name}`, which no earlier step answers as"));
+                    return Err((step_at(i), format!("steps[{i}]: expect_one_of names `{name}`, which no earlier step answers as")));
                 }
             }
         }
     }
     Ok(())
+}
+
+/// Reads a scenario file's bytes, never more than [`MAX_SCENARIO_BYTES`]
+/// (plus one, to know it goes on): a larger file is a load error at the
+/// position where it crosses the limit, and is never held whole.
+pub fn read_bounded(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use std::io::Read;
+    let io = |source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SCENARIO_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() > MAX_SCENARIO_BYTES {
+        let text = String::from_utf8_lossy(&bytes[..MAX_SCENARIO_BYTES]);
+        return Err(syntax(
+            path,
+            end_position(&text),
+            format!("a scenario file is at most {MAX_SCENARIO_BYTES} bytes; this one goes on"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Reads a scenario file ([`read_bounded`]); bytes that are not UTF-8 are
+/// a load error at their position.
+pub fn read_scenario_file(path: &Path) -> Result<String, LoadError> {
+    String::from_utf8(read_bounded(path)?).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let text = String::from_utf8_lossy(&e.as_bytes()[..valid]);
+        syntax(
+            path,
+            end_position(&text),
+            "the file is not UTF-8 from here".into(),
+        )
+    })
 }
 
 /// Loads scenarios from files and directories (recursively, `*.yaml` and
@@ -491,10 +644,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Scenario>, LoadError> {
     let files = scenario_files(paths)?;
     let mut texts = Vec::with_capacity(files.len());
     for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Io {
-            path: file.clone(),
-            source,
-        })?;
+        let text = read_scenario_file(&file)?;
         texts.push((file, text));
     }
     parse_all(&texts)
@@ -507,17 +657,15 @@ pub fn parse_all<P: AsRef<Path>, T: AsRef<str>>(
     let mut scenarios = Vec::with_capacity(texts.len());
     let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
     for (file, text) in texts {
-        let file = file.as_ref();
-        let scenario = parse_scenario(file, text.as_ref())?;
+        let (file, text) = (file.as_ref(), text.as_ref());
+        let scenario = parse_scenario(file, text)?;
         if let Some(first) = seen.insert(scenario.id.clone(), file.to_owned()) {
-            return Err(LoadError::Invalid {
-                path: file.to_owned(),
-                message: format!(
-                    "id `{}` is already used by {}",
-                    scenario.id,
-                    first.display()
-                ),
-            });
+            let message = format!(
+                "id `{}` is already used by {}",
+                scenario.id,
+                first.display()
+            );
+            return Err(invalid(file, text, &[Seg::Key("id")], message));
         }
         scenarios.push(scenario);
     }
@@ -639,9 +787,101 @@ mod tests {
     }
 
     #[test]
+    fn a_second_document_names_where_it_starts() {
+        let e = err(&format!(
+            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n---\nid: u\n"
+        ));
+        assert!(
+            e.starts_with("x.yaml:6:1: ") && e.contains("more than one document"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn checks_on_the_loaded_scenario_name_the_node_they_are_about() {
+        let e = err(&format!(
+            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n    as: a\n  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n      - getRun: {{sessionId: s, runId: r}}\n        as: a\n"
+        ));
+        assert!(
+            e.starts_with("x.yaml:9:9: steps[1]: the answer name `a`"),
+            "{e}"
+        );
+        let e = err("id: t\nlevel: store\nsummary: s\nrepeat: 0\nsteps:\n  - getRun: {}\n");
+        assert!(e.starts_with("x.yaml:4:9: repeat must be"), "{e}");
+        let e = err("id: t\nlevel: store\nsummary: s\nsteps: []\n");
+        assert!(e.starts_with("x.yaml:4:8: a scenario needs"), "{e}");
+    }
+
+    #[test]
+    fn oversized_or_too_deep_texts_are_refused_before_parsing() {
+        let e = err(&format!(
+            "{HEAD}  - getRun: {{x: {}}}\n",
+            "[".repeat(1_000_000)
+        ));
+        assert!(
+            e.starts_with("x.yaml:5:") && e.contains("nested deeper than 64"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{HEAD}{}",
+            "  - getRun: {sessionId: s, runId: r}\n".repeat(40_000)
+        ));
+        assert!(e.contains("at most 1048576 bytes"), "{e}");
+        assert!(!e.starts_with("x.yaml:0:0"), "{e}");
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_not_read_whole_and_bad_utf8_has_a_position() {
+        let dir = std::env::temp_dir().join(format!("reqkey-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big.yaml");
+        let file = std::fs::File::create(&big).unwrap();
+        // Sparse: 2 GiB on paper, nothing on disk.
+        file.set_len(2 << 30).unwrap();
+        let e = read_scenario_file(&big).unwrap_err().to_string();
+        assert!(e.contains("at most 1048576 bytes"), "{e}");
+        let bad = dir.join("bad.yaml");
+        std::fs::write(&bad, b"id: t\nsummary: \xff\n").unwrap();
+        let e = read_scenario_file(&bad).unwrap_err().to_string();
+        assert!(
+            e.ends_with("bad.yaml:2:10: the file is not UTF-8 from here"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn expect_one_of_must_name_earlier_answers() {
         let e = err(&format!("{HEAD}  - expect_one_of: [{{a: {{ok: null}}}}]\n"));
         assert!(e.contains("no earlier step answers as"), "{e}");
+    }
+
+    #[test]
+    fn requires_parses_and_says_what_a_profile_lacks() {
+        let s = parse_scenario(
+            Path::new("x.yaml"),
+            "id: t\nlevel: agent\nsummary: s\nrequires: {supportsRequestKey: true, concurrentEntry: interrupt_previous}\nsteps:\n  - sleep_ms: 1\n",
+        )
+        .unwrap();
+        let ignored = Profile {
+            supports_request_key: false,
+            ..Profile::default()
+        };
+        assert_eq!(
+            s.requires.unmet(&ignored).as_deref(),
+            Some("supportsRequestKey: true, concurrentEntry: interrupt_previous")
+        );
+        let ip = Profile {
+            concurrent_entry: ConcurrentEntry::InterruptPrevious,
+            ..Profile::default()
+        };
+        assert_eq!(s.requires.unmet(&ip), None);
+        let e = err("id: t\nlevel: agent\nsummary: s\nrequires: {concurrentEntry: queue}\nsteps:\n  - sleep_ms: 1\n");
+        assert!(e.starts_with("x.yaml:4:"), "{e}");
+        let e = err("id: t\nlevel: agent\nsummary: s\nrequires: {supportsRequestKeys: true}\nsteps:\n  - sleep_ms: 1\n");
+        assert!(e.contains("unknown field"), "{e}");
+        let e = err("id: t\nlevel: store\nsummary: s\nrequires: {supportsRequestKey: true}\nsteps:\n  - sleep_ms: 1\n");
+        assert!(e.contains("a store's profile is fixed"), "{e}");
     }
 
     #[test]

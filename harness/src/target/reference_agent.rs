@@ -14,6 +14,9 @@ use crate::target::http_agent::HttpAgentTarget;
 use crate::target::{open_error, TargetError, TargetOptions};
 
 /// The executor configuration a `reference-agent[:VARIANT]` spec names.
+/// `no-request-keys` and `interrupt-previous` are correct servers of the
+/// other two profiles (SPEC 7); every other variant is a deliberately
+/// broken executor (of the profile its defect belongs to).
 pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetError> {
     let mut config = ExecutorConfig::default();
     match variant {
@@ -26,9 +29,7 @@ pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetE
                     "unknown reference-agent variant `{name}`; see `reqkey run --help`"
                 ))
             })?;
-            config.defect = Some(defect);
-            // Widen the decide-to-commit window so races really happen.
-            config.commit_delay_ms = 2;
+            config = defect.config();
         }
     }
     Ok(config)

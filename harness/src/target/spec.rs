@@ -11,6 +11,7 @@ use crate::target::http_agent::HttpAgentTarget;
 use crate::target::http_store::HttpStore;
 use crate::target::reference_agent::reference_agent;
 use crate::target::store::InProcessStore;
+use crate::target::transport::check_protocol;
 use crate::target::{open_error, Level, Target, TargetError, TargetOptions};
 
 /// The target specifications `--target` accepts, for help texts.
@@ -30,9 +31,11 @@ store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any languag
                           (`reqkey serve store` serves a reference one)
 http://HOST:PORT          any agent server speaking reqkey-agent/1
 reference-agent           the reference agent server, in process, over a memory store
-reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous, or a
-                          deliberately broken executor (policy-before-key,
-                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)
+reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous (the
+                          other two profiles), or a deliberately broken executor
+                          (policy-before-key, no-replan-after-key-taken, ignore-digest,
+                          attach-streams-from-now, dedupes-while-ignoring-keys,
+                          interrupts-keyless-chat)
 reference-agent[:VARIANT]@STORE
                           the same over another reference store (sqlite:PATH,
                           postgres://..., redis://..., redis+cluster://...)";
@@ -134,9 +137,8 @@ impl TargetSpec {
     /// Opens the target. `raw` is the string it was parsed from (reports
     /// name a target by it, credentials redacted).
     ///
-    /// An HTTP target that does not answer `/health` at all fails here, with
-    /// one message (exit 2), instead of once per scenario; a `/health` that
-    /// answers but does not conform is left for the scenarios to judge.
+    /// An HTTP target whose `/health` does not answer over HTTP, or names
+    /// the other protocol, fails here (see [`reachable`]).
     pub async fn open(
         &self,
         raw: &str,
@@ -175,12 +177,19 @@ impl TargetSpec {
     }
 }
 
-/// The target, unless its `/health` does not answer at all.
+/// The target, once its `/health` has answered over HTTP and does not
+/// name the other protocol. A target that is down, hangs, closes the
+/// connection, answers over the cap, is not an HTTP server, or speaks the
+/// protocol of the other scheme fails here with one typed message (exit 2)
+/// instead of once per scenario; a `/health` that answers but does not
+/// conform otherwise is left for the scenarios to judge.
 async fn reachable<T: Target + 'static>(target: T) -> Result<Arc<dyn Target>, TargetError> {
     match target.health().await {
-        Err(e @ (TargetError::Unreachable(_) | TargetError::Timeout { .. })) => Err(e),
-        _ => Ok(Arc::new(target)),
+        Ok(health) => check_protocol(target.level(), &health)?,
+        Err(e) if e.is_harness_error() => return Err(e),
+        Err(_) => {}
     }
+    Ok(Arc::new(target))
 }
 
 /// Opens a target from its `--target` specification.

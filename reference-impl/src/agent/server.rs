@@ -9,6 +9,10 @@
 //! never echoed — messages name *what* was wrong, never the value — and no
 //! path answers 500 (a store failure is 503).
 //!
+//! Connections are served by [`crate::http_serve`]: header and body read
+//! timeouts (a body not received in time is 400 `validation_error`), and a
+//! cap on open connections that closes the oldest idle one.
+//!
 //! Bodies are buffered up to [`BODY_READ_LIMIT_BYTES`] and then judged
 //! against [`MAX_BODY_BYTES`], so a client sending 1 MiB + 1 byte gets a
 //! clean 413 rather than a connection reset mid-upload.
@@ -35,6 +39,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::executor::{EntryError, EntryKind, EntryOutcome, EntryRequest, Executor};
 use super::test_agent::RunEvent;
+use crate::http_serve::{self, ServerLimits};
 
 /// The protocol this server speaks.
 pub const PROTOCOL: &str = "reqkey-agent/1";
@@ -45,7 +50,7 @@ pub const BODY_READ_LIMIT_BYTES: usize = 4 * MAX_BODY_BYTES;
 /// The longest `waitMs` accepted; a larger one is 400.
 pub const MAX_WAIT_MS: u64 = 60_000;
 /// The longest session id (SPEC 1).
-pub const MAX_SESSION_ID_LEN: usize = 256;
+pub const MAX_SESSION_ID_LEN: usize = reqkey_model::rules::SESSION_ID_MAX_LEN;
 
 /// A typed error answer: `{code, message, runId?}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,20 +132,30 @@ pub fn router(executor: Arc<Executor>) -> Router {
         .with_state(executor)
 }
 
-/// Serves until `shutdown` resolves, then ends open streams and waits for
-/// in-flight requests (graceful shutdown).
+/// Serves under the default [`ServerLimits`] until `shutdown` resolves,
+/// then ends open streams and waits for in-flight requests (graceful
+/// shutdown).
 pub async fn serve(
     executor: Arc<Executor>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with_limits(executor, listener, ServerLimits::default(), shutdown).await
+}
+
+/// [`serve`] under explicit limits (connection cap, read timeouts).
+pub async fn serve_with_limits(
+    executor: Arc<Executor>,
+    listener: TcpListener,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let app = router(executor.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            executor.shutdown();
-        })
-        .await
+    http_serve::serve(listener, app, limits, async move {
+        shutdown.await;
+        executor.shutdown();
+    })
+    .await
 }
 
 /// A server running as a task; dropping the handle shuts it down.
@@ -176,7 +191,7 @@ impl Drop for ServerHandle {
 
 /// Starts the server on `addr` (port 0: an ephemeral port) as a task.
 pub async fn spawn(executor: Arc<Executor>, addr: SocketAddr) -> std::io::Result<ServerHandle> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = http_serve::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(serve(executor, listener, async move {
@@ -197,16 +212,16 @@ fn session_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiEr
     Ok(id)
 }
 
+/// The id limits of SPEC 1, from the model (one rule for every layer).
 fn valid_session_id(id: &str) -> Result<(), ApiError> {
-    let ok = (1..=MAX_SESSION_ID_LEN).contains(&id.len())
-        && id.bytes().all(reqkey_model::key::is_key_byte);
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::validation(
-            "sessionId must be 1 to 256 characters of [A-Za-z0-9._:-]",
-        ))
-    }
+    reqkey_model::rules::validate_session_id(id).map_err(|_| {
+        ApiError::validation("sessionId must be 1 to 256 characters of [A-Za-z0-9._:-]")
+    })
+}
+
+fn valid_run_id(id: &str) -> Result<(), ApiError> {
+    reqkey_model::rules::validate_run_id("runId", id)
+        .map_err(|_| ApiError::validation("runId must be 1 to 256 characters of [A-Za-z0-9._:-]"))
 }
 
 /// The key header: absent is `None`; repeated or malformed is 400. HTTP
@@ -293,6 +308,7 @@ async fn health(State(ex): State<AppState>) -> Response {
         "version": env!("CARGO_PKG_VERSION"),
         "protocol": PROTOCOL,
         "supportsRequestKey": ex.supports_request_key(),
+        "concurrentEntry": ex.concurrent_entry(),
     }))
     .into_response()
 }
@@ -403,12 +419,11 @@ async fn snapshot(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
-    let store = ex.store();
-    let runs = store.list_runs(&session_id).await?;
+    let runs = ex.list_runs(&session_id).await?;
     if runs.is_empty() {
         return Err(ApiError::session_not_found());
     }
-    let inputs = store.list_inputs(&session_id).await?;
+    let inputs = ex.store().list_inputs(&session_id).await?;
     Ok(
         axum::Json(json!({"sessionId": session_id, "runs": runs, "inputs": inputs}))
             .into_response(),
@@ -460,6 +475,7 @@ async fn get_run(
 ) -> Result<Response, ApiError> {
     let Path((session_id, run_id)) = path.map_err(|_| ApiError::validation("malformed path"))?;
     valid_session_id(&session_id)?;
+    valid_run_id(&run_id)?;
     let wait_ms = wait_ms(query.as_deref())?;
     match ex.wait_run(&session_id, &run_id, wait_ms).await? {
         Some(run) => Ok(axum::Json(run).into_response()),
