@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs wrk (Debian's package) against the reference agent server on
-# loopback, keyless then keyed (fresh session and key per request), RUNS
-# times each, and prints one WRK line per run (docs/benchmarks.md).
+# loopback, RUNS rounds of one keyless run then one keyed run (fresh
+# session, and fresh key when keyed, per request; alternating so that load
+# drifting on the machine and the store's growth fall on both modes alike),
+# prints one WRK line per run, then a summary per mode and the server's
+# memory per session (docs/benchmarks.md).
 # Usage: scripts/wrk-agent.sh [RUNS] [SECONDS] [STORE]   (defaults 20 5 memory)
 # Needs target/release/reqkey (cargo build --release -p reqkey-harness).
 set -euo pipefail
@@ -10,17 +13,41 @@ runs="${1:-20}"; secs="${2:-5}"; store="${3:-memory}"
 reqkey="${REQKEY:-target/release/reqkey}"
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install -y wrk" >&2; exit 2; }
 [ -x "$reqkey" ] || { echo "$reqkey is missing: cargo build --release -p reqkey-harness" >&2; exit 2; }
-log="$(mktemp)"
+log="$(mktemp)"; out="$(mktemp)"
 "$reqkey" serve agent --store "$store" --listen 127.0.0.1:0 >"$log" 2>&1 &
 server=$!
-trap 'kill "$server" 2>/dev/null; rm -f "$log"' EXIT
+trap 'kill "$server" 2>/dev/null; rm -f "$log" "$out"' EXIT
 for _ in $(seq 1 100); do grep -q "listening on" "$log" && break; sleep 0.1; done
 url="$(sed -n 's/^listening on //p' "$log" | head -n1)"
 [ -n "$url" ] || { echo "the server did not start:" >&2; cat "$log" >&2; exit 2; }
-for mode in keyless keyed; do
-  for i in $(seq 1 "$runs"); do
-    printf '%s run %s: ' "$mode" "$i"
-    wrk -t2 -c32 -d"${secs}s" -s scripts/wrk-agent.lua "$url" -- "$mode" | grep '^WRK'
+rss_kib() { ps -o rss= -p "$server" | tr -d ' '; }
+rss_before="$(rss_kib)"
+for i in $(seq 1 "$runs"); do
+  for mode in keyless keyed; do
+    line="$(wrk -t2 -c32 -d"${secs}s" -s scripts/wrk-agent.lua "$url" -- "$mode" | grep '^WRK')"
+    echo "$mode run $i: $line" | tee -a "$out"
   done
 done
-echo "server RSS after all runs: $(ps -o rss= -p "$server") KiB"
+rss_after="$(rss_kib)"
+awk -v before="$rss_before" -v after="$rss_after" '
+  function field(name,   i, kv) {
+    for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == name) return kv[2] + 0 }
+  }
+  {
+    m = $1; n[m]++; rps = field("rps"); p = field("p999_ms"); x = field("max_ms")
+    req[m] += field("requests"); sum[m] += rps; errs[m] += field("errors")
+    if (n[m] == 1 || rps < lo[m]) lo[m] = rps
+    if (n[m] == 1 || rps > hi[m]) hi[m] = rps
+    if (p > p999[m]) p999[m] = p
+    if (x > mx[m]) mx[m] = x
+    if (x > 100) over[m]++
+  }
+  END {
+    for (m in n)
+      printf "%s: %d runs, %.0f-%.0f requests/s (mean %.0f), worst p99.9 %.2f ms, max %.2f ms, runs with a request over 100 ms: %d, errors %d\n",
+        m, n[m], lo[m], hi[m], sum[m] / n[m], p999[m], mx[m], over[m] + 0, errs[m]
+    printf "keyed / keyless mean rate: %.2fx\n", (sum["keyed"] / n["keyed"]) / (sum["keyless"] / n["keyless"])
+    sessions = req["keyed"] + req["keyless"]
+    printf "server RSS %d KiB before, %d KiB after %d sessions (one run each): %.2f KiB per session\n",
+      before, after, sessions, (after - before) / sessions
+  }' "$out"

@@ -11,6 +11,9 @@
 //!   large store, seeded through the protocol, so that any store in any
 //!   language can show its key lookup is an index read (the ratio stays
 //!   near 1) rather than a scan (it grows with the store).
+//! - without `--target`, `reqkey bench lookup` measures the reference
+//!   backends in process, beside each backend's own primitive
+//!   ([`super::bench_lookup`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,6 +22,7 @@ use std::time::Instant;
 
 use clap::Args;
 
+use super::bench_lookup::{backend_lookup_benchmark, chase_ns, Backend, BackendLookupConfig};
 use crate::check::lin::{self, CheckOptions, Verdict};
 use crate::cmd::common::{filter_by_tags, harness_error, runtime};
 use crate::run::record::{random_history, simulated_history, SimulatedStore, Workload};
@@ -807,8 +811,11 @@ pub enum BenchKind {
     Checker,
     /// Detection rate of the race scenarios against the racy store.
     Race,
-    /// getRunByRequestKey latency with --small vs --large runs in the
-    /// store (--target, default memory): an index read stays flat.
+    /// getRunByRequestKey with --small vs --large runs (default 1,000 vs
+    /// 1,000,000) on every reference backend (--backend), beside the
+    /// backend's own primitive, and the ratio of their growths; with
+    /// --target, on any store target through the protocol (default
+    /// --large there: 100,000).
     Lookup,
 }
 
@@ -821,27 +828,35 @@ pub struct BenchArgs {
     pub runs: u32,
     /// The target: the racy store of the race benchmark (also a second
     /// checker workload; default broken-memory:holder-read-outside-commit),
-    /// or the store of the lookup benchmark (default memory; any store
-    /// target, store+http:// included).
+    /// or the store of the lookup benchmark (any store target,
+    /// store+http:// included; without it, the reference backends).
     #[arg(long)]
     pub target: Option<String>,
+    /// lookup without --target: the reference backends to measure
+    /// (repeatable; default all four). Postgres and Redis come from
+    /// REQKEY_POSTGRES_URL and REQKEY_REDIS_URL (default: the local
+    /// services).
+    #[arg(long = "backend", value_enum)]
+    pub backends: Vec<Backend>,
     /// Runs in the small store of the lookup benchmark (the ratio's base).
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub small: u64,
-    /// Runs in the large store of the lookup benchmark. Seeding goes
-    /// through commitRunStart, so over HTTP expect a few seconds per
-    /// 10,000 runs.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub large: u64,
+    /// Runs in the large store of the lookup benchmark (default 1,000,000
+    /// on the reference backends, seeded in bulk; 100,000 with --target,
+    /// seeded through commitRunStart: over HTTP expect a few seconds per
+    /// 10,000 runs).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub large: Option<u64>,
     /// Keyed runs per seeded session (lookup benchmark). A scan within one
     /// session only shows when this grows with --large.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub runs_per_session: u64,
-    /// Measured lookups in each store (lookup benchmark).
+    /// Measured lookups in each store (lookup benchmark; on the reference
+    /// backends, rounds of one read of each of the four series).
     #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub samples: u64,
-    /// Exit 1 when the lookup ratio (large median / small median) is above
-    /// this: a gate for CI.
+    /// Exit 1 when the lookup ratio (large median / small median; on the
+    /// reference backends the ratio of ratios) is above this: a gate.
     #[arg(long)]
     pub max_ratio: Option<f64>,
     /// Bound on every single call to the target in the lookup benchmark,
@@ -855,8 +870,9 @@ pub struct BenchArgs {
     /// First seed (run k uses seed + k).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// lin: only the 1,000-operation histories, each checked once (CI's
-    /// check that the benchmark works; seconds).
+    /// lin: only the 1,000-operation histories, each checked once; lookup
+    /// on the reference backends: 100 vs 10,000 runs in sessions of 100,
+    /// 200 samples (CI's check that the benchmarks work; seconds).
     #[arg(long)]
     pub quick: bool,
 }
@@ -870,15 +886,17 @@ async fn lookup_bench(args: &BenchArgs) -> ExitCode {
     if args.max_ratio.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         return harness_error("--max-ratio must be a positive number");
     }
+    let Some(target) = args.target.as_deref() else {
+        return backends_lookup_bench(args, samples).await;
+    };
     let cfg = LookupConfig {
         small_runs: args.small,
-        large_runs: args.large,
+        large_runs: args.large.unwrap_or(100_000),
         runs_per_session: args.runs_per_session,
         samples,
         seed: args.seed,
         call_timeout_ms: args.timeout_ms,
     };
-    let target = args.target.as_deref().unwrap_or("memory");
     match lookup_benchmark(target, &cfg).await {
         Ok(f) => {
             println!("{f}");
@@ -894,6 +912,75 @@ async fn lookup_bench(args: &BenchArgs) -> ExitCode {
             }
         }
         Err(e) => harness_error(e),
+    }
+}
+
+/// `reqkey bench lookup` without `--target`: the reference backends,
+/// each beside its primitive; exit 1 only when `--max-ratio` is given and
+/// a ratio of ratios is above it.
+async fn backends_lookup_bench(args: &BenchArgs, samples: usize) -> ExitCode {
+    let env_or = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+    let (small, large, per, samples) = if args.quick {
+        (100, 10_000, 100, 200)
+    } else {
+        (
+            args.small,
+            args.large.unwrap_or(1_000_000),
+            args.runs_per_session,
+            samples,
+        )
+    };
+    let cfg = BackendLookupConfig {
+        backends: if args.backends.is_empty() {
+            Backend::ALL.to_vec()
+        } else {
+            args.backends.clone()
+        },
+        small_runs: small,
+        large_runs: large,
+        runs_per_session: per,
+        samples,
+        seed: args.seed,
+        postgres_url: env_or(
+            "REQKEY_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        ),
+        redis_url: env_or("REQKEY_REDIS_URL", "redis://127.0.0.1:6379/"),
+    };
+    println!(
+        "getRunByRequestKey with {small} and {large} runs beside each backend's own primitive \
+         (seed {}): growth = large median / small median; ratio of ratios = the lookup's growth \
+         / the primitive's",
+        args.seed
+    );
+    let mut over = false;
+    let result = backend_lookup_benchmark(&cfg, |f| {
+        println!("{f}");
+        if let Some(max) = args.max_ratio {
+            if f.ratio_of_ratios() > max {
+                println!(
+                    "  ^ ratio of ratios {:.2}x is above --max-ratio {max}",
+                    f.ratio_of_ratios()
+                );
+                over = true;
+            }
+        }
+    })
+    .await;
+    if let Err(e) = result {
+        return harness_error(e);
+    }
+    if !args.quick {
+        println!(
+            "floor    one dependent random read: {:.0} ns in 1 MiB (cache), {:.0} ns in 512 MiB (DRAM)",
+            chase_ns(1 << 20, args.seed),
+            chase_ns(512 << 20, args.seed)
+        );
+    }
+    if over {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -194,8 +194,11 @@ pub async fn run(
         },
     );
     if cfg.concurrency > 1 && !cfg.fail_fast {
-        let results = run_concurrently(&target, scenarios, cfg, &mut |e| emit(reporters, e)).await;
-        return finish(&target, cfg, started, results, &mut |e| emit(reporters, e));
+        let (results, indefinite) =
+            run_concurrently(&target, scenarios, cfg, &mut |e| emit(reporters, e)).await;
+        return finish(&target, cfg, started, results, indefinite, &mut |e| {
+            emit(reporters, e)
+        });
     }
     let mut results = Vec::with_capacity(scenarios.len());
     let mut silent_in_a_row = 0;
@@ -241,7 +244,9 @@ pub async fn run(
             break;
         }
     }
-    finish(&target, cfg, started, results, &mut |e| emit(reporters, e))
+    finish(&target, cfg, started, results, indefinite, &mut |e| {
+        emit(reporters, e)
+    })
 }
 
 /// The summary of a run, emitted and returned.
@@ -250,6 +255,7 @@ fn finish(
     cfg: &RunConfig,
     started: Instant,
     results: Vec<ScenarioResult>,
+    indefinite: Option<Indefinite>,
     emit: &mut (dyn FnMut(Event) + Send),
 ) -> RunSummary {
     let count = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
@@ -277,18 +283,28 @@ fn finish(
 /// which finished first. Only scenarios whose every session id is a fresh
 /// `$variable` ([`shares_no_session`]) run beside others; one that names
 /// a literal session runs alone. Each scenario keeps its own seed, so a
-/// failure replays with `--seed` alone.
+/// failure replays with `--seed` alone. After [`MAX_SILENT_SCENARIOS`]
+/// reported in a row that the target left unanswered, nothing new starts
+/// (what is in flight finishes) and the run is indefinite.
 pub async fn run_concurrently(
     target: &Arc<dyn Target>,
     scenarios: &[Scenario],
     cfg: &RunConfig,
     emit: &mut (dyn FnMut(Event) + Send),
-) -> Vec<ScenarioResult> {
+) -> (Vec<ScenarioResult>, Option<Indefinite>) {
     let mut done: Vec<Option<ScenarioResult>> = vec![None; scenarios.len()];
     let mut reported = 0usize;
+    let mut silent_in_a_row = 0usize;
     let mut tasks = tokio::task::JoinSet::new();
-    let mut report = |done: &mut Vec<Option<ScenarioResult>>, reported: &mut usize| {
+    let mut report = |done: &mut Vec<Option<ScenarioResult>>,
+                      reported: &mut usize,
+                      silent_in_a_row: &mut usize| {
         while let Some(Some(result)) = done.get(*reported) {
+            if result.verdict == Verdict::Error && is_silence(result.reason) {
+                *silent_in_a_row += 1;
+            } else {
+                *silent_in_a_row = 0;
+            }
             emit(Event::ScenarioStarted {
                 index: *reported,
                 id: result.id.clone(),
@@ -310,27 +326,40 @@ pub async fn run_concurrently(
             (index, result)
         });
     };
+    let mut launched = 0usize;
     for (index, scenario) in scenarios.iter().enumerate() {
         let alone = !shares_no_session(scenario);
         while tasks.len() >= cfg.concurrency.max(1) || (alone && !tasks.is_empty()) {
             if let Some(joined) = tasks.join_next().await {
                 collect(joined, scenarios, &mut done);
-                report(&mut done, &mut reported);
+                report(&mut done, &mut reported, &mut silent_in_a_row);
             }
         }
+        if silent_in_a_row >= MAX_SILENT_SCENARIOS {
+            break;
+        }
         launch(&mut tasks, index);
+        launched += 1;
         if alone {
             if let Some(joined) = tasks.join_next().await {
                 collect(joined, scenarios, &mut done);
-                report(&mut done, &mut reported);
+                report(&mut done, &mut reported, &mut silent_in_a_row);
             }
         }
     }
     while let Some(joined) = tasks.join_next().await {
         collect(joined, scenarios, &mut done);
-        report(&mut done, &mut reported);
+        report(&mut done, &mut reported, &mut silent_in_a_row);
     }
-    done.into_iter().flatten().collect()
+    let left = scenarios.len() - launched;
+    let indefinite = (left > 0).then(|| Indefinite {
+        reason: "stopped_early",
+        message: format!(
+            "the target did not answer in {MAX_SILENT_SCENARIOS} scenarios in a row; \
+             the run stopped early and {left} scenarios were not run"
+        ),
+    });
+    (done.into_iter().flatten().collect(), indefinite)
 }
 
 /// Files a finished scenario task's result (a task that panicked is an
@@ -358,6 +387,8 @@ fn collect(
                     trials_with_groups: 0,
                     max_send_spread_us: None,
                     duration_ms: 0,
+                    timelines: Vec::new(),
+                    reason: Some("harness"),
                     failure: Some(Failure {
                         trial: 0,
                         step: "scenario".into(),
