@@ -1,7 +1,9 @@
 -- wrk script for the reference agent server (docs/benchmarks.md).
 -- Every request starts a run in a fresh session; `wrk ... -- keyed` sends a
--- fresh X-Helix-Request-Key with each, `-- keyless` none. Prints p99.9 and
--- the maximum latency, which wrk's own --latency table lacks.
+-- fresh X-Helix-Request-Key with each, `-- keyless` none; `-- health` only
+-- asks GET /health (no store, no run: the floor of the machine and the
+-- HTTP stack). Prints p99.9 and the maximum latency, which wrk's own
+-- --latency table lacks.
 local threads = {}
 local next_id = 0
 
@@ -13,12 +15,16 @@ end
 
 function init(args)
   keyed = args[1] == "keyed"
+  health = args[1] == "health"
   -- Unique per thread and per wrk run, so runs never share sessions.
   prefix = string.format("wrk%d-%d-%d", os.time(), id, math.random(1, 1000000000))
   counter = 0
 end
 
 function request()
+  if health then
+    return wrk.format("GET", "/health")
+  end
   counter = counter + 1
   local headers = { ["Content-Type"] = "application/json" }
   if keyed then
