@@ -1,4 +1,5 @@
-//! Embeds the scenario corpus (`../scenarios`: `VERSION` and every
+//! Embeds the scenario corpus (`../scenarios`: `VERSION`, the
+//! falsification record `falsification.json`, and every
 //! `.yaml`/`.yml` under `store/` and `agent/`) into the binary, so that an
 //! installed `reqkey` certifies from any directory. Writes
 //! `$OUT_DIR/embedded_suite.rs`: a sorted list of (path relative to the
@@ -28,10 +29,12 @@ fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let root = manifest.join("..").join("scenarios");
     let mut files = Vec::new();
-    let version = root.join("VERSION");
-    println!("cargo:rerun-if-changed={}", version.display());
-    if version.is_file() {
-        files.push(version);
+    for top in ["VERSION", "falsification.json"] {
+        let file = root.join(top);
+        println!("cargo:rerun-if-changed={}", file.display());
+        if file.is_file() {
+            files.push(file);
+        }
     }
     for level in ["store", "agent"] {
         collect(&root.join(level), &mut files);

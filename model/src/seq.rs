@@ -368,6 +368,14 @@ pub const STORE_OPS: [&str; 8] = [
 impl StoreOp {
     /// Parses `{"op", "args"}`; anything malformed is `invalid_argument`.
     pub fn from_wire(request: &Value) -> Result<StoreOp, StoreError> {
+        let parsed = Self::parse_wire(request)?;
+        parsed.validate()?;
+        Ok(parsed)
+    }
+
+    /// [`StoreOp::from_wire`] without [`StoreOp::validate`]: the shape only
+    /// (a store's dispatch validates after it).
+    pub fn parse_wire(request: &Value) -> Result<StoreOp, StoreError> {
         let op = request
             .get("op")
             .and_then(Value::as_str)
@@ -377,7 +385,6 @@ impl StoreOp {
         }
         let parsed: StoreOp = serde_json::from_value(request.clone())
             .map_err(|e| StoreError::invalid_argument(format!("bad args for {op}: {e}")))?;
-        parsed.validate()?;
         Ok(parsed)
     }
 

@@ -1,7 +1,9 @@
 //! Judging what was recorded: linearizability of concurrent histories
 //! ([`lin`], pure, no IO) and generated programs of store operations checked
-//! against the sequential spec ([`fuzz`]). Checks name what the spec
+//! against the sequential spec ([`fuzz`]); which clauses of the spec the
+//! suite can fail on ([`coverage`]). Checks name what the spec
 //! requires; they never hold a target to the reference's own choices.
 
+pub mod coverage;
 pub mod fuzz;
 pub mod lin;

@@ -6,10 +6,14 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+use reqkey_model::clauses::ClauseLevel;
+
+use crate::check::coverage;
 use crate::cmd::common::{
     execute, fresh_seed, harness_error, health, not_judged, select_by_profile, Outputs,
 };
-use crate::report::ReportContext;
+use crate::cmd::coverage::suite_record;
+use crate::report::{ClauseCoverage, ReportContext};
 use crate::run::runner::RunConfig;
 use crate::run::suite;
 use crate::target::spec::TargetSpec;
@@ -52,6 +56,25 @@ pub struct CertifyArgs {
     pub profile: Option<String>,
 }
 
+/// The clause coverage of a level's whole suite, as a certificate states it.
+pub fn suite_coverage(
+    root: Option<&std::path::Path>,
+    level: crate::target::Level,
+    scenarios: &[crate::scenario::Scenario],
+) -> Result<ClauseCoverage, String> {
+    let clause_level =
+        ClauseLevel::parse(&level.to_string()).ok_or_else(|| format!("no clause level {level}"))?;
+    let clauses = reqkey_model::clauses::clauses().map_err(|e| e.to_string())?;
+    let record = suite_record(root)?;
+    let cov =
+        coverage::coverage(clause_level, clauses, scenarios, &record).map_err(|e| e.to_string())?;
+    Ok(ClauseCoverage {
+        level: level.to_string(),
+        covered: cov.covered(),
+        total: cov.total(),
+    })
+}
+
 /// The file names `certify` writes into `--out`.
 pub const CERTIFICATE_FILE: &str = "certificate.md";
 pub const JUNIT_FILE: &str = "junit.xml";
@@ -91,6 +114,12 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     };
     let mut ctx = ReportContext::new("certify", &args.target);
     ctx.suite = Some(suite);
+    // Coverage is the whole suite's (not narrowed by the profile).
+    ctx.clause_coverage = match suite_coverage(args.scenarios.as_deref(), spec.level(), &scenarios)
+    {
+        Ok(c) => Some(c),
+        Err(e) => return harness_error(format!("clause coverage: {e}")),
+    };
     let target = match spec.open(&args.target, opts).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),

@@ -16,6 +16,7 @@ pub mod bench;
 pub mod bench_lookup;
 pub mod certify;
 pub mod common;
+pub mod coverage;
 pub mod fuzz;
 pub mod model;
 pub mod run;
@@ -30,6 +31,7 @@ use clap::{Parser, Subcommand};
 use self::bench::BenchArgs;
 use self::certify::CertifyArgs;
 use self::common::{target_help, with_runtime, EXIT_CODES};
+use self::coverage::CoverageArgs;
 use self::fuzz::FuzzArgs;
 use self::run::RunArgs;
 
@@ -66,6 +68,9 @@ pub enum Command {
     Certify(CertifyArgs),
     /// Print the JSON Schema of the scenario format.
     Schema,
+    /// Clause coverage: which clause of spec/SPEC.md has a scenario that can
+    /// fail on it, per level; exit 1 on a gap, 2 on bad input.
+    Coverage(CoverageArgs),
     /// Model-based fuzzing of a store: random programs of store operations
     /// (with concurrent batches) against the target and the sequential
     /// spec; a failure is shrunk and printed as a YAML scenario.
@@ -102,6 +107,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             println!("{}", crate::scenario::schema::scenario_schema_json());
             ExitCode::SUCCESS
         }
+        Command::Coverage(args) => coverage::coverage_command(args),
         Command::Fuzz(args) => fuzz::fuzz_command(args),
         Command::Bench(args) => bench::bench_command(args),
         Command::Serve(command) => serve::run(command),

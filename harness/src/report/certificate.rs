@@ -105,6 +105,13 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         );
         let _ = writeln!(md, "| suite digest | `{}` |", s.digest);
     }
+    if let Some(c) = &ctx.clause_coverage {
+        let _ = writeln!(
+            md,
+            "| clause coverage | {}/{} clauses of spec/SPEC.md certified at the {} level have a scenario that can fail on them (`reqkey coverage`) |",
+            c.covered, c.total, c.level
+        );
+    }
     let _ = writeln!(md, "| reqkey | {} |", ctx.reqkey_version);
     let _ = writeln!(md, "| seed | `{}` |", summary.seed);
     if certification {

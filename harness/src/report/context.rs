@@ -35,6 +35,18 @@ pub struct ReportContext {
     pub profile: Option<ProfileInfo>,
     /// Scenarios of the suite that do not apply to that profile (not run).
     pub not_applicable: Vec<NotApplicable>,
+    /// How many clauses of the spec the suite can fail on (`certify` states
+    /// it; `reqkey coverage` prints the matrix).
+    pub clause_coverage: Option<ClauseCoverage>,
+}
+
+/// The clause coverage of a suite: `covered` of the `total` clauses of
+/// spec/SPEC.md certified at `level` have a scenario that can fail on them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClauseCoverage {
+    pub level: String,
+    pub covered: usize,
+    pub total: usize,
 }
 
 impl ReportContext {
@@ -51,6 +63,7 @@ impl ReportContext {
             date: utc_now(),
             profile: None,
             not_applicable: Vec::new(),
+            clause_coverage: None,
         }
     }
 

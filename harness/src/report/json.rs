@@ -29,6 +29,7 @@ struct Document<'a> {
     profile: Option<ProfileDoc>,
     not_applicable: Vec<NotApplicableDoc<'a>>,
     suite: Option<SuiteDoc<'a>>,
+    clause_coverage: Option<CoverageDoc<'a>>,
     selection: &'a [String],
     expected_failures: &'a [String],
     seed: u64,
@@ -80,6 +81,13 @@ struct SuiteDoc<'a> {
     files: usize,
     /// The suite built into the binary, not files read from disk.
     embedded: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct CoverageDoc<'a> {
+    level: &'a str,
+    covered: usize,
+    total: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -157,6 +165,11 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             digest: &s.digest,
             files: s.files,
             embedded: s.embedded,
+        }),
+        clause_coverage: ctx.clause_coverage.as_ref().map(|c| CoverageDoc {
+            level: &c.level,
+            covered: c.covered,
+            total: c.total,
         }),
         selection: &ctx.selection,
         expected_failures: &ctx.expected_failures,

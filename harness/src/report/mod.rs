@@ -27,7 +27,7 @@ pub mod junit;
 pub mod terminal;
 
 pub use certificate::CertificateReporter;
-pub use context::{closing_line, closing_notes, verdict_label, ReportContext};
+pub use context::{closing_line, closing_notes, verdict_label, ClauseCoverage, ReportContext};
 pub use html::HtmlReporter;
 pub use json::JsonReporter;
 pub use junit::JunitReporter;

@@ -156,6 +156,15 @@ fn embedded_level(level: Level) -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// A top-level file of the embedded suite (`VERSION`,
+/// `falsification.json`), by name.
+pub fn embedded_file(name: &str) -> Option<&'static str> {
+    EMBEDDED_FILES
+        .iter()
+        .find(|(path, _)| *path == name)
+        .map(|(_, text)| *text)
+}
+
 /// The version of the embedded suite.
 pub fn embedded_version() -> String {
     EMBEDDED_FILES

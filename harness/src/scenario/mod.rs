@@ -48,6 +48,10 @@ pub struct Scenario {
     /// Free labels; `reqkey run --tag X` filters on them.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The clauses of spec/SPEC.md this scenario checks (`[[...]]` ids,
+    /// each certified at the scenario's level); `reqkey coverage` reads them.
+    #[serde(default)]
+    pub checks: Vec<ClauseRef>,
     /// One line saying what the scenario proves.
     #[schemars(length(min = 1))]
     pub summary: String,
@@ -104,6 +108,40 @@ impl Requires {
             }
         }
         (!unmet.is_empty()).then(|| unmet.join(", "))
+    }
+}
+
+/// A clause id of spec/SPEC.md, checked against the embedded spec while the
+/// YAML parser stands on it (so an unknown id is reported at its
+/// `file:line:col`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClauseRef(pub String);
+
+impl<'de> Deserialize<'de> for ClauseRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(ClauseVisitor)
+    }
+}
+
+struct ClauseVisitor;
+
+impl Visitor<'_> for ClauseVisitor {
+    type Value = ClauseRef;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a clause id of spec/SPEC.md")
+    }
+
+    fn visit_str<E: de::Error>(self, id: &str) -> Result<ClauseRef, E> {
+        let clauses = reqkey_model::clauses::clauses()
+            .map_err(|e| E::custom(format!("the embedded spec's clauses: {e}")))?;
+        if clauses.iter().any(|c| c.id == id) {
+            Ok(ClauseRef(id.to_owned()))
+        } else {
+            Err(E::custom(format!(
+                "`{id}` is not a clause id of spec/SPEC.md (`reqkey coverage --list` prints them)"
+            )))
+        }
     }
 }
 
@@ -545,6 +583,28 @@ fn validate(s: &Scenario) -> Result<(), Invalid> {
                 .into(),
         ));
     }
+    let mut declared = BTreeSet::new();
+    for clause in &s.checks {
+        if !declared.insert(clause) {
+            return Err(top(
+                "checks",
+                format!("checks: `{}` is listed twice", clause.0),
+            ));
+        }
+        let level = reqkey_model::clauses::ClauseLevel::parse(&s.level.to_string());
+        let applies = reqkey_model::clauses::find(&clause.0)
+            .zip(level)
+            .is_some_and(|(c, l)| c.applies_to(l));
+        if !applies {
+            return Err(top(
+                "checks",
+                format!(
+                    "checks: `{}` is not certified at the {} level (see the clause table in spec/SPEC.md)",
+                    clause.0, s.level
+                ),
+            ));
+        }
+    }
     let step_at = |i: usize| vec![Seg::Key("steps"), Seg::Index(i)];
     let mut names = BTreeSet::new();
     for (i, step) in s.steps.iter().enumerate() {
@@ -746,6 +806,31 @@ mod tests {
         ));
         assert!(e.contains("exactly one action"), "{e}");
         assert!(e.starts_with("x.yaml:"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_clause_names_file_line_and_column() {
+        let e = err("id: t\nlevel: store\nchecks: [store.commit.key-holder, store.nope]\nsummary: s\nsteps: []\n");
+        assert!(e.starts_with("x.yaml:3:"), "{e}");
+        assert!(e.contains("`store.nope` is not a clause id"), "{e}");
+    }
+
+    #[test]
+    fn a_clause_of_another_level_or_listed_twice_is_refused() {
+        let e = err(
+            "id: t\nlevel: store\nchecks: [agent.route.start]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+        );
+        assert!(e.contains("not certified at the store level"), "{e}");
+        let e = err(
+            "id: t\nlevel: store\nchecks: [store.commit.cas, store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+        );
+        assert!(e.contains("listed twice"), "{e}");
+        let ok = parse_scenario(
+            Path::new("x.yaml"),
+            "id: t\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+        )
+        .unwrap();
+        assert_eq!(ok.checks, vec![ClauseRef("store.commit.cas".into())]);
     }
 
     #[test]

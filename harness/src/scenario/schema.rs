@@ -21,8 +21,8 @@ use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use crate::scenario::{
-    all_step_keys, GroupCount, GroupRule, Scenario, Step, MAX_COPIES, MAX_SLEEP_MS, OTHER_ACTIONS,
-    STORE_ACTIONS,
+    all_step_keys, ClauseRef, GroupCount, GroupRule, Scenario, Step, MAX_COPIES, MAX_SLEEP_MS,
+    OTHER_ACTIONS, STORE_ACTIONS,
 };
 use crate::target::Level;
 
@@ -44,6 +44,23 @@ impl JsonSchema for Level {
             "description": "Which contract the scenario speaks: `store` (reqkey-store/1) or `agent` (reqkey-agent/1).",
             "type": "string",
             "enum": ["store", "agent"]
+        })
+    }
+}
+
+impl JsonSchema for ClauseRef {
+    fn schema_name() -> Cow<'static, str> {
+        "ClauseRef".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let ids: Vec<&str> = reqkey_model::clauses::clauses()
+            .map(|all| all.iter().map(|c| c.id.as_str()).collect())
+            .unwrap_or_default();
+        json_schema!({
+            "description": "A clause id of spec/SPEC.md (the `[[...]]` written after a normative statement).",
+            "type": "string",
+            "enum": ids
         })
     }
 }

@@ -18,8 +18,9 @@ use crate::target::{open_error, Level, Target, TargetError, TargetOptions};
 pub const TARGET_HELP: &str = "\
 memory                    the in-process reference memory store (the embedded default)
 broken-memory:DEFECT      a deliberately broken memory store, to see the suite fail
-                          (no-key-rule, key-rule-after-cas, no-replay-first,
-                          delete-keeps-keys, holder-read-outside-commit)
+                          (no-key-rule, key-rule-after-cas, no-replay-first, no-cas,
+                          delete-keeps-keys, holder-read-outside-commit, ...: every
+                          one is in scenarios/falsification.json with what it fails)
 sqlite:PATH               the reference store on a SQLite file, in process
                           (created and migrated on open)
 postgres://USER@HOST/DB   the reference store on PostgreSQL, in process
@@ -32,10 +33,10 @@ store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any languag
 http://HOST:PORT          any agent server speaking reqkey-agent/1
 reference-agent           the reference agent server, in process, over a memory store
 reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous (the
-                          other two profiles), or a deliberately broken executor
-                          (policy-before-key, no-replan-after-key-taken, ignore-digest,
-                          attach-streams-from-now, dedupes-while-ignoring-keys,
-                          interrupts-keyless-chat)
+                          other two profiles), or a deliberately broken executor or
+                          server (policy-before-key, no-replan-after-key-taken,
+                          ignore-digest, ...: every one is in scenarios/falsification.json
+                          with what it fails)
 reference-agent[:VARIANT]@STORE
                           the same over another reference store (sqlite:PATH,
                           postgres://..., redis://..., redis+cluster://...)";

@@ -107,16 +107,59 @@ pub enum ExecutorDefect {
     /// Under `interrupt_previous`, a keyless chat send interrupts the
     /// running run too, where it must be refused `state_already_running`.
     InterruptsKeylessChat,
+    /// A retry re-runs the session's first input instead of its last.
+    RetryRerunsFirstInput,
+    /// A keyed entry that is not a duplicate skips the session-exists and
+    /// already-running refusals (as if every keyed entry were a retry).
+    KeyedSkipsPolicy,
+    /// A finished holder always replays, even behind a later run (no
+    /// `state_request_already_completed`).
+    FinishedHolderReplays,
+    /// A resume while the current run is `running` completes it and starts
+    /// (no `state_already_running`).
+    ResumeWhileRunning,
+    /// The server's 400 for a malformed key quotes the raw header value.
+    EchoMalformedKey,
+    /// The server reads bodies over 1 MiB (no 413).
+    NoBodyLimit,
+    /// The server's `/health` lacks `supportsRequestKey`.
+    HealthWithoutKeyFlag,
+    /// An unknown run of a known session is 404 `state_session_not_found`.
+    UnknownRunIsUnknownSession,
+    /// A commit refused `cas_mismatch` is not decided again: the entry
+    /// answers the retryable contention refusal instead of the policy's.
+    NoCasRedecide,
+    /// `waitMs` waits while the run is live (suspended too), not only while
+    /// it is `running`.
+    WaitWhileLive,
+    /// Runs are looked up by run id alone (run ids are unique anyway, the
+    /// bug reasons): `GET /sessions/{B}/runs/{a run of A}` answers A's run.
+    RunLookupIgnoresSession,
+    /// A chat send whose last message has role `tool` honours its key
+    /// (it must be keyless): a retried tool result attaches or conflicts.
+    ToolSendKeyed,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 6] = [
+    pub const ALL: [ExecutorDefect; 18] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
         ExecutorDefect::AttachStreamsFromNow,
         ExecutorDefect::DedupesWhileIgnoringKeys,
         ExecutorDefect::InterruptsKeylessChat,
+        ExecutorDefect::RetryRerunsFirstInput,
+        ExecutorDefect::KeyedSkipsPolicy,
+        ExecutorDefect::FinishedHolderReplays,
+        ExecutorDefect::ResumeWhileRunning,
+        ExecutorDefect::EchoMalformedKey,
+        ExecutorDefect::NoBodyLimit,
+        ExecutorDefect::HealthWithoutKeyFlag,
+        ExecutorDefect::UnknownRunIsUnknownSession,
+        ExecutorDefect::NoCasRedecide,
+        ExecutorDefect::WaitWhileLive,
+        ExecutorDefect::RunLookupIgnoresSession,
+        ExecutorDefect::ToolSendKeyed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -127,6 +170,18 @@ impl ExecutorDefect {
             ExecutorDefect::AttachStreamsFromNow => "attach-streams-from-now",
             ExecutorDefect::DedupesWhileIgnoringKeys => "dedupes-while-ignoring-keys",
             ExecutorDefect::InterruptsKeylessChat => "interrupts-keyless-chat",
+            ExecutorDefect::RetryRerunsFirstInput => "retry-reruns-first-input",
+            ExecutorDefect::KeyedSkipsPolicy => "keyed-skips-policy",
+            ExecutorDefect::FinishedHolderReplays => "finished-holder-replays",
+            ExecutorDefect::ResumeWhileRunning => "resume-while-running",
+            ExecutorDefect::EchoMalformedKey => "echo-malformed-key",
+            ExecutorDefect::NoBodyLimit => "no-body-limit",
+            ExecutorDefect::HealthWithoutKeyFlag => "health-without-key-flag",
+            ExecutorDefect::UnknownRunIsUnknownSession => "unknown-run-is-unknown-session",
+            ExecutorDefect::NoCasRedecide => "no-cas-redecide",
+            ExecutorDefect::WaitWhileLive => "wait-while-live",
+            ExecutorDefect::RunLookupIgnoresSession => "run-lookup-ignores-session",
+            ExecutorDefect::ToolSendKeyed => "tool-send-keyed",
         }
     }
 
@@ -376,7 +431,9 @@ impl Executor {
         &self.store
     }
 
-    fn has_defect(&self, d: ExecutorDefect) -> bool {
+    /// Whether this executor was built with the deliberate bug `d` (the
+    /// server asks too, for the defects that live in its HTTP layer).
+    pub fn has_defect(&self, d: ExecutorDefect) -> bool {
         self.config.defect == Some(d)
     }
 
@@ -452,15 +509,30 @@ impl Executor {
                     return self.answer_holder(session, &holder, digest).await;
                 }
             }
-            let prepared = self.policy(req.kind, key.is_some(), current.as_ref())?;
+            let prepared = match self.policy(req.kind, key.is_some(), current.as_ref()) {
+                Err(EntryError::SessionExists | EntryError::AlreadyRunning)
+                    if key.is_some() && self.has_defect(ExecutorDefect::KeyedSkipsPolicy) =>
+                {
+                    Prepared {
+                        expected_current_run_id: current.as_ref().map(|r| r.run_id.clone()),
+                        previous: current
+                            .as_ref()
+                            .filter(|r| r.status.is_live())
+                            .map(|r| (r.run_id.clone(), RunStatus::Interrupted)),
+                    }
+                }
+                other => other?,
+            };
             let input = match req.kind {
-                EntryKind::Retry => self
-                    .store
-                    .list_inputs(session)
-                    .await?
-                    .pop()
-                    .map(|e| e.input)
-                    .ok_or(EntryError::SessionNotFound)?,
+                EntryKind::Retry => {
+                    let mut inputs = self.store.list_inputs(session).await?;
+                    let picked = if self.has_defect(ExecutorDefect::RetryRerunsFirstInput) {
+                        (!inputs.is_empty()).then(|| inputs.remove(0))
+                    } else {
+                        inputs.pop()
+                    };
+                    picked.map(|e| e.input).ok_or(EntryError::SessionNotFound)?
+                }
                 _ => req.input.clone(),
             };
             let run_id = self.next_run_id();
@@ -514,6 +586,9 @@ impl Executor {
                 }
                 Err(StoreError::RunStartRejected(RunStartRejection::CasMismatch { .. })) => {
                     self.untrack(session, &run_id);
+                    if self.has_defect(ExecutorDefect::NoCasRedecide) {
+                        return Err(EntryError::Contended);
+                    }
                 }
                 Err(e) => {
                     self.untrack(session, &run_id);
@@ -595,6 +670,11 @@ impl Executor {
             KeyedEntryPlan::Conflict { holder_run_id } => Err(EntryError::KeyConflict {
                 run_id: holder_run_id,
             }),
+            KeyedEntryPlan::AlreadyCompleted { .. }
+                if self.has_defect(ExecutorDefect::FinishedHolderReplays) =>
+            {
+                Ok(EntryOutcome::Attached(holder.clone()))
+            }
             KeyedEntryPlan::AlreadyCompleted { holder_run_id } => {
                 Err(EntryError::AlreadyCompleted {
                     run_id: holder_run_id,
@@ -629,6 +709,12 @@ impl Executor {
             (EntryKind::Start | EntryKind::Chat, None) => None,
             (EntryKind::Resume | EntryKind::Retry, None) => {
                 return Err(EntryError::SessionNotFound)
+            }
+            (EntryKind::Resume, Some(run))
+                if run.status == RunStatus::Running
+                    && self.has_defect(ExecutorDefect::ResumeWhileRunning) =>
+            {
+                Some((run.run_id.clone(), RunStatus::Completed))
             }
             (EntryKind::Resume | EntryKind::Chat | EntryKind::Retry, Some(run))
                 if run.status == RunStatus::Running =>
@@ -723,6 +809,17 @@ impl Executor {
         }
     }
 
+    /// The session a tracked run belongs to. Only
+    /// [`ExecutorDefect::RunLookupIgnoresSession`] asks: a correct server
+    /// never resolves a run outside the session it was named in.
+    fn session_of_tracked_run(&self, run_id: &str) -> Option<String> {
+        self.registry()
+            .sessions
+            .iter()
+            .find(|(_, runs)| runs.contains_key(run_id))
+            .map(|(s, _)| s.clone())
+    }
+
     fn log_of(&self, session: &str, run_id: &str) -> Option<Arc<RunLog>> {
         self.registry()
             .sessions
@@ -808,6 +905,14 @@ impl Executor {
         run_id: &str,
         wait_ms: u64,
     ) -> Result<Option<RunMetadata>, StoreError> {
+        let owner;
+        let session = match self.has_defect(ExecutorDefect::RunLookupIgnoresSession) {
+            true => {
+                owner = self.session_of_tracked_run(run_id);
+                owner.as_deref().unwrap_or(session)
+            }
+            false => session,
+        };
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         let mut changes = self.log_of(session, run_id).map(|l| l.subscribe());
         let shutdown = self.shutdown.subscribe();
@@ -820,7 +925,12 @@ impl Executor {
                 return Ok(None);
             };
             let now = tokio::time::Instant::now();
-            if run.status != RunStatus::Running || now >= deadline || *shutdown.borrow() {
+            let waiting = if self.has_defect(ExecutorDefect::WaitWhileLive) {
+                run.status.is_live()
+            } else {
+                run.status == RunStatus::Running
+            };
+            if !waiting || now >= deadline || *shutdown.borrow() {
                 return Ok(Some(run));
             }
             let tick = (now + Duration::from_millis(STORE_POLL_MS)).min(deadline);

@@ -37,7 +37,9 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use super::executor::{EntryError, EntryKind, EntryOutcome, EntryRequest, Executor};
+use super::executor::{
+    EntryError, EntryKind, EntryOutcome, EntryRequest, Executor, ExecutorDefect,
+};
 use super::test_agent::RunEvent;
 use crate::http_serve::{self, ServerLimits};
 
@@ -238,9 +240,35 @@ fn request_key(headers: &HeaderMap) -> Result<Option<RequestKey>, ApiError> {
     })
 }
 
-fn json_body(
+/// [`request_key`] for an entry of `ex` (which, built with
+/// `ExecutorDefect::EchoMalformedKey`, quotes the raw value: a deliberate
+/// bug for the tests of tests).
+fn entry_key(ex: &Executor, headers: &HeaderMap) -> Result<Option<RequestKey>, ApiError> {
+    request_key(headers).map_err(|mut e| {
+        if ex.has_defect(ExecutorDefect::EchoMalformedKey) {
+            for v in headers.get_all(REQUEST_KEY_HEADER) {
+                e.message
+                    .push_str(&format!(" ({:?})", String::from_utf8_lossy(v.as_bytes())));
+            }
+        }
+        e
+    })
+}
+
+/// The body limit of `ex` (`ExecutorDefect::NoBodyLimit` has none short
+/// of the read limit).
+fn body_limit(ex: &Executor) -> usize {
+    if ex.has_defect(ExecutorDefect::NoBodyLimit) {
+        BODY_READ_LIMIT_BYTES
+    } else {
+        MAX_BODY_BYTES
+    }
+}
+
+fn json_body_limit(
     body: Result<Bytes, BytesRejection>,
     empty_as: Option<Value>,
+    limit: usize,
 ) -> Result<Value, ApiError> {
     let bytes = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -249,7 +277,7 @@ fn json_body(
             ApiError::validation("the request body could not be read")
         }
     })?;
-    if bytes.len() > MAX_BODY_BYTES {
+    if bytes.len() > limit {
         return Err(too_large());
     }
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -303,14 +331,19 @@ fn run_answer(outcome: &EntryOutcome) -> Response {
 // ---- handlers -----------------------------------------------------------
 
 async fn health(State(ex): State<AppState>) -> Response {
-    axum::Json(json!({
+    let mut health = json!({
         "name": "reqkey-reference-agent",
         "version": env!("CARGO_PKG_VERSION"),
         "protocol": PROTOCOL,
         "supportsRequestKey": ex.supports_request_key(),
         "concurrentEntry": ex.concurrent_entry(),
-    }))
-    .into_response()
+    });
+    if ex.has_defect(ExecutorDefect::HealthWithoutKeyFlag) {
+        if let Some(map) = health.as_object_mut() {
+            map.remove("supportsRequestKey");
+        }
+    }
+    axum::Json(health).into_response()
 }
 
 async fn keyed_entry(
@@ -321,13 +354,13 @@ async fn keyed_entry(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
-    let request_key = request_key(headers)?;
+    let request_key = entry_key(ex, headers)?;
     let input = match kind {
         EntryKind::Retry => {
-            json_body(body, Some(json!({})))?;
+            json_body_limit(body, Some(json!({})), body_limit(ex))?;
             Value::Null
         }
-        _ => field_input(&json_body(body, None)?)?,
+        _ => field_input(&json_body_limit(body, None, body_limit(ex))?)?,
     };
     let outcome = ex
         .enter(EntryRequest {
@@ -396,10 +429,11 @@ async fn chat(
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
     // Parsed even when it will be ignored: a malformed key is 400 everywhere.
-    let request_key = request_key(&headers)?;
-    let (role, content) = last_message(&json_body(body, None)?)?;
+    let request_key = entry_key(&ex, &headers)?;
+    let (role, content) = last_message(&json_body_limit(body, None, body_limit(&ex))?)?;
     // A tool-result send is keyless in this release.
-    let request_key = if role == "tool" { None } else { request_key };
+    let keyless = role == "tool" && !ex.has_defect(ExecutorDefect::ToolSendKeyed);
+    let request_key = if keyless { None } else { request_key };
     let outcome = ex
         .enter(EntryRequest {
             session_id,
@@ -479,11 +513,15 @@ async fn get_run(
     let wait_ms = wait_ms(query.as_deref())?;
     match ex.wait_run(&session_id, &run_id, wait_ms).await? {
         Some(run) => Ok(axum::Json(run).into_response()),
-        None if ex.store().get_current_run(&session_id).await?.is_some() => Err(ApiError::new(
-            404,
-            "state_run_not_found",
-            "no such run in this session",
-        )),
+        None if ex.store().get_current_run(&session_id).await?.is_some()
+            && !ex.has_defect(ExecutorDefect::UnknownRunIsUnknownSession) =>
+        {
+            Err(ApiError::new(
+                404,
+                "state_run_not_found",
+                "no such run in this session",
+            ))
+        }
         None => Err(ApiError::session_not_found()),
     }
 }

@@ -39,15 +39,58 @@ pub enum MemoryDefect {
     /// The holder is read outside the critical section, with a yield
     /// before the commit: concurrent commits with one key both start.
     HolderReadOutsideCommit,
+    /// The key is guarded only by a unique index whose violation leaks as
+    /// `internal` (a raw constraint error) instead of `request_key_taken`.
+    LeakConstraintError,
+    /// No CAS: a stale `expectedCurrentRunId` is ignored (last writer wins).
+    NoCas,
+    /// The input log is appended before the decision: a refused commit
+    /// leaves its input behind.
+    RefusalAppendsInput,
+    /// The same-runId replay compares only `runId` and `input`, not the
+    /// other StartRun fields (key, digest, expected current run).
+    StartDigestInputOnly,
+    /// Runs are indexed by `runId` alone: `getRun` finds another session's
+    /// run with that id.
+    GlobalRunIds,
+    /// Keys are compared ASCII case-insensitively.
+    KeysCaseInsensitive,
+    /// Setting a finished run to its own status answers ok (a "no-op").
+    FinishedSameStatusOk,
+    /// `deleteSession` answers `deleted: true` whether or not the session
+    /// existed.
+    DeleteAlwaysTrue,
+    /// A `replayed` answer carries the run as it was started, not as it is.
+    ReplayAnswersStartedRun,
+    /// A refused commit creates the (empty) session.
+    RefusalCreatesSession,
+    /// Arguments are not checked before the reads: an empty or malformed
+    /// id is looked up (and not found) instead of refused.
+    NoArgumentChecks,
+    /// A commit with `requestKey` but no `requestDigest` (or the reverse)
+    /// drops the half it got and starts a keyless run.
+    HalfKeyStartsKeyless,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 5] = [
+    pub const ALL: [MemoryDefect; 17] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
         MemoryDefect::DeleteKeepsKeys,
         MemoryDefect::HolderReadOutsideCommit,
+        MemoryDefect::LeakConstraintError,
+        MemoryDefect::NoCas,
+        MemoryDefect::RefusalAppendsInput,
+        MemoryDefect::StartDigestInputOnly,
+        MemoryDefect::GlobalRunIds,
+        MemoryDefect::KeysCaseInsensitive,
+        MemoryDefect::FinishedSameStatusOk,
+        MemoryDefect::DeleteAlwaysTrue,
+        MemoryDefect::ReplayAnswersStartedRun,
+        MemoryDefect::RefusalCreatesSession,
+        MemoryDefect::NoArgumentChecks,
+        MemoryDefect::HalfKeyStartsKeyless,
     ];
 
     pub fn name(self) -> &'static str {
@@ -57,6 +100,18 @@ impl MemoryDefect {
             MemoryDefect::NoReplayFirst => "no-replay-first",
             MemoryDefect::DeleteKeepsKeys => "delete-keeps-keys",
             MemoryDefect::HolderReadOutsideCommit => "holder-read-outside-commit",
+            MemoryDefect::LeakConstraintError => "leak-constraint-error",
+            MemoryDefect::NoCas => "no-cas",
+            MemoryDefect::RefusalAppendsInput => "refusal-appends-input",
+            MemoryDefect::StartDigestInputOnly => "start-digest-input-only",
+            MemoryDefect::GlobalRunIds => "global-run-ids",
+            MemoryDefect::KeysCaseInsensitive => "keys-case-insensitive",
+            MemoryDefect::FinishedSameStatusOk => "finished-same-status-ok",
+            MemoryDefect::DeleteAlwaysTrue => "delete-always-true",
+            MemoryDefect::ReplayAnswersStartedRun => "replay-answers-started-run",
+            MemoryDefect::RefusalCreatesSession => "refusal-creates-session",
+            MemoryDefect::NoArgumentChecks => "no-argument-checks",
+            MemoryDefect::HalfKeyStartsKeyless => "half-key-starts-keyless",
         }
     }
 
@@ -91,6 +146,11 @@ struct Inner {
     sessions: HashMap<String, Box<SessionState>>,
     /// Only with [`MemoryDefect::DeleteKeepsKeys`]: keys of deleted sessions.
     leaked_keys: HashMap<(String, String), RunMetadata>,
+    /// Only with [`MemoryDefect::RefusalAppendsInput`]: inputs of refused
+    /// commits, each with the count of real inputs it follows.
+    ghost_inputs: HashMap<String, Vec<(usize, InputEntry)>>,
+    /// Only with [`MemoryDefect::ReplayAnswersStartedRun`]: runs as started.
+    as_started: HashMap<(String, String), RunMetadata>,
 }
 
 /// The in-memory reference store (optionally with one [`MemoryDefect`]).
@@ -134,11 +194,19 @@ impl MemoryStore {
     }
 
     fn holder(&self, inner: &Inner, session_id: &str, key: &str) -> Option<RunMetadata> {
-        let own = inner
-            .sessions
-            .get(session_id)
-            .and_then(|s| s.run_by_request_key(key))
-            .cloned();
+        let own = inner.sessions.get(session_id).and_then(|s| {
+            if self.defect == Some(MemoryDefect::KeysCaseInsensitive) {
+                s.runs()
+                    .find(|r| {
+                        r.request_key
+                            .as_deref()
+                            .is_some_and(|k| k.eq_ignore_ascii_case(key))
+                    })
+                    .cloned()
+            } else {
+                s.run_by_request_key(key).cloned()
+            }
+        });
         own.or_else(|| {
             inner
                 .leaked_keys
@@ -154,7 +222,20 @@ impl SessionStateStore for MemoryStore {
         "memory"
     }
 
-    async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+    fn skip_argument_checks(&self) -> bool {
+        matches!(
+            self.defect,
+            Some(MemoryDefect::NoArgumentChecks | MemoryDefect::HalfKeyStartsKeyless)
+        )
+    }
+
+    async fn commit_run_start(&self, mut start: StartRun) -> Result<CommitResult, StoreError> {
+        if self.defect == Some(MemoryDefect::HalfKeyStartsKeyless)
+            && start.request_key.is_some() != start.request_digest.is_some()
+        {
+            start.request_key = None;
+            start.request_digest = None;
+        }
         let variant = self.defect.map_or(RuleVariant::SPEC, MemoryDefect::variant);
         let stale_holder = if self.defect == Some(MemoryDefect::HolderReadOutsideCommit) {
             let holder = start
@@ -175,14 +256,78 @@ impl SessionStateStore for MemoryStore {
                 .as_deref()
                 .and_then(|k| self.holder(&inner, &start.session_id, k)),
         };
+        let defect = self.defect;
         let session = inner.sessions.entry(start.session_id.clone()).or_default();
-        let decided = session.decide(&start, holder.as_ref(), variant);
+        if defect == Some(MemoryDefect::StartDigestInputOnly) {
+            let same_input = session.run(&start.run_id).cloned().filter(|_| {
+                session.inputs().iter().any(|e| {
+                    e.run_id == start.run_id
+                        && reqkey_model::canonical_json(&e.input)
+                            == reqkey_model::canonical_json(&start.input)
+                })
+            });
+            if let Some(run) = same_input {
+                return Ok(CommitResult {
+                    outcome: reqkey_model::CommitOutcome::Replayed,
+                    run,
+                });
+            }
+        }
+        let mut decided = session.decide(&start, holder.as_ref(), variant);
+        if let (Some(MemoryDefect::NoCas), Err(StoreError::RunStartRejected(r))) =
+            (defect, &decided)
+        {
+            if r.cause() == "cas_mismatch" {
+                let mut last_writer = start.clone();
+                last_writer.expected_current_run_id =
+                    session.current_run().map(|r| r.run_id.clone());
+                decided = session.decide(&last_writer, holder.as_ref(), variant);
+            }
+        }
         let result = decided.map(|d| session.apply(&start, d));
-        if session.is_empty() {
+        let real_inputs = session.input_count();
+        if session.is_empty() && defect != Some(MemoryDefect::RefusalCreatesSession) {
             // A refused commit does not create the session.
             inner.sessions.remove(&start.session_id);
         }
-        result
+        match (defect, result) {
+            (Some(MemoryDefect::LeakConstraintError), Err(StoreError::RunStartRejected(r)))
+                if r.cause() == "request_key_taken" =>
+            {
+                Err(StoreError::internal(
+                    "UNIQUE constraint failed: runs.session_id, runs.request_key",
+                ))
+            }
+            (Some(MemoryDefect::RefusalAppendsInput), Err(e @ StoreError::RunStartRejected(_))) => {
+                inner
+                    .ghost_inputs
+                    .entry(start.session_id.clone())
+                    .or_default()
+                    .push((
+                        real_inputs,
+                        InputEntry {
+                            run_id: start.run_id.clone(),
+                            input: start.input.clone(),
+                        },
+                    ));
+                Err(e)
+            }
+            (Some(MemoryDefect::ReplayAnswersStartedRun), Ok(mut r)) => {
+                let key = (start.session_id.clone(), r.run.run_id.clone());
+                match r.outcome {
+                    reqkey_model::CommitOutcome::Started => {
+                        inner.as_started.insert(key, r.run.clone());
+                    }
+                    reqkey_model::CommitOutcome::Replayed => {
+                        if let Some(first) = inner.as_started.get(&key) {
+                            r.run = first.clone();
+                        }
+                    }
+                }
+                Ok(r)
+            }
+            (_, result) => result,
+        }
     }
 
     async fn get_run(
@@ -190,12 +335,24 @@ impl SessionStateStore for MemoryStore {
         session_id: &str,
         run_id: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        Ok(self
+        let own = self
             .lock(session_id)
             .sessions
             .get(session_id)
             .and_then(|s| s.run(run_id))
-            .cloned())
+            .cloned();
+        if own.is_none() && self.defect == Some(MemoryDefect::GlobalRunIds) {
+            // One shard locked at a time (the session's was released).
+            return Ok(self.shards.iter().find_map(|shard| {
+                let inner = shard.lock().unwrap_or_else(|p| p.into_inner());
+                inner
+                    .sessions
+                    .values()
+                    .find_map(|s| s.run(run_id))
+                    .cloned()
+            }));
+        }
+        Ok(own)
     }
 
     async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
@@ -226,12 +383,18 @@ impl SessionStateStore for MemoryStore {
     }
 
     async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
-        Ok(self
-            .lock(session_id)
+        let inner = self.lock(session_id);
+        let mut inputs = inner
             .sessions
             .get(session_id)
             .map(|s| s.inputs())
-            .unwrap_or_default())
+            .unwrap_or_default();
+        if let Some(ghosts) = inner.ghost_inputs.get(session_id) {
+            for (after, entry) in ghosts.iter().rev() {
+                inputs.insert((*after).min(inputs.len()), entry.clone());
+            }
+        }
+        Ok(inputs)
     }
 
     async fn set_run_status(
@@ -245,12 +408,22 @@ impl SessionStateStore for MemoryStore {
             .sessions
             .get_mut(session_id)
             .ok_or_else(|| StoreError::NotFound(format!("no session {session_id}")))?;
-        session.set_run_status(run_id, status)
+        let result = session.set_run_status(run_id, status);
+        if self.defect == Some(MemoryDefect::FinishedSameStatusOk)
+            && matches!(result, Err(StoreError::InvalidTransition(_)))
+        {
+            if let Some(run) = session.run(run_id).filter(|r| r.status == status) {
+                return Ok(run.clone());
+            }
+        }
+        result
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
         let mut inner = self.lock(session_id);
         let removed = inner.sessions.remove(session_id);
+        inner.ghost_inputs.remove(session_id);
+        inner.as_started.retain(|(s, _), _| s != session_id);
         if let (Some(session), Some(MemoryDefect::DeleteKeepsKeys)) = (&removed, self.defect) {
             for run in session.runs().filter(|r| r.request_key.is_some()) {
                 let key = run.request_key.clone().unwrap_or_default();
@@ -259,6 +432,6 @@ impl SessionStateStore for MemoryStore {
                     .insert((session_id.to_owned(), key), run.clone());
             }
         }
-        Ok(removed.is_some())
+        Ok(removed.is_some() || self.defect == Some(MemoryDefect::DeleteAlwaysTrue))
     }
 }
