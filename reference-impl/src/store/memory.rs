@@ -345,11 +345,7 @@ impl SessionStateStore for MemoryStore {
             // One shard locked at a time (the session's was released).
             return Ok(self.shards.iter().find_map(|shard| {
                 let inner = shard.lock().unwrap_or_else(|p| p.into_inner());
-                inner
-                    .sessions
-                    .values()
-                    .find_map(|s| s.run(run_id))
-                    .cloned()
+                inner.sessions.values().find_map(|s| s.run(run_id)).cloned()
             }));
         }
         Ok(own)
