@@ -35,6 +35,20 @@ use reqkey_reference::store::{
 
 /// Untimed rounds before the measured ones.
 const WARMUP_ROUNDS: usize = 200;
+/// The bound on seeding one size (a million runs on Postgres take about
+/// 30 s on the project's machine).
+const SEED_TIMEOUT_MS: u64 = 600_000;
+
+/// `fut` under a bound of `timeout_ms`, naming `what` when it runs out.
+async fn bounded<T>(
+    what: &str,
+    timeout_ms: u64,
+    fut: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout(Duration::from_millis(timeout_ms), fut)
+        .await
+        .unwrap_or_else(|_| Err(format!("{what}: no answer within {timeout_ms} ms")))
+}
 
 /// A reference backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -81,6 +95,8 @@ pub struct BackendLookupConfig {
     /// Measured rounds (each samples all four series once).
     pub samples: usize,
     pub seed: u64,
+    /// The bound on opening a store and on every single read.
+    pub call_timeout_ms: u64,
     pub postgres_url: String,
     pub redis_url: String,
 }
@@ -351,9 +367,18 @@ async fn bench_backend(
         let started = Instant::now();
         for (tag, runs) in [("s", cfg.small_runs), ("l", cfg.large_runs)] {
             let prefix = format!("bench-{stamp}-{}-{tag}", backend.name());
-            opened.push(open_sized(backend, cfg, prefix, runs).await?);
+            let what = format!("opening the {} store", backend.name());
+            opened.push(
+                bounded(
+                    &what,
+                    cfg.call_timeout_ms,
+                    open_sized(backend, cfg, prefix, runs),
+                )
+                .await?,
+            );
             if let Some(sized) = opened.last_mut() {
-                seed(sized, per).await?;
+                let what = format!("seeding {runs} runs on {}", backend.name());
+                bounded(&what, SEED_TIMEOUT_MS, seed(sized, per)).await?;
             }
         }
         let seeded_in_s = started.elapsed().as_secs_f64();
@@ -369,7 +394,12 @@ async fn bench_backend(
             for k in 0..plan.len() {
                 let which = (round + k) % plan.len();
                 let (size, read) = plan[which];
-                let took = timed(&opened[size], read, memory, per, rng).await?;
+                let took = bounded(
+                    backend.name(),
+                    cfg.call_timeout_ms,
+                    timed(&opened[size], read, memory, per, rng),
+                )
+                .await?;
                 if round >= WARMUP_ROUNDS {
                     samples[which].push(took.as_secs_f64() * 1e6);
                 }
@@ -391,7 +421,7 @@ async fn bench_backend(
     .await;
     let mut cleaned = Ok(());
     for sized in &opened {
-        if let Err(e) = clean(sized).await {
+        if let Err(e) = bounded("cleaning up", SEED_TIMEOUT_MS, clean(sized)).await {
             cleaned = Err(format!(
                 "removing the sessions under {}: {e} (they may remain)",
                 sized.prefix
