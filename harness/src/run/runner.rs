@@ -284,8 +284,9 @@ fn finish(
 /// `$variable` ([`shares_no_session`]) run beside others; one that names
 /// a literal session runs alone. Each scenario keeps its own seed, so a
 /// failure replays with `--seed` alone. After [`MAX_SILENT_SCENARIOS`]
-/// reported in a row that the target left unanswered, nothing new starts
-/// (what is in flight finishes) and the run is indefinite.
+/// in a row (in file order) that the target left unanswered, nothing new
+/// starts, what is in flight is cancelled and not reported, and the run
+/// is indefinite, as a sequential run would be.
 pub async fn run_concurrently(
     target: &Arc<dyn Target>,
     scenarios: &[Scenario],
@@ -296,10 +297,16 @@ pub async fn run_concurrently(
     let mut reported = 0usize;
     let mut silent_in_a_row = 0usize;
     let mut tasks = tokio::task::JoinSet::new();
+    // Reports finished results in order; after MAX_SILENT_SCENARIOS
+    // silent ones in a row it reports nothing more, as a sequential run
+    // would not have run the rest.
     let mut report = |done: &mut Vec<Option<ScenarioResult>>,
                       reported: &mut usize,
                       silent_in_a_row: &mut usize| {
-        while let Some(Some(result)) = done.get(*reported) {
+        while *silent_in_a_row < MAX_SILENT_SCENARIOS {
+            let Some(Some(result)) = done.get(*reported) else {
+                break;
+            };
             if result.verdict == Verdict::Error && is_silence(result.reason) {
                 *silent_in_a_row += 1;
             } else {
@@ -326,10 +333,11 @@ pub async fn run_concurrently(
             (index, result)
         });
     };
-    let mut launched = 0usize;
     for (index, scenario) in scenarios.iter().enumerate() {
         let alone = !shares_no_session(scenario);
-        while tasks.len() >= cfg.concurrency.max(1) || (alone && !tasks.is_empty()) {
+        while silent_in_a_row < MAX_SILENT_SCENARIOS
+            && (tasks.len() >= cfg.concurrency.max(1) || (alone && !tasks.is_empty()))
+        {
             if let Some(joined) = tasks.join_next().await {
                 collect(joined, scenarios, &mut done);
                 report(&mut done, &mut reported, &mut silent_in_a_row);
@@ -339,7 +347,6 @@ pub async fn run_concurrently(
             break;
         }
         launch(&mut tasks, index);
-        launched += 1;
         if alone {
             if let Some(joined) = tasks.join_next().await {
                 collect(joined, scenarios, &mut done);
@@ -347,18 +354,25 @@ pub async fn run_concurrently(
             }
         }
     }
-    while let Some(joined) = tasks.join_next().await {
+    while silent_in_a_row < MAX_SILENT_SCENARIOS {
+        let Some(joined) = tasks.join_next().await else {
+            break;
+        };
         collect(joined, scenarios, &mut done);
         report(&mut done, &mut reported, &mut silent_in_a_row);
     }
-    let left = scenarios.len() - launched;
-    let indefinite = (left > 0).then(|| Indefinite {
+    // Stopped early: what is still in flight is cancelled, not waited on.
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    let left = scenarios.len() - reported;
+    let indefinite = (silent_in_a_row >= MAX_SILENT_SCENARIOS && left > 0).then(|| Indefinite {
         reason: "stopped_early",
         message: format!(
             "the target did not answer in {MAX_SILENT_SCENARIOS} scenarios in a row; \
              the run stopped early and {left} scenarios were not run"
         ),
     });
+    done.truncate(reported);
     (done.into_iter().flatten().collect(), indefinite)
 }
 
