@@ -13,6 +13,7 @@
 //! at 0, and a listed scenario that passes makes it 1.
 
 pub mod bench;
+pub mod bench_lookup;
 pub mod certify;
 pub mod common;
 pub mod coverage;

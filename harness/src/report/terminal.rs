@@ -95,8 +95,11 @@ impl<W: Write + Send> TerminalReporter<W> {
             return text;
         }
         let trials = if r.trials_with_groups > 0 {
+            let spread = r
+                .max_send_spread_us
+                .map_or(String::new(), |us| format!(", sends within {us} µs"));
             format!(
-                "{} trials, {} overlapped",
+                "{} trials, {} overlapped{spread}",
                 r.trials_run, r.trials_overlapped
             )
         } else {

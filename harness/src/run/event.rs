@@ -115,6 +115,11 @@ pub struct ScenarioResult {
     pub trials_overlapped: u32,
     /// Trials that had a parallel group at all.
     pub trials_with_groups: u32,
+    /// The widest spread, over every parallel group of every trial, between
+    /// the first and the last send instant of the group, in µs (`None`
+    /// without groups): how tight a race's window really was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_send_spread_us: Option<u64>,
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
@@ -209,7 +214,7 @@ pub enum Event {
     },
     ScenarioFinished {
         index: usize,
-        result: ScenarioResult,
+        result: Box<ScenarioResult>,
     },
     RunFinished {
         summary: RunSummary,

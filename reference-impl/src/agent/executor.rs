@@ -33,7 +33,7 @@
 //! [`ExecutorDefect`] builds deliberately broken executors (the way
 //! `MemoryDefect` builds broken stores), to prove the agent corpus has teeth.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -382,6 +382,9 @@ struct Registry {
     /// session id -> run id -> run.
     sessions: HashMap<String, HashMap<String, TrackedRun>>,
     tracked: usize,
+    /// `(session, run)` in the order they were tracked, for eviction a few
+    /// at a time; entries already untracked are skipped when met.
+    order: VecDeque<(String, String)>,
 }
 
 /// The reference executor: entries, the test agent's runs, streams, waits.
@@ -777,9 +780,8 @@ impl Executor {
         let log = Arc::new(RunLog::new());
         let (stop, stop_rx) = watch::channel(false);
         let mut reg = self.registry();
-        if reg.tracked >= MAX_TRACKED_RUNS {
-            evict_finished(&mut reg);
-        }
+        evict_some(&mut reg);
+        reg.order.push_back((session.to_owned(), run_id.to_owned()));
         reg.sessions.entry(session.to_owned()).or_default().insert(
             run_id.to_owned(),
             TrackedRun {
@@ -1049,15 +1051,39 @@ async fn reclaim_orphan(
     }
 }
 
-fn evict_finished(reg: &mut Registry) {
-    let mut evicted = 0;
-    for runs in reg.sessions.values_mut() {
-        let before = runs.len();
-        runs.retain(|_, r| !r.log.is_finished());
-        evicted += before - runs.len();
+/// The most queue entries one `track` looks at for eviction.
+const EVICT_PER_TRACK: usize = 4;
+
+/// Over [`MAX_TRACKED_RUNS`], forgets the oldest finished runs, a few per
+/// newly tracked run (amortized O(1); evicting all finished runs at once
+/// held the registry's lock for hundreds of ms at 100k runs and stalled
+/// every request behind it). Live runs go to the back of the queue;
+/// entries of runs already untracked are dropped, which also keeps the
+/// queue itself bounded.
+fn evict_some(reg: &mut Registry) {
+    for _ in 0..EVICT_PER_TRACK {
+        let over = reg.tracked >= MAX_TRACKED_RUNS;
+        if !over && reg.order.len() <= 2 * MAX_TRACKED_RUNS {
+            return;
+        }
+        let Some((session, run_id)) = reg.order.pop_front() else {
+            return;
+        };
+        let Some(runs) = reg.sessions.get_mut(&session) else {
+            continue;
+        };
+        match runs.get(&run_id) {
+            None => {}
+            Some(run) if over && run.log.is_finished() => {
+                runs.remove(&run_id);
+                if runs.is_empty() {
+                    reg.sessions.remove(&session);
+                }
+                reg.tracked = reg.tracked.saturating_sub(1);
+            }
+            Some(_) => reg.order.push_back((session, run_id)),
+        }
     }
-    reg.sessions.retain(|_, runs| !runs.is_empty());
-    reg.tracked = reg.tracked.saturating_sub(evicted);
 }
 
 async fn follow_log(log: &RunLog, from_now: bool, tx: &mpsc::Sender<RunEvent>) {

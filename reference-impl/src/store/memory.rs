@@ -1,8 +1,13 @@
 //! The in-memory reference store.
 //!
-//! One mutex over a map of sessions; every operation is one short critical
-//! section with no `.await` inside, so a run-start commit reads the holder,
-//! decides with the model's rules and writes, atomically. Each session keeps
+//! Sessions are spread over [`SHARDS`] maps by a hash of their id, each
+//! behind its own mutex; every operation touches one session, so it takes
+//! one shard's lock for one short critical section with no `.await` inside,
+//! and a run-start commit reads the holder, decides with the model's rules
+//! and writes, atomically. (One map behind one lock stalled every request
+//! for hundreds of ms each time the map doubled, at a few hundred
+//! thousand sessions; a shard doubles at 1/64 of the size and blocks only
+//! its own sessions. Sessions are boxed so a doubling moves pointers.) Each session keeps
 //! its keys in a hash index (`reqkey_model::seq::SessionState`), so
 //! `getRunByRequestKey` is two hash lookups whatever the store's size.
 //!
@@ -154,9 +159,12 @@ impl MemoryDefect {
     }
 }
 
+/// How many independently locked maps the sessions are spread over.
+pub const SHARDS: usize = 64;
+
 #[derive(Debug, Default)]
 struct Inner {
-    sessions: HashMap<String, SessionState>,
+    sessions: HashMap<String, Box<SessionState>>,
     /// Only with [`MemoryDefect::DeleteKeepsKeys`]: keys of deleted sessions.
     leaked_keys: HashMap<(String, String), RunMetadata>,
     /// Only with [`MemoryDefect::RefusalAppendsInput`]: inputs of refused
@@ -177,10 +185,21 @@ async fn racy_pause() {
 }
 
 /// The in-memory reference store (optionally with one [`MemoryDefect`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryStore {
-    inner: Mutex<Inner>,
+    shards: Box<[Mutex<Inner>]>,
+    hasher: std::hash::RandomState,
     defect: Option<MemoryDefect>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: std::hash::RandomState::new(),
+            defect: None,
+        }
+    }
 }
 
 impl MemoryStore {
@@ -191,15 +210,18 @@ impl MemoryStore {
     /// A deliberately broken store (see [`MemoryDefect`]).
     pub fn with_defect(defect: MemoryDefect) -> Self {
         Self {
-            inner: Mutex::default(),
             defect: Some(defect),
+            ..Self::default()
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    /// The shard of `session_id`, locked.
+    fn lock(&self, session_id: &str) -> MutexGuard<'_, Inner> {
+        use std::hash::BuildHasher;
+        let shard = (self.hasher.hash_one(session_id) as usize) % self.shards.len();
         // A panic while holding the lock cannot leave a session half-written
         // (every write is applied after its decision), so poison is benign.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn holder(&self, inner: &Inner, session_id: &str, key: &str) -> Option<RunMetadata> {
@@ -251,7 +273,7 @@ impl SessionStateStore for MemoryStore {
         let variant = self.defect.map_or(RuleVariant::SPEC, MemoryDefect::variant);
         if self.defect == Some(MemoryDefect::CommitDecidesOnSnapshot) {
             let snapshot = self
-                .lock()
+                .lock(&start.session_id)
                 .sessions
                 .get(&start.session_id)
                 .cloned()
@@ -262,7 +284,7 @@ impl SessionStateStore for MemoryStore {
                 .as_deref()
                 .and_then(|k| snapshot.run_by_request_key(k));
             let decided = snapshot.decide(&start, holder, variant)?;
-            let mut inner = self.lock();
+            let mut inner = self.lock(&start.session_id);
             let session = inner.sessions.entry(start.session_id.clone()).or_default();
             return Ok(session.apply(&start, decided));
         }
@@ -270,13 +292,13 @@ impl SessionStateStore for MemoryStore {
             let holder = start
                 .request_key
                 .as_deref()
-                .and_then(|k| self.holder(&self.lock(), &start.session_id, k));
+                .and_then(|k| self.holder(&self.lock(&start.session_id), &start.session_id, k));
             racy_pause().await;
             Some(holder)
         } else {
             None
         };
-        let mut inner = self.lock();
+        let mut inner = self.lock(&start.session_id);
         let holder = match stale_holder {
             Some(h) => h,
             None => start
@@ -363,26 +385,34 @@ impl SessionStateStore for MemoryStore {
         session_id: &str,
         run_id: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        let inner = self.lock();
-        let own = inner.sessions.get(session_id).and_then(|s| s.run(run_id));
+        let own = self
+            .lock(session_id)
+            .sessions
+            .get(session_id)
+            .and_then(|s| s.run(run_id))
+            .cloned();
         if own.is_none() && self.defect == Some(MemoryDefect::GlobalRunIds) {
-            return Ok(inner.sessions.values().find_map(|s| s.run(run_id)).cloned());
+            // One shard locked at a time (the session's was released).
+            return Ok(self.shards.iter().find_map(|shard| {
+                let inner = shard.lock().unwrap_or_else(|p| p.into_inner());
+                inner.sessions.values().find_map(|s| s.run(run_id)).cloned()
+            }));
         }
-        Ok(own.cloned())
+        Ok(own)
     }
 
     async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
         Ok(self
-            .lock()
+            .lock(session_id)
             .sessions
             .get(session_id)
-            .and_then(SessionState::current_run)
+            .and_then(|s| s.current_run())
             .cloned())
     }
 
     async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
         Ok(self
-            .lock()
+            .lock(session_id)
             .sessions
             .get(session_id)
             .map(|s| s.runs().cloned().collect())
@@ -394,16 +424,16 @@ impl SessionStateStore for MemoryStore {
         session_id: &str,
         request_key: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        let inner = self.lock();
+        let inner = self.lock(session_id);
         Ok(self.holder(&inner, session_id, request_key))
     }
 
     async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
-        let inner = self.lock();
+        let inner = self.lock(session_id);
         let mut inputs = inner
             .sessions
             .get(session_id)
-            .map(SessionState::inputs)
+            .map(|s| s.inputs())
             .unwrap_or_default();
         if let Some(ghosts) = inner.ghost_inputs.get(session_id) {
             for (after, entry) in ghosts.iter().rev() {
@@ -421,17 +451,19 @@ impl SessionStateStore for MemoryStore {
     ) -> Result<RunMetadata, StoreError> {
         if self.defect == Some(MemoryDefect::StatusCheckThenWrite) {
             let mut record = self
-                .lock()
+                .lock(session_id)
                 .sessions
                 .get(session_id)
                 .cloned()
                 .ok_or_else(|| StoreError::NotFound(format!("no session {session_id}")))?;
             let run = record.set_run_status(run_id, status)?;
             racy_pause().await;
-            self.lock().sessions.insert(session_id.to_owned(), record);
+            self.lock(session_id)
+                .sessions
+                .insert(session_id.to_owned(), record);
             return Ok(run);
         }
-        let mut inner = self.lock();
+        let mut inner = self.lock(session_id);
         let session = inner
             .sessions
             .get_mut(session_id)
@@ -450,7 +482,7 @@ impl SessionStateStore for MemoryStore {
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
         if self.defect == Some(MemoryDefect::DeleteInTwoSteps) {
             let existed = {
-                let mut inner = self.lock();
+                let mut inner = self.lock(session_id);
                 let existed = inner.sessions.contains_key(session_id);
                 if existed {
                     inner.freed_keys.insert(session_id.to_owned());
@@ -458,12 +490,12 @@ impl SessionStateStore for MemoryStore {
                 existed
             };
             racy_pause().await;
-            let mut inner = self.lock();
+            let mut inner = self.lock(session_id);
             inner.freed_keys.remove(session_id);
             inner.sessions.remove(session_id);
             return Ok(existed);
         }
-        let mut inner = self.lock();
+        let mut inner = self.lock(session_id);
         let removed = inner.sessions.remove(session_id);
         inner.ghost_inputs.remove(session_id);
         inner.as_started.retain(|(s, _), _| s != session_id);
