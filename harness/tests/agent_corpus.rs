@@ -17,7 +17,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::{
-    assert_failures_are_verdicts, corpus_for, failing, ran, run_agent_profile, ProfileRun,
+    assert_failures_are_verdicts, corpus_for, failing, ran, run_agent_profile, run_corpus,
+    ProfileRun,
 };
 use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::target::profile::{ConcurrentEntry, Profile, ProfileSource};
@@ -47,10 +48,11 @@ const KEYED: [&str; 18] = [
 ];
 
 /// Scenarios that need keys recorded and `concurrentEntry: reject`.
-const KEYED_REJECT: [&str; 3] = [
+const KEYED_REJECT: [&str; 4] = [
     "agent.keyed-after-several-runs",
     "agent.keyed-retries-skip-refusals",
     "agent.keyed-retry",
+    "agent.race.delete-keyed-entries",
 ];
 
 /// Keyless scenarios that need `concurrentEntry: reject`.
@@ -289,10 +291,11 @@ where
 
 /// The keyed race scenarios: a broken executor may fail them or not,
 /// depending on scheduling, so the record never lists them.
-const RACES: [&str; 3] = [
+const RACES: [&str; 4] = [
     "agent.concurrent-duplicate-chats",
     "agent.concurrent-duplicate-resumes",
     "agent.concurrent-duplicates",
+    "agent.race.delete-keyed-entries",
 ];
 
 /// The scenario named after each broken executor's rule: it must fail it
@@ -304,7 +307,7 @@ const PROFILE_MISMATCHES: [(&str, &str); 3] = [
     ("reference-agent:interrupt-previous", "default"),
 ];
 
-const NAMED_AFTER: [(&str, &str); 18] = [
+const NAMED_AFTER: [(&str, &str); 19] = [
     ("policy-before-key", "agent.keyed-retries-skip-refusals"),
     ("no-replan-after-key-taken", "agent.concurrent-duplicates"),
     ("ignore-digest", "agent.key-conflict"),
@@ -331,12 +334,19 @@ const NAMED_AFTER: [(&str, &str); 18] = [
     ("no-cas-redecide", "agent.concurrent-keyless-starts"),
     ("wait-while-live", "agent.wait-answers-at-once"),
     ("tool-send-keyed", "agent.chat-tool-result-is-keyless"),
+    (
+        "stale-current-after-delete",
+        "agent.race.delete-keyed-entries",
+    ),
     ("run-lookup-ignores-session", "agent.session-isolation"),
 ];
 
 /// Variants whose bug shows only under a race, but there on every run of
 /// the race scenarios' trials: the record lists the races they fail.
-const RACE_VARIANTS: [&str; 1] = ["reference-agent:no-replan-after-key-taken"];
+const RACE_VARIANTS: [&str; 2] = [
+    "reference-agent:no-replan-after-key-taken",
+    "reference-agent:stale-current-after-delete",
+];
 
 /// Each broken executor, on the profile it declares, fails every scenario
 /// the falsification record `scenarios/falsification.json` lists for it
@@ -577,4 +587,21 @@ async fn a_green_agent_run_leaves_no_session_behind() {
             .unwrap();
         assert_eq!(answer.status, 404, "{s} was left behind");
     }
+}
+
+/// Through the agent, DELETE racing keyed entries catches a store whose
+/// delete leaves the keys behind (the key would survive its session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delete_races_through_the_agent_catch_a_store_that_keeps_keys() {
+    let summary = run_corpus(
+        "agent",
+        "reference-agent@broken-memory:delete-keeps-keys",
+        11,
+    )
+    .await;
+    assert!(
+        failing(&summary).contains("agent.race.delete-keyed-entries"),
+        "{:?}",
+        failing(&summary)
+    );
 }

@@ -82,11 +82,11 @@ fn certify_of_a_nonconforming_store_exits_1_and_says_so() {
     .unwrap();
     let failed = record.store["broken-memory:delete-keeps-keys"].len();
     assert!(failed >= 3, "{failed}");
+    // The mixed-histories stage may meet the bug too (random programs).
+    let last = cert.lines().last().unwrap();
     assert!(
-        cert.lines()
-            .last()
-            .unwrap()
-            .ends_with(&format!(" passed, {failed} failed")),
+        last.ends_with(&format!(" passed, {failed} failed"))
+            || last.ends_with(&format!(" passed, {} failed", failed + 1)),
         "{cert}"
     );
 }

@@ -141,6 +141,42 @@ fn a_database_target_that_is_down_exits_2_naming_it() {
     }
 }
 
+/// `reqkey bench lookup` without `--target` measures the reference
+/// backends beside their primitives (here the in-process two, quick
+/// sizes), prints the ratio of ratios, and gates only when asked to.
+#[test]
+fn bench_lookup_on_backends_prints_the_ratio_of_ratios_and_gates() {
+    let args = [
+        "bench",
+        "lookup",
+        "--quick",
+        "--backend",
+        "memory",
+        "--backend",
+        "sqlite",
+    ];
+    let o = reqkey(&args);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    for line in ["memory   getRunByRequestKey", "sqlite   getRunByRequestKey"] {
+        assert!(out.contains(line), "{out}");
+    }
+    assert!(
+        out.contains("hash-map get") && out.contains("primary-key read"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ratio of ratios") && out.contains("100 → 10000 runs"),
+        "{out}"
+    );
+
+    let mut gated = args.to_vec();
+    gated.extend(["--max-ratio", "0.0001"]);
+    let o = reqkey(&gated);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("is above --max-ratio"), "{}", text(&o));
+}
+
 /// `reqkey bench lookup` seeds through the protocol, prints its figures,
 /// deletes everything it seeded, and gates only when asked to.
 #[test]

@@ -29,10 +29,12 @@ fn result(id: &str, verdict: Verdict) -> ScenarioResult {
         trials_run: 2,
         trials_overlapped: 2,
         trials_with_groups: 2,
+        max_send_spread_us: None,
         duration_ms: 5,
         failure: None,
         timelines: Vec::new(),
         reason: None,
+        note: None,
     }
 }
 

@@ -160,7 +160,18 @@ pub fn apply_run_start_rules_variant(
 ) -> Result<RunStartDecision, StoreError> {
     validate_start_run(start)?;
     let digest = start_digest(start);
+    apply_validated_run_start_rules(start, &digest, ctx, variant)
+}
 
+/// The rules for a `start` that already passed [`validate_start_run`], with
+/// its [`start_digest`] computed once by the caller (the linearizability
+/// checker tries one commit at many points of a history).
+pub fn apply_validated_run_start_rules(
+    start: &StartRun,
+    digest: &str,
+    ctx: RunStartContext<'_>,
+    variant: RuleVariant,
+) -> Result<RunStartDecision, StoreError> {
     // 1. Same-runId replay.
     let replay = |ctx: &RunStartContext<'_>| -> Option<Result<RunStartDecision, StoreError>> {
         let (existing, existing_digest) = ctx.same_run_id?;
@@ -224,7 +235,7 @@ pub fn apply_run_start_rules_variant(
             request_key: start.request_key.clone(),
             request_digest: start.request_digest.clone(),
         },
-        start_digest: digest,
+        start_digest: digest.to_owned(),
     })
 }
 

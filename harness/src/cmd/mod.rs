@@ -13,12 +13,14 @@
 //! at 0, and a listed scenario that passes makes it 1.
 
 pub mod bench;
+pub mod bench_lookup;
 pub mod certify;
 pub mod common;
 pub mod coverage;
 pub mod failover;
 pub mod fuzz;
 pub mod model;
+pub mod proxy;
 pub mod run;
 pub mod serve;
 pub mod serve_agent;
@@ -82,6 +84,11 @@ pub enum Command {
     /// The scenario suite built into this binary: `info`, `export DIR`.
     #[command(subcommand)]
     Suite(suite::SuiteCommand),
+    /// A fault-injecting proxy between a client and an agent server that
+    /// judges the client's use of request keys (SPEC 9): drops, delays,
+    /// 502/503 and duplicates from a seeded plan; then the client verdict.
+    #[command(after_help = proxy::PROXY_HELP)]
+    Proxy(proxy::ProxyArgs),
 }
 
 /// Parses the command line; a usage error is printed and exit 2, `--help`
@@ -112,5 +119,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Bench(args) => bench::bench_command(args),
         Command::Serve(command) => serve::run(command),
         Command::Suite(command) => suite::run(command),
+        Command::Proxy(args) => proxy::proxy_command(args),
     }
 }

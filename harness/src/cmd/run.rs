@@ -32,9 +32,16 @@ pub struct RunArgs {
     /// Leave out scenarios with this tag (repeatable).
     #[arg(long)]
     pub skip_tag: Vec<String>,
-    /// Stop after the first scenario that does not pass.
+    /// Stop after the first scenario that does not pass (runs scenarios
+    /// one after another).
     #[arg(long)]
     pub fail_fast: bool,
+    /// Scenarios run at once (those whose sessions are all fresh
+    /// `$variables`; one naming a literal session runs alone); results are
+    /// reported in file order either way. 1: one after another.
+    #[arg(long, default_value_t = crate::run::runner::DEFAULT_CONCURRENCY as u32,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: u32,
     /// Trials per scenario, overriding each scenario's `repeat` (alias
     /// `--trials`).
     #[arg(long, visible_alias = "trials", value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -193,6 +200,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     cfg.repeat_override = args.repeat;
     cfg.copies_override = args.concurrency;
     cfg.fail_fast = args.fail_fast;
+    cfg.concurrency = args.jobs as usize;
     cfg.call_timeout_ms = args.timeout_ms;
     cfg.keep_sessions = args.keep_sessions;
     cfg.expected_failures = expected.iter().cloned().collect();

@@ -88,7 +88,7 @@ async fn serve_store(args: ServeStoreArgs) -> ExitCode {
 }
 
 /// Completes on Ctrl-C, or on SIGTERM where there is one.
-async fn stop_signal() {
+pub async fn stop_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -155,12 +155,16 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         } else {
             r.trials_run.to_string()
         };
+        let checks = match &r.note {
+            Some(note) => format!("{} ({note})", r.summary),
+            None => r.summary.clone(),
+        };
         let _ = writeln!(
             md,
             "| `{}` | {} | {trials} | {} |",
             r.id,
             verdict_label(r.verdict),
-            cell(&r.summary)
+            cell(&checks)
         );
     }
     if !ctx.not_applicable.is_empty() {

@@ -111,8 +111,15 @@ struct ScenarioDoc<'a> {
     trials_run: u32,
     trials_with_groups: u32,
     trials_overlapped: u32,
+    /// The widest spread between the first and the last send of one
+    /// parallel group, over every trial (only with parallel groups).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_send_spread_us: Option<u64>,
     duration_ms: u64,
     failure: Option<FailureDoc<'a>>,
+    /// What a stage measured (mixed histories: seed, operations, overlap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -198,6 +205,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 trials_run: r.trials_run,
                 trials_with_groups: r.trials_with_groups,
                 trials_overlapped: r.trials_overlapped,
+                max_send_spread_us: r.max_send_spread_us,
                 duration_ms: r.duration_ms,
                 failure: r.failure.as_ref().map(|f| FailureDoc {
                     trial: f.trial,
@@ -208,6 +216,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                     detail: f.detail.as_deref(),
                     reason: r.reason,
                 }),
+                note: r.note.as_deref(),
             })
             .collect(),
     };

@@ -115,6 +115,11 @@ pub struct ScenarioResult {
     pub trials_overlapped: u32,
     /// Trials that had a parallel group at all.
     pub trials_with_groups: u32,
+    /// The widest spread, over every parallel group of every trial, between
+    /// the first and the last send instant of the group, in µs (`None`
+    /// without groups): how tight a race's window really was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_send_spread_us: Option<u64>,
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
@@ -127,6 +132,10 @@ pub struct ScenarioResult {
     /// the verdict is an error.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
+    /// What a stage of the scenario measured (a `mixed_histories` step:
+    /// seed, programs, operations, overlap), for the reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The result of a whole run.
@@ -205,7 +214,7 @@ pub enum Event {
     },
     ScenarioFinished {
         index: usize,
-        result: ScenarioResult,
+        result: Box<ScenarioResult>,
     },
     RunFinished {
         summary: RunSummary,

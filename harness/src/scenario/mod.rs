@@ -35,6 +35,24 @@ pub const STORE_ACTIONS: [&str; 8] = reqkey_model::seq::STORE_OPS;
 pub const MAX_REPEAT: u32 = 10_000;
 pub const MAX_COPIES: u32 = 256;
 pub const MAX_SLEEP_MS: u64 = 10_000;
+/// Bounds of a `mixed_histories` step.
+pub const MAX_MIXED_PROGRAMS: u32 = 10_000;
+pub const MAX_MIXED_IN_FLIGHT: u32 = 64;
+
+/// The value of a `mixed_histories` step.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MixedHistoriesSpec {
+    /// How many random programs to run (1 to 10 000).
+    pub programs: u32,
+    /// How many run at once, each on sessions of its own (1 to 64).
+    #[serde(default = "default_in_flight")]
+    pub in_flight: u32,
+}
+
+fn default_in_flight() -> u32 {
+    8
+}
 
 /// A reqkey scenario: one file under scenarios/store or scenarios/agent (docs/scenario-format.md).
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -162,6 +180,9 @@ pub enum Action {
     Http(Value),
     /// Wait until a run of an agent server reaches a status.
     WaitRun(Value),
+    /// Random concurrent programs over every store operation, each
+    /// history checked for linearizability (`crate::check::mixed`).
+    MixedHistories { programs: u32, in_flight: u32 },
 }
 
 impl Action {
@@ -178,6 +199,9 @@ impl Action {
                 v.get("path").and_then(Value::as_str).unwrap_or("?")
             ),
             Action::WaitRun(_) => "wait_run".into(),
+            Action::MixedHistories { programs, .. } => {
+                format!("mixed_histories ({programs} programs)")
+            }
         }
     }
 }
@@ -235,13 +259,14 @@ pub struct Step {
 }
 
 /// Actions besides the store operations (the schema reads this too).
-pub const OTHER_ACTIONS: [&str; 6] = [
+pub const OTHER_ACTIONS: [&str; 7] = [
     "rpc",
     "parallel",
     "expect_one_of",
     "sleep_ms",
     "http",
     "wait_run",
+    "mixed_histories",
 ];
 
 /// Modifiers: the keys a step may carry besides its one action.
@@ -388,7 +413,10 @@ impl<'de> Visitor<'de> for StepVisitor {
                     if let Some(bad) = items.iter().find(|s| {
                         matches!(
                             s.action,
-                            Action::Parallel(_) | Action::ExpectOneOf(_) | Action::SleepMs(_)
+                            Action::Parallel(_)
+                                | Action::ExpectOneOf(_)
+                                | Action::SleepMs(_)
+                                | Action::MixedHistories { .. }
                         )
                     }) {
                         return Err(de::Error::custom(format!(
@@ -399,6 +427,23 @@ impl<'de> Visitor<'de> for StepVisitor {
                     Some(Action::Parallel(items))
                 }
                 "expect_one_of" => Some(Action::ExpectOneOf(map.next_value()?)),
+                "mixed_histories" => {
+                    let spec: MixedHistoriesSpec = map.next_value()?;
+                    if spec.programs == 0 || spec.programs > MAX_MIXED_PROGRAMS {
+                        return Err(de::Error::custom(format!(
+                            "mixed_histories.programs must be 1 to {MAX_MIXED_PROGRAMS}"
+                        )));
+                    }
+                    if spec.in_flight == 0 || spec.in_flight > MAX_MIXED_IN_FLIGHT {
+                        return Err(de::Error::custom(format!(
+                            "mixed_histories.in_flight must be 1 to {MAX_MIXED_IN_FLIGHT}"
+                        )));
+                    }
+                    Some(Action::MixedHistories {
+                        programs: spec.programs,
+                        in_flight: spec.in_flight,
+                    })
+                }
                 "sleep_ms" => {
                     let ms: u64 = map.next_value()?;
                     if ms > MAX_SLEEP_MS {

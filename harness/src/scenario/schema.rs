@@ -189,7 +189,7 @@ fn modifier_properties(props: &mut Map<String, Value>, generator: &mut SchemaGen
 }
 
 /// Actions that only a top-level step takes (never an item of a group).
-const GROUP_ONLY: [&str; 3] = ["parallel", "expect_one_of", "sleep_ms"];
+const GROUP_ONLY: [&str; 4] = ["parallel", "expect_one_of", "sleep_ms", "mixed_histories"];
 
 /// Modifiers of a `parallel` step only, and of a group's item only.
 const TOP_ONLY_MODIFIERS: [&str; 2] = ["linearizable", "expect_group"];
@@ -310,6 +310,11 @@ impl JsonSchema for Step {
         props.insert(
             "sleep_ms".into(),
             json!({"description": "A pause, in milliseconds.", "type": "integer", "minimum": 0, "maximum": MAX_SLEEP_MS}),
+        );
+        let mixed = generator.subschema_for::<crate::scenario::MixedHistoriesSpec>();
+        props.insert(
+            "mixed_histories".into(),
+            json!({"description": "Store level: random concurrent programs over every store operation (seeded by the run), each history checked for linearizability.", "allOf": [mixed]}),
         );
         props.insert(
             "linearizable".into(),

@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use reqkey_reference::agent::{spawn, ConcurrencyPolicy, Executor, ExecutorConfig, ExecutorDefect};
+use reqkey_reference::agent::{
+    spawn, ConcurrencyPolicy, Executor, ExecutorConfig, ExecutorDefect, ServerHandle,
+};
 use reqkey_reference::store::{self, MemoryStore, SessionStateStore};
 
 use crate::target::http_agent::HttpAgentTarget;
@@ -36,12 +38,13 @@ pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetE
 }
 
 /// Starts the reference server in process on an ephemeral port, over a
-/// fresh memory store or the reference store `store` names.
-pub async fn reference_agent(
+/// fresh memory store or the reference store `store` names, and returns
+/// its handle (`reqkey proxy` puts itself in front of it).
+pub async fn spawn_reference_agent(
     variant: Option<&str>,
     store: Option<&str>,
-    opts: TargetOptions,
-) -> Result<HttpAgentTarget, TargetError> {
+    opts: &TargetOptions,
+) -> Result<ServerHandle, TargetError> {
     let config = reference_config(variant)?;
     let sessions: Arc<dyn SessionStateStore> = match store {
         None => Arc::new(MemoryStore::new()),
@@ -53,9 +56,19 @@ pub async fn reference_agent(
             .map_err(open_error)?,
     };
     let executor = Executor::new(sessions, config);
-    let server = spawn(executor, ([127, 0, 0, 1], 0).into())
+    spawn(executor, ([127, 0, 0, 1], 0).into())
         .await
-        .map_err(|e| TargetError::Unreachable(format!("cannot start the reference agent: {e}")))?;
+        .map_err(|e| TargetError::Unreachable(format!("cannot start the reference agent: {e}")))
+}
+
+/// Starts the reference server in process on an ephemeral port, over a
+/// fresh memory store or the reference store `store` names.
+pub async fn reference_agent(
+    variant: Option<&str>,
+    store: Option<&str>,
+    opts: TargetOptions,
+) -> Result<HttpAgentTarget, TargetError> {
+    let server = spawn_reference_agent(variant, store, &opts).await?;
     let mut name = String::from("reference-agent");
     if let Some(v) = variant {
         name = format!("{name}:{v}");

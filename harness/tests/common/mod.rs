@@ -78,7 +78,13 @@ pub async fn run_agent_profile(spec: &str, stated: Option<&str>, seed: u64) -> P
         .await
         .expect("the profile is read");
     let (apply, not_applicable) = by_profile(load_corpus("agent"), &profile.profile);
-    let summary = runner::run(target, &apply, &RunConfig::new(seed), &mut []).await;
+    // One scenario at a time, as callers already run several servers at
+    // once: a broken variant's verdict on a scenario with a timing window
+    // (a run still running 300 ms later) must not flip under the load of
+    // dozens of scenarios at once.
+    let mut cfg = RunConfig::new(seed);
+    cfg.concurrency = 1;
+    let summary = runner::run(target, &apply, &cfg, &mut []).await;
     ProfileRun {
         profile,
         summary,

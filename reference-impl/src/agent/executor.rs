@@ -39,7 +39,7 @@
 //! [`ExecutorDefect`] builds deliberately broken executors (the way
 //! `MemoryDefect` builds broken stores), to prove the agent corpus has teeth.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -144,10 +144,15 @@ pub enum ExecutorDefect {
     /// A chat send whose last message has role `tool` honours its key
     /// (it must be keyless): a retried tool result attaches or conflicts.
     ToolSendKeyed,
+    /// The policy trusts the current run read before the holder lookup even
+    /// when the session changed in between (a pause between the two reads
+    /// lets a DELETE land there): a keyed duplicate racing a DELETE is
+    /// refused `state_session_exists` by runs that are gone.
+    StaleCurrentAfterDelete,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 18] = [
+    pub const ALL: [ExecutorDefect; 19] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -166,6 +171,7 @@ impl ExecutorDefect {
         ExecutorDefect::WaitWhileLive,
         ExecutorDefect::RunLookupIgnoresSession,
         ExecutorDefect::ToolSendKeyed,
+        ExecutorDefect::StaleCurrentAfterDelete,
     ];
 
     pub fn name(self) -> &'static str {
@@ -188,6 +194,7 @@ impl ExecutorDefect {
             ExecutorDefect::WaitWhileLive => "wait-while-live",
             ExecutorDefect::RunLookupIgnoresSession => "run-lookup-ignores-session",
             ExecutorDefect::ToolSendKeyed => "tool-send-keyed",
+            ExecutorDefect::StaleCurrentAfterDelete => "stale-current-after-delete",
         }
     }
 
@@ -388,6 +395,9 @@ struct Registry {
     /// session id -> run id -> run.
     sessions: HashMap<String, HashMap<String, TrackedRun>>,
     tracked: usize,
+    /// `(session, run)` in the order they were tracked, for eviction a few
+    /// at a time; entries already untracked are skipped when met.
+    order: VecDeque<(String, String)>,
 }
 
 /// The reference executor: entries, the test agent's runs, streams, waits.
@@ -509,6 +519,10 @@ impl Executor {
             if self.has_defect(ExecutorDefect::PolicyBeforeKey) {
                 self.policy(req.kind, key.is_some(), current.as_ref())?;
             }
+            let stale = self.has_defect(ExecutorDefect::StaleCurrentAfterDelete);
+            if stale {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
             if let (Some(key), Some(digest), true) = (&key, &digest, look_up_key) {
                 if let Some(holder) = self
                     .store
@@ -517,6 +531,16 @@ impl Executor {
                 {
                     let holder = self.reclaim(holder).await?;
                     return self.answer_holder(session, &holder, digest).await;
+                }
+                // No holder now. If the session changed since `current` was
+                // read (a DELETE in between freed the key and dropped the
+                // runs, or a commit came), that read is stale: the policy
+                // would refuse on runs that are gone. Decide again from
+                // fresh reads (bounded by MAX_DECISIONS).
+                let now = self.store.get_current_run(session).await?;
+                if !stale && now.as_ref().map(|r| &r.run_id) != current.as_ref().map(|r| &r.run_id)
+                {
+                    continue;
                 }
             }
             let prepared = match self.policy(req.kind, key.is_some(), current.as_ref()) {
@@ -785,9 +809,8 @@ impl Executor {
         let log = Arc::new(RunLog::new());
         let (stop, stop_rx) = watch::channel(false);
         let mut reg = self.registry();
-        if reg.tracked >= MAX_TRACKED_RUNS {
-            evict_finished(&mut reg);
-        }
+        evict_some(&mut reg);
+        reg.order.push_back((session.to_owned(), run_id.to_owned()));
         reg.sessions.entry(session.to_owned()).or_default().insert(
             run_id.to_owned(),
             TrackedRun {
@@ -1071,15 +1094,39 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn evict_finished(reg: &mut Registry) {
-    let mut evicted = 0;
-    for runs in reg.sessions.values_mut() {
-        let before = runs.len();
-        runs.retain(|_, r| !r.log.is_finished());
-        evicted += before - runs.len();
+/// The most queue entries one `track` looks at for eviction.
+const EVICT_PER_TRACK: usize = 4;
+
+/// Over [`MAX_TRACKED_RUNS`], forgets the oldest finished runs, a few per
+/// newly tracked run (amortized O(1); evicting all finished runs at once
+/// held the registry's lock for hundreds of ms at 100k runs and stalled
+/// every request behind it). Live runs go to the back of the queue;
+/// entries of runs already untracked are dropped, which also keeps the
+/// queue itself bounded.
+fn evict_some(reg: &mut Registry) {
+    for _ in 0..EVICT_PER_TRACK {
+        let over = reg.tracked >= MAX_TRACKED_RUNS;
+        if !over && reg.order.len() <= 2 * MAX_TRACKED_RUNS {
+            return;
+        }
+        let Some((session, run_id)) = reg.order.pop_front() else {
+            return;
+        };
+        let Some(runs) = reg.sessions.get_mut(&session) else {
+            continue;
+        };
+        match runs.get(&run_id) {
+            None => {}
+            Some(run) if over && run.log.is_finished() => {
+                runs.remove(&run_id);
+                if runs.is_empty() {
+                    reg.sessions.remove(&session);
+                }
+                reg.tracked = reg.tracked.saturating_sub(1);
+            }
+            Some(_) => reg.order.push_back((session, run_id)),
+        }
     }
-    reg.sessions.retain(|_, runs| !runs.is_empty());
-    reg.tracked = reg.tracked.saturating_sub(evicted);
 }
 
 async fn follow_log(log: &RunLog, from_now: bool, tx: &mpsc::Sender<RunEvent>) {
@@ -1148,6 +1195,7 @@ mod tests {
     use super::*;
     use crate::store::MemoryStore;
     use reqkey_model::parse_request_key;
+    use reqkey_model::{CommitResult, InputEntry};
     use serde_json::json;
 
     fn executor(config: ExecutorConfig) -> Arc<Executor> {
@@ -1183,6 +1231,92 @@ mod tests {
         let keyless = ex.enter(entry(EntryKind::Start, "[sleep:200]", None)).await;
         assert_eq!(keyless, Err(EntryError::SessionExists));
         assert_eq!(ex.store().list_inputs("s").await.unwrap().len(), 1);
+    }
+
+    /// A store on which a DELETE lands between an entry's read of the
+    /// current run and its holder lookup (once, when armed).
+    #[derive(Debug, Default)]
+    struct DeleteBeforeLookup {
+        inner: MemoryStore,
+        armed: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl SessionStateStore for DeleteBeforeLookup {
+        fn backend(&self) -> &'static str {
+            "memory"
+        }
+        async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+            self.inner.commit_run_start(start).await
+        }
+        async fn get_run(&self, s: &str, r: &str) -> Result<Option<RunMetadata>, StoreError> {
+            self.inner.get_run(s, r).await
+        }
+        async fn get_current_run(&self, s: &str) -> Result<Option<RunMetadata>, StoreError> {
+            self.inner.get_current_run(s).await
+        }
+        async fn list_runs(&self, s: &str) -> Result<Vec<RunMetadata>, StoreError> {
+            self.inner.list_runs(s).await
+        }
+        async fn get_run_by_request_key(
+            &self,
+            s: &str,
+            k: &str,
+        ) -> Result<Option<RunMetadata>, StoreError> {
+            if self.armed.swap(false, Ordering::SeqCst) {
+                self.inner.delete_session(s).await?;
+            }
+            self.inner.get_run_by_request_key(s, k).await
+        }
+        async fn list_inputs(&self, s: &str) -> Result<Vec<InputEntry>, StoreError> {
+            self.inner.list_inputs(s).await
+        }
+        async fn set_run_status(
+            &self,
+            s: &str,
+            r: &str,
+            status: RunStatus,
+        ) -> Result<RunMetadata, StoreError> {
+            self.inner.set_run_status(s, r, status).await
+        }
+        async fn delete_session(&self, s: &str) -> Result<bool, StoreError> {
+            self.inner.delete_session(s).await
+        }
+    }
+
+    /// A keyed duplicate whose holder vanished between its two reads (a
+    /// DELETE in between) starts run 1 afresh: the runs its stale read saw
+    /// are gone, so `state_session_exists` would be a refusal on nothing.
+    #[tokio::test]
+    async fn a_keyed_duplicate_racing_a_delete_starts_afresh_not_session_exists() {
+        for (defect, want_started) in [
+            (None, true),
+            (Some(ExecutorDefect::StaleCurrentAfterDelete), false),
+        ] {
+            let store = Arc::new(DeleteBeforeLookup::default());
+            let config = ExecutorConfig {
+                defect,
+                ..ExecutorConfig::default()
+            };
+            let ex = Executor::new(store.clone(), config);
+            let first = ex
+                .enter(entry(EntryKind::Start, "[sleep:300]", Some("k")))
+                .await
+                .unwrap();
+            store.armed.store(true, Ordering::SeqCst);
+            let again = ex
+                .enter(entry(EntryKind::Start, "[sleep:300]", Some("k")))
+                .await;
+            if want_started {
+                let again = again.unwrap();
+                assert!(!again.attached(), "{again:?}");
+                assert_ne!(again.run().run_id, first.run().run_id);
+                assert_eq!(again.run().start_sequence, 1);
+                assert_eq!(again.run().request_key.as_deref(), Some("k"));
+            } else {
+                assert_eq!(again, Err(EntryError::SessionExists));
+            }
+        }
     }
 
     #[tokio::test]

@@ -1,8 +1,13 @@
 //! The in-memory reference store.
 //!
-//! One mutex over a map of sessions; every operation is one short critical
-//! section with no `.await` inside, so a run-start commit reads the holder,
-//! decides with the model's rules and writes, atomically. Each session keeps
+//! Sessions are spread over [`SHARDS`] maps by a hash of their id, each
+//! behind its own mutex; every operation touches one session, so it takes
+//! one shard's lock for one short critical section with no `.await` inside,
+//! and a run-start commit reads the holder, decides with the model's rules
+//! and writes, atomically. (One map behind one lock stalled every request
+//! for hundreds of ms each time the map doubled, at a few hundred
+//! thousand sessions; a shard doubles at 1/64 of the size and blocks only
+//! its own sessions. Sessions are boxed so a doubling moves pointers.) Each session keeps
 //! its keys in a hash index (`reqkey_model::seq::SessionState`), so
 //! `getRunByRequestKey` is two hash lookups whatever the store's size.
 //!
@@ -10,7 +15,7 @@
 //! that the conformance corpus has teeth (each must fail named scenarios);
 //! they are never a default.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -65,10 +70,25 @@ pub enum MemoryDefect {
     /// A commit with `requestKey` but no `requestDigest` (or the reverse)
     /// drops the half it got and starts a keyless run.
     HalfKeyStartsKeyless,
+    /// `deleteSession` in two critical sections with a yield between: the
+    /// first frees the session's keys (and decides the `deleted` answer),
+    /// the second drops its runs. A commit in between finds the key free
+    /// while the old runs still stand, and two deletes both answer
+    /// `deleted: true`.
+    DeleteInTwoSteps,
+    /// `setRunStatus` as a read-check-write of the session record: it
+    /// reads the session and checks the transition under one lock, yields,
+    /// and writes the record back under another. Two finishes both
+    /// succeed; a commit or a delete in between is undone.
+    StatusCheckThenWrite,
+    /// The commit decides on a copy of the session read under one lock,
+    /// yields, and writes under another: two keyless commits on one
+    /// expected run both start (and two keyed ones both take the key).
+    CommitDecidesOnSnapshot,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 17] = [
+    pub const ALL: [MemoryDefect; 20] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -86,6 +106,9 @@ impl MemoryDefect {
         MemoryDefect::RefusalCreatesSession,
         MemoryDefect::NoArgumentChecks,
         MemoryDefect::HalfKeyStartsKeyless,
+        MemoryDefect::DeleteInTwoSteps,
+        MemoryDefect::StatusCheckThenWrite,
+        MemoryDefect::CommitDecidesOnSnapshot,
     ];
 
     pub fn name(self) -> &'static str {
@@ -107,6 +130,9 @@ impl MemoryDefect {
             MemoryDefect::RefusalCreatesSession => "refusal-creates-session",
             MemoryDefect::NoArgumentChecks => "no-argument-checks",
             MemoryDefect::HalfKeyStartsKeyless => "half-key-starts-keyless",
+            MemoryDefect::DeleteInTwoSteps => "delete-in-two-steps",
+            MemoryDefect::StatusCheckThenWrite => "status-check-then-write",
+            MemoryDefect::CommitDecidesOnSnapshot => "commit-decides-on-snapshot",
         }
     }
 
@@ -133,9 +159,12 @@ impl MemoryDefect {
     }
 }
 
+/// How many independently locked maps the sessions are spread over.
+pub const SHARDS: usize = 64;
+
 #[derive(Debug, Default)]
 struct Inner {
-    sessions: HashMap<String, SessionState>,
+    sessions: HashMap<String, Box<SessionState>>,
     /// Only with [`MemoryDefect::DeleteKeepsKeys`]: keys of deleted sessions.
     leaked_keys: HashMap<(String, String), RunMetadata>,
     /// (session id, run id) -> (owner, expires at ms): run leases.
@@ -145,13 +174,34 @@ struct Inner {
     ghost_inputs: HashMap<String, Vec<(usize, InputEntry)>>,
     /// Only with [`MemoryDefect::ReplayAnswersStartedRun`]: runs as started.
     as_started: HashMap<(String, String), RunMetadata>,
+    /// Only with [`MemoryDefect::DeleteInTwoSteps`]: sessions whose keys a
+    /// half-done delete has freed (their runs still stand).
+    freed_keys: HashSet<String>,
+}
+
+/// The window a racy defect leaves between its two critical sections: long
+/// enough that an operation released together with it lands inside.
+async fn racy_pause() {
+    tokio::task::yield_now().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
 }
 
 /// The in-memory reference store (optionally with one [`MemoryDefect`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryStore {
-    inner: Mutex<Inner>,
+    shards: Box<[Mutex<Inner>]>,
+    hasher: std::hash::RandomState,
     defect: Option<MemoryDefect>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: std::hash::RandomState::new(),
+            defect: None,
+        }
+    }
 }
 
 impl MemoryStore {
@@ -162,18 +212,24 @@ impl MemoryStore {
     /// A deliberately broken store (see [`MemoryDefect`]).
     pub fn with_defect(defect: MemoryDefect) -> Self {
         Self {
-            inner: Mutex::default(),
             defect: Some(defect),
+            ..Self::default()
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    /// The shard of `session_id`, locked.
+    fn lock(&self, session_id: &str) -> MutexGuard<'_, Inner> {
+        use std::hash::BuildHasher;
+        let shard = (self.hasher.hash_one(session_id) as usize) % self.shards.len();
         // A panic while holding the lock cannot leave a session half-written
         // (every write is applied after its decision), so poison is benign.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn holder(&self, inner: &Inner, session_id: &str, key: &str) -> Option<RunMetadata> {
+        if inner.freed_keys.contains(session_id) {
+            return None;
+        }
         let own = inner.sessions.get(session_id).and_then(|s| {
             if self.defect == Some(MemoryDefect::KeysCaseInsensitive) {
                 s.runs()
@@ -217,18 +273,34 @@ impl SessionStateStore for MemoryStore {
             start.request_digest = None;
         }
         let variant = self.defect.map_or(RuleVariant::SPEC, MemoryDefect::variant);
+        if self.defect == Some(MemoryDefect::CommitDecidesOnSnapshot) {
+            let snapshot = self
+                .lock(&start.session_id)
+                .sessions
+                .get(&start.session_id)
+                .cloned()
+                .unwrap_or_default();
+            racy_pause().await;
+            let holder = start
+                .request_key
+                .as_deref()
+                .and_then(|k| snapshot.run_by_request_key(k));
+            let decided = snapshot.decide(&start, holder, variant)?;
+            let mut inner = self.lock(&start.session_id);
+            let session = inner.sessions.entry(start.session_id.clone()).or_default();
+            return Ok(session.apply(&start, decided));
+        }
         let stale_holder = if self.defect == Some(MemoryDefect::HolderReadOutsideCommit) {
             let holder = start
                 .request_key
                 .as_deref()
-                .and_then(|k| self.holder(&self.lock(), &start.session_id, k));
-            tokio::task::yield_now().await;
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                .and_then(|k| self.holder(&self.lock(&start.session_id), &start.session_id, k));
+            racy_pause().await;
             Some(holder)
         } else {
             None
         };
-        let mut inner = self.lock();
+        let mut inner = self.lock(&start.session_id);
         let holder = match stale_holder {
             Some(h) => h,
             None => start
@@ -315,26 +387,34 @@ impl SessionStateStore for MemoryStore {
         session_id: &str,
         run_id: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        let inner = self.lock();
-        let own = inner.sessions.get(session_id).and_then(|s| s.run(run_id));
+        let own = self
+            .lock(session_id)
+            .sessions
+            .get(session_id)
+            .and_then(|s| s.run(run_id))
+            .cloned();
         if own.is_none() && self.defect == Some(MemoryDefect::GlobalRunIds) {
-            return Ok(inner.sessions.values().find_map(|s| s.run(run_id)).cloned());
+            // One shard locked at a time (the session's was released).
+            return Ok(self.shards.iter().find_map(|shard| {
+                let inner = shard.lock().unwrap_or_else(|p| p.into_inner());
+                inner.sessions.values().find_map(|s| s.run(run_id)).cloned()
+            }));
         }
-        Ok(own.cloned())
+        Ok(own)
     }
 
     async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
         Ok(self
-            .lock()
+            .lock(session_id)
             .sessions
             .get(session_id)
-            .and_then(SessionState::current_run)
+            .and_then(|s| s.current_run())
             .cloned())
     }
 
     async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
         Ok(self
-            .lock()
+            .lock(session_id)
             .sessions
             .get(session_id)
             .map(|s| s.runs().cloned().collect())
@@ -346,16 +426,16 @@ impl SessionStateStore for MemoryStore {
         session_id: &str,
         request_key: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        let inner = self.lock();
+        let inner = self.lock(session_id);
         Ok(self.holder(&inner, session_id, request_key))
     }
 
     async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
-        let inner = self.lock();
+        let inner = self.lock(session_id);
         let mut inputs = inner
             .sessions
             .get(session_id)
-            .map(SessionState::inputs)
+            .map(|s| s.inputs())
             .unwrap_or_default();
         if let Some(ghosts) = inner.ghost_inputs.get(session_id) {
             for (after, entry) in ghosts.iter().rev() {
@@ -371,7 +451,21 @@ impl SessionStateStore for MemoryStore {
         run_id: &str,
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError> {
-        let mut inner = self.lock();
+        if self.defect == Some(MemoryDefect::StatusCheckThenWrite) {
+            let mut record = self
+                .lock(session_id)
+                .sessions
+                .get(session_id)
+                .cloned()
+                .ok_or_else(|| StoreError::NotFound(format!("no session {session_id}")))?;
+            let run = record.set_run_status(run_id, status)?;
+            racy_pause().await;
+            self.lock(session_id)
+                .sessions
+                .insert(session_id.to_owned(), record);
+            return Ok(run);
+        }
+        let mut inner = self.lock(session_id);
         let session = inner
             .sessions
             .get_mut(session_id)
@@ -388,7 +482,22 @@ impl SessionStateStore for MemoryStore {
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
-        let mut inner = self.lock();
+        if self.defect == Some(MemoryDefect::DeleteInTwoSteps) {
+            let existed = {
+                let mut inner = self.lock(session_id);
+                let existed = inner.sessions.contains_key(session_id);
+                if existed {
+                    inner.freed_keys.insert(session_id.to_owned());
+                }
+                existed
+            };
+            racy_pause().await;
+            let mut inner = self.lock(session_id);
+            inner.freed_keys.remove(session_id);
+            inner.sessions.remove(session_id);
+            return Ok(existed);
+        }
+        let mut inner = self.lock(session_id);
         let removed = inner.sessions.remove(session_id);
         inner.leases.retain(|(s, _), _| s != session_id);
         inner.ghost_inputs.remove(session_id);
@@ -411,7 +520,7 @@ impl SessionStateStore for MemoryStore {
         owner: &str,
         expires_at_ms: u64,
     ) -> Result<bool, StoreError> {
-        let mut inner = self.lock();
+        let mut inner = self.lock(session_id);
         let slot = inner
             .leases
             .entry((session_id.to_owned(), run_id.to_owned()))
@@ -429,7 +538,7 @@ impl SessionStateStore for MemoryStore {
         run_id: &str,
         now_ms: u64,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        let mut inner = self.lock();
+        let mut inner = self.lock(session_id);
         let expires = inner
             .leases
             .get(&(session_id.to_owned(), run_id.to_owned()))

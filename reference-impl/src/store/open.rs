@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::api::{OpenError, SessionStateStore};
-use super::memory::MemoryStore;
+use super::memory::{MemoryDefect, MemoryStore};
 #[cfg(feature = "postgres")]
 use super::postgres::PostgresStore;
 #[cfg(feature = "redis")]
@@ -15,6 +15,7 @@ use super::sqlite::SqliteStore;
 /// The store specifications [`open`] accepts, for help texts.
 pub const STORE_HELP: &str = "\
 memory                    the in-process memory store
+broken-memory:DEFECT      a deliberately broken memory store (tests of tests)
 sqlite:PATH               a SQLite database file (created and migrated on open)
 postgres://USER@HOST/DB   PostgreSQL (tables reqkey_*, migrated on open)
 redis://HOST:PORT[/DB]    Redis (keys session:request-keys:{id} and reqkey:*:{id})
@@ -29,6 +30,12 @@ redis+cluster://HOST:PORT[,HOST:PORT...]
 pub async fn open(spec: &str) -> Result<Arc<dyn SessionStateStore>, OpenError> {
     if spec == "memory" {
         return Ok(Arc::new(MemoryStore::new()));
+    }
+    if let Some(name) = spec.strip_prefix("broken-memory:") {
+        return match MemoryDefect::parse(name) {
+            Some(defect) => Ok(Arc::new(MemoryStore::with_defect(defect))),
+            None => Err(OpenError::UnknownSpec(spec.to_owned())),
+        };
     }
     if let Some(path) = spec.strip_prefix("sqlite:") {
         if path.is_empty() {
