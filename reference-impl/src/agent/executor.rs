@@ -1282,6 +1282,23 @@ mod tests {
         async fn delete_session(&self, s: &str) -> Result<bool, StoreError> {
             self.inner.delete_session(s).await
         }
+        async fn renew_lease(
+            &self,
+            s: &str,
+            r: &str,
+            o: &str,
+            at: u64,
+        ) -> Result<bool, StoreError> {
+            self.inner.renew_lease(s, r, o, at).await
+        }
+        async fn expire_lease(
+            &self,
+            s: &str,
+            r: &str,
+            now: u64,
+        ) -> Result<Option<RunMetadata>, StoreError> {
+            self.inner.expire_lease(s, r, now).await
+        }
     }
 
     /// A keyed duplicate whose holder vanished between its two reads (a
