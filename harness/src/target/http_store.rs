@@ -1,0 +1,147 @@
+//! `store+http://HOST:PORT`: any store behind a `reqkey-store/1` adapter, in
+//! any language.
+
+use async_trait::async_trait;
+use reqkey_model::StoreError;
+use serde_json::Value;
+
+use crate::target::{Level, Target, TargetError, TargetOptions};
+
+/// Any store behind a `reqkey-store/1` adapter (`store+http://HOST:PORT`),
+/// in any language.
+///
+/// Every call is bounded by the call timeout. A refused connection is
+/// [`TargetError::Unreachable`], no answer in time [`TargetError::Timeout`]
+/// (the harness cannot judge); an answer that is not `200` with exactly
+/// `{"ok": ...}` or a well-formed `{"error": ...}` is
+/// [`TargetError::Protocol`] (the adapter does not conform).
+#[derive(Debug)]
+pub struct HttpStore {
+    base: String,
+    spec: String,
+    client: reqwest::Client,
+    timeout_ms: u64,
+}
+
+impl HttpStore {
+    /// `authority` is `HOST:PORT`.
+    pub fn new(spec: &str, authority: &str, opts: TargetOptions) -> Result<Self, TargetError> {
+        if authority.is_empty() || authority.contains('/') {
+            return Err(TargetError::BadSpec(format!(
+                "`{spec}`: expected store+http://HOST:PORT"
+            )));
+        }
+        let client = reqwest::Client::builder()
+            .timeout(opts.call_timeout())
+            // Drop idle connections before common servers do (Node closes
+            // them after 5 s), so a step never reuses a socket the adapter
+            // is closing, which would look like an unreachable target.
+            .pool_idle_timeout(std::time::Duration::from_secs(2))
+            .build()
+            .map_err(|e| TargetError::BadSpec(format!("cannot build an HTTP client: {e}")))?;
+        Ok(Self {
+            base: format!("http://{authority}"),
+            spec: spec.to_owned(),
+            client,
+            timeout_ms: opts.call_timeout_ms,
+        })
+    }
+
+    fn transport_error(&self, e: reqwest::Error) -> TargetError {
+        // reqwest's own message ("error sending request") hides the cause.
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(cause) = source {
+            message = format!("{message}: {cause}");
+            source = cause.source();
+        }
+        if e.is_timeout() {
+            TargetError::Timeout {
+                timeout_ms: self.timeout_ms,
+            }
+        } else if e.is_connect() || e.is_request() {
+            TargetError::Unreachable(format!("{}: {message}", self.base))
+        } else {
+            TargetError::Protocol(format!("{}: {message}", self.base))
+        }
+    }
+
+    /// Sends one request and reads a JSON body from a 200 answer.
+    async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+        what: &str,
+    ) -> Result<Value, TargetError> {
+        let resp = request.send().await.map_err(|e| self.transport_error(e))?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(|e| self.transport_error(e))?;
+        if status != reqwest::StatusCode::OK {
+            return Err(TargetError::Protocol(format!(
+                "{what} answered HTTP {status} (reqkey-store/1 always answers 200): {}",
+                String::from_utf8_lossy(&body[..body.len().min(200)])
+            )));
+        }
+        serde_json::from_slice(&body).map_err(|e| {
+            TargetError::Protocol(format!("{what} answered a body that is not JSON: {e}"))
+        })
+    }
+}
+
+/// Checks that `answer` is exactly `{"ok": ...}` or a well-formed
+/// `{"error": ...}` (SPEC 6).
+pub fn check_store_answer(answer: &Value) -> Result<(), TargetError> {
+    let obj = answer.as_object().filter(|o| o.len() == 1).ok_or_else(|| {
+        TargetError::Protocol(format!(
+            "the answer is not exactly one of {{ok}} or {{error}}: {answer}"
+        ))
+    })?;
+    if obj.contains_key("ok") {
+        return Ok(());
+    }
+    match obj.get("error") {
+        Some(err) if StoreError::from_wire(err).is_some() => Ok(()),
+        Some(err) => Err(TargetError::Protocol(format!(
+            "the error is not a reqkey-store/1 error object: {err}"
+        ))),
+        None => Err(TargetError::Protocol(format!(
+            "the answer is not exactly one of {{ok}} or {{error}}: {answer}"
+        ))),
+    }
+}
+
+#[async_trait]
+impl Target for HttpStore {
+    fn level(&self) -> Level {
+        Level::Store
+    }
+
+    fn describe(&self) -> String {
+        self.spec.clone()
+    }
+
+    async fn health(&self) -> Result<Value, TargetError> {
+        let health = self
+            .exchange(
+                self.client.get(format!("{}/health", self.base)),
+                "GET /health",
+            )
+            .await?;
+        if health.get("protocol").and_then(Value::as_str) != Some("reqkey-store/1") {
+            return Err(TargetError::Protocol(format!(
+                "GET /health does not name protocol reqkey-store/1: {health}"
+            )));
+        }
+        Ok(health)
+    }
+
+    async fn store_call(&self, request: &Value) -> Result<Value, TargetError> {
+        let answer = self
+            .exchange(
+                self.client.post(format!("{}/rpc", self.base)).json(request),
+                "POST /rpc",
+            )
+            .await?;
+        check_store_answer(&answer)?;
+        Ok(answer)
+    }
+}

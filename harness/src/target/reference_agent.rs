@@ -1,0 +1,66 @@
+//! `reference-agent[:VARIANT][@STORE]`: the reference server of
+//! `reqkey-reference` started in process on an ephemeral port, over a fresh
+//! memory store or another reference store, and reached over real HTTP.
+//! Variants (`no-request-keys`, `interrupt-previous`, and deliberately
+//! broken executors) prove that the agent corpus fails servers that get
+//! keys wrong.
+
+use std::sync::Arc;
+
+use reqkey_reference::agent::{spawn, ConcurrencyPolicy, Executor, ExecutorConfig, ExecutorDefect};
+use reqkey_reference::store::{self, MemoryStore, SessionStateStore};
+
+use crate::target::http_agent::HttpAgentTarget;
+use crate::target::{open_error, TargetError, TargetOptions};
+
+/// The executor configuration a `reference-agent[:VARIANT]` spec names.
+pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetError> {
+    let mut config = ExecutorConfig::default();
+    match variant {
+        None => {}
+        Some("no-request-keys") => config.supports_request_key = false,
+        Some("interrupt-previous") => config.policy = ConcurrencyPolicy::InterruptPrevious,
+        Some(name) => {
+            let defect = ExecutorDefect::parse(name).ok_or_else(|| {
+                TargetError::BadSpec(format!(
+                    "unknown reference-agent variant `{name}`; see `reqkey run --help`"
+                ))
+            })?;
+            config.defect = Some(defect);
+            // Widen the decide-to-commit window so races really happen.
+            config.commit_delay_ms = 2;
+        }
+    }
+    Ok(config)
+}
+
+/// Starts the reference server in process on an ephemeral port, over a
+/// fresh memory store or the reference store `store` names.
+pub async fn reference_agent(
+    variant: Option<&str>,
+    store: Option<&str>,
+    opts: TargetOptions,
+) -> Result<HttpAgentTarget, TargetError> {
+    let config = reference_config(variant)?;
+    let sessions: Arc<dyn SessionStateStore> = match store {
+        None => Arc::new(MemoryStore::new()),
+        Some(spec) => tokio::time::timeout(opts.call_timeout(), store::open(spec))
+            .await
+            .map_err(|_| TargetError::Timeout {
+                timeout_ms: opts.call_timeout_ms,
+            })?
+            .map_err(open_error)?,
+    };
+    let executor = Executor::new(sessions, config);
+    let server = spawn(executor, ([127, 0, 0, 1], 0).into())
+        .await
+        .map_err(|e| TargetError::Unreachable(format!("cannot start the reference agent: {e}")))?;
+    let mut name = String::from("reference-agent");
+    if let Some(v) = variant {
+        name = format!("{name}:{v}");
+    }
+    if let Some(s) = store {
+        name = format!("{name}@{}", store::redact_url(s));
+    }
+    HttpAgentTarget::serving(server, name, opts)
+}
