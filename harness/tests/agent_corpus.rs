@@ -20,7 +20,7 @@ use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::TargetOptions;
 
 /// Scenarios that need a server which records keys.
-const KEYED: [&str; 17] = [
+const KEYED: [&str; 18] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -37,6 +37,7 @@ const KEYED: [&str; 17] = [
     "agent.keyed-retry",
     "agent.keys-are-case-sensitive",
     "agent.replay-finished-current",
+    "agent.request-digest-is-canonical",
     "agent.valid-key-boundaries",
 ];
 
@@ -160,14 +161,15 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
                 "agent.keyed-retry",
                 "agent.replay-finished-current",
                 "agent.delete-frees-keys",
+                "agent.request-digest-is-canonical",
             ],
             &KEYED,
         ),
         ("reference-agent:no-replan-after-key-taken", &[], &races),
         (
             "reference-agent:ignore-digest",
-            &["agent.key-conflict"],
-            &["agent.key-conflict"],
+            &["agent.key-conflict", "agent.request-digest-is-canonical"],
+            &["agent.key-conflict", "agent.request-digest-is-canonical"],
         ),
         (
             "reference-agent:attach-streams-from-now",

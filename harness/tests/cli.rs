@@ -81,13 +81,13 @@ fn malformed_yaml_exits_2_naming_file_and_line() {
 fn an_unknown_step_kind_exits_2_naming_file_and_line() {
     let file = scratch(
         "unknown",
-        "id: x\nlevel: store\nsummary: s\nsteps:\n  - listRuns: {sessionId: $s}\n  - teleport: {sessionId: $s}\n",
+        "id: x\nlevel: store\nsummary: s\nsteps:\n  - listRuns: {sessionId: $s}\n    expect: any\n  - teleport: {sessionId: $s}\n",
     );
     let o = reqkey(&["run", file.to_str().unwrap()]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(
-        out.contains("unknown.yaml:6:5: steps[1]: unknown field `teleport`"),
+        out.contains("unknown.yaml:7:5: steps[1]: unknown field `teleport`"),
         "{out}"
     );
 }

@@ -99,6 +99,7 @@ level: store
 summary: t
 steps:
   - commitRunStart: {sessionId: $s, runId: r0, expectedCurrentRunId: null, input: {text: a}, requestKey: k, requestDigest: d}
+    expect: any
   - parallel:
       - copies: 2
         commitRunStart: {sessionId: $s, runId: "r-${i}", expectedCurrentRunId: null, input: {text: a}, requestKey: k, requestDigest: d}

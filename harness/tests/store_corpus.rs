@@ -78,6 +78,7 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
                 "request-key.run-id-conflict",
                 "request-key.same-run-id-replay",
                 "store.replay-race",
+                "store.start-digest-is-canonical",
             ],
         ),
         (

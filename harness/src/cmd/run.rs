@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cmd::common::{
-    default_paths, execute, filter_by_tags, fresh_seed, harness_error, health, with_runtime,
-    Outputs,
+    check_tags_exist, default_paths, execute, filter_by_tags, fresh_seed, harness_error, health,
+    with_runtime, Outputs,
 };
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
@@ -21,9 +21,11 @@ pub struct RunArgs {
     /// Scenario files or directories (recursive). Default: scenarios/store or
     /// scenarios/agent, by the target's level.
     pub paths: Vec<PathBuf>,
-    /// What to certify (see "Targets" below).
-    #[arg(long, short, default_value = "memory")]
-    pub target: String,
+    /// What to certify (see "Targets" below). Default: `memory`, the
+    /// built-in reference store; the first line of output and every report
+    /// say which target was judged, and that it was the default.
+    #[arg(long, short)]
+    pub target: Option<String>,
     /// Only scenarios with this tag (repeatable: any of them).
     #[arg(long)]
     pub tag: Vec<String>,
@@ -74,11 +76,34 @@ pub fn run_command(args: RunArgs) -> ExitCode {
     with_runtime(|| run_async(args))
 }
 
+/// `run`'s target when none is given.
+pub const DEFAULT_TARGET: &str = "memory";
+
+/// The first line `run` prints: which target it judges.
+pub fn judging_line(spec: &str, defaulted: bool) -> String {
+    if defaulted {
+        format!(
+            "reqkey: judging target {spec}, the built-in reference store (no --target was given)"
+        )
+    } else {
+        format!("reqkey: judging target {spec}")
+    }
+}
+
 async fn run_async(args: RunArgs) -> ExitCode {
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
     };
-    let target = match open_target(&args.target, opts).await {
+    let defaulted = args.target.is_none();
+    let spec = args
+        .target
+        .clone()
+        .unwrap_or_else(|| DEFAULT_TARGET.to_owned());
+    println!(
+        "{}",
+        judging_line(&reqkey_reference::store::redact_url(&spec), defaulted)
+    );
+    let target = match open_target(&spec, opts).await {
         Ok(t) => t,
         Err(e) => return harness_error(e),
     };
@@ -101,6 +126,9 @@ async fn run_async(args: RunArgs) -> ExitCode {
         }
         None => Vec::new(),
     };
+    if let Err(e) = check_tags_exist(&scenarios, &args.tag, &args.skip_tag) {
+        return harness_error(e);
+    }
     let loaded = scenarios.len();
     let (applicable, other): (Vec<Scenario>, Vec<Scenario>) = scenarios
         .into_iter()
@@ -130,7 +158,8 @@ async fn run_async(args: RunArgs) -> ExitCode {
         json: args.json.clone(),
         report: args.report.clone(),
     };
-    let mut ctx = ReportContext::new("run", &args.target);
+    let mut ctx = ReportContext::new("run", &spec);
+    ctx.target_defaulted = defaulted;
     if outputs.junit.is_some() || outputs.json.is_some() || outputs.report.is_some() {
         ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
         ctx.suite = if explicit_paths {

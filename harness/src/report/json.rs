@@ -39,6 +39,8 @@ struct Document<'a> {
 #[derive(Debug, Serialize)]
 struct TargetDoc<'a> {
     spec: &'a str,
+    /// No `--target` was given: the spec is `run`'s built-in default.
+    defaulted: bool,
     health: Option<&'a Value>,
 }
 
@@ -56,6 +58,7 @@ struct Counts {
     passed: usize,
     failed: usize,
     errored: usize,
+    indefinite: usize,
     expected_failures: usize,
     unexpected_passes: usize,
 }
@@ -95,6 +98,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         date: &ctx.date,
         target: TargetDoc {
             spec: &ctx.target,
+            defaulted: ctx.target_defaulted,
             health: ctx.health.as_ref(),
         },
         suite: ctx.suite.as_ref().map(|s| SuiteDoc {
@@ -112,6 +116,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             passed: summary.passed,
             failed: summary.failed,
             errored: summary.errored,
+            indefinite: summary.indefinite,
             expected_failures: summary.expected_failures,
             unexpected_passes: summary.unexpected_passes,
         },
