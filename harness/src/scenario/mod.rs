@@ -465,17 +465,14 @@ impl<'de> Visitor<'de> for StepVisitor {
                 )));
             }
         }
-        match &action {
-            Action::Parallel(items) => {
-                let judged = step.linearizable || !step.expect_group.is_empty();
-                if let Some(k) = items.iter().position(|i| !judged && !i.has_expectation()) {
-                    return Err(de::Error::custom(format!(
-                        "parallel[{k}] has no expectation and the group has neither expect_group \
-                         nor linearizable: say what the answers must be (or `expect: any` on purpose)"
-                    )));
-                }
+        if let Action::Parallel(items) = &action {
+            let judged = step.linearizable || !step.expect_group.is_empty();
+            if let Some(k) = items.iter().position(|i| !judged && !i.has_expectation()) {
+                return Err(de::Error::custom(format!(
+                    "parallel[{k}] has no expectation and the group has neither expect_group \
+                     nor linearizable: say what the answers must be (or `expect: any` on purpose)"
+                )));
             }
-            _ => {}
         }
         if step.expect_any && (step.expect_raw.is_some() || !step.expect_not_echoed.is_empty()) {
             return Err(de::Error::custom(
