@@ -24,6 +24,22 @@ use common::{failing, run_corpus};
 const SEED: u64 = 20_261_203;
 
 async fn green(level: &str, spec: &str) {
+    // What is certified is what was asked for: the identity a certificate
+    // records (`/health`) names the backend of the spec.
+    if level == "store" {
+        use reqkey_harness::target::spec::open_target;
+        use reqkey_harness::target::TargetOptions;
+        let target = open_target(spec, TargetOptions::default())
+            .await
+            .expect("target opens");
+        let health = target.health().await.expect("health answers");
+        let backend = spec.split(':').next().unwrap_or(spec);
+        let name = health["name"].as_str().unwrap_or_default();
+        assert!(
+            name.ends_with(&format!("/{backend}")),
+            "{spec}: /health names {name}"
+        );
+    }
     let summary = run_corpus(level, spec, SEED).await;
     assert!(summary.passed > 0, "{spec}: nothing ran");
     assert_eq!(
