@@ -12,7 +12,8 @@
 # (mutant TAB fate TAB why), fate being one of
 #   killed      a scenario added since catches it (the why names it);
 #   equivalent  no behaviour tells it from the original (one line on why);
-#   deleted     the mutated code was deleted: no reference code used it.
+#   deleted     the mutated code was deleted: no reference code used it;
+#   open        not killed yet (the why says what would kill it).
 # The score counts killed survivors as detected and leaves equivalent and
 # deleted ones out; an unexplained survivor counts as missed.
 set -euo pipefail
@@ -39,7 +40,7 @@ if [ -n "$missed_list" ]; then
 fi
 viable=$((caught + missed + timeout))
 echo "mutants: caught $caught, missed $missed, unviable $unviable, timeout $timeout"
-echo "missed: $killed killed since by a new scenario, $equivalent equivalent, $deleted of deleted code, $open unexplained"
+echo "missed: $killed killed since, $equivalent equivalent, $deleted of deleted code, $open still alive"
 if [ "$viable" -gt 0 ]; then
   awk -v c="$((caught + timeout))" -v v="$viable" -v k="$killed" -v x="$((equivalent + deleted))" 'BEGIN {
     printf "raw score (as run): %d of %d viable mutants detected (%.1f%%)\n", c, v, 100 * c / v
@@ -50,6 +51,6 @@ if [ -n "$missed_list" ]; then
   echo "survivors:"
   while IFS= read -r m; do
     f="$(fate "$m")"
-    echo "  $m  [${f:-UNEXPLAINED}${f:+: $(why "$m")}]"
+    echo "  $m  [${f:-open: unexplained}${f:+: $(why "$m")}]"
   done <<<"$missed_list"
 fi

@@ -87,10 +87,6 @@ impl SessionState {
             .collect()
     }
 
-    pub fn input_count(&self) -> usize {
-        self.inputs.len()
-    }
-
     /// Decides a commit against this session with `holder` as the key's
     /// holder. The correct holder is [`SessionState::run_by_request_key`];
     /// a store that passes anything else (a stale read) is broken, and the
