@@ -57,6 +57,7 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
                 "model.counterexample.no-key-rule",
                 "model.counterexample.no-replan",
                 "model.witness.lost-race-attaches",
+                "store.race-after-a-history",
             ],
         ),
         (
@@ -69,6 +70,7 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
                 "model.counterexample.no-key-rule",
                 "model.counterexample.no-replan",
                 "model.witness.lost-race-attaches",
+                "store.race-after-a-history",
             ],
         ),
         (
