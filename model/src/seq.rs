@@ -343,6 +343,10 @@ impl SeqStore {
         Self::default()
     }
 
+    pub fn session(&self, session_id: &str) -> Option<&SessionState> {
+        self.sessions.get(session_id)
+    }
+
     /// Applies one operation, exactly as SPEC 4 says a store answers it.
     pub fn apply(&mut self, op: &StoreOp) -> Result<StoreReply, StoreError> {
         op.validate()?;
