@@ -25,7 +25,10 @@ cd "$(dirname "$0")/.."
 # is the memory store behind `reqkey serve store`, certified through the
 # reqkey-store/1 wire exactly as an adapter in another language would be.
 # `reference-agent` is the reference agent server (in process, over HTTP on
-# an ephemeral port) certified against the agent suite.
+# an ephemeral port) certified against the agent suite; the two
+# `reference-agent-*` variants are the same server on the other two profiles
+# (keys ignored; concurrentEntry interrupt_previous), each certified against
+# the profile its /health declares.
 SQLITE_FILE="${TMPDIR:-/tmp}/reqkey-certify.sqlite"
 HTTP_LISTEN="127.0.0.1:7311"
 declare -A TARGETS=(
@@ -35,8 +38,10 @@ declare -A TARGETS=(
   [redis]="${REQKEY_REDIS_URL:-redis://127.0.0.1:6379/}"
   [memory-http]="store+http://$HTTP_LISTEN"
   [reference-agent]="reference-agent"
+  [reference-agent-no-request-keys]="reference-agent:no-request-keys"
+  [reference-agent-interrupt-previous]="reference-agent:interrupt-previous"
 )
-ORDER=(memory sqlite postgres redis memory-http reference-agent)
+ORDER=(memory sqlite postgres redis memory-http reference-agent reference-agent-no-request-keys reference-agent-interrupt-previous)
 
 rm_sqlite() { rm -f "$SQLITE_FILE" "$SQLITE_FILE-wal" "$SQLITE_FILE-shm"; }
 server_pid=""

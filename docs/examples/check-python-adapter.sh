@@ -7,13 +7,19 @@
 # passes the suite, which cannot see speed, but `reqkey bench lookup
 # --max-ratio 3` must flag it (exit 1) while passing the correct adapter
 # (a 10x larger store: 1.2x-1.4x correct, 6x-9x scanning). Exits non-zero
-# if any of that does not hold.
+# if any of that does not hold (2 if reqkey or python3 is missing).
 #
 #   REQKEY=target/debug/reqkey docs/examples/check-python-adapter.sh
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$repo"
 reqkey="${REQKEY:-target/debug/reqkey}"
+# Exit 2 (not judged), with a clear message, when there is no reqkey to run.
+case "$reqkey" in */*) [ -f "$reqkey" ] && [ -x "$reqkey" ] ;; *) command -v "$reqkey" >/dev/null 2>&1 ;; esac || {
+  echo "check-python-adapter.sh: the reqkey binary is missing: $reqkey is not an executable (build it with \`cargo build -p reqkey-harness\`, or set REQKEY)" >&2
+  exit 2
+}
+command -v python3 >/dev/null 2>&1 || { echo "check-python-adapter.sh: python3 is needed" >&2; exit 2; }
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT

@@ -153,7 +153,7 @@ FIELDS = {
 
 def text(args, name, pattern=None):
     v = args.get(name)
-    if not isinstance(v, str) or v == "" or (pattern and not pattern.match(v)):
+    if not isinstance(v, str) or v == "" or (pattern and not pattern.fullmatch(v)):
         raise Invalid(f"{name} must be a valid non-empty string")
     return v
 
@@ -172,10 +172,10 @@ def validate(req):
             raise Invalid("startRun needs sessionId, runId and input")
         if set(s) - {"sessionId", "runId", "expectedCurrentRunId", "input", "requestKey", "requestDigest"}:
             raise Invalid("startRun has an unknown field")
-        text(s, "sessionId", ID), text(s, "runId")
+        text(s, "sessionId", ID), text(s, "runId", ID)
         s.setdefault("expectedCurrentRunId", None)
         if s["expectedCurrentRunId"] is not None:
-            text(s, "expectedCurrentRunId")
+            text(s, "expectedCurrentRunId", ID)
         for f in ("requestKey", "requestDigest"):
             if s.get(f, 0) is None:
                 del s[f]  # an explicit null reads as absent
@@ -186,7 +186,7 @@ def validate(req):
         return op, args
     text(args, "sessionId", ID)
     if "runId" in args:
-        text(args, "runId")
+        text(args, "runId", ID)
     if "requestKey" in args:
         text(args, "requestKey", KEY)
     if "status" in args and args["status"] not in STATUSES:

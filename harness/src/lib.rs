@@ -23,6 +23,7 @@
 
 pub mod check;
 pub mod cmd;
+pub mod proxy;
 pub mod report;
 pub mod run;
 pub mod scenario;

@@ -325,3 +325,37 @@ fn architecture_md_names_every_folder_of_the_harness() {
         );
     }
 }
+
+#[test]
+fn no_source_file_is_left_out_of_the_repository() {
+    // A `.gitignore` rule once hid `harness/src/target/`: a clean clone
+    // did not build. Every file under a crate's src/ must be tracked.
+    let out = std::process::Command::new("git")
+        .args([
+            "ls-files",
+            "--others",
+            "--exclude-standard",
+            "--ignored",
+            "--",
+        ])
+        .args([
+            "model/src",
+            "reference-impl/src",
+            "harness/src",
+            "harness/tests",
+            "scenarios",
+        ])
+        .current_dir(workspace())
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ignored = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        ignored.trim().is_empty(),
+        "ignored by .gitignore: {ignored}"
+    );
+}

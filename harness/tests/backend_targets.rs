@@ -2,9 +2,10 @@
 //! `store+http`, and how the `store+http` target classifies a broken or
 //! absent adapter.
 //!
-//! Postgres and Redis are the services named by `REQKEY_POSTGRES_URL` and
-//! `REQKEY_REDIS_URL` (defaults: the local ones `.ci/run` starts). A service
-//! that does not answer FAILS these tests; they never skip.
+//! Postgres and Redis are the services named by `REQKEY_POSTGRES_URL`,
+//! `REQKEY_REDIS_URL` and `REQKEY_REDIS_CLUSTER_URL` (defaults: the local
+//! ones `.ci/run` starts; the cluster is `scripts/redis-cluster.sh start`).
+//! A service that does not answer FAILS these tests; they never skip.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -35,12 +36,18 @@ fn redis_url() -> String {
     std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into())
 }
 
+fn redis_cluster_url() -> String {
+    std::env::var("REQKEY_REDIS_CLUSTER_URL")
+        .unwrap_or_else(|_| "redis+cluster://127.0.0.1:7101".into())
+}
+
 async fn open(spec: &str) -> Arc<dyn Target> {
     match open_target(spec, TargetOptions::default()).await {
         Ok(t) => t,
         Err(e) => panic!(
             "the target {spec} could not be opened: {e}. The backend tests need the real \
-             services (pg_isready -h 127.0.0.1; redis-cli ping); they never skip."
+             services (pg_isready -h 127.0.0.1; redis-cli ping; scripts/redis-cluster.sh \
+             start); they never skip."
         ),
     }
 }
@@ -89,6 +96,11 @@ async fn the_corpus_passes_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_corpus_passes_on_redis() {
     assert_all_pass(&run_on_store(open(&redis_url()).await).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_corpus_passes_on_a_redis_cluster() {
+    assert_all_pass(&run_on_store(open(&redis_cluster_url()).await).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -189,6 +201,7 @@ async fn an_adapter_that_never_answers_times_out() {
         &spec,
         TargetOptions {
             call_timeout_ms: 300,
+            ..TargetOptions::default()
         },
     )
     .await

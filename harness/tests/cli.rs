@@ -141,6 +141,42 @@ fn a_database_target_that_is_down_exits_2_naming_it() {
     }
 }
 
+/// `reqkey bench lookup` without `--target` measures the reference
+/// backends beside their primitives (here the in-process two, quick
+/// sizes), prints the ratio of ratios, and gates only when asked to.
+#[test]
+fn bench_lookup_on_backends_prints_the_ratio_of_ratios_and_gates() {
+    let args = [
+        "bench",
+        "lookup",
+        "--quick",
+        "--backend",
+        "memory",
+        "--backend",
+        "sqlite",
+    ];
+    let o = reqkey(&args);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    for line in ["memory   getRunByRequestKey", "sqlite   getRunByRequestKey"] {
+        assert!(out.contains(line), "{out}");
+    }
+    assert!(
+        out.contains("hash-map get") && out.contains("primary-key read"),
+        "{out}"
+    );
+    assert!(
+        out.contains("ratio of ratios") && out.contains("100 → 10000 runs"),
+        "{out}"
+    );
+
+    let mut gated = args.to_vec();
+    gated.extend(["--max-ratio", "0.0001"]);
+    let o = reqkey(&gated);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("is above --max-ratio"), "{}", text(&o));
+}
+
 /// `reqkey bench lookup` seeds through the protocol, prints its figures,
 /// deletes everything it seeded, and gates only when asked to.
 #[test]
@@ -196,4 +232,98 @@ fn bench_lookup_prints_figures_cleans_up_and_gates_on_max_ratio() {
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
     }
+}
+
+/// A scratch scenarios root with one scenario per level and `record`.
+fn coverage_root(name: &str, record: &str) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("reqkey-cov-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for level in ["store", "agent"] {
+        std::fs::create_dir_all(root.join(level)).unwrap();
+    }
+    std::fs::write(root.join("VERSION"), "1\n").unwrap();
+    std::fs::write(
+        root.join("store/a.yaml"),
+        "id: a\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: $s, runId: r}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("agent/b.yaml"),
+        "id: b\nlevel: agent\nchecks: [agent.route.health]\nsummary: s\nsteps:\n  - http: {path: /health}\n",
+    )
+    .unwrap();
+    std::fs::write(root.join("falsification.json"), record).unwrap();
+    root
+}
+
+#[test]
+fn coverage_exits_0_on_this_suite_with_every_clause_covered() {
+    let o = reqkey(&["coverage"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(!out.contains("GAP"), "{out}");
+    for level in ["store", "agent"] {
+        let line = out
+            .lines()
+            .find(|l| l.contains(&format!(" {level} clauses covered")))
+            .unwrap_or_else(|| panic!("no {level} count: {out}"));
+        let (covered, rest) = line.split_once(" of ").unwrap();
+        let total = rest.split_whitespace().next().unwrap();
+        assert_eq!(covered, total, "{line}");
+        assert!(covered.parse::<usize>().unwrap() > 40, "{line}");
+    }
+}
+
+#[test]
+fn coverage_exits_1_on_a_gap_and_marks_it() {
+    let root = coverage_root(
+        "gap",
+        r#"{"store": {"broken-memory:no-cas": ["a"]}, "agent": {}}"#,
+    );
+    let o = reqkey(&[
+        "coverage",
+        "--level",
+        "store",
+        "--grid",
+        "--scenarios",
+        root.to_str().unwrap(),
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("ok  store.commit.cas"), "{out}");
+    assert!(out.contains("GAP store.commit.key-holder"), "{out}");
+    assert!(out.contains("1 of "), "{out}");
+    let o = reqkey(&[
+        "coverage",
+        "--level",
+        "agent",
+        "--scenarios",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("b (fails on no broken variant)"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn coverage_exits_2_on_a_record_that_names_an_unknown_scenario_or_a_bad_clause() {
+    let root = coverage_root(
+        "bad",
+        r#"{"store": {"broken-memory:no-cas": ["nope"]}, "agent": {}}"#,
+    );
+    let o = reqkey(&["coverage", "--scenarios", root.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("`nope`"), "{}", text(&o));
+    let root = coverage_root("clause", r#"{"store": {}, "agent": {}}"#);
+    std::fs::write(
+        root.join("store/a.yaml"),
+        "id: a\nlevel: store\nchecks: [store.commit.nope]\nsummary: s\nsteps:\n  - getRun: {sessionId: $s, runId: r}\n",
+    )
+    .unwrap();
+    let o = reqkey(&["coverage", "--scenarios", root.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("a.yaml:3:"), "{}", text(&o));
 }

@@ -40,7 +40,13 @@ async fn green(level: &str, spec: &str) {
             "{spec}: /health names {name}"
         );
     }
-    let summary = run_corpus(level, spec, SEED).await;
+    // An agent server is judged on the scenarios of the profile its
+    // `/health` declares, as `reqkey certify` judges it.
+    let summary = if level == "agent" {
+        common::run_agent_profile(spec, None, SEED).await.summary
+    } else {
+        run_corpus(level, spec, SEED).await
+    };
     assert!(summary.passed > 0, "{spec}: nothing ran");
     assert_eq!(
         failing(&summary),
@@ -84,6 +90,12 @@ async fn store_corpus_on_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn agent_corpus_on_the_reference_agent() {
     green("agent", "reference-agent").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn agent_corpus_on_the_reference_agent_of_the_other_profiles() {
+    green("agent", "reference-agent:no-request-keys").await;
+    green("agent", "reference-agent:interrupt-previous").await;
 }
 
 /// The ids of the scenarios of `level` that fail on `spec` (run on the

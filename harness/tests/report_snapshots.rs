@@ -19,6 +19,7 @@ use reqkey_harness::run::event::{Reporter, RunSummary};
 use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::run::suite;
 use reqkey_harness::scenario::load_paths;
+use reqkey_harness::target::profile::resolve_profile;
 use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::TargetOptions;
 
@@ -71,7 +72,17 @@ async fn run_fixtures_expecting(target: &str, command: &str, expected: &[&str]) 
     let mut ctx = ReportContext::new(command, target);
     ctx.expected_failures = expected.iter().map(|s| s.to_string()).collect();
     ctx.health = Some(t.health().await.unwrap());
+    ctx.profile = Some(resolve_profile(t.as_ref(), None, 10_000).await.unwrap());
     ctx.suite = Some(suite::selection(std::slice::from_ref(&dir)).unwrap());
+    if command == "certify" {
+        // A fixed figure: these snapshots pin how coverage is rendered
+        // (`reqkey coverage` and the certify test compute the real one).
+        ctx.clause_coverage = Some(reqkey_harness::report::ClauseCoverage {
+            level: "store".into(),
+            covered: 57,
+            total: 59,
+        });
+    }
     let (terminal, junit, json, markdown) = (
         Shared::default(),
         Shared::default(),
@@ -259,4 +270,42 @@ async fn every_human_readable_format_ends_with_the_count() {
         redacted["seed"], "[seed]",
         "the redacted JSON is still JSON"
     );
+}
+
+#[test]
+fn a_run_that_reached_no_verdict_says_why_in_every_format() {
+    use reqkey_harness::run::event::{Event, Indefinite};
+    let mut ctx = ReportContext::new("certify", "store+http://127.0.0.1:9");
+    ctx.date = "[date]".into();
+    let summary = RunSummary::not_judged(
+        ctx.target.clone(),
+        SEED,
+        Indefinite {
+            reason: "unreachable",
+            message: "target unreachable: http://127.0.0.1:9: cannot connect".into(),
+        },
+    );
+    assert_eq!(summary.exit_code(), 2);
+    let (terminal, junit, json, markdown) = (
+        Shared::default(),
+        Shared::default(),
+        Shared::default(),
+        Shared::default(),
+    );
+    let mut reporters: Vec<Box<dyn Reporter>> = vec![
+        Box::new(TerminalReporter::new(terminal.clone(), false)),
+        Box::new(JunitReporter::new(ctx.clone(), junit.clone())),
+        Box::new(JsonReporter::new(ctx.clone(), json.clone())),
+        Box::new(CertificateReporter::new(ctx.clone(), markdown.clone())),
+    ];
+    for r in &mut reporters {
+        r.on_event(&Event::RunFinished {
+            summary: summary.clone(),
+        });
+        r.finish().unwrap();
+    }
+    insta::assert_snapshot!("no_verdict_terminal", redact(&terminal.text()));
+    insta::assert_snapshot!("no_verdict_junit", redact(&junit.text()));
+    insta::assert_snapshot!("no_verdict_json", redact(&json.text()));
+    insta::assert_snapshot!("no_verdict_markdown", redact(&markdown.text()));
 }

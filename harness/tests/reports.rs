@@ -37,8 +37,48 @@ fn every_reference_backend_has_a_committed_certificate() {
         "redis",
         "memory-http",
         "reference-agent",
+        "reference-agent-no-request-keys",
+        "reference-agent-interrupt-previous",
     ] {
         assert!(names.contains(&backend.to_owned()), "{backend}: {names:?}");
+    }
+}
+
+#[test]
+fn the_profile_certificates_name_their_profiles() {
+    for (dir, key, want) in [
+        (
+            "reference-agent",
+            "supportsRequestKey",
+            serde_json::json!(true),
+        ),
+        (
+            "reference-agent",
+            "concurrentEntry",
+            serde_json::json!("reject"),
+        ),
+        (
+            "reference-agent-no-request-keys",
+            "supportsRequestKey",
+            serde_json::json!(false),
+        ),
+        (
+            "reference-agent-interrupt-previous",
+            "concurrentEntry",
+            serde_json::json!("interrupt_previous"),
+        ),
+    ] {
+        let path = repo().join("reports").join(dir).join("results.json");
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(results["profile"][key], want, "{dir}: profile.{key}");
+        assert_eq!(results["profile"]["source"], "declared", "{dir}");
+        let cert = std::fs::read_to_string(repo().join("reports").join(dir).join("certificate.md"))
+            .unwrap();
+        assert!(
+            cert.contains("| profile | "),
+            "{dir}: the certificate names no profile"
+        );
     }
 }
 
@@ -86,6 +126,11 @@ fn every_committed_certificate_matches_the_current_suite() {
         assert_eq!(
             results["exit_code"], 0,
             "{name}: a reference backend's certificate must be green"
+        );
+        let source = results["profile"]["source"].as_str();
+        assert!(
+            matches!(source, Some("declared" | "fixed")),
+            "{name}: a reference certificate certifies the profile its target declares ({source:?})"
         );
         let junit = std::fs::read_to_string(dir.join("junit.xml")).unwrap();
         let report = quick_junit::Report::deserialize_from_str(&junit).unwrap();

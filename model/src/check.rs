@@ -59,13 +59,15 @@ impl CheckSummary {
         self.violations.is_empty() && self.unreached.is_empty()
     }
 
-    pub fn states_per_second(&self) -> f64 {
-        let secs = self.elapsed.as_secs_f64();
-        if secs > 0.0 {
-            self.total_states as f64 / secs
-        } else {
-            self.total_states as f64
-        }
+    /// Distinct states found per second (what "states/s" of a model
+    /// checker usually means, and what stateright's own examples report).
+    pub fn unique_states_per_second(&self) -> f64 {
+        per_second(self.unique_states, self.elapsed)
+    }
+
+    /// Generated states (every successor, duplicates included) per second.
+    pub fn total_states_per_second(&self) -> f64 {
+        per_second(self.total_states, self.elapsed)
     }
 
     pub fn violated(&self, property: &str) -> bool {
@@ -73,8 +75,52 @@ impl CheckSummary {
     }
 }
 
+fn per_second(n: usize, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 {
+        n as f64 / secs
+    } else {
+        n as f64
+    }
+}
+
+/// Where a running check is, for a progress line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    pub elapsed: Duration,
+    pub unique_states: usize,
+    pub total_states: usize,
+    pub max_depth: usize,
+}
+
+impl Progress {
+    /// One line: elapsed time, counts and the unique-state rate so far.
+    pub fn line(&self) -> String {
+        format!(
+            "{:>7.1} s: {} unique states, {} total, depth {}, {:.0} unique states/s",
+            self.elapsed.as_secs_f64(),
+            self.unique_states,
+            self.total_states,
+            self.max_depth,
+            per_second(self.unique_states, self.elapsed)
+        )
+    }
+}
+
 /// Checks `config` exhaustively (DFS).
 pub fn check(config: Config, opts: CheckOptions) -> CheckSummary {
+    check_with_progress(config, opts, None, &mut |_| {})
+}
+
+/// [`check`], calling `report` every `every` while the search runs (never
+/// when `every` is `None`). The caller decides where a report goes; this
+/// crate does no IO.
+pub fn check_with_progress(
+    config: Config,
+    opts: CheckOptions,
+    every: Option<Duration>,
+    report: &mut dyn FnMut(Progress),
+) -> CheckSummary {
     let model = KeyedEntryModel::new(config.clone());
     let properties = model.properties();
     // Without twins every client is distinguishable: the representative
@@ -90,7 +136,26 @@ pub fn check(config: Config, opts: CheckOptions) -> CheckSummary {
         builder = builder.finish_when(HasDiscoveries::AnyFailures);
     }
     let started = Instant::now();
-    let checker = builder.spawn_dfs().join();
+    let running = builder.spawn_dfs();
+    if let Some(every) = every {
+        // Poll often enough to notice the end quickly, report every `every`.
+        let tick = every.min(Duration::from_millis(50));
+        let mut next = every;
+        while !running.is_done() {
+            std::thread::sleep(tick);
+            let elapsed = started.elapsed();
+            if elapsed >= next && !running.is_done() {
+                report(Progress {
+                    elapsed,
+                    unique_states: running.unique_state_count(),
+                    total_states: running.state_count(),
+                    max_depth: running.max_depth(),
+                });
+                next = elapsed + every;
+            }
+        }
+    }
+    let checker = running.join();
     let elapsed = started.elapsed();
     let mut discoveries = checker.discoveries();
     let mut violations = Vec::new();
@@ -176,7 +241,7 @@ pub fn shortest_path(config: &Config, property: &str) -> Option<Path<SystemState
     let mut actions = Vec::new();
     let mut at = found?;
     while let Some((parent, action)) = &parents[at] {
-        actions.push(action.clone());
+        actions.push(*action);
         at = *parent;
     }
     actions.reverse();

@@ -46,6 +46,17 @@ pub fn is_key_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-')
 }
 
+/// Is `b` a byte an HTTP/1.1 header value cannot hold (SPEC 2,
+/// `[S2-http-layer]`)? RFC 9110 section 5.5 allows visible ASCII, SP, HTAB
+/// and obs-text (0x80-0xFF) in a field value, so these are every C0 control
+/// but HTAB (CR and LF included) and DEL. A request whose key header holds
+/// one may be refused by the server's HTTP layer before the application
+/// sees the key; every other malformed key reaches the application and gets
+/// the JSON 400 `validation_error`.
+pub fn is_http_refused_header_byte(b: u8) -> bool {
+    (b < 0x20 && b != b'\t') || b == 0x7f
+}
+
 /// Accepts exactly `^[A-Za-z0-9._:-]{1,128}$`.
 pub fn parse_request_key(raw: &str) -> Result<RequestKey, KeyError> {
     if raw.is_empty() {

@@ -29,10 +29,14 @@
 //! Deliberately absent: IO, async, HTTP, YAML, SQL. A rule that needs any of
 //! those is not a rule but an implementation.
 
+pub mod bridge;
 pub mod check;
+pub mod clauses;
+pub mod compact;
 pub mod digest;
 pub mod error;
 pub mod export;
+pub mod inline;
 pub mod key;
 pub mod linspec;
 pub mod mutants;

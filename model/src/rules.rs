@@ -16,8 +16,12 @@ use crate::error::{RunStartRejection, StoreError};
 use crate::key::parse_request_key;
 use crate::types::{RunMetadata, RunStatus, StartRun};
 
+/// The longest session id or run id (SPEC 1).
+pub const ID_MAX_LEN: usize = 256;
 /// The longest session id (SPEC 1).
-pub const SESSION_ID_MAX_LEN: usize = 256;
+pub const SESSION_ID_MAX_LEN: usize = ID_MAX_LEN;
+/// The longest run id (SPEC 1).
+pub const RUN_ID_MAX_LEN: usize = ID_MAX_LEN;
 
 /// What a store read inside its atomic step, for one commit.
 #[derive(Debug, Clone, Copy)]
@@ -71,31 +75,49 @@ impl RuleVariant {
 
 /// Checks a session id: 1 to 256 characters of `[A-Za-z0-9._:-]`.
 pub fn validate_session_id(session_id: &str) -> Result<(), StoreError> {
-    if session_id.is_empty() || session_id.len() > SESSION_ID_MAX_LEN {
-        return Err(StoreError::invalid_argument(
-            "sessionId must be 1 to 256 characters",
-        ));
+    validate_id("sessionId", session_id)
+}
+
+/// Checks a run id (`runId`, `expectedCurrentRunId`): 1 to 256 characters
+/// of `[A-Za-z0-9._:-]`, the limits of a session id (SPEC 1).
+///
+/// Every store checks it before touching storage, so a run id no engine
+/// could index (a Postgres btree row holds about 2.7 kB) is refused alike
+/// everywhere with `invalid_argument` instead of one backend answering
+/// `internal`.
+pub fn validate_run_id(field: &str, run_id: &str) -> Result<(), StoreError> {
+    validate_id(field, run_id)
+}
+
+/// 1 to [`ID_MAX_LEN`] characters of `[A-Za-z0-9._:-]`. The message names
+/// the field and the rule, never the value.
+fn validate_id(field: &str, id: &str) -> Result<(), StoreError> {
+    if id.is_empty() || id.len() > ID_MAX_LEN {
+        return Err(StoreError::invalid_argument(format!(
+            "{field} must be 1 to {ID_MAX_LEN} characters"
+        )));
     }
-    if !session_id.bytes().all(crate::key::is_key_byte) {
-        return Err(StoreError::invalid_argument(
-            "sessionId has a character outside [A-Za-z0-9._:-]",
-        ));
+    if !id.bytes().all(crate::key::is_key_byte) {
+        return Err(StoreError::invalid_argument(format!(
+            "{field} has a character outside [A-Za-z0-9._:-]"
+        )));
     }
     Ok(())
 }
 
-/// Checks a run id (or a digest): a non-empty string without U+0000.
+/// Checks a request digest: a non-empty string without U+0000.
 ///
-/// SPEC 6 leaves the NUL character open; some engines cannot store it
-/// (Postgres `text`), so every reference store refuses it alike rather
-/// than one of them answering `internal`.
-pub fn validate_run_id(field: &str, run_id: &str) -> Result<(), StoreError> {
-    if run_id.is_empty() {
+/// SPEC 3 leaves a black-box store's digest algorithm open, so only what
+/// some engine cannot store is refused (Postgres `text` cannot hold NUL):
+/// every reference store refuses it alike rather than one answering
+/// `internal`. Digests are never indexed, so their length is free.
+pub fn validate_digest(field: &str, digest: &str) -> Result<(), StoreError> {
+    if digest.is_empty() {
         return Err(StoreError::invalid_argument(format!(
             "{field} must not be empty"
         )));
     }
-    if run_id.contains('\0') {
+    if digest.contains('\0') {
         return Err(StoreError::invalid_argument(format!(
             "{field} must not contain U+0000"
         )));
@@ -114,7 +136,7 @@ pub fn validate_start_run(start: &StartRun) -> Result<(), StoreError> {
         (None, None) => Ok(()),
         (Some(key), Some(digest)) => {
             parse_request_key(key).map_err(|e| StoreError::invalid_argument(e.to_string()))?;
-            validate_run_id("requestDigest", digest)
+            validate_digest("requestDigest", digest)
         }
         _ => Err(StoreError::invalid_argument(
             "requestKey and requestDigest come together",
@@ -138,7 +160,18 @@ pub fn apply_run_start_rules_variant(
 ) -> Result<RunStartDecision, StoreError> {
     validate_start_run(start)?;
     let digest = start_digest(start);
+    apply_validated_run_start_rules(start, &digest, ctx, variant)
+}
 
+/// The rules for a `start` that already passed [`validate_start_run`], with
+/// its [`start_digest`] computed once by the caller (the linearizability
+/// checker tries one commit at many points of a history).
+pub fn apply_validated_run_start_rules(
+    start: &StartRun,
+    digest: &str,
+    ctx: RunStartContext<'_>,
+    variant: RuleVariant,
+) -> Result<RunStartDecision, StoreError> {
     // 1. Same-runId replay.
     let replay = |ctx: &RunStartContext<'_>| -> Option<Result<RunStartDecision, StoreError>> {
         let (existing, existing_digest) = ctx.same_run_id?;
@@ -202,7 +235,7 @@ pub fn apply_run_start_rules_variant(
             request_key: start.request_key.clone(),
             request_digest: start.request_digest.clone(),
         },
-        start_digest: digest,
+        start_digest: digest.to_owned(),
     })
 }
 
@@ -267,6 +300,37 @@ mod tests {
             Err(StoreError::RunStartRejected(r)) => r.cause(),
             Err(e) => e.kind(),
         }
+    }
+
+    #[test]
+    fn run_ids_have_the_limits_of_session_ids() {
+        let longest = "r".repeat(RUN_ID_MAX_LEN);
+        let refused = |id: &str| {
+            cause(apply_run_start_rules(
+                &start(id, None, None),
+                ctx(None, None, None),
+            ))
+        };
+        assert_eq!(refused(&longest), "started");
+        assert_eq!(refused("A-z.0_9:x"), "started");
+        for bad in [
+            String::new(),
+            "r".repeat(RUN_ID_MAX_LEN + 1),
+            "r 1".into(),
+            "r/1".into(),
+            "r\u{0}".into(),
+            "é".into(),
+        ] {
+            assert_eq!(refused(&bad), "invalid_argument", "{bad:?}");
+        }
+        let mut stale = start("r2", Some(&"r".repeat(RUN_ID_MAX_LEN + 1)), None);
+        assert!(validate_start_run(&stale).is_err());
+        stale.expected_current_run_id = Some("r1".into());
+        assert!(validate_start_run(&stale).is_ok());
+        // A digest is not an id: any non-empty string without NUL.
+        let mut keyed = start("r3", None, Some("k"));
+        keyed.request_digest = Some("a b/é".repeat(1000));
+        assert!(validate_start_run(&keyed).is_ok());
     }
 
     #[test]

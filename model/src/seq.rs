@@ -14,11 +14,12 @@ use std::hash::{Hash, Hasher};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::digest::canonical_json;
+use crate::digest::{canonical_json, start_digest};
 use crate::error::StoreError;
 use crate::rules::{
-    apply_run_start_rules_variant, check_status_transition, validate_run_id, validate_session_id,
-    RuleVariant, RunStartContext, RunStartDecision,
+    apply_run_start_rules_variant, apply_validated_run_start_rules, check_status_transition,
+    validate_run_id, validate_session_id, validate_start_run, RuleVariant, RunStartContext,
+    RunStartDecision,
 };
 use crate::types::{
     CommitOutcome, CommitResult, DeleteResult, InputEntry, RunMetadata, RunStatus, StartRun,
@@ -61,6 +62,11 @@ impl SessionState {
         self.runs.is_empty()
     }
 
+    /// How many runs the session holds.
+    pub fn run_count(&self) -> usize {
+        self.runs.len()
+    }
+
     pub fn current_run(&self) -> Option<&RunMetadata> {
         self.runs.last().map(|r| &r.meta)
     }
@@ -85,6 +91,12 @@ impl SessionState {
                 input: serde_json::from_str(text).unwrap_or(Value::Null),
             })
             .collect()
+    }
+
+    /// How many inputs the session has logged (a store that keeps inputs
+    /// apart from the session reads it to check its own bookkeeping).
+    pub fn input_count(&self) -> usize {
+        self.inputs.len()
     }
 
     /// Decides a commit against this session with `holder` as the key's
@@ -159,6 +171,98 @@ impl SessionState {
         Ok(self.apply(start, decision))
     }
 
+    /// The run-start commit of a [`PreparedCommit`]: the same step as
+    /// [`SessionState::commit`] without validating, digesting and
+    /// canonicalizing the request again.
+    pub fn commit_prepared(
+        &mut self,
+        prepared: &PreparedCommit,
+    ) -> Result<CommitResult, StoreError> {
+        let start = &prepared.start;
+        let holder = start
+            .request_key
+            .as_deref()
+            .and_then(|k| self.run_by_request_key(k));
+        let same = self
+            .by_run_id
+            .get(&start.run_id)
+            .map(|&i| (&self.runs[i].meta, self.runs[i].start_digest.as_str()));
+        let ctx = RunStartContext {
+            same_run_id: same,
+            request_key_holder: holder,
+            current_run_id: self.current_run().map(|r| r.run_id.as_str()),
+            next_start_sequence: self.runs.len() as u64 + 1,
+        };
+        match apply_validated_run_start_rules(
+            start,
+            &prepared.start_digest,
+            ctx,
+            RuleVariant::SPEC,
+        )? {
+            RunStartDecision::Replay(run) => Ok(CommitResult {
+                outcome: CommitOutcome::Replayed,
+                run,
+            }),
+            RunStartDecision::Start { run, start_digest } => {
+                let index = self.runs.len();
+                self.by_run_id.insert(run.run_id.clone(), index);
+                if let Some(key) = &run.request_key {
+                    self.by_key.insert(key.clone(), index);
+                }
+                self.inputs
+                    .push((run.run_id.clone(), prepared.canonical_input.clone()));
+                self.runs.push(StoredRun {
+                    meta: run.clone(),
+                    start_digest,
+                });
+                Ok(CommitResult {
+                    outcome: CommitOutcome::Started,
+                    run,
+                })
+            }
+        }
+    }
+
+    /// Undoes the last `started` commit (the linearizability checker's
+    /// backtracking; nothing else may call it). A started run is the last
+    /// one and neither its id nor its key was indexed before it, so popping
+    /// restores the session exactly.
+    pub fn undo_last_start(&mut self) {
+        if let Some(last) = self.runs.pop() {
+            self.by_run_id.remove(&last.meta.run_id);
+            if let Some(key) = &last.meta.request_key {
+                self.by_key.remove(key);
+            }
+            self.inputs.pop();
+        }
+    }
+
+    /// Undoes a status change: puts `status` back on the run at `index`
+    /// (the linearizability checker's backtracking; nothing else may call it).
+    pub fn undo_status_change(&mut self, index: usize, status: RunStatus) {
+        if let Some(run) = self.runs.get_mut(index) {
+            run.meta.status = status;
+        }
+    }
+
+    /// The position of a run by `startSequence` order.
+    pub fn run_index(&self, run_id: &str) -> Option<usize> {
+        self.by_run_id.get(run_id).copied()
+    }
+
+    /// Everything the state's equality looks at for the run at `index`:
+    /// the run, its start digest, and its input as canonical JSON.
+    pub fn entry(&self, index: usize) -> Option<(&RunMetadata, &str, &str)> {
+        let run = self.runs.get(index)?;
+        let (_, input) = self.inputs.get(index)?;
+        Some((&run.meta, run.start_digest.as_str(), input.as_str()))
+    }
+
+    /// The input log as `(runId, canonical JSON of the input)`.
+    pub fn inputs_canonical(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.inputs.iter().map(|(r, i)| (r.as_str(), i.as_str()))
+    }
+
     /// `setRunStatus` within this session.
     pub fn set_run_status(
         &mut self,
@@ -173,6 +277,32 @@ impl SessionState {
         check_status_transition(run, to)?;
         run.status = to;
         Ok(run.clone())
+    }
+}
+
+/// A `commitRunStart` request that passed validation, with what every
+/// evaluation of it needs computed once: its start digest and its input as
+/// canonical JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedCommit {
+    start: StartRun,
+    start_digest: String,
+    canonical_input: String,
+}
+
+impl PreparedCommit {
+    /// Validates `start` (SPEC 4 field rules) and digests it.
+    pub fn new(start: &StartRun) -> Result<Self, StoreError> {
+        validate_start_run(start)?;
+        Ok(Self {
+            start: start.clone(),
+            start_digest: start_digest(start),
+            canonical_input: canonical_json(&start.input),
+        })
+    }
+
+    pub fn start(&self) -> &StartRun {
+        &self.start
     }
 }
 
@@ -240,6 +370,14 @@ pub const STORE_OPS: [&str; 8] = [
 impl StoreOp {
     /// Parses `{"op", "args"}`; anything malformed is `invalid_argument`.
     pub fn from_wire(request: &Value) -> Result<StoreOp, StoreError> {
+        let parsed = Self::parse_wire(request)?;
+        parsed.validate()?;
+        Ok(parsed)
+    }
+
+    /// [`StoreOp::from_wire`] without [`StoreOp::validate`]: the shape only
+    /// (a store's dispatch validates after it).
+    pub fn parse_wire(request: &Value) -> Result<StoreOp, StoreError> {
         let op = request
             .get("op")
             .and_then(Value::as_str)
@@ -249,7 +387,6 @@ impl StoreOp {
         }
         let parsed: StoreOp = serde_json::from_value(request.clone())
             .map_err(|e| StoreError::invalid_argument(format!("bad args for {op}: {e}")))?;
-        parsed.validate()?;
         Ok(parsed)
     }
 
@@ -345,6 +482,23 @@ impl SeqStore {
 
     pub fn session(&self, session_id: &str) -> Option<&SessionState> {
         self.sessions.get(session_id)
+    }
+
+    /// Commits `start` under a [`RuleVariant`]: how a deliberately broken
+    /// store would (benchmarks build non-linearizable histories with it).
+    /// With [`RuleVariant::SPEC`] it is `apply` of the commit.
+    pub fn commit_variant(
+        &mut self,
+        start: &StartRun,
+        variant: RuleVariant,
+    ) -> Result<CommitResult, StoreError> {
+        validate_start_run(start)?;
+        let session = self.sessions.entry(start.session_id.clone()).or_default();
+        let result = session.commit_variant(start, variant);
+        if session.is_empty() {
+            self.sessions.remove(&start.session_id);
+        }
+        result
     }
 
     /// Applies one operation, exactly as SPEC 4 says a store answers it.

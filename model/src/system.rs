@@ -49,169 +49,56 @@
 //! Clients with the same script are interchangeable: their run ids come from
 //! a counter per script ("role"), not per client, so swapping two such
 //! clients is a pure permutation of the client vector. [`SystemState`]
-//! implements [`Representative`] by sorting each group of twins.
+//! implements [`Representative`] by sorting the clients.
+//!
+//! # A compact state, the rules still decide
+//!
+//! The state is small integers, flags and inline vectors: a run is its id
+//! (role and counter), status, key index and input index; a session is its
+//! runs in start order. Cloning a state copies bytes and hashing it hashes
+//! a few hundred bytes, where a state of `SessionState`s and strings cost
+//! dozens of allocations and SHA-256 digests per step. Every decision is
+//! still taken by the crate's rules: [`crate::bridge`] turns the compact
+//! values into `RunMetadata`, `StartRun` and `SessionState`, asks
+//! [`plan_keyed_entry`](crate::plan::plan_keyed_entry) and
+//! [`SessionState::decide`](crate::seq::SessionState::decide) /
+//! `apply` / `set_run_status`, and turns the answer back, remembering it
+//! per thread (the rules are pure functions, so a remembered answer is the
+//! answer). The indexes a session keeps (the key index, the current run)
+//! are copied from the `SessionState` the rules produced.
 
-use std::fmt;
-
-use serde_json::{json, Value};
 use stateright::{Model, Property, Representative};
 
-use crate::digest::execute_request_digest;
-use crate::error::{RunStartRejection, StoreError};
+use crate::bridge::{CommitOut, Names, PlanOut, RuleCache};
+use crate::compact::{pack_opt_ref, pack_ref};
+pub use crate::compact::{
+    session_name, AnswerKind, Config, Meta, Request, Run, RunRef, StoreSession, MAX_CLIENTS,
+    MAX_KEYS, MAX_RUNS, MAX_SESSIONS, MAX_TASKS,
+};
+use crate::inline::Inline;
 use crate::mutants::Mutant;
-use crate::plan::{plan_keyed_entry, KeyedEntryPlan};
 use crate::props;
-use crate::seq::{CommitArgs, KeyArgs, RunArgs, SessionArgs, SessionState, StatusArgs, StoreOp};
-use crate::types::{CommitOutcome, RunMetadata, RunStatus, StartRun};
+use crate::seq::{CommitArgs, KeyArgs, RunArgs, SessionArgs, StatusArgs, StoreOp};
+use crate::types::RunStatus;
 
-/// One logical request: which session, which key (none: keyless), which
-/// input. Its retries are the same logical request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Request {
-    pub session: u8,
-    pub key: Option<u8>,
-    pub input: u8,
-}
-
-/// The size of the world the checker explores.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Clients; client `i` sends the requests of its script in order.
-    pub clients: usize,
-    /// Sessions, `s0..`.
-    pub sessions: usize,
-    /// Request keys, `k0..` (0: every request is keyless).
-    pub keys: usize,
-    /// Distinct inputs, `{"text": "in0"}..`.
-    pub inputs: usize,
-    /// Logical requests in all (at least one per client), dealt to the
-    /// clients in turn.
-    pub requests: usize,
-    /// Resends after a lost response, in the whole run (any client's
-    /// current request; a resend may overtake the attempt still in flight).
-    pub retries: usize,
-    /// `deleteSession` calls in the whole run.
-    pub deletes: usize,
-    /// Extra clients with the same script as client 0 (symmetric twins).
-    pub twins: usize,
-    /// Whether runs complete.
-    pub finishes: bool,
-    /// How many times an entry decides again after `cas_mismatch`.
-    pub cas_retries: usize,
-    /// A deliberate bug, or `None` for the spec.
-    pub mutant: Option<Mutant>,
-}
-
-impl Default for Config {
-    /// The default configuration: 3 clients, 2 sessions, 2 keys, 2 inputs,
-    /// 4 requests (client 0 sends two), one resend, one delete, runs finish.
-    fn default() -> Self {
-        Config {
-            clients: 3,
-            sessions: 2,
-            keys: 2,
-            inputs: 2,
-            requests: 4,
-            retries: 1,
-            deletes: 1,
-            twins: 0,
-            finishes: true,
-            cas_retries: 1,
-            mutant: None,
-        }
-    }
-}
-
-impl Config {
-    /// Checks the bounds the model relies on (ids fit in `u8`, at least one
-    /// of each thing).
-    pub fn validate(&self) -> Result<(), String> {
-        let total = self.clients + self.twins;
-        if self.clients == 0 || self.sessions == 0 || self.inputs == 0 || self.requests == 0 {
-            return Err("clients, sessions, inputs and requests must be at least 1".into());
-        }
-        if total > 8 || self.sessions > 8 || self.keys > 8 || self.inputs > 8 {
-            return Err("at most 8 clients (with twins), sessions, keys and inputs".into());
-        }
-        if self.requests > 16 || self.retries > 4 || self.deletes > 4 || self.cas_retries > 4 {
-            return Err("at most 16 requests, 4 retries, 4 deletes and 4 cas retries".into());
-        }
-        Ok(())
-    }
-
-    /// The scripts: logical request `n` (of `requests` in all, at least one
-    /// per client) is `ROLES[n % 8]` and goes to client `n % clients`, so
-    /// client `i` sends requests `i, i + clients, ...` one after another.
-    /// The roles are ordered so that small configurations already reach
-    /// every answer kind: a keyed request, the same key with another input
-    /// (conflict), a keyless entry (a later run: a finished holder is no
-    /// longer current), a second key in the second session, ...
-    pub fn scripts(&self) -> Vec<Vec<Request>> {
-        let s1 = (1 % self.sessions) as u8;
-        let in1 = (1 % self.inputs) as u8;
-        let key = |k: u8| {
-            if self.keys == 0 {
-                None
-            } else {
-                Some(k % self.keys as u8)
-            }
-        };
-        let r = |session, key, input| Request {
-            session,
-            key,
-            input,
-        };
-        let roles = [
-            r(0, key(0), 0),
-            r(0, key(0), in1),
-            r(0, None, in1),
-            r(s1, key(1), 0),
-            r(0, key(1), 0),
-            r(s1, key(0), 0),
-            r(s1, None, in1),
-            r(s1, key(0), in1),
-        ];
-        let total = self.requests.max(self.clients);
-        let mut scripts: Vec<Vec<Request>> = (0..self.clients)
-            .map(|i| {
-                (i..total)
-                    .step_by(self.clients)
-                    .map(|n| roles[n % roles.len()])
-                    .collect()
-            })
-            .collect();
-        for _ in 0..self.twins {
-            scripts.push(scripts[0].clone());
-        }
-        scripts
-    }
-}
-
-/// How an entry ended, as its client sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum AnswerKind {
-    /// A new run started (keyed: the key recorded).
-    Started,
-    Attached,
-    Replayed,
-    /// 409 `state_request_key_conflict`.
-    KeyConflict,
-    /// 409 `state_request_already_completed`.
-    AlreadyCompleted,
-    /// `cas_mismatch` more often than the executor retries.
-    Busy,
-    /// A raw `request_key_taken` reached the client.
-    KeyTaken,
-    /// Anything the protocol cannot produce (a bug in the model).
-    Internal,
+/// A session: the store's part and the model's bookkeeping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Session {
+    pub store: StoreSession,
+    /// Deletes so far.
+    pub epoch: u8,
+    /// Ghost: a bit per key held at some delete.
+    pub freed: u8,
+    /// Only under [`Mutant::DeleteKeepsKeys`]: the key index a delete left.
+    pub zombie_keys: Inline<(u8, Meta), MAX_KEYS>,
 }
 
 /// A client-visible answer plus ghost facts about the moment it was given.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Answer {
     pub kind: AnswerKind,
     /// The run the answer names (started, attached, replayed, 409).
-    pub run: Option<String>,
+    pub run: Option<RunRef>,
     /// The answer came from the re-plan after `request_key_taken`.
     pub replanned: bool,
     /// The session's epoch (deletes so far) when the answer was given.
@@ -227,29 +114,30 @@ pub struct Answer {
 }
 
 /// Where an executor task is.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Phase {
+    #[default]
     Lookup,
     ReadCurrent,
     Commit {
-        expected: Option<String>,
+        expected: Option<RunRef>,
     },
     /// Only under [`Mutant::HolderReadOutsideCommit`]: the holder was read,
     /// the decision and write come later.
     CommitWrite {
-        expected: Option<String>,
-        stale_holder: Option<RunMetadata>,
+        expected: Option<RunRef>,
+        stale_holder: Option<Meta>,
     },
     Replan {
-        holder: String,
+        holder: RunRef,
     },
     Done(Answer),
 }
 
 /// One attempt (HTTP request) of a client.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Task {
-    pub run_id: String,
+    pub run: RunRef,
     /// The session's epoch when the attempt was sent.
     pub epoch: u8,
     pub cas_tries: u8,
@@ -259,38 +147,75 @@ pub struct Task {
 
 /// A client: where it is in its script, and the attempts of the current
 /// request.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Client {
     /// The client's role: its script, shared with its twins.
     pub role: u8,
     pub request: u8,
     pub sent: u8,
-    pub tasks: Vec<Task>,
+    pub tasks: Inline<Task, MAX_TASKS>,
 }
 
-/// The whole system.
+/// The whole system. Sessions and clients are the two heap vectors, sized
+/// by the configuration; everything inside them is inline.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SystemState {
     /// One store session per session index (the store is a map of these).
-    pub sessions: Vec<SessionState>,
-    /// Deletes per session so far.
-    pub epochs: Vec<u8>,
+    pub sessions: Vec<Session>,
     pub deletes_left: u8,
     pub retries_left: u8,
-    /// Ghost: per session, a bit per key held at some delete.
-    pub freed: Vec<u8>,
-    /// Only under [`Mutant::DeleteKeepsKeys`]: the key index a delete left.
-    pub zombie_keys: Vec<Vec<(u8, RunMetadata)>>,
     /// Run ids handed out so far, per role.
-    pub role_counters: Vec<u8>,
+    pub role_counters: Inline<u8, MAX_CLIENTS>,
     pub clients: Vec<Client>,
     /// Ghost: some keyed commit was answered other than "request_key_taken
     /// naming the holder" exactly when another run held its key.
     pub key_refusal_wrong: bool,
 }
 
+impl Answer {
+    /// 35 bits.
+    fn pack(&self) -> u64 {
+        let kind = self.kind as u64;
+        kind << 32
+            | pack_opt_ref(self.run) << 15
+            | u64::from(self.epoch) << 4
+            | u64::from(self.replanned) << 3
+            | u64::from(self.names_holder) << 2
+            | u64::from(self.same_input) << 1
+            | u64::from(self.reused_key)
+            | u64::from(self.deleted_meanwhile) << 35
+    }
+}
+
+impl std::hash::Hash for Task {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (tag, payload) = match self.phase {
+            Phase::Lookup => (0, 0),
+            Phase::ReadCurrent => (1, 0),
+            Phase::Commit { expected } => (2, pack_opt_ref(expected)),
+            Phase::CommitWrite {
+                expected,
+                stale_holder,
+            } => (
+                3,
+                pack_opt_ref(expected) << 45 | stale_holder.map_or(0, |m| 1 << 44 | m.pack()),
+            ),
+            Phase::Replan { holder } => (4, pack_ref(holder)),
+            Phase::Done(a) => (5, a.pack()),
+        };
+        state.write_u64(
+            pack_ref(self.run) << 32
+                | u64::from(self.epoch) << 16
+                | u64::from(self.cas_tries) << 8
+                | u64::from(self.replanned) << 3
+                | tag,
+        );
+        state.write_u64(payload);
+    }
+}
+
 /// Which client (and task) moves, or which environment event happens.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     /// The client sends its current request (again, after a lost response).
     Send { client: u8 },
@@ -299,7 +224,7 @@ pub enum Action {
     /// The client moves on to its next request.
     Next { client: u8 },
     /// A live run completes.
-    Finish { session: u8, run_id: String },
+    Finish { session: u8, run: RunRef },
     /// `deleteSession`.
     Delete { session: u8 },
 }
@@ -313,15 +238,21 @@ pub struct KeyedEntryModel {
     roles: Vec<u8>,
     /// The script of each role.
     role_scripts: Vec<Vec<Request>>,
-    session_ids: Vec<String>,
-    key_names: Vec<String>,
-    inputs: Vec<Value>,
-    digests: Vec<String>,
+    names: Names,
+    rules: RuleCache,
 }
 
-/// The session id of session `i` in the model and in exported scenarios.
-pub fn session_name(i: u8) -> String {
-    format!("s{i}")
+/// Store operations recorded while applying an action, when asked for
+/// (exported scenarios, step descriptions); the checker's own steps build
+/// none.
+struct Trace<'a>(Option<&'a mut Vec<StoreOp>>);
+
+impl Trace<'_> {
+    fn push(&mut self, op: impl FnOnce() -> StoreOp) {
+        if let Some(ops) = &mut self.0 {
+            ops.push(op());
+        }
+    }
 }
 
 impl KeyedEntryModel {
@@ -339,23 +270,24 @@ impl KeyedEntryModel {
             })
             .collect();
         let role_scripts: Vec<Vec<Request>> = distinct.into_iter().cloned().collect();
-        let inputs: Vec<Value> = (0..config.inputs)
-            .map(|i| json!({ "text": format!("in{i}") }))
-            .collect();
+        let names = Names::new(&config);
         KeyedEntryModel {
             scripts,
             roles,
             role_scripts,
-            session_ids: (0..config.sessions as u8).map(session_name).collect(),
-            key_names: (0..config.keys).map(|k| format!("k{k}")).collect(),
-            digests: inputs.iter().map(execute_request_digest).collect(),
-            inputs,
+            rules: RuleCache::new(&config),
+            names,
             config,
         }
     }
 
     pub fn scripts(&self) -> &[Vec<Request>] {
         &self.scripts
+    }
+
+    /// The strings the model's small integers stand for.
+    pub fn names(&self) -> &Names {
+        &self.names
     }
 
     /// Whether two clients share a script (symmetry reduction can pay).
@@ -377,46 +309,33 @@ impl KeyedEntryModel {
 
     /// The store's key index: what `getRunByRequestKey` answers and what the
     /// store's commit sees as the holder. Correct: the session's own index.
-    fn read_holder(&self, state: &SystemState, session: u8, key: u8) -> Option<RunMetadata> {
-        let name = &self.key_names[key as usize];
-        let own = state.sessions[session as usize].run_by_request_key(name);
+    fn read_holder(&self, state: &SystemState, session: u8, key: u8) -> Option<Meta> {
+        let own = state.sessions[session as usize]
+            .store
+            .run_by_request_key(session, key);
         match self.mutant() {
             Some(Mutant::GlobalKeyIndex) => state
                 .sessions
                 .iter()
-                .find_map(|s| s.run_by_request_key(name))
-                .cloned(),
-            Some(Mutant::DeleteKeepsKeys) => own.cloned().or_else(|| {
-                state.zombie_keys[session as usize]
+                .enumerate()
+                .find_map(|(s, sess)| sess.store.run_by_request_key(s as u8, key)),
+            Some(Mutant::DeleteKeepsKeys) => own.or_else(|| {
+                state.sessions[session as usize]
+                    .zombie_keys
                     .iter()
                     .find(|(k, _)| *k == key)
-                    .map(|(_, run)| run.clone())
+                    .map(|(_, run)| *run)
             }),
-            _ => own.cloned(),
-        }
-    }
-
-    /// The digest the executor hands to the plan. The spec: this request's.
-    fn digest_for_plan<'a>(&'a self, request: Request, holder: Option<&'a RunMetadata>) -> &'a str {
-        let own = self.digests[request.input as usize].as_str();
-        match (self.mutant(), holder) {
-            (Some(Mutant::DigestNotCompared), Some(h)) => {
-                h.request_digest.as_deref().unwrap_or(own)
-            }
             _ => own,
         }
     }
 
-    fn start_run(&self, request: Request, run_id: &str, expected: Option<String>) -> StartRun {
-        StartRun {
-            session_id: self.session_ids[request.session as usize].clone(),
-            run_id: run_id.to_owned(),
-            expected_current_run_id: expected,
-            input: self.inputs[request.input as usize].clone(),
-            request_key: request.key.map(|k| self.key_names[k as usize].clone()),
-            request_digest: request
-                .key
-                .map(|_| self.digests[request.input as usize].clone()),
+    /// The digest (as the input it is the digest of) the executor hands to
+    /// the plan. The spec: this request's.
+    fn digest_for_plan(&self, request: Request, holder: Option<&Meta>) -> u8 {
+        match (self.mutant(), holder) {
+            (Some(Mutant::DigestNotCompared), Some(h)) if h.run.key.is_some() => h.run.input,
+            _ => request.input,
         }
     }
 
@@ -427,22 +346,22 @@ impl KeyedEntryModel {
         request: Request,
         task: &Task,
         kind: AnswerKind,
-        run: &str,
-        run_digest: Option<&str>,
+        run: RunRef,
+        run_digest: Option<u8>,
     ) -> Answer {
         let session = &state.sessions[request.session as usize];
         let true_holder = request
             .key
-            .and_then(|k| session.run_by_request_key(&self.key_names[k as usize]));
+            .and_then(|k| session.store.run_by_request_key(request.session, k));
         Answer {
             kind,
-            run: Some(run.to_owned()),
+            run: Some(run),
             replanned: task.replanned,
-            epoch: state.epochs[request.session as usize],
-            names_holder: true_holder.is_some_and(|h| h.run_id == run),
-            same_input: run_digest == Some(self.digests[request.input as usize].as_str()),
+            epoch: session.epoch,
+            names_holder: true_holder.is_some_and(|h| h.run.id == run),
+            same_input: run_digest == Some(request.input),
             reused_key: false,
-            deleted_meanwhile: task.epoch != state.epochs[request.session as usize],
+            deleted_meanwhile: task.epoch != session.epoch,
         }
     }
 
@@ -453,136 +372,128 @@ impl KeyedEntryModel {
         task: &Task,
         kind: AnswerKind,
     ) -> Answer {
+        let epoch = state.sessions[request.session as usize].epoch;
         Answer {
             kind,
             run: None,
             replanned: task.replanned,
-            epoch: state.epochs[request.session as usize],
+            epoch,
             names_holder: false,
             same_input: false,
             reused_key: false,
-            deleted_meanwhile: task.epoch != state.epochs[request.session as usize],
+            deleted_meanwhile: task.epoch != epoch,
         }
     }
 
-    /// Turns a plan into the task's next phase (New) or its answer.
-    fn follow_plan(
+    /// Plans with [`plan_keyed_entry`](crate::plan::plan_keyed_entry) and
+    /// turns the plan into the task's next phase (New: commit expecting the
+    /// current run read with the holder) or its answer.
+    fn plan_step(
         &self,
         state: &SystemState,
         request: Request,
         task: &Task,
-        plan: KeyedEntryPlan,
+        holder: Option<Meta>,
+        current: Option<RunRef>,
     ) -> Phase {
-        let (kind, run, digest) = match &plan {
-            KeyedEntryPlan::New => return Phase::ReadCurrent,
-            KeyedEntryPlan::Attach(h) => {
-                (AnswerKind::Attached, &h.run_id, h.request_digest.as_deref())
+        let digest = self.digest_for_plan(request, holder.as_ref());
+        let plan = self.rules.plan(&self.names, holder, current, digest);
+        match plan {
+            PlanOut::New => Phase::Commit { expected: current },
+            PlanOut::Named {
+                kind,
+                run,
+                run_digest,
+            } => Phase::Done(self.named_answer(state, request, task, kind, run, run_digest)),
+            PlanOut::Unreadable => {
+                Phase::Done(self.plain_answer(state, request, task, AnswerKind::Internal))
             }
-            KeyedEntryPlan::Replay(h) => {
-                (AnswerKind::Replayed, &h.run_id, h.request_digest.as_deref())
-            }
-            KeyedEntryPlan::Conflict { holder_run_id } => {
-                (AnswerKind::KeyConflict, holder_run_id, None)
-            }
-            KeyedEntryPlan::AlreadyCompleted { holder_run_id } => {
-                (AnswerKind::AlreadyCompleted, holder_run_id, None)
-            }
-        };
-        Phase::Done(self.named_answer(state, request, task, kind, run, digest))
+        }
     }
 
-    /// One executor step of task `t` of client `c`. Pushes the store
-    /// operations the step performs onto `trace`.
-    fn step_task(&self, state: &mut SystemState, c: usize, t: usize, trace: &mut Vec<StoreOp>) {
+    /// One executor step of task `t` of client `c`, recording the store
+    /// operations it performs.
+    fn step_task(&self, state: &mut SystemState, c: usize, t: usize, trace: &mut Trace<'_>) {
         let Some(request) = self.current_request(state, c) else {
             return;
         };
-        let task = state.clients[c].tasks[t].clone();
-        let s = request.session as usize;
-        let sid = self.session_ids[s].clone();
-        let current =
-            |state: &SystemState| state.sessions[s].current_run().map(|r| r.run_id.clone());
-        let next_phase = match &task.phase {
+        let task = state.clients[c].tasks[t];
+        let s = request.session;
+        let names = &self.names;
+        let sid = || names.session(s).to_owned();
+        let current = |state: &SystemState| {
+            state.sessions[s as usize]
+                .store
+                .current_run(s)
+                .map(|m| m.run.id)
+        };
+        let next_phase = match task.phase {
             Phase::Done(_) => return,
             Phase::Lookup => match request.key {
                 None => Phase::ReadCurrent,
                 Some(k) => {
-                    trace.push(StoreOp::GetRunByRequestKey(KeyArgs {
-                        session_id: sid.clone(),
-                        request_key: self.key_names[k as usize].clone(),
-                    }));
-                    trace.push(StoreOp::GetCurrentRun(SessionArgs { session_id: sid }));
-                    let holder = self.read_holder(state, request.session, k);
-                    let cur = current(state);
-                    let plan = plan_keyed_entry(
-                        holder.as_ref(),
-                        cur.as_deref(),
-                        self.digest_for_plan(request, holder.as_ref()),
-                    );
-                    match self.follow_plan(state, request, &task, plan) {
-                        // The current run read with the holder is the
-                        // commit's expectation.
-                        Phase::ReadCurrent => Phase::Commit { expected: cur },
-                        other => other,
-                    }
+                    trace.push(|| {
+                        StoreOp::GetRunByRequestKey(KeyArgs {
+                            session_id: sid(),
+                            request_key: names.key(k).to_owned(),
+                        })
+                    });
+                    trace.push(|| StoreOp::GetCurrentRun(SessionArgs { session_id: sid() }));
+                    let holder = self.read_holder(state, s, k);
+                    self.plan_step(state, request, &task, holder, current(state))
                 }
             },
             Phase::ReadCurrent => {
-                trace.push(StoreOp::GetCurrentRun(SessionArgs { session_id: sid }));
+                trace.push(|| StoreOp::GetCurrentRun(SessionArgs { session_id: sid() }));
                 Phase::Commit {
                     expected: current(state),
                 }
             }
             Phase::Commit { expected } => {
-                let start = self.start_run(request, &task.run_id, expected.clone());
                 if self.mutant() == Some(Mutant::HolderReadOutsideCommit) && request.key.is_some() {
                     // The broken store reads the holder now and decides later.
                     let k = request.key.unwrap_or_default();
-                    trace.push(StoreOp::GetRunByRequestKey(KeyArgs {
-                        session_id: sid,
-                        request_key: self.key_names[k as usize].clone(),
-                    }));
+                    trace.push(|| {
+                        StoreOp::GetRunByRequestKey(KeyArgs {
+                            session_id: sid(),
+                            request_key: names.key(k).to_owned(),
+                        })
+                    });
                     Phase::CommitWrite {
-                        expected: expected.clone(),
-                        stale_holder: self.read_holder(state, request.session, k),
+                        expected,
+                        stale_holder: self.read_holder(state, s, k),
                     }
                 } else {
-                    trace.push(StoreOp::CommitRunStart(CommitArgs {
-                        start_run: start.clone(),
-                    }));
-                    let holder = request
-                        .key
-                        .and_then(|k| self.read_holder(state, request.session, k));
-                    self.commit(state, request, &task, &start, holder)
+                    trace.push(|| {
+                        StoreOp::CommitRunStart(CommitArgs {
+                            start_run: names.start_run(request, task.run, expected),
+                        })
+                    });
+                    let holder = request.key.and_then(|k| self.read_holder(state, s, k));
+                    self.commit(state, request, &task, expected, holder)
                 }
             }
             Phase::CommitWrite {
                 expected,
                 stale_holder,
             } => {
-                let start = self.start_run(request, &task.run_id, expected.clone());
-                trace.push(StoreOp::CommitRunStart(CommitArgs {
-                    start_run: start.clone(),
-                }));
-                self.commit(state, request, &task, &start, stale_holder.clone())
+                trace.push(|| {
+                    StoreOp::CommitRunStart(CommitArgs {
+                        start_run: names.start_run(request, task.run, expected),
+                    })
+                });
+                self.commit(state, request, &task, expected, stale_holder)
             }
             Phase::Replan { holder } => {
-                trace.push(StoreOp::GetRun(RunArgs {
-                    session_id: sid.clone(),
-                    run_id: holder.clone(),
-                }));
-                trace.push(StoreOp::GetCurrentRun(SessionArgs { session_id: sid }));
-                let found = state.sessions[s].run(holder).cloned();
-                let cur = current(state);
-                let plan = plan_keyed_entry(
-                    found.as_ref(),
-                    cur.as_deref(),
-                    self.digest_for_plan(request, found.as_ref()),
-                );
-                match self.follow_plan(state, request, &task, plan) {
-                    Phase::ReadCurrent => Phase::Commit { expected: cur },
-                    other => other,
-                }
+                trace.push(|| {
+                    StoreOp::GetRun(RunArgs {
+                        session_id: sid(),
+                        run_id: holder.to_string(),
+                    })
+                });
+                trace.push(|| StoreOp::GetCurrentRun(SessionArgs { session_id: sid() }));
+                let found = state.sessions[s as usize].store.run(s, holder);
+                self.plan_step(state, request, &task, found, current(state))
             }
         };
         let task_mut = &mut state.clients[c].tasks[t];
@@ -596,8 +507,7 @@ impl KeyedEntryModel {
             }
             _ => {}
         }
-        if let Phase::Done(answer) = &next_phase {
-            let mut answer = answer.clone();
+        if let Phase::Done(mut answer) = next_phase {
             answer.replanned = task_mut.replanned;
             task_mut.phase = Phase::Done(answer);
         } else {
@@ -612,55 +522,50 @@ impl KeyedEntryModel {
         state: &mut SystemState,
         request: Request,
         task: &Task,
-        start: &StartRun,
-        holder: Option<RunMetadata>,
+        expected: Option<RunRef>,
+        holder: Option<Meta>,
     ) -> Phase {
-        let s = request.session as usize;
-        let variant = Mutant::rule_variant(self.mutant());
+        let s = request.session;
         let true_holder = request
             .key
-            .and_then(|k| state.sessions[s].run_by_request_key(&self.key_names[k as usize]))
-            .filter(|h| h.run_id != start.run_id)
-            .map(|h| h.run_id.clone());
-        let session = &mut state.sessions[s];
-        let result = session
-            .decide(start, holder.as_ref(), variant)
-            .map(|decision| session.apply(start, decision));
-        let refused_by_key = match &result {
-            Err(StoreError::RunStartRejected(RunStartRejection::RequestKeyTaken {
-                existing_run_id,
-            })) => Some(existing_run_id.clone()),
+            .and_then(|k| state.sessions[s as usize].store.run_by_request_key(s, k))
+            .filter(|h| h.run.id != task.run)
+            .map(|h| h.run.id);
+        let out = self.rules.commit(
+            &self.names,
+            s,
+            &state.sessions[s as usize].store,
+            request,
+            task.run,
+            expected,
+            holder,
+        );
+        let refused_by_key = match &out {
+            CommitOut::KeyTaken(holder) => Some(*holder),
             _ => None,
         };
         if request.key.is_some() && refused_by_key != true_holder {
             state.key_refusal_wrong = true;
         }
-        match result {
-            Ok(commit) if commit.outcome == CommitOutcome::Started => {
-                let mut answer = self.named_answer(
-                    state,
-                    request,
-                    task,
-                    AnswerKind::Started,
-                    &commit.run.run_id,
-                    commit.run.request_digest.as_deref(),
-                );
-                answer.reused_key = request.key.is_some_and(|k| state.freed[s] & (1 << k) != 0);
+        match out {
+            CommitOut::Started { store, run } => {
+                state.sessions[s as usize].store = store;
+                let digest = run.key.map(|_| run.input);
+                let mut answer =
+                    self.named_answer(state, request, task, AnswerKind::Started, run.id, digest);
+                answer.reused_key = request
+                    .key
+                    .is_some_and(|k| state.sessions[s as usize].freed & (1 << k) != 0);
                 Phase::Done(answer)
             }
-            Ok(_) => Phase::Done(self.plain_answer(state, request, task, AnswerKind::Internal)),
-            Err(StoreError::RunStartRejected(RunStartRejection::RequestKeyTaken {
-                existing_run_id,
-            })) => {
+            CommitOut::KeyTaken(holder) => {
                 if task.replanned || self.mutant() == Some(Mutant::NoReplan) {
                     Phase::Done(self.plain_answer(state, request, task, AnswerKind::KeyTaken))
                 } else {
-                    Phase::Replan {
-                        holder: existing_run_id,
-                    }
+                    Phase::Replan { holder }
                 }
             }
-            Err(StoreError::RunStartRejected(RunStartRejection::CasMismatch { .. })) => {
+            CommitOut::CasMismatch => {
                 if (task.cas_tries as usize) < self.config.cas_retries {
                     if request.key.is_some() {
                         Phase::Lookup
@@ -671,33 +576,38 @@ impl KeyedEntryModel {
                     Phase::Done(self.plain_answer(state, request, task, AnswerKind::Busy))
                 }
             }
-            Err(_) => Phase::Done(self.plain_answer(state, request, task, AnswerKind::Internal)),
+            CommitOut::Replayed | CommitOut::Other => {
+                Phase::Done(self.plain_answer(state, request, task, AnswerKind::Internal))
+            }
         }
     }
 
     /// Applies an action, recording the store operations it performs.
-    pub fn apply_traced(
+    fn apply(
         &self,
         state: &SystemState,
         action: &Action,
-        trace: &mut Vec<StoreOp>,
+        trace: &mut Trace<'_>,
     ) -> Option<SystemState> {
         let mut next = state.clone();
-        match action {
+        match *action {
             Action::Send { client } => {
-                let c = *client as usize;
+                let c = client as usize;
                 let request = self.current_request(state, c)?;
                 let role = state.clients[c].role as usize;
                 next.role_counters[role] += 1;
-                let run_id = format!("c{role}r{}", next.role_counters[role]);
+                let run = RunRef {
+                    role: role as u8,
+                    n: next.role_counters[role],
+                };
                 if state.clients[c].sent > 0 {
                     next.retries_left = next.retries_left.checked_sub(1)?;
                 }
                 let client = &mut next.clients[c];
                 client.sent += 1;
                 client.tasks.push(Task {
-                    run_id,
-                    epoch: state.epochs[request.session as usize],
+                    run,
+                    epoch: state.sessions[request.session as usize].epoch,
                     cas_tries: 0,
                     replanned: false,
                     // A keyless entry has nothing to look up.
@@ -713,41 +623,49 @@ impl KeyedEntryModel {
                 self.step_task(&mut next, c, t, trace);
             }
             Action::Step { client, task } => {
-                self.step_task(&mut next, *client as usize, *task as usize, trace);
+                self.step_task(&mut next, client as usize, task as usize, trace);
             }
             Action::Next { client } => {
-                let client = &mut next.clients[*client as usize];
+                let client = &mut next.clients[client as usize];
                 client.request += 1;
                 client.sent = 0;
                 client.tasks.clear();
             }
-            Action::Finish { session, run_id } => {
-                let s = *session as usize;
-                trace.push(StoreOp::SetRunStatus(StatusArgs {
-                    session_id: self.session_ids[s].clone(),
-                    run_id: run_id.clone(),
-                    status: RunStatus::Completed,
-                }));
-                next.sessions[s]
-                    .set_run_status(run_id, RunStatus::Completed)
-                    .ok()?;
+            Action::Finish { session, run } => {
+                trace.push(|| {
+                    StoreOp::SetRunStatus(StatusArgs {
+                        session_id: self.names.session(session).to_owned(),
+                        run_id: run.to_string(),
+                        status: RunStatus::Completed,
+                    })
+                });
+                let s = &mut next.sessions[session as usize];
+                s.store = self.rules.set_run_status(
+                    &self.names,
+                    session,
+                    &s.store,
+                    run,
+                    RunStatus::Completed,
+                )?;
             }
             Action::Delete { session } => {
-                let s = *session as usize;
-                trace.push(StoreOp::DeleteSession(SessionArgs {
-                    session_id: self.session_ids[s].clone(),
-                }));
-                let old = std::mem::take(&mut next.sessions[s]);
-                for (k, name) in self.key_names.iter().enumerate() {
-                    if let Some(run) = old.run_by_request_key(name) {
-                        next.freed[s] |= 1 << k;
+                trace.push(|| {
+                    StoreOp::DeleteSession(SessionArgs {
+                        session_id: self.names.session(session).to_owned(),
+                    })
+                });
+                let s = &mut next.sessions[session as usize];
+                let old = std::mem::take(&mut s.store);
+                for k in 0..self.config.keys as u8 {
+                    if let Some(run) = old.run_by_request_key(session, k) {
+                        s.freed |= 1 << k;
                         if self.mutant() == Some(Mutant::DeleteKeepsKeys) {
-                            next.zombie_keys[s].retain(|(zk, _)| *zk as usize != k);
-                            next.zombie_keys[s].push((k as u8, run.clone()));
+                            s.zombie_keys.retain(|(zk, _)| *zk != k);
+                            s.zombie_keys.push((k, run));
                         }
                     }
                 }
-                next.epochs[s] += 1;
+                s.epoch += 1;
                 next.deletes_left -= 1;
             }
         }
@@ -756,16 +674,16 @@ impl KeyedEntryModel {
 
     /// The store operations an action performs (for exported scenarios).
     pub fn store_ops(&self, state: &SystemState, action: &Action) -> Vec<StoreOp> {
-        let mut trace = Vec::new();
-        let _ = self.apply_traced(state, action, &mut trace);
-        trace
+        let mut ops = Vec::new();
+        let _ = self.apply(state, action, &mut Trace(Some(&mut ops)));
+        ops
     }
 
     /// One line saying what an action did from `state`: who moved, the
     /// store operations it performed and where the task ended up.
     pub fn describe_step(&self, state: &SystemState, action: &Action) -> String {
         let mut trace = Vec::new();
-        let next = self.apply_traced(state, action, &mut trace);
+        let next = self.apply(state, action, &mut Trace(Some(&mut trace)));
         let ops: Vec<&str> = trace.iter().map(StoreOp::name).collect();
         let ops = if ops.is_empty() {
             String::new()
@@ -785,11 +703,11 @@ impl KeyedEntryModel {
                 Phase::ReadCurrent => "reads the current run next".to_owned(),
                 Phase::Commit { expected } => format!(
                     "plans new; commit next expecting current {}",
-                    expected.as_deref().unwrap_or("null")
+                    expected.map_or_else(|| "null".to_owned(), |r| r.to_string())
                 ),
                 Phase::CommitWrite { stale_holder, .. } => format!(
                     "store read the holder outside its commit: {}",
-                    stale_holder.as_ref().map_or("none", |h| h.run_id.as_str())
+                    stale_holder.map_or_else(|| "none".to_owned(), |h| h.run.id.to_string())
                 ),
                 Phase::Replan { holder } => {
                     format!("refused request_key_taken by {holder}; re-plans")
@@ -797,15 +715,12 @@ impl KeyedEntryModel {
                 Phase::Done(a) => format!(
                     "answers {:?}{}",
                     a.kind,
-                    a.run
-                        .as_deref()
-                        .map(|r| format!(" {r}"))
-                        .unwrap_or_default()
+                    a.run.map(|r| format!(" {r}")).unwrap_or_default()
                 ),
             };
             format!(
                 "client {c} ({request}) attempt {}{ops} -> {outcome}",
-                task.run_id
+                task.run
             )
         };
         match action {
@@ -816,8 +731,8 @@ impl KeyedEntryModel {
             }
             Action::Step { client, task } => task_line(*client as usize, *task as usize),
             Action::Next { client } => format!("client {client} moves to its next request"),
-            Action::Finish { session, run_id } => {
-                format!("run {run_id} of s{session} completes{ops}")
+            Action::Finish { session, run } => {
+                format!("run {run} of s{session} completes{ops}")
             }
             Action::Delete { session } => format!("deleteSession s{session}{ops}"),
         }
@@ -849,13 +764,10 @@ impl Model for KeyedEntryModel {
     fn init_states(&self) -> Vec<SystemState> {
         let n = self.config.sessions;
         vec![SystemState {
-            sessions: vec![SessionState::default(); n],
-            epochs: vec![0; n],
+            sessions: (0..n).map(|_| Session::default()).collect(),
             deletes_left: self.config.deletes as u8,
             retries_left: self.config.retries as u8,
-            freed: vec![0; n],
-            zombie_keys: vec![Vec::new(); n],
-            role_counters: vec![0; self.role_scripts.len()],
+            role_counters: self.role_scripts.iter().map(|_| 0).collect(),
             clients: self
                 .roles
                 .iter()
@@ -863,7 +775,7 @@ impl Model for KeyedEntryModel {
                     role,
                     request: 0,
                     sent: 0,
-                    tasks: Vec::new(),
+                    tasks: Inline::default(),
                 })
                 .collect(),
             key_refusal_wrong: false,
@@ -895,17 +807,17 @@ impl Model for KeyedEntryModel {
         }
         if self.config.finishes {
             for (s, session) in state.sessions.iter().enumerate() {
-                for run in session.runs().filter(|r| r.status.is_live()) {
+                for run in session.store.runs.iter().filter(|r| r.status.is_live()) {
                     actions.push(Action::Finish {
                         session: s as u8,
-                        run_id: run.run_id.clone(),
+                        run: run.id,
                     });
                 }
             }
         }
         if state.deletes_left > 0 {
             for (s, session) in state.sessions.iter().enumerate() {
-                if !session.is_empty() {
+                if !session.store.is_empty() {
                     actions.push(Action::Delete { session: s as u8 });
                 }
             }
@@ -913,7 +825,7 @@ impl Model for KeyedEntryModel {
     }
 
     fn next_state(&self, state: &SystemState, action: Action) -> Option<SystemState> {
-        self.apply_traced(state, &action, &mut Vec::new())
+        self.apply(state, &action, &mut Trace(None))
     }
 
     fn format_action(&self, action: &Action) -> String {
@@ -923,7 +835,7 @@ impl Model for KeyedEntryModel {
                 format!("client {client} attempt {task}: executor step")
             }
             Action::Next { client } => format!("client {client} moves to its next request"),
-            Action::Finish { session, run_id } => format!("run {run_id} of s{session} completes"),
+            Action::Finish { session, run } => format!("run {run} of s{session} completes"),
             Action::Delete { session } => format!("deleteSession s{session}"),
         }
     }
@@ -932,12 +844,13 @@ impl Model for KeyedEntryModel {
         vec![
             Property::always(props::ONE_RUN_PER_KEY, |_, st: &SystemState| {
                 st.sessions.iter().all(|s| {
-                    let mut keys: Vec<&str> =
-                        s.runs().filter_map(|r| r.request_key.as_deref()).collect();
-                    let n = keys.len();
-                    keys.sort_unstable();
-                    keys.dedup();
-                    keys.len() == n
+                    let mut seen = 0u16;
+                    s.store.runs.iter().filter_map(|r| r.key).all(|k| {
+                        let bit = 1u16 << k;
+                        let fresh = seen & bit == 0;
+                        seen |= bit;
+                        fresh
+                    })
                 })
             }),
             Property::always(props::INPUT_ONCE, |m: &Self, st: &SystemState| {
@@ -945,13 +858,14 @@ impl Model for KeyedEntryModel {
                     let Some(r) = m.current_request(st, c) else {
                         return true;
                     };
+                    let epoch = st.sessions[r.session as usize].epoch;
                     r.key.is_none()
                         || client
                             .tasks
                             .iter()
                             .filter(|t| {
                                 matches!(&t.phase, Phase::Done(a)
-                                    if a.kind == AnswerKind::Started && a.epoch == st.epochs[r.session as usize])
+                                    if a.kind == AnswerKind::Started && a.epoch == epoch)
                             })
                             .count()
                             <= 1
@@ -959,10 +873,8 @@ impl Model for KeyedEntryModel {
             }),
             Property::always(props::KEY_PER_SESSION, |m: &Self, st: &SystemState| {
                 (0..m.config.sessions as u8).all(|s| {
-                    (0..m.config.keys as u8).all(|k| {
-                        m.read_holder(st, s, k)
-                            .is_none_or(|h| h.session_id == m.session_ids[s as usize])
-                    })
+                    (0..m.config.keys as u8)
+                        .all(|k| m.read_holder(st, s, k).is_none_or(|h| h.session == s))
                 })
             }),
             Property::always(props::NAMES_HOLDER, |m: &Self, st: &SystemState| {
@@ -976,7 +888,7 @@ impl Model for KeyedEntryModel {
             }),
             Property::always(props::DELETE_FREES_KEYS, |m: &Self, st: &SystemState| {
                 (0..m.config.sessions as u8).all(|s| {
-                    !st.sessions[s as usize].is_empty()
+                    !st.sessions[s as usize].store.is_empty()
                         || (0..m.config.keys as u8).all(|k| m.read_holder(st, s, k).is_none())
                 })
             }),
@@ -1043,16 +955,7 @@ impl Representative for SystemState {
     /// the first field of the order.
     fn representative(&self) -> Self {
         let mut rep = self.clone();
-        rep.clients.sort();
+        rep.clients.sort_unstable();
         rep
-    }
-}
-
-impl fmt::Display for Request {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.key {
-            Some(k) => write!(f, "s{} k{} in{}", self.session, k, self.input),
-            None => write!(f, "s{} keyless in{}", self.session, self.input),
-        }
     }
 }

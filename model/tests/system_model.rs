@@ -77,6 +77,78 @@ fn symmetry_reduces_twins_and_keeps_the_verdict() {
     assert_eq!(names(&full), names(&reduced));
 }
 
+/// The default configuration (3 clients, 2 sessions, 2 keys, 2 inputs, 4
+/// requests, 1 resend, 1 delete, runs finish, 1 CAS retry): its counts, the
+/// same with symmetry on and off (no two clients share a script, so there
+/// is nothing to reduce), and progress reports along the way that never
+/// run ahead of the final figures. One thread: with more, the depth at
+/// which a state is first met depends on the threads' race.
+#[test]
+fn the_default_configuration_has_pinned_state_counts_with_and_without_symmetry() {
+    let mut reports = Vec::new();
+    let with = check_with_progress(
+        Config::default(),
+        CheckOptions::default(),
+        Some(std::time::Duration::from_millis(20)),
+        &mut |p| reports.push(p),
+    );
+    let without = check(Config::default(), sequential());
+    for s in [&with, &without] {
+        assert_eq!(
+            (s.unique_states, s.total_states, s.max_depth),
+            (DEFAULT_UNIQUE, DEFAULT_TOTAL, DEFAULT_DEPTH)
+        );
+        assert!(s.passed(), "{:?} {:?}", s.violations, s.unreached);
+    }
+    eprintln!(
+        "default: {} unique with symmetry, {} without: reduction {:.2}x",
+        with.unique_states,
+        without.unique_states,
+        without.unique_states as f64 / with.unique_states as f64
+    );
+    assert!(
+        !reports.is_empty(),
+        "no progress report in {:?}",
+        with.elapsed
+    );
+    for w in reports.windows(2) {
+        assert!(w[0].unique_states <= w[1].unique_states && w[0].elapsed < w[1].elapsed);
+    }
+    let last = reports[reports.len() - 1];
+    assert!(last.unique_states <= with.unique_states && last.total_states <= with.total_states);
+    assert!(last.line().contains("unique states/s"), "{}", last.line());
+}
+
+/// Client 0 and a twin with the same script: symmetry halves (nearly) the
+/// states and keeps the verdict; both counts are pinned.
+#[test]
+fn two_twins_have_pinned_counts_with_and_without_symmetry() {
+    let cfg = Config {
+        clients: 2,
+        requests: 2,
+        twins: 1,
+        ..Config::default()
+    };
+    let reduced = check(cfg.clone(), CheckOptions::default());
+    let full = check(cfg, sequential());
+    assert_eq!(
+        (reduced.unique_states, full.unique_states),
+        (TWINS2_REDUCED_UNIQUE, TWINS2_FULL_UNIQUE)
+    );
+    eprintln!(
+        "clients 2 requests 2 twins 1: {} unique with symmetry, {} without: reduction {:.2}x",
+        reduced.unique_states,
+        full.unique_states,
+        full.unique_states as f64 / reduced.unique_states as f64
+    );
+    assert!(full.violations.is_empty() && reduced.violations.is_empty());
+}
+
+const DEFAULT_UNIQUE: usize = 457_719;
+const DEFAULT_TOTAL: usize = 1_710_129;
+const DEFAULT_DEPTH: usize = 29;
+const TWINS2_REDUCED_UNIQUE: usize = 85_048;
+const TWINS2_FULL_UNIQUE: usize = 168_855;
 const SMALL_UNIQUE: usize = 2163;
 const SMALL_TOTAL: usize = 4955;
 const SMALL_DEPTH: usize = 15;
@@ -134,4 +206,20 @@ fn measure() {
             );
         }
     }
+}
+
+#[test]
+fn worlds_beyond_the_state_layout_are_refused_up_front() {
+    assert_eq!(Config::default().validate(), Ok(()));
+    let crowded = Config {
+        clients: 1,
+        requests: 16,
+        twins: 7,
+        ..Config::default()
+    };
+    let err = crowded.validate().unwrap_err();
+    assert!(
+        err.contains("at most 24 attempts") && err.contains("has 129"),
+        "{err}"
+    );
 }

@@ -10,6 +10,8 @@
 //!   own atomic step (the Redis Lua script is the one restatement, tested
 //!   against the model).
 //! - [`store_server`]: any store behind the `reqkey-store/1` wire (SPEC 6).
+//! - [`http_serve`]: the accept loop both servers run on: header and body
+//!   read timeouts, a connection cap that closes the oldest idle connection.
 //!
 //! - [`agent`]: the executor with keyed entries (SPEC 5), the scripted test
 //!   agent, and the `reqkey-agent/1` HTTP server (SPEC 7).
@@ -18,5 +20,6 @@
 //! of a spec rule (they live in `reqkey-model`).
 
 pub mod agent;
+pub mod http_serve;
 pub mod store;
 pub mod store_server;

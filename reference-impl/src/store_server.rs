@@ -15,6 +15,11 @@
 //! in `reqkey_model::seq::StoreOp::from_wire` before the store is touched,
 //! so a malformed request never changes the store.
 //!
+//! The connection handling (header and body read timeouts, a cap on open
+//! connections that closes the oldest idle one) is [`crate::http_serve`]'s;
+//! a body that is not received within the body read timeout is
+//! `invalid_argument` like any unreadable body.
+//!
 //! Each request's store call runs in its own task: requests are served
 //! concurrently (hyper gives every connection its own task), and a store
 //! that panics answers `internal` instead of taking the connection down.
@@ -31,6 +36,7 @@ use reqkey_model::StoreError;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
+use crate::http_serve::{self, ServerLimits};
 use crate::store::{dispatch_wire, SessionStateStore};
 
 /// The protocol name `/health` reports.
@@ -48,15 +54,26 @@ pub fn router(store: Shared) -> Router {
         .with_state(store)
 }
 
-/// Serves `store` on `listener` until `shutdown` completes, then finishes
-/// the requests in flight and returns.
+/// Serves `store` on `listener` under the default [`ServerLimits`] until
+/// `shutdown` completes, then finishes the requests in flight and returns.
 pub async fn serve<F>(store: Shared, listener: TcpListener, shutdown: F) -> std::io::Result<()>
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    axum::serve(listener, router(store))
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with_limits(store, listener, ServerLimits::default(), shutdown).await
+}
+
+/// [`serve`] under explicit limits (connection cap, read timeouts).
+pub async fn serve_with_limits<F>(
+    store: Shared,
+    listener: TcpListener,
+    limits: ServerLimits,
+    shutdown: F,
+) -> std::io::Result<()>
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    http_serve::serve(listener, router(store), limits, shutdown).await
 }
 
 async fn health(State(store): State<Shared>) -> Json<Value> {

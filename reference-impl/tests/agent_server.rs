@@ -96,6 +96,35 @@ async fn health_declares_the_protocol_and_key_support() {
     assert_eq!(a.status, 200);
     assert_eq!(a.json()["protocol"], "reqkey-agent/1");
     assert_eq!(a.json()["supportsRequestKey"], true);
+    assert_eq!(a.json()["concurrentEntry"], "reject");
+}
+
+#[tokio::test]
+async fn health_declares_the_profile_the_executor_keeps() {
+    for (config, keys, entry) in [
+        (
+            ExecutorConfig {
+                supports_request_key: false,
+                ..ExecutorConfig::default()
+            },
+            false,
+            "reject",
+        ),
+        (
+            ExecutorConfig {
+                policy: reqkey_reference::agent::ConcurrencyPolicy::InterruptPrevious,
+                ..ExecutorConfig::default()
+            },
+            true,
+            "interrupt_previous",
+        ),
+    ] {
+        let ex = Executor::new(Arc::new(MemoryStore::new()), config);
+        let srv = spawn(ex, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let a = call(srv.addr, "GET", "/health", &[], b"").await;
+        assert_eq!(a.json()["supportsRequestKey"], keys);
+        assert_eq!(a.json()["concurrentEntry"], entry);
+    }
 }
 
 #[tokio::test]
@@ -163,6 +192,85 @@ async fn malformed_keys_are_400_and_echoed_nowhere() {
     assert_eq!(repeated.status, 400);
     let snapshot = call(srv.addr, "GET", "/sessions/s2", &[], b"").await;
     assert_eq!(snapshot.status, 404, "nothing was written");
+}
+
+/// Issue 15, F7 / SPEC 2 `[S2-http-layer]`: every byte outside the key
+/// alphabet, inside a key. The bytes an HTTP/1.1 header value cannot hold
+/// (C0 controls but HTAB, and DEL) are refused by hyper before the server
+/// sees the key, with exactly `400`, `content-length: 0`,
+/// `connection: close` and no body; every other one reaches the server and
+/// gets the JSON 400 `validation_error`. Neither echoes the key, and
+/// neither writes anything.
+#[tokio::test]
+async fn every_foreign_byte_in_a_key_is_a_json_400_or_the_http_layers_bare_400() {
+    use reqkey_model::key::{is_http_refused_header_byte, is_key_byte};
+    let srv = server().await;
+    let body = br#"{"input":{"text":"a"}}"#;
+    let (mut bare, mut typed) = (Vec::new(), Vec::new());
+    for b in (0u8..=255).filter(|b| !is_key_byte(*b)) {
+        let key = [b"sec".as_slice(), &[b], b"ret"].concat();
+        let a = call(srv.addr, "POST", "/sessions/f7/start", &[(KEY, &key)], body).await;
+        assert_eq!(a.status, 400, "byte {b:#04x}: {}", a.text());
+        assert!(
+            !a.text().contains("ret") && !a.head.contains("ret"),
+            "byte {b:#04x} echoed: {}{}",
+            a.head,
+            a.text()
+        );
+        if is_http_refused_header_byte(b) {
+            let head = a.head.to_ascii_lowercase();
+            assert!(
+                head.contains("content-length: 0") && head.contains("connection: close"),
+                "byte {b:#04x}: {head}"
+            );
+            assert!(a.body.is_empty(), "byte {b:#04x}: {}", a.text());
+            bare.push(b);
+        } else {
+            assert_eq!(a.json()["code"], "validation_error", "byte {b:#04x}");
+            typed.push(b);
+        }
+    }
+    // The split the spec states: 0x00-0x08, 0x0A-0x1F and 0x7F bare.
+    let expected_bare: Vec<u8> = (0u8..0x20).filter(|b| *b != b'\t').chain([0x7f]).collect();
+    assert_eq!(bare, expected_bare);
+    assert!(typed.contains(&b'\t') && typed.contains(&0x80) && typed.contains(&0xff));
+    // A folded line (obs-fold) is refused by the HTTP layer too.
+    let folded = call(
+        srv.addr,
+        "POST",
+        "/sessions/f7/start",
+        &[(KEY, b"sec\r\n ret")],
+        body,
+    )
+    .await;
+    assert_eq!((folded.status, folded.body.len()), (400, 0));
+    let snapshot = call(srv.addr, "GET", "/sessions/f7", &[], b"").await;
+    assert_eq!(snapshot.status, 404, "nothing was written");
+}
+
+#[tokio::test]
+async fn path_ids_outside_the_spec_limits_are_400() {
+    let srv = server().await;
+    let long = "r".repeat(257);
+    for path in [
+        format!("/sessions/s/runs/{long}"),
+        "/sessions/s/runs/r%20x".to_owned(),
+        format!("/sessions/{long}"),
+    ] {
+        let a = call(srv.addr, "GET", &path, &[], b"").await;
+        assert_eq!(a.status, 400, "{path}: {}", a.text());
+        assert_eq!(a.json()["code"], "validation_error", "{path}");
+    }
+    let longest = "r".repeat(256);
+    let a = call(
+        srv.addr,
+        "GET",
+        &format!("/sessions/s/runs/{longest}"),
+        &[],
+        b"",
+    )
+    .await;
+    assert_eq!(a.status, 404, "{}", a.text());
 }
 
 #[tokio::test]

@@ -147,7 +147,9 @@ pub enum FuzzStep {
     Batch(Vec<FuzzOp>),
 }
 
-fn arb_op() -> impl Strategy<Value = FuzzOp> {
+/// One operation over the tiny domain, every store op weighted so that
+/// collisions are common.
+pub fn arb_op() -> impl Strategy<Value = FuzzOp> {
     let s = 0..SESSIONS;
     prop_oneof![
         6 => (s.clone(), 0..RUNS.len(), prop::option::weighted(0.6, 0..RUNS.len()), 0..INPUTS.len(), prop::option::weighted(0.7, 0..KEYS.len()))
@@ -188,6 +190,27 @@ pub enum CaseFailure {
     Harness(String),
 }
 
+/// What one program did, for the reports of a run of many.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgramStats {
+    /// Operations sent.
+    pub operations: u64,
+    /// Concurrent batches (of two or more operations).
+    pub batches: u64,
+    /// Batches in which some two operations overlapped in time.
+    pub batches_overlapped: u64,
+}
+
+/// Whether some two of `ops` overlapped in time (each interval from invoke
+/// to return).
+pub fn any_overlap(ops: &[Operation]) -> bool {
+    ops.iter().enumerate().any(|(i, a)| {
+        ops[i + 1..]
+            .iter()
+            .any(|b| a.invoke_ns < b.return_ns && b.invoke_ns < a.return_ns)
+    })
+}
+
 /// Runs one program against `target` with sessions named `sessions`.
 pub async fn run_program(
     target: &Arc<dyn Target>,
@@ -195,7 +218,8 @@ pub async fn run_program(
     sessions: &[String],
     lin_budget_steps: u64,
     call_timeout_ms: u64,
-) -> Result<(), CaseFailure> {
+) -> Result<ProgramStats, CaseFailure> {
+    let mut stats = ProgramStats::default();
     let clock = Clock::new();
     let mut history: Vec<Operation> = Vec::new();
     // The spec's state while the program is still sequential.
@@ -214,6 +238,7 @@ pub async fn run_program(
                 .await;
                 let answer = result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
                 history.push(recorded);
+                stats.operations += 1;
                 if let Some(state) = spec.as_mut() {
                     let expected = match StoreOp::from_wire(&request) {
                         Ok(parsed) => state.apply(&parsed),
@@ -245,12 +270,18 @@ pub async fn run_program(
                             .await
                     }));
                 }
+                let first = history.len();
                 for t in tasks {
                     let (recorded, result) = t
                         .await
                         .map_err(|e| CaseFailure::Harness(format!("batch task: {e}")))?;
                     result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
                     history.push(recorded);
+                }
+                stats.operations += ops.len() as u64;
+                if ops.len() > 1 {
+                    stats.batches += 1;
+                    stats.batches_overlapped += u64::from(any_overlap(&history[first..]));
                 }
             }
         }
@@ -269,7 +300,7 @@ pub async fn run_program(
             Verdict::Unknown { reason } => return Err(CaseFailure::Harness(reason)),
         }
     }
-    Ok(())
+    Ok(stats)
 }
 
 /// Options of a fuzz run.
@@ -311,7 +342,7 @@ pub enum FuzzOutcome {
 }
 
 /// Expands a u64 seed into proptest's 32-byte ChaCha seed.
-fn seed_bytes(seed: u64) -> [u8; 32] {
+pub fn seed_bytes(seed: u64) -> [u8; 32] {
     let mut out = [0u8; 32];
     let mut x = seed;
     for chunk in out.chunks_mut(8) {
@@ -368,7 +399,7 @@ pub fn fuzz(
             opts.call_timeout_ms,
         ));
         match outcome {
-            Ok(()) => Ok(()),
+            Ok(_) => Ok(()),
             Err(CaseFailure::Nonconforming(reason)) => {
                 *last_reason.lock().unwrap_or_else(|p| p.into_inner()) = reason.clone();
                 Err(TestCaseError::fail(reason))

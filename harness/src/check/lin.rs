@@ -56,10 +56,14 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::{self, Write as _};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 
-use reqkey_model::seq::{SeqStore, StoreOp, StoreReply};
-use reqkey_model::{CommitOutcome, StoreError};
+#[cfg(doc)]
+use reqkey_model::seq::SeqStore;
+use reqkey_model::seq::{PreparedCommit, SessionState, StoreOp, StoreReply};
+use reqkey_model::{
+    canonical_json, CommitOutcome, DeleteResult, RunMetadata, RunStatus, StoreError,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -140,6 +144,9 @@ pub struct CheckReport {
     pub steps: u64,
     /// Sessions the history was split into.
     pub partitions: usize,
+    /// Configurations in the largest partition's cache (16 bytes each plus
+    /// the hash table's overhead): the search's memory.
+    pub largest_cache: usize,
 }
 
 /// Why a history is not linearizable, readably.
@@ -219,6 +226,7 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
                 })),
                 steps: 0,
                 partitions: 0,
+                largest_cache: 0,
             };
         }
     }
@@ -231,6 +239,7 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
     }
 
     let mut steps = 0u64;
+    let mut largest_cache = 0usize;
     let n_partitions = partitions.len();
     for (session, indices) in &partitions {
         let items: Vec<Item<'_>> = indices
@@ -238,8 +247,9 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
             .map(|&i| Item::of(history, &prepared, i, false))
             .collect();
         let remaining = opts.budget_steps.saturating_sub(steps);
-        let (outcome, used) = search(&items, remaining);
+        let (outcome, used, cached) = search(&items, remaining);
         steps += used;
+        largest_cache = largest_cache.max(cached);
         match outcome {
             Search::Linearizable => {}
             Search::OutOfBudget => {
@@ -253,6 +263,7 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
                     },
                     steps,
                     partitions: n_partitions,
+                    largest_cache,
                 }
             }
             Search::NotLinearizable => {
@@ -285,6 +296,7 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
                     })),
                     steps,
                     partitions: n_partitions,
+                    largest_cache,
                 };
             }
         }
@@ -293,14 +305,19 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
         verdict: Verdict::Linearizable,
         steps,
         partitions: n_partitions,
+        largest_cache,
     }
 }
 
-/// An operation parsed once.
+/// An operation parsed once, into what every evaluation needs: the op, its
+/// commit validated and digested, the recorded answer typed, and a
+/// recorded input log in canonical form.
 #[derive(Debug)]
 struct Prepared {
     op: Option<StoreOp>,
+    commit: Option<PreparedCommit>,
     observed: Observed,
+    inputs: Option<Vec<(String, String)>>,
 }
 
 #[derive(Debug)]
@@ -316,7 +333,24 @@ fn prepare(o: &Operation) -> Prepared {
         None => Observed::Pending,
         Some(answer) => parse_answer(op.as_ref().map(StoreOp::name), answer),
     };
-    Prepared { op, observed }
+    let commit = match &op {
+        Some(StoreOp::CommitRunStart(a)) => PreparedCommit::new(&a.start_run).ok(),
+        _ => None,
+    };
+    let inputs = match &observed {
+        Observed::Answer(Ok(StoreReply::Inputs(v))) => Some(
+            v.iter()
+                .map(|e| (e.run_id.clone(), canonical_json(&e.input)))
+                .collect(),
+        ),
+        _ => None,
+    };
+    Prepared {
+        op,
+        commit,
+        observed,
+        inputs,
+    }
 }
 
 fn parse_answer(op_name: Option<&str>, answer: &Value) -> Observed {
@@ -403,8 +437,9 @@ fn is_read(op: &StoreOp) -> bool {
 /// One operation as the search sees it.
 #[derive(Debug, Clone, Copy)]
 struct Item<'a> {
-    op: &'a StoreOp,
-    observed: &'a Observed,
+    prepared: &'a Prepared,
+    /// Counted as unanswered (in flight at a cut): matches any answer.
+    in_flight: bool,
     invoke_ns: u64,
     end_ns: u64,
 }
@@ -414,26 +449,33 @@ const PENDING: Observed = Observed::Pending;
 impl<'a> Item<'a> {
     /// `in_flight` forces the op to count as unanswered.
     fn of(history: &'a [Operation], prepared: &'a [Prepared], i: usize, in_flight: bool) -> Self {
-        let p = &prepared[i];
-        // Only ops with a parsed request are ever partitioned.
-        let op = p.op.as_ref().unwrap_or(&DUMMY_OP);
-        let (observed, end_ns) = if in_flight {
-            (&PENDING, u64::MAX)
+        let end_ns = if in_flight {
+            u64::MAX
         } else {
-            (&p.observed, history[i].end_ns())
+            history[i].end_ns()
         };
         Item {
-            op,
-            observed,
+            prepared: &prepared[i],
+            in_flight,
             invoke_ns: history[i].invoke_ns,
             end_ns,
         }
     }
-}
 
-static DUMMY_OP: StoreOp = StoreOp::ListRuns(reqkey_model::seq::SessionArgs {
-    session_id: String::new(),
-});
+    fn observed(&self) -> &'a Observed {
+        if self.in_flight {
+            &PENDING
+        } else {
+            &self.prepared.observed
+        }
+    }
+
+    /// Does the recorded answer claim the op wrote nothing? Such an op,
+    /// when its answer matches, leaves the spec state as it was.
+    fn quiet(&self) -> bool {
+        !matches!(self.observed(), Observed::Pending) && writes_nothing(self.prepared)
+    }
+}
 
 enum Search {
     Linearizable,
@@ -443,12 +485,150 @@ enum Search {
 
 const NONE: usize = usize::MAX;
 
+/// How to take back one linearized operation.
+#[derive(Debug)]
+enum Undo {
+    /// The op left the state as it was.
+    Nothing,
+    /// It started a run (the last one).
+    Start,
+    /// It changed the status of the run at this index from this one.
+    Status(usize, RunStatus),
+    /// It deleted the session, which was this.
+    Session(Box<SessionState>),
+}
+
+fn undo(state: &mut SessionState, undo: Undo) {
+    match undo {
+        Undo::Nothing => {}
+        Undo::Start => state.undo_last_start(),
+        Undo::Status(index, status) => state.undo_status_change(index, status),
+        Undo::Session(old) => *state = *old,
+    }
+}
+
+/// Applies `item`'s operation to `state` (one session) if the spec's answer
+/// there matches the recorded one; updates `fp`, the state's fingerprint.
+/// `None`: no match, and `state` and `fp` are as they were. Every answer
+/// comes from the model's [`SessionState`], the same methods [`SeqStore`]
+/// calls (`the_session_evaluation_agrees_with_seq_store` checks it); reads
+/// are compared in place instead of cloned.
+fn evaluate(state: &mut SessionState, fp: &mut u128, item: &Item<'_>) -> Option<Undo> {
+    let observed = item.observed();
+    let p = item.prepared;
+    let op = p.op.as_ref()?;
+    let pending = matches!(observed, Observed::Pending);
+    let read_ok = |spec: Option<&RunMetadata>| match observed {
+        Observed::Pending => true,
+        Observed::Answer(Ok(StoreReply::Run(o))) => o.as_ref() == spec,
+        _ => false,
+    };
+    let matched = match op {
+        StoreOp::CommitRunStart(_) => {
+            let prepared = p.commit.as_ref()?;
+            let spec = state.commit_prepared(prepared);
+            let started = matches!(&spec, Ok(c) if c.outcome == CommitOutcome::Started);
+            let ok = pending || answers_match(&spec.map(StoreReply::Commit), observed);
+            if !started {
+                return ok.then_some(Undo::Nothing);
+            }
+            if !ok {
+                state.undo_last_start();
+                return None;
+            }
+            let index = state.run_count() - 1;
+            *fp = fp.wrapping_add(entry_term(state, index));
+            return Some(Undo::Start);
+        }
+        StoreOp::GetRun(a) => read_ok(state.run(&a.run_id)),
+        StoreOp::GetCurrentRun(_) => read_ok(state.current_run()),
+        StoreOp::GetRunByRequestKey(a) => read_ok(state.run_by_request_key(&a.request_key)),
+        StoreOp::ListRuns(_) => match observed {
+            Observed::Pending => true,
+            Observed::Answer(Ok(StoreReply::Runs(v))) => v.iter().eq(state.runs()),
+            _ => false,
+        },
+        StoreOp::ListInputs(_) => match (observed, &p.inputs) {
+            (Observed::Pending, _) => true,
+            (Observed::Answer(Ok(StoreReply::Inputs(_))), Some(inputs)) => inputs
+                .iter()
+                .map(|(r, i)| (r.as_str(), i.as_str()))
+                .eq(state.inputs_canonical()),
+            _ => false,
+        },
+        StoreOp::SetRunStatus(a) => {
+            let Some(index) = state.run_index(&a.run_id) else {
+                let spec = Err(StoreError::NotFound(String::new()));
+                return (pending || answers_match(&spec, observed)).then_some(Undo::Nothing);
+            };
+            let before_term = entry_term(state, index);
+            let before = state.entry(index).map(|(m, _, _)| m.status)?;
+            let spec = state.set_run_status(&a.run_id, a.status);
+            let changed = spec.is_ok() && before != a.status;
+            let ok = pending || answers_match(&spec.map(|r| StoreReply::Run(Some(r))), observed);
+            if !changed {
+                if !ok {
+                    // A same-status change writes nothing; nothing to undo.
+                    return None;
+                }
+                return Some(Undo::Nothing);
+            }
+            if !ok {
+                state.undo_status_change(index, before);
+                return None;
+            }
+            *fp = fp
+                .wrapping_sub(before_term)
+                .wrapping_add(entry_term(state, index));
+            return Some(Undo::Status(index, before));
+        }
+        StoreOp::DeleteSession(_) => {
+            let deleted = !state.is_empty();
+            let spec = Ok(StoreReply::Deleted(DeleteResult { deleted }));
+            if !(pending || answers_match(&spec, observed)) {
+                return None;
+            }
+            if !deleted {
+                return Some(Undo::Nothing);
+            }
+            *fp = 0;
+            return Some(Undo::Session(Box::new(std::mem::take(state))));
+        }
+    };
+    matched.then_some(Undo::Nothing)
+}
+
+/// One linearized operation on the search's stack.
+#[derive(Debug)]
+struct Frame {
+    /// Its call entry.
+    entry: usize,
+    /// Linearized because it was callable, matched and wrote nothing: then
+    /// it may come first among what is left, so if the configuration after
+    /// it fails, so does the one before it (see [`search`]).
+    forced: bool,
+    undo: Undo,
+    fp_before: u128,
+}
+
 /// Wing & Gong search with Lowe's memoization over one partition.
 /// Returns the outcome and the steps spent.
-fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64) {
+///
+/// On top of the plain search, **quiet operations go first**: at a
+/// configuration reached for the first time, a callable operation that
+/// matches and leaves the state as it is (a read, a refusal, a replay)
+/// is linearized at once, and if what follows fails, the configuration
+/// fails too without trying anything else. That is complete: in any
+/// linearization extending the configuration, that op can be moved to
+/// the front (it is callable, so nothing left precedes it in real time;
+/// it answers the same on the same state; and it changes nothing, so
+/// every later answer stays). The same argument lets the ordinary
+/// iteration skip quiet ops: at a configuration where none matched, none
+/// will.
+fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usize) {
     let n = items.len();
     if n == 0 {
-        return (Search::Linearizable, 0);
+        return (Search::Linearizable, 0, 0);
     }
     // Entries: 2 per op. Entry 2i is the call of op i, 2i+1 its return.
     // Time order; at equal instants calls come first (ties overlap).
@@ -471,120 +651,259 @@ fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64) {
         prev[e] = last;
         last = e;
     }
+    let quiet: Vec<bool> = items.iter().map(Item::quiet).collect();
 
-    let words = n.div_ceil(64);
-    let mut linearized = vec![0u64; words];
-    let mut state = SeqStore::new();
-    let mut state_fp = state_fingerprint(&state);
-    // Per linearized call: the state before it, if it was a write (a read
-    // leaves the state as it was, so there is nothing to restore).
-    let mut stack: Vec<(usize, Option<(SeqStore, u128)>)> = Vec::new();
-    let mut cache: HashSet<u128> = HashSet::new();
+    // The configuration: the linearized set as a Zobrist hash (the XOR of
+    // one random 128-bit word per linearized op, updated in O(1)) and the
+    // state with its fingerprint (a sum of one term per run, also
+    // updated in O(1)); the cache holds 16 bytes per configuration.
+    let mut linearized: u128 = 0;
+    let mut state = SessionState::default();
+    let mut fp: u128 = 0;
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut cache: HashSet<u128, BuildHasherDefault<FoldHasher>> = HashSet::default();
+    let key = |linearized: u128, fp: u128| linearized ^ mix128(fp);
     let mut steps = 0u64;
     let mut entry = next[head];
+    // A configuration reached for the first time: look for a quiet op.
+    let mut fresh = true;
+
+    macro_rules! lift {
+        ($e:expr) => {
+            for e in [$e, $e + 1] {
+                next[prev[e]] = next[e];
+                if next[e] != NONE {
+                    prev[next[e]] = prev[e];
+                }
+            }
+        };
+    }
+    // Backtracks to the last configuration not known to fail; `false`
+    // when there is none (the history is not linearizable).
+    macro_rules! backtrack {
+        () => {{
+            let mut resumed = false;
+            while let Some(frame) = stack.pop() {
+                let call = frame.entry;
+                linearized ^= zobrist(call / 2);
+                undo(&mut state, frame.undo);
+                fp = frame.fp_before;
+                // Put the return back, then the call (reverse of lifting).
+                for e in [call + 1, call] {
+                    if next[e] != NONE {
+                        prev[next[e]] = e;
+                    }
+                    next[prev[e]] = e;
+                }
+                if !frame.forced {
+                    entry = next[call];
+                    resumed = true;
+                    break;
+                }
+            }
+            resumed
+        }};
+    }
 
     while next[head] != NONE {
         steps += 1;
         if steps > budget_steps {
-            return (Search::OutOfBudget, steps - 1);
+            return (Search::OutOfBudget, steps - 1, cache.len());
+        }
+        if fresh {
+            fresh = false;
+            let mut e = next[head];
+            let mut forced = None;
+            while e != NONE && e % 2 == 0 {
+                if quiet[e / 2] {
+                    let fp_before = fp;
+                    match evaluate(&mut state, &mut fp, &items[e / 2]) {
+                        Some(Undo::Nothing) => {
+                            forced = Some(e);
+                            break;
+                        }
+                        Some(other) => {
+                            // Not quiet after all (cannot happen for a
+                            // matched answer that claims no write).
+                            undo(&mut state, other);
+                            fp = fp_before;
+                        }
+                        None => {}
+                    }
+                }
+                e = next[e];
+            }
+            if let Some(e) = forced {
+                let bits = linearized ^ zobrist(e / 2);
+                if cache.insert(key(bits, fp)) {
+                    stack.push(Frame {
+                        entry: e,
+                        forced: true,
+                        undo: Undo::Nothing,
+                        fp_before: fp,
+                    });
+                    linearized = bits;
+                    lift!(e);
+                    fresh = true;
+                } else if !backtrack!() {
+                    // Explored before and failed: so does this one.
+                    return (Search::NotLinearizable, steps, cache.len());
+                }
+                continue;
+            }
+            entry = next[head];
+            continue;
         }
         if entry == NONE {
             // Cannot happen: a list that is not empty ends with a return.
-            return (Search::NotLinearizable, steps);
+            return (Search::NotLinearizable, steps, cache.len());
         }
         if entry % 2 == 0 {
             let i = entry / 2;
-            let item = &items[i];
-            // Reads are answered from the state as it is (no copy, no new
-            // fingerprint); writes on a copy.
-            let (spec, candidate) = if is_read(item.op) {
-                let spec = state.apply(item.op);
-                debug_assert_eq!(
-                    state_fingerprint(&state),
-                    state_fp,
-                    "a read changed the spec"
-                );
-                (spec, None)
-            } else {
-                let mut next_state = state.clone();
-                let spec = next_state.apply(item.op);
-                let fp = state_fingerprint(&next_state);
-                (spec, Some((next_state, fp)))
-            };
-            let mut lifted = false;
-            if answers_match(&spec, item.observed) {
-                let mut bits = linearized.clone();
-                bits[i / 64] |= 1 << (i % 64);
-                let fp = candidate.as_ref().map_or(state_fp, |c| c.1);
-                if cache.insert(fingerprint(&bits, fp)) {
-                    let before = candidate.map(|(next_state, next_fp)| {
-                        let old_fp = std::mem::replace(&mut state_fp, next_fp);
-                        (std::mem::replace(&mut state, next_state), old_fp)
-                    });
-                    stack.push((entry, before));
-                    linearized = bits;
-                    // Lift the call and its return out of the list.
-                    for e in [entry, entry + 1] {
-                        next[prev[e]] = next[e];
-                        if next[e] != NONE {
-                            prev[next[e]] = prev[e];
-                        }
+            if !quiet[i] {
+                let fp_before = fp;
+                if let Some(u) = evaluate(&mut state, &mut fp, &items[i]) {
+                    let bits = linearized ^ zobrist(i);
+                    if cache.insert(key(bits, fp)) {
+                        stack.push(Frame {
+                            entry,
+                            forced: false,
+                            undo: u,
+                            fp_before,
+                        });
+                        linearized = bits;
+                        lift!(entry);
+                        fresh = true;
+                        continue;
                     }
-                    entry = next[head];
-                    lifted = true;
+                    undo(&mut state, u);
+                    fp = fp_before;
                 }
             }
-            if !lifted {
-                entry = next[entry];
-            }
-        } else {
-            // A return whose call is still in the list: backtrack.
-            let Some((call, before)) = stack.pop() else {
-                return (Search::NotLinearizable, steps);
-            };
-            let i = call / 2;
-            linearized[i / 64] &= !(1 << (i % 64));
-            if let Some((old, old_fp)) = before {
-                state = old;
-                state_fp = old_fp;
-            }
-            // Put the return back, then the call (reverse of lifting).
-            for e in [call + 1, call] {
-                if next[e] != NONE {
-                    prev[next[e]] = e;
-                }
-                next[prev[e]] = e;
-            }
-            entry = next[call];
+            entry = next[entry];
+        } else if !backtrack!() {
+            // A return whose call is still in the list, and nothing to
+            // take back.
+            return (Search::NotLinearizable, steps, cache.len());
         }
     }
-    (Search::Linearizable, steps)
+    (Search::Linearizable, steps, cache.len())
 }
 
-/// A 128-bit fingerprint of a search configuration (linearized set, spec
-/// state), so that the cache costs 16 bytes an entry instead of a copy of
-/// the state. Two independent SipHash digests: a false "already explored"
-/// needs a 128-bit collision (about 2^-64 at 2^32 entries).
-fn fingerprint(bits: &[u64], state_fp: u128) -> u128 {
-    digest128(|h| {
-        bits.hash(h);
-        state_fp.hash(h);
-    })
+/// The fingerprint term of the run at `index`: a 128-bit hash of everything
+/// the state's equality looks at for it, and of its position.
+fn entry_term(state: &SessionState, index: usize) -> u128 {
+    let mut h = Hash128::new(0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344);
+    index.hash(&mut h);
+    if let Some((meta, digest, input)) = state.entry(index) {
+        meta.hash(&mut h);
+        digest.hash(&mut h);
+        input.hash(&mut h);
+    }
+    h.finish128()
 }
 
-/// The spec state's part of a fingerprint, computed once per new state.
-fn state_fingerprint(state: &SeqStore) -> u128 {
-    digest128(|h| state.hash(h))
+/// The Zobrist word of op `i`: two rounds of splitmix64 per half.
+fn zobrist(i: usize) -> u128 {
+    let i = i as u64;
+    (u128::from(splitmix(i ^ 0x9e37_79b9_7f4a_7c15)) << 64)
+        | u128::from(splitmix(i.rotate_left(32) ^ 0xd1b5_4a32_d192_ed03))
 }
 
-fn digest128(feed: impl Fn(&mut DefaultHasher)) -> u128 {
-    let digest = |salt: u64| {
-        let mut h = DefaultHasher::new();
-        salt.hash(&mut h);
-        feed(&mut h);
-        h.finish()
-    };
-    (u128::from(digest(0x5eed_0001)) << 64) | u128::from(digest(0x5eed_0002))
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Mixes a state fingerprint before it meets the Zobrist word, so that the
+/// two additive/XOR structures do not line up.
+fn mix128(x: u128) -> u128 {
+    let (hi, lo) = ((x >> 64) as u64, x as u64);
+    (u128::from(splitmix(hi ^ lo.rotate_left(17))) << 64)
+        | u128::from(splitmix(lo ^ 0x5851_f42d_4c95_7f2d ^ hi))
+}
+
+/// A fast 128-bit hasher for fingerprint terms (two multiply-rotate lanes,
+/// finished with splitmix); the data is the checker's own, not an
+/// adversary's, so it needs spread, not resistance.
+#[derive(Debug, Clone, Copy)]
+struct Hash128 {
+    a: u64,
+    b: u64,
+}
+
+impl Hash128 {
+    fn new(a: u64, b: u64) -> Self {
+        Self { a, b }
+    }
+
+    fn word(&mut self, w: u64) {
+        self.a = (self.a ^ w)
+            .wrapping_mul(0x9fb2_1c65_1e98_df25)
+            .rotate_left(29);
+        self.b = (self.b ^ w.rotate_left(32))
+            .wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+            .rotate_left(31);
+    }
+
+    fn finish128(&self) -> u128 {
+        (u128::from(splitmix(self.a ^ self.b.rotate_left(7))) << 64)
+            | u128::from(splitmix(self.b ^ 0x2545_f491_4f6c_dd1d ^ self.a))
+    }
+}
+
+impl Hasher for Hash128 {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.word(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        self.word(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.word(u64::from(i) | 0x100);
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.word(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.word(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.finish128() as u64
+    }
+}
+
+/// The cache's hasher: its keys are already uniform 128-bit words, so it
+/// folds them instead of hashing them again.
+#[derive(Debug, Default, Clone, Copy)]
+struct FoldHasher(u64);
+
+impl Hasher for FoldHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u128(&mut self, i: u128) {
+        self.0 ^= (i as u64) ^ ((i >> 64) as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 /// Shrinks a failing partition; returns (subset, the subset's in-flight ops).
@@ -607,7 +926,7 @@ fn minimize(
             .iter()
             .map(|&i| Item::of(history, prepared, i, in_flight.contains(&i)))
             .collect();
-        let (outcome, used) = search(&items, remaining);
+        let (outcome, used, _) = search(&items, remaining);
         *spent += used;
         match outcome {
             Search::NotLinearizable => Some(true),
@@ -910,6 +1229,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use proptest::prelude::*;
+    use reqkey_model::seq::SeqStore;
     use serde_json::json;
 
     fn commit_req(session: &str, run: &str, expected: Option<&str>, key: Option<&str>) -> Value {
@@ -1383,7 +1703,58 @@ mod tests {
         })
     }
 
+    fn fingerprint_from_scratch(state: &SessionState) -> u128 {
+        (0..state.run_count()).fold(0u128, |fp, i| fp.wrapping_add(entry_term(state, i)))
+    }
+
     proptest! {
+        // The search's evaluation of an op on one session (in place, with
+        // undo and an incremental fingerprint) is SeqStore's: the spec's
+        // own answer matches, the state after is SeqStore's, a wrong
+        // answer does not match and leaves the state as it was, undo
+        // restores it, and the fingerprint is the one computed afresh.
+        #[test]
+        fn the_session_evaluation_agrees_with_seq_store(
+            ops in prop::collection::vec(arb_op("s1"), 1..40),
+        ) {
+            let mut seq = SeqStore::new();
+            let mut state = SessionState::default();
+            let mut fp = 0u128;
+            for (n, o) in ops.iter().enumerate() {
+                let request = serde_json::to_value(o).unwrap();
+                let spec = seq.apply(o);
+                let history = vec![Operation {
+                    client: "c".into(),
+                    request: request.clone(),
+                    invoke_ns: 0,
+                    return_ns: 1,
+                    answer: Some(reqkey_model::seq::answer_to_wire(&spec)),
+                }];
+                let prepared: Vec<Prepared> = history.iter().map(prepare).collect();
+                let item = Item::of(&history, &prepared, 0, false);
+                // A wrong answer: another op's kind of reply or error.
+                let wrong_answer = match &spec {
+                    Ok(_) => json!({"error": {"kind": "not_found", "message": "x"}}),
+                    Err(_) => json!({"ok": {"deleted": true, "extra": n}}),
+                };
+                let wrong_history = vec![Operation { answer: Some(wrong_answer), ..history[0].clone() }];
+                let wrong_prepared: Vec<Prepared> = wrong_history.iter().map(prepare).collect();
+                let wrong = Item::of(&wrong_history, &wrong_prepared, 0, false);
+                let (before, fp_before) = (state.clone(), fp);
+                prop_assert!(evaluate(&mut state, &mut fp, &wrong).is_none(), "{request}");
+                prop_assert!(state == before && fp == fp_before);
+                let undo_it = evaluate(&mut state, &mut fp, &item);
+                prop_assert!(undo_it.is_some(), "{request} answered {spec:?}");
+                let expected = seq.session("s1").cloned().unwrap_or_default();
+                prop_assert!(state == expected, "{request}");
+                prop_assert_eq!(fp, fingerprint_from_scratch(&state));
+                let after = state.clone();
+                undo(&mut state, undo_it.unwrap());
+                prop_assert!(state == before, "undo of {request}");
+                state = after;
+            }
+        }
+
         #[test]
         fn operations_on_different_sessions_commute(
             prefix in prop::collection::vec(prop_oneof![arb_op("s1"), arb_op("s2")], 0..12),

@@ -11,6 +11,9 @@
 //!   large store, seeded through the protocol, so that any store in any
 //!   language can show its key lookup is an index read (the ratio stays
 //!   near 1) rather than a scan (it grows with the store).
+//! - without `--target`, `reqkey bench lookup` measures the reference
+//!   backends in process, beside each backend's own primitive
+//!   ([`super::bench_lookup`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,9 +22,10 @@ use std::time::Instant;
 
 use clap::Args;
 
+use super::bench_lookup::{backend_lookup_benchmark, chase_ns, Backend, BackendLookupConfig};
 use crate::check::lin::{self, CheckOptions, Verdict};
 use crate::cmd::common::{filter_by_tags, harness_error, runtime};
-use crate::run::record::{random_history, Workload};
+use crate::run::record::{random_history, simulated_history, SimulatedStore, Workload};
 use crate::scenario;
 use crate::target::spec::open_target;
 use crate::target::{TargetError, TargetOptions};
@@ -155,6 +159,202 @@ pub fn default_workload(seed: u64) -> Workload {
         seed,
         namespace: format!("bench-{seed}"),
     }
+}
+
+/// One history of the `lin` benchmark, as it was checked.
+#[derive(Debug, Clone)]
+pub struct LinFigures {
+    pub ops: usize,
+    pub clients: usize,
+    pub sessions: usize,
+    pub seed: u64,
+    pub store: SimulatedStore,
+    /// Pairs of operations whose intervals overlap.
+    pub overlapping_pairs: usize,
+    /// Median over `repeats` checks of the verdict alone (no shrinking).
+    pub check_ms: f64,
+    pub repeats: usize,
+    pub steps: u64,
+    /// Configurations cached by the largest partition's search.
+    pub largest_cache: usize,
+    /// `Some(true)` linearizable, `Some(false)` not, `None` out of budget.
+    pub linearizable: Option<bool>,
+    /// Resident memory of this process once the history was generated and
+    /// parsed (Linux), in MiB: the history itself, before the check.
+    pub history_rss_mib: Option<f64>,
+    /// Peak resident memory of this process so far (Linux), in MiB.
+    pub peak_rss_mib: Option<f64>,
+}
+
+fn mib(m: Option<f64>) -> String {
+    m.map_or("n/a".to_owned(), |m| format!("{m:.0} MiB"))
+}
+
+impl LinFigures {
+    pub fn expected_linearizable(&self) -> bool {
+        self.store == SimulatedStore::Correct
+    }
+
+    pub fn ops_per_s(&self) -> f64 {
+        self.ops as f64 / (self.check_ms / 1e3).max(1e-9)
+    }
+}
+
+impl std::fmt::Display for LinFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verdict = match self.linearizable {
+            Some(true) => "linearizable",
+            Some(false) => "NOT linearizable",
+            None => "UNKNOWN (budget exhausted)",
+        };
+        let expected = if self.expected_linearizable() {
+            "correct store"
+        } else {
+            "store skipping the key rule once"
+        };
+        write!(
+            f,
+            concat!(
+                "lin: {:>6} ops, {:>2} clients, {} session{} ({}, {} overlapping pairs): ",
+                "{} in {:.1} ms = {:.0} ops/s [median of {}; {} steps; {} cached ",
+                "configurations; RSS {} with the history, peak {} after checking; seed {}]"
+            ),
+            self.ops,
+            self.clients,
+            self.sessions,
+            if self.sessions == 1 { "" } else { "s" },
+            expected,
+            self.overlapping_pairs,
+            verdict,
+            self.check_ms,
+            self.ops_per_s(),
+            self.repeats,
+            self.steps,
+            self.largest_cache,
+            mib(self.history_rss_mib),
+            mib(self.peak_rss_mib),
+            self.seed
+        )
+    }
+}
+
+/// The histories of `reqkey bench lin`: 1k, 10k and 100k operations (1k
+/// only when `quick`), 8 and 16 clients, all on one session (the case
+/// partitioning cannot help), each from a correct store and from one that
+/// skips the key rule once.
+pub fn lin_workloads(quick: bool, seed: u64) -> Vec<(Workload, SimulatedStore)> {
+    let sizes: &[usize] = if quick {
+        &[1_000]
+    } else {
+        &[1_000, 10_000, 100_000]
+    };
+    let mut out = Vec::new();
+    for &ops_total in sizes {
+        for clients in [8, 16] {
+            for store in [SimulatedStore::Correct, SimulatedStore::SkipsKeyRuleOnce] {
+                out.push((
+                    Workload {
+                        clients,
+                        sessions: 1,
+                        ops_total,
+                        seed,
+                        namespace: format!("lin-{seed}"),
+                    },
+                    store,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Generates one fixed-seed history and times its check (the verdict
+/// alone, as Porcupine gives it: median of `repeats` checks).
+pub fn lin_benchmark(w: &Workload, store: SimulatedStore, repeats: usize) -> LinFigures {
+    let history = simulated_history(w, store);
+    let history_rss_mib = proc_status_mib("VmRSS:");
+    let mut times = Vec::new();
+    let mut report = None;
+    for _ in 0..repeats.max(1) {
+        let started = Instant::now();
+        let r = lin::check_with(
+            &history,
+            CheckOptions {
+                minimize: false,
+                ..CheckOptions::default()
+            },
+        );
+        times.push(started.elapsed().as_secs_f64() * 1e3);
+        report = Some(r);
+    }
+    times.sort_by(f64::total_cmp);
+    let (linearizable, steps, largest_cache) = match &report {
+        Some(r) => (
+            match r.verdict {
+                Verdict::Linearizable => Some(true),
+                Verdict::NotLinearizable(_) => Some(false),
+                Verdict::Unknown { .. } => None,
+            },
+            r.steps,
+            r.largest_cache,
+        ),
+        None => (None, 0, 0),
+    };
+    LinFigures {
+        ops: history.len(),
+        clients: w.clients,
+        sessions: w.sessions,
+        seed: w.seed,
+        store,
+        overlapping_pairs: overlapping_pairs(&history),
+        check_ms: times.get(times.len() / 2).copied().unwrap_or(0.0),
+        repeats: times.len(),
+        steps,
+        largest_cache,
+        linearizable,
+        history_rss_mib,
+        peak_rss_mib: proc_status_mib("VmHWM:"),
+    }
+}
+
+/// A memory line (`VmRSS:`, `VmHWM:`) of this process from /proc (Linux);
+/// `None` elsewhere.
+fn proc_status_mib(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// `reqkey bench lin`: every history's figures; exit 1 when a verdict is
+/// not the expected one, 2 when a budget ran out.
+fn lin_bench(args: &BenchArgs) -> ExitCode {
+    let mut mismatch = false;
+    let mut unknown = false;
+    for (w, store) in lin_workloads(args.quick, args.seed) {
+        let repeats = if args.quick || w.ops_total > 10_000 {
+            1
+        } else {
+            5
+        };
+        let f = lin_benchmark(&w, store, repeats);
+        println!("{f}");
+        match f.linearizable {
+            None => unknown = true,
+            Some(l) if l != f.expected_linearizable() => {
+                println!("  ^ the verdict is not the expected one");
+                mismatch = true;
+            }
+            Some(_) => {}
+        }
+    }
+    if mismatch {
+        return ExitCode::from(1);
+    }
+    if unknown {
+        return harness_error("a history was not decided within the default budget");
+    }
+    ExitCode::SUCCESS
 }
 
 /// What the detection benchmark measured.
@@ -600,14 +800,22 @@ pub async fn lookup_benchmark(
 /// Which benchmark to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BenchKind {
-    /// The checker and race benchmarks (not lookup, which seeds a store).
+    /// The checker and race benchmarks (not lookup, which seeds a store,
+    /// nor lin, which takes minutes).
     All,
+    /// The linearizability checker on fixed-seed simulated histories (1k,
+    /// 10k, 100k ops; 8 and 16 clients on one session; correct and not):
+    /// ops/s and the verdict of each (--quick: the 1k ones only).
+    Lin,
     /// Time the linearizability check of a recorded 1,000-op history.
     Checker,
     /// Detection rate of the race scenarios against the racy store.
     Race,
-    /// getRunByRequestKey latency with --small vs --large runs in the
-    /// store (--target, default memory): an index read stays flat.
+    /// getRunByRequestKey with --small vs --large runs (default 1,000 vs
+    /// 1,000,000) on every reference backend (--backend), beside the
+    /// backend's own primitive, and the ratio of their growths; with
+    /// --target, on any store target through the protocol (default
+    /// --large there: 100,000).
     Lookup,
 }
 
@@ -620,39 +828,54 @@ pub struct BenchArgs {
     pub runs: u32,
     /// The target: the racy store of the race benchmark (also a second
     /// checker workload; default broken-memory:holder-read-outside-commit),
-    /// or the store of the lookup benchmark (default memory; any store
-    /// target, store+http:// included).
+    /// or the store of the lookup benchmark (any store target,
+    /// store+http:// included; without it, the reference backends).
     #[arg(long)]
     pub target: Option<String>,
+    /// lookup without --target: the reference backends to measure
+    /// (repeatable; default all four). Postgres and Redis come from
+    /// REQKEY_POSTGRES_URL and REQKEY_REDIS_URL (default: the local
+    /// services).
+    #[arg(long = "backend", value_enum)]
+    pub backends: Vec<Backend>,
     /// Runs in the small store of the lookup benchmark (the ratio's base).
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub small: u64,
-    /// Runs in the large store of the lookup benchmark. Seeding goes
-    /// through commitRunStart, so over HTTP expect a few seconds per
-    /// 10,000 runs.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub large: u64,
+    /// Runs in the large store of the lookup benchmark (default 1,000,000
+    /// on the reference backends, seeded in bulk; 100,000 with --target,
+    /// seeded through commitRunStart: over HTTP expect a few seconds per
+    /// 10,000 runs).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub large: Option<u64>,
     /// Keyed runs per seeded session (lookup benchmark). A scan within one
     /// session only shows when this grows with --large.
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub runs_per_session: u64,
-    /// Measured lookups in each store (lookup benchmark).
+    /// Measured lookups in each store (lookup benchmark; on the reference
+    /// backends, rounds of one read of each of the four series).
     #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub samples: u64,
-    /// Exit 1 when the lookup ratio (large median / small median) is above
-    /// this: a gate for CI.
+    /// Exit 1 when the lookup ratio (large median / small median; on the
+    /// reference backends the ratio of ratios) is above this: a gate.
     #[arg(long)]
     pub max_ratio: Option<f64>,
-    /// Bound on every single call to the target in the lookup benchmark,
-    /// in milliseconds.
+    /// Bound on every single call to the target in the lookup benchmark
+    /// (on the reference backends: on opening a store and on each read;
+    /// seeding and cleanup have 600 s), in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
-    /// Scenario files or directories of the race benchmark (those tagged `race`).
-    #[arg(long, default_value = "scenarios/store")]
-    pub scenarios: PathBuf,
+    /// Scenario files or directories of the race benchmark (those tagged
+    /// `race`). Default: the embedded store suite.
+    #[arg(long)]
+    pub scenarios: Option<PathBuf>,
     /// First seed (run k uses seed + k).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// lin: only the 1,000-operation histories, each checked once; lookup
+    /// on the reference backends: 100 vs 10,000 runs in sessions of 100,
+    /// 200 samples (CI's check that the benchmarks work; seconds).
+    #[arg(long)]
+    pub quick: bool,
 }
 
 /// `reqkey bench lookup`: prints the figures; exit 1 only when
@@ -664,15 +887,17 @@ async fn lookup_bench(args: &BenchArgs) -> ExitCode {
     if args.max_ratio.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         return harness_error("--max-ratio must be a positive number");
     }
+    let Some(target) = args.target.as_deref() else {
+        return backends_lookup_bench(args, samples).await;
+    };
     let cfg = LookupConfig {
         small_runs: args.small,
-        large_runs: args.large,
+        large_runs: args.large.unwrap_or(100_000),
         runs_per_session: args.runs_per_session,
         samples,
         seed: args.seed,
         call_timeout_ms: args.timeout_ms,
     };
-    let target = args.target.as_deref().unwrap_or("memory");
     match lookup_benchmark(target, &cfg).await {
         Ok(f) => {
             println!("{f}");
@@ -691,11 +916,84 @@ async fn lookup_bench(args: &BenchArgs) -> ExitCode {
     }
 }
 
+/// `reqkey bench lookup` without `--target`: the reference backends,
+/// each beside its primitive; exit 1 only when `--max-ratio` is given and
+/// a ratio of ratios is above it.
+async fn backends_lookup_bench(args: &BenchArgs, samples: usize) -> ExitCode {
+    let env_or = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+    let (small, large, per, samples) = if args.quick {
+        (100, 10_000, 100, 200)
+    } else {
+        (
+            args.small,
+            args.large.unwrap_or(1_000_000),
+            args.runs_per_session,
+            samples,
+        )
+    };
+    let cfg = BackendLookupConfig {
+        backends: if args.backends.is_empty() {
+            Backend::ALL.to_vec()
+        } else {
+            args.backends.clone()
+        },
+        small_runs: small,
+        large_runs: large,
+        runs_per_session: per,
+        samples,
+        seed: args.seed,
+        call_timeout_ms: args.timeout_ms,
+        postgres_url: env_or(
+            "REQKEY_POSTGRES_URL",
+            "postgres://postgres@127.0.0.1:5432/test",
+        ),
+        redis_url: env_or("REQKEY_REDIS_URL", "redis://127.0.0.1:6379/"),
+    };
+    println!(
+        "getRunByRequestKey with {small} and {large} runs beside each backend's own primitive \
+         (seed {}): growth = large median / small median; ratio of ratios = the lookup's growth \
+         / the primitive's",
+        args.seed
+    );
+    let mut over = false;
+    let result = backend_lookup_benchmark(&cfg, |f| {
+        println!("{f}");
+        if let Some(max) = args.max_ratio {
+            if f.ratio_of_ratios() > max {
+                println!(
+                    "  ^ ratio of ratios {:.2}x is above --max-ratio {max}",
+                    f.ratio_of_ratios()
+                );
+                over = true;
+            }
+        }
+    })
+    .await;
+    if let Err(e) = result {
+        return harness_error(e);
+    }
+    if !args.quick {
+        println!(
+            "floor    one dependent random read: {:.0} ns in 1 MiB (cache), {:.0} ns in 512 MiB (DRAM)",
+            chase_ns(1 << 20, args.seed),
+            chase_ns(512 << 20, args.seed)
+        );
+    }
+    if over {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 pub fn bench_command(args: BenchArgs) -> ExitCode {
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
     };
+    if args.kind == BenchKind::Lin {
+        return lin_bench(&args);
+    }
     rt.block_on(async move {
         if args.kind == BenchKind::Lookup {
             return lookup_bench(&args).await;
@@ -714,7 +1012,15 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
             }
         }
         if matches!(args.kind, BenchKind::All | BenchKind::Race) {
-            let scenarios = match scenario::load_paths(std::slice::from_ref(&args.scenarios)) {
+            let loaded = match &args.scenarios {
+                Some(path) => {
+                    scenario::load_paths(std::slice::from_ref(path)).map_err(|e| e.to_string())
+                }
+                None => crate::run::suite::embedded_suite(crate::target::Level::Store)
+                    .map(|(_, s)| s)
+                    .map_err(|e| e.to_string()),
+            };
+            let scenarios = match loaded {
                 Ok(s) => filter_by_tags(s, &["race".to_owned()], &[]),
                 Err(e) => return harness_error(e),
             };

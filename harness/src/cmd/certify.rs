@@ -6,11 +6,17 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::cmd::common::{execute, fresh_seed, harness_error, health, Outputs};
-use crate::report::ReportContext;
+use reqkey_model::clauses::ClauseLevel;
+
+use crate::check::coverage;
+use crate::cmd::common::{
+    execute, fresh_seed, harness_error, health, not_judged, select_by_profile, Outputs,
+};
+use crate::cmd::coverage::suite_record;
+use crate::report::{ClauseCoverage, ReportContext};
 use crate::run::runner::RunConfig;
-use crate::scenario;
-use crate::target::spec::open_target;
+use crate::run::suite;
+use crate::target::spec::TargetSpec;
 use crate::target::TargetOptions;
 
 #[derive(Debug, Args)]
@@ -18,51 +24,105 @@ pub struct CertifyArgs {
     /// What to certify (see "Targets" below).
     #[arg(long, short)]
     pub target: String,
-    /// Where to write certificate.md, junit.xml and results.json (created if
+    /// Where to write certificate.md, report.html, junit.xml and results.json (created if
     /// missing).
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
-    /// The scenarios root: the suite is ROOT/store or ROOT/agent, by the
-    /// target's level, and ROOT/VERSION names its version.
-    #[arg(long, default_value = "scenarios", value_name = "ROOT")]
-    pub scenarios: PathBuf,
+    /// Judge by the suite under ROOT (ROOT/store or ROOT/agent, by the
+    /// target's level; ROOT/VERSION names its version) instead of the suite
+    /// embedded in this binary. The certificate says which it was.
+    #[arg(long, value_name = "ROOT")]
+    pub scenarios: Option<PathBuf>,
     /// The seed of every random choice (printed in the certificate).
     #[arg(long)]
     pub seed: Option<u64>,
     /// Bound on every single call to the target, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
+    /// Bound on every answer's body, in bytes: a larger answer is not read
+    /// whole and its step cannot be judged (exit 2).
+    #[arg(long, default_value_t = crate::target::DEFAULT_MAX_RESPONSE_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 32)))]
+    pub max_response_bytes: u64,
     /// Print only failures and the closing count.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Certify against this profile instead of the one the target's
+    /// `/health` declares (for a server whose `/health` cannot say): default,
+    /// keys-ignored, interrupt-previous, or
+    /// supportsRequestKey=BOOL,concurrentEntry=reject|interrupt_previous.
+    /// The certificate says the profile was stated, not declared.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
+}
+
+/// The clause coverage of a level's whole suite, as a certificate states it.
+pub fn suite_coverage(
+    root: Option<&std::path::Path>,
+    level: crate::target::Level,
+    scenarios: &[crate::scenario::Scenario],
+) -> Result<ClauseCoverage, String> {
+    let clause_level =
+        ClauseLevel::parse(&level.to_string()).ok_or_else(|| format!("no clause level {level}"))?;
+    let clauses = reqkey_model::clauses::clauses().map_err(|e| e.to_string())?;
+    let record = suite_record(root)?;
+    let cov =
+        coverage::coverage(clause_level, clauses, scenarios, &record).map_err(|e| e.to_string())?;
+    Ok(ClauseCoverage {
+        level: level.to_string(),
+        covered: cov.covered(),
+        total: cov.total(),
+    })
 }
 
 /// The file names `certify` writes into `--out`.
 pub const CERTIFICATE_FILE: &str = "certificate.md";
 pub const JUNIT_FILE: &str = "junit.xml";
 pub const RESULTS_FILE: &str = "results.json";
+pub const HTML_FILE: &str = "report.html";
 
 pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
+        max_response_bytes: args.max_response_bytes,
     };
-    let target = match open_target(&args.target, opts).await {
+    let spec = match TargetSpec::parse(&args.target) {
+        Ok(s) => s,
+        Err(e) => return harness_error(e),
+    };
+    let seed = args.seed.unwrap_or_else(fresh_seed);
+    let outputs = Outputs {
+        junit: Some(args.out.join(JUNIT_FILE)),
+        json: Some(args.out.join(RESULTS_FILE)),
+        report: Some(args.out.join(CERTIFICATE_FILE)),
+        html: Some(args.out.join(HTML_FILE)),
+    };
+    let loaded = match &args.scenarios {
+        Some(root) => suite::disk_suite(root, spec.level()).map_err(|e| {
+            format!(
+                "cannot read the {} suite under {}: {e}",
+                spec.level(),
+                root.display()
+            )
+        }),
+        None => suite::embedded_suite(spec.level())
+            .map_err(|e| format!("the embedded {} suite: {e}", spec.level())),
+    };
+    let (suite, scenarios) = match loaded {
+        Ok(s) => s,
+        Err(e) => return harness_error(e),
+    };
+    let mut ctx = ReportContext::new("certify", &args.target);
+    ctx.suite = Some(suite);
+    // Coverage is the whole suite's (not narrowed by the profile).
+    ctx.clause_coverage = match suite_coverage(args.scenarios.as_deref(), spec.level(), &scenarios)
+    {
+        Ok(c) => Some(c),
+        Err(e) => return harness_error(format!("clause coverage: {e}")),
+    };
+    let target = match spec.open(&args.target, opts).await {
         Ok(t) => t,
-        Err(e) => return harness_error(e),
-    };
-    let (suite, files) = match crate::run::suite::whole_suite(&args.scenarios, target.level()) {
-        Ok(s) => s,
-        Err(e) => {
-            return harness_error(format!(
-                "cannot read the {} suite under {}: {e} (run from the repository root, or pass --scenarios ROOT)",
-                target.level(),
-                args.scenarios.display()
-            ))
-        }
-    };
-    let scenarios = match scenario::load_paths(&files) {
-        Ok(s) => s,
-        Err(e) => return harness_error(e),
+        Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };
     if let Some(s) = scenarios.iter().find(|s| s.level != target.level()) {
         return harness_error(format!(
@@ -72,25 +132,28 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
             target.level()
         ));
     }
+    // A certificate names the target's identity: without one, no verdict.
     let identity = match health(target.as_ref(), args.timeout_ms).await {
         Ok(h) => h,
-        Err(e) => {
-            return harness_error(format!(
-                "{} has no /health identity: {e}",
-                target.describe()
-            ))
-        }
+        Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };
-    let mut cfg = RunConfig::new(args.seed.unwrap_or_else(fresh_seed));
+    let (profile, scenarios, not_applicable) = match select_by_profile(
+        target.as_ref(),
+        args.profile.as_deref(),
+        scenarios,
+        args.timeout_ms,
+        args.quiet,
+    )
+    .await
+    {
+        Ok(selected) => selected,
+        Err(e) => return harness_error(e),
+    };
+    let mut cfg = RunConfig::new(seed);
     cfg.call_timeout_ms = args.timeout_ms;
-    let mut ctx = ReportContext::new("certify", &args.target);
     ctx.health = Some(identity);
-    ctx.suite = Some(suite);
-    let outputs = Outputs {
-        junit: Some(args.out.join(JUNIT_FILE)),
-        json: Some(args.out.join(RESULTS_FILE)),
-        report: Some(args.out.join(CERTIFICATE_FILE)),
-    };
+    ctx.profile = Some(profile);
+    ctx.not_applicable = not_applicable;
     let code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
     if !args.quiet {
         eprintln!(

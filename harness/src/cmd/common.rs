@@ -10,21 +10,26 @@ use std::time::Duration;
 
 use crate::report::terminal::progress_wanted;
 use crate::report::{
-    CertificateReporter, JsonReporter, JunitReporter, ReportContext, TerminalReporter,
+    CertificateReporter, HtmlReporter, JsonReporter, JunitReporter, ReportContext, TerminalReporter,
 };
-use crate::run::event::Reporter;
+use crate::run::event::{Event, Indefinite, Reporter, RunSummary};
 use crate::run::runner::{self, RunConfig};
+use crate::run::select::{by_profile, reasons, NotApplicable};
 use crate::scenario::Scenario;
+use crate::target::profile::{resolve_profile, Profile, ProfileInfo};
 use crate::target::spec::TARGET_HELP;
-use crate::target::{Level, Target};
+use crate::target::{Target, TargetError};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0  every scenario passed (scenarios in --expected-failures may fail)
   1  a scenario failed: the target does not conform; or a scenario listed in
      --expected-failures passed (take it off the list)
-  2  the harness could not judge: bad YAML, bad arguments, target unreachable or
-     timed out, an --expected-failures id not in the suite, a report not written";
+  2  the harness could not judge: bad YAML, a scenario file over 1 MiB or 64
+     levels deep, bad arguments, a target unreachable, hung, closing
+     connections, answering over --max-response-bytes, not HTTP or speaking
+     the other protocol, 3 silent scenarios in a row (the run stops early), an
+     --expected-failures id not in the suite, a report not written";
 
 pub fn target_help() -> String {
     format!("Targets (--target):\n{}\n\n{EXIT_CODES}", TARGET_HELP)
@@ -42,11 +47,6 @@ pub fn fresh_seed() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
     nanos ^ u64::from(std::process::id()).rotate_left(40)
-}
-
-/// The default scenario directory for a level.
-pub fn default_paths(level: Level) -> Vec<PathBuf> {
-    vec![PathBuf::from(format!("scenarios/{level}"))]
 }
 
 /// Refuses a `--tag` or `--skip-tag` that no loaded scenario carries: a
@@ -108,16 +108,52 @@ pub fn with_runtime<F: std::future::Future<Output = ExitCode>>(f: impl FnOnce() 
 pub struct Outputs {
     pub junit: Option<PathBuf>,
     pub json: Option<PathBuf>,
+    /// The Markdown report (a certificate under `certify`).
     pub report: Option<PathBuf>,
+    /// The self-contained HTML page.
+    pub html: Option<PathBuf>,
+}
+
+/// Reads the profile to certify (`--profile` or the target's `/health`),
+/// keeps the scenarios it admits and says so in the run's first lines:
+/// which profile, and how many scenarios did not apply and why. A profile
+/// that cannot be read is `Err` (exit 2).
+pub async fn select_by_profile(
+    target: &dyn Target,
+    stated: Option<&str>,
+    scenarios: Vec<Scenario>,
+    timeout_ms: u64,
+    quiet: bool,
+) -> Result<(ProfileInfo, Vec<Scenario>, Vec<NotApplicable>), String> {
+    let stated = stated
+        .map(Profile::parse_flag)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let info = resolve_profile(target, stated, timeout_ms)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (apply, not) = by_profile(scenarios, &info.profile);
+    if !quiet {
+        println!("reqkey: profile: {}", info.describe());
+        if !not.is_empty() {
+            println!(
+                "reqkey: {} scenarios do not apply to this profile and are not run: {}",
+                not.len(),
+                reasons(&not).join("; ")
+            );
+        }
+    }
+    Ok((info, apply, not))
 }
 
 /// Asks the target who it is, under the call timeout.
-pub async fn health(target: &dyn Target, timeout_ms: u64) -> Result<serde_json::Value, String> {
-    match tokio::time::timeout(Duration::from_millis(timeout_ms), target.health()).await {
-        Ok(Ok(h)) => Ok(h),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no /health answer within {timeout_ms} ms")),
-    }
+pub async fn health(
+    target: &dyn Target,
+    timeout_ms: u64,
+) -> Result<serde_json::Value, TargetError> {
+    tokio::time::timeout(Duration::from_millis(timeout_ms), target.health())
+        .await
+        .unwrap_or(Err(TargetError::Timeout { timeout_ms }))
 }
 
 pub fn create(path: &Path) -> Result<BufWriter<File>, String> {
@@ -145,29 +181,72 @@ pub async fn execute(
     )];
     // Files are created before the run, so a bad path fails in a second,
     // not after a long run.
-    if let Some(p) = &outputs.junit {
-        match create(p) {
-            Ok(f) => reporters.push(Box::new(JunitReporter::new(ctx.clone(), f))),
-            Err(e) => return harness_error(e),
-        }
-    }
-    if let Some(p) = &outputs.json {
-        match create(p) {
-            Ok(f) => reporters.push(Box::new(JsonReporter::new(ctx.clone(), f))),
-            Err(e) => return harness_error(e),
-        }
-    }
-    if let Some(p) = &outputs.report {
-        match create(p) {
-            Ok(f) => reporters.push(Box::new(CertificateReporter::new(ctx.clone(), f))),
-            Err(e) => return harness_error(e),
-        }
+    match file_reporters(ctx, outputs, scenarios) {
+        Ok(files) => reporters.extend(files),
+        Err(e) => return harness_error(e),
     }
     let summary = runner::run(target, scenarios, cfg, &mut reporters).await;
+    if let Some(i) = &summary.indefinite {
+        eprintln!("reqkey: error: no verdict ({}): {}", i.reason, i.message);
+    }
     for r in &mut reporters {
         if let Err(e) = r.finish() {
             return harness_error(format!("cannot write a report: {e}"));
         }
     }
     ExitCode::from(summary.exit_code())
+}
+
+/// The file reporters `outputs` asks for, their files created.
+fn file_reporters(
+    ctx: &ReportContext,
+    outputs: &Outputs,
+    scenarios: &[Scenario],
+) -> Result<Vec<Box<dyn Reporter>>, String> {
+    let mut reporters: Vec<Box<dyn Reporter>> = Vec::new();
+    if let Some(p) = &outputs.junit {
+        reporters.push(Box::new(JunitReporter::new(ctx.clone(), create(p)?)));
+    }
+    if let Some(p) = &outputs.json {
+        reporters.push(Box::new(JsonReporter::new(ctx.clone(), create(p)?)));
+    }
+    if let Some(p) = &outputs.report {
+        reporters.push(Box::new(CertificateReporter::new(ctx.clone(), create(p)?)));
+    }
+    if let Some(p) = &outputs.html {
+        reporters.push(Box::new(HtmlReporter::new(
+            ctx.clone(),
+            scenarios.to_vec(),
+            create(p)?,
+        )));
+    }
+    Ok(reporters)
+}
+
+/// The target could not be opened (down, hung, closing, not HTTP, the
+/// other protocol): exit 2, and every requested report is still written,
+/// saying why no verdict was reached.
+pub fn not_judged(ctx: &ReportContext, outputs: &Outputs, seed: u64, e: &TargetError) -> ExitCode {
+    let code = harness_error(format_args!("no verdict ({}): {e}", e.reason()));
+    let mut reporters = match file_reporters(ctx, outputs, &[]) {
+        Ok(r) => r,
+        Err(e) => return harness_error(e),
+    };
+    let summary = RunSummary::not_judged(
+        ctx.target.clone(),
+        seed,
+        Indefinite {
+            reason: e.reason(),
+            message: e.to_string(),
+        },
+    );
+    for r in &mut reporters {
+        r.on_event(&Event::RunFinished {
+            summary: summary.clone(),
+        });
+        if let Err(e) = r.finish() {
+            return harness_error(format!("cannot write a report: {e}"));
+        }
+    }
+    code
 }

@@ -38,6 +38,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
     };
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
+        ..TargetOptions::default()
     };
     let target = match rt.block_on(open_target(&args.target, opts)) {
         Ok(t) => t,

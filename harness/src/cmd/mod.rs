@@ -13,13 +13,17 @@
 //! at 0, and a listed scenario that passes makes it 1.
 
 pub mod bench;
+pub mod bench_lookup;
 pub mod certify;
 pub mod common;
+pub mod coverage;
 pub mod fuzz;
 pub mod model;
+pub mod proxy;
 pub mod run;
 pub mod serve;
 pub mod serve_agent;
+pub mod suite;
 
 use std::process::ExitCode;
 
@@ -28,6 +32,7 @@ use clap::{Parser, Subcommand};
 use self::bench::BenchArgs;
 use self::certify::CertifyArgs;
 use self::common::{target_help, with_runtime, EXIT_CODES};
+use self::coverage::CoverageArgs;
 use self::fuzz::FuzzArgs;
 use self::run::RunArgs;
 
@@ -59,11 +64,14 @@ pub enum Command {
     #[command(subcommand)]
     Serve(serve::ServeCommand),
     /// Certify a target: the whole suite of its level, nothing skipped;
-    /// writes certificate.md, junit.xml and results.json.
+    /// writes certificate.md, report.html, junit.xml and results.json.
     #[command(after_help = target_help())]
     Certify(CertifyArgs),
     /// Print the JSON Schema of the scenario format.
     Schema,
+    /// Clause coverage: which clause of spec/SPEC.md has a scenario that can
+    /// fail on it, per level; exit 1 on a gap, 2 on bad input.
+    Coverage(CoverageArgs),
     /// Model-based fuzzing of a store: random programs of store operations
     /// (with concurrent batches) against the target and the sequential
     /// spec; a failure is shrunk and printed as a YAML scenario.
@@ -72,6 +80,14 @@ pub enum Command {
     /// Benchmarks: the linearizability checker, race detection, and the
     /// key lookup of any store.
     Bench(BenchArgs),
+    /// The scenario suite built into this binary: `info`, `export DIR`.
+    #[command(subcommand)]
+    Suite(suite::SuiteCommand),
+    /// A fault-injecting proxy between a client and an agent server that
+    /// judges the client's use of request keys (SPEC 9): drops, delays,
+    /// 502/503 and duplicates from a seeded plan; then the client verdict.
+    #[command(after_help = proxy::PROXY_HELP)]
+    Proxy(proxy::ProxyArgs),
 }
 
 /// Parses the command line; a usage error is printed and exit 2, `--help`
@@ -97,8 +113,11 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             println!("{}", crate::scenario::schema::scenario_schema_json());
             ExitCode::SUCCESS
         }
+        Command::Coverage(args) => coverage::coverage_command(args),
         Command::Fuzz(args) => fuzz::fuzz_command(args),
         Command::Bench(args) => bench::bench_command(args),
         Command::Serve(command) => serve::run(command),
+        Command::Suite(command) => suite::run(command),
+        Command::Proxy(args) => proxy::proxy_command(args),
     }
 }

@@ -11,9 +11,10 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use reqkey_model::check::{check, format_path, CheckOptions, CheckSummary};
+use reqkey_model::check::{check_with_progress, format_path, CheckOptions, CheckSummary};
 use reqkey_model::export::{export_scenarios, ExportedScenario};
 use reqkey_model::mutants::Mutant;
 use reqkey_model::system::{Config, KeyedEntryModel};
@@ -34,6 +35,13 @@ pub enum ModelCommand {
         /// Stop at the first counterexample.
         #[arg(long)]
         first: bool,
+        /// No progress lines (by default one every 5 s on stderr, when
+        /// stderr is a terminal and CI is unset).
+        #[arg(long, conflicts_with = "progress")]
+        quiet: bool,
+        /// Progress lines even when stderr is not a terminal or in CI.
+        #[arg(long)]
+        progress: bool,
     },
     /// Serve the stateright Explorer for the model.
     Explore {
@@ -131,6 +139,8 @@ pub fn run(cmd: ModelCommand) -> ExitCode {
             threads,
             no_symmetry,
             first,
+            quiet,
+            progress,
         } => {
             let config = match world.config() {
                 Ok(c) => c,
@@ -143,7 +153,10 @@ pub fn run(cmd: ModelCommand) -> ExitCode {
                 until: None,
                 shortest_counterexamples: true,
             };
-            let summary = check(config.clone(), opts);
+            let every = show_progress(quiet, progress).then(|| Duration::from_secs(5));
+            let summary = check_with_progress(config.clone(), opts, every, &mut |p| {
+                eprintln!("{}", p.line());
+            });
             print_summary(&config, &opts, &summary);
             if summary.passed() {
                 ExitCode::SUCCESS
@@ -188,6 +201,12 @@ pub fn run(cmd: ModelCommand) -> ExitCode {
     }
 }
 
+/// Progress lines: asked for, or on a terminal outside CI unless quiet.
+fn show_progress(quiet: bool, forced: bool) -> bool {
+    use std::io::IsTerminal;
+    forced || (!quiet && std::io::stderr().is_terminal() && std::env::var_os("CI").is_none())
+}
+
 fn describe(config: &Config) -> String {
     format!(
         "clients={} sessions={} keys={} inputs={} requests={} retries={} deletes={} twins={} cas_retries={} finish={} mutant={}",
@@ -222,10 +241,14 @@ fn print_summary(config: &Config, opts: &CheckOptions, s: &CheckSummary) {
         opts.threads
     );
     println!("unique states:  {}", s.unique_states);
-    println!("total states:   {}", s.total_states);
+    println!(
+        "total states:   {} (every generated successor)",
+        s.total_states
+    );
     println!("max depth:      {}", s.max_depth);
-    println!("states/s:       {:.0}", s.states_per_second());
     println!("elapsed:        {:.2} s", s.elapsed.as_secs_f64());
+    println!("unique states/s: {:.0}", s.unique_states_per_second());
+    println!("total states/s: {:.0}", s.total_states_per_second());
     for (name, _) in &s.examples {
         println!("  sometimes ok: {name}");
     }

@@ -1,25 +1,27 @@
 //! `reqkey run`: scenarios (the default suite of the target's level, or
 //! the given paths) against one target, with optional filters and reports.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
 
 use crate::cmd::common::{
-    check_tags_exist, default_paths, execute, filter_by_tags, fresh_seed, harness_error, health,
-    with_runtime, Outputs,
+    check_tags_exist, execute, filter_by_tags, fresh_seed, harness_error, health, not_judged,
+    select_by_profile, with_runtime, Outputs,
 };
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
+use crate::run::suite;
 use crate::scenario::{self, Scenario};
-use crate::target::spec::open_target;
+use crate::target::spec::TargetSpec;
 use crate::target::TargetOptions;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Scenario files or directories (recursive). Default: scenarios/store or
-    /// scenarios/agent, by the target's level.
+    /// Scenario files or directories (recursive). Default: the suite
+    /// embedded in this binary, of the target's level (`reqkey suite export
+    /// DIR` writes it out).
     pub paths: Vec<PathBuf>,
     /// What to certify (see "Targets" below). Default: `memory`, the
     /// built-in reference store; the first line of output and every report
@@ -32,9 +34,16 @@ pub struct RunArgs {
     /// Leave out scenarios with this tag (repeatable).
     #[arg(long)]
     pub skip_tag: Vec<String>,
-    /// Stop after the first scenario that does not pass.
+    /// Stop after the first scenario that does not pass (runs scenarios
+    /// one after another).
     #[arg(long)]
     pub fail_fast: bool,
+    /// Scenarios run at once (those whose sessions are all fresh
+    /// `$variables`; one naming a literal session runs alone); results are
+    /// reported in file order either way. 1: one after another.
+    #[arg(long, default_value_t = crate::run::runner::DEFAULT_CONCURRENCY as u32,
+          value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub jobs: u32,
     /// Trials per scenario, overriding each scenario's `repeat` (alias
     /// `--trials`).
     #[arg(long, visible_alias = "trials", value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -48,6 +57,11 @@ pub struct RunArgs {
     /// Bound on every single call to the target, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
+    /// Bound on every answer's body, in bytes: a larger answer is not read
+    /// whole and its step cannot be judged (exit 2).
+    #[arg(long, default_value_t = crate::target::DEFAULT_MAX_RESPONSE_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 32)))]
+    pub max_response_bytes: u64,
     /// Leave the sessions of passing trials in the target. By default each
     /// passing trial deletes the sessions it created (failing trials always
     /// keep theirs, for inspection).
@@ -56,6 +70,12 @@ pub struct RunArgs {
     /// Print only failures and the closing count.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Certify against this profile instead of the one the target's
+    /// `/health` declares: default, keys-ignored, interrupt-previous, or
+    /// supportsRequestKey=BOOL,concurrentEntry=reject|interrupt_previous.
+    /// Reports say it was stated. Agent targets only.
+    #[arg(long, value_name = "PROFILE")]
+    pub profile: Option<String>,
     /// Scenario ids the target is known to fail, one a line, `#` comments.
     /// They are reported as expected failures; one that passes turns the run
     /// red (exit 1); an id not in the loaded scenarios is an error (exit 2).
@@ -67,13 +87,21 @@ pub struct RunArgs {
     /// Also write the `reqkey-results/1` JSON document here (docs/reports.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Also write a Markdown report here (a certificate only via `certify`).
-    #[arg(long, value_name = "FILE.md")]
+    /// Also write a report here: Markdown, or one self-contained HTML page
+    /// when FILE ends in `.html` (a certificate only via `certify`).
+    #[arg(long, value_name = "FILE.md|FILE.html")]
     pub report: Option<PathBuf>,
+    /// Also write the self-contained HTML page here (race timelines,
+    /// failures, steps).
+    #[arg(long, value_name = "FILE.html")]
+    pub html: Option<PathBuf>,
 }
 
-pub fn run_command(args: RunArgs) -> ExitCode {
-    with_runtime(|| run_async(args))
+/// Does `path` name an HTML file (`--report report.html`)?
+fn is_html(path: &std::path::Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"))
 }
 
 /// `run`'s target when none is given.
@@ -90,32 +118,78 @@ pub fn judging_line(spec: &str, defaulted: bool) -> String {
     }
 }
 
+pub fn run_command(args: RunArgs) -> ExitCode {
+    with_runtime(|| run_async(args))
+}
+
 async fn run_async(args: RunArgs) -> ExitCode {
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
+        max_response_bytes: args.max_response_bytes,
     };
     let defaulted = args.target.is_none();
-    let spec = args
+    let target_spec = args
         .target
         .clone()
         .unwrap_or_else(|| DEFAULT_TARGET.to_owned());
     println!(
         "{}",
-        judging_line(&reqkey_reference::store::redact_url(&spec), defaulted)
+        judging_line(
+            &reqkey_reference::store::redact_url(&target_spec),
+            defaulted
+        )
     );
-    let target = match open_target(&spec, opts).await {
-        Ok(t) => t,
-        Err(e) => return harness_error(e),
-    };
-    let explicit_paths = !args.paths.is_empty();
-    let paths = if explicit_paths {
-        args.paths.clone()
-    } else {
-        default_paths(target.level())
-    };
-    let scenarios = match scenario::load_paths(&paths) {
+    let spec = match TargetSpec::parse(&target_spec) {
         Ok(s) => s,
         Err(e) => return harness_error(e),
+    };
+    let seed = args.seed.unwrap_or_else(fresh_seed);
+    let outputs = Outputs {
+        junit: args.junit.clone(),
+        json: args.json.clone(),
+        report: args.report.clone().filter(|p| !is_html(p)),
+        html: args
+            .html
+            .clone()
+            .or_else(|| args.report.clone().filter(|p| is_html(p))),
+    };
+    let explicit_paths = !args.paths.is_empty();
+    let paths = args.paths.clone();
+    // The scenarios, and what a report says they were: the given paths, or
+    // the embedded suite of the target's level.
+    let loaded_suite = if explicit_paths {
+        scenario::load_paths(&paths)
+            .map_err(|e| e.to_string())
+            .and_then(|s| Ok((suite::selection(&paths).map_err(|e| e.to_string())?, s)))
+    } else {
+        suite::embedded_suite(spec.level()).map_err(|e| e.to_string())
+    };
+    let (suite_info, scenarios) = match loaded_suite {
+        Ok(s) => s,
+        Err(e) => return harness_error(e),
+    };
+    if let Err(e) = check_tags_exist(&scenarios, &args.tag, &args.skip_tag) {
+        return harness_error(e);
+    }
+    if !args.quiet {
+        eprintln!(
+            "reqkey: suite: {} ({} files, {}{})",
+            suite_info.source,
+            suite_info.files,
+            suite_info.digest,
+            suite_info
+                .version
+                .as_deref()
+                .map_or_else(String::new, |v| format!(", version {v}"))
+        );
+    }
+    let mut ctx = ReportContext::new("run", &target_spec);
+    ctx.target_defaulted = defaulted;
+    ctx.selection = selection_flags(&args, explicit_paths);
+    ctx.suite = Some(suite_info);
+    let target = match spec.open(&target_spec, opts).await {
+        Ok(t) => t,
+        Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };
     let expected = match &args.expected_failures {
         Some(file) => {
@@ -126,9 +200,6 @@ async fn run_async(args: RunArgs) -> ExitCode {
         }
         None => Vec::new(),
     };
-    if let Err(e) = check_tags_exist(&scenarios, &args.tag, &args.skip_tag) {
-        return harness_error(e);
-    }
     let loaded = scenarios.len();
     let (applicable, other): (Vec<Scenario>, Vec<Scenario>) = scenarios
         .into_iter()
@@ -141,37 +212,40 @@ async fn run_async(args: RunArgs) -> ExitCode {
             target.level()
         );
     }
+    let (profile, applicable, not_applicable) = match select_by_profile(
+        target.as_ref(),
+        args.profile.as_deref(),
+        applicable,
+        args.timeout_ms,
+        args.quiet,
+    )
+    .await
+    {
+        Ok(selected) => selected,
+        Err(e) => return harness_error(e),
+    };
     let selected = filter_by_tags(applicable, &args.tag, &args.skip_tag);
     if selected.is_empty() {
-        return harness_error("no scenario to run after filtering by level and tags");
+        return harness_error("no scenario to run after filtering by level, profile and tags");
     }
-    let mut cfg = RunConfig::new(args.seed.unwrap_or_else(fresh_seed));
+    let mut cfg = RunConfig::new(seed);
     cfg.repeat_override = args.repeat;
     cfg.copies_override = args.concurrency;
     cfg.fail_fast = args.fail_fast;
+    cfg.concurrency = args.jobs as usize;
     cfg.call_timeout_ms = args.timeout_ms;
     cfg.keep_sessions = args.keep_sessions;
     cfg.expected_failures = expected.iter().cloned().collect();
 
-    let outputs = Outputs {
-        junit: args.junit.clone(),
-        json: args.json.clone(),
-        report: args.report.clone(),
-    };
-    let mut ctx = ReportContext::new("run", &spec);
-    ctx.target_defaulted = defaulted;
-    if outputs.junit.is_some() || outputs.json.is_some() || outputs.report.is_some() {
+    if outputs.junit.is_some()
+        || outputs.json.is_some()
+        || outputs.report.is_some()
+        || outputs.html.is_some()
+    {
         ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
-        ctx.suite = if explicit_paths {
-            crate::run::suite::selection(&paths).ok()
-        } else {
-            let root = Path::new("scenarios");
-            crate::run::suite::whole_suite(root, target.level())
-                .ok()
-                .map(|(info, _)| info)
-        };
     }
-    ctx.selection = selection_flags(&args, explicit_paths);
+    ctx.profile = Some(profile);
+    ctx.not_applicable = not_applicable;
     ctx.expected_failures = expected;
     execute(target, &selected, &cfg, &ctx, &outputs, args.quiet).await
 }
@@ -192,6 +266,9 @@ fn selection_flags(args: &RunArgs, explicit_paths: bool) -> Vec<String> {
     }
     if let Some(f) = &args.expected_failures {
         flags.push(format!("--expected-failures {}", f.display()));
+    }
+    if let Some(p) = &args.profile {
+        flags.push(format!("--profile {p}"));
     }
     flags
 }

@@ -65,7 +65,7 @@ async fn serve_store(args: ServeStoreArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let listener = match tokio::net::TcpListener::bind(&args.listen).await {
+    let listener = match reqkey_reference::http_serve::bind(&args.listen).await {
         Ok(l) => l,
         Err(e) => return fail(format!("cannot listen on {}: {e}", args.listen)),
     };
@@ -88,7 +88,7 @@ async fn serve_store(args: ServeStoreArgs) -> ExitCode {
 }
 
 /// Completes on Ctrl-C, or on SIGTERM where there is one.
-async fn stop_signal() {
+pub async fn stop_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

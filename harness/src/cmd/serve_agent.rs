@@ -13,13 +13,13 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use reqkey_reference::agent::{serve, ConcurrencyPolicy, Executor, ExecutorConfig};
+use reqkey_reference::agent::{serve, ConcurrencyPolicy, Executor, ExecutorConfig, OrphanRule};
 use reqkey_reference::store;
 
 #[derive(Debug, Args)]
 pub struct ServeAgentArgs {
     /// The session store behind the server (memory, sqlite:PATH,
-    /// postgres://..., redis://...).
+    /// postgres://..., redis://..., redis+cluster://...).
     #[arg(long, default_value = "memory")]
     pub store: String,
     /// Where to listen (port 0: an ephemeral port, printed on start).
@@ -30,9 +30,15 @@ pub struct ServeAgentArgs {
     /// `supportsRequestKey: false`.
     #[arg(long)]
     pub no_request_keys: bool,
-    /// What a new entry does to a running current run.
+    /// What a new entry does to a running current run (declared in
+    /// `/health` as `concurrentEntry`; SPEC 7 profiles).
     #[arg(long, default_value = "reject", value_parser = ["reject", "interrupt_previous"])]
     pub policy: String,
+    /// Other servers execute runs of this store's sessions too: never take
+    /// a `running` run this process is not executing for the orphan of a
+    /// dead process (SPEC 5, [S5-orphaned]).
+    #[arg(long)]
+    pub shared_store: bool,
 }
 
 fn error(message: impl std::fmt::Display) -> ExitCode {
@@ -52,10 +58,15 @@ pub async fn serve_agent(
     let config = ExecutorConfig {
         supports_request_key: !args.no_request_keys,
         policy: ConcurrencyPolicy::parse(&args.policy).unwrap_or_default(),
+        orphans: if args.shared_store {
+            OrphanRule::Never
+        } else {
+            OrphanRule::SoleExecutor
+        },
         ..ExecutorConfig::default()
     };
     let executor = Executor::new(store, config);
-    let listener = match tokio::net::TcpListener::bind(args.listen).await {
+    let listener = match reqkey_reference::http_serve::bind(args.listen).await {
         Ok(l) => l,
         Err(e) => return error(format!("cannot listen on {}: {e}", args.listen)),
     };

@@ -1,7 +1,9 @@
 //! The Markdown certificate: what a person reads to decide whether a
 //! backend conforms.
 //!
-//! It names what was judged (the target and its `/health` identity), by
+//! It names what was judged (the target, its `/health` identity and the
+//! profile it was certified against, with the scenarios that profile does
+//! not admit), by
 //! what (the suite version and digest, the reqkey version), how to replay
 //! it (the seed), when (the date), the verdict of every scenario, the
 //! details of every failure, and ends with the single line
@@ -19,6 +21,7 @@ use serde_json::Value;
 
 use crate::report::context::{closing_line, closing_notes, verdict_label, Rendered, ReportContext};
 use crate::run::event::{Event, Reporter, RunSummary, Verdict};
+use crate::target::profile::ProfileSource;
 
 /// Renders a run as a Markdown certificate; the last line is the count.
 pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
@@ -32,10 +35,18 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     };
     let _ = writeln!(md, "# {title}: `{}`\n", ctx.target);
     let code = summary.exit_code();
-    let verdict = if code == 2 {
+    let verdict = if let Some(i) = &summary.indefinite {
+        format!(
+            "**NOT JUDGED** (`{}`): {}. No verdict was reached.",
+            i.reason, i.message
+        )
+    } else if code == 2 {
         "**NOT JUDGED**: the harness could not judge every scenario.".to_owned()
     } else if certification {
-        if code == 0 {
+        if code == 0 && !ctx.not_applicable.is_empty() {
+            "**CONFORMS**: every scenario of the suite that applies to its profile passed."
+                .to_owned()
+        } else if code == 0 {
             "**CONFORMS**: every scenario of the suite passed.".to_owned()
         } else {
             "**DOES NOT CONFORM**: some scenario failed.".to_owned()
@@ -74,25 +85,50 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         "| identity (`/health`) | {} |",
         identity(ctx.health.as_ref())
     );
+    if let Some(p) = &ctx.profile {
+        let _ = writeln!(md, "| profile | {} |", cell(&p.describe()));
+    }
+    if !ctx.not_applicable.is_empty() {
+        let _ = writeln!(
+            md,
+            "| not applicable | {} scenarios of the suite ({}): not run, listed below |",
+            ctx.not_applicable.len(),
+            crate::run::select::reasons(&ctx.not_applicable).join("; ")
+        );
+    }
     if let Some(s) = &ctx.suite {
         let version = s.version.as_deref().map_or_else(
             || "an ad-hoc selection".to_owned(),
             |v| format!("version {v}"),
         );
+        let origin = if s.embedded {
+            " (built into this reqkey)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             md,
-            "| suite | `{}`, {version}, {} files |",
+            "| suite | `{}`{origin}, {version}, {} files |",
             s.source, s.files
         );
         let _ = writeln!(md, "| suite digest | `{}` |", s.digest);
+    }
+    if let Some(c) = &ctx.clause_coverage {
+        let _ = writeln!(
+            md,
+            "| clause coverage | {}/{} clauses of spec/SPEC.md certified at the {} level have a scenario that can fail on them (`reqkey coverage`) |",
+            c.covered, c.total, c.level
+        );
     }
     let _ = writeln!(md, "| reqkey | {} |", ctx.reqkey_version);
     let _ = writeln!(md, "| seed | `{}` |", summary.seed);
     if certification {
         let _ = writeln!(
             md,
-            "| replay | `reqkey certify --target {} --seed {}` |",
-            ctx.target, summary.seed
+            "| replay | `reqkey certify --target {}{} --seed {}` |",
+            ctx.target,
+            profile_flag(ctx),
+            summary.seed
         );
     }
     let _ = writeln!(md, "| date | {} |", ctx.date);
@@ -119,13 +155,25 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         } else {
             r.trials_run.to_string()
         };
+        let checks = match &r.note {
+            Some(note) => format!("{} ({note})", r.summary),
+            None => r.summary.clone(),
+        };
         let _ = writeln!(
             md,
             "| `{}` | {} | {trials} | {} |",
             r.id,
             verdict_label(r.verdict),
-            cell(&r.summary)
+            cell(&checks)
         );
+    }
+    if !ctx.not_applicable.is_empty() {
+        let _ = writeln!(md, "\n## Not applicable to this profile\n");
+        let _ = writeln!(md, "| scenario | requires |");
+        let _ = writeln!(md, "|---|---|");
+        for n in &ctx.not_applicable {
+            let _ = writeln!(md, "| `{}` | {} |", n.id, cell(&n.requires));
+        }
     }
     let failures: Vec<_> = summary
         .results
@@ -157,9 +205,10 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             }
             let _ = writeln!(
                 md,
-                "\nReplay: `reqkey run {} --target {} --seed {}`\n",
+                "\nReplay: `reqkey run {} --target {}{} --seed {}`\n",
                 r.file.display(),
                 ctx.target,
+                profile_flag(ctx),
                 summary.seed
             );
         }
@@ -172,6 +221,14 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     }
     let _ = writeln!(md, "{}", closing_line(summary));
     md
+}
+
+/// ` --profile ...` when the profile was stated, so a replay judges the same.
+fn profile_flag(ctx: &ReportContext) -> String {
+    match &ctx.profile {
+        Some(p) if p.source == ProfileSource::Stated => format!(" --profile {}", p.profile.flag()),
+        _ => String::new(),
+    }
 }
 
 fn identity(health: Option<&Value>) -> String {

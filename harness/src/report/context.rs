@@ -7,7 +7,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::run::event::{Event, RunSummary, Verdict};
+use crate::run::select::NotApplicable;
 use crate::run::suite::SuiteInfo;
+use crate::target::profile::ProfileInfo;
 
 /// What a report says besides the events.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -32,6 +34,22 @@ pub struct ReportContext {
     pub expected_failures: Vec<String>,
     /// When the run started, UTC, RFC 3339 (`2026-12-02T13:24:20Z`).
     pub date: String,
+    /// The profile the run certified (`None` when none was read).
+    pub profile: Option<ProfileInfo>,
+    /// Scenarios of the suite that do not apply to that profile (not run).
+    pub not_applicable: Vec<NotApplicable>,
+    /// How many clauses of the spec the suite can fail on (`certify` states
+    /// it; `reqkey coverage` prints the matrix).
+    pub clause_coverage: Option<ClauseCoverage>,
+}
+
+/// The clause coverage of a suite: `covered` of the `total` clauses of
+/// spec/SPEC.md certified at `level` have a scenario that can fail on them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClauseCoverage {
+    pub level: String,
+    pub covered: usize,
+    pub total: usize,
 }
 
 impl ReportContext {
@@ -47,6 +65,9 @@ impl ReportContext {
             selection: Vec::new(),
             expected_failures: Vec::new(),
             date: utc_now(),
+            profile: None,
+            not_applicable: Vec::new(),
+            clause_coverage: None,
         }
     }
 
@@ -76,23 +97,26 @@ pub fn closing_line(summary: &RunSummary) -> String {
     format!(
         "{} passed, {} failed",
         summary.passed,
-        summary.failed + summary.errored + summary.indefinite + summary.unexpected_passes
+        summary.failed + summary.errored + summary.indefinite_scenarios + summary.unexpected_passes
     )
 }
 
 /// The lines that explain the closing count, printed just before it.
 pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
     let mut notes = Vec::new();
+    if let Some(i) = &summary.indefinite {
+        notes.push(format!("no verdict ({}): {} (exit 2)", i.reason, i.message));
+    }
     if summary.errored > 0 {
         notes.push(format!(
             "{} could not be judged (harness error: exit 2)",
             summary.errored
         ));
     }
-    if summary.indefinite > 0 {
+    if summary.indefinite_scenarios > 0 {
         notes.push(format!(
             "{} indefinite: a race scenario whose trials never overlapped (not a pass: exit 2)",
-            summary.indefinite
+            summary.indefinite_scenarios
         ));
     }
     if summary.unexpected_passes > 0 {

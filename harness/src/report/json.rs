@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::report::context::{closing_line, Rendered, ReportContext};
 use crate::run::event::{Event, Reporter, RunSummary};
+use crate::target::profile::ProfileSource;
 
 /// The schema name written into every document.
 pub const SCHEMA: &str = "reqkey-results/1";
@@ -25,7 +26,10 @@ struct Document<'a> {
     reqkey_version: &'a str,
     date: &'a str,
     target: TargetDoc<'a>,
+    profile: Option<ProfileDoc>,
+    not_applicable: Vec<NotApplicableDoc<'a>>,
     suite: Option<SuiteDoc<'a>>,
+    clause_coverage: Option<CoverageDoc<'a>>,
     selection: &'a [String],
     expected_failures: &'a [String],
     seed: u64,
@@ -33,7 +37,15 @@ struct Document<'a> {
     counts: Counts,
     exit_code: u8,
     closing_line: String,
+    /// Why the run reached no verdict, when it did not.
+    indefinite: Option<IndefiniteDoc<'a>>,
     scenarios: Vec<ScenarioDoc<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct IndefiniteDoc<'a> {
+    reason: &'a str,
+    message: &'a str,
 }
 
 #[derive(Debug, Serialize)]
@@ -45,11 +57,39 @@ struct TargetDoc<'a> {
 }
 
 #[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProfileDoc {
+    supports_request_key: bool,
+    /// `None` for a store (its profile is fixed).
+    concurrent_entry: Option<&'static str>,
+    /// `fixed` (a store), `declared` (by `/health`) or `stated` (`--profile`).
+    source: &'static str,
+    /// What `/health` declared when `--profile` stated another profile.
+    declared: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct NotApplicableDoc<'a> {
+    id: &'a str,
+    file: String,
+    requires: &'a str,
+}
+
+#[derive(Debug, Serialize)]
 struct SuiteDoc<'a> {
     source: &'a str,
     version: Option<&'a str>,
     digest: &'a str,
     files: usize,
+    /// The suite built into the binary, not files read from disk.
+    embedded: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct CoverageDoc<'a> {
+    level: &'a str,
+    covered: usize,
+    total: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -74,8 +114,15 @@ struct ScenarioDoc<'a> {
     trials_run: u32,
     trials_with_groups: u32,
     trials_overlapped: u32,
+    /// The widest spread between the first and the last send of one
+    /// parallel group, over every trial (only with parallel groups).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_send_spread_us: Option<u64>,
     duration_ms: u64,
     failure: Option<FailureDoc<'a>>,
+    /// What a stage measured (mixed histories: seed, operations, overlap).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -86,6 +133,8 @@ struct FailureDoc<'a> {
     expected: Option<&'a Value>,
     actual: Option<&'a Value>,
     detail: Option<&'a str>,
+    /// The typed reason a scenario could not be judged (errors only).
+    reason: Option<&'a str>,
 }
 
 /// Renders a run as a `reqkey-results/1` document (pretty, newline-ended).
@@ -101,11 +150,33 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             defaulted: ctx.target_defaulted,
             health: ctx.health.as_ref(),
         },
+        profile: ctx.profile.as_ref().map(|p| ProfileDoc {
+            supports_request_key: p.profile.supports_request_key,
+            concurrent_entry: (p.source != ProfileSource::Fixed)
+                .then(|| p.profile.concurrent_entry.name()),
+            source: p.source.name(),
+            declared: p.declared.map(|d| d.to_string()),
+        }),
+        not_applicable: ctx
+            .not_applicable
+            .iter()
+            .map(|n| NotApplicableDoc {
+                id: &n.id,
+                file: n.file.display().to_string(),
+                requires: &n.requires,
+            })
+            .collect(),
         suite: ctx.suite.as_ref().map(|s| SuiteDoc {
             source: &s.source,
             version: s.version.as_deref(),
             digest: &s.digest,
             files: s.files,
+            embedded: s.embedded,
+        }),
+        clause_coverage: ctx.clause_coverage.as_ref().map(|c| CoverageDoc {
+            level: &c.level,
+            covered: c.covered,
+            total: c.total,
         }),
         selection: &ctx.selection,
         expected_failures: &ctx.expected_failures,
@@ -116,12 +187,16 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             passed: summary.passed,
             failed: summary.failed,
             errored: summary.errored,
-            indefinite: summary.indefinite,
+            indefinite: summary.indefinite_scenarios,
             expected_failures: summary.expected_failures,
             unexpected_passes: summary.unexpected_passes,
         },
         exit_code: summary.exit_code(),
         closing_line: closing_line(summary),
+        indefinite: summary.indefinite.as_ref().map(|i| IndefiniteDoc {
+            reason: i.reason,
+            message: &i.message,
+        }),
         scenarios: summary
             .results
             .iter()
@@ -135,6 +210,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 trials_run: r.trials_run,
                 trials_with_groups: r.trials_with_groups,
                 trials_overlapped: r.trials_overlapped,
+                max_send_spread_us: r.max_send_spread_us,
                 duration_ms: r.duration_ms,
                 failure: r.failure.as_ref().map(|f| FailureDoc {
                     trial: f.trial,
@@ -143,7 +219,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                     expected: f.expected.as_ref(),
                     actual: f.actual.as_ref(),
                     detail: f.detail.as_deref(),
+                    reason: r.reason,
                 }),
+                note: r.note.as_deref(),
             })
             .collect(),
     };

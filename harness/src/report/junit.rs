@@ -6,7 +6,9 @@
 //! A failure's text carries the step, expected against actual, and the
 //! seed with the command that replays it. An expected failure is written
 //! as `<skipped>` (JUnit has no "expected failure"), an unexpected pass as
-//! a `<failure>`, a harness error as an `<error>`.
+//! a `<failure>`, a harness error as an `<error>`. Every suite carries the
+//! target, the seed, the profile it was certified against and how many
+//! scenarios of the suite that profile does not admit (as properties).
 
 use std::io::Write;
 use std::time::Duration;
@@ -27,10 +29,31 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             suite.add_property(("target_defaulted", "true"));
         }
         suite.add_property(("seed", summary.seed.to_string().as_str()));
+        if let Some(p) = &ctx.profile {
+            suite.add_property(("profile", p.describe().as_str()));
+            suite.add_property(("profile_source", p.source.name()));
+            suite.add_property((
+                "not_applicable",
+                ctx.not_applicable.len().to_string().as_str(),
+            ));
+        }
         suite.set_time(Duration::from_millis(r.duration_ms));
         let mut case = TestCase::new(r.id.as_str(), status(ctx, summary, r));
         case.set_classname(format!("reqkey.{}", r.level));
         case.set_time(Duration::from_millis(r.duration_ms));
+        suite.add_test_case(case);
+        report.add_test_suite(suite);
+    }
+    if let Some(i) = &summary.indefinite {
+        // The run as a whole reached no verdict: one case says why, so a
+        // dashboard shows red, not an empty green run.
+        let mut suite = TestSuite::new("reqkey");
+        suite.add_property(("target", ctx.target.as_str()));
+        let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+        s.set_message(i.message.as_str());
+        s.set_type(i.reason);
+        let mut case = TestCase::new("reqkey.no-verdict", s);
+        case.set_classname("reqkey.run");
         suite.add_test_case(case);
         report.add_test_suite(suite);
     }

@@ -7,7 +7,8 @@
 //! - [`JunitReporter`]: JUnit XML for CI dashboards (via `quick-junit`);
 //! - [`JsonReporter`]: the stable `reqkey-results/1` document for scripts
 //!   (schema in `docs/reports.md`);
-//! - [`CertificateReporter`]: the Markdown certificate a person reads.
+//! - [`CertificateReporter`]: the Markdown certificate a person reads;
+//! - [`HtmlReporter`]: one self-contained page with race timelines.
 //!
 //! What the events do not carry — the target's `/health` identity, the
 //! suite's digest, the date — comes from a [`ReportContext`] built by the
@@ -19,13 +20,16 @@
 //! scenario that turns the run red.
 
 pub mod certificate;
+pub mod client;
 pub mod context;
+pub mod html;
 pub mod json;
 pub mod junit;
 pub mod terminal;
 
 pub use certificate::CertificateReporter;
-pub use context::{closing_line, closing_notes, verdict_label, ReportContext};
+pub use context::{closing_line, closing_notes, verdict_label, ClauseCoverage, ReportContext};
+pub use html::HtmlReporter;
 pub use json::JsonReporter;
 pub use junit::JunitReporter;
 pub use terminal::TerminalReporter;

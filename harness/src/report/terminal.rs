@@ -96,8 +96,11 @@ impl<W: Write + Send> TerminalReporter<W> {
             return text;
         }
         let trials = if r.trials_with_groups > 0 {
+            let spread = r
+                .max_send_spread_us
+                .map_or(String::new(), |us| format!(", sends within {us} µs"));
             format!(
-                "{} trials, {} overlapped",
+                "{} trials, {} overlapped{spread}",
                 r.trials_run, r.trials_overlapped
             )
         } else {
@@ -107,6 +110,9 @@ impl<W: Write + Send> TerminalReporter<W> {
             "{tag} {}  ({trials}, {} ms)\n",
             r.id, r.duration_ms
         ));
+        if let Some(note) = &r.note {
+            text.push_str(&format!("      {note}\n"));
+        }
         if r.verdict == Verdict::UnexpectedPass {
             text.push_str(&format!("      file:  {}\n", r.file.display()));
             text.push_str(

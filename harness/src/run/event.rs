@@ -80,6 +80,31 @@ pub struct Failure {
     pub detail: Option<String>,
 }
 
+/// One request of a parallel group drawn as a bar on a timeline: its
+/// invoke and return, in microseconds after the trial's first group
+/// invoke.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Span {
+    /// The answer's name (`as`, `.i` for copies) or `#k`.
+    pub name: String,
+    pub start_us: u64,
+    pub end_us: u64,
+}
+
+/// The parallel-group requests of one trial, for a race timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TrialTimeline {
+    /// 0-based trial index.
+    pub trial: u32,
+    /// Did this trial fail (or could not be judged)?
+    pub failed: bool,
+    pub spans: Vec<Span>,
+}
+
+/// At most this many trials of a scenario keep their timeline (the
+/// failing trial always does).
+pub const MAX_TIMELINE_TRIALS: usize = 100;
+
 /// The result of one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScenarioResult {
@@ -97,9 +122,27 @@ pub struct ScenarioResult {
     pub trials_overlapped: u32,
     /// Trials that had a parallel group of two or more requests (a race).
     pub trials_with_groups: u32,
+    /// The widest spread, over every parallel group of every trial, between
+    /// the first and the last send instant of the group, in µs (`None`
+    /// without groups): how tight a race's window really was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_send_spread_us: Option<u64>,
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// The parallel groups of each trial as timelines (trials with a
+    /// group only; at most [`MAX_TIMELINE_TRIALS`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timelines: Vec<TrialTimeline>,
+    /// Why a scenario could not be judged, typed (`timeout`, `closed`,
+    /// `unreachable`, `too_large`, ...; `docs/reports.md`); `None` unless
+    /// the verdict is an error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+    /// What a stage of the scenario measured (a `mixed_histories` step:
+    /// seed, programs, operations, overlap), for the reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// The result of a whole run.
@@ -110,14 +153,47 @@ pub struct RunSummary {
     pub passed: usize,
     pub failed: usize,
     pub errored: usize,
-    /// Passed every step without exercising the race (no trial overlapped).
-    pub indefinite: usize,
+    /// Scenarios that passed every step without exercising their race (no
+    /// trial overlapped): verdict `indefinite`.
+    pub indefinite_scenarios: usize,
     /// Failed as `--expected-failures` said they would (not in `failed`).
     pub expected_failures: usize,
     /// Passed although listed in `--expected-failures` (not in `passed`).
     pub unexpected_passes: usize,
     pub duration_ms: u64,
     pub results: Vec<ScenarioResult>,
+    /// Set when the run as a whole reached no verdict: the target could not
+    /// be opened, or the run stopped early because the target stopped
+    /// answering. Exit 2.
+    pub indefinite: Option<Indefinite>,
+}
+
+/// Why a run reached no verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Indefinite {
+    /// Typed: a target error's reason (`unreachable`, `timeout`, `closed`,
+    /// `not_http`, `wrong_protocol`, `too_large`, ...) or `stopped_early`.
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl RunSummary {
+    /// A run that judged nothing: the target could not be opened.
+    pub fn not_judged(target: String, seed: u64, indefinite: Indefinite) -> RunSummary {
+        RunSummary {
+            target,
+            seed,
+            passed: 0,
+            failed: 0,
+            errored: 0,
+            indefinite_scenarios: 0,
+            expected_failures: 0,
+            unexpected_passes: 0,
+            duration_ms: 0,
+            results: Vec::new(),
+            indefinite: Some(indefinite),
+        }
+    }
 }
 
 impl RunSummary {
@@ -125,7 +201,7 @@ impl RunSummary {
     /// scenario failed or an expected failure passed, 2 the harness could
     /// not judge some scenario.
     pub fn exit_code(&self) -> u8 {
-        if self.errored > 0 || self.indefinite > 0 {
+        if self.errored > 0 || self.indefinite_scenarios > 0 || self.indefinite.is_some() {
             2
         } else if self.failed > 0 || self.unexpected_passes > 0 {
             1
@@ -149,7 +225,7 @@ pub enum Event {
     },
     ScenarioFinished {
         index: usize,
-        result: ScenarioResult,
+        result: Box<ScenarioResult>,
     },
     RunFinished {
         summary: RunSummary,

@@ -19,6 +19,10 @@ use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde_json::{json, Value};
 
+use reqkey_model::rules::{KeyRule, RuleVariant};
+use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp, StoreReply};
+use reqkey_model::CommitOutcome;
+
 use crate::check::lin::Operation;
 use crate::target::{Target, TargetError};
 
@@ -153,6 +157,160 @@ pub async fn random_history(
     Ok(history)
 }
 
+/// How the store of a [`simulated_history`] behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimulatedStore {
+    /// Every operation takes effect at one instant inside its interval,
+    /// as the spec says: the history is linearizable by construction.
+    Correct,
+    /// As [`SimulatedStore::Correct`], except that once, after 90% of the
+    /// operations, a commit whose key another run of the session holds is
+    /// decided without the key rule (a racy store's symptom: `started`
+    /// where the spec answers `request_key_taken`, and the run written).
+    SkipsKeyRuleOnce,
+}
+
+/// Time bounds of the simulation, in ns: from invocation to the instant
+/// the op takes effect, from there to the return, and between a return
+/// and the client's next invocation.
+const SIM_TO_EFFECT_NS: (u64, u64) = (500, 20_000);
+const SIM_TO_RETURN_NS: (u64, u64) = (500, 20_000);
+const SIM_THINK_NS: (u64, u64) = (0, 4_000);
+
+/// A concurrent history without a target: `w.clients` simulated clients
+/// (the same random clients as [`random_history`]) issue `w.ops_total`
+/// operations over `w.sessions` sessions; each op takes effect on the
+/// spec ([`SeqStore`]) at a random instant inside its interval. Everything,
+/// instants included, derives from `w.seed`, so the history is the same on
+/// every machine: the input of `reqkey bench lin`.
+pub fn simulated_history(w: &Workload, store: SimulatedStore) -> Vec<Operation> {
+    let clients = w.clients.max(1);
+    let sessions: Vec<String> = (0..w.sessions.max(1))
+        .map(|j| format!("{}-s{j}", w.namespace))
+        .collect();
+    let mut sim = Simulation {
+        rng: Xoshiro256PlusPlus::seed_from_u64(w.seed ^ 0x5157_0000_0000_0001),
+        random: (0..clients)
+            .map(|c| {
+                let seed = w
+                    .seed
+                    .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    .wrapping_add(c as u64);
+                RandomClient::new(c, seed, sessions.clone())
+            })
+            .collect(),
+        in_flight: (0..clients).map(|_| None).collect(),
+        left: (0..clients)
+            .map(|c| w.ops_total / clients + usize::from(c < w.ops_total % clients))
+            .collect(),
+        events: std::collections::BinaryHeap::new(),
+        tie: 0,
+    };
+    for c in 0..clients {
+        let at = sim.between(SIM_THINK_NS);
+        sim.invoke(c, at);
+    }
+    let mut spec = SeqStore::new();
+    let mut history = Vec::with_capacity(w.ops_total);
+    let bug_after = w.ops_total - w.ops_total / 10;
+    let mut bug_pending = store == SimulatedStore::SkipsKeyRuleOnce;
+    while let Some(std::cmp::Reverse((at, _, c, is_effect))) = sim.events.pop() {
+        if is_effect {
+            let Some((o, op)) = sim.in_flight[c].as_mut() else {
+                continue;
+            };
+            let answer = match op {
+                StoreOp::CommitRunStart(a)
+                    if bug_pending && history.len() >= bug_after && {
+                        let start = &a.start_run;
+                        start.request_key.as_deref().is_some_and(|k| {
+                            spec.session(&start.session_id)
+                                .and_then(|s| s.run_by_request_key(k))
+                                .is_some_and(|holder| holder.run_id != start.run_id)
+                        })
+                    } =>
+                {
+                    let variant = RuleVariant {
+                        key_rule: KeyRule::Absent,
+                        replay_first: true,
+                    };
+                    let result = spec.commit_variant(&a.start_run, variant);
+                    bug_pending = !matches!(&result, Ok(r) if r.outcome == CommitOutcome::Started);
+                    result.map(StoreReply::Commit)
+                }
+                _ => spec.apply(op),
+            };
+            o.answer = Some(answer_to_wire(&answer));
+            let back = at + sim.between(SIM_TO_RETURN_NS);
+            sim.push(back, c, false);
+        } else {
+            let Some((mut o, _)) = sim.in_flight[c].take() else {
+                continue;
+            };
+            o.return_ns = at;
+            if let Some(answer) = &o.answer {
+                sim.random[c].observe(&o.request, answer);
+            }
+            history.push(o);
+            let next = at + sim.between(SIM_THINK_NS);
+            sim.invoke(c, next);
+        }
+    }
+    history.sort_by_key(|o| o.invoke_ns);
+    history
+}
+
+/// The state of a [`simulated_history`] between events.
+#[derive(Debug)]
+struct Simulation {
+    rng: Xoshiro256PlusPlus,
+    random: Vec<RandomClient>,
+    /// Per client: the op in flight (its answer set once it took effect).
+    in_flight: Vec<Option<(Operation, StoreOp)>>,
+    /// Per client: ops still to issue.
+    left: Vec<usize>,
+    /// (instant, tie-breaker, client, is the effect (else the return)).
+    events: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, usize, bool)>>,
+    tie: u64,
+}
+
+impl Simulation {
+    fn between(&mut self, (lo, hi): (u64, u64)) -> u64 {
+        self.rng.random_range(lo..=hi)
+    }
+
+    fn push(&mut self, at: u64, c: usize, is_effect: bool) {
+        self.tie += 1;
+        self.events
+            .push(std::cmp::Reverse((at, self.tie, c, is_effect)));
+    }
+
+    /// Client `c` issues its next op at `at`, if it has one left.
+    fn invoke(&mut self, c: usize, at: u64) {
+        if self.left[c] == 0 {
+            return;
+        }
+        self.left[c] -= 1;
+        let request = self.random[c].next_request();
+        // The random clients only send well-formed requests.
+        let Ok(op) = StoreOp::from_wire(&request) else {
+            return;
+        };
+        let effect = at + self.between(SIM_TO_EFFECT_NS);
+        self.in_flight[c] = Some((
+            Operation {
+                client: format!("c{c}"),
+                request,
+                invoke_ns: at,
+                return_ns: 0,
+                answer: None,
+            },
+            op,
+        ));
+        self.push(effect, c, true);
+    }
+}
+
 /// One client's random choices: mostly commits that can succeed (it
 /// remembers the last current run it saw), reads, status changes, keys
 /// from a small set so that they collide, and rare deletes.
@@ -263,6 +421,53 @@ impl RandomClient {
                 self.mine[j].clear();
             }
             _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::check::lin::{check, Verdict};
+
+    fn workload(clients: usize, ops_total: usize, seed: u64) -> Workload {
+        Workload {
+            clients,
+            sessions: 1,
+            ops_total,
+            seed,
+            namespace: "t".into(),
+        }
+    }
+
+    #[test]
+    fn a_simulated_history_is_fixed_by_its_seed() {
+        let w = workload(8, 300, 7);
+        let a = simulated_history(&w, SimulatedStore::Correct);
+        let b = simulated_history(&w, SimulatedStore::Correct);
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 300);
+        let c = simulated_history(&workload(8, 300, 8), SimulatedStore::Correct);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn the_correct_simulation_is_linearizable_and_the_buggy_one_is_not() {
+        for (clients, seed) in [(8, 1), (16, 2), (16, 3)] {
+            let w = workload(clients, 2_000, seed);
+            let ok = check(&simulated_history(&w, SimulatedStore::Correct));
+            assert!(
+                ok.verdict.is_linearizable(),
+                "{clients}/{seed}: {:?}",
+                ok.verdict
+            );
+            let bad = check(&simulated_history(&w, SimulatedStore::SkipsKeyRuleOnce));
+            assert!(
+                matches!(bad.verdict, Verdict::NotLinearizable(_)),
+                "{clients}/{seed}: {:?}",
+                bad.verdict
+            );
         }
     }
 }

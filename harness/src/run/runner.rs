@@ -30,7 +30,10 @@ use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
 use crate::check::lin::{self, CheckOptions};
-use crate::run::event::{Event, Failure, Reporter, RunSummary, ScenarioResult, Verdict};
+use crate::run::event::{
+    Event, Failure, Indefinite, Reporter, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
+    MAX_TIMELINE_TRIALS,
+};
 use crate::run::record::Clock;
 use crate::scenario::pattern::matches;
 use crate::scenario::vars::{lookup, Vars};
@@ -61,6 +64,9 @@ pub struct RunConfig {
     /// Leave the sessions of passing trials in the target
     /// (`--keep-sessions`); by default they are deleted (see [`Trial::clean_up`]).
     pub keep_sessions: bool,
+    /// How many scenarios run at once (see [`run_concurrently`]); 1 runs
+    /// them one after the other. A fail-fast run is always sequential.
+    pub concurrency: usize,
 }
 
 impl RunConfig {
@@ -81,6 +87,7 @@ impl RunConfig {
             copies_override: None,
             expected_failures: BTreeSet::new(),
             keep_sessions: false,
+            concurrency: DEFAULT_CONCURRENCY,
         }
     }
 }
@@ -101,7 +108,8 @@ pub struct Recorded {
 #[derive(Debug)]
 enum Stop {
     Fail(Box<Failure>),
-    Harness(Box<Failure>),
+    /// Not judged, with the typed reason.
+    Harness(Box<Failure>, &'static str),
 }
 
 impl Stop {
@@ -109,7 +117,7 @@ impl Stop {
         Stop::Fail(Box::new(f))
     }
     fn harness(f: Failure) -> Stop {
-        Stop::Harness(Box::new(f))
+        Stop::Harness(Box::new(f), "harness")
     }
 }
 
@@ -135,9 +143,17 @@ struct Trial<'a> {
     /// The trial's monotonic clock and every store operation so far.
     clock: Clock,
     history: Vec<lin::Operation>,
+    /// Every parallel-group request of the trial: (name, invoke, return).
+    spans: Vec<(String, Instant, Instant)>,
     /// Sessions this trial created fresh (under the run's namespace), to
     /// delete when it passes.
     sessions: BTreeSet<String>,
+    /// This trial's seed (the run's, mixed with the scenario and trial).
+    seed: u64,
+    /// What a `mixed_histories` step did, for the report.
+    note: Option<String>,
+    /// The widest spread of send instants of any parallel group so far.
+    max_send_spread_us: Option<u64>,
 }
 
 /// How many times its trial count a race scenario may run more trials
@@ -149,6 +165,19 @@ const MAX_HISTORY_OPS: usize = 100_000;
 const GROUP_START_SPIN_US: u64 = 200;
 /// The most sessions a trial cleans up after itself.
 const MAX_CLEANUP_SESSIONS: usize = 1_000;
+/// After this many scenarios in a row that could not be judged because
+/// the target did not answer (timeout, unreachable, connection closed),
+/// the run stops: the rest would only wait out the same silence.
+pub const MAX_SILENT_SCENARIOS: usize = 3;
+
+/// The reasons that say the target is not answering.
+fn is_silence(reason: Option<&str>) -> bool {
+    matches!(reason, Some("timeout" | "unreachable" | "closed"))
+}
+
+/// Scenarios run at once by default: they mostly wait (on an agent's
+/// scripted runs, on long polls), so this is about latency, not cores.
+pub const DEFAULT_CONCURRENCY: usize = 8;
 
 /// Runs `scenarios` against `target`, emitting events to `reporters`.
 pub async fn run(
@@ -171,7 +200,16 @@ pub async fn run(
             scenarios: scenarios.len(),
         },
     );
+    if cfg.concurrency > 1 && !cfg.fail_fast {
+        let (results, indefinite) =
+            run_concurrently(&target, scenarios, cfg, &mut |e| emit(reporters, e)).await;
+        return finish(&target, cfg, started, results, indefinite, &mut |e| {
+            emit(reporters, e)
+        });
+    }
     let mut results = Vec::with_capacity(scenarios.len());
+    let mut silent_in_a_row = 0;
+    let mut indefinite = None;
     for (index, scenario) in scenarios.iter().enumerate() {
         emit(
             reporters,
@@ -189,14 +227,44 @@ pub async fn run(
             reporters,
             Event::ScenarioFinished {
                 index,
-                result: result.clone(),
+                result: Box::new(result.clone()),
             },
         );
+        if result.verdict == Verdict::Error && is_silence(result.reason) {
+            silent_in_a_row += 1;
+        } else {
+            silent_in_a_row = 0;
+        }
         results.push(result);
         if stop {
             break;
         }
+        let left = scenarios.len() - index - 1;
+        if silent_in_a_row >= MAX_SILENT_SCENARIOS && left > 0 {
+            indefinite = Some(Indefinite {
+                reason: "stopped_early",
+                message: format!(
+                    "the target did not answer in {silent_in_a_row} scenarios in a row; \
+                     the run stopped early and {left} scenarios were not run"
+                ),
+            });
+            break;
+        }
     }
+    finish(&target, cfg, started, results, indefinite, &mut |e| {
+        emit(reporters, e)
+    })
+}
+
+/// The summary of a run, emitted and returned.
+fn finish(
+    target: &Arc<dyn Target>,
+    cfg: &RunConfig,
+    started: Instant,
+    results: Vec<ScenarioResult>,
+    indefinite: Option<Indefinite>,
+    emit: &mut (dyn FnMut(Event) + Send),
+) -> RunSummary {
     let count = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
     let summary = RunSummary {
         target: target.describe(),
@@ -204,19 +272,197 @@ pub async fn run(
         passed: count(Verdict::Pass),
         failed: count(Verdict::Fail),
         errored: count(Verdict::Error),
-        indefinite: count(Verdict::Indefinite),
+        indefinite_scenarios: count(Verdict::Indefinite),
         expected_failures: count(Verdict::ExpectedFail),
         unexpected_passes: count(Verdict::UnexpectedPass),
         duration_ms: started.elapsed().as_millis() as u64,
         results,
+        indefinite,
     };
-    emit(
-        reporters,
-        Event::RunFinished {
-            summary: summary.clone(),
-        },
-    );
+    emit(Event::RunFinished {
+        summary: summary.clone(),
+    });
     summary
+}
+
+/// Runs scenarios up to `cfg.concurrency` at once, and reports them in
+/// their order (each `ScenarioStarted` right before its `ScenarioFinished`,
+/// once every earlier one is reported), so the output does not depend on
+/// which finished first. Only scenarios whose every session id is a fresh
+/// `$variable` ([`shares_no_session`]) run beside others; one that names
+/// a literal session runs alone. Each scenario keeps its own seed, so a
+/// failure replays with `--seed` alone. After [`MAX_SILENT_SCENARIOS`]
+/// in a row (in file order) that the target left unanswered, nothing new
+/// starts, what is in flight is cancelled and not reported, and the run
+/// is indefinite, as a sequential run would be.
+pub async fn run_concurrently(
+    target: &Arc<dyn Target>,
+    scenarios: &[Scenario],
+    cfg: &RunConfig,
+    emit: &mut (dyn FnMut(Event) + Send),
+) -> (Vec<ScenarioResult>, Option<Indefinite>) {
+    let mut done: Vec<Option<ScenarioResult>> = vec![None; scenarios.len()];
+    let mut reported = 0usize;
+    let mut silent_in_a_row = 0usize;
+    let mut tasks = tokio::task::JoinSet::new();
+    // Reports finished results in order; after MAX_SILENT_SCENARIOS
+    // silent ones in a row it reports nothing more, as a sequential run
+    // would not have run the rest.
+    let mut report = |done: &mut Vec<Option<ScenarioResult>>,
+                      reported: &mut usize,
+                      silent_in_a_row: &mut usize| {
+        while *silent_in_a_row < MAX_SILENT_SCENARIOS {
+            let Some(Some(result)) = done.get(*reported) else {
+                break;
+            };
+            if result.verdict == Verdict::Error && is_silence(result.reason) {
+                *silent_in_a_row += 1;
+            } else {
+                *silent_in_a_row = 0;
+            }
+            emit(Event::ScenarioStarted {
+                index: *reported,
+                id: result.id.clone(),
+            });
+            emit(Event::ScenarioFinished {
+                index: *reported,
+                result: Box::new(result.clone()),
+            });
+            *reported += 1;
+        }
+    };
+    let launch = |tasks: &mut tokio::task::JoinSet<(usize, ScenarioResult)>, index: usize| {
+        let (target, scenario, cfg) = (Arc::clone(target), scenarios[index].clone(), cfg.clone());
+        tasks.spawn(async move {
+            let mut result = run_scenario(&target, &scenario, index, &cfg).await;
+            if cfg.expected_failures.contains(&scenario.id) {
+                result.verdict = result.verdict.expecting_failure();
+            }
+            (index, result)
+        });
+    };
+    for (index, scenario) in scenarios.iter().enumerate() {
+        let alone = !shares_no_session(scenario);
+        while silent_in_a_row < MAX_SILENT_SCENARIOS
+            && (tasks.len() >= cfg.concurrency.max(1) || (alone && !tasks.is_empty()))
+        {
+            if let Some(joined) = tasks.join_next().await {
+                collect(joined, scenarios, &mut done);
+                report(&mut done, &mut reported, &mut silent_in_a_row);
+            }
+        }
+        if silent_in_a_row >= MAX_SILENT_SCENARIOS {
+            break;
+        }
+        launch(&mut tasks, index);
+        if alone {
+            if let Some(joined) = tasks.join_next().await {
+                collect(joined, scenarios, &mut done);
+                report(&mut done, &mut reported, &mut silent_in_a_row);
+            }
+        }
+    }
+    while silent_in_a_row < MAX_SILENT_SCENARIOS {
+        let Some(joined) = tasks.join_next().await else {
+            break;
+        };
+        collect(joined, scenarios, &mut done);
+        report(&mut done, &mut reported, &mut silent_in_a_row);
+    }
+    // Stopped early: what is still in flight is cancelled, not waited on.
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    let left = scenarios.len() - reported;
+    let indefinite = (silent_in_a_row >= MAX_SILENT_SCENARIOS && left > 0).then(|| Indefinite {
+        reason: "stopped_early",
+        message: format!(
+            "the target did not answer in {MAX_SILENT_SCENARIOS} scenarios in a row; \
+             the run stopped early and {left} scenarios were not run"
+        ),
+    });
+    done.truncate(reported);
+    (done.into_iter().flatten().collect(), indefinite)
+}
+
+/// Files a finished scenario task's result (a task that panicked is an
+/// error of the harness, reported on a scenario it cannot name: the
+/// first unfinished one).
+fn collect(
+    joined: Result<(usize, ScenarioResult), tokio::task::JoinError>,
+    scenarios: &[Scenario],
+    done: &mut [Option<ScenarioResult>],
+) {
+    match joined {
+        Ok((index, result)) => done[index] = Some(result),
+        Err(e) => {
+            if let Some(index) = done.iter().position(Option::is_none) {
+                let s = &scenarios[index];
+                done[index] = Some(ScenarioResult {
+                    id: s.id.clone(),
+                    file: s.file.clone(),
+                    level: s.level,
+                    tags: s.tags.clone(),
+                    summary: s.summary.clone(),
+                    verdict: Verdict::Error,
+                    trials_run: 0,
+                    trials_overlapped: 0,
+                    trials_with_groups: 0,
+                    max_send_spread_us: None,
+                    duration_ms: 0,
+                    timelines: Vec::new(),
+                    reason: Some("harness"),
+                    note: None,
+                    failure: Some(Failure {
+                        trial: 0,
+                        step: "scenario".into(),
+                        message: format!("a scenario task failed: {e}"),
+                        expected: None,
+                        actual: None,
+                        detail: None,
+                    }),
+                });
+            }
+        }
+    }
+}
+
+/// Does every session the scenario names come from a `$variable` (fresh
+/// per trial, so no other scenario can touch it)? Looks at `sessionId`
+/// fields anywhere in a step and at `/sessions/{id}` in paths.
+pub fn shares_no_session(scenario: &Scenario) -> bool {
+    fn value_ok(v: &Value) -> bool {
+        match v {
+            Value::Object(m) => m.iter().all(|(k, v)| {
+                let own = match (k.as_str(), v) {
+                    ("sessionId", Value::String(s)) => s.starts_with('$'),
+                    ("path", Value::String(p)) => p
+                        .split("/sessions/")
+                        .skip(1)
+                        .all(|rest| rest.starts_with('$')),
+                    _ => true,
+                };
+                own && value_ok(v)
+            }),
+            Value::Array(items) => items.iter().all(value_ok),
+            _ => true,
+        }
+    }
+    fn step_ok(step: &Step) -> bool {
+        match &step.action {
+            Action::Store { args, .. } => value_ok(args),
+            Action::Rpc(v) | Action::Http(v) | Action::WaitRun(v) => value_ok(v),
+            // Raw text names its sessions inside its JSON (`"${s}"`); text
+            // that is not JSON is taken to name a literal one.
+            Action::Raw(text) => serde_json::from_str::<Value>(text).is_ok_and(|v| value_ok(&v)),
+            Action::Parallel(items) => items.iter().all(step_ok),
+            Action::ExpectOneOf(_) | Action::SleepMs(_) => true,
+            // Its programs use sessions of their own, but it loads the
+            // target on purpose: it starts only once nothing else is in
+            // flight, like a scenario that names a literal session.
+            Action::MixedHistories { .. } => false,
+        }
+    }
+    scenario.steps.iter().all(step_ok)
 }
 
 /// A stable per-scenario seed: the run seed mixed with the scenario id.
@@ -244,8 +490,12 @@ async fn run_scenario(
         trials_run: 0,
         trials_overlapped: 0,
         trials_with_groups: 0,
+        max_send_spread_us: None,
         duration_ms: 0,
         failure: None,
+        timelines: Vec::new(),
+        reason: None,
+        note: None,
     };
     if scenario.level != target.level() {
         result.verdict = Verdict::Error;
@@ -262,6 +512,7 @@ async fn run_scenario(
             actual: None,
             detail: None,
         });
+        result.reason = Some("wrong_level");
         return result;
     }
     let base_seed = scenario_seed(cfg.seed, &scenario.id);
@@ -290,22 +541,40 @@ async fn run_scenario(
             had_group: false,
             clock: Clock::new(),
             history: Vec::new(),
+            spans: Vec::new(),
             sessions: BTreeSet::new(),
+            seed: base_seed.wrapping_add(u64::from(trial_index)),
+            note: None,
+            max_send_spread_us: None,
         };
         let outcome = trial.run_steps(&scenario.steps).await;
+        if !trial.spans.is_empty()
+            && (result.timelines.len() + 1 < MAX_TIMELINE_TRIALS || outcome.is_err())
+        {
+            result
+                .timelines
+                .push(timeline(trial_index, outcome.is_err(), &trial.spans));
+        }
         if outcome.is_ok() && !cfg.keep_sessions {
             trial.clean_up().await;
         }
         result.trials_run += 1;
         result.trials_overlapped += u32::from(trial.overlapped);
         result.trials_with_groups += u32::from(trial.had_group);
+        if trial.note.is_some() {
+            result.note = trial.note.take();
+        }
+        if let Some(spread) = trial.max_send_spread_us {
+            result.max_send_spread_us = Some(result.max_send_spread_us.unwrap_or(0).max(spread));
+        }
         if let Err(stop) = outcome {
-            let (verdict, mut failure) = match stop {
-                Stop::Fail(f) => (Verdict::Fail, *f),
-                Stop::Harness(f) => (Verdict::Error, *f),
+            let (verdict, mut failure, reason) = match stop {
+                Stop::Fail(f) => (Verdict::Fail, *f, None),
+                Stop::Harness(f, reason) => (Verdict::Error, *f, Some(reason)),
             };
             failure.trial = trial_index;
             result.verdict = verdict;
+            result.reason = reason;
             result.failure = Some(failure);
             break;
         }
@@ -418,7 +687,7 @@ fn target_stop(step: &str, request: &Value, e: TargetError) -> Stop {
         detail: None,
     };
     if e.is_harness_error() {
-        Stop::harness(failure)
+        Stop::Harness(Box::new(failure), e.reason())
     } else {
         Stop::fail(failure)
     }
@@ -432,6 +701,10 @@ impl Trial<'_> {
                 Action::Parallel(items) => self.run_group(&path, step, items).await?,
                 Action::ExpectOneOf(alternatives) => self.expect_one_of(&path, alternatives)?,
                 Action::SleepMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                Action::MixedHistories {
+                    programs,
+                    in_flight,
+                } => self.mixed_histories(&path, *programs, *in_flight).await?,
                 Action::Store { .. }
                 | Action::Rpc(_)
                 | Action::Raw(_)
@@ -448,6 +721,83 @@ impl Trial<'_> {
                     self.check_answer(&path, step, &request, answer)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A `mixed_histories` step: random concurrent programs, each history
+    /// checked for linearizability ([`crate::check::mixed`]), seeded by the
+    /// trial (so by the run's `--seed`), on sessions under the run's
+    /// namespace.
+    async fn mixed_histories(
+        &mut self,
+        path: &str,
+        programs: u32,
+        in_flight: u32,
+    ) -> Result<(), Stop> {
+        use crate::check::mixed::{run_mixed, MixedOptions, MixedOutcome};
+        if self.target.level() != Level::Store {
+            return Err(fail(
+                path,
+                "mixed_histories runs store operations; this is not a store target",
+            ));
+        }
+        let opts = MixedOptions {
+            seed: self.seed,
+            programs,
+            in_flight,
+            namespace: self
+                .vars
+                .resolve("mixed")
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            lin_budget_steps: self.cfg.lin_budget_steps,
+            call_timeout_ms: self.cfg.call_timeout_ms,
+        };
+        let outcome = run_mixed(self.target, &opts).await;
+        let stats = match &outcome {
+            MixedOutcome::Passed(stats) | MixedOutcome::Failed { stats, .. } => *stats,
+            MixedOutcome::Error(reason) => {
+                return Err(Stop::harness(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!("mixed histories (seed {}): {reason}", self.seed),
+                    expected: None,
+                    actual: None,
+                    detail: None,
+                }))
+            }
+        };
+        self.had_group = true;
+        self.overlapped |= stats.totals.batches_overlapped > 0;
+        self.note = Some(stats.describe());
+        for index in 0..programs as usize {
+            for session in crate::check::mixed::program_sessions(&opts.namespace, index) {
+                if self.sessions.len() < MAX_CLEANUP_SESSIONS {
+                    self.sessions.insert(session);
+                }
+            }
+        }
+        if let MixedOutcome::Failed {
+            program,
+            steps,
+            sessions,
+            reason,
+            ..
+        } = outcome
+        {
+            return Err(Stop::fail(Failure {
+                trial: 0,
+                step: path.to_owned(),
+                message: format!(
+                    "program {program} of seed {} is not linearizable (SPEC 4: every operation is one atomic step, under any concurrency)",
+                    self.seed
+                ),
+                expected: None,
+                actual: Some(json!({"sessions": sessions, "program": format!("{steps:?}")})),
+                detail: Some(reason),
+            }));
         }
         Ok(())
     }
@@ -834,6 +1184,11 @@ impl Trial<'_> {
         if let Some(stop) = first_stop {
             return Err(stop);
         }
+        let invokes = outcomes.iter().flatten().map(|(invoke, _, _)| *invoke);
+        if let (Some(first), Some(last)) = (invokes.clone().min(), invokes.max()) {
+            let spread = u64::try_from(last.duration_since(first).as_micros()).unwrap_or(u64::MAX);
+            self.max_send_spread_us = Some(self.max_send_spread_us.unwrap_or(0).max(spread));
+        }
         let recorded: Vec<Recorded> = prepared
             .iter()
             .zip(outcomes)
@@ -848,6 +1203,8 @@ impl Trial<'_> {
             })
             .collect();
         self.overlapped |= overlapped(&recorded);
+        self.spans
+            .extend(recorded.iter().map(|r| (r.name.clone(), r.invoke, r.ret)));
         for r in &recorded {
             let (invoke_ns, return_ns) = (self.clock.ns_at(r.invoke), self.clock.ns_at(r.ret));
             self.record(r.name.clone(), &r.request, invoke_ns, return_ns, &r.answer);
@@ -979,6 +1336,28 @@ impl Trial<'_> {
             remaining = miss;
         }
         Ok(())
+    }
+}
+
+/// A trial's group requests as bars, relative to its first invoke.
+fn timeline(trial: u32, failed: bool, spans: &[(String, Instant, Instant)]) -> TrialTimeline {
+    let origin = spans.iter().map(|s| s.1).min();
+    let us = |t: Instant| {
+        origin.map_or(0, |o| {
+            u64::try_from(t.saturating_duration_since(o).as_micros()).unwrap_or(u64::MAX)
+        })
+    };
+    TrialTimeline {
+        trial,
+        failed,
+        spans: spans
+            .iter()
+            .map(|(name, invoke, ret)| Span {
+                name: name.clone(),
+                start_us: us(*invoke),
+                end_us: us(*ret),
+            })
+            .collect(),
     }
 }
 

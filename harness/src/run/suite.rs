@@ -9,6 +9,12 @@
 //! committed certificate whose digest differs from the current suite's is
 //! stale (a test in `reports/` checks exactly that).
 //!
+//! The suite is embedded in the binary at build time (`harness/build.rs`),
+//! so an installed `reqkey` certifies from any directory; `--scenarios
+//! ROOT` judges by another copy on disk instead. The digest is computed the
+//! same way for both, so the embedded suite and the `scenarios/` directory
+//! it was built from have the same digest, and a report says which one ran.
+//!
 //! The digest is `sha256:` followed by the lowercase hex of sha256 over,
 //! for each file in byte order of its path relative to the suite directory
 //! (with `/` separators): the relative path, a newline, the file's length
@@ -20,8 +26,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::scenario::{self, LoadError};
+use crate::scenario::{self, LoadError, Scenario};
 use crate::target::Level;
+
+include!(concat!(env!("OUT_DIR"), "/embedded_suite.rs"));
+
+/// How the embedded suite names itself as a report's `source`.
+pub const EMBEDDED_SOURCE: &str = "embedded";
 
 /// The file (beside the level directories) that holds the suite version.
 pub const VERSION_FILE: &str = "VERSION";
@@ -38,6 +49,9 @@ pub struct SuiteInfo {
     pub digest: String,
     /// How many scenario files.
     pub files: usize,
+    /// The suite built into this binary (not files read from disk).
+    #[serde(default)]
+    pub embedded: bool,
 }
 
 /// Why the suite could not be read. Exit code 2.
@@ -67,9 +81,30 @@ pub fn read_version(root: &Path) -> Result<String, SuiteError> {
     Ok(text.trim().to_owned())
 }
 
+/// The digest of named files (see the module docs); the order they are
+/// given in does not matter.
+pub fn digest_named<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
+    let mut named: Vec<(&str, &[u8])> = files.into_iter().collect();
+    named.sort();
+    let mut hasher = Sha256::new();
+    for (name, bytes) in named {
+        hasher.update(name.as_bytes());
+        hasher.update(b"\n");
+        hasher.update(bytes.len().to_string().as_bytes());
+        hasher.update(b"\n");
+        hasher.update(bytes);
+    }
+    let hex: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
 /// The digest of `files`, each named by its path relative to `base`.
 pub fn digest_files(base: &Path, files: &[PathBuf]) -> Result<String, SuiteError> {
-    let mut named: Vec<(String, &PathBuf)> = files
+    let named: Vec<(String, &PathBuf)> = files
         .iter()
         .map(|f| {
             let rel = f.strip_prefix(base).unwrap_or(f);
@@ -81,25 +116,15 @@ pub fn digest_files(base: &Path, files: &[PathBuf]) -> Result<String, SuiteError
             (name, f)
         })
         .collect();
-    named.sort();
-    let mut hasher = Sha256::new();
+    let mut read = Vec::with_capacity(named.len());
     for (name, file) in named {
-        let bytes = std::fs::read(file).map_err(|source| SuiteError::Io {
-            path: file.clone(),
-            source,
-        })?;
-        hasher.update(name.as_bytes());
-        hasher.update(b"\n");
-        hasher.update(bytes.len().to_string().as_bytes());
-        hasher.update(b"\n");
-        hasher.update(&bytes);
+        // Bounded like the loader: a file over the limit is refused, not read whole.
+        let bytes = scenario::read_bounded(file)?;
+        read.push((name, bytes));
     }
-    let hex: String = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok(format!("sha256:{hex}"))
+    Ok(digest_named(
+        read.iter().map(|(n, b)| (n.as_str(), b.as_slice())),
+    ))
 }
 
 /// The whole suite of `level` under the scenarios `root`: its info and the
@@ -115,9 +140,85 @@ pub fn whole_suite(root: &Path, level: Level) -> Result<(SuiteInfo, Vec<PathBuf>
             version: Some(version),
             digest,
             files: files.len(),
+            embedded: false,
         },
         files,
     ))
+}
+
+/// The embedded suite's files of `level`: (path relative to the level
+/// directory, text).
+fn embedded_level(level: Level) -> Vec<(&'static str, &'static str)> {
+    let prefix = format!("{level}/");
+    EMBEDDED_FILES
+        .iter()
+        .filter_map(|(path, text)| path.strip_prefix(prefix.as_str()).map(|rel| (rel, *text)))
+        .collect()
+}
+
+/// A top-level file of the embedded suite (`VERSION`,
+/// `falsification.json`), by name.
+pub fn embedded_file(name: &str) -> Option<&'static str> {
+    EMBEDDED_FILES
+        .iter()
+        .find(|(path, _)| *path == name)
+        .map(|(_, text)| *text)
+}
+
+/// The version of the embedded suite.
+pub fn embedded_version() -> String {
+    EMBEDDED_FILES
+        .iter()
+        .find(|(path, _)| *path == VERSION_FILE)
+        .map_or_else(String::new, |(_, text)| text.trim().to_owned())
+}
+
+/// The whole embedded suite of `level`: its info and its scenarios (a
+/// scenario's `file` is `embedded/<level>/<path>`).
+pub fn embedded_suite(level: Level) -> Result<(SuiteInfo, Vec<Scenario>), SuiteError> {
+    let files = embedded_level(level);
+    let digest = digest_named(files.iter().map(|(rel, text)| (*rel, text.as_bytes())));
+    let base = Path::new(EMBEDDED_SOURCE).join(level.to_string());
+    let texts: Vec<(PathBuf, &str)> = files
+        .iter()
+        .map(|(rel, text)| (base.join(rel), *text))
+        .collect();
+    let scenarios = scenario::parse_all(&texts)?;
+    Ok((
+        SuiteInfo {
+            source: format!("{EMBEDDED_SOURCE}/{level}"),
+            version: Some(embedded_version()),
+            digest,
+            files: files.len(),
+            embedded: true,
+        },
+        scenarios,
+    ))
+}
+
+/// The whole suite of `level` under a scenarios root on disk, loaded.
+pub fn disk_suite(root: &Path, level: Level) -> Result<(SuiteInfo, Vec<Scenario>), SuiteError> {
+    let (info, files) = whole_suite(root, level)?;
+    Ok((info, scenario::load_paths(&files)?))
+}
+
+/// Writes the embedded suite under `dir` (`VERSION`, `store/`, `agent/`),
+/// for reading or for `--scenarios`; returns how many files it wrote.
+pub fn export_embedded(dir: &Path) -> Result<usize, SuiteError> {
+    for (rel, text) in EMBEDDED_FILES {
+        let path = dir.join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| SuiteError::Io {
+                path: parent.to_owned(),
+                source,
+            })?;
+        }
+        std::fs::write(&path, text).map_err(|source| SuiteError::Io {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    Ok(EMBEDDED_FILES.len())
 }
 
 /// An ad-hoc selection (`reqkey run PATHS`): digested too, so a report says
@@ -137,6 +238,7 @@ pub fn selection(paths: &[PathBuf]) -> Result<SuiteInfo, SuiteError> {
         version: None,
         digest: digest_files(base, &files)?,
         files: files.len(),
+        embedded: false,
     })
 }
 

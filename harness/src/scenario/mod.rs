@@ -7,6 +7,8 @@
 //! still knows where it is, and so reaches the user as `file:line:col`.
 
 pub mod agent_step;
+pub mod limits;
+pub mod locate;
 pub mod pattern;
 pub mod raw;
 pub mod schema;
@@ -20,6 +22,11 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use crate::scenario::limits::{
+    check_depth, end_position, position_at, second_document, MAX_DEPTH, MAX_SCENARIO_BYTES,
+};
+use crate::scenario::locate::{locate, Seg};
+use crate::target::profile::{ConcurrentEntry, Profile};
 use crate::target::Level;
 
 /// Store operations a step may name directly.
@@ -29,6 +36,24 @@ pub const STORE_ACTIONS: [&str; 8] = reqkey_model::seq::STORE_OPS;
 pub const MAX_REPEAT: u32 = 10_000;
 pub const MAX_COPIES: u32 = 256;
 pub const MAX_SLEEP_MS: u64 = 10_000;
+/// Bounds of a `mixed_histories` step.
+pub const MAX_MIXED_PROGRAMS: u32 = 10_000;
+pub const MAX_MIXED_IN_FLIGHT: u32 = 64;
+
+/// The value of a `mixed_histories` step.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MixedHistoriesSpec {
+    /// How many random programs to run (1 to 10 000).
+    pub programs: u32,
+    /// How many run at once, each on sessions of its own (1 to 64).
+    #[serde(default = "default_in_flight")]
+    pub in_flight: u32,
+}
+
+fn default_in_flight() -> u32 {
+    8
+}
 
 /// A reqkey scenario: one file under scenarios/store or scenarios/agent (docs/scenario-format.md).
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -42,9 +67,18 @@ pub struct Scenario {
     /// Free labels; `reqkey run --tag X` filters on them.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// The clauses of spec/SPEC.md this scenario checks (`[[...]]` ids,
+    /// each certified at the scenario's level); `reqkey coverage` reads them.
+    #[serde(default)]
+    pub checks: Vec<ClauseRef>,
     /// One line saying what the scenario proves.
     #[schemars(length(min = 1))]
     pub summary: String,
+    /// The profile an agent server must have for this scenario to apply
+    /// (SPEC 8); absent: it applies to every profile. Store scenarios take
+    /// none (a store's profile is fixed).
+    #[serde(default)]
+    pub requires: Requires,
     /// Trials; each gets fresh variables.
     #[serde(default = "one")]
     #[schemars(range(min = 1, max = 10_000))]
@@ -84,6 +118,75 @@ impl Drop for InGroup {
     }
 }
 
+/// What a scenario needs of an agent server's profile; an absent field
+/// admits either value.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Requires {
+    /// `true`: the server records keys; `false`: it ignores them.
+    pub supports_request_key: Option<bool>,
+    /// The server's `concurrentEntry`.
+    pub concurrent_entry: Option<ConcurrentEntry>,
+}
+
+impl Requires {
+    /// Does it require anything at all?
+    pub fn is_empty(&self) -> bool {
+        self.supports_request_key.is_none() && self.concurrent_entry.is_none()
+    }
+
+    /// What `profile` lacks, as the requirement it fails
+    /// (`supportsRequestKey: true`), or `None` when the scenario applies.
+    pub fn unmet(&self, profile: &Profile) -> Option<String> {
+        let mut unmet = Vec::new();
+        if let Some(want) = self.supports_request_key {
+            if want != profile.supports_request_key {
+                unmet.push(format!("supportsRequestKey: {want}"));
+            }
+        }
+        if let Some(want) = self.concurrent_entry {
+            if want != profile.concurrent_entry {
+                unmet.push(format!("concurrentEntry: {}", want.name()));
+            }
+        }
+        (!unmet.is_empty()).then(|| unmet.join(", "))
+    }
+}
+
+/// A clause id of spec/SPEC.md, checked against the embedded spec while the
+/// YAML parser stands on it (so an unknown id is reported at its
+/// `file:line:col`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClauseRef(pub String);
+
+impl<'de> Deserialize<'de> for ClauseRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(ClauseVisitor)
+    }
+}
+
+struct ClauseVisitor;
+
+impl Visitor<'_> for ClauseVisitor {
+    type Value = ClauseRef;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a clause id of spec/SPEC.md")
+    }
+
+    fn visit_str<E: de::Error>(self, id: &str) -> Result<ClauseRef, E> {
+        let clauses = reqkey_model::clauses::clauses()
+            .map_err(|e| E::custom(format!("the embedded spec's clauses: {e}")))?;
+        if clauses.iter().any(|c| c.id == id) {
+            Ok(ClauseRef(id.to_owned()))
+        } else {
+            Err(E::custom(format!(
+                "`{id}` is not a clause id of spec/SPEC.md (`reqkey coverage --list` prints them)"
+            )))
+        }
+    }
+}
+
 /// What a step does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -103,6 +206,9 @@ pub enum Action {
     Http(Value),
     /// Wait until a run of an agent server reaches a status.
     WaitRun(Value),
+    /// Random concurrent programs over every store operation, each
+    /// history checked for linearizability (`crate::check::mixed`).
+    MixedHistories { programs: u32, in_flight: u32 },
 }
 
 impl Action {
@@ -120,6 +226,9 @@ impl Action {
                 v.get("path").and_then(Value::as_str).unwrap_or("?")
             ),
             Action::WaitRun(_) => "wait_run".into(),
+            Action::MixedHistories { programs, .. } => {
+                format!("mixed_histories ({programs} programs)")
+            }
         }
     }
 }
@@ -200,7 +309,7 @@ impl Step {
 }
 
 /// Actions besides the store operations (the schema reads this too).
-pub const OTHER_ACTIONS: [&str; 7] = [
+pub const OTHER_ACTIONS: [&str; 8] = [
     "rpc",
     "raw",
     "parallel",
@@ -208,6 +317,7 @@ pub const OTHER_ACTIONS: [&str; 7] = [
     "sleep_ms",
     "http",
     "wait_run",
+    "mixed_histories",
 ];
 
 /// Modifiers: the keys a step may carry besides its one action.
@@ -372,7 +482,10 @@ impl<'de> Visitor<'de> for StepVisitor {
                     if let Some(bad) = items.iter().find(|s| {
                         matches!(
                             s.action,
-                            Action::Parallel(_) | Action::ExpectOneOf(_) | Action::SleepMs(_)
+                            Action::Parallel(_)
+                                | Action::ExpectOneOf(_)
+                                | Action::SleepMs(_)
+                                | Action::MixedHistories { .. }
                         )
                     }) {
                         return Err(de::Error::custom(format!(
@@ -383,6 +496,23 @@ impl<'de> Visitor<'de> for StepVisitor {
                     Some(Action::Parallel(items))
                 }
                 "expect_one_of" => Some(Action::ExpectOneOf(map.next_value()?)),
+                "mixed_histories" => {
+                    let spec: MixedHistoriesSpec = map.next_value()?;
+                    if spec.programs == 0 || spec.programs > MAX_MIXED_PROGRAMS {
+                        return Err(de::Error::custom(format!(
+                            "mixed_histories.programs must be 1 to {MAX_MIXED_PROGRAMS}"
+                        )));
+                    }
+                    if spec.in_flight == 0 || spec.in_flight > MAX_MIXED_IN_FLIGHT {
+                        return Err(de::Error::custom(format!(
+                            "mixed_histories.in_flight must be 1 to {MAX_MIXED_IN_FLIGHT}"
+                        )));
+                    }
+                    Some(Action::MixedHistories {
+                        programs: spec.programs,
+                        in_flight: spec.in_flight,
+                    })
+                }
                 "sleep_ms" => {
                     let ms: u64 = map.next_value()?;
                     if ms > MAX_SLEEP_MS {
@@ -498,7 +628,8 @@ impl<'de> Visitor<'de> for StepVisitor {
     }
 }
 
-/// Why a scenario could not be loaded. Exit code 2.
+/// Why a scenario could not be loaded. Exit code 2. Every error about a
+/// file's content carries the position it is about.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("{path}: {source}")]
@@ -513,73 +644,159 @@ pub enum LoadError {
         column: usize,
         message: String,
     },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("{0}: no scenario files (*.yaml) found")]
     Empty(PathBuf),
 }
 
+fn syntax(path: &Path, (line, column): (usize, usize), message: String) -> LoadError {
+    LoadError::Syntax {
+        path: path.to_owned(),
+        line,
+        column,
+        message,
+    }
+}
+
+/// A check on the loaded scenario failed: the error points at the node
+/// `at` names (the document's start if the parser cannot place it).
+fn invalid(path: &Path, text: &str, at: &[Seg], message: String) -> LoadError {
+    let (line, column) = locate(text, at).unwrap_or((1, 1));
+    LoadError::Invalid {
+        path: path.to_owned(),
+        line,
+        column,
+        message,
+    }
+}
+
 /// Parses one scenario from text; `path` only names it in errors.
+///
+/// Bounded before the parser runs: a text over [`MAX_SCENARIO_BYTES`] or
+/// nesting deeper than [`MAX_DEPTH`] is refused after one linear scan,
+/// with the position where it crossed the limit.
 pub fn parse_scenario(path: &Path, text: &str) -> Result<Scenario, LoadError> {
+    if text.len() > MAX_SCENARIO_BYTES {
+        return Err(syntax(
+            path,
+            position_at(text, MAX_SCENARIO_BYTES),
+            format!("a scenario file is at most {MAX_SCENARIO_BYTES} bytes; this one goes on"),
+        ));
+    }
+    check_depth(text, MAX_DEPTH).map_err(|e| {
+        syntax(
+            path,
+            (e.line, e.column),
+            format!("nested deeper than {MAX_DEPTH} levels (the limit of a scenario)"),
+        )
+    })?;
     let mut scenario: Scenario = serde_yaml::from_str(text).map_err(|e| {
-        let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
         let message = e.to_string();
+        let at = match e.location() {
+            Some(l) => (l.line(), l.column()),
+            // The one error serde_yaml does not place: a second document.
+            None => second_document(text).unwrap_or_else(|| end_position(text)),
+        };
         // serde_yaml appends " at line L column C"; the prefix says it already.
         let message = match message.rfind(" at line ") {
-            Some(cut) if line > 0 => message[..cut].to_owned(),
+            Some(cut) if e.location().is_some() => message[..cut].to_owned(),
             _ => message,
         };
-        LoadError::Syntax {
-            path: path.to_owned(),
-            line,
-            column,
-            message,
-        }
+        syntax(path, at, message)
     })?;
     scenario.file = path.to_owned();
-    validate(&scenario).map_err(|message| LoadError::Invalid {
-        path: path.to_owned(),
-        message,
-    })?;
+    validate(&scenario).map_err(|(at, message)| invalid(path, text, &at, message))?;
     Ok(scenario)
 }
 
-fn validate(s: &Scenario) -> Result<(), String> {
+/// A failed check: where (a path into the document) and why.
+type Invalid = (Vec<Seg>, String);
+
+fn validate(s: &Scenario) -> Result<(), Invalid> {
+    let top = |key: &'static str, message: String| (vec![Seg::Key(key)], message);
     if s.id.is_empty()
         || !s
             .id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
     {
-        return Err(format!("id `{}` must be non-empty [A-Za-z0-9._-]", s.id));
+        return Err(top(
+            "id",
+            format!("id `{}` must be non-empty [A-Za-z0-9._-]", s.id),
+        ));
     }
     if s.summary.trim().is_empty() || s.summary.contains('\n') {
-        return Err("summary must be one non-empty line".into());
+        return Err(top("summary", "summary must be one non-empty line".into()));
     }
     if s.repeat == 0 || s.repeat > MAX_REPEAT {
-        return Err(format!("repeat must be 1 to {MAX_REPEAT}"));
+        return Err(top("repeat", format!("repeat must be 1 to {MAX_REPEAT}")));
     }
     if s.steps.is_empty() {
-        return Err("a scenario needs at least one step".into());
+        return Err(top("steps", "a scenario needs at least one step".into()));
     }
+    if s.level == Level::Store && !s.requires.is_empty() {
+        return Err(top(
+            "requires",
+            "`requires` is for agent scenarios: a store's profile is fixed (every store records keys)"
+                .into(),
+        ));
+    }
+    let mut declared = BTreeSet::new();
+    for clause in &s.checks {
+        if !declared.insert(clause) {
+            return Err(top(
+                "checks",
+                format!("checks: `{}` is listed twice", clause.0),
+            ));
+        }
+        let level = reqkey_model::clauses::ClauseLevel::parse(&s.level.to_string());
+        let applies = reqkey_model::clauses::find(&clause.0)
+            .zip(level)
+            .is_some_and(|(c, l)| c.applies_to(l));
+        if !applies {
+            return Err(top(
+                "checks",
+                format!(
+                    "checks: `{}` is not certified at the {} level (see the clause table in spec/SPEC.md)",
+                    clause.0, s.level
+                ),
+            ));
+        }
+    }
+    let step_at = |i: usize| vec![Seg::Key("steps"), Seg::Index(i)];
     let mut names = BTreeSet::new();
     // Named answers that nothing else judges must be named by an
     // expect_one_of, or the step checked nothing.
     let mut judged_names: BTreeSet<String> = BTreeSet::new();
-    let mut unjudged: Vec<(usize, String)> = Vec::new();
+    let mut unjudged: Vec<(Vec<Seg>, usize, String)> = Vec::new();
     for (i, step) in s.steps.iter().enumerate() {
         if step.copies.is_some() {
-            return Err(format!(
-                "steps[{i}]: `copies` belongs on an item of a parallel group"
+            return Err((
+                step_at(i),
+                format!("steps[{i}]: `copies` belongs on an item of a parallel group"),
             ));
         }
-        let items: Vec<&Step> = match &step.action {
-            Action::Parallel(items) => items.iter().collect(),
-            _ => vec![step],
+        let items: Vec<(Vec<Seg>, &Step)> = match &step.action {
+            Action::Parallel(items) => items
+                .iter()
+                .enumerate()
+                .map(|(k, item)| {
+                    let mut at = step_at(i);
+                    at.extend([Seg::Key("parallel"), Seg::Index(k)]);
+                    (at, item)
+                })
+                .collect(),
+            _ => vec![(step_at(i), step)],
         };
         let group_judged = matches!(step.action, Action::Parallel(_))
             && (step.linearizable || !step.expect_group.is_empty());
-        for item in items {
+        for (at, item) in items {
             if let (Some(n), false) = (&item.name, group_judged) {
                 let judged_otherwise = item.expect.is_some()
                     || item.expect_any
@@ -587,7 +804,7 @@ fn validate(s: &Scenario) -> Result<(), String> {
                     || !item.expect_not_echoed.is_empty()
                     || matches!(item.action, Action::WaitRun(_));
                 if !judged_otherwise {
-                    unjudged.push((i, n.clone()));
+                    unjudged.push((at.clone(), i, n.clone()));
                 }
             }
             if let Some(n) = &item.name {
@@ -597,8 +814,9 @@ fn validate(s: &Scenario) -> Result<(), String> {
                 };
                 for name in expanded {
                     if !names.insert(name.clone()) {
-                        return Err(format!(
-                            "steps[{i}]: the answer name `{name}` is used twice"
+                        return Err((
+                            at,
+                            format!("steps[{i}]: the answer name `{name}` is used twice"),
                         ));
                     }
                 }
@@ -607,18 +825,19 @@ fn validate(s: &Scenario) -> Result<(), String> {
         if let Action::ExpectOneOf(alternatives) = &step.action {
             judged_names.extend(alternatives.iter().flat_map(BTreeMap::keys).cloned());
             if alternatives.is_empty() {
-                return Err(format!(
-                    "steps[{i}]: expect_one_of needs at least one alternative"
+                return Err((
+                    step_at(i),
+                    format!("steps[{i}]: expect_one_of needs at least one alternative"),
                 ));
             }
             for name in alternatives.iter().flat_map(BTreeMap::keys) {
                 if !names.contains(name) {
-                    return Err(format!("steps[{i}]: expect_one_of names `{name}`, which no earlier step answers as"));
+                    return Err((step_at(i), format!("steps[{i}]: expect_one_of names `{name}`, which no earlier step answers as")));
                 }
             }
         }
     }
-    for (i, name) in unjudged {
+    for (at, i, name) in unjudged {
         // A copied item `as: c` answers as c.0, c.1, ...: any of them judged counts.
         let judged = judged_names.iter().any(|j| {
             j == &name
@@ -626,36 +845,85 @@ fn validate(s: &Scenario) -> Result<(), String> {
                     .is_some_and(|r| r.starts_with('.'))
         });
         if !judged {
-            return Err(format!(
-                "steps[{i}]: the answer `{name}` has no expectation and no expect_one_of names it: \
-                 add `expect:` (or `expect: any` on purpose)"
+            return Err((
+                at,
+                format!(
+                    "steps[{i}]: the answer `{name}` has no expectation and no expect_one_of names it: \
+                     add `expect:` (or `expect: any` on purpose)"
+                ),
             ));
         }
     }
     Ok(())
 }
 
+/// Reads a scenario file's bytes, never more than [`MAX_SCENARIO_BYTES`]
+/// (plus one, to know it goes on): a larger file is a load error at the
+/// position where it crosses the limit, and is never held whole.
+pub fn read_bounded(path: &Path) -> Result<Vec<u8>, LoadError> {
+    use std::io::Read;
+    let io = |source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_SCENARIO_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() > MAX_SCENARIO_BYTES {
+        let text = String::from_utf8_lossy(&bytes[..MAX_SCENARIO_BYTES]);
+        return Err(syntax(
+            path,
+            end_position(&text),
+            format!("a scenario file is at most {MAX_SCENARIO_BYTES} bytes; this one goes on"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Reads a scenario file ([`read_bounded`]); bytes that are not UTF-8 are
+/// a load error at their position.
+pub fn read_scenario_file(path: &Path) -> Result<String, LoadError> {
+    String::from_utf8(read_bounded(path)?).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let text = String::from_utf8_lossy(&e.as_bytes()[..valid]);
+        syntax(
+            path,
+            end_position(&text),
+            "the file is not UTF-8 from here".into(),
+        )
+    })
+}
+
 /// Loads scenarios from files and directories (recursively, `*.yaml` and
 /// `*.yml`, in path order). Ids must be unique across everything loaded.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Vec<Scenario>, LoadError> {
     let files = scenario_files(paths)?;
-    let mut scenarios = Vec::with_capacity(files.len());
-    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    let mut texts = Vec::with_capacity(files.len());
     for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Io {
-            path: file.clone(),
-            source,
-        })?;
-        let scenario = parse_scenario(&file, &text)?;
-        if let Some(first) = seen.insert(scenario.id.clone(), file.clone()) {
-            return Err(LoadError::Invalid {
-                path: file,
-                message: format!(
-                    "id `{}` is already used by {}",
-                    scenario.id,
-                    first.display()
-                ),
-            });
+        let text = read_scenario_file(&file)?;
+        texts.push((file, text));
+    }
+    parse_all(&texts)
+}
+
+/// Parses scenario texts, each named by its path; ids must be unique.
+pub fn parse_all<P: AsRef<Path>, T: AsRef<str>>(
+    texts: &[(P, T)],
+) -> Result<Vec<Scenario>, LoadError> {
+    let mut scenarios = Vec::with_capacity(texts.len());
+    let mut seen: BTreeMap<String, PathBuf> = BTreeMap::new();
+    for (file, text) in texts {
+        let (file, text) = (file.as_ref(), text.as_ref());
+        let scenario = parse_scenario(file, text)?;
+        if let Some(first) = seen.insert(scenario.id.clone(), file.to_owned()) {
+            let message = format!(
+                "id `{}` is already used by {}",
+                scenario.id,
+                first.display()
+            );
+            return Err(invalid(file, text, &[Seg::Key("id")], message));
         }
         scenarios.push(scenario);
     }
@@ -736,6 +1004,31 @@ mod tests {
         ));
         assert!(e.contains("exactly one action"), "{e}");
         assert!(e.starts_with("x.yaml:"), "{e}");
+    }
+
+    #[test]
+    fn an_unknown_clause_names_file_line_and_column() {
+        let e = err("id: t\nlevel: store\nchecks: [store.commit.key-holder, store.nope]\nsummary: s\nsteps: []\n");
+        assert!(e.starts_with("x.yaml:3:"), "{e}");
+        assert!(e.contains("`store.nope` is not a clause id"), "{e}");
+    }
+
+    #[test]
+    fn a_clause_of_another_level_or_listed_twice_is_refused() {
+        let e = err(
+            "id: t\nlevel: store\nchecks: [agent.route.start]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+        );
+        assert!(e.contains("not certified at the store level"), "{e}");
+        let e = err(
+            "id: t\nlevel: store\nchecks: [store.commit.cas, store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+        );
+        assert!(e.contains("listed twice"), "{e}");
+        let ok = parse_scenario(
+            Path::new("x.yaml"),
+            "id: t\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+        )
+        .unwrap();
+        assert_eq!(ok.checks, vec![ClauseRef("store.commit.cas".into())]);
     }
 
     #[test]
@@ -863,9 +1156,101 @@ mod tests {
     }
 
     #[test]
+    fn a_second_document_names_where_it_starts() {
+        let e = err(&format!(
+            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n---\nid: u\n"
+        ));
+        assert!(
+            e.starts_with("x.yaml:6:1: ") && e.contains("more than one document"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn checks_on_the_loaded_scenario_name_the_node_they_are_about() {
+        let e = err(&format!(
+            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n    as: a\n  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n      - getRun: {{sessionId: s, runId: r}}\n        as: a\n"
+        ));
+        assert!(
+            e.starts_with("x.yaml:9:9: steps[1]: the answer name `a`"),
+            "{e}"
+        );
+        let e = err("id: t\nlevel: store\nsummary: s\nrepeat: 0\nsteps:\n  - getRun: {}\n");
+        assert!(e.starts_with("x.yaml:4:9: repeat must be"), "{e}");
+        let e = err("id: t\nlevel: store\nsummary: s\nsteps: []\n");
+        assert!(e.starts_with("x.yaml:4:8: a scenario needs"), "{e}");
+    }
+
+    #[test]
+    fn oversized_or_too_deep_texts_are_refused_before_parsing() {
+        let e = err(&format!(
+            "{HEAD}  - getRun: {{x: {}}}\n",
+            "[".repeat(1_000_000)
+        ));
+        assert!(
+            e.starts_with("x.yaml:5:") && e.contains("nested deeper than 64"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{HEAD}{}",
+            "  - getRun: {sessionId: s, runId: r}\n".repeat(40_000)
+        ));
+        assert!(e.contains("at most 1048576 bytes"), "{e}");
+        assert!(!e.starts_with("x.yaml:0:0"), "{e}");
+    }
+
+    #[test]
+    fn a_file_over_the_limit_is_not_read_whole_and_bad_utf8_has_a_position() {
+        let dir = std::env::temp_dir().join(format!("reqkey-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big.yaml");
+        let file = std::fs::File::create(&big).unwrap();
+        // Sparse: 2 GiB on paper, nothing on disk.
+        file.set_len(2 << 30).unwrap();
+        let e = read_scenario_file(&big).unwrap_err().to_string();
+        assert!(e.contains("at most 1048576 bytes"), "{e}");
+        let bad = dir.join("bad.yaml");
+        std::fs::write(&bad, b"id: t\nsummary: \xff\n").unwrap();
+        let e = read_scenario_file(&bad).unwrap_err().to_string();
+        assert!(
+            e.ends_with("bad.yaml:2:10: the file is not UTF-8 from here"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn expect_one_of_must_name_earlier_answers() {
         let e = err(&format!("{HEAD}  - expect_one_of: [{{a: {{ok: null}}}}]\n"));
         assert!(e.contains("no earlier step answers as"), "{e}");
+    }
+
+    #[test]
+    fn requires_parses_and_says_what_a_profile_lacks() {
+        let s = parse_scenario(
+            Path::new("x.yaml"),
+            "id: t\nlevel: agent\nsummary: s\nrequires: {supportsRequestKey: true, concurrentEntry: interrupt_previous}\nsteps:\n  - sleep_ms: 1\n",
+        )
+        .unwrap();
+        let ignored = Profile {
+            supports_request_key: false,
+            ..Profile::default()
+        };
+        assert_eq!(
+            s.requires.unmet(&ignored).as_deref(),
+            Some("supportsRequestKey: true, concurrentEntry: interrupt_previous")
+        );
+        let ip = Profile {
+            concurrent_entry: ConcurrentEntry::InterruptPrevious,
+            ..Profile::default()
+        };
+        assert_eq!(s.requires.unmet(&ip), None);
+        let e = err("id: t\nlevel: agent\nsummary: s\nrequires: {concurrentEntry: queue}\nsteps:\n  - sleep_ms: 1\n");
+        assert!(e.starts_with("x.yaml:4:"), "{e}");
+        let e = err("id: t\nlevel: agent\nsummary: s\nrequires: {supportsRequestKeys: true}\nsteps:\n  - sleep_ms: 1\n");
+        assert!(e.contains("unknown field"), "{e}");
+        let e = err("id: t\nlevel: store\nsummary: s\nrequires: {supportsRequestKey: true}\nsteps:\n  - sleep_ms: 1\n");
+        assert!(e.contains("a store's profile is fixed"), "{e}");
     }
 
     #[test]

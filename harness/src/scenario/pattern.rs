@@ -74,6 +74,14 @@ fn match_at(path: &str, pattern: &Value, actual: Option<&Value>) -> Result<(), M
             "expected the field to be absent, found {}",
             short(a)
         )),
+        // `{$one_of: [..., $absent]}`: a field that may be missing.
+        (Value::Object(p), None)
+            if special(p).is_some_and(|(k, arg)| {
+                k == "$one_of" && arg.as_array().is_some_and(|o| o.contains(&json_absent()))
+            }) =>
+        {
+            Ok(())
+        }
         (_, None) => fail(format!("missing; expected {}", short(pattern))),
         (Value::String(s), Some(_)) if s == "$any" => Ok(()),
         (Value::Object(p), Some(a)) => {
@@ -112,6 +120,10 @@ fn match_at(path: &str, pattern: &Value, actual: Option<&Value>) -> Result<(), M
             }
         }
     }
+}
+
+fn json_absent() -> Value {
+    Value::String("$absent".into())
 }
 
 fn match_special(path: &str, key: &str, arg: &Value, actual: &Value) -> Result<(), Mismatch> {
@@ -201,6 +213,16 @@ mod tests {
         let p = json!({"$one_of": [{"ok": null}, {"error": {"kind": "not_found"}}]});
         assert!(matches(&p, &json!({"ok": null})).is_ok());
         assert!(matches(&p, &json!({"ok": 1})).is_err());
+    }
+
+    #[test]
+    fn one_of_with_absent_admits_a_missing_field_and_nothing_else() {
+        let p = json!({"c": {"$one_of": ["reject", "$absent"]}});
+        assert!(matches(&p, &json!({})).is_ok());
+        assert!(matches(&p, &json!({"c": "reject"})).is_ok());
+        assert!(matches(&p, &json!({"c": null})).is_err());
+        assert!(matches(&p, &json!({"c": "queue"})).is_err());
+        assert!(matches(&json!({"c": {"$one_of": ["reject"]}}), &json!({})).is_err());
     }
 
     #[test]

@@ -21,8 +21,8 @@ use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use crate::scenario::{
-    all_step_keys, GroupCount, GroupRule, Scenario, Step, MAX_COPIES, MAX_SLEEP_MS, OTHER_ACTIONS,
-    STORE_ACTIONS,
+    all_step_keys, ClauseRef, GroupCount, GroupRule, Scenario, Step, MAX_COPIES, MAX_SLEEP_MS,
+    OTHER_ACTIONS, STORE_ACTIONS,
 };
 use crate::target::Level;
 
@@ -44,6 +44,23 @@ impl JsonSchema for Level {
             "description": "Which contract the scenario speaks: `store` (reqkey-store/1) or `agent` (reqkey-agent/1).",
             "type": "string",
             "enum": ["store", "agent"]
+        })
+    }
+}
+
+impl JsonSchema for ClauseRef {
+    fn schema_name() -> Cow<'static, str> {
+        "ClauseRef".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let ids: Vec<&str> = reqkey_model::clauses::clauses()
+            .map(|all| all.iter().map(|c| c.id.as_str()).collect())
+            .unwrap_or_default();
+        json_schema!({
+            "description": "A clause id of spec/SPEC.md (the `[[...]]` written after a normative statement).",
+            "type": "string",
+            "enum": ids
         })
     }
 }
@@ -186,7 +203,7 @@ fn modifier_properties(props: &mut Map<String, Value>, generator: &mut SchemaGen
 }
 
 /// Actions that only a top-level step takes (never an item of a group).
-const GROUP_ONLY: [&str; 3] = ["parallel", "expect_one_of", "sleep_ms"];
+const GROUP_ONLY: [&str; 4] = ["parallel", "expect_one_of", "sleep_ms", "mixed_histories"];
 
 /// Modifiers of a `parallel` step only, and of a group's item only.
 const TOP_ONLY_MODIFIERS: [&str; 2] = ["linearizable", "expect_group"];
@@ -307,6 +324,11 @@ impl JsonSchema for Step {
         props.insert(
             "sleep_ms".into(),
             json!({"description": "A pause, in milliseconds.", "type": "integer", "minimum": 0, "maximum": MAX_SLEEP_MS}),
+        );
+        let mixed = generator.subschema_for::<crate::scenario::MixedHistoriesSpec>();
+        props.insert(
+            "mixed_histories".into(),
+            json!({"description": "Store level: random concurrent programs over every store operation (seeded by the run), each history checked for linearizability.", "allOf": [mixed]}),
         );
         props.insert(
             "linearizable".into(),

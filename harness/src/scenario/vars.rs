@@ -5,6 +5,11 @@
 //! session id, a run id and a request key, under the run's namespace, so
 //! that two runs (or two trials) against one shared backend never touch the
 //! same session. `$absent` and `$any` are pattern words, never variables.
+//! `${name:N}` is the fresh value of `name` padded with `x` to exactly N
+//! characters (for boundary cases: a session id of 256 characters, and
+//! one of 257 that equals it but for the last character added); a value
+//! already longer than N is left as it is. The run namespace keeps fresh
+//! values under 64 characters.
 
 use std::collections::HashMap;
 
@@ -90,6 +95,21 @@ impl Vars {
                 out.push('$');
                 rest = stripped;
             } else if let Some(inner) = after.strip_prefix('{') {
+                let pad = inner
+                    .find('}')
+                    .and_then(|end| padded(&inner[..end]).map(|p| (end, p)));
+                if let Some((end, (name, width))) = pad {
+                    let mut v = match self.resolve(name) {
+                        Value::String(v) => v,
+                        other => other.to_string(),
+                    };
+                    while v.chars().count() < width {
+                        v.push('x');
+                    }
+                    out.push_str(&v);
+                    rest = &inner[end + 1..];
+                    continue;
+                }
                 match inner.find('}') {
                     Some(end) if is_var_name(&inner[..end]) => {
                         match self.resolve(&inner[..end]) {
@@ -111,6 +131,13 @@ impl Vars {
         out.push_str(rest);
         Value::String(out)
     }
+}
+
+/// `name:N` (N at most 4096) as `(name, N)`.
+fn padded(s: &str) -> Option<(&str, usize)> {
+    let (name, width) = s.split_once(':')?;
+    let width: usize = width.parse().ok().filter(|w| *w <= 4096)?;
+    is_var_name(name).then_some((name, width))
 }
 
 /// Reads a dot-separated path (`ok.run.runId`, `ok.0.runId`) out of `value`.
@@ -137,6 +164,17 @@ mod tests {
         assert_eq!(a["s"], json!("ns.1.0.s"));
         assert_eq!(a["again"], a["s"]);
         assert_eq!(a["k"], json!("key-ns.1.0.s-ns.1.0.i"));
+    }
+
+    #[test]
+    fn a_padded_name_is_its_fresh_value_padded_to_the_width() {
+        let mut vars = Vars::new("ns.1.0");
+        let v = vars.substitute(&json!(["${s:12}", "${s:13}", "$s", "${s:2}", "${s:x}"]));
+        assert_eq!(v[0], json!("ns.1.0.sxxxx"));
+        assert_eq!(v[1], json!("ns.1.0.sxxxxx"));
+        assert_eq!(v[2], json!("ns.1.0.s"));
+        assert_eq!(v[3], json!("ns.1.0.s"), "longer than the width: unchanged");
+        assert_eq!(v[4], json!("${s:x}"), "not a width: literal");
     }
 
     #[test]

@@ -3,15 +3,20 @@
 //! is reached through this same type, so the reference is certified exactly
 //! the way an independent implementation is.
 //!
-//! A refused connection or a call over the timeout is a [`TargetError`]
-//! (the harness cannot judge, exit 2), never a verdict.
+//! A refused connection, a call over the timeout, a connection closed
+//! mid-answer or an answer over the response cap is a [`TargetError`] (the
+//! harness cannot judge, exit 2), never a verdict. Redirects are not
+//! followed: a 3xx is the server's answer, judged like any other, its
+//! `Location` among the answer's headers.
 
 use async_trait::async_trait;
 use reqkey_reference::agent::ServerHandle;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::target::{HttpRequest, HttpResponse, Level, Target, TargetError, TargetOptions};
+use crate::target::{
+    transport, HttpRequest, HttpResponse, Level, Target, TargetError, TargetOptions,
+};
 
 /// A `reqkey-agent/1` server reached over HTTP/1.1.
 #[derive(Debug)]
@@ -20,6 +25,7 @@ pub struct HttpAgentTarget {
     name: String,
     client: reqwest::Client,
     timeout_ms: u64,
+    max_response_bytes: u64,
     /// Keeps an in-process server alive as long as the target.
     _server: Option<ServerHandle>,
 }
@@ -36,16 +42,12 @@ impl HttpAgentTarget {
                 "`{base}` must be http://HOST:PORT, without a path"
             )));
         }
-        let client = reqwest::Client::builder()
-            .no_proxy()
-            .timeout(opts.call_timeout())
-            .build()
-            .map_err(|e| TargetError::BadSpec(format!("cannot build an HTTP client: {e}")))?;
         Ok(Self {
             name: base.clone(),
             base,
-            client,
+            client: transport::client(opts)?,
             timeout_ms: opts.call_timeout_ms,
+            max_response_bytes: opts.max_response_bytes,
             _server: None,
         })
     }
@@ -61,20 +63,6 @@ impl HttpAgentTarget {
         target.name = name;
         target._server = Some(server);
         Ok(target)
-    }
-
-    fn error(&self, e: &reqwest::Error) -> TargetError {
-        if e.is_timeout() {
-            TargetError::Timeout {
-                timeout_ms: self.timeout_ms,
-            }
-        } else if e.is_connect() {
-            TargetError::Unreachable(format!("{}: cannot connect", self.base))
-        } else {
-            // A reset mid-exchange, a malformed answer: the server broke the
-            // protocol (a conformance failure of the step, not a harness error).
-            TargetError::Protocol(format!("{}: {e}", self.base))
-        }
     }
 }
 
@@ -130,19 +118,19 @@ impl Target for HttpAgentTarget {
         if let Some(body) = request.body {
             builder = builder.body(body);
         }
-        let response = builder.send().await.map_err(|e| self.error(&e))?;
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| transport::classify(&e, &self.base, self.timeout_ms))?;
         let status = response.status().as_u16();
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(n, v)| {
-                (
-                    n.as_str().to_owned(),
-                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                )
-            })
-            .collect();
-        let body = response.bytes().await.map_err(|e| self.error(&e))?.to_vec();
+        let headers = transport::headers_of(&response);
+        let body = transport::read_body(
+            response,
+            self.max_response_bytes,
+            &self.base,
+            self.timeout_ms,
+        )
+        .await?;
         Ok(HttpResponse {
             status,
             headers,

@@ -5,14 +5,16 @@ use async_trait::async_trait;
 use reqkey_model::StoreError;
 use serde_json::Value;
 
-use crate::target::{Level, Target, TargetError, TargetOptions};
+use crate::target::{transport, Level, Target, TargetError, TargetOptions};
 
 /// Any store behind a `reqkey-store/1` adapter (`store+http://HOST:PORT`),
 /// in any language.
 ///
-/// Every call is bounded by the call timeout. A refused connection is
-/// [`TargetError::Unreachable`], no answer in time [`TargetError::Timeout`]
-/// (the harness cannot judge); an answer that is not `200` with exactly
+/// Every call is bounded by the call timeout and the response cap. A
+/// refused connection is [`TargetError::Unreachable`], no answer in time
+/// [`TargetError::Timeout`], a connection closed mid-answer
+/// [`TargetError::Closed`], an answer over the cap
+/// [`TargetError::TooLarge`] (the harness cannot judge); an answer that is not `200` with exactly
 /// `{"ok": ...}` or a well-formed `{"error": ...}` is
 /// [`TargetError::Protocol`] (the adapter does not conform).
 #[derive(Debug)]
@@ -21,6 +23,7 @@ pub struct HttpStore {
     spec: String,
     client: reqwest::Client,
     timeout_ms: u64,
+    max_response_bytes: u64,
 }
 
 impl HttpStore {
@@ -31,53 +34,38 @@ impl HttpStore {
                 "`{spec}`: expected store+http://HOST:PORT"
             )));
         }
-        let client = reqwest::Client::builder()
-            .timeout(opts.call_timeout())
-            // Drop idle connections before common servers do (Node closes
-            // them after 5 s), so a step never reuses a socket the adapter
-            // is closing, which would look like an unreachable target.
-            .pool_idle_timeout(std::time::Duration::from_secs(2))
-            .build()
-            .map_err(|e| TargetError::BadSpec(format!("cannot build an HTTP client: {e}")))?;
         Ok(Self {
             base: format!("http://{authority}"),
             spec: spec.to_owned(),
-            client,
+            client: transport::client(opts)?,
             timeout_ms: opts.call_timeout_ms,
+            max_response_bytes: opts.max_response_bytes,
         })
     }
 
-    fn transport_error(&self, e: reqwest::Error) -> TargetError {
-        // reqwest's own message ("error sending request") hides the cause.
-        let mut message = e.to_string();
-        let mut source = std::error::Error::source(&e);
-        while let Some(cause) = source {
-            message = format!("{message}: {cause}");
-            source = cause.source();
-        }
-        if e.is_timeout() {
-            TargetError::Timeout {
-                timeout_ms: self.timeout_ms,
-            }
-        } else if e.is_connect() || e.is_request() {
-            TargetError::Unreachable(format!("{}: {message}", self.base))
-        } else {
-            TargetError::Protocol(format!("{}: {message}", self.base))
-        }
-    }
-
-    /// Sends one request and reads a JSON body from a 200 answer.
+    /// Sends one request and reads a JSON body from a 200 answer. The body
+    /// is read under the response cap; a redirect is not followed but
+    /// judged (it is not 200), naming its `Location`.
     async fn exchange(
         &self,
         request: reqwest::RequestBuilder,
         what: &str,
     ) -> Result<Value, TargetError> {
-        let resp = request.send().await.map_err(|e| self.transport_error(e))?;
+        let classify = |e: reqwest::Error| transport::classify(&e, &self.base, self.timeout_ms);
+        let resp = request.send().await.map_err(classify)?;
         let status = resp.status();
-        let body = resp.bytes().await.map_err(|e| self.transport_error(e))?;
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+        let body = transport::read_body(resp, self.max_response_bytes, &self.base, self.timeout_ms)
+            .await?;
         if status != reqwest::StatusCode::OK {
+            let location = location
+                .map(|l| format!(" with Location: {l} (redirects are not followed)"))
+                .unwrap_or_default();
             return Err(TargetError::Protocol(format!(
-                "{what} answered HTTP {status} (reqkey-store/1 always answers 200): {}",
+                "{what} answered HTTP {status}{location} (reqkey-store/1 always answers 200): {}",
                 String::from_utf8_lossy(&body[..body.len().min(200)])
             )));
         }
@@ -126,6 +114,7 @@ impl Target for HttpStore {
                 "GET /health",
             )
             .await?;
+        transport::check_protocol(Level::Store, &health)?;
         if health.get("protocol").and_then(Value::as_str) != Some("reqkey-store/1") {
             return Err(TargetError::Protocol(format!(
                 "GET /health does not name protocol reqkey-store/1: {health}"

@@ -14,15 +14,19 @@
 //! - [`http_agent`]: any `reqkey-agent/1` server over HTTP;
 //! - [`reference_agent`]: the reference agent server, started in process;
 //! - [`spec`]: a `--target` string parsed once into a [`spec::TargetSpec`]
-//!   and opened; the only place that knows the forms.
+//!   and opened; the only place that knows the forms;
+//! - [`profile`]: what a target declares it does with keys (its `/health`
+//!   profile), which decides the scenarios that apply to it.
 //!
 //! This file holds what they share and imports none of them.
 
 pub mod http_agent;
 pub mod http_store;
+pub mod profile;
 pub mod reference_agent;
 pub mod spec;
 pub mod store;
+pub mod transport;
 
 use std::fmt;
 use std::time::Duration;
@@ -72,6 +76,27 @@ pub enum TargetError {
     /// The target specification itself is wrong.
     #[error("bad target: {0}")]
     BadSpec(String),
+    /// The connection closed (or was reset) before the answer was whole:
+    /// indefinite, since nothing the target meant was read.
+    #[error("the connection closed before the answer was complete: {0}")]
+    Closed(String),
+    /// The answer is larger than the response cap: it was not read whole,
+    /// so it cannot be judged.
+    #[error(
+        "the answer is larger than the response cap of {cap} bytes (raise it with --max-response-bytes)"
+    )]
+    TooLarge { cap: u64 },
+    /// Before any scenario: what answered is not an HTTP server.
+    #[error("not an HTTP server (is the address right?): {0}")]
+    NotHttp(String),
+    /// Before any scenario: `/health` names the other protocol than the
+    /// `--target` scheme says (a wiring mistake).
+    #[error("the target speaks {found}, not {expected}: {hint}")]
+    WrongProtocol {
+        expected: &'static str,
+        found: &'static str,
+        hint: String,
+    },
 }
 
 impl TargetError {
@@ -79,6 +104,30 @@ impl TargetError {
     /// than that the target does not conform?
     pub fn is_harness_error(&self) -> bool {
         !matches!(self, TargetError::Protocol(_))
+    }
+
+    /// The typed reason, as reports write it (`docs/reports.md`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            TargetError::Unreachable(_) => "unreachable",
+            TargetError::Timeout { .. } => "timeout",
+            TargetError::Protocol(_) => "protocol",
+            TargetError::Unsupported(_) => "unsupported",
+            TargetError::BadSpec(_) => "bad_target",
+            TargetError::Closed(_) => "closed",
+            TargetError::TooLarge { .. } => "too_large",
+            TargetError::NotHttp(_) => "not_http",
+            TargetError::WrongProtocol { .. } => "wrong_protocol",
+        }
+    }
+
+    /// Does it say the target is not answering (down, hung, or closing
+    /// connections)? A run stops early after a few of these in a row.
+    pub fn is_silence(&self) -> bool {
+        matches!(
+            self,
+            TargetError::Unreachable(_) | TargetError::Timeout { .. } | TargetError::Closed(_)
+        )
     }
 }
 
@@ -169,17 +218,23 @@ pub fn open_error(e: OpenError) -> TargetError {
     }
 }
 
+/// The default bound on one answer's body (`--max-response-bytes`).
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Options every target shares.
 #[derive(Debug, Clone, Copy)]
 pub struct TargetOptions {
     /// The bound on every single call.
     pub call_timeout_ms: u64,
+    /// The bound on every answer's body, in bytes.
+    pub max_response_bytes: u64,
 }
 
 impl Default for TargetOptions {
     fn default() -> Self {
         Self {
             call_timeout_ms: 10_000,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }

@@ -7,13 +7,18 @@
 
 use std::sync::Arc;
 
-use reqkey_reference::agent::{spawn, ConcurrencyPolicy, Executor, ExecutorConfig, ExecutorDefect};
+use reqkey_reference::agent::{
+    spawn, ConcurrencyPolicy, Executor, ExecutorConfig, ExecutorDefect, ServerHandle,
+};
 use reqkey_reference::store::{self, MemoryStore, SessionStateStore};
 
 use crate::target::http_agent::HttpAgentTarget;
 use crate::target::{open_error, TargetError, TargetOptions};
 
 /// The executor configuration a `reference-agent[:VARIANT]` spec names.
+/// `no-request-keys` and `interrupt-previous` are correct servers of the
+/// other two profiles (SPEC 7); every other variant is a deliberately
+/// broken executor (of the profile its defect belongs to).
 pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetError> {
     let mut config = ExecutorConfig::default();
     match variant {
@@ -26,21 +31,20 @@ pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetE
                     "unknown reference-agent variant `{name}`; see `reqkey run --help`"
                 ))
             })?;
-            config.defect = Some(defect);
-            // Widen the decide-to-commit window so races really happen.
-            config.commit_delay_ms = 2;
+            config = defect.config();
         }
     }
     Ok(config)
 }
 
 /// Starts the reference server in process on an ephemeral port, over a
-/// fresh memory store or the reference store `store` names.
-pub async fn reference_agent(
+/// fresh memory store or the reference store `store` names, and returns
+/// its handle (`reqkey proxy` puts itself in front of it).
+pub async fn spawn_reference_agent(
     variant: Option<&str>,
     store: Option<&str>,
-    opts: TargetOptions,
-) -> Result<HttpAgentTarget, TargetError> {
+    opts: &TargetOptions,
+) -> Result<ServerHandle, TargetError> {
     let config = reference_config(variant)?;
     let sessions: Arc<dyn SessionStateStore> = match store {
         None => Arc::new(MemoryStore::new()),
@@ -52,9 +56,19 @@ pub async fn reference_agent(
             .map_err(open_error)?,
     };
     let executor = Executor::new(sessions, config);
-    let server = spawn(executor, ([127, 0, 0, 1], 0).into())
+    spawn(executor, ([127, 0, 0, 1], 0).into())
         .await
-        .map_err(|e| TargetError::Unreachable(format!("cannot start the reference agent: {e}")))?;
+        .map_err(|e| TargetError::Unreachable(format!("cannot start the reference agent: {e}")))
+}
+
+/// Starts the reference server in process on an ephemeral port, over a
+/// fresh memory store or the reference store `store` names.
+pub async fn reference_agent(
+    variant: Option<&str>,
+    store: Option<&str>,
+    opts: TargetOptions,
+) -> Result<HttpAgentTarget, TargetError> {
+    let server = spawn_reference_agent(variant, store, &opts).await?;
     let mut name = String::from("reference-agent");
     if let Some(v) = variant {
         name = format!("{name}:{v}");

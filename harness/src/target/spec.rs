@@ -11,29 +11,35 @@ use crate::target::http_agent::HttpAgentTarget;
 use crate::target::http_store::HttpStore;
 use crate::target::reference_agent::reference_agent;
 use crate::target::store::InProcessStore;
+use crate::target::transport::check_protocol;
 use crate::target::{open_error, Level, Target, TargetError, TargetOptions};
 
 /// The target specifications `--target` accepts, for help texts.
 pub const TARGET_HELP: &str = "\
 memory                    the in-process reference memory store (the embedded default)
 broken-memory:DEFECT      a deliberately broken memory store, to see the suite fail
-                          (no-key-rule, key-rule-after-cas, no-replay-first,
-                          delete-keeps-keys, holder-read-outside-commit)
+                          (no-key-rule, key-rule-after-cas, no-replay-first, no-cas,
+                          delete-keeps-keys, holder-read-outside-commit, ...: every
+                          one is in scenarios/falsification.json with what it fails)
 sqlite:PATH               the reference store on a SQLite file, in process
                           (created and migrated on open)
 postgres://USER@HOST/DB   the reference store on PostgreSQL, in process
                           (tables reqkey_*, migrated on open)
 redis://HOST:PORT         the reference store on Redis, in process
+redis+cluster://HOST:PORT[,HOST:PORT...]
+                          the reference store on a Redis Cluster, in process
 store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any language
                           (`reqkey serve store` serves a reference one)
 http://HOST:PORT          any agent server speaking reqkey-agent/1
 reference-agent           the reference agent server, in process, over a memory store
-reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous, or a
-                          deliberately broken executor (policy-before-key,
-                          no-replan-after-key-taken, ignore-digest, attach-streams-from-now)
+reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous (the
+                          other two profiles), or a deliberately broken executor or
+                          server (policy-before-key, no-replan-after-key-taken,
+                          ignore-digest, ...: every one is in scenarios/falsification.json
+                          with what it fails)
 reference-agent[:VARIANT]@STORE
                           the same over another reference store (sqlite:PATH,
-                          postgres://..., redis://...)";
+                          postgres://..., redis://..., redis+cluster://...)";
 
 /// What a `--target` string names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +48,8 @@ pub enum TargetSpec {
     Memory,
     /// `broken-memory:DEFECT`: a deliberately broken memory store.
     BrokenMemory(MemoryDefect),
-    /// `sqlite:PATH`, `postgres://...`, `postgresql://...`, `redis://...`:
+    /// `sqlite:PATH`, `postgres://...`, `postgresql://...`, `redis://...`,
+    /// `redis+cluster://...`:
     /// a reference store on a real engine, in process.
     ReferenceStore(String),
     /// `store+http://HOST:PORT`: a `reqkey-store/1` adapter.
@@ -74,6 +81,7 @@ impl TargetSpec {
             || spec.starts_with("postgres://")
             || spec.starts_with("postgresql://")
             || spec.starts_with("redis://")
+            || spec.starts_with("redis+cluster://")
         {
             return Ok(TargetSpec::ReferenceStore(spec.to_owned()));
         }
@@ -130,9 +138,8 @@ impl TargetSpec {
     /// Opens the target. `raw` is the string it was parsed from (reports
     /// name a target by it, credentials redacted).
     ///
-    /// An HTTP target that does not answer `/health` at all fails here, with
-    /// one message (exit 2), instead of once per scenario; a `/health` that
-    /// answers but does not conform is left for the scenarios to judge.
+    /// An HTTP target whose `/health` does not answer over HTTP, or names
+    /// the other protocol, fails here (see [`reachable`]).
     pub async fn open(
         &self,
         raw: &str,
@@ -143,10 +150,14 @@ impl TargetSpec {
                 "memory",
                 Arc::new(MemoryStore::new()),
             ))),
-            TargetSpec::BrokenMemory(defect) => Ok(Arc::new(InProcessStore::new(
-                raw,
-                Arc::new(MemoryStore::with_defect(*defect)),
-            ))),
+            TargetSpec::BrokenMemory(defect) => {
+                let store = InProcessStore::new(raw, Arc::new(MemoryStore::with_defect(*defect)));
+                Ok(Arc::new(if defect.breaks_the_wire() {
+                    store.with_keyless_fields_null()
+                } else {
+                    store
+                }))
+            }
             TargetSpec::ReferenceStore(spec) => {
                 let opened = tokio::time::timeout(opts.call_timeout(), store::open(spec))
                     .await
@@ -171,12 +182,19 @@ impl TargetSpec {
     }
 }
 
-/// The target, unless its `/health` does not answer at all.
+/// The target, once its `/health` has answered over HTTP and does not
+/// name the other protocol. A target that is down, hangs, closes the
+/// connection, answers over the cap, is not an HTTP server, or speaks the
+/// protocol of the other scheme fails here with one typed message (exit 2)
+/// instead of once per scenario; a `/health` that answers but does not
+/// conform otherwise is left for the scenarios to judge.
 async fn reachable<T: Target + 'static>(target: T) -> Result<Arc<dyn Target>, TargetError> {
     match target.health().await {
-        Err(e @ (TargetError::Unreachable(_) | TargetError::Timeout { .. })) => Err(e),
-        _ => Ok(Arc::new(target)),
+        Ok(health) => check_protocol(target.level(), &health)?,
+        Err(e) if e.is_harness_error() => return Err(e),
+        Err(_) => {}
     }
+    Ok(Arc::new(target))
 }
 
 /// Opens a target from its `--target` specification.

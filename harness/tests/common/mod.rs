@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use reqkey_harness::run::event::{RunSummary, Verdict};
 use reqkey_harness::run::runner::{self, RunConfig};
+use reqkey_harness::run::select::{by_profile, NotApplicable};
 use reqkey_harness::scenario::{load_paths, Scenario};
+use reqkey_harness::target::profile::{resolve_profile, Profile, ProfileInfo};
 use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::{Target, TargetOptions};
 
@@ -55,6 +57,49 @@ pub async fn run_corpus(level: &str, spec: &str, seed: u64) -> RunSummary {
         .await
         .expect("target opens");
     run_on(target, level, seed).await
+}
+
+/// What a run against a profile did: the profile, the summary of the
+/// scenarios it admits, and the ones it did not.
+pub struct ProfileRun {
+    pub profile: ProfileInfo,
+    pub summary: RunSummary,
+    pub not_applicable: Vec<NotApplicable>,
+}
+
+/// The agent corpus on `spec` as `reqkey run` selects it: against the
+/// profile `/health` declares, or `stated` (a `--profile` value).
+pub async fn run_agent_profile(spec: &str, stated: Option<&str>, seed: u64) -> ProfileRun {
+    let target = open_target(spec, TargetOptions::default())
+        .await
+        .expect("target opens");
+    let stated = stated.map(|s| Profile::parse_flag(s).expect("a profile"));
+    let profile = resolve_profile(target.as_ref(), stated, 10_000)
+        .await
+        .expect("the profile is read");
+    let (apply, not_applicable) = by_profile(load_corpus("agent"), &profile.profile);
+    // One scenario at a time, as callers already run several servers at
+    // once: a broken variant's verdict on a scenario with a timing window
+    // (a run still running 300 ms later) must not flip under the load of
+    // dozens of scenarios at once.
+    let mut cfg = RunConfig::new(seed);
+    cfg.concurrency = 1;
+    let summary = runner::run(target, &apply, &cfg, &mut []).await;
+    ProfileRun {
+        profile,
+        summary,
+        not_applicable,
+    }
+}
+
+/// The scenarios of `level` that a profile admits.
+pub fn corpus_for(level: &str, profile: &Profile) -> Vec<Scenario> {
+    by_profile(load_corpus(level), profile).0
+}
+
+/// The ids that ran.
+pub fn ran(summary: &RunSummary) -> BTreeSet<&str> {
+    summary.results.iter().map(|r| r.id.as_str()).collect()
 }
 
 /// The ids of the scenarios that did not pass.

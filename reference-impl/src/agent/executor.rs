@@ -22,10 +22,18 @@
 //! a running one `interrupted` under `interrupt_previous`) happens *after*
 //! the commit succeeds, so a refused entry writes nothing.
 //!
+//! **Orphaned runs** (SPEC 5, `[S5-orphaned]`): a run left `running` by a
+//! process that died is executed by nobody. Under [`OrphanRule::SoleExecutor`]
+//! (one server per store, the reference deployment) a `running` run this
+//! executor is not executing is such a run: before anything is answered
+//! from it (an entry's current-run read or holder lookup, a wait, a
+//! snapshot, a stream) it is set `interrupted`, so a keyed retry replays
+//! the interrupted run instead of attaching to a run that never ends.
+//!
 //! [`ExecutorDefect`] builds deliberately broken executors (the way
 //! `MemoryDefect` builds broken stores), to prove the agent corpus has teeth.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -93,14 +101,71 @@ pub enum ExecutorDefect {
     /// An attached chat stream starts at the holder's *current* position,
     /// not at its start, so a retried send misses events it should replay.
     AttachStreamsFromNow,
+    /// Declares `supportsRequestKey: false` (keys ignored) but records and
+    /// dedupes keys anyway: a server claiming a profile it does not keep.
+    DedupesWhileIgnoringKeys,
+    /// Under `interrupt_previous`, a keyless chat send interrupts the
+    /// running run too, where it must be refused `state_already_running`.
+    InterruptsKeylessChat,
+    /// A retry re-runs the session's first input instead of its last.
+    RetryRerunsFirstInput,
+    /// A keyed entry that is not a duplicate skips the session-exists and
+    /// already-running refusals (as if every keyed entry were a retry).
+    KeyedSkipsPolicy,
+    /// A finished holder always replays, even behind a later run (no
+    /// `state_request_already_completed`).
+    FinishedHolderReplays,
+    /// A resume while the current run is `running` completes it and starts
+    /// (no `state_already_running`).
+    ResumeWhileRunning,
+    /// The server's 400 for a malformed key quotes the raw header value.
+    EchoMalformedKey,
+    /// The server reads bodies over 1 MiB (no 413).
+    NoBodyLimit,
+    /// The server's `/health` lacks `supportsRequestKey`.
+    HealthWithoutKeyFlag,
+    /// An unknown run of a known session is 404 `state_session_not_found`.
+    UnknownRunIsUnknownSession,
+    /// A commit refused `cas_mismatch` is not decided again: the entry
+    /// answers the retryable contention refusal instead of the policy's.
+    NoCasRedecide,
+    /// `waitMs` waits while the run is live (suspended too), not only while
+    /// it is `running`.
+    WaitWhileLive,
+    /// Runs are looked up by run id alone (run ids are unique anyway, the
+    /// bug reasons): `GET /sessions/{B}/runs/{a run of A}` answers A's run.
+    RunLookupIgnoresSession,
+    /// A chat send whose last message has role `tool` honours its key
+    /// (it must be keyless): a retried tool result attaches or conflicts.
+    ToolSendKeyed,
+    /// The policy trusts the current run read before the holder lookup even
+    /// when the session changed in between (a pause between the two reads
+    /// lets a DELETE land there): a keyed duplicate racing a DELETE is
+    /// refused `state_session_exists` by runs that are gone.
+    StaleCurrentAfterDelete,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 4] = [
+    pub const ALL: [ExecutorDefect; 19] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
         ExecutorDefect::AttachStreamsFromNow,
+        ExecutorDefect::DedupesWhileIgnoringKeys,
+        ExecutorDefect::InterruptsKeylessChat,
+        ExecutorDefect::RetryRerunsFirstInput,
+        ExecutorDefect::KeyedSkipsPolicy,
+        ExecutorDefect::FinishedHolderReplays,
+        ExecutorDefect::ResumeWhileRunning,
+        ExecutorDefect::EchoMalformedKey,
+        ExecutorDefect::NoBodyLimit,
+        ExecutorDefect::HealthWithoutKeyFlag,
+        ExecutorDefect::UnknownRunIsUnknownSession,
+        ExecutorDefect::NoCasRedecide,
+        ExecutorDefect::WaitWhileLive,
+        ExecutorDefect::RunLookupIgnoresSession,
+        ExecutorDefect::ToolSendKeyed,
+        ExecutorDefect::StaleCurrentAfterDelete,
     ];
 
     pub fn name(self) -> &'static str {
@@ -109,12 +174,59 @@ impl ExecutorDefect {
             ExecutorDefect::NoReplanAfterKeyTaken => "no-replan-after-key-taken",
             ExecutorDefect::IgnoreDigest => "ignore-digest",
             ExecutorDefect::AttachStreamsFromNow => "attach-streams-from-now",
+            ExecutorDefect::DedupesWhileIgnoringKeys => "dedupes-while-ignoring-keys",
+            ExecutorDefect::InterruptsKeylessChat => "interrupts-keyless-chat",
+            ExecutorDefect::RetryRerunsFirstInput => "retry-reruns-first-input",
+            ExecutorDefect::KeyedSkipsPolicy => "keyed-skips-policy",
+            ExecutorDefect::FinishedHolderReplays => "finished-holder-replays",
+            ExecutorDefect::ResumeWhileRunning => "resume-while-running",
+            ExecutorDefect::EchoMalformedKey => "echo-malformed-key",
+            ExecutorDefect::NoBodyLimit => "no-body-limit",
+            ExecutorDefect::HealthWithoutKeyFlag => "health-without-key-flag",
+            ExecutorDefect::UnknownRunIsUnknownSession => "unknown-run-is-unknown-session",
+            ExecutorDefect::NoCasRedecide => "no-cas-redecide",
+            ExecutorDefect::WaitWhileLive => "wait-while-live",
+            ExecutorDefect::RunLookupIgnoresSession => "run-lookup-ignores-session",
+            ExecutorDefect::ToolSendKeyed => "tool-send-keyed",
+            ExecutorDefect::StaleCurrentAfterDelete => "stale-current-after-delete",
         }
     }
 
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|d| d.name() == name)
     }
+
+    /// The configuration this defect is a broken version of: a server
+    /// that claims keys are ignored, or one on `interrupt_previous`.
+    pub fn config(self) -> ExecutorConfig {
+        let mut config = ExecutorConfig {
+            defect: Some(self),
+            // Widen the decide-to-commit window so races really happen.
+            commit_delay_ms: 2,
+            ..ExecutorConfig::default()
+        };
+        match self {
+            ExecutorDefect::DedupesWhileIgnoringKeys => config.supports_request_key = false,
+            ExecutorDefect::InterruptsKeylessChat => {
+                config.policy = ConcurrencyPolicy::InterruptPrevious;
+            }
+            _ => {}
+        }
+        config
+    }
+}
+
+/// Who decides that a `running` run is orphaned (SPEC 5, `[S5-orphaned]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OrphanRule {
+    /// This executor is the only one executing runs of its store's sessions
+    /// (a single server): a `running` run it is not executing was started by
+    /// a process that is gone, and becomes `interrupted` when it is read.
+    #[default]
+    SoleExecutor,
+    /// Never: other live processes may be executing runs of the same
+    /// sessions (replicas need leases for this; not in v1).
+    Never,
 }
 
 /// How an executor behaves.
@@ -129,6 +241,8 @@ pub struct ExecutorConfig {
     /// store has latency there; a test widens the window with it so that
     /// concurrent duplicates really race (0: only a task yield).
     pub commit_delay_ms: u64,
+    /// How orphaned runs are recognised.
+    pub orphans: OrphanRule,
 }
 
 impl Default for ExecutorConfig {
@@ -138,6 +252,7 @@ impl Default for ExecutorConfig {
             supports_request_key: true,
             defect: None,
             commit_delay_ms: 0,
+            orphans: OrphanRule::SoleExecutor,
         }
     }
 }
@@ -267,6 +382,9 @@ struct Registry {
     /// session id -> run id -> run.
     sessions: HashMap<String, HashMap<String, TrackedRun>>,
     tracked: usize,
+    /// `(session, run)` in the order they were tracked, for eviction a few
+    /// at a time; entries already untracked are skipped when met.
+    order: VecDeque<(String, String)>,
 }
 
 /// The reference executor: entries, the test agent's runs, streams, waits.
@@ -276,6 +394,7 @@ pub struct Executor {
     config: ExecutorConfig,
     registry: Mutex<Registry>,
     warned_ignored_key: AtomicBool,
+    ignored_key_warnings: AtomicU64,
     run_counter: AtomicU64,
     run_id_prefix: String,
     shutdown: watch::Sender<bool>,
@@ -294,14 +413,21 @@ impl Executor {
             config,
             registry: Mutex::default(),
             warned_ignored_key: AtomicBool::new(false),
+            ignored_key_warnings: AtomicU64::new(0),
             run_counter: AtomicU64::new(0),
             run_id_prefix: prefix,
             shutdown: watch::Sender::new(false),
         })
     }
 
+    /// What `/health` declares: does this executor record request keys?
     pub fn supports_request_key(&self) -> bool {
         self.config.supports_request_key
+    }
+
+    /// What `/health` declares as `concurrentEntry` (SPEC 7).
+    pub fn concurrent_entry(&self) -> &'static str {
+        self.config.policy.name()
     }
 
     pub fn config(&self) -> ExecutorConfig {
@@ -312,7 +438,9 @@ impl Executor {
         &self.store
     }
 
-    fn has_defect(&self, d: ExecutorDefect) -> bool {
+    /// Whether this executor was built with the deliberate bug `d` (the
+    /// server asks too, for the defects that live in its HTTP layer).
+    pub fn has_defect(&self, d: ExecutorDefect) -> bool {
         self.config.defect == Some(d)
     }
 
@@ -323,10 +451,13 @@ impl Executor {
 
     /// The key this executor honours: all of them, or none (warning once).
     fn effective_key(&self, key: Option<RequestKey>) -> Option<RequestKey> {
-        if self.config.supports_request_key {
+        if self.config.supports_request_key
+            || self.has_defect(ExecutorDefect::DedupesWhileIgnoringKeys)
+        {
             return key;
         }
         if key.is_some() && !self.warned_ignored_key.swap(true, Ordering::Relaxed) {
+            self.ignored_key_warnings.fetch_add(1, Ordering::Relaxed);
             // Never the key itself: only that one was ignored.
             eprintln!(
                 "warn request_key.ignored: this executor does not record request keys \
@@ -339,6 +470,12 @@ impl Executor {
     /// Has this executor warned `request_key.ignored` (at most once)?
     pub fn warned_ignored_key(&self) -> bool {
         self.warned_ignored_key.load(Ordering::Relaxed)
+    }
+
+    /// How many `request_key.ignored` warnings this executor has written
+    /// (SPEC 5: one per executor instance, however many keyed requests).
+    pub fn ignored_key_warnings(&self) -> u64 {
+        self.ignored_key_warnings.load(Ordering::Relaxed)
     }
 
     fn request_digest(kind: EntryKind, input: &Value) -> String {
@@ -365,8 +502,13 @@ impl Executor {
             // committed in between would make us refuse a request we should
             // attach.) The policy still *decides* only after the lookup.
             let current = self.store.get_current_run(session).await?;
+            let current = self.reclaim_opt(current).await?;
             if self.has_defect(ExecutorDefect::PolicyBeforeKey) {
                 self.policy(req.kind, key.is_some(), current.as_ref())?;
+            }
+            let stale = self.has_defect(ExecutorDefect::StaleCurrentAfterDelete);
+            if stale {
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
             if let (Some(key), Some(digest), true) = (&key, &digest, look_up_key) {
                 if let Some(holder) = self
@@ -374,18 +516,44 @@ impl Executor {
                     .get_run_by_request_key(session, key.as_str())
                     .await?
                 {
+                    let holder = self.reclaim(holder).await?;
                     return self.answer_holder(session, &holder, digest).await;
                 }
+                // No holder now. If the session changed since `current` was
+                // read (a DELETE in between freed the key and dropped the
+                // runs, or a commit came), that read is stale: the policy
+                // would refuse on runs that are gone. Decide again from
+                // fresh reads (bounded by MAX_DECISIONS).
+                let now = self.store.get_current_run(session).await?;
+                if !stale && now.as_ref().map(|r| &r.run_id) != current.as_ref().map(|r| &r.run_id)
+                {
+                    continue;
+                }
             }
-            let prepared = self.policy(req.kind, key.is_some(), current.as_ref())?;
+            let prepared = match self.policy(req.kind, key.is_some(), current.as_ref()) {
+                Err(EntryError::SessionExists | EntryError::AlreadyRunning)
+                    if key.is_some() && self.has_defect(ExecutorDefect::KeyedSkipsPolicy) =>
+                {
+                    Prepared {
+                        expected_current_run_id: current.as_ref().map(|r| r.run_id.clone()),
+                        previous: current
+                            .as_ref()
+                            .filter(|r| r.status.is_live())
+                            .map(|r| (r.run_id.clone(), RunStatus::Interrupted)),
+                    }
+                }
+                other => other?,
+            };
             let input = match req.kind {
-                EntryKind::Retry => self
-                    .store
-                    .list_inputs(session)
-                    .await?
-                    .pop()
-                    .map(|e| e.input)
-                    .ok_or(EntryError::SessionNotFound)?,
+                EntryKind::Retry => {
+                    let mut inputs = self.store.list_inputs(session).await?;
+                    let picked = if self.has_defect(ExecutorDefect::RetryRerunsFirstInput) {
+                        (!inputs.is_empty()).then(|| inputs.remove(0))
+                    } else {
+                        inputs.pop()
+                    };
+                    picked.map(|e| e.input).ok_or(EntryError::SessionNotFound)?
+                }
                 _ => req.input.clone(),
             };
             let run_id = self.next_run_id();
@@ -432,12 +600,16 @@ impl Executor {
                         return Err(EntryError::Contended);
                     };
                     if let Some(holder) = self.store.get_run(session, &existing_run_id).await? {
+                        let holder = self.reclaim(holder).await?;
                         return self.answer_holder(session, &holder, digest).await;
                     }
                     // The holder vanished (a delete): decide afresh.
                 }
                 Err(StoreError::RunStartRejected(RunStartRejection::CasMismatch { .. })) => {
                     self.untrack(session, &run_id);
+                    if self.has_defect(ExecutorDefect::NoCasRedecide) {
+                        return Err(EntryError::Contended);
+                    }
                 }
                 Err(e) => {
                     self.untrack(session, &run_id);
@@ -446,6 +618,53 @@ impl Executor {
             }
         }
         Err(EntryError::Contended)
+    }
+
+    /// Is this executor executing the run? Its log is open, or this
+    /// executor started it (its run ids carry the instance prefix): a run
+    /// committed while a concurrent delete dropped its pending log has no
+    /// log for a moment, and must not be taken for an orphan meanwhile.
+    fn executing(&self, session: &str, run_id: &str) -> bool {
+        let started_here = run_id
+            .strip_prefix(self.run_id_prefix.as_str())
+            .is_some_and(|rest| rest.starts_with('-'));
+        started_here
+            || self
+                .log_of(session, run_id)
+                .is_some_and(|log| !log.is_finished())
+    }
+
+    /// The run as it must be answered from (SPEC 5, `[S5-orphaned]`): a
+    /// `running` run nobody executes is set `interrupted` first. A run that
+    /// finished meanwhile is read again; one deleted meanwhile is returned
+    /// as read (the caller's next read finds the session gone).
+    pub async fn reclaim(&self, run: RunMetadata) -> Result<RunMetadata, StoreError> {
+        if run.status != RunStatus::Running
+            || self.config.orphans != OrphanRule::SoleExecutor
+            || self.executing(&run.session_id, &run.run_id)
+        {
+            return Ok(run);
+        }
+        reclaim_orphan(self.store.as_ref(), run).await
+    }
+
+    async fn reclaim_opt(
+        &self,
+        run: Option<RunMetadata>,
+    ) -> Result<Option<RunMetadata>, StoreError> {
+        match run {
+            Some(run) => Ok(Some(self.reclaim(run).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// `listRuns` with orphaned runs reclaimed (the snapshot of SPEC 7).
+    pub async fn list_runs(&self, session: &str) -> Result<Vec<RunMetadata>, StoreError> {
+        let mut runs = Vec::new();
+        for run in self.store.list_runs(session).await? {
+            runs.push(self.reclaim(run).await?);
+        }
+        Ok(runs)
     }
 
     /// Plans against a holder and answers: attach / replay, or a 409.
@@ -472,6 +691,11 @@ impl Executor {
             KeyedEntryPlan::Conflict { holder_run_id } => Err(EntryError::KeyConflict {
                 run_id: holder_run_id,
             }),
+            KeyedEntryPlan::AlreadyCompleted { .. }
+                if self.has_defect(ExecutorDefect::FinishedHolderReplays) =>
+            {
+                Ok(EntryOutcome::Attached(holder.clone()))
+            }
             KeyedEntryPlan::AlreadyCompleted { holder_run_id } => {
                 Err(EntryError::AlreadyCompleted {
                     run_id: holder_run_id,
@@ -488,7 +712,8 @@ impl Executor {
     /// `interrupt_previous` never applies to a keyless chat send: as in the
     /// framework the release notes describe, a keyless send is refused 409
     /// under either policy (a retried keyless send must not kill its own
-    /// original run).
+    /// original run). Resume and retry are native entries and follow the
+    /// policy keyed or not (SPEC 7, `agent.interrupt-previous.entry-interrupts`).
     fn policy(
         &self,
         kind: EntryKind,
@@ -496,13 +721,21 @@ impl Executor {
         current: Option<&RunMetadata>,
     ) -> Result<Prepared, EntryError> {
         let interrupt = self.config.policy == ConcurrencyPolicy::InterruptPrevious
-            && (keyed || kind != EntryKind::Chat);
+            && (keyed
+                || kind != EntryKind::Chat
+                || self.has_defect(ExecutorDefect::InterruptsKeylessChat));
         let expected = current.map(|r| r.run_id.clone());
         let previous = match (kind, current) {
             (EntryKind::Start, Some(_)) => return Err(EntryError::SessionExists),
             (EntryKind::Start | EntryKind::Chat, None) => None,
             (EntryKind::Resume | EntryKind::Retry, None) => {
                 return Err(EntryError::SessionNotFound)
+            }
+            (EntryKind::Resume, Some(run))
+                if run.status == RunStatus::Running
+                    && self.has_defect(ExecutorDefect::ResumeWhileRunning) =>
+            {
+                Some((run.run_id.clone(), RunStatus::Completed))
             }
             (EntryKind::Resume | EntryKind::Chat | EntryKind::Retry, Some(run))
                 if run.status == RunStatus::Running =>
@@ -547,9 +780,8 @@ impl Executor {
         let log = Arc::new(RunLog::new());
         let (stop, stop_rx) = watch::channel(false);
         let mut reg = self.registry();
-        if reg.tracked >= MAX_TRACKED_RUNS {
-            evict_finished(&mut reg);
-        }
+        evict_some(&mut reg);
+        reg.order.push_back((session.to_owned(), run_id.to_owned()));
         reg.sessions.entry(session.to_owned()).or_default().insert(
             run_id.to_owned(),
             TrackedRun {
@@ -596,6 +828,17 @@ impl Executor {
         if removed {
             reg.tracked = reg.tracked.saturating_sub(1);
         }
+    }
+
+    /// The session a tracked run belongs to. Only
+    /// [`ExecutorDefect::RunLookupIgnoresSession`] asks: a correct server
+    /// never resolves a run outside the session it was named in.
+    fn session_of_tracked_run(&self, run_id: &str) -> Option<String> {
+        self.registry()
+            .sessions
+            .iter()
+            .find(|(_, runs)| runs.contains_key(run_id))
+            .map(|(s, _)| s.clone())
     }
 
     fn log_of(&self, session: &str, run_id: &str) -> Option<Arc<RunLog>> {
@@ -683,6 +926,14 @@ impl Executor {
         run_id: &str,
         wait_ms: u64,
     ) -> Result<Option<RunMetadata>, StoreError> {
+        let owner;
+        let session = match self.has_defect(ExecutorDefect::RunLookupIgnoresSession) {
+            true => {
+                owner = self.session_of_tracked_run(run_id);
+                owner.as_deref().unwrap_or(session)
+            }
+            false => session,
+        };
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         let mut changes = self.log_of(session, run_id).map(|l| l.subscribe());
         let shutdown = self.shutdown.subscribe();
@@ -691,9 +942,16 @@ impl Executor {
         // once, so a graceful shutdown never waits out a long `waitMs`.
         loop {
             let run = self.store.get_run(session, run_id).await?;
-            let Some(run) = run else { return Ok(None) };
+            let Some(run) = self.reclaim_opt(run).await? else {
+                return Ok(None);
+            };
             let now = tokio::time::Instant::now();
-            if run.status != RunStatus::Running || now >= deadline || *shutdown.borrow() {
+            let waiting = if self.has_defect(ExecutorDefect::WaitWhileLive) {
+                run.status.is_live()
+            } else {
+                run.status == RunStatus::Running
+            };
+            if !waiting || now >= deadline || *shutdown.borrow() {
                 return Ok(Some(run));
             }
             let tick = (now + Duration::from_millis(STORE_POLL_MS)).min(deadline);
@@ -717,11 +975,19 @@ impl Executor {
         let from_now = attached && self.has_defect(ExecutorDefect::AttachStreamsFromNow);
         let store = self.store.clone();
         let run = run.clone();
+        // Without a log (and not started here) nobody here executes it.
+        let reclaim = self.config.orphans == OrphanRule::SoleExecutor
+            && !self.executing(&run.session_id, &run.run_id);
         tokio::spawn(async move {
             let fed = async {
                 match log {
                     Some(log) => follow_log(&log, from_now, &tx).await,
-                    None => follow_store(store.as_ref(), &run, &tx).await,
+                    None => {
+                        if reclaim && run.status == RunStatus::Running {
+                            let _ = reclaim_orphan(store.as_ref(), run.clone()).await;
+                        }
+                        follow_store(store.as_ref(), &run, &tx).await;
+                    }
                 }
             };
             tokio::select! {
@@ -744,15 +1010,80 @@ impl Executor {
     }
 }
 
-fn evict_finished(reg: &mut Registry) {
-    let mut evicted = 0;
-    for runs in reg.sessions.values_mut() {
-        let before = runs.len();
-        runs.retain(|_, r| !r.log.is_finished());
-        evicted += before - runs.len();
+/// Sets a `running` run this executor is not executing `interrupted` and
+/// answers it as it is now.
+///
+/// `run` may be stale: read before its own task (now done) wrote its end.
+/// A task writes its status to the store *before* it closes its log, so
+/// once the log is closed (or absent) the store holds every status this
+/// process will write; the run is read again, and only a run that is still
+/// `running` is an orphan (a suspended run is never interrupted this way).
+/// Finished meanwhile (`invalid_transition`): read again. Deleted meanwhile:
+/// the run as read.
+async fn reclaim_orphan(
+    store: &dyn SessionStateStore,
+    run: RunMetadata,
+) -> Result<RunMetadata, StoreError> {
+    let Some(run) = store.get_run(&run.session_id, &run.run_id).await? else {
+        return Ok(run);
+    };
+    if run.status != RunStatus::Running {
+        return Ok(run);
     }
-    reg.sessions.retain(|_, runs| !runs.is_empty());
-    reg.tracked = reg.tracked.saturating_sub(evicted);
+    match store
+        .set_run_status(&run.session_id, &run.run_id, RunStatus::Interrupted)
+        .await
+    {
+        Ok(now) => {
+            // Names the run, never a key.
+            eprintln!(
+                "warn run.orphaned: run {} of session {} was running with no executor; now interrupted",
+                run.run_id, run.session_id
+            );
+            Ok(now)
+        }
+        Err(StoreError::InvalidTransition(_)) => Ok(store
+            .get_run(&run.session_id, &run.run_id)
+            .await?
+            .unwrap_or(run)),
+        Err(StoreError::NotFound(_)) => Ok(run),
+        Err(e) => Err(e),
+    }
+}
+
+/// The most queue entries one `track` looks at for eviction.
+const EVICT_PER_TRACK: usize = 4;
+
+/// Over [`MAX_TRACKED_RUNS`], forgets the oldest finished runs, a few per
+/// newly tracked run (amortized O(1); evicting all finished runs at once
+/// held the registry's lock for hundreds of ms at 100k runs and stalled
+/// every request behind it). Live runs go to the back of the queue;
+/// entries of runs already untracked are dropped, which also keeps the
+/// queue itself bounded.
+fn evict_some(reg: &mut Registry) {
+    for _ in 0..EVICT_PER_TRACK {
+        let over = reg.tracked >= MAX_TRACKED_RUNS;
+        if !over && reg.order.len() <= 2 * MAX_TRACKED_RUNS {
+            return;
+        }
+        let Some((session, run_id)) = reg.order.pop_front() else {
+            return;
+        };
+        let Some(runs) = reg.sessions.get_mut(&session) else {
+            continue;
+        };
+        match runs.get(&run_id) {
+            None => {}
+            Some(run) if over && run.log.is_finished() => {
+                runs.remove(&run_id);
+                if runs.is_empty() {
+                    reg.sessions.remove(&session);
+                }
+                reg.tracked = reg.tracked.saturating_sub(1);
+            }
+            Some(_) => reg.order.push_back((session, run_id)),
+        }
+    }
 }
 
 async fn follow_log(log: &RunLog, from_now: bool, tx: &mpsc::Sender<RunEvent>) {
@@ -821,6 +1152,7 @@ mod tests {
     use super::*;
     use crate::store::MemoryStore;
     use reqkey_model::parse_request_key;
+    use reqkey_model::{CommitResult, InputEntry};
     use serde_json::json;
 
     fn executor(config: ExecutorConfig) -> Arc<Executor> {
@@ -856,6 +1188,92 @@ mod tests {
         let keyless = ex.enter(entry(EntryKind::Start, "[sleep:200]", None)).await;
         assert_eq!(keyless, Err(EntryError::SessionExists));
         assert_eq!(ex.store().list_inputs("s").await.unwrap().len(), 1);
+    }
+
+    /// A store on which a DELETE lands between an entry's read of the
+    /// current run and its holder lookup (once, when armed).
+    #[derive(Debug, Default)]
+    struct DeleteBeforeLookup {
+        inner: MemoryStore,
+        armed: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl SessionStateStore for DeleteBeforeLookup {
+        fn backend(&self) -> &'static str {
+            "memory"
+        }
+        async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+            self.inner.commit_run_start(start).await
+        }
+        async fn get_run(&self, s: &str, r: &str) -> Result<Option<RunMetadata>, StoreError> {
+            self.inner.get_run(s, r).await
+        }
+        async fn get_current_run(&self, s: &str) -> Result<Option<RunMetadata>, StoreError> {
+            self.inner.get_current_run(s).await
+        }
+        async fn list_runs(&self, s: &str) -> Result<Vec<RunMetadata>, StoreError> {
+            self.inner.list_runs(s).await
+        }
+        async fn get_run_by_request_key(
+            &self,
+            s: &str,
+            k: &str,
+        ) -> Result<Option<RunMetadata>, StoreError> {
+            if self.armed.swap(false, Ordering::SeqCst) {
+                self.inner.delete_session(s).await?;
+            }
+            self.inner.get_run_by_request_key(s, k).await
+        }
+        async fn list_inputs(&self, s: &str) -> Result<Vec<InputEntry>, StoreError> {
+            self.inner.list_inputs(s).await
+        }
+        async fn set_run_status(
+            &self,
+            s: &str,
+            r: &str,
+            status: RunStatus,
+        ) -> Result<RunMetadata, StoreError> {
+            self.inner.set_run_status(s, r, status).await
+        }
+        async fn delete_session(&self, s: &str) -> Result<bool, StoreError> {
+            self.inner.delete_session(s).await
+        }
+    }
+
+    /// A keyed duplicate whose holder vanished between its two reads (a
+    /// DELETE in between) starts run 1 afresh: the runs its stale read saw
+    /// are gone, so `state_session_exists` would be a refusal on nothing.
+    #[tokio::test]
+    async fn a_keyed_duplicate_racing_a_delete_starts_afresh_not_session_exists() {
+        for (defect, want_started) in [
+            (None, true),
+            (Some(ExecutorDefect::StaleCurrentAfterDelete), false),
+        ] {
+            let store = Arc::new(DeleteBeforeLookup::default());
+            let config = ExecutorConfig {
+                defect,
+                ..ExecutorConfig::default()
+            };
+            let ex = Executor::new(store.clone(), config);
+            let first = ex
+                .enter(entry(EntryKind::Start, "[sleep:300]", Some("k")))
+                .await
+                .unwrap();
+            store.armed.store(true, Ordering::SeqCst);
+            let again = ex
+                .enter(entry(EntryKind::Start, "[sleep:300]", Some("k")))
+                .await;
+            if want_started {
+                let again = again.unwrap();
+                assert!(!again.attached(), "{again:?}");
+                assert_ne!(again.run().run_id, first.run().run_id);
+                assert_eq!(again.run().start_sequence, 1);
+                assert_eq!(again.run().request_key.as_deref(), Some("k"));
+            } else {
+                assert_eq!(again, Err(EntryError::SessionExists));
+            }
+        }
     }
 
     #[tokio::test]
@@ -1029,6 +1447,77 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_ignored_key_warning_is_written_once_per_executor_not_per_request() {
+        let ex = executor(ExecutorConfig {
+            supports_request_key: false,
+            ..ExecutorConfig::default()
+        });
+        ex.enter(entry(EntryKind::Start, "keyless", None))
+            .await
+            .unwrap();
+        assert_eq!(
+            ex.ignored_key_warnings(),
+            0,
+            "a keyless request warns nothing"
+        );
+        for i in 0..20 {
+            let key = format!("k{i}");
+            let _ = ex
+                .enter(entry(EntryKind::Chat, "x", Some(key.as_str())))
+                .await;
+            let _ = ex.enter(entry(EntryKind::Retry, "", Some(&key))).await;
+        }
+        assert_eq!(ex.ignored_key_warnings(), 1);
+        // Another executor instance warns once more, on its own.
+        let other = executor(ExecutorConfig {
+            supports_request_key: false,
+            ..ExecutorConfig::default()
+        });
+        other
+            .enter(entry(EntryKind::Start, "a", Some("k")))
+            .await
+            .unwrap();
+        assert_eq!(
+            (ex.ignored_key_warnings(), other.ignored_key_warnings()),
+            (1, 1)
+        );
+    }
+
+    #[tokio::test]
+    async fn dedupes_while_ignoring_keys_declares_false_but_attaches() {
+        let ex = executor(ExecutorDefect::DedupesWhileIgnoringKeys.config());
+        assert!(!ex.supports_request_key());
+        ex.enter(entry(EntryKind::Start, "[sleep:200]", Some("k")))
+            .await
+            .unwrap();
+        let again = ex
+            .enter(entry(EntryKind::Start, "[sleep:200]", Some("k")))
+            .await
+            .unwrap();
+        assert!(again.attached());
+        assert_eq!(ex.ignored_key_warnings(), 0);
+    }
+
+    #[tokio::test]
+    async fn interrupts_keyless_chat_defect_interrupts_where_a_409_is_due() {
+        let ex = executor(ExecutorDefect::InterruptsKeylessChat.config());
+        assert_eq!(ex.concurrent_entry(), "interrupt_previous");
+        let first = ex
+            .enter(entry(EntryKind::Chat, "[sleep:5000]", None))
+            .await
+            .unwrap();
+        let second = ex.enter(entry(EntryKind::Chat, "b", None)).await.unwrap();
+        assert!(!second.attached());
+        let prev = ex
+            .store()
+            .get_run("s", &first.run().run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(prev.status, RunStatus::Interrupted);
+    }
+
+    #[tokio::test]
     async fn resume_completes_a_suspended_run_and_refuses_a_running_one() {
         let ex = executor(ExecutorConfig::default());
         let first = ex
@@ -1129,7 +1618,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_run_without_a_log_is_streamed_from_the_store() {
-        let ex = executor(ExecutorConfig::default());
+        // Another live process started it: not an orphan.
+        let ex = executor(ExecutorConfig {
+            orphans: OrphanRule::Never,
+            ..ExecutorConfig::default()
+        });
         // Started by someone else (another process on a shared store).
         let start = StartRun {
             session_id: "s".into(),
@@ -1154,6 +1647,159 @@ mod tests {
             Some(RunEvent::Finish(RunStatus::Failed))
         );
         assert_eq!(events.recv().await, None);
+    }
+
+    /// What a killed server leaves: a keyed run `running` in the store,
+    /// with no process executing it.
+    async fn orphan(ex: &Executor, text: &str, key: &str) -> RunMetadata {
+        let input = json!({ "text": text });
+        let start = StartRun {
+            session_id: "s".into(),
+            run_id: "run-of-a-dead-process".into(),
+            expected_current_run_id: None,
+            request_digest: Some(execute_request_digest(&input)),
+            input,
+            request_key: Some(key.into()),
+        };
+        ex.store().commit_run_start(start).await.unwrap().run
+    }
+
+    #[tokio::test]
+    async fn a_keyed_retry_of_an_orphaned_run_replays_it_interrupted() {
+        let ex = executor(ExecutorConfig::default());
+        let dead = orphan(&ex, "[sleep:60000]", "k").await;
+        let retry = tokio::time::timeout(
+            Duration::from_secs(2),
+            ex.enter(entry(EntryKind::Start, "[sleep:60000]", Some("k"))),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(retry.attached());
+        assert_eq!(retry.run().run_id, dead.run_id);
+        assert_eq!(retry.run().status, RunStatus::Interrupted);
+        let stored = ex
+            .store()
+            .get_run("s", &dead.run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.status, RunStatus::Interrupted);
+        assert_eq!(ex.store().list_runs("s").await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_orphaned_current_run_neither_blocks_a_resume_nor_a_wait() {
+        let ex = executor(ExecutorConfig::default());
+        let dead = orphan(&ex, "[sleep:60000]", "k").await;
+        let started = std::time::Instant::now();
+        let read = ex
+            .wait_run("s", &dead.run_id, 5_000)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(read.status, RunStatus::Interrupted);
+        assert!(started.elapsed() < Duration::from_secs(1));
+        let resumed = ex
+            .enter(entry(EntryKind::Resume, "go on", None))
+            .await
+            .unwrap();
+        assert!(!resumed.attached());
+        assert_eq!(resumed.run().start_sequence, 2);
+        // A run this executor IS executing is never taken for an orphan.
+        let live = ex.list_runs("s").await.unwrap();
+        assert_eq!(live[1].run_id, resumed.run().run_id);
+        assert_ne!(live[1].status, RunStatus::Interrupted);
+    }
+
+    #[tokio::test]
+    async fn a_chat_attach_to_an_orphan_ends_at_once_interrupted() {
+        let ex = executor(ExecutorConfig::default());
+        let dead = orphan(&ex, "[sleep:60000]", "k").await;
+        let mut events = ex.follow_run(&dead, true);
+        let drain = async {
+            let mut last = None;
+            while let Some(e) = events.recv().await {
+                last = Some(e);
+            }
+            last
+        };
+        let last = tokio::time::timeout(Duration::from_secs(2), drain)
+            .await
+            .unwrap();
+        assert_eq!(last, Some(RunEvent::Finish(RunStatus::Interrupted)));
+    }
+
+    #[tokio::test]
+    async fn a_stale_running_read_is_judged_by_a_fresh_one() {
+        let ex = executor(ExecutorConfig::default());
+        let stale = orphan(&ex, "[suspend]", "k").await;
+        // Its end landed after the read the caller holds.
+        ex.store()
+            .set_run_status("s", &stale.run_id, RunStatus::SuspendedInput)
+            .await
+            .unwrap();
+        let now = ex.reclaim(stale.clone()).await.unwrap();
+        assert_eq!(now.status, RunStatus::SuspendedInput);
+        let stored = ex
+            .store()
+            .get_run("s", &stale.run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.status, RunStatus::SuspendedInput);
+    }
+
+    #[tokio::test]
+    async fn a_run_started_here_is_never_an_orphan_even_without_its_log() {
+        let ex = executor(ExecutorConfig::default());
+        // What a delete racing an entry leaves for a moment: the run
+        // committed under this executor's id, its pending log dropped and
+        // not yet replaced (see `still_tracked`).
+        let start = StartRun {
+            session_id: "s".into(),
+            run_id: ex.next_run_id(),
+            expected_current_run_id: None,
+            input: json!({"text": "mine"}),
+            request_key: None,
+            request_digest: None,
+        };
+        let run = ex.store().commit_run_start(start).await.unwrap().run;
+        let now = ex.reclaim(run.clone()).await.unwrap();
+        assert_eq!(now.status, RunStatus::Running);
+        // A stream of it (rebuilt from the store) does not reclaim it either.
+        let mut events = ex.follow_run(&run, true);
+        assert_eq!(
+            events.recv().await,
+            Some(RunEvent::Text("echo: mine".into()))
+        );
+        tokio::time::sleep(Duration::from_millis(3 * STORE_POLL_MS)).await;
+        let stored = ex.store().get_run("s", &run.run_id).await.unwrap().unwrap();
+        assert_eq!(stored.status, RunStatus::Running);
+    }
+
+    #[tokio::test]
+    async fn without_the_sole_executor_rule_an_orphan_stays_running() {
+        let ex = executor(ExecutorConfig {
+            orphans: OrphanRule::Never,
+            ..ExecutorConfig::default()
+        });
+        let dead = orphan(&ex, "[sleep:60000]", "k").await;
+        let retry = ex
+            .enter(entry(EntryKind::Start, "[sleep:60000]", Some("k")))
+            .await
+            .unwrap();
+        assert!(retry.attached());
+        assert_eq!(retry.run().status, RunStatus::Running);
+        let resumed = ex.enter(entry(EntryKind::Resume, "go on", None)).await;
+        assert_eq!(resumed, Err(EntryError::AlreadyRunning));
+        let stored = ex
+            .store()
+            .get_run("s", &dead.run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.status, RunStatus::Running);
     }
 
     #[tokio::test]

@@ -15,6 +15,6 @@ pub mod test_agent;
 
 pub use executor::{
     ConcurrencyPolicy, EntryError, EntryKind, EntryOutcome, EntryRequest, Executor, ExecutorConfig,
-    ExecutorDefect,
+    ExecutorDefect, OrphanRule,
 };
-pub use server::{router, serve, spawn, ServerHandle};
+pub use server::{router, serve, serve_with_limits, spawn, ServerHandle};

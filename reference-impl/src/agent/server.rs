@@ -9,6 +9,10 @@
 //! never echoed — messages name *what* was wrong, never the value — and no
 //! path answers 500 (a store failure is 503).
 //!
+//! Connections are served by [`crate::http_serve`]: header and body read
+//! timeouts (a body not received in time is 400 `validation_error`), and a
+//! cap on open connections that closes the oldest idle one.
+//!
 //! Bodies are buffered up to [`BODY_READ_LIMIT_BYTES`] and then judged
 //! against [`MAX_BODY_BYTES`], so a client sending 1 MiB + 1 byte gets a
 //! clean 413 rather than a connection reset mid-upload.
@@ -33,8 +37,11 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use super::executor::{EntryError, EntryKind, EntryOutcome, EntryRequest, Executor};
+use super::executor::{
+    EntryError, EntryKind, EntryOutcome, EntryRequest, Executor, ExecutorDefect,
+};
 use super::test_agent::RunEvent;
+use crate::http_serve::{self, ServerLimits};
 
 /// The protocol this server speaks.
 pub const PROTOCOL: &str = "reqkey-agent/1";
@@ -45,7 +52,7 @@ pub const BODY_READ_LIMIT_BYTES: usize = 4 * MAX_BODY_BYTES;
 /// The longest `waitMs` accepted; a larger one is 400.
 pub const MAX_WAIT_MS: u64 = 60_000;
 /// The longest session id (SPEC 1).
-pub const MAX_SESSION_ID_LEN: usize = 256;
+pub const MAX_SESSION_ID_LEN: usize = reqkey_model::rules::SESSION_ID_MAX_LEN;
 
 /// A typed error answer: `{code, message, runId?}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,20 +134,30 @@ pub fn router(executor: Arc<Executor>) -> Router {
         .with_state(executor)
 }
 
-/// Serves until `shutdown` resolves, then ends open streams and waits for
-/// in-flight requests (graceful shutdown).
+/// Serves under the default [`ServerLimits`] until `shutdown` resolves,
+/// then ends open streams and waits for in-flight requests (graceful
+/// shutdown).
 pub async fn serve(
     executor: Arc<Executor>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_with_limits(executor, listener, ServerLimits::default(), shutdown).await
+}
+
+/// [`serve`] under explicit limits (connection cap, read timeouts).
+pub async fn serve_with_limits(
+    executor: Arc<Executor>,
+    listener: TcpListener,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let app = router(executor.clone());
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            executor.shutdown();
-        })
-        .await
+    http_serve::serve(listener, app, limits, async move {
+        shutdown.await;
+        executor.shutdown();
+    })
+    .await
 }
 
 /// A server running as a task; dropping the handle shuts it down.
@@ -176,7 +193,7 @@ impl Drop for ServerHandle {
 
 /// Starts the server on `addr` (port 0: an ephemeral port) as a task.
 pub async fn spawn(executor: Arc<Executor>, addr: SocketAddr) -> std::io::Result<ServerHandle> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = http_serve::bind(addr).await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(serve(executor, listener, async move {
@@ -197,16 +214,16 @@ fn session_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiEr
     Ok(id)
 }
 
+/// The id limits of SPEC 1, from the model (one rule for every layer).
 fn valid_session_id(id: &str) -> Result<(), ApiError> {
-    let ok = (1..=MAX_SESSION_ID_LEN).contains(&id.len())
-        && id.bytes().all(reqkey_model::key::is_key_byte);
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::validation(
-            "sessionId must be 1 to 256 characters of [A-Za-z0-9._:-]",
-        ))
-    }
+    reqkey_model::rules::validate_session_id(id).map_err(|_| {
+        ApiError::validation("sessionId must be 1 to 256 characters of [A-Za-z0-9._:-]")
+    })
+}
+
+fn valid_run_id(id: &str) -> Result<(), ApiError> {
+    reqkey_model::rules::validate_run_id("runId", id)
+        .map_err(|_| ApiError::validation("runId must be 1 to 256 characters of [A-Za-z0-9._:-]"))
 }
 
 /// The key header: absent is `None`; repeated or malformed is 400. HTTP
@@ -223,9 +240,35 @@ fn request_key(headers: &HeaderMap) -> Result<Option<RequestKey>, ApiError> {
     })
 }
 
-fn json_body(
+/// [`request_key`] for an entry of `ex` (which, built with
+/// `ExecutorDefect::EchoMalformedKey`, quotes the raw value: a deliberate
+/// bug for the tests of tests).
+fn entry_key(ex: &Executor, headers: &HeaderMap) -> Result<Option<RequestKey>, ApiError> {
+    request_key(headers).map_err(|mut e| {
+        if ex.has_defect(ExecutorDefect::EchoMalformedKey) {
+            for v in headers.get_all(REQUEST_KEY_HEADER) {
+                e.message
+                    .push_str(&format!(" ({:?})", String::from_utf8_lossy(v.as_bytes())));
+            }
+        }
+        e
+    })
+}
+
+/// The body limit of `ex` (`ExecutorDefect::NoBodyLimit` has none short
+/// of the read limit).
+fn body_limit(ex: &Executor) -> usize {
+    if ex.has_defect(ExecutorDefect::NoBodyLimit) {
+        BODY_READ_LIMIT_BYTES
+    } else {
+        MAX_BODY_BYTES
+    }
+}
+
+fn json_body_limit(
     body: Result<Bytes, BytesRejection>,
     empty_as: Option<Value>,
+    limit: usize,
 ) -> Result<Value, ApiError> {
     let bytes = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -234,7 +277,7 @@ fn json_body(
             ApiError::validation("the request body could not be read")
         }
     })?;
-    if bytes.len() > MAX_BODY_BYTES {
+    if bytes.len() > limit {
         return Err(too_large());
     }
     if bytes.iter().all(u8::is_ascii_whitespace) {
@@ -288,13 +331,19 @@ fn run_answer(outcome: &EntryOutcome) -> Response {
 // ---- handlers -----------------------------------------------------------
 
 async fn health(State(ex): State<AppState>) -> Response {
-    axum::Json(json!({
+    let mut health = json!({
         "name": "reqkey-reference-agent",
         "version": env!("CARGO_PKG_VERSION"),
         "protocol": PROTOCOL,
         "supportsRequestKey": ex.supports_request_key(),
-    }))
-    .into_response()
+        "concurrentEntry": ex.concurrent_entry(),
+    });
+    if ex.has_defect(ExecutorDefect::HealthWithoutKeyFlag) {
+        if let Some(map) = health.as_object_mut() {
+            map.remove("supportsRequestKey");
+        }
+    }
+    axum::Json(health).into_response()
 }
 
 async fn keyed_entry(
@@ -305,13 +354,13 @@ async fn keyed_entry(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
-    let request_key = request_key(headers)?;
+    let request_key = entry_key(ex, headers)?;
     let input = match kind {
         EntryKind::Retry => {
-            json_body(body, Some(json!({})))?;
+            json_body_limit(body, Some(json!({})), body_limit(ex))?;
             Value::Null
         }
-        _ => field_input(&json_body(body, None)?)?,
+        _ => field_input(&json_body_limit(body, None, body_limit(ex))?)?,
     };
     let outcome = ex
         .enter(EntryRequest {
@@ -380,10 +429,11 @@ async fn chat(
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
     // Parsed even when it will be ignored: a malformed key is 400 everywhere.
-    let request_key = request_key(&headers)?;
-    let (role, content) = last_message(&json_body(body, None)?)?;
+    let request_key = entry_key(&ex, &headers)?;
+    let (role, content) = last_message(&json_body_limit(body, None, body_limit(&ex))?)?;
     // A tool-result send is keyless in this release.
-    let request_key = if role == "tool" { None } else { request_key };
+    let keyless = role == "tool" && !ex.has_defect(ExecutorDefect::ToolSendKeyed);
+    let request_key = if keyless { None } else { request_key };
     let outcome = ex
         .enter(EntryRequest {
             session_id,
@@ -403,12 +453,11 @@ async fn snapshot(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
-    let store = ex.store();
-    let runs = store.list_runs(&session_id).await?;
+    let runs = ex.list_runs(&session_id).await?;
     if runs.is_empty() {
         return Err(ApiError::session_not_found());
     }
-    let inputs = store.list_inputs(&session_id).await?;
+    let inputs = ex.store().list_inputs(&session_id).await?;
     Ok(
         axum::Json(json!({"sessionId": session_id, "runs": runs, "inputs": inputs}))
             .into_response(),
@@ -460,14 +509,19 @@ async fn get_run(
 ) -> Result<Response, ApiError> {
     let Path((session_id, run_id)) = path.map_err(|_| ApiError::validation("malformed path"))?;
     valid_session_id(&session_id)?;
+    valid_run_id(&run_id)?;
     let wait_ms = wait_ms(query.as_deref())?;
     match ex.wait_run(&session_id, &run_id, wait_ms).await? {
         Some(run) => Ok(axum::Json(run).into_response()),
-        None if ex.store().get_current_run(&session_id).await?.is_some() => Err(ApiError::new(
-            404,
-            "state_run_not_found",
-            "no such run in this session",
-        )),
+        None if ex.store().get_current_run(&session_id).await?.is_some()
+            && !ex.has_defect(ExecutorDefect::UnknownRunIsUnknownSession) =>
+        {
+            Err(ApiError::new(
+                404,
+                "state_run_not_found",
+                "no such run in this session",
+            ))
+        }
         None => Err(ApiError::session_not_found()),
     }
 }

@@ -1,8 +1,13 @@
 //! The in-memory reference store.
 //!
-//! One mutex over a map of sessions; every operation is one short critical
-//! section with no `.await` inside, so a run-start commit reads the holder,
-//! decides with the model's rules and writes, atomically. Each session keeps
+//! Sessions are spread over [`SHARDS`] maps by a hash of their id, each
+//! behind its own mutex; every operation touches one session, so it takes
+//! one shard's lock for one short critical section with no `.await` inside,
+//! and a run-start commit reads the holder, decides with the model's rules
+//! and writes, atomically. (One map behind one lock stalled every request
+//! for hundreds of ms each time the map doubled, at a few hundred
+//! thousand sessions; a shard doubles at 1/64 of the size and blocks only
+//! its own sessions. Sessions are boxed so a doubling moves pointers.) Each session keeps
 //! its keys in a hash index (`reqkey_model::seq::SessionState`), so
 //! `getRunByRequestKey` is two hash lookups whatever the store's size.
 //!
@@ -10,7 +15,7 @@
 //! that the conformance corpus has teeth (each must fail named scenarios);
 //! they are never a default.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -34,15 +39,84 @@ pub enum MemoryDefect {
     /// The holder is read outside the critical section, with a yield
     /// before the commit: concurrent commits with one key both start.
     HolderReadOutsideCommit,
+    /// The key is guarded only by a unique index whose violation leaks as
+    /// `internal` (a raw constraint error) instead of `request_key_taken`.
+    LeakConstraintError,
+    /// No CAS: a stale `expectedCurrentRunId` is ignored (last writer wins).
+    NoCas,
+    /// The input log is appended before the decision: a refused commit
+    /// leaves its input behind.
+    RefusalAppendsInput,
+    /// The same-runId replay compares only `runId` and `input`, not the
+    /// other StartRun fields (key, digest, expected current run).
+    StartDigestInputOnly,
+    /// Runs are indexed by `runId` alone: `getRun` finds another session's
+    /// run with that id.
+    GlobalRunIds,
+    /// Keys are compared ASCII case-insensitively.
+    KeysCaseInsensitive,
+    /// Setting a finished run to its own status answers ok (a "no-op").
+    FinishedSameStatusOk,
+    /// `deleteSession` answers `deleted: true` whether or not the session
+    /// existed.
+    DeleteAlwaysTrue,
+    /// A `replayed` answer carries the run as it was started, not as it is.
+    ReplayAnswersStartedRun,
+    /// A refused commit creates the (empty) session.
+    RefusalCreatesSession,
+    /// Arguments are not checked before the reads: an empty or malformed
+    /// id is looked up (and not found) instead of refused.
+    NoArgumentChecks,
+    /// A commit with `requestKey` but no `requestDigest` (or the reverse)
+    /// drops the half it got and starts a keyless run.
+    HalfKeyStartsKeyless,
+    /// `deleteSession` in two critical sections with a yield between: the
+    /// first frees the session's keys (and decides the `deleted` answer),
+    /// the second drops its runs. A commit in between finds the key free
+    /// while the old runs still stand, and two deletes both answer
+    /// `deleted: true`.
+    DeleteInTwoSteps,
+    /// `setRunStatus` as a read-check-write of the session record: it
+    /// reads the session and checks the transition under one lock, yields,
+    /// and writes the record back under another. Two finishes both
+    /// succeed; a commit or a delete in between is undone.
+    StatusCheckThenWrite,
+    /// The commit decides on a copy of the session read under one lock,
+    /// yields, and writes under another: two keyless commits on one
+    /// expected run both start (and two keyed ones both take the key).
+    CommitDecidesOnSnapshot,
+    /// The store is correct, but its wire answers write a keyless run's
+    /// `requestKey` and `requestDigest` as `null` instead of leaving them
+    /// out. Applied where the harness turns the answer into JSON
+    /// ([`keyless_fields_null`]), so only the in-process target
+    /// `broken-memory:keyless-fields-null` has it; opened as a backend
+    /// elsewhere it is the correct memory store.
+    KeylessFieldsNull,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 5] = [
+    pub const ALL: [MemoryDefect; 21] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
         MemoryDefect::DeleteKeepsKeys,
         MemoryDefect::HolderReadOutsideCommit,
+        MemoryDefect::LeakConstraintError,
+        MemoryDefect::NoCas,
+        MemoryDefect::RefusalAppendsInput,
+        MemoryDefect::StartDigestInputOnly,
+        MemoryDefect::GlobalRunIds,
+        MemoryDefect::KeysCaseInsensitive,
+        MemoryDefect::FinishedSameStatusOk,
+        MemoryDefect::DeleteAlwaysTrue,
+        MemoryDefect::ReplayAnswersStartedRun,
+        MemoryDefect::RefusalCreatesSession,
+        MemoryDefect::NoArgumentChecks,
+        MemoryDefect::HalfKeyStartsKeyless,
+        MemoryDefect::DeleteInTwoSteps,
+        MemoryDefect::StatusCheckThenWrite,
+        MemoryDefect::CommitDecidesOnSnapshot,
+        MemoryDefect::KeylessFieldsNull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -52,7 +126,28 @@ impl MemoryDefect {
             MemoryDefect::NoReplayFirst => "no-replay-first",
             MemoryDefect::DeleteKeepsKeys => "delete-keeps-keys",
             MemoryDefect::HolderReadOutsideCommit => "holder-read-outside-commit",
+            MemoryDefect::LeakConstraintError => "leak-constraint-error",
+            MemoryDefect::NoCas => "no-cas",
+            MemoryDefect::RefusalAppendsInput => "refusal-appends-input",
+            MemoryDefect::StartDigestInputOnly => "start-digest-input-only",
+            MemoryDefect::GlobalRunIds => "global-run-ids",
+            MemoryDefect::KeysCaseInsensitive => "keys-case-insensitive",
+            MemoryDefect::FinishedSameStatusOk => "finished-same-status-ok",
+            MemoryDefect::DeleteAlwaysTrue => "delete-always-true",
+            MemoryDefect::ReplayAnswersStartedRun => "replay-answers-started-run",
+            MemoryDefect::RefusalCreatesSession => "refusal-creates-session",
+            MemoryDefect::NoArgumentChecks => "no-argument-checks",
+            MemoryDefect::HalfKeyStartsKeyless => "half-key-starts-keyless",
+            MemoryDefect::DeleteInTwoSteps => "delete-in-two-steps",
+            MemoryDefect::StatusCheckThenWrite => "status-check-then-write",
+            MemoryDefect::CommitDecidesOnSnapshot => "commit-decides-on-snapshot",
+            MemoryDefect::KeylessFieldsNull => "keyless-fields-null",
         }
+    }
+
+    /// Does the defect live in the wire answer rather than in the store?
+    pub fn breaks_the_wire(self) -> bool {
+        self == MemoryDefect::KeylessFieldsNull
     }
 
     pub fn parse(name: &str) -> Option<MemoryDefect> {
@@ -78,18 +173,47 @@ impl MemoryDefect {
     }
 }
 
+/// How many independently locked maps the sessions are spread over.
+pub const SHARDS: usize = 64;
+
 #[derive(Debug, Default)]
 struct Inner {
-    sessions: HashMap<String, SessionState>,
+    sessions: HashMap<String, Box<SessionState>>,
     /// Only with [`MemoryDefect::DeleteKeepsKeys`]: keys of deleted sessions.
     leaked_keys: HashMap<(String, String), RunMetadata>,
+    /// Only with [`MemoryDefect::RefusalAppendsInput`]: inputs of refused
+    /// commits, each with the count of real inputs it follows.
+    ghost_inputs: HashMap<String, Vec<(usize, InputEntry)>>,
+    /// Only with [`MemoryDefect::ReplayAnswersStartedRun`]: runs as started.
+    as_started: HashMap<(String, String), RunMetadata>,
+    /// Only with [`MemoryDefect::DeleteInTwoSteps`]: sessions whose keys a
+    /// half-done delete has freed (their runs still stand).
+    freed_keys: HashSet<String>,
+}
+
+/// The window a racy defect leaves between its two critical sections: long
+/// enough that an operation released together with it lands inside.
+async fn racy_pause() {
+    tokio::task::yield_now().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
 }
 
 /// The in-memory reference store (optionally with one [`MemoryDefect`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemoryStore {
-    inner: Mutex<Inner>,
+    shards: Box<[Mutex<Inner>]>,
+    hasher: std::hash::RandomState,
     defect: Option<MemoryDefect>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: std::hash::RandomState::new(),
+            defect: None,
+        }
+    }
 }
 
 impl MemoryStore {
@@ -100,23 +224,37 @@ impl MemoryStore {
     /// A deliberately broken store (see [`MemoryDefect`]).
     pub fn with_defect(defect: MemoryDefect) -> Self {
         Self {
-            inner: Mutex::default(),
             defect: Some(defect),
+            ..Self::default()
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    /// The shard of `session_id`, locked.
+    fn lock(&self, session_id: &str) -> MutexGuard<'_, Inner> {
+        use std::hash::BuildHasher;
+        let shard = (self.hasher.hash_one(session_id) as usize) % self.shards.len();
         // A panic while holding the lock cannot leave a session half-written
         // (every write is applied after its decision), so poison is benign.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn holder(&self, inner: &Inner, session_id: &str, key: &str) -> Option<RunMetadata> {
-        let own = inner
-            .sessions
-            .get(session_id)
-            .and_then(|s| s.run_by_request_key(key))
-            .cloned();
+        if inner.freed_keys.contains(session_id) {
+            return None;
+        }
+        let own = inner.sessions.get(session_id).and_then(|s| {
+            if self.defect == Some(MemoryDefect::KeysCaseInsensitive) {
+                s.runs()
+                    .find(|r| {
+                        r.request_key
+                            .as_deref()
+                            .is_some_and(|k| k.eq_ignore_ascii_case(key))
+                    })
+                    .cloned()
+            } else {
+                s.run_by_request_key(key).cloned()
+            }
+        });
         own.or_else(|| {
             inner
                 .leaked_keys
@@ -132,20 +270,49 @@ impl SessionStateStore for MemoryStore {
         "memory"
     }
 
-    async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+    fn skip_argument_checks(&self) -> bool {
+        matches!(
+            self.defect,
+            Some(MemoryDefect::NoArgumentChecks | MemoryDefect::HalfKeyStartsKeyless)
+        )
+    }
+
+    async fn commit_run_start(&self, mut start: StartRun) -> Result<CommitResult, StoreError> {
+        if self.defect == Some(MemoryDefect::HalfKeyStartsKeyless)
+            && start.request_key.is_some() != start.request_digest.is_some()
+        {
+            start.request_key = None;
+            start.request_digest = None;
+        }
         let variant = self.defect.map_or(RuleVariant::SPEC, MemoryDefect::variant);
+        if self.defect == Some(MemoryDefect::CommitDecidesOnSnapshot) {
+            let snapshot = self
+                .lock(&start.session_id)
+                .sessions
+                .get(&start.session_id)
+                .cloned()
+                .unwrap_or_default();
+            racy_pause().await;
+            let holder = start
+                .request_key
+                .as_deref()
+                .and_then(|k| snapshot.run_by_request_key(k));
+            let decided = snapshot.decide(&start, holder, variant)?;
+            let mut inner = self.lock(&start.session_id);
+            let session = inner.sessions.entry(start.session_id.clone()).or_default();
+            return Ok(session.apply(&start, decided));
+        }
         let stale_holder = if self.defect == Some(MemoryDefect::HolderReadOutsideCommit) {
             let holder = start
                 .request_key
                 .as_deref()
-                .and_then(|k| self.holder(&self.lock(), &start.session_id, k));
-            tokio::task::yield_now().await;
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                .and_then(|k| self.holder(&self.lock(&start.session_id), &start.session_id, k));
+            racy_pause().await;
             Some(holder)
         } else {
             None
         };
-        let mut inner = self.lock();
+        let mut inner = self.lock(&start.session_id);
         let holder = match stale_holder {
             Some(h) => h,
             None => start
@@ -153,14 +320,78 @@ impl SessionStateStore for MemoryStore {
                 .as_deref()
                 .and_then(|k| self.holder(&inner, &start.session_id, k)),
         };
+        let defect = self.defect;
         let session = inner.sessions.entry(start.session_id.clone()).or_default();
-        let decided = session.decide(&start, holder.as_ref(), variant);
+        if defect == Some(MemoryDefect::StartDigestInputOnly) {
+            let same_input = session.run(&start.run_id).cloned().filter(|_| {
+                session.inputs().iter().any(|e| {
+                    e.run_id == start.run_id
+                        && reqkey_model::canonical_json(&e.input)
+                            == reqkey_model::canonical_json(&start.input)
+                })
+            });
+            if let Some(run) = same_input {
+                return Ok(CommitResult {
+                    outcome: reqkey_model::CommitOutcome::Replayed,
+                    run,
+                });
+            }
+        }
+        let mut decided = session.decide(&start, holder.as_ref(), variant);
+        if let (Some(MemoryDefect::NoCas), Err(StoreError::RunStartRejected(r))) =
+            (defect, &decided)
+        {
+            if r.cause() == "cas_mismatch" {
+                let mut last_writer = start.clone();
+                last_writer.expected_current_run_id =
+                    session.current_run().map(|r| r.run_id.clone());
+                decided = session.decide(&last_writer, holder.as_ref(), variant);
+            }
+        }
         let result = decided.map(|d| session.apply(&start, d));
-        if session.is_empty() {
+        let real_inputs = session.input_count();
+        if session.is_empty() && defect != Some(MemoryDefect::RefusalCreatesSession) {
             // A refused commit does not create the session.
             inner.sessions.remove(&start.session_id);
         }
-        result
+        match (defect, result) {
+            (Some(MemoryDefect::LeakConstraintError), Err(StoreError::RunStartRejected(r)))
+                if r.cause() == "request_key_taken" =>
+            {
+                Err(StoreError::internal(
+                    "UNIQUE constraint failed: runs.session_id, runs.request_key",
+                ))
+            }
+            (Some(MemoryDefect::RefusalAppendsInput), Err(e @ StoreError::RunStartRejected(_))) => {
+                inner
+                    .ghost_inputs
+                    .entry(start.session_id.clone())
+                    .or_default()
+                    .push((
+                        real_inputs,
+                        InputEntry {
+                            run_id: start.run_id.clone(),
+                            input: start.input.clone(),
+                        },
+                    ));
+                Err(e)
+            }
+            (Some(MemoryDefect::ReplayAnswersStartedRun), Ok(mut r)) => {
+                let key = (start.session_id.clone(), r.run.run_id.clone());
+                match r.outcome {
+                    reqkey_model::CommitOutcome::Started => {
+                        inner.as_started.insert(key, r.run.clone());
+                    }
+                    reqkey_model::CommitOutcome::Replayed => {
+                        if let Some(first) = inner.as_started.get(&key) {
+                            r.run = first.clone();
+                        }
+                    }
+                }
+                Ok(r)
+            }
+            (_, result) => result,
+        }
     }
 
     async fn get_run(
@@ -168,26 +399,34 @@ impl SessionStateStore for MemoryStore {
         session_id: &str,
         run_id: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        Ok(self
-            .lock()
+        let own = self
+            .lock(session_id)
             .sessions
             .get(session_id)
             .and_then(|s| s.run(run_id))
-            .cloned())
+            .cloned();
+        if own.is_none() && self.defect == Some(MemoryDefect::GlobalRunIds) {
+            // One shard locked at a time (the session's was released).
+            return Ok(self.shards.iter().find_map(|shard| {
+                let inner = shard.lock().unwrap_or_else(|p| p.into_inner());
+                inner.sessions.values().find_map(|s| s.run(run_id)).cloned()
+            }));
+        }
+        Ok(own)
     }
 
     async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
         Ok(self
-            .lock()
+            .lock(session_id)
             .sessions
             .get(session_id)
-            .and_then(SessionState::current_run)
+            .and_then(|s| s.current_run())
             .cloned())
     }
 
     async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
         Ok(self
-            .lock()
+            .lock(session_id)
             .sessions
             .get(session_id)
             .map(|s| s.runs().cloned().collect())
@@ -199,17 +438,23 @@ impl SessionStateStore for MemoryStore {
         session_id: &str,
         request_key: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        let inner = self.lock();
+        let inner = self.lock(session_id);
         Ok(self.holder(&inner, session_id, request_key))
     }
 
     async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
-        Ok(self
-            .lock()
+        let inner = self.lock(session_id);
+        let mut inputs = inner
             .sessions
             .get(session_id)
-            .map(SessionState::inputs)
-            .unwrap_or_default())
+            .map(|s| s.inputs())
+            .unwrap_or_default();
+        if let Some(ghosts) = inner.ghost_inputs.get(session_id) {
+            for (after, entry) in ghosts.iter().rev() {
+                inputs.insert((*after).min(inputs.len()), entry.clone());
+            }
+        }
+        Ok(inputs)
     }
 
     async fn set_run_status(
@@ -218,17 +463,56 @@ impl SessionStateStore for MemoryStore {
         run_id: &str,
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError> {
-        let mut inner = self.lock();
+        if self.defect == Some(MemoryDefect::StatusCheckThenWrite) {
+            let mut record = self
+                .lock(session_id)
+                .sessions
+                .get(session_id)
+                .cloned()
+                .ok_or_else(|| StoreError::NotFound(format!("no session {session_id}")))?;
+            let run = record.set_run_status(run_id, status)?;
+            racy_pause().await;
+            self.lock(session_id)
+                .sessions
+                .insert(session_id.to_owned(), record);
+            return Ok(run);
+        }
+        let mut inner = self.lock(session_id);
         let session = inner
             .sessions
             .get_mut(session_id)
             .ok_or_else(|| StoreError::NotFound(format!("no session {session_id}")))?;
-        session.set_run_status(run_id, status)
+        let result = session.set_run_status(run_id, status);
+        if self.defect == Some(MemoryDefect::FinishedSameStatusOk)
+            && matches!(result, Err(StoreError::InvalidTransition(_)))
+        {
+            if let Some(run) = session.run(run_id).filter(|r| r.status == status) {
+                return Ok(run.clone());
+            }
+        }
+        result
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
-        let mut inner = self.lock();
+        if self.defect == Some(MemoryDefect::DeleteInTwoSteps) {
+            let existed = {
+                let mut inner = self.lock(session_id);
+                let existed = inner.sessions.contains_key(session_id);
+                if existed {
+                    inner.freed_keys.insert(session_id.to_owned());
+                }
+                existed
+            };
+            racy_pause().await;
+            let mut inner = self.lock(session_id);
+            inner.freed_keys.remove(session_id);
+            inner.sessions.remove(session_id);
+            return Ok(existed);
+        }
+        let mut inner = self.lock(session_id);
         let removed = inner.sessions.remove(session_id);
+        inner.ghost_inputs.remove(session_id);
+        inner.as_started.retain(|(s, _), _| s != session_id);
         if let (Some(session), Some(MemoryDefect::DeleteKeepsKeys)) = (&removed, self.defect) {
             for run in session.runs().filter(|r| r.request_key.is_some()) {
                 let key = run.request_key.clone().unwrap_or_default();
@@ -237,6 +521,27 @@ impl SessionStateStore for MemoryStore {
                     .insert((session_id.to_owned(), key), run.clone());
             }
         }
-        Ok(removed.is_some())
+        Ok(removed.is_some() || self.defect == Some(MemoryDefect::DeleteAlwaysTrue))
+    }
+}
+
+/// The wire answer of [`MemoryDefect::KeylessFieldsNull`]: every
+/// `RunMetadata` in `answer` without a key gets `requestKey` and
+/// `requestDigest` as `null`.
+pub fn keyless_fields_null(answer: &mut serde_json::Value) {
+    use serde_json::Value;
+    match answer {
+        Value::Object(map) => {
+            let is_run = ["sessionId", "runId", "status", "startSequence"]
+                .iter()
+                .all(|k| map.contains_key(*k));
+            if is_run && !map.contains_key("requestKey") {
+                map.insert("requestKey".into(), Value::Null);
+                map.insert("requestDigest".into(), Value::Null);
+            }
+            map.values_mut().for_each(keyless_fields_null);
+        }
+        Value::Array(items) => items.iter_mut().for_each(keyless_fields_null),
+        _ => {}
     }
 }

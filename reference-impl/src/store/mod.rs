@@ -23,6 +23,6 @@ pub use self::open::{open, STORE_HELP};
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
 #[cfg(feature = "redis")]
-pub use self::redis::RedisStore;
+pub use self::redis::{cluster_node_urls, RedisStore};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;

@@ -31,13 +31,28 @@
 //! a compare-and-set script (retried, bounded, if the run changed between).
 //! `deleteSession` is one `DEL` of all five keys, which Redis applies
 //! atomically.
+//!
+//! Redis Cluster (`redis+cluster://HOST:PORT[,HOST:PORT...]`, see
+//! docs/redis-cluster.md): the five keys of a session carry the hash tag
+//! `{sessionId}`, so they hash to one slot and every script above touches
+//! only that slot; the store keeps no global key. A session id is checked
+//! (`[A-Za-z0-9._:-]`, SPEC 1) before any key is built from it, so it cannot
+//! contain a brace that would change the tag. The cluster client routes
+//! each script and command to the master of the session's slot and follows
+//! `MOVED`/`ASK` redirections. It may resend a command whose connection
+//! dropped; for the commit that is safe (a resent commit meets its own run
+//! and answers `replayed` by rule 1, writing nothing), and a status change
+//! resent after it succeeded finds the run already changed and answers as
+//! a second change would.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
 use redis::Script;
-use reqkey_model::rules::{check_status_transition, validate_start_run};
+use reqkey_model::rules::{check_status_transition, validate_session_id, validate_start_run};
 use reqkey_model::{
     canonical_json, start_digest, CommitOutcome, CommitResult, InputEntry, RunMetadata,
     RunStartRejection, RunStatus, StartRun, StoreError,
@@ -54,6 +69,14 @@ const RECONNECT_RETRIES: usize = 3;
 const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(1);
 /// Bound on `setRunStatus`'s compare-and-set retries.
 const MAX_STATUS_ATTEMPTS: usize = 16;
+/// A cluster command is retried (redirections, a dropped node connection)
+/// at most this often, waiting at most `CLUSTER_MAX_RETRY_WAIT_MS` between
+/// tries, and answers within `RESPONSE_TIMEOUT` overall.
+const CLUSTER_RETRIES: u32 = 5;
+const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1_000;
+
+/// The scheme of a Redis Cluster store specification.
+pub const CLUSTER_SCHEME: &str = "redis+cluster://";
 
 /// The run-start commit. KEYS: runs, digests, request-keys, order, inputs.
 /// ARGV: sessionId, runId, startDigest, hasExpected ("1"/"0"),
@@ -120,7 +143,7 @@ end
 return 0
 "#;
 
-/// The keys of one session.
+/// The keys of one session. All five carry the hash tag `{sessionId}`.
 struct Keys {
     request_keys: String,
     runs: String,
@@ -130,6 +153,8 @@ struct Keys {
 }
 
 impl Keys {
+    /// The keys of a session whose id has been checked (SPEC 1's alphabet
+    /// has no brace, so the tag is the whole id).
     fn of(session_id: &str) -> Keys {
         Keys {
             request_keys: format!("session:request-keys:{{{session_id}}}"),
@@ -138,6 +163,13 @@ impl Keys {
             order: format!("reqkey:order:{{{session_id}}}"),
             inputs: format!("reqkey:inputs:{{{session_id}}}"),
         }
+    }
+
+    /// The keys of `session_id`, or `invalid_argument` for an id outside
+    /// SPEC 1 (which could break the hash tag); nothing is touched then.
+    fn checked(session_id: &str) -> Result<Keys, StoreError> {
+        validate_session_id(session_id)?;
+        Ok(Keys::of(session_id))
     }
 
     fn all(&self) -> [&str; 5] {
@@ -151,13 +183,90 @@ impl Keys {
     }
 }
 
-/// The Redis reference store. Cheap to clone (one multiplexed connection,
-/// re-established in the background when Redis drops it: the command that
-/// meets the broken connection answers `internal`, later ones go through
-/// the new connection; nothing is retried blindly).
+/// The connection of a store: to one Redis, or to a Redis Cluster.
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl redis::aio::ConnectionLike for Conn {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// `redis+cluster://[USER[:PASSWORD]@]HOST:PORT[,HOST:PORT...][/]` as the
+/// `redis://` URLs of its seed nodes (the credentials go to every node).
+/// The error names the bad part, never the password.
+pub fn cluster_node_urls(spec: &str) -> Result<Vec<String>, String> {
+    let rest = spec
+        .strip_prefix(CLUSTER_SCHEME)
+        .ok_or_else(|| format!("a cluster URL starts with {CLUSTER_SCHEME}"))?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (userinfo, hosts) = match rest.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, rest),
+    };
+    if hosts.contains(['/', '?', '#']) {
+        return Err(
+            "a cluster URL names only its nodes (HOST:PORT,...): a cluster has one database \
+             and takes no options"
+                .into(),
+        );
+    }
+    hosts
+        .split(',')
+        .map(|node| {
+            let port = node.rsplit_once(':').and_then(|(host, port)| {
+                (!host.is_empty() && !host.contains('@'))
+                    .then(|| port.parse::<u16>().ok())
+                    .flatten()
+            });
+            match (port, userinfo) {
+                (Some(_), Some(userinfo)) => Ok(format!("redis://{userinfo}@{node}")),
+                (Some(_), None) => Ok(format!("redis://{node}")),
+                (None, _) => Err(format!("node `{node}` is not HOST:PORT")),
+            }
+        })
+        .collect()
+}
+
+/// The Redis reference store, on one Redis or on a Redis Cluster. Cheap to
+/// clone. On one Redis it holds one multiplexed connection, re-established
+/// in the background when Redis drops it: the command that meets the broken
+/// connection answers `internal`, later ones go through the new connection;
+/// nothing is retried blindly. On a cluster it holds the cluster client's
+/// connection (one per master), which routes by slot and reconnects by
+/// itself (see the module notes on what it resends).
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: Conn,
     target: String,
     commit: Script,
     by_key: Script,
@@ -183,8 +292,13 @@ fn parse_run(json: &str) -> Result<RunMetadata, StoreError> {
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://HOST:PORT[/DB]`) and checks it answers.
+    /// Connects to `url` and checks it answers: `redis://HOST:PORT[/DB]`
+    /// for one Redis, `redis+cluster://HOST:PORT[,HOST:PORT...]` for a
+    /// Redis Cluster (its seed nodes; the client learns the rest).
     pub async fn connect(url: &str) -> Result<Self, OpenError> {
+        if url.starts_with(CLUSTER_SCHEME) {
+            return Self::connect_cluster(url).await;
+        }
         let target = redact_url(url);
         let backend_err = |message: String| OpenError::Backend {
             backend: "redis",
@@ -211,19 +325,83 @@ impl RedisStore {
         if pong != "PONG" {
             return Err(backend_err(format!("PING answered {pong:?}")));
         }
-        Ok(Self {
+        Ok(Self::with(Conn::Single(conn), target))
+    }
+
+    /// Connects to a Redis Cluster and checks that it serves every slot.
+    async fn connect_cluster(url: &str) -> Result<Self, OpenError> {
+        let target = redact_url(url);
+        let backend_err = |message: String| OpenError::Backend {
+            backend: "redis-cluster",
+            target: target.clone(),
+            message,
+        };
+        let nodes = cluster_node_urls(url).map_err(|e| backend_err(format!("bad URL: {e}")))?;
+        let client = ClusterClient::builder(nodes)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .overall_response_timeout(Some(RESPONSE_TIMEOUT))
+            .retries(CLUSTER_RETRIES)
+            .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
+            .build()
+            .map_err(|e| backend_err(format!("bad URL: {e}")))?;
+        let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_connection())
+            .await
+            .map_err(|_| backend_err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())))?
+            .map_err(|e| backend_err(e.to_string()))?;
+        // A cluster that is not `ok` (a slot without a master) would answer
+        // some sessions and not others; refuse it whole, up front.
+        let info: String = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            redis::cmd("CLUSTER").arg("INFO").query_async(&mut conn),
+        )
+        .await
+        .map_err(|_| backend_err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())))?
+        .map_err(|e| backend_err(e.to_string()))?;
+        if !info.lines().any(|l| l.trim() == "cluster_state:ok") {
+            return Err(backend_err(format!(
+                "the cluster is not ok: {}",
+                info.lines()
+                    .find(|l| l.starts_with("cluster_state:"))
+                    .unwrap_or("no cluster_state in CLUSTER INFO")
+                    .trim()
+            )));
+        }
+        Ok(Self::with(Conn::Cluster(conn), target))
+    }
+
+    fn with(conn: Conn, target: String) -> Self {
+        Self {
             conn,
             target,
             commit: Script::new(COMMIT_LUA),
             by_key: Script::new(BY_KEY_LUA),
             current: Script::new(CURRENT_LUA),
             set_status: Script::new(SET_STATUS_LUA),
-        })
+        }
+    }
+
+    /// Whether this store is on a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
+    }
+
+    /// The names of the keys that hold `session_id` (the module's table),
+    /// for tests and operators that inspect a session by hand.
+    pub fn session_keys(session_id: &str) -> Result<[String; 5], StoreError> {
+        let k = Keys::checked(session_id)?;
+        Ok(k.all().map(str::to_owned))
     }
 
     /// The server's id for this store's connection (`CLIENT ID`), so that
-    /// a test can cut exactly this connection with `CLIENT KILL ID`.
+    /// a test can cut exactly this connection with `CLIENT KILL ID`. One
+    /// Redis only: a cluster store has a connection per master.
     pub async fn connection_id(&self) -> Result<i64, StoreError> {
+        if self.is_cluster() {
+            return Err(StoreError::internal(
+                "a cluster store has one connection per master, not one CLIENT ID",
+            ));
+        }
         redis::cmd("CLIENT")
             .arg("ID")
             .query_async(&mut self.conn.clone())
@@ -235,21 +413,22 @@ impl RedisStore {
     /// (session `{prefix}-{i}`, run `r{j}`, key `k{j}`, digest `d{j}`) with
     /// pipelined multi-field writes: the benchmark's fast seeding path. It
     /// writes the layout a commit would, minus the rule checks, so it must
-    /// only target sessions that do not exist yet.
+    /// only target sessions that do not exist yet. On a cluster a pipeline
+    /// must stay in one slot, so each holds one session.
     pub async fn bulk_seed(
         &self,
         prefix: &str,
         sessions: u64,
         runs_per_session: u64,
     ) -> Result<(), StoreError> {
-        const SESSIONS_PER_PIPELINE: u64 = 20;
+        let per_pipeline: u64 = if self.is_cluster() { 1 } else { 20 };
         let mut conn = self.conn.clone();
         let mut s = 0;
         while s < sessions {
             let mut pipe = redis::pipe();
-            for i in s..(s + SESSIONS_PER_PIPELINE).min(sessions) {
+            for i in s..(s + per_pipeline).min(sessions) {
                 let session_id = format!("{prefix}-{i}");
-                let k = Keys::of(&session_id);
+                let k = Keys::checked(&session_id)?;
                 let (mut runs, mut digests, mut keys) =
                     (redis::cmd("HSET"), redis::cmd("HSET"), redis::cmd("HSET"));
                 let (mut order, mut inputs) = (redis::cmd("RPUSH"), redis::cmd("RPUSH"));
@@ -280,7 +459,7 @@ impl RedisStore {
                 }
             }
             pipe.query_async::<()>(&mut conn).await.map_err(redis_err)?;
-            s += SESSIONS_PER_PIPELINE;
+            s += per_pipeline;
         }
         Ok(())
     }
@@ -288,17 +467,18 @@ impl RedisStore {
     /// Deletes the sessions `{prefix}-0 .. {prefix}-{sessions-1}` that
     /// [`RedisStore::bulk_seed`] wrote.
     pub async fn delete_seeded(&self, prefix: &str, sessions: u64) -> Result<(), StoreError> {
+        let per_pipeline: u64 = if self.is_cluster() { 1 } else { 100 };
         let mut conn = self.conn.clone();
         let mut s = 0;
         while s < sessions {
             let mut pipe = redis::pipe();
-            for i in s..(s + 100).min(sessions) {
+            for i in s..(s + per_pipeline).min(sessions) {
                 pipe.cmd("DEL")
-                    .arg(&Keys::of(&format!("{prefix}-{i}")).all()[..])
+                    .arg(&Keys::checked(&format!("{prefix}-{i}"))?.all()[..])
                     .ignore();
             }
             pipe.query_async::<()>(&mut conn).await.map_err(redis_err)?;
-            s += 100;
+            s += per_pipeline;
         }
         Ok(())
     }
@@ -307,7 +487,10 @@ impl RedisStore {
 #[async_trait]
 impl SessionStateStore for RedisStore {
     fn backend(&self) -> &'static str {
-        "redis"
+        match self.conn {
+            Conn::Single(_) => "redis",
+            Conn::Cluster(_) => "redis-cluster",
+        }
     }
 
     async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
@@ -378,7 +561,7 @@ impl SessionStateStore for RedisStore {
         run_id: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
         let json: Option<String> = redis::cmd("HGET")
-            .arg(Keys::of(session_id).runs)
+            .arg(Keys::checked(session_id)?.runs)
             .arg(run_id)
             .query_async(&mut self.conn.clone())
             .await
@@ -387,7 +570,7 @@ impl SessionStateStore for RedisStore {
     }
 
     async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
-        let k = Keys::of(session_id);
+        let k = Keys::checked(session_id)?;
         let json: Option<String> = self
             .current
             .key(&k.order)
@@ -400,7 +583,7 @@ impl SessionStateStore for RedisStore {
 
     async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
         let values: Vec<String> = redis::cmd("HVALS")
-            .arg(Keys::of(session_id).runs)
+            .arg(Keys::checked(session_id)?.runs)
             .query_async(&mut self.conn.clone())
             .await
             .map_err(redis_err)?;
@@ -417,7 +600,7 @@ impl SessionStateStore for RedisStore {
         session_id: &str,
         request_key: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        let k = Keys::of(session_id);
+        let k = Keys::checked(session_id)?;
         let json: Option<String> = self
             .by_key
             .key(&k.request_keys)
@@ -431,7 +614,7 @@ impl SessionStateStore for RedisStore {
 
     async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
         let entries: Vec<String> = redis::cmd("LRANGE")
-            .arg(Keys::of(session_id).inputs)
+            .arg(Keys::checked(session_id)?.inputs)
             .arg(0)
             .arg(-1)
             .query_async(&mut self.conn.clone())
@@ -452,7 +635,7 @@ impl SessionStateStore for RedisStore {
         run_id: &str,
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError> {
-        let k = Keys::of(session_id);
+        let k = Keys::checked(session_id)?;
         let mut conn = self.conn.clone();
         for _ in 0..MAX_STATUS_ATTEMPTS {
             let old: Option<String> = redis::cmd("HGET")
@@ -488,12 +671,73 @@ impl SessionStateStore for RedisStore {
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
-        let k = Keys::of(session_id);
+        let k = Keys::checked(session_id)?;
         let removed: i64 = redis::cmd("DEL")
             .arg(&k.all()[..])
             .query_async(&mut self.conn.clone())
             .await
             .map_err(redis_err)?;
         Ok(removed > 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_cluster_url_becomes_one_redis_url_per_seed_node() {
+        assert_eq!(
+            cluster_node_urls("redis+cluster://127.0.0.1:7101,127.0.0.1:7102/").unwrap(),
+            ["redis://127.0.0.1:7101", "redis://127.0.0.1:7102"]
+        );
+        assert_eq!(
+            cluster_node_urls("redis+cluster://u:pw@a:1,[::1]:2").unwrap(),
+            ["redis://u:pw@a:1", "redis://u:pw@[::1]:2"]
+        );
+    }
+
+    #[test]
+    fn a_bad_cluster_url_is_refused_without_its_password() {
+        for bad in [
+            "redis+cluster://",
+            "redis+cluster://a:1,",
+            "redis+cluster://a",
+            "redis+cluster://:1",
+            "redis+cluster://a:99999",
+            "redis+cluster://a:1/0",
+            "redis+cluster://a:1?x=y",
+            "redis+cluster://u:secret@a:1,b",
+            "redis://a:1",
+        ] {
+            let e = cluster_node_urls(bad).unwrap_err();
+            assert!(!e.contains("secret"), "{bad}: {e}");
+        }
+    }
+
+    /// Redis hashes the part between the first `{` and the next `}`; every
+    /// key of a session must give the same part, and it must be the id.
+    #[test]
+    fn every_key_of_a_session_carries_the_session_id_as_its_hash_tag() {
+        fn tag(key: &str) -> Option<&str> {
+            let open = key.find('{')?;
+            let close = key[open + 1..].find('}')? + open + 1;
+            (close > open + 1).then(|| &key[open + 1..close])
+        }
+        for id in ["s", "a.b:c-d_9", &"x".repeat(256)] {
+            for key in RedisStore::session_keys(id).unwrap() {
+                assert_eq!(tag(&key), Some(id), "{key}");
+            }
+        }
+        for bad in ["}x", "a{b", "a}b", "", "a b"] {
+            assert!(
+                matches!(
+                    RedisStore::session_keys(bad),
+                    Err(StoreError::InvalidArgument(_))
+                ),
+                "{bad:?}"
+            );
+        }
     }
 }

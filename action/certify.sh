@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Certifies a target with reqkey and leaves certificate.md, junit.xml and
+# results.json in OUT. The action's "Certify" step (action.yml); CI runs it
+# against a store too, so what the action does is tested here.
+#
+#   action/certify.sh --target TARGET [--out DIR] [--start COMMAND]
+#                     [--wait-seconds N] [--scenarios ROOT]
+#
+# --target        what to certify: store+http://HOST:PORT, http://HOST:PORT
+#                 (an agent), memory, postgres://..., ... (`reqkey certify --help`)
+# --out           where the reports go (default reqkey-certification)
+# --start         a shell command that starts the target; it runs in the
+#                 background (its output in OUT/target.log) and is stopped
+#                 afterwards. certify.sh waits for GET /health of an
+#                 http target, at most --wait-seconds (default 60).
+# --scenarios     a scenarios root to judge by (default: the suite built into reqkey)
+#
+# reqkey is $REQKEY if set, else `reqkey` on the PATH. Exit codes are
+# reqkey's: 0 conforms, 1 does not, 2 not judged, which includes: no reqkey
+# binary, a bad argument, a start command that exits or never answers.
+# With $GITHUB_OUTPUT set it writes exit-code, verdict and out there; with
+# $GITHUB_STEP_SUMMARY set it appends the certificate to the job summary.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+
+die2() { echo "action/certify.sh: $*" >&2; exit 2; }
+
+target="" out="reqkey-certification" start="" wait_seconds=60 scenarios=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --target) target="${2-}"; shift 2 || die2 "--target needs a value" ;;
+    --out) out="${2-}"; shift 2 || die2 "--out needs a value" ;;
+    --start) start="${2-}"; shift 2 || die2 "--start needs a value" ;;
+    --wait-seconds) wait_seconds="${2-}"; shift 2 || die2 "--wait-seconds needs a value" ;;
+    --scenarios) scenarios="${2-}"; shift 2 || die2 "--scenarios needs a value" ;;
+    *) die2 "unknown argument: $1" ;;
+  esac
+done
+[ -n "$target" ] || die2 "--target is required (for example store+http://127.0.0.1:7001)"
+[ -n "$out" ] || die2 "--out must not be empty"
+case "$wait_seconds" in ''|*[!0-9]*) die2 "--wait-seconds must be a whole number, not $wait_seconds" ;; esac
+[ -z "$scenarios" ] || [ -d "$scenarios" ] || die2 "no scenarios root at $scenarios"
+
+reqkey="${REQKEY:-reqkey}"
+case "$reqkey" in
+  */*) [ -f "$reqkey" ] && [ -x "$reqkey" ] ;;
+  *) command -v "$reqkey" >/dev/null 2>&1 ;;
+esac || die2 "the reqkey binary is missing: $reqkey is not an executable (install it with \`cargo install --path harness --locked\`, or set REQKEY)"
+
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+
+pid=""
+stop() {
+  if [ -n "$pid" ]; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+}
+trap stop EXIT
+
+if [ -n "$start" ]; then
+  # Its own process group (where setsid exists), so that stopping it stops what it started.
+  if command -v setsid >/dev/null 2>&1; then
+    setsid bash -c "$start" >"$out/target.log" 2>&1 &
+  else
+    bash -c "$start" >"$out/target.log" 2>&1 &
+  fi
+  pid=$!
+  case "$target" in
+    store+http://*|http://*)
+      base="${target#store+}"; base="${base%/}"
+      command -v curl >/dev/null 2>&1 || die2 "curl is needed to wait for $base/health"
+      deadline=$((SECONDS + wait_seconds))
+      until curl -fsS --max-time 2 -o /dev/null "$base/health" 2>/dev/null; do
+        kill -0 "$pid" 2>/dev/null || { cat "$out/target.log" >&2; die2 "the start command exited before $base/health answered"; }
+        [ "$SECONDS" -lt "$deadline" ] || { cat "$out/target.log" >&2; die2 "$base/health did not answer within $wait_seconds s"; }
+        sleep 0.2
+      done
+      ;;
+  esac
+fi
+
+rc=0
+suite_args=()
+[ -z "$scenarios" ] || suite_args=(--scenarios "$scenarios")
+"$reqkey" certify --target "$target" --out "$out" "${suite_args[@]}" --quiet || rc=$?
+
+case "$rc" in
+  0) verdict="conforms" ;;
+  1) verdict="does not conform" ;;
+  *) verdict="not judged" ;;
+esac
+summary="$(tail -n 1 "$out/certificate.md" 2>/dev/null || true)"
+echo "action/certify.sh: $target $verdict (exit $rc)${summary:+: $summary}; reports in $out"
+if [ -n "${GITHUB_OUTPUT:-}" ]; then
+  { echo "exit-code=$rc"; echo "verdict=$verdict"; echo "out=$out"; } >>"$GITHUB_OUTPUT"
+fi
+if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$out/certificate.md" ]; then
+  cat "$out/certificate.md" >>"$GITHUB_STEP_SUMMARY"
+fi
+exit "$rc"

@@ -1,0 +1,107 @@
+//! `reqkey coverage`: the clause x scenario matrix of each level, and exit
+//! 1 when a clause certified at a level has no scenario that can fail on it
+//! (the rule is in `check::coverage` and docs/scenario-format.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use reqkey_model::clauses::{self, Certified, ClauseLevel};
+
+use crate::check::coverage::{self, parse_record, read_record, FalsificationRecord, RECORD_FILE};
+use crate::cmd::common::harness_error;
+use crate::run::suite;
+use crate::target::Level;
+
+/// The falsification record under `root`, or the embedded suite's.
+pub fn suite_record(root: Option<&std::path::Path>) -> Result<FalsificationRecord, String> {
+    match root {
+        Some(root) => read_record(root).map_err(|e| e.to_string()),
+        None => {
+            let text = suite::embedded_file(RECORD_FILE)
+                .ok_or_else(|| format!("the embedded suite has no {RECORD_FILE}"))?;
+            let path = std::path::Path::new(suite::EMBEDDED_SOURCE).join(RECORD_FILE);
+            parse_record(&path, text).map_err(|e| e.to_string())
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CoverageArgs {
+    /// One level only (default: both).
+    #[arg(long, value_parser = ["store", "agent"])]
+    pub level: Option<String>,
+    /// Judge the suite under ROOT (ROOT/store, ROOT/agent and the
+    /// falsification record ROOT/falsification.json) instead of the suite
+    /// embedded in this binary.
+    #[arg(long, value_name = "ROOT")]
+    pub scenarios: Option<PathBuf>,
+    /// Print the matrix as a grid (clause rows, numbered scenario columns).
+    #[arg(long)]
+    pub grid: bool,
+    /// Only list the clauses of spec/SPEC.md and where each is certified.
+    #[arg(long)]
+    pub list: bool,
+}
+
+pub fn coverage_command(args: CoverageArgs) -> ExitCode {
+    let all = match clauses::clauses() {
+        Ok(c) => c,
+        Err(e) => return harness_error(format!("spec/SPEC.md: {e}")),
+    };
+    if args.list {
+        for c in all {
+            let at = match &c.certified {
+                Certified::At(levels) => levels
+                    .iter()
+                    .map(|l| l.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                Certified::Elsewhere(why) => format!("none: {why}"),
+            };
+            println!("{}\tSPEC.md:{}\t{at}", c.id, c.line);
+        }
+        return ExitCode::SUCCESS;
+    }
+    let record = match suite_record(args.scenarios.as_deref()) {
+        Ok(r) => r,
+        Err(e) => return harness_error(e),
+    };
+    let levels: Vec<(Level, ClauseLevel)> = [
+        (Level::Store, ClauseLevel::Store),
+        (Level::Agent, ClauseLevel::Agent),
+    ]
+    .into_iter()
+    .filter(|(l, _)| {
+        args.level
+            .as_deref()
+            .is_none_or(|want| want == l.to_string())
+    })
+    .collect();
+    let mut gaps = 0;
+    for (level, clause_level) in levels {
+        let loaded = match args.scenarios.as_deref() {
+            Some(root) => suite::disk_suite(root, level),
+            None => suite::embedded_suite(level),
+        };
+        let scenarios = match loaded {
+            Ok((_, s)) => s,
+            Err(e) => return harness_error(e),
+        };
+        let cov = match coverage::coverage(clause_level, all, &scenarios, &record) {
+            Ok(c) => c,
+            Err(e) => return harness_error(e),
+        };
+        if args.grid {
+            print!("{}", coverage::render_grid(&cov));
+        }
+        print!("{}", coverage::render(&cov));
+        gaps += cov.total() - cov.covered();
+    }
+    if gaps > 0 {
+        eprintln!("reqkey: {gaps} clause(s) without a scenario that can fail on them");
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}

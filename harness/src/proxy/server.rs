@@ -1,0 +1,506 @@
+//! The proxy's listener: forwards client requests to the upstream
+//! `reqkey-agent/1` server, injects the fault the plan chose for each entry
+//! request, and records every exchange.
+//!
+//! Everything is bounded: the request head and body read times, the body
+//! size (413 past `max_body_bytes`), open connections (a semaphore; a
+//! client over the cap waits, then is closed), every upstream call (a
+//! total timeout, answers read under a size cap), the delay fault, and the
+//! number of requests recorded (`max_requests`: later ones are answered 503
+//! without forwarding and not recorded).
+//!
+//! A fault that closes the connection without an answer does it the way a
+//! crashed or partitioned proxy would: the service returns an error and
+//! hyper closes the socket, so the client sees a reset (after its own
+//! timeout, under `delay`).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt as _, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+
+use super::plan::{Fault, FaultPlan};
+use super::trace::{body_digest, is_tool_result, route_of, Exchange, KeySent, SessionSnapshot};
+
+/// The key header (SPEC 1).
+const KEY_HEADER: &str = "x-helix-request-key";
+
+/// How the proxy runs.
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    /// The upstream's base URL, e.g. `http://127.0.0.1:7070`.
+    pub upstream: String,
+    pub plan: FaultPlan,
+    pub seed: u64,
+    /// How long the `delay` fault holds an answer before closing.
+    pub delay_ms: u64,
+    /// The largest request body forwarded (larger: 413, not forwarded).
+    pub max_body_bytes: usize,
+    /// The largest upstream answer read (larger: the client gets 502).
+    pub max_response_bytes: usize,
+    /// The total time of one upstream call.
+    pub upstream_timeout_ms: u64,
+    /// Open client connections at most.
+    pub max_connections: usize,
+    /// Client requests recorded at most.
+    pub max_requests: u64,
+}
+
+/// Why the proxy closed a connection without an answer (a fault).
+#[derive(Debug, thiserror::Error)]
+#[error("connection closed by the fault {0}")]
+struct Closed(Fault);
+
+/// The exchanges recorded so far; shared by the listener and the command.
+#[derive(Debug)]
+pub struct Recorder {
+    start: Instant,
+    next_index: AtomicU64,
+    next_entry: AtomicU64,
+    /// Requests being handled right now (a `delay` holds one open).
+    in_flight: AtomicU64,
+    exchanges: Mutex<Vec<Exchange>>,
+    /// Notified once `max_requests` client requests were recorded.
+    pub cap_reached: Notify,
+}
+
+impl Recorder {
+    pub fn new() -> Recorder {
+        Recorder {
+            start: Instant::now(),
+            next_index: AtomicU64::new(0),
+            next_entry: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
+            exchanges: Mutex::new(Vec::new()),
+            cap_reached: Notify::new(),
+        }
+    }
+
+    /// Every exchange finished so far, in arrival order.
+    pub fn exchanges(&self) -> Vec<Exchange> {
+        let mut all = match self.exchanges.lock() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        all.sort_by_key(|e| e.index);
+        all
+    }
+
+    /// Requests still being handled.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no request is being handled, at most `timeout_ms`;
+    /// `false` when some still were then.
+    pub async fn settle(&self, timeout_ms: u64) -> bool {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        while self.in_flight() > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        true
+    }
+
+    fn push(&self, e: Exchange) {
+        match self.exchanges.lock() {
+            Ok(mut g) => g.push(e),
+            Err(poisoned) => poisoned.into_inner().push(e),
+        }
+    }
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
+/// Serves the proxy on `listener` until `shutdown` completes; connections
+/// still open then are closed.
+pub async fn serve(
+    listener: TcpListener,
+    config: Arc<ProxyConfig>,
+    recorder: Arc<Recorder>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_millis(config.upstream_timeout_ms))
+        .build()
+        .map_err(std::io::Error::other)?;
+    let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .keep_alive(true);
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        while connections.try_join_next().is_some() {}
+        let Ok((stream, _)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let permit =
+            match tokio::time::timeout(Duration::from_secs(1), slots.clone().acquire_owned()).await
+            {
+                Ok(Ok(p)) => p,
+                _ => continue,
+            };
+        let conn_builder = builder.clone();
+        let (config, recorder, client) = (config.clone(), recorder.clone(), client.clone());
+        connections.spawn(async move {
+            let service = service_fn(move |req| {
+                handle(req, config.clone(), recorder.clone(), client.clone())
+            });
+            let _ = conn_builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            drop(permit);
+        });
+    }
+    connections.shutdown().await;
+    Ok(())
+}
+
+/// Counts a request out of `in_flight` however its handling ends.
+struct InFlight(Arc<Recorder>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn answer(status: StatusCode, code: &str, message: &str) -> Response<Full<Bytes>> {
+    let body = serde_json::json!({"code": code, "message": message}).to_string();
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// One upstream answer, read whole.
+struct Upstream {
+    status: u16,
+    content_type: Option<hyper::header::HeaderValue>,
+    body: Bytes,
+}
+
+async fn forward(
+    client: &reqwest::Client,
+    config: &ProxyConfig,
+    method: &hyper::Method,
+    path: &str,
+    headers: &hyper::HeaderMap,
+    body: &Bytes,
+) -> Result<Upstream, String> {
+    let url = format!("{}{}", config.upstream.trim_end_matches('/'), path);
+    let method = reqwest::Method::from_bytes(method.as_str().as_bytes())
+        .map_err(|e| format!("method: {e}"))?;
+    let mut req = client.request(method, url).body(body.clone());
+    for name in [KEY_HEADER, "content-type", "accept"] {
+        for v in headers.get_all(name) {
+            req = req.header(name, v.as_bytes());
+        }
+    }
+    let mut resp = req.send().await.map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| hyper::header::HeaderValue::from_bytes(v.as_bytes()).ok());
+    let mut buf = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+        if buf.len() + chunk.len() > config.max_response_bytes {
+            return Err(format!(
+                "the answer is over {} bytes",
+                config.max_response_bytes
+            ));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(Upstream {
+        status,
+        content_type,
+        body: Bytes::from(buf),
+    })
+}
+
+/// Reads one client request, then hands it to a task of its own, so that
+/// a client that gives up (closes its connection while the proxy waits on
+/// the server or holds a `delay`) does not cancel the forwarding or lose
+/// the exchange's record.
+async fn handle(
+    req: Request<Incoming>,
+    config: Arc<ProxyConfig>,
+    recorder: Arc<Recorder>,
+    client: reqwest::Client,
+) -> Result<Response<Full<Bytes>>, Closed> {
+    let (parts, body) = req.into_parts();
+    let limited = Limited::new(body, config.max_body_bytes);
+    let body = match tokio::time::timeout(Duration::from_secs(30), limited.collect()).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(e)) => {
+            let too_large = e
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some();
+            let (status, code) = if too_large {
+                (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large")
+            } else {
+                (StatusCode::BAD_REQUEST, "validation_error")
+            };
+            return Ok(answer(
+                status,
+                code,
+                "the proxy could not read the request body",
+            ));
+        }
+        Err(_) => {
+            return Ok(answer(
+                StatusCode::BAD_REQUEST,
+                "validation_error",
+                "the request body did not arrive in time",
+            ))
+        }
+    };
+    let index = recorder.next_index.fetch_add(1, Ordering::SeqCst);
+    if index >= config.max_requests {
+        if index == config.max_requests {
+            recorder.cap_reached.notify_one();
+        }
+        return Ok(answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "proxy_request_cap",
+            "the proxy's --requests cap is reached",
+        ));
+    }
+    recorder.in_flight.fetch_add(1, Ordering::SeqCst);
+    let task = tokio::spawn(async move {
+        let _guard = InFlight(recorder.clone());
+        process(index, parts, body, &config, &recorder, &client).await
+    });
+    match task.await {
+        Ok(result) => result,
+        Err(_) => Ok(answer(
+            StatusCode::BAD_GATEWAY,
+            "proxy_internal",
+            "the proxy's handling of this request stopped",
+        )),
+    }
+}
+
+async fn process(
+    index: u64,
+    parts: hyper::http::request::Parts,
+    body: Bytes,
+    config: &ProxyConfig,
+    recorder: &Recorder,
+    client: &reqwest::Client,
+) -> Result<Response<Full<Bytes>>, Closed> {
+    let at_ms = recorder.start.elapsed().as_millis() as u64;
+    let method = parts.method.clone();
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+    let (session, entry) = route_of(method.as_str(), &path);
+    let key = KeySent::from_header_values(
+        parts
+            .headers
+            .get_all(KEY_HEADER)
+            .iter()
+            .map(|v| v.as_bytes()),
+    );
+    let fault = if entry.is_some() {
+        let n = recorder.next_entry.fetch_add(1, Ordering::SeqCst);
+        config.plan.choose(config.seed, n)
+    } else {
+        Fault::None
+    };
+    let mut ex = Exchange {
+        index,
+        at_ms,
+        method: method.to_string(),
+        path: path.clone(),
+        session,
+        entry,
+        key,
+        body_digest: body_digest(&body),
+        tool_result: entry.is_some() && is_tool_result(&body),
+        fault,
+        forwarded: 0,
+        upstream_statuses: Vec::new(),
+        upstream_error: None,
+        client_status: None,
+    };
+    let result = respond(
+        &mut ex,
+        client,
+        config,
+        &method,
+        &path,
+        &parts.headers,
+        &body,
+    )
+    .await;
+    if let Ok(r) = &result {
+        ex.client_status = Some(r.status().as_u16());
+    }
+    recorder.push(ex);
+    result
+}
+
+/// Applies the fault of `ex` and returns what the client gets (an `Err`
+/// closes its connection unanswered).
+async fn respond(
+    ex: &mut Exchange,
+    client: &reqwest::Client,
+    config: &ProxyConfig,
+    method: &hyper::Method,
+    path: &str,
+    headers: &hyper::HeaderMap,
+    body: &Bytes,
+) -> Result<Response<Full<Bytes>>, Closed> {
+    match ex.fault {
+        Fault::Status502 => {
+            return Ok(answer(
+                StatusCode::BAD_GATEWAY,
+                "proxy_fault",
+                "502 injected by reqkey proxy; the request was not forwarded",
+            ))
+        }
+        Fault::Status503 => {
+            return Ok(answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "proxy_fault",
+                "503 injected by reqkey proxy; the request was not forwarded",
+            ))
+        }
+        _ => {}
+    }
+    let first = forward(client, config, method, path, headers, body).await;
+    ex.forwarded = 1;
+    let first = match first {
+        Ok(up) => {
+            ex.upstream_statuses.push(up.status);
+            up
+        }
+        Err(e) => {
+            ex.upstream_error = Some(e);
+            return Ok(answer(
+                StatusCode::BAD_GATEWAY,
+                "proxy_upstream_error",
+                "the proxy got no whole answer from the server",
+            ));
+        }
+    };
+    match ex.fault {
+        Fault::DropAfterCommit => return Err(Closed(Fault::DropAfterCommit)),
+        Fault::Delay => {
+            tokio::time::sleep(Duration::from_millis(config.delay_ms)).await;
+            return Err(Closed(Fault::Delay));
+        }
+        // A keyless request forwarded twice would run twice by design (SPEC
+        // 5): that says nothing of the client, so it is forwarded once.
+        Fault::Duplicate if !ex.key.is_absent() => {
+            ex.forwarded = 2;
+            match forward(client, config, method, path, headers, body).await {
+                Ok(up) => ex.upstream_statuses.push(up.status),
+                Err(e) => ex.upstream_error = Some(format!("the duplicate: {e}")),
+            }
+        }
+        _ => {}
+    }
+    let mut r = Response::new(Full::new(first.body));
+    *r.status_mut() = StatusCode::from_u16(first.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    if let Some(ct) = first.content_type {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, ct);
+    }
+    Ok(r)
+}
+
+/// Reads `GET /sessions/{id}` of every session in `sessions` straight from
+/// the upstream (not through the proxy, so without faults), each call
+/// bounded by `timeout_ms` and its answer by `max_response_bytes`.
+pub async fn read_snapshots(
+    upstream: &str,
+    sessions: &[String],
+    timeout_ms: u64,
+    max_response_bytes: usize,
+) -> BTreeMap<String, SessionSnapshot> {
+    let client = match reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_millis(timeout_ms))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return sessions
+                .iter()
+                .map(|s| {
+                    let reason = format!("no HTTP client: {e}");
+                    (s.clone(), SessionSnapshot::Unreadable { reason })
+                })
+                .collect()
+        }
+    };
+    let mut out = BTreeMap::new();
+    for session in sessions {
+        let url = format!("{}/sessions/{session}", upstream.trim_end_matches('/'));
+        let snapshot = match read_whole(&client, &url, max_response_bytes).await {
+            Ok((404, _)) => SessionSnapshot::Missing,
+            Ok((200, body)) => match serde_json::from_slice::<serde_json::Value>(&body) {
+                Ok(v) => SessionSnapshot::from_body(&v),
+                Err(e) => SessionSnapshot::Unreadable {
+                    reason: format!("the snapshot is not JSON: {e}"),
+                },
+            },
+            Ok((status, _)) => SessionSnapshot::Unreadable {
+                reason: format!("GET /sessions/{session} answered {status}"),
+            },
+            Err(reason) => SessionSnapshot::Unreadable { reason },
+        };
+        out.insert(session.clone(), snapshot);
+    }
+    out
+}
+
+async fn read_whole(
+    client: &reqwest::Client,
+    url: &str,
+    max_response_bytes: usize,
+) -> Result<(u16, Vec<u8>), String> {
+    let mut resp = client.get(url).send().await.map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let mut buf = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+        if buf.len() + chunk.len() > max_response_bytes {
+            return Err(format!("the answer is over {max_response_bytes} bytes"));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok((status, buf))
+}

@@ -1,0 +1,365 @@
+//! The HTML report: one self-contained page (no network: styles inline, no
+//! scripts, no fonts) for what people would rather look at than read.
+//!
+//! At the top, the verdict (`#verdict`, with a `data-verdict` attribute a
+//! browser test reads), the target, its declared profile and identity, the
+//! suite and the seed. Then the scenarios by level, each with its steps (a
+//! model counterexample is such a step list), its failure (a failing
+//! linearizability check carries the history that broke it), and each race
+//! as a timeline: one lane per trial, each request a bar over real time,
+//! the failing trial marked.
+//!
+//! Rendering is a pure function of the context, the scenarios and the
+//! summary, so it is snapshot-tested like the other formats.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write;
+
+use serde_json::Value;
+
+use crate::report::context::{closing_line, verdict_label, Rendered, ReportContext};
+use crate::run::event::{Event, Reporter, RunSummary, ScenarioResult, TrialTimeline};
+use crate::scenario::{Action, Scenario, Step};
+use crate::target::Level;
+
+/// The most characters of one step's arguments the page shows.
+const MAX_STEP_CHARS: usize = 400;
+/// The width of a timeline's drawing area, in SVG user units.
+const TIMELINE_WIDTH: u64 = 900;
+/// The height of one request's bar, and the gap between lanes.
+const BAR_HEIGHT: u64 = 4;
+const LANE_GAP: u64 = 6;
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}
+
+/// One step as a line: what it does and, briefly, with what.
+fn step_line(step: &Step) -> String {
+    let args = match &step.action {
+        Action::Store { args, .. } => Some(args.clone()),
+        Action::Rpc(v) | Action::Http(v) | Action::WaitRun(v) => Some(v.clone()),
+        _ => None,
+    };
+    let mut line = step.action.label();
+    if let Some(n) = step.copies {
+        line.push_str(&format!(" ×{n}"));
+    }
+    if let Some(a) = args {
+        line.push(' ');
+        line.push_str(&truncate(&a.to_string(), MAX_STEP_CHARS));
+    }
+    if let Some(e) = &step.expect {
+        line.push_str(" → expect ");
+        line.push_str(&truncate(&e.to_string(), MAX_STEP_CHARS));
+    }
+    if step.linearizable {
+        line.push_str(" (linearizable)");
+    }
+    line
+}
+
+fn steps_html(steps: &[Step], out: &mut String) {
+    out.push_str("<ol class=\"steps\">");
+    for step in steps {
+        let _ = write!(out, "<li><code>{}</code>", escape(&step_line(step)));
+        if let Action::Parallel(items) = &step.action {
+            steps_html(items, out);
+        }
+        out.push_str("</li>");
+    }
+    out.push_str("</ol>");
+}
+
+/// A race as an SVG: one lane per trial, one bar per request.
+pub fn timeline_svg(timelines: &[TrialTimeline]) -> String {
+    let span_us = timelines
+        .iter()
+        .flat_map(|t| t.spans.iter().map(|s| s.end_us))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let label_width = 110;
+    let mut y = 0;
+    let mut body = String::new();
+    for t in timelines {
+        let lane_height = (t.spans.len() as u64).max(1) * BAR_HEIGHT;
+        let class = if t.failed { "lane failed" } else { "lane" };
+        let label = if t.failed {
+            format!("trial {} (failed)", t.trial + 1)
+        } else {
+            format!("trial {}", t.trial + 1)
+        };
+        let _ = write!(
+            body,
+            "<g class=\"{class}\" data-trial=\"{}\"><rect class=\"lane-bg\" x=\"0\" y=\"{y}\" width=\"{}\" height=\"{lane_height}\"/><text x=\"2\" y=\"{}\">{}</text>",
+            t.trial + 1,
+            label_width + TIMELINE_WIDTH,
+            y + lane_height.min(10),
+            escape(&label)
+        );
+        for (k, s) in t.spans.iter().enumerate() {
+            let x = label_width + s.start_us * TIMELINE_WIDTH / span_us;
+            let w = ((s.end_us.saturating_sub(s.start_us)) * TIMELINE_WIDTH / span_us).max(1);
+            let _ = write!(
+                body,
+                "<rect class=\"bar\" x=\"{x}\" y=\"{}\" width=\"{w}\" height=\"{}\"><title>{} {}–{} µs</title></rect>",
+                y + k as u64 * BAR_HEIGHT,
+                BAR_HEIGHT - 1,
+                escape(&s.name),
+                s.start_us,
+                s.end_us
+            );
+        }
+        body.push_str("</g>");
+        y += lane_height + LANE_GAP;
+    }
+    format!(
+        "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"100%\" role=\"img\" aria-label=\"race timeline: {} trials over {} µs\">{body}</svg><p class=\"axis\">0 µs … {span_us} µs after each trial's first request</p>",
+        label_width + TIMELINE_WIDTH,
+        y.max(1),
+        timelines.len(),
+        span_us
+    )
+}
+
+fn json_pre(label: &str, v: &Value, out: &mut String) {
+    let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    let _ = write!(
+        out,
+        "<p>{label}</p><pre>{}</pre>",
+        escape(&truncate(&text, 20_000))
+    );
+}
+
+fn scenario_html(r: &ScenarioResult, scenario: Option<&Scenario>, out: &mut String) {
+    let verdict = r.verdict.as_str();
+    let open = if r.verdict.is_green() { "" } else { " open" };
+    let _ = write!(
+        out,
+        "<details class=\"scenario {verdict}\" id=\"{}\" data-verdict=\"{verdict}\"{open}><summary><span class=\"badge {verdict}\">{}</span> <code>{}</code> — {}</summary>",
+        escape(&r.id),
+        escape(verdict_label(r.verdict).trim()),
+        escape(&r.id),
+        escape(&r.summary)
+    );
+    let _ = write!(
+        out,
+        "<p class=\"meta\">{} trials; {} of {} with a parallel group overlapped; tags: {}</p>",
+        r.trials_run,
+        r.trials_overlapped,
+        r.trials_with_groups,
+        escape(&r.tags.join(", "))
+    );
+    if let Some(f) = &r.failure {
+        let reason = r
+            .reason
+            .map_or_else(String::new, |why| format!(" (no verdict: {why})"));
+        let _ = write!(
+            out,
+            "<div class=\"failure\"><p><strong>trial {}, {}</strong>{}: {}</p>",
+            f.trial + 1,
+            escape(&f.step),
+            escape(&reason),
+            escape(&f.message)
+        );
+        if let Some(e) = &f.expected {
+            json_pre("expected", e, out);
+        }
+        if let Some(a) = &f.actual {
+            json_pre("actual", a, out);
+        }
+        if let Some(d) = &f.detail {
+            let _ = write!(out, "<pre class=\"detail\">{}</pre>", escape(d));
+        }
+        out.push_str("</div>");
+    }
+    if !r.timelines.is_empty() {
+        out.push_str("<h4>race timeline</h4>");
+        out.push_str(&timeline_svg(&r.timelines));
+    }
+    if let Some(s) = scenario {
+        out.push_str("<h4>steps</h4>");
+        steps_html(&s.steps, out);
+    }
+    out.push_str("</details>");
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}\
+code,pre{font:12px ui-monospace,monospace}pre{background:#f6f6f6;padding:.5em;overflow:auto;max-height:30em}\
+#verdict{font-size:1.6em;padding:.4em .6em;border-radius:4px;display:inline-block}\
+#verdict.pass{background:#dff3df}#verdict.fail{background:#f9dcdc}#verdict.error{background:#fdf0c8}\
+table.facts td{padding:.1em 1em .1em 0;vertical-align:top}\
+.badge{font:bold 11px ui-monospace,monospace;padding:.1em .4em;border-radius:3px;background:#ddd}\
+.badge.pass,.badge.expected_fail{background:#bfe5bf}.badge.fail,.badge.unexpected_pass{background:#f2b8b8}.badge.error{background:#f7df8f}\
+details.scenario{border-bottom:1px solid #eee;padding:.3em 0}.meta{color:#666;margin:.2em 0}\
+.failure{border-left:3px solid #c33;padding-left:.8em}\
+svg.timeline{background:#fafafa;border:1px solid #eee}svg .bar{fill:#4a7bd0}svg .failed .bar{fill:#c33}\
+svg .lane-bg{fill:transparent}svg .failed .lane-bg{fill:#fde8e8}svg text{font:9px sans-serif;fill:#555}\
+.axis{color:#888;font-size:11px;margin:0}ol.steps{margin:.2em 0}ol.steps code{white-space:pre-wrap;word-break:break-all}";
+
+/// Renders a whole run as one HTML page.
+pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary) -> String {
+    let by_id: BTreeMap<&str, &Scenario> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
+    let code = summary.exit_code();
+    let (class, verdict) = match (code, ctx.is_certification()) {
+        (2, _) => ("error", "NOT JUDGED"),
+        (0, true) => ("pass", "CONFORMS"),
+        (_, true) => ("fail", "DOES NOT CONFORM"),
+        (0, false) => ("pass", "GREEN"),
+        (_, false) => ("fail", "RED"),
+    };
+    let title = if ctx.is_certification() {
+        "reqkey certificate"
+    } else {
+        "reqkey run report (not a certification)"
+    };
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}: {}</title><style>{STYLE}</style></head><body>",
+        escape(&ctx.target)
+    );
+    let _ = write!(
+        out,
+        "<h1>{title}</h1><p id=\"verdict\" class=\"{class}\" data-verdict=\"{class}\" data-exit-code=\"{code}\">{verdict}</p><p id=\"closing-line\">{}</p>",
+        escape(&closing_line(summary))
+    );
+    if let Some(i) = &summary.indefinite {
+        let _ = write!(
+            out,
+            "<p id=\"indefinite\" data-reason=\"{}\">no verdict ({}): {}</p>",
+            escape(i.reason),
+            escape(i.reason),
+            escape(&i.message)
+        );
+    }
+    out.push_str("<table class=\"facts\">");
+    let mut fact = |k: &str, v: String| {
+        let _ = write!(out, "<tr><td>{k}</td><td>{v}</td></tr>");
+    };
+    fact("target", format!("<code>{}</code>", escape(&ctx.target)));
+    if ctx.target_defaulted {
+        fact(
+            "target defaulted",
+            "yes: the built-in default, no --target was given".into(),
+        );
+    }
+    if let Some(h) = &ctx.health {
+        let profile: Vec<String> = ["supportsRequestKey", "concurrentEntry", "protocol"]
+            .iter()
+            .filter_map(|k| h.get(*k).map(|v| format!("{k}: {v}")))
+            .collect();
+        if !profile.is_empty() {
+            fact(
+                "profile",
+                format!(
+                    "<span id=\"profile\">{}</span>",
+                    escape(&profile.join(", "))
+                ),
+            );
+        }
+        fact(
+            "identity",
+            format!("<code>{}</code>", escape(&h.to_string())),
+        );
+    }
+    if let Some(s) = &ctx.suite {
+        fact(
+            "suite",
+            format!(
+                "<code>{}</code>{}, {} files, <code>{}</code>",
+                escape(&s.source),
+                s.version
+                    .as_deref()
+                    .map_or_else(String::new, |v| format!(", version {}", escape(v))),
+                s.files,
+                escape(&s.digest)
+            ),
+        );
+    }
+    fact("reqkey", escape(&ctx.reqkey_version));
+    fact("seed", format!("<code>{}</code>", summary.seed));
+    fact("date", escape(&ctx.date));
+    if !ctx.selection.is_empty() {
+        fact("narrowed by", escape(&ctx.selection.join(" ")));
+    }
+    out.push_str("</table>");
+    for level in [Level::Store, Level::Agent] {
+        let results: Vec<&ScenarioResult> = summary
+            .results
+            .iter()
+            .filter(|r| r.level == level)
+            .collect();
+        if results.is_empty() {
+            continue;
+        }
+        let green = results.iter().filter(|r| r.verdict.is_green()).count();
+        let _ = write!(
+            out,
+            "<h2 id=\"level-{level}\">{level} scenarios: {green} of {} green</h2>",
+            results.len()
+        );
+        for r in results {
+            scenario_html(r, by_id.get(r.id.as_str()).copied(), &mut out);
+        }
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// Writes the HTML page at the end of the run.
+pub struct HtmlReporter<W: Write + Send> {
+    ctx: ReportContext,
+    scenarios: Vec<Scenario>,
+    out: Rendered<W>,
+}
+
+impl<W: Write + Send> std::fmt::Debug for HtmlReporter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HtmlReporter").finish_non_exhaustive()
+    }
+}
+
+impl<W: Write + Send> HtmlReporter<W> {
+    /// `scenarios` are the ones the run was given (for their steps).
+    pub fn new(ctx: ReportContext, scenarios: Vec<Scenario>, out: W) -> Self {
+        Self {
+            ctx,
+            scenarios,
+            out: Rendered::new(out),
+        }
+    }
+}
+
+impl<W: Write + Send> Reporter for HtmlReporter<W> {
+    fn on_event(&mut self, event: &Event) {
+        let (ctx, scenarios) = (&self.ctx, &self.scenarios);
+        self.out
+            .on_event(event, |summary| render(ctx, scenarios, summary));
+    }
+
+    fn finish(&mut self) -> std::io::Result<()> {
+        self.out.finish()
+    }
+}

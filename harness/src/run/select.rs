@@ -1,0 +1,55 @@
+//! Which scenarios apply to a target's profile (SPEC 8).
+//!
+//! A scenario's `requires:` names the profile it needs; the others are not
+//! run and not counted as passed or failed, but every report lists them
+//! with the requirement they need, so a certificate says exactly what was
+//! judged against which profile.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::scenario::Scenario;
+use crate::target::profile::Profile;
+
+/// A scenario that does not apply to the certified profile, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotApplicable {
+    pub id: String,
+    pub file: PathBuf,
+    /// What it requires that the profile lacks (`supportsRequestKey: true`).
+    pub requires: String,
+}
+
+/// Splits `scenarios` into those that apply to `profile` (in order) and
+/// those that do not.
+pub fn by_profile(
+    scenarios: Vec<Scenario>,
+    profile: &Profile,
+) -> (Vec<Scenario>, Vec<NotApplicable>) {
+    let mut apply = Vec::with_capacity(scenarios.len());
+    let mut not = Vec::new();
+    for s in scenarios {
+        match s.requires.unmet(profile) {
+            None => apply.push(s),
+            Some(requires) => not.push(NotApplicable {
+                id: s.id,
+                file: s.file,
+                requires,
+            }),
+        }
+    }
+    (apply, not)
+}
+
+/// One line per distinct requirement: `12 require supportsRequestKey: true`.
+pub fn reasons(not: &[NotApplicable]) -> Vec<String> {
+    let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for n in not {
+        *counts.entry(n.requires.as_str()).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .map(|(why, n)| format!("{n} require {why}"))
+        .collect()
+}

@@ -1,0 +1,240 @@
+//! The HTML report: a snapshot of a page rendered from a fixed run (a
+//! passing scenario, a failing race with its timeline, an unjudged one),
+//! structural checks that hold for any run, and a real headless browser
+//! that loads the page `reqkey certify` writes and reads its verdict from
+//! the rendered DOM (ignored unless `REQKEY_BROWSER` names a Chromium:
+//! `.ci/run` runs it with `--ignored`, and keeps a screenshot).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use reqkey_harness::report::html::{escape, render, timeline_svg};
+use reqkey_harness::report::ReportContext;
+use reqkey_harness::run::event::{
+    Failure, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
+};
+use reqkey_harness::scenario::parse_scenario;
+use reqkey_harness::target::Level;
+
+fn result(id: &str, verdict: Verdict) -> ScenarioResult {
+    ScenarioResult {
+        id: id.into(),
+        file: PathBuf::from(format!("{id}.yaml")),
+        level: Level::Store,
+        tags: vec!["race".into()],
+        summary: format!("what {id} shows <b>"),
+        verdict,
+        trials_run: 2,
+        trials_overlapped: 2,
+        trials_with_groups: 2,
+        max_send_spread_us: None,
+        duration_ms: 5,
+        failure: None,
+        timelines: Vec::new(),
+        reason: None,
+        note: None,
+    }
+}
+
+fn lane(trial: u32, failed: bool, spans: &[(u64, u64)]) -> TrialTimeline {
+    TrialTimeline {
+        trial,
+        failed,
+        spans: spans
+            .iter()
+            .enumerate()
+            .map(|(k, (a, b))| Span {
+                name: format!("c.{k}"),
+                start_us: *a,
+                end_us: *b,
+            })
+            .collect(),
+    }
+}
+
+fn fixed_run() -> (
+    ReportContext,
+    Vec<reqkey_harness::scenario::Scenario>,
+    RunSummary,
+) {
+    let mut ctx = ReportContext::new("certify", "broken-memory:no-key-rule");
+    ctx.date = "2026-12-03T00:00:00Z".into();
+    ctx.reqkey_version = "0.0.0".into();
+    ctx.health = Some(serde_json::json!({"name": "x", "protocol": "reqkey-store/1"}));
+    let ok = result("fixture.ok", Verdict::Pass);
+    let mut race = result("fixture.race", Verdict::Fail);
+    race.timelines = vec![
+        lane(0, false, &[(0, 40), (5, 50)]),
+        lane(1, true, &[(0, 30), (10, 100)]),
+    ];
+    race.failure = Some(Failure {
+        trial: 1,
+        step: "steps[0].parallel[1] commitRunStart".into(),
+        message: "two runs hold one key".into(),
+        expected: Some(serde_json::json!({"error": {"cause": "request_key_taken"}})),
+        actual: Some(serde_json::json!({"ok": {"outcome": "started"}})),
+        detail: Some("history:\n  c.0 |----|\n  c.1   |-------|".into()),
+    });
+    let mut down = result("fixture.down", Verdict::Error);
+    down.reason = Some("timeout");
+    down.failure = Some(Failure {
+        trial: 0,
+        step: "steps[0] getRun".into(),
+        message: "target did not answer within 10 ms".into(),
+        expected: None,
+        actual: None,
+        detail: None,
+    });
+    let scenario = parse_scenario(
+        Path::new("fixture.race.yaml"),
+        "id: fixture.race\nlevel: store\nsummary: s\nsteps:\n  - parallel:\n      - commitRunStart: {startRun: {sessionId: $s}}\n        copies: 2\n    linearizable: true\n",
+    )
+    .unwrap();
+    let summary = RunSummary {
+        target: "broken-memory:no-key-rule".into(),
+        seed: 7,
+        passed: 1,
+        failed: 1,
+        errored: 1,
+        indefinite_scenarios: 0,
+        expected_failures: 0,
+        unexpected_passes: 0,
+        duration_ms: 9,
+        results: vec![ok, race, down],
+        indefinite: None,
+    };
+    (ctx, vec![scenario], summary)
+}
+
+#[test]
+fn a_page_with_a_failing_race_and_an_unjudged_scenario() {
+    let (ctx, scenarios, summary) = fixed_run();
+    let page = render(&ctx, &scenarios, &summary);
+    insta::assert_snapshot!("html_failing_race", page);
+}
+
+#[test]
+fn the_page_is_self_contained_and_escapes_what_it_quotes() {
+    let (ctx, scenarios, summary) = fixed_run();
+    let page = render(&ctx, &scenarios, &summary);
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    for outside in ["<script", "<link", "src=\"http", "url(", "@import"] {
+        assert!(!page.contains(outside), "the page loads {outside}");
+    }
+    assert!(page.contains("what fixture.ok shows &lt;b&gt;"));
+    assert!(!page.contains("shows <b>"));
+    // Unjudged beats failed: exit 2 is the headline.
+    assert!(
+        page.contains("id=\"verdict\" class=\"error\" data-verdict=\"error\" data-exit-code=\"2\"")
+    );
+    assert_eq!(
+        escape("<a href=\"x\">&'"),
+        "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+    );
+}
+
+#[test]
+fn a_timeline_has_a_lane_per_trial_a_bar_per_request_and_marks_the_failing_trial() {
+    let svg = timeline_svg(&[
+        lane(0, false, &[(0, 40), (5, 50)]),
+        lane(1, true, &[(0, 30), (10, 100)]),
+    ]);
+    assert_eq!(svg.matches("<g class=\"lane\"").count(), 1);
+    assert_eq!(svg.matches("<g class=\"lane failed\"").count(), 1);
+    assert_eq!(svg.matches("class=\"bar\"").count(), 4);
+    assert!(svg.contains("trial 2 (failed)"));
+    // The longest request spans 10..100 µs of 100: 90% of the 900-unit width.
+    assert!(svg.contains("x=\"200\""), "{svg}");
+    assert!(svg.contains("width=\"810\""), "{svg}");
+}
+
+/// The Chromium to drive, when this machine has one.
+fn browser() -> Option<String> {
+    std::env::var("REQKEY_BROWSER")
+        .ok()
+        .filter(|b| !b.is_empty())
+}
+
+#[test]
+#[ignore = "needs a headless Chromium: REQKEY_BROWSER=chromium cargo test --test html_report -- --ignored (.ci/run does)"]
+fn a_real_browser_renders_the_certificate_page_with_its_verdict_and_race_timeline() {
+    let browser = browser().expect("REQKEY_BROWSER names a Chromium binary");
+    let dir = std::env::temp_dir().join(format!("reqkey-html-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "certify",
+            "--target",
+            "broken-memory:no-key-rule",
+            "--seed",
+            "1",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = dir.join("report.html");
+    let url = format!("file://{}", page.display());
+    let headless = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+    ];
+    let dom = Command::new(&browser)
+        .args(headless)
+        .args(["--virtual-time-budget=2000", "--dump-dom", &url])
+        .output()
+        .expect("the browser starts");
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    assert!(
+        dom.contains("data-verdict=\"fail\""),
+        "rendered DOM: {}",
+        &dom[..dom.len().min(2000)]
+    );
+    assert!(dom.contains("DOES NOT CONFORM"));
+    assert!(
+        dom.contains("<svg class=\"timeline\""),
+        "no race timeline in the DOM"
+    );
+    assert!(
+        dom.contains("lane failed"),
+        "the failing trial is not marked"
+    );
+    // Keep a screenshot as a CI artifact.
+    let artifacts = std::env::var("REQKEY_ARTIFACTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| Path::new(env!("CARGO_TARGET_TMPDIR")).join("artifacts"));
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let shot = artifacts.join("report.png");
+    let _ = std::fs::remove_file(&shot);
+    let status = Command::new(&browser)
+        .args(headless)
+        .arg("--window-size=1280,1600")
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "screenshot of {} bytes",
+        png.len()
+    );
+    eprintln!("screenshot: {}", shot.display());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

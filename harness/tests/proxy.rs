@@ -1,0 +1,346 @@
+//! `reqkey proxy` end to end against the reference agent server in
+//! process: a small Rust-scripted chat client (correct, and the three
+//! broken twins of the TypeScript reference client) drives a conversation
+//! through the proxy under a fault plan that fails well over a third of
+//! the answers; the client verdict (SPEC 9) must be green for the correct
+//! client and name the broken clause for each twin, and the same seed must
+//! replay the same faults. The TypeScript client itself is certified by
+//! `clients/typescript/check.sh` (run by CI).
+//!
+//! Deterministic: the client is sequential, so the `n`-th entry request,
+//! and so its fault, is the same on every run with one seed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{reqkey, text};
+use reqkey_harness::check::client::{judge, ClientEnd, ClientVerdict};
+use reqkey_harness::proxy::plan::{Fault, FaultPlan};
+use reqkey_harness::proxy::server::{read_snapshots, serve, ProxyConfig, Recorder};
+use reqkey_harness::proxy::trace::Exchange;
+use reqkey_harness::target::reference_agent::spawn_reference_agent;
+use reqkey_harness::target::TargetOptions;
+
+const PLAN: &str = "drop-after-commit=0.35,delay=0.05,502=0.05,503=0.05,duplicate=0.1";
+const DELAY_MS: u64 = 1_500;
+const CLIENT_TIMEOUT_MS: u64 = 1_000;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    Correct,
+    NewKeyPerRetry,
+    SameKeyForTwoMessages,
+    NoKeyOnRetry,
+}
+
+struct Client {
+    base: String,
+    session: String,
+    mode: Mode,
+    http: reqwest::Client,
+    minted: u32,
+    sends: u32,
+    last_send_key: Option<String>,
+    failed_actions: u32,
+}
+
+impl Client {
+    fn fresh_key(&mut self) -> String {
+        self.minted += 1;
+        format!("k-{}-{}", self.session, self.minted)
+    }
+
+    fn key_for_send(&mut self) -> String {
+        self.sends += 1;
+        if self.mode == Mode::SameKeyForTwoMessages && self.sends % 2 == 0 {
+            if let Some(k) = &self.last_send_key {
+                return k.clone();
+            }
+        }
+        let k = self.fresh_key();
+        self.last_send_key = Some(k.clone());
+        k
+    }
+
+    /// One user action: the request re-sent after every failure (an error,
+    /// a timeout, 502/503/504); its 2xx body, or `None`.
+    async fn action(&mut self, route: &str, body: &str, key: String) -> Option<String> {
+        let url = format!("{}/sessions/{}/{route}", self.base, self.session);
+        for attempt in 1..=12u32 {
+            let k = match (attempt, self.mode) {
+                (1, _) => Some(key.clone()),
+                (_, Mode::NewKeyPerRetry) => Some(self.fresh_key()),
+                (_, Mode::NoKeyOnRetry) => None,
+                _ => Some(key.clone()),
+            };
+            let mut req = self
+                .http
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(body.to_owned());
+            if let Some(k) = k {
+                req = req.header("x-helix-request-key", k);
+            }
+            let Ok(resp) = req.send().await else { continue };
+            let status = resp.status().as_u16();
+            let Ok(text) = resp.text().await else {
+                continue;
+            };
+            if matches!(status, 502..=504) {
+                continue;
+            }
+            if (200..300).contains(&status) {
+                return Some(text);
+            }
+            break;
+        }
+        self.failed_actions += 1;
+        None
+    }
+
+    async fn send(&mut self, text: &str) {
+        let key = self.key_for_send();
+        let body = serde_json::json!({"messages": [{"role": "user", "content": text}]});
+        self.action("chat", &body.to_string(), key).await;
+    }
+
+    async fn regenerate(&mut self) {
+        let key = self.fresh_key();
+        let Some(answer) = self.action("retry", "{}", key).await else {
+            return;
+        };
+        let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        let run = v["runId"].as_str().unwrap().to_owned();
+        let url = format!(
+            "{}/sessions/{}/runs/{run}?waitMs=2000",
+            self.base, self.session
+        );
+        for _ in 0..5 {
+            if let Ok(r) = self
+                .http
+                .get(&url)
+                .timeout(Duration::from_secs(3))
+                .send()
+                .await
+            {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+struct Outcome {
+    verdict: ClientVerdict,
+    exchanges: Vec<Exchange>,
+}
+
+async fn converse(mode: Mode, seed: u64, session: &str) -> Outcome {
+    let server = spawn_reference_agent(None, None, &TargetOptions::default())
+        .await
+        .unwrap();
+    let upstream = format!("http://{}", server.addr);
+    let config = Arc::new(ProxyConfig {
+        upstream: upstream.clone(),
+        plan: FaultPlan::parse(PLAN).unwrap(),
+        seed,
+        delay_ms: DELAY_MS,
+        max_body_bytes: 1 << 20,
+        max_response_bytes: 1 << 20,
+        upstream_timeout_ms: 5_000,
+        max_connections: 16,
+        max_requests: 1_000,
+    });
+    let recorder = Arc::new(Recorder::new());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let proxy = tokio::spawn(serve(listener, config, recorder.clone(), async move {
+        let _ = rx.await;
+    }));
+    let mut client = Client {
+        base: format!("http://{addr}"),
+        session: session.to_owned(),
+        mode,
+        http: reqwest::Client::builder()
+            .timeout(Duration::from_millis(CLIENT_TIMEOUT_MS))
+            .build()
+            .unwrap(),
+        minted: 0,
+        sends: 0,
+        last_send_key: None,
+        failed_actions: 0,
+    };
+    client.send("hello").await;
+    client.send("what is a request key?").await;
+    client.regenerate().await;
+    client.send("thanks").await;
+    client.send("one more").await;
+    client.regenerate().await;
+    client.send("bye").await;
+    assert!(
+        recorder.settle(DELAY_MS + 5_000).await,
+        "requests in flight"
+    );
+    let _ = tx.send(());
+    proxy.await.unwrap().unwrap();
+    let exchanges = recorder.exchanges();
+    let snapshots = read_snapshots(&upstream, &[session.to_owned()], 5_000, 1 << 20).await;
+    let end = ClientEnd::Exited {
+        code: i32::from(client.failed_actions > 0),
+    };
+    let verdict = judge(&exchanges, &snapshots, Some(&end));
+    server.stop().await.unwrap();
+    Outcome { verdict, exchanges }
+}
+
+fn failed_rules(v: &ClientVerdict) -> Vec<&'static str> {
+    v.rules.iter().filter(|r| !r.passed).map(|r| r.id).collect()
+}
+
+fn faults(exchanges: &[Exchange]) -> Vec<Fault> {
+    exchanges
+        .iter()
+        .filter(|e| e.entry.is_some())
+        .map(|e| e.fault)
+        .collect()
+}
+
+const SEED: u64 = 20_251_203;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_correct_client_is_green_under_a_plan_that_fails_over_a_third_of_answers() {
+    let o = converse(Mode::Correct, SEED, "proxy-test-correct").await;
+    let v = &o.verdict;
+    assert_eq!(v.exit_code(), 0, "{:#?}", v);
+    assert!(
+        v.stats.failed_answers * 3 >= v.stats.entry_requests,
+        "only {} of {} answers failed",
+        v.stats.failed_answers,
+        v.stats.entry_requests
+    );
+    // Every kind of fault that matters to a client happened at least once
+    // over the plan's seed (drop and a refusal at the least).
+    let seen = faults(&o.exchanges);
+    assert!(seen.contains(&Fault::DropAfterCommit), "{seen:?}");
+    assert!(
+        seen.iter()
+            .any(|f| matches!(f, Fault::Status502 | Fault::Status503)),
+        "{seen:?}"
+    );
+    assert_eq!(v.stats.actions, 7, "{:#?}", v.stats);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_key_on_every_retry_is_caught_by_retry_same_key() {
+    let o = converse(Mode::NewKeyPerRetry, SEED, "proxy-test-new-key").await;
+    let failed = failed_rules(&o.verdict);
+    assert!(
+        failed.contains(&"client.retry.same-key"),
+        "{:#?}",
+        o.verdict
+    );
+    // The harm end to end: a dropped answer re-sent with a new key ran twice.
+    assert!(
+        failed.contains(&"client.e2e.one-run-per-action"),
+        "{failed:?}"
+    );
+    assert_eq!(o.verdict.exit_code(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_key_for_two_messages_is_caught_by_fresh_key() {
+    let o = converse(Mode::SameKeyForTwoMessages, SEED, "proxy-test-same-key").await;
+    let failed = failed_rules(&o.verdict);
+    assert!(
+        failed.contains(&"client.action.fresh-key"),
+        "{:#?}",
+        o.verdict
+    );
+    assert!(!failed.contains(&"client.retry.same-key"), "{failed:?}");
+    assert_eq!(o.verdict.exit_code(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_on_retry_is_caught_by_entry_keyed() {
+    let o = converse(Mode::NoKeyOnRetry, SEED, "proxy-test-no-key").await;
+    let failed = failed_rules(&o.verdict);
+    assert!(failed.contains(&"client.entry.keyed"), "{:#?}", o.verdict);
+    assert!(!failed.contains(&"client.retry.same-key"), "{failed:?}");
+    assert_eq!(o.verdict.exit_code(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_seed_replays_the_same_faults() {
+    let a = converse(Mode::NewKeyPerRetry, 99, "proxy-test-replay-a").await;
+    let b = converse(Mode::NewKeyPerRetry, 99, "proxy-test-replay-b").await;
+    assert_eq!(faults(&a.exchanges), faults(&b.exchanges));
+    assert_eq!(failed_rules(&a.verdict), failed_rules(&b.verdict));
+    let c = converse(Mode::NewKeyPerRetry, 100, "proxy-test-replay-c").await;
+    assert_ne!(faults(&a.exchanges), faults(&c.exchanges));
+}
+
+#[test]
+fn the_binary_refuses_what_it_cannot_judge_with_exit_2() {
+    let o = reqkey(&["proxy", "--target", "memory", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("is a store"), "{}", text(&o));
+    let o = reqkey(&["proxy", "--target", "reference-agent", "--plan", "boom=0.5"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("unknown fault `boom`"), "{}", text(&o));
+    let o = reqkey(&[
+        "proxy",
+        "--target",
+        "reference-agent:no-request-keys",
+        "--",
+        "true",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("does not record request keys"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_client_that_sends_nothing_gets_no_verdict_and_the_reports_say_so() {
+    let dir = std::env::temp_dir().join(format!("reqkey-proxy-{}", std::process::id()));
+    let (json, junit) = (dir.join("client.json"), dir.join("junit.xml"));
+    let o = reqkey(&[
+        "proxy",
+        "--target",
+        "reference-agent",
+        "--seed",
+        "5",
+        "--json",
+        json.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("seed: 5 (replay the fault plan: reqkey proxy --target reference-agent"),
+        "{out}"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["schema"], "reqkey-client-results/1");
+    assert_eq!(doc["exit_code"], 2);
+    assert_eq!(doc["seed"], 5);
+    assert!(doc["indefinite"]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("no entry request"));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("reqkey.no-verdict"), "{xml}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,316 @@
+//! The limits of the reference servers' accept loop (issue 15, F5), over
+//! raw TCP on loopback: a flood of idle connections beyond the cap does not
+//! starve a fresh client, the cap bounds open connections, a stalled
+//! request head and an idle keep-alive connection are closed after the
+//! header read timeout, and a stalled body is answered after the body read
+//! timeout. Every wait is bounded.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqkey_reference::agent::{serve_with_limits as serve_agent, Executor, ExecutorConfig};
+use reqkey_reference::http_serve::ServerLimits;
+use reqkey_reference::store::MemoryStore;
+use reqkey_reference::store_server::serve_with_limits as serve_store;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+/// A bound no correct answer comes near.
+const PROMPT: Duration = Duration::from_secs(2);
+
+struct Running {
+    addr: SocketAddr,
+    _stop: oneshot::Sender<()>,
+}
+
+async fn store_server(limits: ServerLimits) -> Running {
+    let listener = reqkey_reference::http_serve::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(serve_store(
+        Arc::new(MemoryStore::new()),
+        listener,
+        limits,
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    Running { addr, _stop: stop }
+}
+
+async fn agent_server(limits: ServerLimits) -> Running {
+    let listener = reqkey_reference::http_serve::bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let ex = Executor::new(Arc::new(MemoryStore::new()), ExecutorConfig::default());
+    tokio::spawn(serve_agent(ex, listener, limits, async {
+        let _ = stopped.await;
+    }));
+    Running { addr, _stop: stop }
+}
+
+/// Reads until the peer closes or `bound` passes; the bytes read and
+/// whether the peer closed.
+async fn read_until_closed(stream: &mut TcpStream, bound: Duration) -> (Vec<u8>, bool) {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (out, true),
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+            Err(_) => return (out, false),
+        }
+    }
+}
+
+/// One `GET /health` on a fresh connection; the status line's code.
+async fn health(addr: SocketAddr) -> Result<u16, String> {
+    let mut s = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .map_err(|e| e.to_string())?;
+    let (bytes, _) = read_until_closed(&mut s, PROMPT).await;
+    let text = String::from_utf8_lossy(&bytes);
+    text.split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("no answer: {text:?}"))
+}
+
+fn limits(max_connections: usize) -> ServerLimits {
+    ServerLimits {
+        max_connections,
+        // Long enough that no idle connection is reaped by a timeout
+        // during the flood tests: only the cap's eviction can save them.
+        header_read_timeout: Duration::from_secs(30),
+        body_read_timeout: Duration::from_secs(30),
+        ..ServerLimits::default()
+    }
+}
+
+/// A connection within PROMPT (a server that stops accepting fills its
+/// backlog, and connects then hang).
+async fn connect(addr: SocketAddr) -> TcpStream {
+    tokio::time::timeout(PROMPT, TcpStream::connect(addr))
+        .await
+        .expect("connected within PROMPT")
+        .unwrap()
+}
+
+async fn flood_then_fresh_client(server: &Running, cap: usize, flood: usize) {
+    let mut idle = Vec::new();
+    for _ in 0..flood {
+        idle.push(connect(server.addr).await);
+    }
+    let started = Instant::now();
+    let status = tokio::time::timeout(PROMPT, health(server.addr)).await;
+    assert_eq!(
+        status,
+        Ok(Ok(200)),
+        "a fresh client after {flood} idle connections (cap {cap})"
+    );
+    assert!(started.elapsed() < PROMPT);
+    // The cap held: all but at most `cap` idle connections were closed.
+    let mut closed = 0;
+    for s in &mut idle {
+        if read_until_closed(s, Duration::from_millis(20)).await.1 {
+            closed += 1;
+        }
+    }
+    assert!(
+        closed >= flood - cap,
+        "only {closed} of {flood} idle connections were closed under a cap of {cap}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_server_serves_a_fresh_client_through_a_flood_of_idle_connections() {
+    let server = store_server(limits(16)).await;
+    flood_then_fresh_client(&server, 16, 80).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_server_serves_a_fresh_client_through_a_flood_of_idle_connections() {
+    let server = agent_server(limits(16)).await;
+    flood_then_fresh_client(&server, 16, 80).await;
+}
+
+/// Reads until `needle` has arrived (or `bound` passes); what was read.
+async fn read_until(stream: &mut TcpStream, needle: &str, bound: Duration) -> String {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + bound;
+    while !String::from_utf8_lossy(&out).contains(needle) {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => out.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_connection_is_never_evicted_for_an_idle_flood() {
+    let server = agent_server(limits(4)).await;
+    // A keep-alive connection streaming a chat run for 500 ms: busy.
+    let mut busy = connect(server.addr).await;
+    let body = r#"{"messages":[{"role":"user","content":"[sleep:500]"}]}"#;
+    busy.write_all(
+        format!(
+            "POST /sessions/busy-1/chat HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let head = read_until(&mut busy, "event: run-start", PROMPT).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    // The oldest connection is the busy one; eviction must pass it over.
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        idle.push(connect(server.addr).await);
+    }
+    assert_eq!(
+        tokio::time::timeout(PROMPT, health(server.addr)).await,
+        Ok(Ok(200))
+    );
+    // The stream runs to its end, and the connection stays usable: an
+    // evicted one would be closed once its response was done.
+    let rest = read_until(&mut busy, "\r\n0\r\n\r\n", PROMPT).await;
+    assert!(rest.contains("event: finish"), "{rest}");
+    assert!(rest.contains("completed"), "{rest}");
+    busy.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let again = read_until(&mut busy, "reqkey-agent/1", PROMPT).await;
+    assert!(
+        again.starts_with("HTTP/1.1 200"),
+        "the busy connection was closed: {again:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_request_head_is_closed_after_the_header_read_timeout() {
+    let server = store_server(ServerLimits {
+        header_read_timeout: Duration::from_millis(300),
+        ..ServerLimits::default()
+    })
+    .await;
+    let mut s = connect(server.addr).await;
+    s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let (_, closed) = read_until_closed(&mut s, PROMPT).await;
+    assert!(closed, "a stalled head kept its connection for {PROMPT:?}");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    // A connection that never sends a byte is closed too.
+    let mut silent = connect(server.addr).await;
+    assert!(read_until_closed(&mut silent, PROMPT).await.1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed_after_the_header_read_timeout() {
+    let server = agent_server(ServerLimits {
+        header_read_timeout: Duration::from_millis(300),
+        ..ServerLimits::default()
+    })
+    .await;
+    let mut s = connect(server.addr).await;
+    s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let (bytes, closed) = read_until_closed(&mut s, PROMPT).await;
+    assert!(String::from_utf8_lossy(&bytes).starts_with("HTTP/1.1 200"));
+    assert!(closed, "an idle keep-alive connection stayed open");
+}
+
+async fn stalled_body(addr: SocketAddr, path: &str) -> (String, Duration) {
+    let mut s = connect(addr).await;
+    s.write_all(
+        format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{\"op\": \"li"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let (bytes, _) = read_until_closed(&mut s, Duration::from_secs(3)).await;
+    (
+        String::from_utf8_lossy(&bytes).into_owned(),
+        started.elapsed(),
+    )
+}
+
+fn json_of(answer: &str) -> Value {
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    serde_json::from_str(body).unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_is_answered_after_the_body_read_timeout() {
+    let short = ServerLimits {
+        body_read_timeout: Duration::from_millis(300),
+        ..ServerLimits::default()
+    };
+    let store = store_server(short).await;
+    let (answer, took) = stalled_body(store.addr, "/rpc").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(
+        json_of(&answer)["error"]["kind"],
+        "invalid_argument",
+        "{answer}"
+    );
+    assert!(
+        took >= Duration::from_millis(250) && took < PROMPT,
+        "{took:?}"
+    );
+
+    let agent = agent_server(short).await;
+    let (answer, took) = stalled_body(agent.addr, "/sessions/s-1/start").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(json_of(&answer)["code"], "validation_error", "{answer}");
+    assert!(
+        took >= Duration::from_millis(250) && took < PROMPT,
+        "{took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_stream_outlives_the_header_read_timeout() {
+    // The head timer runs only while a head is awaited, never while a
+    // response streams: a chat stream longer than it ends normally.
+    let server = agent_server(ServerLimits {
+        header_read_timeout: Duration::from_millis(200),
+        ..ServerLimits::default()
+    })
+    .await;
+    let mut s = connect(server.addr).await;
+    let body = r#"{"messages":[{"role":"user","content":"[sleep:800]"}]}"#;
+    s.write_all(
+        format!(
+            "POST /sessions/stream-1/chat HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let (bytes, _) = read_until_closed(&mut s, Duration::from_secs(3)).await;
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("event: finish"), "{text}");
+    assert!(text.contains("completed"), "{text}");
+}
