@@ -133,7 +133,8 @@ struct FailureDoc<'a> {
     expected: Option<&'a Value>,
     actual: Option<&'a Value>,
     detail: Option<&'a str>,
-    /// The typed reason a scenario could not be judged (errors only).
+    /// The typed reason a scenario could not be judged (errors and
+    /// indefinite races only).
     reason: Option<&'a str>,
 }
 

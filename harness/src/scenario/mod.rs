@@ -1016,16 +1016,16 @@ mod tests {
     #[test]
     fn a_clause_of_another_level_or_listed_twice_is_refused() {
         let e = err(
-            "id: t\nlevel: store\nchecks: [agent.route.start]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+            "id: t\nlevel: store\nchecks: [agent.route.start]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n    expect: any\n",
         );
         assert!(e.contains("not certified at the store level"), "{e}");
         let e = err(
-            "id: t\nlevel: store\nchecks: [store.commit.cas, store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+            "id: t\nlevel: store\nchecks: [store.commit.cas, store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n    expect: any\n",
         );
         assert!(e.contains("listed twice"), "{e}");
         let ok = parse_scenario(
             Path::new("x.yaml"),
-            "id: t\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+            "id: t\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n    expect: any\n",
         )
         .unwrap();
         assert_eq!(ok.checks, vec![ClauseRef("store.commit.cas".into())]);
@@ -1158,10 +1158,10 @@ mod tests {
     #[test]
     fn a_second_document_names_where_it_starts() {
         let e = err(&format!(
-            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n---\nid: u\n"
+            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n    expect: any\n---\nid: u\n"
         ));
         assert!(
-            e.starts_with("x.yaml:6:1: ") && e.contains("more than one document"),
+            e.starts_with("x.yaml:7:1: ") && e.contains("more than one document"),
             "{e}"
         );
     }
@@ -1169,13 +1169,15 @@ mod tests {
     #[test]
     fn checks_on_the_loaded_scenario_name_the_node_they_are_about() {
         let e = err(&format!(
-            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n    as: a\n  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n      - getRun: {{sessionId: s, runId: r}}\n        as: a\n"
+            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n    as: a\n    expect: any\n  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n        expect: any\n      - getRun: {{sessionId: s, runId: r}}\n        as: a\n        expect: any\n"
         ));
         assert!(
-            e.starts_with("x.yaml:9:9: steps[1]: the answer name `a`"),
+            e.starts_with("x.yaml:11:9: steps[1]: the answer name `a`"),
             "{e}"
         );
-        let e = err("id: t\nlevel: store\nsummary: s\nrepeat: 0\nsteps:\n  - getRun: {}\n");
+        let e = err(
+            "id: t\nlevel: store\nsummary: s\nrepeat: 0\nsteps:\n  - getRun: {}\n    expect: any\n",
+        );
         assert!(e.starts_with("x.yaml:4:9: repeat must be"), "{e}");
         let e = err("id: t\nlevel: store\nsummary: s\nsteps: []\n");
         assert!(e.starts_with("x.yaml:4:8: a scenario needs"), "{e}");
