@@ -42,8 +42,24 @@ def error(kind, message):
     return {"error": {"kind": kind, "message": message}}
 
 
+def _numbers_by_value(value):
+    # SPEC 3 [[digest.numbers]]: a number is its value, not its spelling, so
+    # 1.0 and 1e0 canonicalize as 1 (RFC 8785 prints numbers the ECMAScript
+    # way). Whole floats become ints; other floats keep Python's shortest
+    # round-trip form, which is ECMAScript's for every number the suite uses.
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _numbers_by_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_by_value(v) for v in value]
+    return value
+
+
 def canonical(value):
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        _numbers_by_value(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
 
 
 class Store:

@@ -26,7 +26,7 @@ use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::TargetOptions;
 
 /// Scenarios that need a server which records keys (either policy).
-const KEYED: [&str; 18] = [
+const KEYED: [&str; 19] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -43,6 +43,7 @@ const KEYED: [&str; 18] = [
     "agent.keys-are-case-sensitive",
     "agent.planning-matrix",
     "agent.replay-finished-current",
+    "agent.request-digest-is-canonical",
     "agent.session-isolation",
     "agent.valid-key-boundaries",
 ];

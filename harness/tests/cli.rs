@@ -81,13 +81,13 @@ fn malformed_yaml_exits_2_naming_file_and_line() {
 fn an_unknown_step_kind_exits_2_naming_file_and_line() {
     let file = scratch(
         "unknown",
-        "id: x\nlevel: store\nsummary: s\nsteps:\n  - listRuns: {sessionId: $s}\n  - teleport: {sessionId: $s}\n",
+        "id: x\nlevel: store\nsummary: s\nsteps:\n  - listRuns: {sessionId: $s}\n    expect: any\n  - teleport: {sessionId: $s}\n",
     );
     let o = reqkey(&["run", file.to_str().unwrap()]);
     let out = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}");
     assert!(
-        out.contains("unknown.yaml:6:5: steps[1]: unknown field `teleport`"),
+        out.contains("unknown.yaml:7:5: steps[1]: unknown field `teleport`"),
         "{out}"
     );
 }
@@ -244,12 +244,12 @@ fn coverage_root(name: &str, record: &str) -> PathBuf {
     std::fs::write(root.join("VERSION"), "1\n").unwrap();
     std::fs::write(
         root.join("store/a.yaml"),
-        "id: a\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: $s, runId: r}\n",
+        "id: a\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: $s, runId: r}\n    expect: any\n",
     )
     .unwrap();
     std::fs::write(
         root.join("agent/b.yaml"),
-        "id: b\nlevel: agent\nchecks: [agent.route.health]\nsummary: s\nsteps:\n  - http: {path: /health}\n",
+        "id: b\nlevel: agent\nchecks: [agent.route.health]\nsummary: s\nsteps:\n  - http: {path: /health}\n    expect: any\n",
     )
     .unwrap();
     std::fs::write(root.join("falsification.json"), record).unwrap();
@@ -320,7 +320,7 @@ fn coverage_exits_2_on_a_record_that_names_an_unknown_scenario_or_a_bad_clause()
     let root = coverage_root("clause", r#"{"store": {}, "agent": {}}"#);
     std::fs::write(
         root.join("store/a.yaml"),
-        "id: a\nlevel: store\nchecks: [store.commit.nope]\nsummary: s\nsteps:\n  - getRun: {sessionId: $s, runId: r}\n",
+        "id: a\nlevel: store\nchecks: [store.commit.nope]\nsummary: s\nsteps:\n  - getRun: {sessionId: $s, runId: r}\n    expect: any\n",
     )
     .unwrap();
     let o = reqkey(&["coverage", "--scenarios", root.to_str().unwrap()]);

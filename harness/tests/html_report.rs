@@ -98,6 +98,7 @@ fn fixed_run() -> (
         passed: 1,
         failed: 1,
         errored: 1,
+        indefinite_scenarios: 0,
         expected_failures: 0,
         unexpected_passes: 0,
         duration_ms: 9,

@@ -37,6 +37,10 @@ fn run_names_the_declared_profile_and_what_did_not_apply_in_its_first_lines() {
     let mut lines = stdout.lines();
     assert_eq!(
         lines.next(),
+        Some("reqkey: judging target reference-agent:no-request-keys")
+    );
+    assert_eq!(
+        lines.next(),
         Some("reqkey: profile: supportsRequestKey: false, concurrentEntry: reject (declared by /health)")
     );
     let second = lines.next().unwrap();
@@ -281,9 +285,9 @@ fn a_server_ignoring_keys_on_interrupt_previous_passes_its_profile() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = text(&o);
     assert!(
-        out.starts_with(
-            "reqkey: profile: supportsRequestKey: false, concurrentEntry: interrupt_previous (declared by /health)"
-        ),
+        out.starts_with(&format!(
+            "reqkey: judging target {url}\nreqkey: profile: supportsRequestKey: false, concurrentEntry: interrupt_previous (declared by /health)"
+        )),
         "{out}"
     );
     for id in [

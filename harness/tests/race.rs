@@ -66,9 +66,7 @@ async fn the_race_scenarios_pass_on_memory_and_count_trials_that_overlapped() {
     let summary = runner::run(target, &scenarios, &RunConfig::new(3), &mut []).await;
     for (r, s) in summary.results.iter().zip(&scenarios) {
         assert_eq!(r.verdict, Verdict::Pass, "{r:#?}");
-        assert_eq!(r.trials_run, s.repeat, "{}", r.id);
-        assert_eq!(r.trials_with_groups, s.repeat, "{}", r.id);
-        assert!(r.trials_overlapped <= r.trials_run);
+        assert_trials(r, s.repeat);
     }
     let overlapped: u32 = summary.results.iter().map(|r| r.trials_overlapped).sum();
     assert!(overlapped > 0, "no trial overlapped: {summary:#?}");
@@ -83,10 +81,24 @@ async fn trials_override_the_scenarios_repeat() {
     let mut cfg = RunConfig::new(5);
     cfg.repeat_override = Some(3);
     let summary = runner::run(target, &scenarios, &cfg, &mut []).await;
-    assert!(
-        summary.results.iter().all(|r| r.trials_run == 3),
-        "{summary:#?}"
-    );
+    for r in &summary.results {
+        assert_trials(r, 3);
+    }
+}
+
+/// `asked` trials ran, every one with its race; more only when none of
+/// them overlapped, and then only until one did (at most
+/// EXTRA_TRIALS_FACTOR times as many again).
+fn assert_trials(r: &reqkey_harness::run::event::ScenarioResult, asked: u32) {
+    assert_eq!(r.trials_with_groups, r.trials_run, "{}", r.id);
+    assert!(r.trials_overlapped <= r.trials_run, "{}", r.id);
+    if r.trials_run > asked {
+        let most = asked * (runner::EXTRA_TRIALS_FACTOR + 1);
+        assert!(r.trials_run <= most, "{r:#?}");
+        assert!(r.trials_overlapped <= 1, "{r:#?}");
+    } else {
+        assert_eq!(r.trials_run, asked, "{}", r.id);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -99,6 +111,7 @@ level: store
 summary: t
 steps:
   - commitRunStart: {sessionId: $s, runId: r0, expectedCurrentRunId: null, input: {text: a}, requestKey: k, requestDigest: d}
+    expect: any
   - parallel:
       - copies: 2
         commitRunStart: {sessionId: $s, runId: "r-${i}", expectedCurrentRunId: null, input: {text: a}, requestKey: k, requestDigest: d}
@@ -109,7 +122,16 @@ steps:
         .await
         .unwrap();
     let summary = runner::run(target, &[s], &RunConfig::new(1), &mut []).await;
-    assert_eq!(summary.results[0].verdict, Verdict::Pass, "{summary:#?}");
+    // The history was linearizable: a pass, or indefinite when the two
+    // commits never happened to overlap (the race was not exercised), but
+    // never a failure.
+    assert!(
+        matches!(
+            summary.results[0].verdict,
+            Verdict::Pass | Verdict::Indefinite
+        ),
+        "{summary:#?}"
+    );
 }
 
 fn scenario_block(o: &std::process::Output) -> String {

@@ -52,7 +52,7 @@ fn record_path() -> std::path::PathBuf {
 }
 
 /// The scenario named after each defect's rule: the defect must fail it.
-const NAMED_AFTER: [(&str, &str); 20] = [
+const NAMED_AFTER: [(&str, &str); 21] = [
     ("no-key-rule", "request-key.taken-names-holder"),
     ("key-rule-after-cas", "request-key.key-rule-before-cas"),
     ("no-replay-first", "request-key.replay-before-key-rule"),
@@ -79,6 +79,7 @@ const NAMED_AFTER: [(&str, &str); 20] = [
     ("delete-in-two-steps", "store.race.delete-delete"),
     ("status-check-then-write", "store.race.status-status"),
     ("commit-decides-on-snapshot", "store.keyless-cas-race"),
+    ("keyless-fields-null", "store.keyless-run-exact-on-the-wire"),
 ];
 
 /// The mixed-histories stage races random programs: whether it meets a

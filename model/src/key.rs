@@ -6,8 +6,6 @@
 //! position) and nothing else, which is what keeps the raw value out of
 //! response bodies, headers and logs.
 
-use std::fmt;
-
 /// The HTTP header that carries a request key.
 pub const REQUEST_KEY_HEADER: &str = "X-Helix-Request-Key";
 
@@ -22,15 +20,6 @@ pub struct RequestKey(String);
 impl RequestKey {
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-    pub fn into_string(self) -> String {
-        self.0
-    }
-}
-
-impl fmt::Display for RequestKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 

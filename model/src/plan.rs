@@ -27,27 +27,6 @@ pub enum KeyedEntryPlan {
     AlreadyCompleted { holder_run_id: String },
 }
 
-impl KeyedEntryPlan {
-    /// The 409 code this plan answers, if it refuses.
-    pub fn error_code(&self) -> Option<&'static str> {
-        match self {
-            KeyedEntryPlan::Conflict { .. } => Some(STATE_REQUEST_KEY_CONFLICT),
-            KeyedEntryPlan::AlreadyCompleted { .. } => Some(STATE_REQUEST_ALREADY_COMPLETED),
-            _ => None,
-        }
-    }
-
-    /// The run an attach, a replay or a refusal names.
-    pub fn holder_run_id(&self) -> Option<&str> {
-        match self {
-            KeyedEntryPlan::New => None,
-            KeyedEntryPlan::Attach(r) | KeyedEntryPlan::Replay(r) => Some(&r.run_id),
-            KeyedEntryPlan::Conflict { holder_run_id }
-            | KeyedEntryPlan::AlreadyCompleted { holder_run_id } => Some(holder_run_id),
-        }
-    }
-}
-
 /// The SPEC 5 table, conflict first.
 ///
 /// `holder` is the session's run that holds the key (if any),
@@ -121,8 +100,12 @@ mod tests {
         for status in RunStatus::ALL {
             for current in [Some("h"), Some("later")] {
                 let plan = plan_keyed_entry(Some(&holder(status)), current, "other");
-                assert_eq!(plan.error_code(), Some(STATE_REQUEST_KEY_CONFLICT));
-                assert_eq!(plan.holder_run_id(), Some("h"));
+                assert_eq!(
+                    plan,
+                    KeyedEntryPlan::Conflict {
+                        holder_run_id: "h".into()
+                    }
+                );
             }
         }
     }

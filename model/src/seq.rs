@@ -93,6 +93,8 @@ impl SessionState {
             .collect()
     }
 
+    /// How many inputs the session has logged (a store that keeps inputs
+    /// apart from the session reads it to check its own bookkeeping).
     pub fn input_count(&self) -> usize {
         self.inputs.len()
     }

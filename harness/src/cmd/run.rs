@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::cmd::common::{
-    execute, filter_by_tags, fresh_seed, harness_error, health, not_judged, select_by_profile,
-    with_runtime, Outputs,
+    check_tags_exist, execute, filter_by_tags, fresh_seed, harness_error, health, not_judged,
+    select_by_profile, with_runtime, Outputs,
 };
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
@@ -23,9 +23,11 @@ pub struct RunArgs {
     /// embedded in this binary, of the target's level (`reqkey suite export
     /// DIR` writes it out).
     pub paths: Vec<PathBuf>,
-    /// What to certify (see "Targets" below).
-    #[arg(long, short, default_value = "memory")]
-    pub target: String,
+    /// What to certify (see "Targets" below). Default: `memory`, the
+    /// built-in reference store; the first line of output and every report
+    /// say which target was judged, and that it was the default.
+    #[arg(long, short)]
+    pub target: Option<String>,
     /// Only scenarios with this tag (repeatable: any of them).
     #[arg(long)]
     pub tag: Vec<String>,
@@ -102,6 +104,20 @@ fn is_html(path: &std::path::Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"))
 }
 
+/// `run`'s target when none is given.
+pub const DEFAULT_TARGET: &str = "memory";
+
+/// The first line `run` prints: which target it judges.
+pub fn judging_line(spec: &str, defaulted: bool) -> String {
+    if defaulted {
+        format!(
+            "reqkey: judging target {spec}, the built-in reference store (no --target was given)"
+        )
+    } else {
+        format!("reqkey: judging target {spec}")
+    }
+}
+
 pub fn run_command(args: RunArgs) -> ExitCode {
     with_runtime(|| run_async(args))
 }
@@ -111,7 +127,19 @@ async fn run_async(args: RunArgs) -> ExitCode {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
     };
-    let spec = match TargetSpec::parse(&args.target) {
+    let defaulted = args.target.is_none();
+    let target_spec = args
+        .target
+        .clone()
+        .unwrap_or_else(|| DEFAULT_TARGET.to_owned());
+    println!(
+        "{}",
+        judging_line(
+            &reqkey_reference::store::redact_url(&target_spec),
+            defaulted
+        )
+    );
+    let spec = match TargetSpec::parse(&target_spec) {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
@@ -140,6 +168,9 @@ async fn run_async(args: RunArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
+    if let Err(e) = check_tags_exist(&scenarios, &args.tag, &args.skip_tag) {
+        return harness_error(e);
+    }
     if !args.quiet {
         eprintln!(
             "reqkey: suite: {} ({} files, {}{})",
@@ -152,10 +183,11 @@ async fn run_async(args: RunArgs) -> ExitCode {
                 .map_or_else(String::new, |v| format!(", version {v}"))
         );
     }
-    let mut ctx = ReportContext::new("run", &args.target);
+    let mut ctx = ReportContext::new("run", &target_spec);
+    ctx.target_defaulted = defaulted;
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
-    let target = match spec.open(&args.target, opts).await {
+    let target = match spec.open(&target_spec, opts).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };

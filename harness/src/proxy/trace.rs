@@ -38,7 +38,7 @@ impl KeySent {
         match reqkey_model::key::parse_request_key_header(values.iter().copied()) {
             Ok(None) => KeySent::Absent,
             Ok(Some(k)) => KeySent::Valid {
-                key: k.into_string(),
+                key: k.as_str().to_owned(),
             },
             Err(e) => {
                 let mut h = Sha256::new();

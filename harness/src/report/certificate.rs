@@ -71,7 +71,15 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     };
     let _ = writeln!(md, "{verdict}\n");
     let _ = writeln!(md, "| | |\n|---|---|");
-    let _ = writeln!(md, "| target | `{}` |", ctx.target);
+    if ctx.target_defaulted {
+        let _ = writeln!(
+            md,
+            "| target | `{}`: the built-in default, no `--target` was given |",
+            ctx.target
+        );
+    } else {
+        let _ = writeln!(md, "| target | `{}` |", ctx.target);
+    }
     let _ = writeln!(
         md,
         "| identity (`/health`) | {} |",

@@ -18,8 +18,11 @@ pub struct ReportContext {
     pub command: String,
     /// The version of reqkey that judged.
     pub reqkey_version: String,
-    /// The `--target` specification as given.
+    /// The `--target` specification as given (or the default).
     pub target: String,
+    /// No `--target` was given: `target` is `run`'s built-in default, and
+    /// every report says so.
+    pub target_defaulted: bool,
     /// The target's `/health` answer (`None` if it did not give one).
     pub health: Option<Value>,
     /// The scenarios that ran.
@@ -56,6 +59,7 @@ impl ReportContext {
             command: command.to_owned(),
             reqkey_version: env!("CARGO_PKG_VERSION").to_owned(),
             target: target.to_owned(),
+            target_defaulted: false,
             health: None,
             suite: None,
             selection: Vec::new(),
@@ -64,6 +68,19 @@ impl ReportContext {
             profile: None,
             not_applicable: Vec::new(),
             clause_coverage: None,
+        }
+    }
+
+    /// The target as a report names it: the spec, and when it was not
+    /// asked for, that it is the built-in default.
+    pub fn target_label(&self) -> String {
+        if self.target_defaulted {
+            format!(
+                "{} (the built-in default: no --target was given)",
+                self.target
+            )
+        } else {
+            self.target.clone()
         }
     }
 
@@ -80,7 +97,7 @@ pub fn closing_line(summary: &RunSummary) -> String {
     format!(
         "{} passed, {} failed",
         summary.passed,
-        summary.failed + summary.errored + summary.unexpected_passes
+        summary.failed + summary.errored + summary.indefinite_scenarios + summary.unexpected_passes
     )
 }
 
@@ -94,6 +111,12 @@ pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
         notes.push(format!(
             "{} could not be judged (harness error: exit 2)",
             summary.errored
+        ));
+    }
+    if summary.indefinite_scenarios > 0 {
+        notes.push(format!(
+            "{} indefinite: a race scenario whose trials never overlapped (not a pass: exit 2)",
+            summary.indefinite_scenarios
         ));
     }
     if summary.unexpected_passes > 0 {
@@ -117,6 +140,7 @@ pub fn verdict_label(v: Verdict) -> &'static str {
         Verdict::Pass => "pass",
         Verdict::Fail => "FAIL",
         Verdict::Error => "ERROR",
+        Verdict::Indefinite => "INDEFINITE",
         Verdict::ExpectedFail => "expected failure",
         Verdict::UnexpectedPass => "UNEXPECTED PASS",
     }

@@ -259,6 +259,12 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
         let _ = write!(out, "<tr><td>{k}</td><td>{v}</td></tr>");
     };
     fact("target", format!("<code>{}</code>", escape(&ctx.target)));
+    if ctx.target_defaulted {
+        fact(
+            "target defaulted",
+            "yes: the built-in default, no --target was given".into(),
+        );
+    }
     if let Some(h) = &ctx.health {
         let profile: Vec<String> = ["supportsRequestKey", "concurrentEntry", "protocol"]
             .iter()

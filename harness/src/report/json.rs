@@ -51,6 +51,8 @@ struct IndefiniteDoc<'a> {
 #[derive(Debug, Serialize)]
 struct TargetDoc<'a> {
     spec: &'a str,
+    /// No `--target` was given: the spec is `run`'s built-in default.
+    defaulted: bool,
     health: Option<&'a Value>,
 }
 
@@ -96,6 +98,7 @@ struct Counts {
     passed: usize,
     failed: usize,
     errored: usize,
+    indefinite: usize,
     expected_failures: usize,
     unexpected_passes: usize,
 }
@@ -130,7 +133,8 @@ struct FailureDoc<'a> {
     expected: Option<&'a Value>,
     actual: Option<&'a Value>,
     detail: Option<&'a str>,
-    /// The typed reason a scenario could not be judged (errors only).
+    /// The typed reason a scenario could not be judged (errors and
+    /// indefinite races only).
     reason: Option<&'a str>,
 }
 
@@ -144,6 +148,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         date: &ctx.date,
         target: TargetDoc {
             spec: &ctx.target,
+            defaulted: ctx.target_defaulted,
             health: ctx.health.as_ref(),
         },
         profile: ctx.profile.as_ref().map(|p| ProfileDoc {
@@ -183,6 +188,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             passed: summary.passed,
             failed: summary.failed,
             errored: summary.errored,
+            indefinite: summary.indefinite_scenarios,
             expected_failures: summary.expected_failures,
             unexpected_passes: summary.unexpected_passes,
         },

@@ -20,11 +20,14 @@ use crate::run::event::{Event, Reporter, RunSummary, ScenarioResult, Verdict};
 
 /// Renders a run as JUnit XML.
 pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
-    let mut report = Report::new(format!("reqkey {} {}", ctx.command, ctx.target));
+    let mut report = Report::new(format!("reqkey {} {}", ctx.command, ctx.target_label()));
     report.set_time(Duration::from_millis(summary.duration_ms));
     for r in &summary.results {
         let mut suite = TestSuite::new(r.file.display().to_string());
         suite.add_property(("target", ctx.target.as_str()));
+        if ctx.target_defaulted {
+            suite.add_property(("target_defaulted", "true"));
+        }
         suite.add_property(("seed", summary.seed.to_string().as_str()));
         if let Some(p) = &ctx.profile {
             suite.add_property(("profile", p.describe().as_str()));
@@ -85,7 +88,7 @@ fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> Test
             s.set_description(format!("{}\n{replay}", failure_text(r)));
             s
         }
-        Verdict::Fail | Verdict::Error => {
+        Verdict::Fail | Verdict::Error | Verdict::Indefinite => {
             let kind = if r.verdict == Verdict::Fail {
                 NonSuccessKind::Failure
             } else {

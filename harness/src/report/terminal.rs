@@ -87,6 +87,7 @@ impl<W: Write + Send> TerminalReporter<W> {
             Verdict::Pass => "PASS ",
             Verdict::Fail => "FAIL ",
             Verdict::Error => "ERROR",
+            Verdict::Indefinite => "INDEF",
             Verdict::ExpectedFail => "XFAIL",
             Verdict::UnexpectedPass => "XPASS",
         };

@@ -21,6 +21,10 @@ pub enum Verdict {
     Fail,
     /// The harness could not judge (target unreachable, timeout, bad step).
     Error,
+    /// Every step passed, but the scenario's point was not exercised: its
+    /// parallel groups never overlapped in time in any trial (a race that
+    /// did not race). Not a pass: exit 2, like an error.
+    Indefinite,
     /// Failed, and listed in `--expected-failures`: reported, not red.
     ExpectedFail,
     /// Passed, but listed in `--expected-failures`: the list is stale, so
@@ -35,6 +39,7 @@ impl Verdict {
             Verdict::Pass => "pass",
             Verdict::Fail => "fail",
             Verdict::Error => "error",
+            Verdict::Indefinite => "indefinite",
             Verdict::ExpectedFail => "expected_fail",
             Verdict::UnexpectedPass => "unexpected_pass",
         }
@@ -111,9 +116,11 @@ pub struct ScenarioResult {
     pub verdict: Verdict,
     /// Trials that ran (a failing scenario stops at its first failing trial).
     pub trials_run: u32,
-    /// Trials in which some parallel group's operations overlapped in time.
+    /// Trials in which the lifetimes of two operations of a parallel group
+    /// intersected (one was invoked before the other returned), measured
+    /// around each call to the target.
     pub trials_overlapped: u32,
-    /// Trials that had a parallel group at all.
+    /// Trials that had a parallel group of two or more requests (a race).
     pub trials_with_groups: u32,
     /// The widest spread, over every parallel group of every trial, between
     /// the first and the last send instant of the group, in µs (`None`
@@ -146,6 +153,9 @@ pub struct RunSummary {
     pub passed: usize,
     pub failed: usize,
     pub errored: usize,
+    /// Scenarios that passed every step without exercising their race (no
+    /// trial overlapped): verdict `indefinite`.
+    pub indefinite_scenarios: usize,
     /// Failed as `--expected-failures` said they would (not in `failed`).
     pub expected_failures: usize,
     /// Passed although listed in `--expected-failures` (not in `passed`).
@@ -176,6 +186,7 @@ impl RunSummary {
             passed: 0,
             failed: 0,
             errored: 0,
+            indefinite_scenarios: 0,
             expected_failures: 0,
             unexpected_passes: 0,
             duration_ms: 0,
@@ -190,7 +201,7 @@ impl RunSummary {
     /// scenario failed or an expected failure passed, 2 the harness could
     /// not judge some scenario.
     pub fn exit_code(&self) -> u8 {
-        if self.errored > 0 || self.indefinite.is_some() {
+        if self.errored > 0 || self.indefinite_scenarios > 0 || self.indefinite.is_some() {
             2
         } else if self.failed > 0 || self.unexpected_passes > 0 {
             1

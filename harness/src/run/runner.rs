@@ -156,6 +156,9 @@ struct Trial<'a> {
     max_send_spread_us: Option<u64>,
 }
 
+/// How many times its trial count a race scenario may run more trials
+/// looking for one in which its requests overlap.
+pub const EXTRA_TRIALS_FACTOR: u32 = 5;
 /// The most operations a trial records (a bound, not a limit in practice).
 const MAX_HISTORY_OPS: usize = 100_000;
 /// How far past the barrier the items of a parallel group start, together.
@@ -269,6 +272,7 @@ fn finish(
         passed: count(Verdict::Pass),
         failed: count(Verdict::Fail),
         errored: count(Verdict::Error),
+        indefinite_scenarios: count(Verdict::Indefinite),
         expected_failures: count(Verdict::ExpectedFail),
         unexpected_passes: count(Verdict::UnexpectedPass),
         duration_ms: started.elapsed().as_millis() as u64,
@@ -447,6 +451,9 @@ pub fn shares_no_session(scenario: &Scenario) -> bool {
         match &step.action {
             Action::Store { args, .. } => value_ok(args),
             Action::Rpc(v) | Action::Http(v) | Action::WaitRun(v) => value_ok(v),
+            // Raw text names its sessions inside its JSON (`"${s}"`); text
+            // that is not JSON is taken to name a literal one.
+            Action::Raw(text) => serde_json::from_str::<Value>(text).is_ok_and(|v| value_ok(&v)),
             Action::Parallel(items) => items.iter().all(step_ok),
             Action::ExpectOneOf(_) | Action::SleepMs(_) => true,
             // Its programs use sessions of their own, but it loads the
@@ -509,7 +516,27 @@ async fn run_scenario(
         return result;
     }
     let base_seed = scenario_seed(cfg.seed, &scenario.id);
-    for trial_index in 0..trials {
+    // A race must race: when the scenario's trials all pass without any
+    // overlap, more trials are run (up to EXTRA_TRIALS_FACTOR times as many,
+    // within MAX_REPEAT) until one overlaps; if none does, the verdict is
+    // indefinite. On a busy machine an in-process store answers in
+    // microseconds and the threads of a group rarely meet; extra trials
+    // look for a meeting rather than call the race untested too soon.
+    // The rule is for `parallel` groups: a `mixed_histories` stage reports
+    // how many of its batches overlapped but is not held to it (an
+    // in-process store that answers without yielding runs its batches one
+    // after another, and its programs are still checked).
+    let races = has_race_group(scenario);
+    let most = trials
+        .saturating_mul(EXTRA_TRIALS_FACTOR + 1)
+        .min(crate::scenario::MAX_REPEAT.max(trials));
+    let mut trial_index = 0;
+    while trial_index < most {
+        let wanted_more = trial_index >= trials;
+        if wanted_more && (!races || result.trials_with_groups == 0 || result.trials_overlapped > 0)
+        {
+            break;
+        }
         let mut trial = Trial {
             target,
             cfg,
@@ -557,14 +584,60 @@ async fn run_scenario(
             result.failure = Some(failure);
             break;
         }
+        trial_index += 1;
+    }
+    if let Some(failure) = no_overlap(&result).filter(|_| races) {
+        result.verdict = Verdict::Indefinite;
+        result.reason = Some("no_overlap");
+        result.failure = Some(failure);
     }
     result.duration_ms = started.elapsed().as_millis() as u64;
     result
 }
 
+/// Does the scenario have a `parallel` group of two or more requests (a
+/// race the overlap rule holds it to)?
+fn has_race_group(scenario: &Scenario) -> bool {
+    scenario.steps.iter().any(|step| match &step.action {
+        Action::Parallel(items) => {
+            items
+                .iter()
+                .map(|i| i.copies.unwrap_or(1) as usize)
+                .sum::<usize>()
+                >= 2
+        }
+        _ => false,
+    })
+}
+
+/// A passing scenario with parallel groups in which no trial's requests
+/// ever overlapped did not test a race: it is indefinite, not a pass.
+pub fn no_overlap(result: &ScenarioResult) -> Option<Failure> {
+    (result.verdict == Verdict::Pass
+        && result.trials_with_groups > 0
+        && result.trials_overlapped == 0)
+        .then(|| Failure {
+            trial: 0,
+            step: "parallel".into(),
+            message: format!(
+                "no trial overlapped (0 of {} trials with a parallel group, extra trials \
+                 included): the requests of each group ran one after another at the target, \
+                 so the race was never exercised; this is not a pass (raise --trials or \
+                 --concurrency, run on a less busy machine, or look at what serializes the \
+                 calls)",
+                result.trials_with_groups
+            ),
+            expected: None,
+            actual: None,
+            detail: None,
+        })
+}
+
 /// The wrapper keys of agent-level requests inside the runner.
 const AGENT_HTTP: &str = "http";
 const AGENT_WAIT: &str = "wait_run";
+/// The wrapper key of a `raw:` store request (its text) inside the runner.
+const RAW: &str = "raw";
 
 /// The session id in an agent route (`/sessions/{id}/...`), if any.
 fn session_in_path(path: &str) -> Option<&str> {
@@ -572,6 +645,17 @@ fn session_in_path(path: &str) -> Option<&str> {
     let rest = path.strip_prefix("/sessions/")?;
     let id = rest.split('/').next().unwrap_or(rest);
     (!id.is_empty()).then_some(id)
+}
+
+/// How long an item waits before its request leaves (`http.delay_ms`).
+fn send_delay(request: &Value) -> Duration {
+    Duration::from_millis(
+        request
+            .get(AGENT_HTTP)
+            .and_then(|spec| spec.get("delay_ms"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+    )
 }
 
 /// Builds the wire request of a store step from its (substituted) args.
@@ -593,12 +677,23 @@ async fn call(target: &dyn Target, request: &Value, timeout_ms: u64) -> Result<V
     if let Some(spec) = request.get(AGENT_WAIT) {
         return crate::run::agent_steps::wait_run_step(target, spec, timeout_ms).await;
     }
-    match tokio::time::timeout(
-        Duration::from_millis(timeout_ms),
-        target.store_call(request),
-    )
-    .await
-    {
+    let answer = match request.get(RAW).and_then(Value::as_str) {
+        Some(text) => {
+            tokio::time::timeout(
+                Duration::from_millis(timeout_ms),
+                target.store_call_raw(text),
+            )
+            .await
+        }
+        None => {
+            tokio::time::timeout(
+                Duration::from_millis(timeout_ms),
+                target.store_call(request),
+            )
+            .await
+        }
+    };
+    match answer {
         Ok(answer) => answer,
         Err(_) => Err(TargetError::Timeout { timeout_ms }),
     }
@@ -632,7 +727,11 @@ impl Trial<'_> {
                     programs,
                     in_flight,
                 } => self.mixed_histories(&path, *programs, *in_flight).await?,
-                Action::Store { .. } | Action::Rpc(_) | Action::Http(_) | Action::WaitRun(_) => {
+                Action::Store { .. }
+                | Action::Rpc(_)
+                | Action::Raw(_)
+                | Action::Http(_)
+                | Action::WaitRun(_) => {
                     let request = self.request(step);
                     let invoke_ns = self.clock.now_ns();
                     let answer = call(self.target.as_ref(), &request, self.cfg.call_timeout_ms)
@@ -729,6 +828,13 @@ impl Trial<'_> {
         let request = match &step.action {
             Action::Store { op, args } => store_request(op, self.vars.substitute(args)),
             Action::Rpc(raw) => self.vars.substitute(raw),
+            Action::Raw(text) => {
+                let text = match self.vars.substitute(&Value::String(text.clone())) {
+                    Value::String(t) => t,
+                    other => other.to_string(),
+                };
+                json!({ RAW: text })
+            }
             Action::Http(spec) => json!({ AGENT_HTTP: self.vars.substitute(spec) }),
             Action::WaitRun(spec) => json!({ AGENT_WAIT: self.vars.substitute(spec) }),
             _ => Value::Null,
@@ -747,6 +853,12 @@ impl Trial<'_> {
                 .and_then(session_in_path)
         } else if let Some(spec) = request.get(AGENT_WAIT) {
             spec.get("sessionId").and_then(Value::as_str)
+        } else if let Some(text) = request.get(RAW).and_then(Value::as_str) {
+            // What the text names, if it is JSON at all.
+            if let Ok(parsed) = serde_json::from_str::<Value>(text) {
+                self.note_session(&parsed);
+            }
+            None
         } else {
             let args = &request["args"];
             args.get("sessionId")
@@ -837,11 +949,68 @@ impl Trial<'_> {
                 }));
             }
         }
+        if let Some(text) = &step.expect_raw {
+            self.check_raw(path, text, request, &answer)?;
+        }
         self.bind(path, &step.bind, &answer)?;
         if let Some(name) = &step.name {
             self.answers.insert(name.clone(), answer);
         }
         Ok(())
+    }
+
+    /// `expect_raw`: the answer is exactly the JSON of `text` (after
+    /// `${var}` interpolation). An `http` step's answer is its body.
+    fn check_raw(
+        &mut self,
+        path: &str,
+        text: &str,
+        request: &Value,
+        answer: &Value,
+    ) -> Result<(), Stop> {
+        let failure = |message: String, expected: Option<Value>| {
+            Stop::fail(Failure {
+                trial: 0,
+                step: path.to_owned(),
+                message,
+                expected,
+                actual: Some(json!({"request": request, "answer": answer})),
+                detail: None,
+            })
+        };
+        let text = match self.vars.substitute(&Value::String(text.to_owned())) {
+            Value::String(t) => t,
+            other => other.to_string(),
+        };
+        let expected: Value = serde_json::from_str(&text).map_err(|e| {
+            Stop::harness(Failure {
+                trial: 0,
+                step: path.to_owned(),
+                message: format!("expect_raw is not JSON once its variables are filled in: {e}"),
+                expected: None,
+                actual: None,
+                detail: None,
+            })
+        })?;
+        let actual = if request.get(AGENT_HTTP).is_some() {
+            match answer.get("json") {
+                Some(body) => body,
+                None => {
+                    return Err(failure(
+                        "expect_raw: the body is not JSON".into(),
+                        Some(expected),
+                    ))
+                }
+            }
+        } else {
+            answer
+        };
+        crate::scenario::raw::json_equal(&expected, actual).map_err(|m| {
+            failure(
+                format!("answer is not the expected JSON: {m}"),
+                Some(expected),
+            )
+        })
     }
 
     fn bind(
@@ -928,7 +1097,10 @@ impl Trial<'_> {
                 prepared.push((name, item, request, index));
             }
         }
-        self.had_group = true;
+        // A group of two or more requests is a race: whether they overlapped
+        // is measured and reported (a group of one overlaps nothing by
+        // construction, and claims nothing about races).
+        self.had_group |= prepared.len() >= 2;
         let mut order: Vec<usize> = (0..prepared.len()).collect();
         order.shuffle(&mut self.rng);
         let barrier = Arc::new(Barrier::new(prepared.len()));
@@ -971,7 +1143,9 @@ impl Trial<'_> {
                         while Instant::now() < go {
                             std::hint::spin_loop();
                         }
-                        let invoke = Instant::now();
+                        // A request's lifetime at the target starts when it is
+                        // sent: after its `delay_ms`, if it has one.
+                        let invoke = Instant::now() + send_delay(&request);
                         let answer = call(target.as_ref(), &request, timeout_ms).await;
                         Some((invoke, Instant::now(), answer))
                     });
@@ -1083,9 +1257,14 @@ impl Trial<'_> {
         answer: &Value,
     ) {
         if self.history.len() < MAX_HISTORY_OPS {
+            // A raw request is checked as what it says, when it is JSON.
+            let request = match request.get(RAW).and_then(Value::as_str) {
+                Some(text) => serde_json::from_str(text).unwrap_or_else(|_| request.clone()),
+                None => request.clone(),
+            };
             self.history.push(lin::Operation {
                 client,
-                request: request.clone(),
+                request,
                 invoke_ns,
                 return_ns,
                 answer: Some(answer.clone()),

@@ -10,6 +10,7 @@ pub mod agent_step;
 pub mod limits;
 pub mod locate;
 pub mod pattern;
+pub mod raw;
 pub mod schema;
 pub mod vars;
 
@@ -94,6 +95,29 @@ fn one() -> u32 {
     1
 }
 
+std::thread_local! {
+    /// How many `parallel` groups the step being read is inside: an item
+    /// of a group may be judged by its group; a top-level step must judge
+    /// its own answer. (The loader reads one file on one thread.)
+    static GROUP_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks the items of a group being read; unmarks them even on an error.
+struct InGroup;
+
+impl InGroup {
+    fn enter() -> Self {
+        GROUP_DEPTH.with(|d| d.set(d.get() + 1));
+        InGroup
+    }
+}
+
+impl Drop for InGroup {
+    fn drop(&mut self) {
+        GROUP_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
 /// What a scenario needs of an agent server's profile; an absent field
 /// admits either value.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -170,6 +194,8 @@ pub enum Action {
     Store { op: String, args: Value },
     /// A raw `{op, args}` request, sent verbatim (malformed-request cases).
     Rpc(Value),
+    /// A store request as text, sent byte for byte (`scenario::raw`).
+    Raw(String),
     /// Steps started together behind a barrier.
     Parallel(Vec<Step>),
     /// Alternatives over named answers.
@@ -190,6 +216,7 @@ impl Action {
         match self {
             Action::Store { op, .. } => op.clone(),
             Action::Rpc(v) => format!("rpc {}", v.get("op").and_then(Value::as_str).unwrap_or("?")),
+            Action::Raw(_) => "raw".into(),
             Action::Parallel(items) => format!("parallel ({} items)", items.len()),
             Action::ExpectOneOf(_) => "expect_one_of".into(),
             Action::SleepMs(ms) => format!("sleep_ms {ms}"),
@@ -256,11 +283,35 @@ pub struct Step {
     pub expect_group: Vec<GroupRule>,
     /// Values that must appear nowhere in the answer's body or headers.
     pub expect_not_echoed: Vec<Value>,
+    /// `expect: any`: the step's answer is deliberately not checked (a
+    /// setup step). Without it, an operation with no expectation is a load
+    /// error, so that a scenario cannot pass by checking nothing.
+    pub expect_any: bool,
+    /// `expect_raw: TEXT`: the answer (a store step's wire answer, an
+    /// `http` step's body) must be exactly this JSON: the same keys (an
+    /// absent key is not a `null` one), key order irrelevant, numbers
+    /// compared by value.
+    pub expect_raw: Option<String>,
+}
+
+impl Step {
+    /// Does this step say what its answer must be (or that it need not)?
+    /// `as` counts: a named answer is judged by a later `expect_one_of`
+    /// (the loader checks that one names it).
+    fn has_expectation(&self) -> bool {
+        self.expect.is_some()
+            || self.expect_any
+            || self.expect_raw.is_some()
+            || !self.expect_not_echoed.is_empty()
+            || self.name.is_some()
+            || matches!(self.action, Action::WaitRun(_))
+    }
 }
 
 /// Actions besides the store operations (the schema reads this too).
-pub const OTHER_ACTIONS: [&str; 7] = [
+pub const OTHER_ACTIONS: [&str; 8] = [
     "rpc",
+    "raw",
     "parallel",
     "expect_one_of",
     "sleep_ms",
@@ -270,10 +321,11 @@ pub const OTHER_ACTIONS: [&str; 7] = [
 ];
 
 /// Modifiers: the keys a step may carry besides its one action.
-pub const MODIFIERS: [&str; 7] = [
+pub const MODIFIERS: [&str; 8] = [
     "as",
     "copies",
     "expect",
+    "expect_raw",
     "bind",
     "linearizable",
     "expect_group",
@@ -349,6 +401,8 @@ impl<'de> Visitor<'de> for StepVisitor {
             linearizable: false,
             expect_group: Vec::new(),
             expect_not_echoed: Vec::new(),
+            expect_any: false,
+            expect_raw: None,
         };
         while let Some(key) = map.next_key_seed(StepKey)? {
             let new_action = match key.as_str() {
@@ -367,8 +421,20 @@ impl<'de> Visitor<'de> for StepVisitor {
                     None
                 }
                 "expect" => {
-                    step.expect = Some(map.next_value()?);
+                    match map.next_value::<Value>()? {
+                        Value::String(s) if s == "any" => step.expect_any = true,
+                        pattern => step.expect = Some(pattern),
+                    }
                     None
+                }
+                "expect_raw" => {
+                    let text: String = map.next_value()?;
+                    step.expect_raw = Some(text);
+                    None
+                }
+                "raw" => {
+                    let text: String = map.next_value()?;
+                    Some(Action::Raw(text))
                 }
                 "bind" => {
                     step.bind = map.next_value()?;
@@ -406,7 +472,10 @@ impl<'de> Visitor<'de> for StepVisitor {
                 }
                 "rpc" => Some(Action::Rpc(map.next_value()?)),
                 "parallel" => {
-                    let items: Vec<Step> = map.next_value()?;
+                    let items: Vec<Step> = {
+                        let _in_group = InGroup::enter();
+                        map.next_value()?
+                    };
                     if items.is_empty() {
                         return Err(de::Error::custom("parallel needs at least one step"));
                     }
@@ -499,10 +568,60 @@ impl<'de> Visitor<'de> for StepVisitor {
                 ));
             }
         }
-        if is_group && (step.expect.is_some() || step.name.is_some() || !step.bind.is_empty()) {
+        if is_group
+            && (step.expect.is_some()
+                || step.expect_any
+                || step.expect_raw.is_some()
+                || step.name.is_some()
+                || !step.bind.is_empty())
+        {
             return Err(de::Error::custom(
                 "a parallel step takes expect_group, not expect/as/bind (put those on its items)",
             ));
+        }
+        let top_level = GROUP_DEPTH.with(|d| d.get()) == 0;
+        let is_operation = matches!(
+            action,
+            Action::Store { .. } | Action::Rpc(_) | Action::Raw(_) | Action::Http(_)
+        );
+        if top_level && is_operation {
+            let mut probe = step.clone();
+            probe.action = action.clone();
+            if !probe.has_expectation() {
+                return Err(de::Error::custom(format!(
+                    "the `{}` step has no expectation: add `expect:` (or `expect_raw:`, \
+                     `expect_not_echoed:`), or `expect: any` to say it is not checked on purpose",
+                    action.label()
+                )));
+            }
+        }
+        if let Action::Parallel(items) = &action {
+            let judged = step.linearizable || !step.expect_group.is_empty();
+            if let Some(k) = items.iter().position(|i| !judged && !i.has_expectation()) {
+                return Err(de::Error::custom(format!(
+                    "parallel[{k}] has no expectation and the group has neither expect_group \
+                     nor linearizable: say what the answers must be (or `expect: any` on purpose)"
+                )));
+            }
+        }
+        if step.expect_any && (step.expect_raw.is_some() || !step.expect_not_echoed.is_empty()) {
+            return Err(de::Error::custom(
+                "`expect: any` says the answer is not checked; it cannot go with expect_raw or expect_not_echoed",
+            ));
+        }
+        if let Some(text) = &step.expect_raw {
+            if !matches!(
+                action,
+                Action::Store { .. } | Action::Rpc(_) | Action::Raw(_) | Action::Http(_)
+            ) {
+                return Err(de::Error::custom(
+                    "`expect_raw` belongs on a store, rpc, raw or http step",
+                ));
+            }
+            crate::scenario::raw::check_expectation(text).map_err(de::Error::custom)?;
+        }
+        if let Action::Raw(text) = &action {
+            crate::scenario::raw::check_request(text).map_err(de::Error::custom)?;
         }
         step.action = action;
         Ok(step)
@@ -652,6 +771,10 @@ fn validate(s: &Scenario) -> Result<(), Invalid> {
     }
     let step_at = |i: usize| vec![Seg::Key("steps"), Seg::Index(i)];
     let mut names = BTreeSet::new();
+    // Named answers that nothing else judges must be named by an
+    // expect_one_of, or the step checked nothing.
+    let mut judged_names: BTreeSet<String> = BTreeSet::new();
+    let mut unjudged: Vec<(Vec<Seg>, usize, String)> = Vec::new();
     for (i, step) in s.steps.iter().enumerate() {
         if step.copies.is_some() {
             return Err((
@@ -671,7 +794,19 @@ fn validate(s: &Scenario) -> Result<(), Invalid> {
                 .collect(),
             _ => vec![(step_at(i), step)],
         };
+        let group_judged = matches!(step.action, Action::Parallel(_))
+            && (step.linearizable || !step.expect_group.is_empty());
         for (at, item) in items {
+            if let (Some(n), false) = (&item.name, group_judged) {
+                let judged_otherwise = item.expect.is_some()
+                    || item.expect_any
+                    || item.expect_raw.is_some()
+                    || !item.expect_not_echoed.is_empty()
+                    || matches!(item.action, Action::WaitRun(_));
+                if !judged_otherwise {
+                    unjudged.push((at.clone(), i, n.clone()));
+                }
+            }
             if let Some(n) = &item.name {
                 let expanded: Vec<String> = match item.copies {
                     Some(c) => (0..c).map(|k| format!("{n}.{k}")).collect(),
@@ -688,6 +823,7 @@ fn validate(s: &Scenario) -> Result<(), Invalid> {
             }
         }
         if let Action::ExpectOneOf(alternatives) = &step.action {
+            judged_names.extend(alternatives.iter().flat_map(BTreeMap::keys).cloned());
             if alternatives.is_empty() {
                 return Err((
                     step_at(i),
@@ -699,6 +835,23 @@ fn validate(s: &Scenario) -> Result<(), Invalid> {
                     return Err((step_at(i), format!("steps[{i}]: expect_one_of names `{name}`, which no earlier step answers as")));
                 }
             }
+        }
+    }
+    for (at, i, name) in unjudged {
+        // A copied item `as: c` answers as c.0, c.1, ...: any of them judged counts.
+        let judged = judged_names.iter().any(|j| {
+            j == &name
+                || j.strip_prefix(name.as_str())
+                    .is_some_and(|r| r.starts_with('.'))
+        });
+        if !judged {
+            return Err((
+                at,
+                format!(
+                    "steps[{i}]: the answer `{name}` has no expectation and no expect_one_of names it: \
+                     add `expect:` (or `expect: any` on purpose)"
+                ),
+            ));
         }
     }
     Ok(())
@@ -836,10 +989,10 @@ mod tests {
     #[test]
     fn an_unknown_step_kind_names_file_line_and_column() {
         let e = err(&format!(
-            "{HEAD}  - getRun: {{sessionId: $s, runId: r}}\n  - frobnicate: {{}}\n"
+            "{HEAD}  - getRun: {{sessionId: $s, runId: r}}\n    expect: any\n  - frobnicate: {{}}\n"
         ));
         assert!(
-            e.starts_with("x.yaml:6:5: steps[1]: unknown field `frobnicate`"),
+            e.starts_with("x.yaml:7:5: steps[1]: unknown field `frobnicate`"),
             "{e}"
         );
     }
@@ -863,16 +1016,16 @@ mod tests {
     #[test]
     fn a_clause_of_another_level_or_listed_twice_is_refused() {
         let e = err(
-            "id: t\nlevel: store\nchecks: [agent.route.start]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+            "id: t\nlevel: store\nchecks: [agent.route.start]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n    expect: any\n",
         );
         assert!(e.contains("not certified at the store level"), "{e}");
         let e = err(
-            "id: t\nlevel: store\nchecks: [store.commit.cas, store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+            "id: t\nlevel: store\nchecks: [store.commit.cas, store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n    expect: any\n",
         );
         assert!(e.contains("listed twice"), "{e}");
         let ok = parse_scenario(
             Path::new("x.yaml"),
-            "id: t\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n",
+            "id: t\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n    expect: any\n",
         )
         .unwrap();
         assert_eq!(ok.checks, vec![ClauseRef("store.commit.cas".into())]);
@@ -917,12 +1070,98 @@ mod tests {
     }
 
     #[test]
+    fn a_step_without_an_expectation_is_refused_at_its_line() {
+        let e = err(&format!(
+            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n    expect: {{ok: null}}\n  - listRuns: {{sessionId: s}}\n"
+        ));
+        assert!(e.starts_with("x.yaml:7:"), "{e}");
+        assert!(e.contains("has no expectation"), "{e}");
+        assert!(e.contains("`expect: any`"), "{e}");
+        // A bind alone checks nothing either.
+        let e = err(&format!(
+            "{HEAD}  - commitRunStart: {{sessionId: s, runId: r, expectedCurrentRunId: null, input: 1}}\n    bind: {{x: ok.run.runId}}\n"
+        ));
+        assert!(e.contains("has no expectation"), "{e}");
+        let e = err(&format!("{AGENT}  - http: {{path: /health}}\n"));
+        assert!(e.contains("has no expectation"), "{e}");
+    }
+
+    #[test]
+    fn expect_any_says_on_purpose_that_nothing_is_checked() {
+        let s = parse_scenario(
+            Path::new("x.yaml"),
+            &format!("{HEAD}  - listRuns: {{sessionId: s}}\n    expect: any\n"),
+        )
+        .unwrap();
+        assert!(s.steps[0].expect_any);
+        assert_eq!(s.steps[0].expect, None);
+        let e = err(&format!(
+            "{HEAD}  - listRuns: {{sessionId: s}}\n    expect: any\n    expect_raw: '{{}}'\n"
+        ));
+        assert!(e.contains("cannot go with"), "{e}");
+    }
+
+    #[test]
+    fn a_named_answer_nothing_judges_is_refused() {
+        let e = err(&format!(
+            "{HEAD}  - listRuns: {{sessionId: s}}\n    as: a\n"
+        ));
+        assert!(e.contains("the answer `a` has no expectation"), "{e}");
+        parse_scenario(
+            Path::new("x.yaml"),
+            &format!(
+                "{HEAD}  - parallel:\n      - copies: 2\n        as: c\n        listRuns: {{sessionId: s}}\n  - expect_one_of: [{{c.0: {{ok: []}}}}]\n"
+            ),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_parallel_group_that_judges_nothing_is_refused() {
+        let e = err(&format!(
+            "{HEAD}  - parallel:\n      - copies: 2\n        listRuns: {{sessionId: s}}\n"
+        ));
+        assert!(e.contains("parallel[0] has no expectation"), "{e}");
+        assert!(e.starts_with("x.yaml:"), "{e}");
+        for judged in [
+            "    linearizable: true\n",
+            "    expect_group: [{count: rest, match: {ok: []}}]\n",
+        ] {
+            parse_scenario(
+                Path::new("x.yaml"),
+                &format!(
+                    "{HEAD}  - parallel:\n      - copies: 2\n        listRuns: {{sessionId: s}}\n{judged}"
+                ),
+            )
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn raw_steps_parse_and_their_expectations_must_be_json() {
+        let s = parse_scenario(
+            Path::new("x.yaml"),
+            &format!(
+                "{HEAD}  - raw: '{{\"op\":\"listRuns\",\"args\":{{\"sessionId\":\"${{s}}\"}}}}'\n    expect_raw: '{{\"ok\":[]}}'\n"
+            ),
+        )
+        .unwrap();
+        assert!(matches!(&s.steps[0].action, Action::Raw(t) if t.contains("${s}")));
+        assert_eq!(s.steps[0].expect_raw.as_deref(), Some("{\"ok\":[]}"));
+        let e = err(&format!(
+            "{HEAD}  - listRuns: {{sessionId: s}}\n    expect_raw: '{{\"ok\": ['\n"
+        ));
+        assert!(e.contains("expect_raw is not JSON"), "{e}");
+        assert!(e.starts_with("x.yaml:"), "{e}");
+    }
+
+    #[test]
     fn a_second_document_names_where_it_starts() {
         let e = err(&format!(
-            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n---\nid: u\n"
+            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n    expect: any\n---\nid: u\n"
         ));
         assert!(
-            e.starts_with("x.yaml:6:1: ") && e.contains("more than one document"),
+            e.starts_with("x.yaml:7:1: ") && e.contains("more than one document"),
             "{e}"
         );
     }
@@ -930,13 +1169,15 @@ mod tests {
     #[test]
     fn checks_on_the_loaded_scenario_name_the_node_they_are_about() {
         let e = err(&format!(
-            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n    as: a\n  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n      - getRun: {{sessionId: s, runId: r}}\n        as: a\n"
+            "{HEAD}  - getRun: {{sessionId: s, runId: r}}\n    as: a\n    expect: any\n  - parallel:\n      - getRun: {{sessionId: s, runId: r}}\n        expect: any\n      - getRun: {{sessionId: s, runId: r}}\n        as: a\n        expect: any\n"
         ));
         assert!(
-            e.starts_with("x.yaml:9:9: steps[1]: the answer name `a`"),
+            e.starts_with("x.yaml:11:9: steps[1]: the answer name `a`"),
             "{e}"
         );
-        let e = err("id: t\nlevel: store\nsummary: s\nrepeat: 0\nsteps:\n  - getRun: {}\n");
+        let e = err(
+            "id: t\nlevel: store\nsummary: s\nrepeat: 0\nsteps:\n  - getRun: {}\n    expect: any\n",
+        );
         assert!(e.starts_with("x.yaml:4:9: repeat must be"), "{e}");
         let e = err("id: t\nlevel: store\nsummary: s\nsteps: []\n");
         assert!(e.starts_with("x.yaml:4:8: a scenario needs"), "{e}");

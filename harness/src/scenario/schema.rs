@@ -106,6 +106,14 @@ fn store_action_properties(props: &mut Map<String, Value>) {
             "description": "A raw reqkey-store/1 request {op, args}, sent verbatim (for malformed-request cases).",
         }),
     );
+    props.insert(
+        "raw".into(),
+        json!({
+            "description": "A reqkey-store/1 request as text, sent byte for byte (key order, number spelling); ${name} is interpolated. In process it is parsed as JSON, text that is not JSON answers invalid_argument.",
+            "type": "string",
+            "minLength": 1
+        }),
+    );
 }
 
 /// The agent-level actions (`http`, `wait_run`) and the `expect_not_echoed`
@@ -175,7 +183,14 @@ fn modifier_properties(props: &mut Map<String, Value>, generator: &mut SchemaGen
     );
     props.insert(
         "expect".into(),
-        json!({"description": "A pattern the answer must match (subset match; $absent, $any, {$exact}, {$length}, {$one_of})."}),
+        json!({"description": "A pattern the answer must match (subset match; $absent, $any, {$exact}, {$length}, {$one_of}), or `any`: the answer is deliberately not checked. An operation without an expectation is a load error."}),
+    );
+    props.insert(
+        "expect_raw".into(),
+        json!({
+            "description": "Exact JSON text the answer must equal (an http step: its body): same keys, absent is not null, key order irrelevant, numbers by value; ${name} is interpolated.",
+            "type": "string"
+        }),
     );
     props.insert(
         "bind".into(),

@@ -180,6 +180,29 @@ pub trait Target: Send + Sync + fmt::Debug {
         )))
     }
 
+    /// One `reqkey-store/1` call from its request text (a `raw:` step).
+    /// An adapter over HTTP gets the text byte for byte. In process there
+    /// is no wire: the text is parsed as JSON the way an adapter's parser
+    /// would (key order does not survive, and a number's spelling does not
+    /// either: `1.0` and `1` become one value, as SPEC 3 says they are),
+    /// and text that is not JSON is answered `invalid_argument`, as SPEC 6
+    /// answers a request that is not JSON.
+    async fn store_call_raw(&self, text: &str) -> Result<Value, TargetError> {
+        if self.level() != Level::Store {
+            return Err(TargetError::Unsupported(format!(
+                "{} does not take store operations",
+                self.describe()
+            )));
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(request) => self.store_call(&request).await,
+            Err(e) => Ok(serde_json::json!({"error": {
+                "kind": "invalid_argument",
+                "message": format!("the request is not JSON: {e}"),
+            }})),
+        }
+    }
+
     /// One HTTP exchange with an agent server.
     async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
         let _ = request;

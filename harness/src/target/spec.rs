@@ -208,10 +208,14 @@ impl TargetSpec {
                 "memory",
                 Arc::new(MemoryStore::new()),
             ))),
-            TargetSpec::BrokenMemory(defect) => Ok(Arc::new(InProcessStore::new(
-                raw,
-                Arc::new(MemoryStore::with_defect(*defect)),
-            ))),
+            TargetSpec::BrokenMemory(defect) => {
+                let store = InProcessStore::new(raw, Arc::new(MemoryStore::with_defect(*defect)));
+                Ok(Arc::new(if defect.breaks_the_wire() {
+                    store.with_keyless_fields_null()
+                } else {
+                    store
+                }))
+            }
             TargetSpec::ReferenceStore(spec) => {
                 let opened = tokio::time::timeout(opts.call_timeout(), store::open(spec))
                     .await

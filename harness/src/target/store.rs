@@ -16,6 +16,9 @@ use crate::target::{Level, Target, TargetError};
 pub struct InProcessStore {
     store: Arc<dyn SessionStateStore>,
     name: String,
+    /// `broken-memory:keyless-fields-null`: a keyless run's key fields are
+    /// written as `null` in every answer.
+    keyless_fields_null: bool,
 }
 
 impl InProcessStore {
@@ -23,7 +26,14 @@ impl InProcessStore {
         Self {
             store,
             name: name.into(),
+            keyless_fields_null: false,
         }
+    }
+
+    /// The deliberately broken wire of `broken-memory:keyless-fields-null`.
+    pub fn with_keyless_fields_null(mut self) -> Self {
+        self.keyless_fields_null = true;
+        self
     }
 }
 
@@ -46,8 +56,10 @@ impl Target for InProcessStore {
     }
 
     async fn store_call(&self, request: &Value) -> Result<Value, TargetError> {
-        Ok(answer_to_wire(
-            &dispatch_wire(self.store.as_ref(), request).await,
-        ))
+        let mut answer = answer_to_wire(&dispatch_wire(self.store.as_ref(), request).await);
+        if self.keyless_fields_null {
+            reqkey_reference::store::memory::keyless_fields_null(&mut answer);
+        }
+        Ok(answer)
     }
 }

@@ -85,10 +85,17 @@ pub enum MemoryDefect {
     /// yields, and writes under another: two keyless commits on one
     /// expected run both start (and two keyed ones both take the key).
     CommitDecidesOnSnapshot,
+    /// The store is correct, but its wire answers write a keyless run's
+    /// `requestKey` and `requestDigest` as `null` instead of leaving them
+    /// out. Applied where the harness turns the answer into JSON
+    /// ([`keyless_fields_null`]), so only the in-process target
+    /// `broken-memory:keyless-fields-null` has it; opened as a backend
+    /// elsewhere it is the correct memory store.
+    KeylessFieldsNull,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 20] = [
+    pub const ALL: [MemoryDefect; 21] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -109,6 +116,7 @@ impl MemoryDefect {
         MemoryDefect::DeleteInTwoSteps,
         MemoryDefect::StatusCheckThenWrite,
         MemoryDefect::CommitDecidesOnSnapshot,
+        MemoryDefect::KeylessFieldsNull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -133,7 +141,13 @@ impl MemoryDefect {
             MemoryDefect::DeleteInTwoSteps => "delete-in-two-steps",
             MemoryDefect::StatusCheckThenWrite => "status-check-then-write",
             MemoryDefect::CommitDecidesOnSnapshot => "commit-decides-on-snapshot",
+            MemoryDefect::KeylessFieldsNull => "keyless-fields-null",
         }
+    }
+
+    /// Does the defect live in the wire answer rather than in the store?
+    pub fn breaks_the_wire(self) -> bool {
+        self == MemoryDefect::KeylessFieldsNull
     }
 
     pub fn parse(name: &str) -> Option<MemoryDefect> {
@@ -555,5 +569,26 @@ impl SessionStateStore for MemoryStore {
         session
             .set_run_status(run_id, RunStatus::Interrupted)
             .map(Some)
+    }
+}
+
+/// The wire answer of [`MemoryDefect::KeylessFieldsNull`]: every
+/// `RunMetadata` in `answer` without a key gets `requestKey` and
+/// `requestDigest` as `null`.
+pub fn keyless_fields_null(answer: &mut serde_json::Value) {
+    use serde_json::Value;
+    match answer {
+        Value::Object(map) => {
+            let is_run = ["sessionId", "runId", "status", "startSequence"]
+                .iter()
+                .all(|k| map.contains_key(*k));
+            if is_run && !map.contains_key("requestKey") {
+                map.insert("requestKey".into(), Value::Null);
+                map.insert("requestDigest".into(), Value::Null);
+            }
+            map.values_mut().for_each(keyless_fields_null);
+        }
+        Value::Array(items) => items.iter_mut().for_each(keyless_fields_null),
+        _ => {}
     }
 }

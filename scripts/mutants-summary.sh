@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Summarises cargo-mutants output directories (mutants.out): caught, missed,
+# unviable, timeout, and the score.
+#
+#   scripts/mutants-summary.sh [DIR...]     (default target/mutants/mutants.out)
+#
+# viable = caught + missed + timeout. A timeout counts as detected: against
+# the bounded oracle a hang is never a pass (every call is bounded; a run
+# that cannot finish cannot certify).
+#
+# Every missed mutant should be explained in reports/mutants/survivors.tsv
+# (mutant TAB fate TAB why), fate being one of
+#   killed      a scenario added since catches it (the why names it);
+#   equivalent  no behaviour tells it from the original (one line on why);
+#   deleted     the mutated code was deleted: no reference code used it;
+#   open        not killed yet (the why says what would kill it).
+# The score counts killed survivors as detected and leaves equivalent and
+# deleted ones out; an unexplained survivor counts as missed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$#" -gt 0 ] || set -- target/mutants/mutants.out
+survivors=reports/mutants/survivors.tsv
+all() { for d in "$@"; do [ -f "$d/$name.txt" ] && cat "$d/$name.txt"; done; true; }
+count() { name="$1"; shift; all "$@" | grep -c . || true; }
+caught=$(count caught "$@"); missed=$(count missed "$@")
+unviable=$(count unviable "$@"); timeout=$(count timeout "$@")
+name=missed; missed_list="$(all "$@")"
+fate() { [ -f "$survivors" ] && awk -F'\t' -v m="$1" '$1 == m { print $2; exit }' "$survivors" || true; }
+why() { [ -f "$survivors" ] && awk -F'\t' -v m="$1" '$1 == m { print $3; exit }' "$survivors" || true; }
+killed=0; equivalent=0; deleted=0; open=0
+if [ -n "$missed_list" ]; then
+  while IFS= read -r m; do
+    case "$(fate "$m")" in
+      killed) killed=$((killed + 1)) ;;
+      equivalent) equivalent=$((equivalent + 1)) ;;
+      deleted) deleted=$((deleted + 1)) ;;
+      *) open=$((open + 1)) ;;
+    esac
+  done <<<"$missed_list"
+fi
+viable=$((caught + missed + timeout))
+echo "mutants: caught $caught, missed $missed, unviable $unviable, timeout $timeout"
+echo "missed: $killed killed since, $equivalent equivalent, $deleted of deleted code, $open still alive"
+if [ "$viable" -gt 0 ]; then
+  awk -v c="$((caught + timeout))" -v v="$viable" -v k="$killed" -v x="$((equivalent + deleted))" 'BEGIN {
+    printf "raw score (as run): %d of %d viable mutants detected (%.1f%%)\n", c, v, 100 * c / v
+    if (v - x > 0) printf "score (killed survivors detected; equivalent and deleted out): %d of %d (%.1f%%)\n", c + k, v - x, 100 * (c + k) / (v - x)
+  }'
+fi
+if [ -n "$missed_list" ]; then
+  echo "survivors:"
+  while IFS= read -r m; do
+    f="$(fate "$m")"
+    echo "  $m  [${f:-open: unexplained}${f:+: $(why "$m")}]"
+  done <<<"$missed_list"
+fi
