@@ -323,7 +323,14 @@ fn ordered(v: &serde_json::Value) -> serde_yaml::Value {
     match v {
         J::Null => Y::Null,
         J::Bool(b) => Y::Bool(*b),
-        J::Number(n) => serde_yaml::to_value(n).unwrap_or(Y::Null),
+        // Not `serde_yaml::to_value(n)`: with serde_json's
+        // `arbitrary_precision` a Number serialises as a private map.
+        J::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => Y::Number(u.into()),
+            (None, Some(i), _) => Y::Number(i.into()),
+            (None, None, Some(f)) => Y::Number(f.into()),
+            (None, None, None) => Y::String(n.to_string()),
+        },
         J::String(s) => Y::String(s.clone()),
         J::Array(items) => Y::Sequence(items.iter().map(ordered).collect()),
         J::Object(map) => {

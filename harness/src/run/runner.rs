@@ -660,11 +660,20 @@ fn send_delay(request: &Value) -> Duration {
 
 /// Builds the wire request of a store step from its (substituted) args.
 fn store_request(op: &str, args: Value) -> Value {
-    if op == "commitRunStart" {
-        json!({"op": op, "args": {"startRun": args}})
+    let args = if op == "commitRunStart" {
+        object([("startRun", args)])
     } else {
-        json!({"op": op, "args": args})
-    }
+        args
+    };
+    object([("op", Value::from(op)), ("args", args)])
+}
+
+/// An object of `pairs`, the values moved in as they are. Not `json!`,
+/// which re-serialises a `Value` it is given: with serde_json's
+/// `arbitrary_precision` that respells a number's exponent (`2E+3` becomes
+/// `2e+3`), and a body must reach the target as the scenario wrote it.
+fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
 /// Calls the target under the call timeout. Agent steps arrive wrapped as
@@ -835,8 +844,8 @@ impl Trial<'_> {
                 };
                 json!({ RAW: text })
             }
-            Action::Http(spec) => json!({ AGENT_HTTP: self.vars.substitute(spec) }),
-            Action::WaitRun(spec) => json!({ AGENT_WAIT: self.vars.substitute(spec) }),
+            Action::Http(spec) => object([(AGENT_HTTP, self.vars.substitute(spec))]),
+            Action::WaitRun(spec) => object([(AGENT_WAIT, self.vars.substitute(spec))]),
             _ => Value::Null,
         };
         self.note_session(&request);

@@ -12,6 +12,7 @@ pub mod locate;
 pub mod pattern;
 pub mod raw;
 pub mod schema;
+pub mod spelling;
 pub mod vars;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -711,8 +712,53 @@ pub fn parse_scenario(path: &Path, text: &str) -> Result<Scenario, LoadError> {
         syntax(path, at, message)
     })?;
     scenario.file = path.to_owned();
+    if let Some(written) = spelling::Written::parse(text) {
+        if let Some(steps) = written.root().get("steps") {
+            restore_numbers(steps, &mut scenario.steps).map_err(|e| LoadError::Invalid {
+                path: path.to_owned(),
+                line: e.line,
+                column: e.column,
+                message: e.message,
+            })?;
+        }
+    }
     validate(&scenario).map_err(|(at, message)| invalid(path, text, &at, message))?;
     Ok(scenario)
+}
+
+/// Puts the numbers of the bodies the steps send (store args, `rpc`,
+/// `http.json`) back as the file spells them (see [`spelling`]).
+fn restore_numbers(
+    nodes: spelling::At<'_>,
+    steps: &mut [Step],
+) -> Result<(), spelling::SpellingError> {
+    for (node, step) in nodes.items().into_iter().zip(steps.iter_mut()) {
+        match &mut step.action {
+            Action::Store { op, args } => {
+                if let Some(n) = node.get(op) {
+                    n.restore(args)?;
+                }
+            }
+            Action::Rpc(value) => {
+                if let Some(n) = node.get("rpc") {
+                    n.restore(value)?;
+                }
+            }
+            Action::Http(spec) => {
+                let body = node.get("http").and_then(|h| h.get("json"));
+                if let (Some(n), Some(v)) = (body, spec.get_mut("json")) {
+                    n.restore(v)?;
+                }
+            }
+            Action::Parallel(items) => {
+                if let Some(n) = node.get("parallel") {
+                    restore_numbers(n, items)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// A failed check: where (a path into the document) and why.
@@ -1286,6 +1332,83 @@ mod tests {
         assert!(matches!(s.steps[0].action, Action::Http(_)));
         assert_eq!(s.steps[0].expect_not_echoed, vec![Value::from("v")]);
         assert!(matches!(s.steps[1].action, Action::WaitRun(_)));
+    }
+
+    /// The numbers a body carries go on the wire as the file spells them
+    /// (issue 15 F8: 2^64 went out as 1.8e19, `1e400` was refused).
+    #[test]
+    fn body_numbers_keep_their_spelling() {
+        const NUMS: &str = "{big: 18446744073709551616, huge: 1e400, dec: 1.50, exp: 2E+3, neg: -0, list: [1.0, 10000000000000000000000001], str: '1.50'}";
+        const WIRE: &str = r#"{"big":18446744073709551616,"dec":1.50,"exp":2E+3,"huge":1e400,"list":[1.0,10000000000000000000000001],"neg":-0,"str":"1.50"}"#;
+        let text = format!(
+            "{AGENT}  - http: {{method: POST, path: /sessions/s/start, json: {{input: {NUMS}}}}}\n    expect: any\n"
+        );
+        let s = parse_scenario(Path::new("x.yaml"), &text).unwrap();
+        let Action::Http(spec) = &s.steps[0].action else {
+            panic!()
+        };
+        let request = agent_step::build_request(spec).unwrap();
+        let body = String::from_utf8(request.body.unwrap()).unwrap();
+        assert_eq!(body, format!(r#"{{"input":{WIRE}}}"#));
+        // Store args, `rpc` and the steps of a `parallel` group likewise.
+        let text = format!(
+            "{HEAD}  - commitRunStart: {{sessionId: s, runId: r, expectedCurrentRunId: null, input: {NUMS}}}\n    expect: any\n  - rpc: {{op: getRun, args: {{n: 1.50}}}}\n    expect: any\n  - parallel:\n      - listRuns: {{sessionId: s, n: 1e400}}\n    expect_group:\n      - count: rest\n        match: {{ok: []}}\n"
+        );
+        let s = parse_scenario(Path::new("x.yaml"), &text).unwrap();
+        let Action::Store { args, .. } = &s.steps[0].action else {
+            panic!()
+        };
+        assert_eq!(args["input"].to_string(), WIRE);
+        let Action::Rpc(rpc) = &s.steps[1].action else {
+            panic!()
+        };
+        assert_eq!(rpc.to_string(), r#"{"args":{"n":1.50},"op":"getRun"}"#);
+        let Action::Parallel(items) = &s.steps[2].action else {
+            panic!()
+        };
+        let Action::Store { args, .. } = &items[0].action else {
+            panic!()
+        };
+        assert_eq!(args.to_string(), r#"{"n":1e400,"sessionId":"s"}"#);
+    }
+
+    /// An anchor and its aliases carry the spelling too.
+    #[test]
+    fn aliased_body_numbers_keep_their_spelling() {
+        let text = format!(
+            "{HEAD}  - commitRunStart: {{sessionId: s, runId: r, expectedCurrentRunId: null, input: &n {{x: 1.50}}}}\n    expect: any\n  - commitRunStart: {{sessionId: s, runId: r2, expectedCurrentRunId: r, input: *n}}\n    expect: any\n"
+        );
+        let s = parse_scenario(Path::new("x.yaml"), &text).unwrap();
+        for step in &s.steps {
+            let Action::Store { args, .. } = &step.action else {
+                panic!()
+            };
+            assert_eq!(args["input"].to_string(), r#"{"x":1.50}"#);
+        }
+    }
+
+    /// A YAML number JSON cannot spell is refused where it stands.
+    #[test]
+    fn yaml_only_numbers_in_bodies_are_load_errors() {
+        for (n, col) in [("0x1F", 31), ("+1", 31), (".5", 31), (".inf", 31)] {
+            let e = err(&format!(
+                "{AGENT}  - http: {{path: /x, json: {{n: {n}}}}}\n    expect: any\n"
+            ));
+            assert!(
+                e.starts_with(&format!("x.yaml:5:{col}:")) && e.contains("no JSON spelling"),
+                "{n}: {e}"
+            );
+        }
+        // Quoted, it is a string, sent as one.
+        let s = parse_scenario(
+            Path::new("x.yaml"),
+            &format!("{AGENT}  - http: {{path: /x, json: {{n: '0x1F'}}}}\n    expect: any\n"),
+        )
+        .unwrap();
+        let Action::Http(spec) = &s.steps[0].action else {
+            panic!()
+        };
+        assert_eq!(spec["json"].to_string(), r#"{"n":"0x1F"}"#);
     }
 
     #[test]

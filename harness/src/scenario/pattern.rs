@@ -113,12 +113,44 @@ fn match_at(path: &str, pattern: &Value, actual: Option<&Value>) -> Result<(), M
             Ok(())
         }
         (p, Some(a)) => {
-            if p == a {
+            if same_value(p, a) {
                 Ok(())
             } else {
                 fail(format!("expected {}, found {}", short(p), short(a)))
             }
         }
+    }
+}
+
+/// Are two numbers the same number (by value, not by spelling: SPEC 3
+/// `[[digest.numbers]]`)? A scenario's `1.5` matches an answer's `1.50`.
+pub fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
+    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
+        return x == y;
+    }
+    if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64()) {
+        return x == y;
+    }
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => x == y,
+        // Past the doubles (`1e400`): the same spelling or nothing.
+        _ => a.as_str() == b.as_str(),
+    }
+}
+
+/// JSON equality with numbers compared by value.
+pub fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => same_number(x, y),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        (x, y) => x == y,
     }
 }
 
@@ -135,7 +167,7 @@ fn match_special(path: &str, key: &str, arg: &Value, actual: &Value) -> Result<(
     };
     match key {
         "$exact" => {
-            if arg == actual {
+            if same_value(arg, actual) {
                 Ok(())
             } else {
                 fail(format!(
@@ -183,6 +215,20 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    /// With numbers kept as spelt (serde_json `arbitrary_precision`), a
+    /// pattern still compares them by value, in fields and under `$exact`.
+    #[test]
+    fn numbers_match_by_value_not_spelling() {
+        let j = |s: &str| -> Value { serde_json::from_str(s).unwrap() };
+        assert!(matches(&j(r#"{"n":1.5}"#), &j(r#"{"n":1.50}"#)).is_ok());
+        assert!(matches(&j(r#"{"n":100}"#), &j(r#"{"n":1e2}"#)).is_ok());
+        assert!(matches(&j(r#"{"$exact":{"n":[1]}}"#), &j(r#"{"n":[1.0]}"#)).is_ok());
+        assert!(matches(&j(r#"{"n":1.5}"#), &j(r#"{"n":1.51}"#)).is_err());
+        assert!(matches(&j(r#"{"n":1}"#), &j(r#"{"n":"1"}"#)).is_err());
+        assert!(matches(&j(r#"{"n":1e400}"#), &j(r#"{"n":1e400}"#)).is_ok());
+        assert!(matches(&j(r#"{"n":1e400}"#), &j(r#"{"n":2e400}"#)).is_err());
+    }
 
     #[test]
     fn objects_match_by_subset() {

@@ -13,6 +13,8 @@
 
 use serde_json::Value;
 
+use super::pattern::same_number;
+
 /// Checks an `expect_raw` text at load time: it must be JSON (variables go
 /// inside strings, `"${r}"`, so the template itself is JSON).
 pub fn check_expectation(text: &str) -> Result<(), String> {
@@ -28,20 +30,6 @@ pub fn check_request(text: &str) -> Result<(), String> {
         Err("raw needs the request text to send".into())
     } else {
         Ok(())
-    }
-}
-
-/// Are two numbers the same number (by value, not by spelling)?
-fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
-    if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
-        return x == y;
-    }
-    if let (Some(x), Some(y)) = (a.as_u64(), b.as_u64()) {
-        return x == y;
-    }
-    match (a.as_f64(), b.as_f64()) {
-        (Some(x), Some(y)) => x == y,
-        _ => false,
     }
 }
 
