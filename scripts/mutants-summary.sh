@@ -13,9 +13,15 @@
 #   killed      a scenario added since catches it (the why names it);
 #   equivalent  no behaviour tells it from the original (one line on why);
 #   deleted     the mutated code was deleted: no reference code used it;
+#   unreachable the behaviour differs only after a server dies mid-run
+#               (its lease runs out): clauses the spec's table certifies by
+#               no scenario, since a suite cannot kill the server it
+#               judges; the why names the test of the reference that
+#               catches the mutant instead (run with that test added);
 #   open        not killed yet (the why says what would kill it).
-# The score counts killed survivors as detected and leaves equivalent and
-# deleted ones out; an unexplained survivor counts as missed.
+# The score counts killed survivors as detected and leaves equivalent,
+# deleted and unreachable ones out; the strict score counts unreachable
+# ones as missed. An unexplained survivor counts as missed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$#" -gt 0 ] || set -- target/mutants/mutants.out
@@ -27,24 +33,26 @@ unviable=$(count unviable "$@"); timeout=$(count timeout "$@")
 name=missed; missed_list="$(all "$@")"
 fate() { [ -f "$survivors" ] && awk -F'\t' -v m="$1" '$1 == m { print $2; exit }' "$survivors" || true; }
 why() { [ -f "$survivors" ] && awk -F'\t' -v m="$1" '$1 == m { print $3; exit }' "$survivors" || true; }
-killed=0; equivalent=0; deleted=0; open=0
+killed=0; equivalent=0; deleted=0; unreachable=0; open=0
 if [ -n "$missed_list" ]; then
   while IFS= read -r m; do
     case "$(fate "$m")" in
       killed) killed=$((killed + 1)) ;;
       equivalent) equivalent=$((equivalent + 1)) ;;
       deleted) deleted=$((deleted + 1)) ;;
+      unreachable) unreachable=$((unreachable + 1)) ;;
       *) open=$((open + 1)) ;;
     esac
   done <<<"$missed_list"
 fi
 viable=$((caught + missed + timeout))
 echo "mutants: caught $caught, missed $missed, unviable $unviable, timeout $timeout"
-echo "missed: $killed killed since, $equivalent equivalent, $deleted of deleted code, $open still alive"
+echo "missed: $killed killed since, $equivalent equivalent, $deleted of deleted code, $unreachable unreachable by a scenario, $open still alive"
 if [ "$viable" -gt 0 ]; then
-  awk -v c="$((caught + timeout))" -v v="$viable" -v k="$killed" -v x="$((equivalent + deleted))" 'BEGIN {
+  awk -v c="$((caught + timeout))" -v v="$viable" -v k="$killed" -v x="$((equivalent + deleted))" -v u="$unreachable" 'BEGIN {
     printf "raw score (as run): %d of %d viable mutants detected (%.1f%%)\n", c, v, 100 * c / v
-    if (v - x > 0) printf "score (killed survivors detected; equivalent and deleted out): %d of %d (%.1f%%)\n", c + k, v - x, 100 * (c + k) / (v - x)
+    if (v - x - u > 0) printf "score (killed survivors detected; equivalent, deleted and unreachable out): %d of %d (%.1f%%)\n", c + k, v - x - u, 100 * (c + k) / (v - x - u)
+    if (v - x > 0) printf "strict score (unreachable counted as missed): %d of %d (%.1f%%)\n", c + k, v - x, 100 * (c + k) / (v - x)
   }'
 fi
 if [ -n "$missed_list" ]; then

@@ -175,3 +175,66 @@ async fn each_broken_executor_fails_the_scenario_named_after_its_bug() {
         );
     }
 }
+
+/// The seed of the falsification record (`scenarios/falsification.json`,
+/// written by the corpus tests).
+const RECORD_SEED: u64 = 11;
+
+/// Every broken variant the falsification record names still fails one of
+/// the scenarios the record says it fails. The defects are reference code
+/// too: a mutant that switches one off (a `match` arm of its config
+/// deleted, its guard made `false`) turns a broken variant into a correct
+/// one, which the record no longer describes. (Entries with `--profile`
+/// are correct servers judged against a profile they do not keep: no
+/// defect code of theirs to mutate.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_recorded_broken_store_still_fails_a_recorded_scenario() {
+    recorded_variants_fail("store").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_recorded_broken_executor_still_fails_a_recorded_scenario() {
+    recorded_variants_fail("agent").await;
+}
+
+async fn recorded_variants_fail(level: &str) {
+    use reqkey_harness::run::runner::{self, RunConfig};
+    use reqkey_harness::target::spec::open_target;
+    use reqkey_harness::target::TargetOptions;
+    let root = common::corpus(level).parent().unwrap().to_owned();
+    let record = reqkey_harness::check::coverage::read_record(&root)
+        .expect("the falsification record reads");
+    let variants = if level == "store" { &record.store } else { &record.agent };
+    let corpus = common::load_corpus(level);
+    let mut checked = 0;
+    for (variant, ids) in variants {
+        if variant.contains(' ') {
+            continue;
+        }
+        let summary = if level == "agent" {
+            // A server whose `/health` lacks `supportsRequestKey` declares
+            // no profile: it is judged against the default one.
+            let stated = variant
+                .ends_with("health-without-key-flag")
+                .then_some("default");
+            common::run_agent_scenarios(variant, stated, ids, RECORD_SEED).await
+        } else {
+            let chosen: Vec<_> = corpus
+                .iter()
+                .filter(|s| ids.contains(&s.id))
+                .cloned()
+                .collect();
+            let target = open_target(variant, TargetOptions::default())
+                .await
+                .expect("target opens");
+            runner::run(target, &chosen, &RunConfig::new(RECORD_SEED), &mut []).await
+        };
+        assert!(summary.passed + summary.failed > 0, "{variant}: nothing ran");
+        assert!(
+            !failing(&summary).is_empty(),
+            "{variant} passed every scenario the record says it fails ({ids:?})"
+        );
+        checked += 1;
+    }
+    assert!(checked > 10, "the record names only {checked} {level} variants");
+}

@@ -92,6 +92,32 @@ pub async fn run_agent_profile(spec: &str, stated: Option<&str>, seed: u64) -> P
     }
 }
 
+/// The scenarios `ids` of the agent corpus on `spec`, against the profile
+/// its `/health` declares (or `stated`), one at a time, as
+/// [`run_agent_profile`] runs the whole corpus.
+pub async fn run_agent_scenarios(
+    spec: &str,
+    stated: Option<&str>,
+    ids: &BTreeSet<String>,
+    seed: u64,
+) -> RunSummary {
+    let target = open_target(spec, TargetOptions::default())
+        .await
+        .expect("target opens");
+    let stated = stated.map(|s| Profile::parse_flag(s).expect("a profile"));
+    let profile = resolve_profile(target.as_ref(), stated, 10_000)
+        .await
+        .expect("the profile is read");
+    let chosen: Vec<Scenario> = load_corpus("agent")
+        .into_iter()
+        .filter(|s| ids.contains(&s.id))
+        .collect();
+    let (apply, _) = by_profile(chosen, &profile.profile);
+    let mut cfg = RunConfig::new(seed);
+    cfg.concurrency = 1;
+    runner::run(target, &apply, &cfg, &mut []).await
+}
+
 /// The scenarios of `level` that a profile admits.
 pub fn corpus_for(level: &str, profile: &Profile) -> Vec<Scenario> {
     by_profile(load_corpus(level), profile).0
