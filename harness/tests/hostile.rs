@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -70,26 +72,7 @@ fn serve(health: Health, rpc: Rpc) -> (u16, Arc<AtomicUsize>) {
 
 /// Reads one request (head and a `Content-Length` body); `None` at EOF.
 fn read_request(conn: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if conn.read(&mut byte).ok()? == 0 || head.len() > 64 * 1024 {
-            return None;
-        }
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    let len = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse::<usize>().ok())?
-        })
-        .unwrap_or(0);
-    let mut body = vec![0u8; len.min(1 << 20)];
-    conn.read_exact(&mut body).ok()?;
-    Some(head)
+    common::read_http_request(conn).map(|(head, _)| head)
 }
 
 fn handle(mut conn: TcpStream, health: Health, rpc: Rpc, seen: &AtomicUsize) {

@@ -204,7 +204,11 @@ async fn recorded_variants_fail(level: &str) {
     let root = common::corpus(level).parent().unwrap().to_owned();
     let record = reqkey_harness::check::coverage::read_record(&root)
         .expect("the falsification record reads");
-    let variants = if level == "store" { &record.store } else { &record.agent };
+    let variants = if level == "store" {
+        &record.store
+    } else {
+        &record.agent
+    };
     let corpus = common::load_corpus(level);
     let mut checked = 0;
     for (variant, ids) in variants {
@@ -229,12 +233,18 @@ async fn recorded_variants_fail(level: &str) {
                 .expect("target opens");
             runner::run(target, &chosen, &RunConfig::new(RECORD_SEED), &mut []).await
         };
-        assert!(summary.passed + summary.failed > 0, "{variant}: nothing ran");
+        assert!(
+            summary.passed + summary.failed > 0,
+            "{variant}: nothing ran"
+        );
         assert!(
             !failing(&summary).is_empty(),
             "{variant} passed every scenario the record says it fails ({ids:?})"
         );
         checked += 1;
     }
-    assert!(checked > 10, "the record names only {checked} {level} variants");
+    assert!(
+        checked > 10,
+        "the record names only {checked} {level} variants"
+    );
 }

@@ -6,7 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
+mod common;
+
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::Command;
@@ -46,28 +48,7 @@ fn serve(
 ) {
     conn.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
-    loop {
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            match conn.read(&mut byte) {
-                Ok(1) if head.len() < 64 * 1024 => head.push(byte[0]),
-                _ => return,
-            }
-        }
-        let head = String::from_utf8_lossy(&head).into_owned();
-        let len = head
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case("content-length")
-                    .then(|| v.trim().parse::<usize>().ok())?
-            })
-            .unwrap_or(0);
-        let mut body = vec![0u8; len.min(1 << 20)];
-        if conn.read_exact(&mut body).is_err() {
-            return;
-        }
+    while let Some((head, body)) = common::read_http_request(&mut conn) {
         let (status, answer) = if head.starts_with("GET /health ") {
             ("200 OK", health)
         } else {

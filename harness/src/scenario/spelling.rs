@@ -55,41 +55,37 @@ pub struct SpellingError {
 /// Is `s` a JSON number (RFC 8259: `-? int frac? exp?`)?
 pub fn is_json_number(s: &str) -> bool {
     let b = s.as_bytes();
-    let mut i = 0;
-    if b.get(i) == Some(&b'-') {
-        i += 1;
-    }
+    // Past the digits from `i`, and whether there was one.
+    let digits = |i: usize| {
+        let end = i + b[i.min(b.len())..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        (end, end > i)
+    };
+    let mut i = usize::from(b.first() == Some(&b'-'));
     match b.get(i) {
         Some(b'0') => i += 1,
-        Some(b'1'..=b'9') => {
-            while b.get(i).is_some_and(u8::is_ascii_digit) {
-                i += 1;
-            }
-        }
+        Some(b'1'..=b'9') => i = digits(i).0,
         _ => return false,
     }
     if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
+        let (end, any) = digits(i + 1);
+        if !any {
             return false;
         }
+        i = end;
     }
     if matches!(b.get(i), Some(b'e' | b'E')) {
         i += 1;
         if matches!(b.get(i), Some(b'+' | b'-')) {
             i += 1;
         }
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
+        let (end, any) = digits(i);
+        if !any {
             return false;
         }
+        i = end;
     }
     i == b.len()
 }

@@ -16,6 +16,33 @@ use reqkey_harness::target::profile::{resolve_profile, Profile, ProfileInfo};
 use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::{Target, TargetOptions};
 
+/// Reads one HTTP/1.1 request from `conn`: its head and a
+/// `Content-Length` body (at most 1 MiB); `None` at EOF or on a head over
+/// 64 KiB. For the small servers the tests stand up as targets.
+pub fn read_http_request(conn: &mut std::net::TcpStream) -> Option<(String, Vec<u8>)> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if conn.read(&mut byte).ok()? == 0 || head.len() > 64 * 1024 {
+            return None;
+        }
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let len = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0u8; len.min(1 << 20)];
+    conn.read_exact(&mut body).ok()?;
+    Some((head, body))
+}
+
 /// The `reqkey` binary with `args`, run from the repository root.
 pub fn reqkey(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_reqkey"))
@@ -70,6 +97,16 @@ pub struct ProfileRun {
 /// The agent corpus on `spec` as `reqkey run` selects it: against the
 /// profile `/health` declares, or `stated` (a `--profile` value).
 pub async fn run_agent_profile(spec: &str, stated: Option<&str>, seed: u64) -> ProfileRun {
+    run_agent_on_profile(spec, stated, load_corpus("agent"), seed).await
+}
+
+/// `scenarios` on the agent target `spec`, those its profile admits.
+async fn run_agent_on_profile(
+    spec: &str,
+    stated: Option<&str>,
+    scenarios: Vec<Scenario>,
+    seed: u64,
+) -> ProfileRun {
     let target = open_target(spec, TargetOptions::default())
         .await
         .expect("target opens");
@@ -77,7 +114,7 @@ pub async fn run_agent_profile(spec: &str, stated: Option<&str>, seed: u64) -> P
     let profile = resolve_profile(target.as_ref(), stated, 10_000)
         .await
         .expect("the profile is read");
-    let (apply, not_applicable) = by_profile(load_corpus("agent"), &profile.profile);
+    let (apply, not_applicable) = by_profile(scenarios, &profile.profile);
     // One scenario at a time, as callers already run several servers at
     // once: a broken variant's verdict on a scenario with a timing window
     // (a run still running 300 ms later) must not flip under the load of
@@ -92,8 +129,7 @@ pub async fn run_agent_profile(spec: &str, stated: Option<&str>, seed: u64) -> P
     }
 }
 
-/// The scenarios `ids` of the agent corpus on `spec`, against the profile
-/// its `/health` declares (or `stated`), one at a time, as
+/// The scenarios `ids` of the agent corpus on `spec`, as
 /// [`run_agent_profile`] runs the whole corpus.
 pub async fn run_agent_scenarios(
     spec: &str,
@@ -101,21 +137,13 @@ pub async fn run_agent_scenarios(
     ids: &BTreeSet<String>,
     seed: u64,
 ) -> RunSummary {
-    let target = open_target(spec, TargetOptions::default())
-        .await
-        .expect("target opens");
-    let stated = stated.map(|s| Profile::parse_flag(s).expect("a profile"));
-    let profile = resolve_profile(target.as_ref(), stated, 10_000)
-        .await
-        .expect("the profile is read");
-    let chosen: Vec<Scenario> = load_corpus("agent")
+    let chosen = load_corpus("agent")
         .into_iter()
         .filter(|s| ids.contains(&s.id))
         .collect();
-    let (apply, _) = by_profile(chosen, &profile.profile);
-    let mut cfg = RunConfig::new(seed);
-    cfg.concurrency = 1;
-    runner::run(target, &apply, &cfg, &mut []).await
+    run_agent_on_profile(spec, stated, chosen, seed)
+        .await
+        .summary
 }
 
 /// The scenarios of `level` that a profile admits.
