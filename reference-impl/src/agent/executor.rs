@@ -443,10 +443,6 @@ impl Executor {
         self.config.policy.name()
     }
 
-    pub fn config(&self) -> ExecutorConfig {
-        self.config
-    }
-
     pub fn store(&self) -> &Arc<dyn SessionStateStore> {
         &self.store
     }
