@@ -12,9 +12,8 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::{
     assert_failures_are_verdicts, corpus_for, failing, ran, run_agent_profile, run_corpus,
@@ -447,28 +446,8 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
 #[test]
 fn serve_agent_then_run_over_http_exits_0_and_sigterm_stops_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args([
-            "serve",
-            "agent",
-            "--store",
-            "memory",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("reqkey serve starts");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .expect("a listening line")
-        .to_owned();
+    let server = common::Served::start(&["serve", "agent", "--store", "memory"]);
+    let url = server.base.clone();
     let run = Command::new(env!("CARGO_BIN_EXE_reqkey"))
         .args([
             "run",
@@ -482,17 +461,13 @@ fn serve_agent_then_run_over_http_exits_0_and_sigterm_stops_it() {
         .current_dir(&root)
         .output()
         .expect("reqkey run runs");
-    let kill = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
-    let status = server.wait().unwrap();
+    let status = server.terminate().status;
     assert_eq!(
         run.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&run.stdout)
     );
-    assert!(kill.unwrap().success());
     assert_eq!(status.code(), Some(0), "graceful shutdown exits 0");
 }
 

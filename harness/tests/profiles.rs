@@ -8,9 +8,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use common::{reqkey, text};
 
@@ -209,38 +207,20 @@ fn certify_carries_the_profile_in_the_certificate_junit_and_json() {
 
 #[test]
 fn the_reference_server_writes_the_ignored_key_warning_once_not_per_request() {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args([
-            "serve",
-            "agent",
-            "--store",
-            "memory",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-request-keys",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("reqkey serve agent starts");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let server = common::Served::start_keeping_stderr(&[
+        "serve",
+        "agent",
+        "--store",
+        "memory",
+        "--no-request-keys",
+    ]);
+    let url = server.base.clone();
     // Many keyed requests: every agent scenario that applies, some twice.
     for _ in 0..2 {
         let o = reqkey(&["run", "--target", &url, "--quiet", "--seed", "2"]);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     }
-    let _ = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status();
-    let out = server.wait_with_output().unwrap();
+    let out = server.terminate();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         stderr.matches("request_key.ignored").count(),
@@ -254,34 +234,18 @@ fn the_reference_server_writes_the_ignored_key_warning_once_not_per_request() {
 /// the keyless `interrupt_previous` ones, and it passes them.
 #[test]
 fn a_server_ignoring_keys_on_interrupt_previous_passes_its_profile() {
-    let mut server = Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args([
-            "serve",
-            "agent",
-            "--store",
-            "memory",
-            "--listen",
-            "127.0.0.1:0",
-            "--no-request-keys",
-            "--policy",
-            "interrupt_previous",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("reqkey serve agent starts");
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_owned();
+    let server = common::Served::start(&[
+        "serve",
+        "agent",
+        "--store",
+        "memory",
+        "--no-request-keys",
+        "--policy",
+        "interrupt_previous",
+    ]);
+    let url = server.base.clone();
     let o = reqkey(&["run", "--target", &url, "--seed", "4"]);
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let out = text(&o);
     assert!(

@@ -15,8 +15,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{assert_failures_are_verdicts, failing, ran, reqkey, run_agent_profile, text};
@@ -40,52 +38,19 @@ const RACES: [&str; 3] = [
     "agent.concurrent-duplicate-resumes",
 ];
 
-/// One `reqkey serve agent` process; killed when dropped.
-struct Replica {
-    child: Child,
-    base: String,
-}
+/// One `reqkey serve agent` process started with `args`; killed when
+/// dropped.
+type Replica = common::Served;
 
-impl Replica {
-    fn start(args: &[&str]) -> Replica {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_reqkey"))
-            .args(["serve", "agent", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let Some(addr) = line.trim().strip_prefix("listening on ") else {
-            let mut err = String::new();
-            let _ = std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err);
-            let _ = child.kill();
-            panic!(
-                "`reqkey serve agent {}` did not start: {line:?} {err}. These tests need the \
-                 real services (pg_isready -h 127.0.0.1; redis-cli ping); they never skip.",
-                args.join(" ")
-            );
-        };
-        Replica {
-            base: addr.to_owned(),
-            child,
-        }
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn replica(args: &[&str]) -> Replica {
+    let mut all = vec!["serve", "agent"];
+    all.extend_from_slice(args);
+    common::Served::start(&all)
 }
 
 /// Three replicas started with `args`, and the target naming them all.
 fn three(args: &[&str]) -> (Vec<Replica>, String) {
-    let replicas: Vec<Replica> = (0..3).map(|_| Replica::start(args)).collect();
+    let replicas: Vec<Replica> = (0..3).map(|_| replica(args)).collect();
     let spec = replicas
         .iter()
         .map(|r| r.base.as_str())
@@ -177,10 +142,8 @@ async fn three_replicas_over_one_sqlite_file_certify_green() {
     let path = std::env::temp_dir().join(format!("reqkey-replicas-{}.sqlite", std::process::id()));
     let store = format!("sqlite:{}", path.display());
     // The first replica creates and migrates the file before the others open it.
-    let first = Replica::start(&["--store", &store]);
-    let rest: Vec<Replica> = (0..2)
-        .map(|_| Replica::start(&["--store", &store]))
-        .collect();
+    let first = replica(&["--store", &store]);
+    let rest: Vec<Replica> = (0..2).map(|_| replica(&["--store", &store])).collect();
     let spec = format!("{},{},{}", first.base, rest[0].base, rest[1].base);
     assert_green(&spec).await;
     drop((first, rest));
@@ -225,8 +188,8 @@ async fn reference_agents_in_process_over_separate_and_shared_stores() {
 /// as one deployment: the target does not open (exit 2, no verdict).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_that_disagree_on_the_profile_are_not_judged() {
-    let a = Replica::start(&[]);
-    let b = Replica::start(&["--no-request-keys"]);
+    let a = replica(&[]);
+    let b = replica(&["--no-request-keys"]);
     let spec = format!("{},{}", a.base, b.base);
     match open_target(&spec, TargetOptions::default()).await {
         Err(TargetError::BadSpec(m)) => assert!(m.contains("one profile"), "{m}"),

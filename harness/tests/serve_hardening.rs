@@ -5,12 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use common::Served;
 
 /// A bound no correct answer comes near.
 const PROMPT: Duration = Duration::from_secs(2);
@@ -19,58 +21,6 @@ const PROMPT: Duration = Duration::from_secs(2);
 /// which a lease that nobody renews has surely run out.
 const LEASE_MS_ARG: &str = "300";
 const LEASE_RUNS_OUT: Duration = Duration::from_millis(450);
-
-/// A `reqkey serve ...` process; killed (SIGKILL) when dropped.
-struct Served {
-    child: Child,
-    addr: String,
-}
-
-impl Served {
-    /// Starts `reqkey ARGS --listen 127.0.0.1:0` with at most `nofile` open
-    /// file descriptors, and reads the address from its first line.
-    fn start(args: &[&str], nofile: Option<u32>) -> Served {
-        let bin = env!("CARGO_BIN_EXE_reqkey");
-        let mut command = match nofile {
-            Some(n) => {
-                let mut c = Command::new("sh");
-                c.args(["-c", &format!("ulimit -n {n} && exec \"$@\""), "sh", bin]);
-                c
-            }
-            None => Command::new(bin),
-        };
-        let mut child = command
-            .args(args)
-            .args(["--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-            .to_owned();
-        Served { child, addr }
-    }
-
-    /// `kill -9`, and wait for the process to be gone.
-    fn kill9(mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Reads until the peer closes or `bound` passes.
 async fn read_until_closed(stream: &mut TcpStream, bound: Duration) -> Vec<u8> {
@@ -104,12 +54,12 @@ async fn health_status(addr: &str) -> Option<u16> {
 /// F5: 600 idle connections to a server limited to 256 descriptors; a
 /// fresh client must still be answered promptly.
 async fn fresh_client_is_served_through_an_idle_flood(args: &[&str]) {
-    let served = Served::start(args, Some(256));
-    assert_eq!(health_status(&served.addr).await, Some(200));
+    let served = Served::start_limited(args, 256);
+    assert_eq!(health_status(served.addr()).await, Some(200));
     let mut idle = Vec::new();
     for i in 0..600 {
         // A server that stops accepting fills its backlog: connects hang.
-        let connect = tokio::time::timeout(PROMPT, TcpStream::connect(&served.addr)).await;
+        let connect = tokio::time::timeout(PROMPT, TcpStream::connect(served.addr())).await;
         match connect {
             Ok(Ok(s)) => idle.push(s),
             other => panic!("idle connection {i} could not connect within {PROMPT:?}: {other:?}"),
@@ -117,7 +67,7 @@ async fn fresh_client_is_served_through_an_idle_flood(args: &[&str]) {
     }
     let started = Instant::now();
     assert_eq!(
-        health_status(&served.addr).await,
+        health_status(served.addr()).await,
         Some(200),
         "no answer to a fresh client after 600 idle connections ({args:?})"
     );
@@ -243,9 +193,9 @@ async fn kill9_leaves_no_run_running_forever(store: &str) {
     let (s, s2) = (unique("start"), unique("chat"));
     let input = serde_json::json!({"input": {"text": "[sleep:60000] orphan"}});
 
-    let first = Served::start(&args, None);
+    let first = Served::start(&args);
     let (status, started) = post(
-        &first.addr,
+        first.addr(),
         &format!("/sessions/{s}/start"),
         Some("k1"),
         input.clone(),
@@ -253,16 +203,16 @@ async fn kill9_leaves_no_run_running_forever(store: &str) {
     .await;
     assert_eq!(status, 201, "{started}");
     let run_id = started["runId"].as_str().unwrap().to_owned();
-    let stream = chat(&first.addr, &s2, "k2", "[sleep:60000] chat orphan", false).await;
+    let stream = chat(first.addr(), &s2, "k2", "[sleep:60000] chat orphan", false).await;
     assert!(stream.contains("\"attached\":false"), "{stream}");
     first.kill9();
     // The dead server's leases run out ([[lease.expire.any-reader]]).
     tokio::time::sleep(LEASE_RUNS_OUT).await;
 
-    let second = Served::start(&args, None);
+    let second = Served::start(&args);
     let began = Instant::now();
     let (status, retry) = post(
-        &second.addr,
+        second.addr(),
         &format!("/sessions/{s}/start"),
         Some("k1"),
         input.clone(),
@@ -272,19 +222,19 @@ async fn kill9_leaves_no_run_running_forever(store: &str) {
     assert_eq!(retry["status"], "attached");
     assert_eq!(retry["runId"], run_id.as_str());
     assert!(began.elapsed() < PROMPT);
-    let (status, run) = get(&second.addr, &format!("/sessions/{s}/runs/{run_id}")).await;
+    let (status, run) = get(second.addr(), &format!("/sessions/{s}/runs/{run_id}")).await;
     assert_eq!(status, 200);
     assert_eq!(run["status"], "interrupted", "{run}");
 
-    let stream = chat(&second.addr, &s2, "k2", "[sleep:60000] chat orphan", true).await;
+    let stream = chat(second.addr(), &s2, "k2", "[sleep:60000] chat orphan", true).await;
     assert!(stream.contains("\"attached\":true"), "{stream}");
     assert!(stream.contains("\"status\":\"interrupted\""), "{stream}");
-    let (_, snapshot) = get(&second.addr, &format!("/sessions/{s2}")).await;
+    let (_, snapshot) = get(second.addr(), &format!("/sessions/{s2}")).await;
     assert_eq!(snapshot["runs"][0]["status"], "interrupted", "{snapshot}");
 
     // The session is not wedged: a keyless resume starts run 2.
     let (status, resumed) = post(
-        &second.addr,
+        second.addr(),
         &format!("/sessions/{s}/resume"),
         None,
         serde_json::json!({"input": {"text": "go on"}}),
@@ -295,7 +245,7 @@ async fn kill9_leaves_no_run_running_forever(store: &str) {
 
     for session in [&s, &s2] {
         let resp = client()
-            .delete(format!("http://{}/sessions/{session}", second.addr))
+            .delete(format!("http://{}/sessions/{session}", second.addr()))
             .send()
             .await
             .unwrap();
@@ -337,10 +287,10 @@ async fn a_replica_leaves_a_leased_run_running_and_expires_it_when_its_owner_die
     ];
     let s = unique("shared");
     let input = serde_json::json!({"input": {"text": "[sleep:60000] elsewhere"}});
-    let first = Served::start(&args, None);
-    let second = Served::start(&args, None);
+    let first = Served::start(&args);
+    let second = Served::start(&args);
     let (status, started) = post(
-        &first.addr,
+        first.addr(),
         &format!("/sessions/{s}/start"),
         Some("k1"),
         input.clone(),
@@ -351,7 +301,7 @@ async fn a_replica_leaves_a_leased_run_running_and_expires_it_when_its_owner_die
     // Several lease lengths: the first server keeps renewing.
     tokio::time::sleep(3 * LEASE_RUNS_OUT).await;
     let (status, retry) = post(
-        &second.addr,
+        second.addr(),
         &format!("/sessions/{s}/start"),
         Some("k1"),
         input.clone(),
@@ -359,15 +309,15 @@ async fn a_replica_leaves_a_leased_run_running_and_expires_it_when_its_owner_die
     .await;
     assert_eq!((status, &retry["runId"]), (200, &serde_json::json!(run_id)));
     assert_eq!(retry["status"], "attached", "{retry}");
-    let (_, run) = get(&second.addr, &format!("/sessions/{s}/runs/{run_id}")).await;
+    let (_, run) = get(second.addr(), &format!("/sessions/{s}/runs/{run_id}")).await;
     assert_eq!(run["status"], "running", "{run}");
 
     first.kill9();
     tokio::time::sleep(LEASE_RUNS_OUT).await;
-    let (_, run) = get(&second.addr, &format!("/sessions/{s}/runs/{run_id}")).await;
+    let (_, run) = get(second.addr(), &format!("/sessions/{s}/runs/{run_id}")).await;
     assert_eq!(run["status"], "interrupted", "{run}");
     let (status, retry) = post(
-        &second.addr,
+        second.addr(),
         &format!("/sessions/{s}/start"),
         Some("k1"),
         input,

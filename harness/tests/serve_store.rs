@@ -4,47 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::Command;
 
 use serde_json::{json, Value};
 
-struct Served {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::Served;
 
 fn serve(store: &str) -> Served {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args([
-            "serve",
-            "store",
-            "--store",
-            store,
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_owned();
-    Served { child, base }
+    Served::start(&["serve", "store", "--store", store])
 }
 
 async fn rpc(client: &reqwest::Client, base: &str, body: String) -> Value {

@@ -4,8 +4,9 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 
 use reqkey_harness::run::event::{RunSummary, Verdict};
@@ -41,6 +42,107 @@ pub fn read_http_request(conn: &mut std::net::TcpStream) -> Option<(String, Vec<
     let mut body = vec![0u8; len.min(1 << 20)];
     conn.read_exact(&mut body).ok()?;
     Some((head, body))
+}
+
+/// A `reqkey serve ...` process on an ephemeral port (read from its first
+/// line, `listening on http://ADDR`); killed (SIGKILL) when dropped.
+pub struct Served {
+    child: Option<Child>,
+    /// `http://127.0.0.1:PORT`
+    pub base: String,
+}
+
+impl Served {
+    /// `reqkey ARGS --listen 127.0.0.1:0`, its stderr discarded.
+    pub fn start(args: &[&str]) -> Served {
+        Served::spawn(args, None, false)
+    }
+
+    /// Likewise, its stderr kept for [`Served::terminate`].
+    pub fn start_keeping_stderr(args: &[&str]) -> Served {
+        Served::spawn(args, None, true)
+    }
+
+    /// Likewise, with at most `nofile` open file descriptors.
+    pub fn start_limited(args: &[&str], nofile: u32) -> Served {
+        Served::spawn(args, Some(nofile), false)
+    }
+
+    fn spawn(args: &[&str], nofile: Option<u32>, keep_stderr: bool) -> Served {
+        let bin = env!("CARGO_BIN_EXE_reqkey");
+        let mut command = match nofile {
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.args(["-c", &format!("ulimit -n {n} && exec \"$@\""), "sh", bin]);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let mut child = command
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(if keep_stderr {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .spawn()
+            .expect("reqkey serve starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let Some(addr) = line.trim().strip_prefix("listening on ") else {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "`reqkey {}` did not start: {line:?} {}. Tests over PostgreSQL and Redis need \
+                 the real services (pg_isready -h 127.0.0.1; redis-cli ping); they never skip.",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        Served {
+            base: addr.to_owned(),
+            child: Some(child),
+        }
+    }
+
+    /// `HOST:PORT`, without the scheme.
+    pub fn addr(&self) -> &str {
+        self.base.strip_prefix("http://").unwrap_or(&self.base)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// SIGTERM, then wait: how it exited, and its stderr when kept.
+    pub fn terminate(mut self) -> Output {
+        let child = self.child.take().unwrap();
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        child.wait_with_output().unwrap()
+    }
+
+    /// `kill -9`, and wait for the process to be gone.
+    pub fn kill9(mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// The `reqkey` binary with `args`, run from the repository root.
