@@ -13,11 +13,12 @@
 #   killed      a scenario added since catches it (the why names it);
 #   equivalent  no behaviour tells it from the original (one line on why);
 #   deleted     the mutated code was deleted: no reference code used it;
-#   unreachable the behaviour differs only after a server dies mid-run
-#               (its lease runs out): clauses the spec's table certifies by
-#               no scenario, since a suite cannot kill the server it
-#               judges; the why names the test of the reference that
-#               catches the mutant instead (run with that test added);
+#   unreachable the corpus cannot reach or see it: the behaviour differs
+#               only after a server dies mid-run (its lease runs out), or
+#               only in how a server is started or what it writes to its
+#               own log, which the spec's table certifies by no scenario
+#               (a suite judges the answers of the server it is given); the
+#               why names the test of the reference that catches it;
 #   open        not killed yet (the why says what would kill it).
 # The score counts killed survivors as detected and leaves equivalent,
 # deleted and unreachable ones out; the strict score counts unreachable

@@ -476,11 +476,6 @@ impl Executor {
         None
     }
 
-    /// Has this executor warned `request_key.ignored` (at most once)?
-    pub fn warned_ignored_key(&self) -> bool {
-        self.warned_ignored_key.load(Ordering::Relaxed)
-    }
-
     /// How many `request_key.ignored` warnings this executor has written
     /// (SPEC 5: one per executor instance, however many keyed requests).
     pub fn ignored_key_warnings(&self) -> u64 {
@@ -1489,12 +1484,12 @@ mod tests {
             supports_request_key: false,
             ..ExecutorConfig::default()
         });
-        assert!(!ex.warned_ignored_key());
+        assert_eq!(ex.ignored_key_warnings(), 0);
         let first = ex
             .enter(entry(EntryKind::Start, "[sleep:100]", Some("k")))
             .await
             .unwrap();
-        assert!(ex.warned_ignored_key());
+        assert_eq!(ex.ignored_key_warnings(), 1);
         assert_eq!(first.run().request_key, None);
         let again = ex
             .enter(entry(EntryKind::Start, "[sleep:100]", Some("k")))
