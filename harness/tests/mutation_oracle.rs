@@ -74,11 +74,45 @@ async fn store_corpus_on_sqlite() {
     }
 }
 
+/// On a database of its own, created for this run and dropped after: the
+/// store's migrations run from nothing, as on a first deployment (a
+/// mutant that skips them would pass on a database that has the schema).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn store_corpus_on_postgres() {
-    let url = std::env::var("REQKEY_POSTGRES_URL")
+    let admin = std::env::var("REQKEY_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    green("store", &url).await;
+    let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL answers (REQKEY_POSTGRES_URL)");
+    tokio::spawn(connection);
+    let name = format!(
+        "reqkey_oracle_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("a database of the oracle's own");
+    // The admin URL with its database replaced (any query string kept).
+    let (head, query) = admin
+        .split_once('?')
+        .map_or((admin.as_str(), ""), |(h, q)| (h, q));
+    let base = head.rsplit_once('/').map_or(head, |(b, _)| b);
+    let url = if query.is_empty() {
+        format!("{base}/{name}")
+    } else {
+        format!("{base}/{name}?{query}")
+    };
+    let result = tokio::spawn(async move { green("store", &url).await }).await;
+    let _ = client
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await;
+    if let Err(e) = result {
+        std::panic::resume_unwind(e.into_panic());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
