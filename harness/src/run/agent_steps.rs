@@ -50,8 +50,13 @@ pub async fn http_step(
     if delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(delay_ms)).await;
     }
+    let started = tokio::time::Instant::now();
     let response = timed(target.http(request), timeout_ms).await?;
-    Ok(answer(&response))
+    let mut out = answer(&response);
+    // From the request sent (after `delay_ms`) to the answer's last byte:
+    // when a stream ended is part of what some clauses say.
+    out["elapsedMs"] = json!(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+    Ok(out)
 }
 
 async fn timed<T>(

@@ -53,7 +53,7 @@ fn special(pattern: &serde_json::Map<String, Value>) -> Option<(&str, &Value)> {
         return None;
     }
     let (k, v) = pattern.iter().next()?;
-    matches!(k.as_str(), "$exact" | "$length" | "$one_of").then_some((k.as_str(), v))
+    matches!(k.as_str(), "$exact" | "$length" | "$one_of" | "$at_most").then_some((k.as_str(), v))
 }
 
 /// Does `actual` match `pattern`? `Ok(())` or the first mismatch.
@@ -177,6 +177,19 @@ fn match_special(path: &str, key: &str, arg: &Value, actual: &Value) -> Result<(
                 ))
             }
         }
+        "$at_most" => {
+            let (Some(bound), Value::Number(n)) = (arg.as_f64(), actual) else {
+                return fail(format!(
+                    "expected a number at most {}, found {}",
+                    short(arg),
+                    short(actual)
+                ));
+            };
+            match n.as_f64() {
+                Some(x) if x <= bound => Ok(()),
+                _ => fail(format!("expected at most {}, found {n}", short(arg))),
+            }
+        }
         "$length" => {
             let Some(want) = arg.as_u64() else {
                 return fail(format!("$length takes a whole number, not {}", short(arg)));
@@ -228,6 +241,16 @@ mod tests {
         assert!(matches(&j(r#"{"n":1}"#), &j(r#"{"n":"1"}"#)).is_err());
         assert!(matches(&j(r#"{"n":1e400}"#), &j(r#"{"n":1e400}"#)).is_ok());
         assert!(matches(&j(r#"{"n":1e400}"#), &j(r#"{"n":2e400}"#)).is_err());
+    }
+
+    #[test]
+    fn at_most_bounds_a_number() {
+        assert!(matches(&json!({"t": {"$at_most": 300}}), &json!({"t": 300})).is_ok());
+        assert!(matches(&json!({"t": {"$at_most": 300}}), &json!({"t": 12})).is_ok());
+        let m = matches(&json!({"t": {"$at_most": 300}}), &json!({"t": 301})).unwrap_err();
+        assert_eq!(m.path, "t");
+        assert!(matches(&json!({"t": {"$at_most": 300}}), &json!({"t": "1"})).is_err());
+        assert!(matches(&json!({"t": {"$at_most": 300}}), &json!({})).is_err());
     }
 
     #[test]
