@@ -15,8 +15,9 @@
 #   deleted     the mutated code was deleted: no reference code used it;
 #   unreachable the corpus cannot reach or see it: the behaviour differs
 #               only after a server dies mid-run (its lease runs out), or
-#               only in how a server is started or what it writes to its
-#               own log, which the spec's table certifies by no scenario
+#               only in how a server or store is started or opened (its
+#               flags, its connection string) or what it writes to its own
+#               log, which the spec's table certifies by no scenario
 #               (a suite judges the answers of the server it is given); the
 #               why names the test of the reference that catches it;
 #   open        not killed yet (the why says what would kill it).
