@@ -9,7 +9,8 @@
 # code, the reference stores and executor. What judges a mutant
 # (.cargo/mutants.toml): only harness/tests/mutation_oracle.rs (the store corpus on memory,
 # SQLite, PostgreSQL and Redis; the agent corpus on the reference agent).
-# PostgreSQL and Redis must answer (REQKEY_POSTGRES_URL, REQKEY_REDIS_URL).
+# PostgreSQL, Redis and a Redis Cluster must answer (REQKEY_POSTGRES_URL,
+# REQKEY_REDIS_URL, REQKEY_REDIS_CLUSTER_URL; scripts/redis-cluster.sh start).
 #
 # Results go to $REQKEY_MUTANTS_OUT (default target/mutants)/mutants.out:
 # caught.txt, missed.txt, unviable.txt, timeout.txt; the last lines printed
