@@ -25,7 +25,7 @@ use reqkey_harness::target::spec::open_target;
 use reqkey_harness::target::TargetOptions;
 
 /// Scenarios that need a server which records keys (either policy).
-const KEYED: [&str; 19] = [
+const KEYED: [&str; 20] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -37,6 +37,7 @@ const KEYED: [&str; 19] = [
     "agent.concurrent-duplicates",
     "agent.cross-replica-keyed-retry",
     "agent.delete-frees-keys",
+    "agent.digest-tells-close-inputs-apart",
     "agent.key-conflict",
     "agent.keyed-resume",
     "agent.keys-are-case-sensitive",
@@ -56,12 +57,16 @@ const KEYED_REJECT: [&str; 4] = [
 ];
 
 /// Keyless scenarios that need `concurrentEntry: reject`.
-const KEYLESS_REJECT: [&str; 1] = ["agent.keyless-unchanged"];
+const KEYLESS_REJECT: [&str; 2] = [
+    "agent.keyless-unchanged",
+    "agent.retry-refused-while-suspended",
+];
 
 /// Scenarios every SPEC 7 server passes, whatever its profile.
-const ANY_PROFILE: [&str; 6] = [
+const ANY_PROFILE: [&str; 7] = [
     "agent.bad-bodies",
     "agent.concurrent-keyless-starts",
+    "agent.entry-completes-a-suspended-run",
     "agent.health",
     "agent.malformed-keys",
     "agent.unknown-things",
