@@ -95,8 +95,9 @@ struct Tree {
     anchors: HashMap<usize, Node>,
 }
 
-/// Builds the node that starts with `first` (bounded by the loader's
-/// depth limit, checked again here).
+/// Builds the node that starts with `first` at `line`:`column` (both
+/// from 1; yaml-rust2 counts columns from 0), bounded by the loader's
+/// depth limit, checked again here.
 fn build(
     parser: &mut Parser<std::str::Chars<'_>>,
     first: Event,
@@ -126,7 +127,14 @@ fn build(
                 if ev == Event::SequenceEnd {
                     break;
                 }
-                items.push(build(parser, ev, mark.line(), mark.col(), tree, depth + 1)?);
+                items.push(build(
+                    parser,
+                    ev,
+                    mark.line(),
+                    mark.col() + 1,
+                    tree,
+                    depth + 1,
+                )?);
             }
             (Node::Seq(items), anchor)
         }
@@ -137,9 +145,9 @@ fn build(
                 if ev == Event::MappingEnd {
                     break;
                 }
-                let key = build(parser, ev, mark.line(), mark.col(), tree, depth + 1)?;
+                let key = build(parser, ev, mark.line(), mark.col() + 1, tree, depth + 1)?;
                 let (ev, mark) = parser.next_token().map_err(|e| e.to_string())?;
-                let value = build(parser, ev, mark.line(), mark.col(), tree, depth + 1)?;
+                let value = build(parser, ev, mark.line(), mark.col() + 1, tree, depth + 1)?;
                 entries.push((key, value));
             }
             (Node::Map(entries), anchor)
@@ -170,7 +178,15 @@ fn parse(text: &str) -> Option<(Node, Tree)> {
             Event::StreamStart | Event::DocumentStart | Event::Nothing => {}
             Event::StreamEnd | Event::DocumentEnd => return None,
             first => {
-                let root = build(&mut parser, first, mark.line(), mark.col(), &mut tree, 0).ok()?;
+                let root = build(
+                    &mut parser,
+                    first,
+                    mark.line(),
+                    mark.col() + 1,
+                    &mut tree,
+                    0,
+                )
+                .ok()?;
                 return Some((root, tree));
             }
         }
