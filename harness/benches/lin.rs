@@ -5,7 +5,7 @@
 //! linearizability check takes (target: under 1 s). `REQKEY_SEED` sets the
 //! first seed; `REQKEY_TARGET` another store target.
 
-use reqkey_harness::cmd::bench::{checker_benchmark, default_workload};
+use reqkey_harness::bench::checker::{checker_benchmark, default_workload};
 
 fn main() {
     let seed = std::env::var("REQKEY_SEED")

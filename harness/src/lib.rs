@@ -1,30 +1,41 @@
-//! # reqkey-harness: scenarios, targets, checks, reports
+//! # reqkey-harness: running scenarios on targets, reporting; the `reqkey` CLI
 //!
-//! Data flows one way, and each folder holds one step of it:
+//! The workspace is in crates along the flow of data, each with one job:
 //!
 //! ```text
-//! scenarios/*.yaml -> scenario/ (load + validate, file:line:col errors)
+//! scenarios/*.yaml -> reqkey-scenario (load + validate once, typed steps,
+//!                                      file:line:col errors; pure)
 //!                  -> run/      (fresh $variables per trial, parallel groups
-//!                                behind a barrier, repeat) on a target/
-//!                  -> check/    (linearizability of recorded histories)
-//!                  -> events -> report/ (terminal, JUnit, JSON, certificate)
+//!                                behind a barrier, repeat) on a targets/
+//!                  -> reqkey-check (linearizability, client verdict,
+//!                                   coverage; pure)
+//!                  -> events -> report/ (terminal, JUnit, JSON, certificate, HTML)
 //! ```
 //!
-//! - [`scenario`]: the YAML format, its loader and JSON Schema, `$variables`
-//!   and expectation patterns. Pure data: nothing there talks to a network.
+//! This crate holds the parts that do IO:
+//!
 //! - [`run`]: the runner, agent-level steps, events, recorded instants, the
-//!   certification suite and `--expected-failures`.
-//! - [`target`]: the only door to an implementation, one file per kind of
-//!   target behind the one `Target` seam; `target::spec` parses `--target`.
-//! - [`check`]: the linearizability checker and the model-based fuzzer.
+//!   certification suite, `--expected-failures`, and the two stages that
+//!   generate programs (fuzz, mixed histories).
+//! - [`targets`]: the only door to an implementation, one file per kind of
+//!   target behind the one `Target` seam; `targets::spec` parses
+//!   `--target` into a typed spec, once.
 //! - [`report`]: reporters subscribed to the runner's events.
+//! - [`proxy`]: `reqkey proxy`'s listener (its plan, trace and verdict are
+//!   pure and live in `reqkey-check`).
+//! - [`bench`]: the benchmarks (`reqkey bench`, `cargo bench`), a room of
+//!   their own.
 //! - [`cmd`]: the `reqkey` command line, one file per command; the binary's
 //!   `main` only parses and dispatches.
 
-pub mod check;
+pub mod bench;
 pub mod cmd;
 pub mod proxy;
 pub mod report;
 pub mod run;
-pub mod scenario;
-pub mod target;
+pub mod targets;
+
+// The pure crates under their room names, for the tests and for embedders
+// that reach the whole kit through one dependency.
+pub use reqkey_check as check;
+pub use reqkey_scenario as scenario;

@@ -20,9 +20,9 @@ use common::{
     ProfileRun,
 };
 use reqkey_harness::run::runner::{self, RunConfig};
-use reqkey_harness::target::profile::{ConcurrentEntry, Profile, ProfileSource};
-use reqkey_harness::target::spec::open_target;
-use reqkey_harness::target::TargetOptions;
+use reqkey_harness::targets::profile::{ConcurrentEntry, Profile, ProfileSource};
+use reqkey_harness::targets::spec::open_target;
+use reqkey_harness::targets::TargetOptions;
 
 /// Scenarios that need a server which records keys (either policy).
 const KEYED: [&str; 20] = [
@@ -504,25 +504,25 @@ fn an_unreachable_agent_target_exits_2() {
 /// An agent target that remembers every session route it was sent.
 #[derive(Debug)]
 struct Watching {
-    inner: std::sync::Arc<dyn reqkey_harness::target::Target>,
+    inner: std::sync::Arc<dyn reqkey_harness::targets::Target>,
     seen: std::sync::Mutex<BTreeSet<String>>,
 }
 
 #[async_trait::async_trait]
-impl reqkey_harness::target::Target for Watching {
-    fn level(&self) -> reqkey_harness::target::Level {
+impl reqkey_harness::targets::Target for Watching {
+    fn level(&self) -> reqkey_harness::targets::Level {
         self.inner.level()
     }
     fn describe(&self) -> String {
         self.inner.describe()
     }
-    async fn health(&self) -> Result<serde_json::Value, reqkey_harness::target::TargetError> {
+    async fn health(&self) -> Result<serde_json::Value, reqkey_harness::targets::TargetError> {
         self.inner.health().await
     }
     async fn http(
         &self,
-        request: reqkey_harness::target::HttpRequest,
-    ) -> Result<reqkey_harness::target::HttpResponse, reqkey_harness::target::TargetError> {
+        request: reqkey_harness::targets::HttpRequest,
+    ) -> Result<reqkey_harness::targets::HttpResponse, reqkey_harness::targets::TargetError> {
         if let Some(rest) = request.path.strip_prefix("/sessions/") {
             let id = rest.split(['/', '?']).next().unwrap_or_default();
             self.seen.lock().unwrap().insert(id.to_owned());
@@ -559,7 +559,7 @@ async fn a_green_agent_run_leaves_no_session_behind() {
     for s in fresh {
         let answer = target
             .inner
-            .http(reqkey_harness::target::HttpRequest {
+            .http(reqkey_harness::targets::HttpRequest {
                 method: "GET".into(),
                 path: format!("/sessions/{s}"),
                 ..Default::default()

@@ -18,9 +18,9 @@ use common::{failing, run_on};
 use reqkey_harness::run::event::RunSummary;
 use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::scenario::load_paths;
-use reqkey_harness::target::spec::open_target;
-use reqkey_harness::target::store::InProcessStore;
-use reqkey_harness::target::{Target, TargetError, TargetOptions};
+use reqkey_harness::targets::spec::open_target;
+use reqkey_harness::targets::store::InProcessStore;
+use reqkey_harness::targets::{Target, TargetError, TargetOptions};
 use reqkey_reference::store::{MemoryDefect, MemoryStore, SessionStateStore};
 use reqkey_reference::store_server;
 use serde_json::json;
@@ -218,7 +218,7 @@ struct Watching {
 
 #[async_trait::async_trait]
 impl Target for Watching {
-    fn level(&self) -> reqkey_harness::target::Level {
+    fn level(&self) -> reqkey_harness::targets::Level {
         self.inner.level()
     }
     fn describe(&self) -> String {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use reqkey_harness::run::suite;
-use reqkey_harness::target::Level;
+use reqkey_harness::targets::Level;
 
 fn scratch_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("reqkey-embedded-{name}-{}", std::process::id()));

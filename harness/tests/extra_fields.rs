@@ -18,9 +18,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use common::{assert_failures_are_verdicts, corpus_for, failing, load_corpus};
 use reqkey_harness::run::runner::{self, RunConfig};
-use reqkey_harness::target::profile::Profile;
-use reqkey_harness::target::spec::open_target;
-use reqkey_harness::target::{
+use reqkey_harness::targets::profile::{parse_profile_flag, Profile};
+use reqkey_harness::targets::spec::open_target;
+use reqkey_harness::targets::{
     HttpRequest, HttpResponse, Level, Target, TargetError, TargetOptions,
 };
 use serde_json::{json, Value};
@@ -198,7 +198,7 @@ async fn an_agent_server_that_adds_fields_and_rewords_messages_passes_its_profil
         ("reference-agent", Profile::default()),
         (
             "reference-agent:no-request-keys",
-            Profile::parse_flag("keys-ignored").unwrap(),
+            parse_profile_flag("keys-ignored").unwrap(),
         ),
     ] {
         let inner = open_target(spec, TargetOptions::default()).await.unwrap();

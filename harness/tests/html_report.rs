@@ -16,7 +16,7 @@ use reqkey_harness::run::event::{
     Failure, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
 };
 use reqkey_harness::scenario::parse_scenario;
-use reqkey_harness::target::Level;
+use reqkey_harness::targets::Level;
 
 fn result(id: &str, verdict: Verdict) -> ScenarioResult {
     ScenarioResult {

@@ -27,8 +27,8 @@ async fn green(level: &str, spec: &str) {
     // What is certified is what was asked for: the identity a certificate
     // records (`/health`) names the backend of the spec.
     if level == "store" {
-        use reqkey_harness::target::spec::open_target;
-        use reqkey_harness::target::TargetOptions;
+        use reqkey_harness::targets::spec::open_target;
+        use reqkey_harness::targets::TargetOptions;
         let target = open_target(spec, TargetOptions::default())
             .await
             .expect("target opens");
@@ -150,8 +150,8 @@ async fn agent_corpus_on_the_reference_agent_of_the_other_profiles() {
 async fn failing_on(level: &str, spec: &str, files: &[&str]) -> BTreeSet<String> {
     use reqkey_harness::run::runner::{self, RunConfig};
     use reqkey_harness::scenario::load_paths;
-    use reqkey_harness::target::spec::open_target;
-    use reqkey_harness::target::TargetOptions;
+    use reqkey_harness::targets::spec::open_target;
+    use reqkey_harness::targets::TargetOptions;
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
     let paths: Vec<_> = files.iter().map(|f| root.join(level).join(f)).collect();
     let scenarios = load_paths(&paths).expect("the scenarios load");
@@ -246,8 +246,8 @@ async fn each_recorded_broken_executor_still_fails_a_recorded_scenario() {
 
 async fn recorded_variants_fail(level: &str) {
     use reqkey_harness::run::runner::{self, RunConfig};
-    use reqkey_harness::target::spec::open_target;
-    use reqkey_harness::target::TargetOptions;
+    use reqkey_harness::targets::spec::open_target;
+    use reqkey_harness::targets::TargetOptions;
     let root = common::corpus(level).parent().unwrap().to_owned();
     let record = reqkey_harness::check::coverage::read_record(&root)
         .expect("the falsification record reads");

@@ -19,11 +19,11 @@ use std::time::Duration;
 
 use common::{reqkey, text};
 use reqkey_harness::check::client::{judge, ClientEnd, ClientVerdict};
-use reqkey_harness::proxy::plan::{Fault, FaultPlan};
+use reqkey_harness::check::plan::{Fault, FaultPlan};
+use reqkey_harness::check::trace::Exchange;
 use reqkey_harness::proxy::server::{read_snapshots, serve, ProxyConfig, Recorder};
-use reqkey_harness::proxy::trace::Exchange;
-use reqkey_harness::target::reference_agent::spawn_reference_agent;
-use reqkey_harness::target::TargetOptions;
+use reqkey_harness::targets::reference_agent::spawn_reference_agent;
+use reqkey_harness::targets::TargetOptions;
 
 const PLAN: &str = "drop-after-commit=0.35,delay=0.05,502=0.05,503=0.05,duplicate=0.1";
 const DELAY_MS: u64 = 1_500;

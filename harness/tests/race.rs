@@ -11,8 +11,8 @@ use common::reqkey;
 use reqkey_harness::run::event::Verdict;
 use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::scenario::{load_paths, Scenario};
-use reqkey_harness::target::spec::open_target;
-use reqkey_harness::target::TargetOptions;
+use reqkey_harness::targets::spec::open_target;
+use reqkey_harness::targets::TargetOptions;
 
 fn race_scenarios() -> Vec<Scenario> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/store");

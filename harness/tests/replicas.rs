@@ -18,8 +18,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::{assert_failures_are_verdicts, failing, ran, reqkey, run_agent_profile, text};
-use reqkey_harness::target::spec::open_target;
-use reqkey_harness::target::{TargetError, TargetOptions};
+use reqkey_harness::targets::spec::open_target;
+use reqkey_harness::targets::{TargetError, TargetOptions};
 
 fn postgres_url() -> String {
     std::env::var("REQKEY_POSTGRES_URL")
@@ -201,7 +201,7 @@ async fn replicas_that_disagree_on_the_profile_are_not_judged() {
 
 #[test]
 fn a_replica_list_is_parsed_once_at_the_edge() {
-    use reqkey_harness::target::spec::TargetSpec;
+    use reqkey_harness::targets::spec::TargetSpec;
     assert_eq!(
         TargetSpec::parse("http://a:1,http://b:2").unwrap(),
         TargetSpec::AgentReplicas {

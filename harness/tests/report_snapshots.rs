@@ -19,9 +19,9 @@ use reqkey_harness::run::event::{Reporter, RunSummary};
 use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::run::suite;
 use reqkey_harness::scenario::load_paths;
-use reqkey_harness::target::profile::resolve_profile;
-use reqkey_harness::target::spec::open_target;
-use reqkey_harness::target::TargetOptions;
+use reqkey_harness::targets::profile::resolve_profile;
+use reqkey_harness::targets::spec::open_target;
+use reqkey_harness::targets::TargetOptions;
 
 /// A seed distinctive enough to be redacted by plain replacement.
 const SEED: u64 = 31_415_926_535;

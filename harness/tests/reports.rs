@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use reqkey_harness::run::suite;
-use reqkey_harness::target::Level;
+use reqkey_harness::targets::Level;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -5,7 +5,8 @@
 //! the workspace — the reference stores, the executor, the harness checks —
 //! *calls* these functions; nobody restates them.
 //!
-//! What lives here, and why it is pure:
+//! Two folders: [`spec`] holds the spec's functions and types, [`checker`]
+//! the stateright model built on them. What lives here, and why it is pure:
 //!
 //! - [`key`]: `parse_request_key` (SPEC 2). A malformed key never reaches a
 //!   lookup, and its raw value never reaches an error message.
@@ -29,23 +30,13 @@
 //! Deliberately absent: IO, async, HTTP, YAML, SQL. A rule that needs any of
 //! those is not a rule but an implementation.
 
-pub mod bridge;
-pub mod check;
-pub mod clauses;
-pub mod compact;
-pub mod digest;
-pub mod error;
-pub mod export;
-pub mod inline;
-pub mod key;
-pub mod linspec;
-pub mod mutants;
-pub mod plan;
-pub mod props;
-pub mod rules;
-pub mod seq;
-pub mod system;
-pub mod types;
+pub mod checker;
+pub mod spec;
+
+// The flat paths every other crate uses (`reqkey_model::seq::SeqStore`):
+// the folders are for readers of this crate, not a second vocabulary.
+pub use checker::{bridge, check, compact, export, inline, mutants, props, system};
+pub use spec::{clauses, digest, error, key, linspec, plan, rules, seq, types, vocab};
 
 pub use digest::{
     canonical_json, execute_request_digest, request_digest, resume_request_digest,

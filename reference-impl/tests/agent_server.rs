@@ -112,7 +112,7 @@ async fn health_declares_the_profile_the_executor_keeps() {
         ),
         (
             ExecutorConfig {
-                policy: reqkey_reference::agent::ConcurrencyPolicy::InterruptPrevious,
+                policy: reqkey_reference::agent::ConcurrentEntry::InterruptPrevious,
                 ..ExecutorConfig::default()
             },
             true,

@@ -6,9 +6,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use reqkey_model::clauses::ClauseLevel;
+use reqkey_model::vocab::Level;
 
-use crate::check::coverage;
 use crate::cmd::common::{
     execute, fresh_seed, harness_error, health, not_judged, select_by_profile, Outputs,
 };
@@ -16,8 +15,9 @@ use crate::cmd::coverage::suite_record;
 use crate::report::{ClauseCoverage, ReportContext};
 use crate::run::runner::RunConfig;
 use crate::run::suite;
-use crate::target::spec::TargetSpec;
-use crate::target::TargetOptions;
+use crate::targets::spec::TargetSpec;
+use crate::targets::TargetOptions;
+use reqkey_check::coverage;
 
 #[derive(Debug, Args)]
 pub struct CertifyArgs {
@@ -41,7 +41,7 @@ pub struct CertifyArgs {
     pub timeout_ms: u64,
     /// Bound on every answer's body, in bytes: a larger answer is not read
     /// whole and its step cannot be judged (exit 2).
-    #[arg(long, default_value_t = crate::target::DEFAULT_MAX_RESPONSE_BYTES,
+    #[arg(long, default_value_t = crate::targets::DEFAULT_MAX_RESPONSE_BYTES,
           value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 32)))]
     pub max_response_bytes: u64,
     /// Print only failures and the closing count.
@@ -59,11 +59,11 @@ pub struct CertifyArgs {
 /// The clause coverage of a level's whole suite, as a certificate states it.
 pub fn suite_coverage(
     root: Option<&std::path::Path>,
-    level: crate::target::Level,
-    scenarios: &[crate::scenario::Scenario],
+    level: crate::targets::Level,
+    scenarios: &[reqkey_scenario::Scenario],
 ) -> Result<ClauseCoverage, String> {
     let clause_level =
-        ClauseLevel::parse(&level.to_string()).ok_or_else(|| format!("no clause level {level}"))?;
+        Level::parse(&level.to_string()).ok_or_else(|| format!("no clause level {level}"))?;
     let clauses = reqkey_model::clauses::clauses().map_err(|e| e.to_string())?;
     let record = suite_record(root)?;
     let cov =

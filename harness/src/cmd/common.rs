@@ -15,10 +15,10 @@ use crate::report::{
 use crate::run::event::{Event, Indefinite, Reporter, RunSummary};
 use crate::run::runner::{self, RunConfig};
 use crate::run::select::{by_profile, reasons, NotApplicable};
-use crate::scenario::Scenario;
-use crate::target::profile::{resolve_profile, Profile, ProfileInfo};
-use crate::target::spec::TARGET_HELP;
-use crate::target::{Target, TargetError};
+use crate::targets::profile::{resolve_profile, ProfileInfo};
+use crate::targets::spec::TARGET_HELP;
+use crate::targets::{Target, TargetError};
+use reqkey_scenario::Scenario;
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -126,7 +126,7 @@ pub async fn select_by_profile(
     quiet: bool,
 ) -> Result<(ProfileInfo, Vec<Scenario>, Vec<NotApplicable>), String> {
     let stated = stated
-        .map(Profile::parse_flag)
+        .map(crate::targets::profile::parse_profile_flag)
         .transpose()
         .map_err(|e| e.to_string())?;
     let info = resolve_profile(target, stated, timeout_ms)

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use reqkey_model::clauses::{self, Certified, ClauseLevel};
+use reqkey_model::clauses::{self, Certified};
 
-use crate::check::coverage::{self, parse_record, read_record, FalsificationRecord, RECORD_FILE};
 use crate::cmd::common::harness_error;
 use crate::run::suite;
-use crate::target::Level;
+use crate::targets::Level;
+use reqkey_check::coverage::{self, parse_record, read_record, FalsificationRecord, RECORD_FILE};
 
 /// The falsification record under `root`, or the embedded suite's.
 pub fn suite_record(root: Option<&std::path::Path>) -> Result<FalsificationRecord, String> {
@@ -67,17 +67,14 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return harness_error(e),
     };
-    let levels: Vec<(Level, ClauseLevel)> = [
-        (Level::Store, ClauseLevel::Store),
-        (Level::Agent, ClauseLevel::Agent),
-    ]
-    .into_iter()
-    .filter(|(l, _)| {
-        args.level
-            .as_deref()
-            .is_none_or(|want| want == l.to_string())
-    })
-    .collect();
+    let levels: Vec<(Level, Level)> = [(Level::Store, Level::Store), (Level::Agent, Level::Agent)]
+        .into_iter()
+        .filter(|(l, _)| {
+            args.level
+                .as_deref()
+                .is_none_or(|want| want == l.to_string())
+        })
+        .collect();
     let mut gaps = 0;
     for (level, clause_level) in levels {
         let loaded = match args.scenarios.as_deref() {

@@ -8,8 +8,8 @@ use clap::Args;
 
 use crate::cmd::common::{fresh_seed, harness_error, runtime};
 use crate::run::runner::RunConfig;
-use crate::target::spec::open_target;
-use crate::target::{Level, TargetOptions};
+use crate::targets::spec::open_target;
+use crate::targets::{Level, TargetOptions};
 
 #[derive(Debug, Args)]
 pub struct FuzzArgs {
@@ -31,7 +31,7 @@ pub struct FuzzArgs {
 }
 
 pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
-    use crate::check::fuzz::{self, FuzzOptions, FuzzOutcome};
+    use crate::run::fuzz::{self, FuzzOptions, FuzzOutcome};
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
@@ -54,7 +54,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         seed,
         namespace: format!("{}.fuzz", cfg.namespace),
         target_name: args.target.clone(),
-        lin_budget_steps: crate::check::lin::DEFAULT_BUDGET_STEPS,
+        lin_budget_steps: reqkey_check::lin::DEFAULT_BUDGET_STEPS,
         call_timeout_ms: args.timeout_ms,
         max_shrink_iters: 4_096,
     };

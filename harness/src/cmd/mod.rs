@@ -13,11 +13,9 @@
 //! at 0, and a listed scenario that passes makes it 1.
 
 pub mod bench;
-pub mod bench_lookup;
 pub mod certify;
 pub mod common;
 pub mod coverage;
-pub mod failover;
 pub mod fuzz;
 pub mod model;
 pub mod proxy;
@@ -111,7 +109,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Model { cmd } => model::run(cmd),
         Command::Certify(args) => with_runtime(|| certify::certify_command(args)),
         Command::Schema => {
-            println!("{}", crate::scenario::schema::scenario_schema_json());
+            println!("{}", reqkey_scenario::schema::scenario_schema_json());
             ExitCode::SUCCESS
         }
         Command::Coverage(args) => coverage::coverage_command(args),

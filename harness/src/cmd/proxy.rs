@@ -18,19 +18,19 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use crate::check::client::{judge, ClientEnd, NoVerdict};
 use crate::cmd::common::{create, fresh_seed, harness_error, with_runtime};
 use crate::cmd::serve::stop_signal;
-use crate::proxy::plan::FaultPlan;
 use crate::proxy::server::{read_snapshots, serve, ProxyConfig, Recorder};
 use crate::report::client::{
     closing_line, failed_share, render_json, render_junit, render_terminal, ClientRun,
 };
-use crate::target::http_agent::HttpAgentTarget;
-use crate::target::profile::resolve_profile;
-use crate::target::reference_agent::spawn_reference_agent;
-use crate::target::spec::TargetSpec;
-use crate::target::TargetOptions;
+use crate::targets::http_agent::HttpAgentTarget;
+use crate::targets::profile::resolve_profile;
+use crate::targets::reference_agent::spawn_reference_agent;
+use crate::targets::spec::TargetSpec;
+use crate::targets::TargetOptions;
+use reqkey_check::client::{judge, ClientEnd, NoVerdict};
+use reqkey_check::plan::FaultPlan;
 
 /// The plan when `--plan` is not given: 40% of answers fail.
 pub const DEFAULT_PLAN: &str = "drop-after-commit=0.25,delay=0.05,502=0.05,503=0.05,duplicate=0.1";

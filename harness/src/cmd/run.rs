@@ -13,9 +13,9 @@ use crate::cmd::common::{
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
 use crate::run::suite;
-use crate::scenario::{self, Scenario};
-use crate::target::spec::TargetSpec;
-use crate::target::TargetOptions;
+use crate::targets::spec::TargetSpec;
+use crate::targets::TargetOptions;
+use reqkey_scenario::{self as scenario, Scenario};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -52,14 +52,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Concurrent requests per parallel item: overrides every `copies:`.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::scenario::MAX_COPIES)))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(reqkey_scenario::MAX_COPIES)))]
     pub concurrency: Option<u32>,
     /// Bound on every single call to the target, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
     /// Bound on every answer's body, in bytes: a larger answer is not read
     /// whole and its step cannot be judged (exit 2).
-    #[arg(long, default_value_t = crate::target::DEFAULT_MAX_RESPONSE_BYTES,
+    #[arg(long, default_value_t = crate::targets::DEFAULT_MAX_RESPONSE_BYTES,
           value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 32)))]
     pub max_response_bytes: u64,
     /// Leave the sessions of passing trials in the target. By default each

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use reqkey_reference::agent::{serve, ConcurrencyPolicy, Executor, ExecutorConfig};
+use reqkey_reference::agent::{serve, ConcurrentEntry, Executor, ExecutorConfig};
 use reqkey_reference::store;
 
 #[derive(Debug, Args)]
@@ -57,7 +57,7 @@ pub async fn serve_agent(
     };
     let config = ExecutorConfig {
         supports_request_key: !args.no_request_keys,
-        policy: ConcurrencyPolicy::parse(&args.policy).unwrap_or_default(),
+        policy: ConcurrentEntry::parse(&args.policy).unwrap_or_default(),
         lease_ms: args.lease_ms,
         ..ExecutorConfig::default()
     };

@@ -9,7 +9,7 @@ use clap::Subcommand;
 
 use crate::cmd::common::harness_error;
 use crate::run::suite;
-use crate::target::Level;
+use crate::targets::Level;
 
 #[derive(Debug, Subcommand)]
 pub enum SuiteCommand {

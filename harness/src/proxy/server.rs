@@ -30,8 +30,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
-use super::plan::{Fault, FaultPlan};
-use super::trace::{body_digest, is_tool_result, route_of, Exchange, KeySent, SessionSnapshot};
+use reqkey_check::plan::{Fault, FaultPlan};
+use reqkey_check::trace::{
+    body_digest, is_tool_result, route_of, Exchange, KeySent, SessionSnapshot,
+};
 
 /// The key header (SPEC 1).
 const KEY_HEADER: &str = "x-helix-request-key";

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use crate::report::context::{closing_line, closing_notes, verdict_label, Rendered, ReportContext};
 use crate::run::event::{Event, Reporter, RunSummary, Verdict};
-use crate::target::profile::ProfileSource;
+use crate::targets::profile::ProfileSource;
 
 /// Renders a run as a Markdown certificate; the last line is the count.
 pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {

@@ -14,8 +14,8 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 use serde::Serialize;
 
-use crate::check::client::{ClientEnd, ClientVerdict};
-use crate::proxy::trace::{Exchange, SessionSnapshot};
+use reqkey_check::client::{ClientEnd, ClientVerdict};
+use reqkey_check::trace::{Exchange, SessionSnapshot};
 
 /// The schema name written into every document.
 pub const SCHEMA: &str = "reqkey-client-results/1";

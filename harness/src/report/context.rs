@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::run::event::{Event, RunSummary, Verdict};
 use crate::run::select::NotApplicable;
 use crate::run::suite::SuiteInfo;
-use crate::target::profile::ProfileInfo;
+use crate::targets::profile::ProfileInfo;
 
 /// What a report says besides the events.
 #[derive(Debug, Clone, PartialEq, Serialize)]

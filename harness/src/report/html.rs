@@ -20,8 +20,8 @@ use serde_json::Value;
 
 use crate::report::context::{closing_line, verdict_label, Rendered, ReportContext};
 use crate::run::event::{Event, Reporter, RunSummary, ScenarioResult, TrialTimeline};
-use crate::scenario::{Action, Scenario, Step};
-use crate::target::Level;
+use crate::targets::Level;
+use reqkey_scenario::{Action, Scenario, Step};
 
 /// The most characters of one step's arguments the page shows.
 const MAX_STEP_CHARS: usize = 400;

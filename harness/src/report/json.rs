@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::report::context::{closing_line, Rendered, ReportContext};
 use crate::run::event::{Event, Reporter, RunSummary};
-use crate::target::profile::ProfileSource;
+use crate::targets::profile::ProfileSource;
 
 /// The schema name written into every document.
 pub const SCHEMA: &str = "reqkey-results/1";

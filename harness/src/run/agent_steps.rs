@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
-use crate::scenario::agent_step::{
+use crate::targets::{HttpRequest, HttpResponse, Target, TargetError};
+use reqkey_scenario::agent_step::{
     bounded, build_request, validate_wait, DEFAULT_WAIT_MS, MAX_WAIT_MS,
 };
-use crate::target::{HttpRequest, HttpResponse, Target, TargetError};
 
 /// The longest `waitMs` one poll of `wait_run` asks for.
 const POLL_WAIT_MS: u64 = 1_000;
@@ -44,7 +44,7 @@ pub async fn http_step(
     spec: &Value,
     timeout_ms: u64,
 ) -> Result<Value, TargetError> {
-    let request = build_request(spec)?;
+    let request = build_request(spec).map_err(TargetError::BadSpec)?;
     let delay_ms =
         bounded(spec.get("delay_ms"), "delay_ms", MAX_WAIT_MS).map_err(TargetError::BadSpec)?;
     if delay_ms > 0 {
@@ -233,7 +233,7 @@ pub fn echoed_in(answer: &Value, needle: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::agent_step::validate_http;
+    use reqkey_scenario::agent_step::validate_http;
 
     #[test]
     fn headers_keep_order_and_repeats_and_take_raw_bytes() {

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::target::Level;
+use crate::targets::Level;
 
 /// A scenario's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]

@@ -1,12 +1,21 @@
 //! Running scenarios on a target: trials, steps, parallel groups behind a
 //! barrier, recorded instants; the events the runner emits; which scenarios
 //! a run selects (suite, expected failures, the scenarios a profile admits). Reaches an implementation only
-//! through [`crate::target::Target`]; renders nothing (reporters subscribe
+//! through [`crate::targets::Target`]; renders nothing (reporters subscribe
 //! to [`event::Event`]s).
+//!
+//! Two stages generate their own work instead of reading it from a
+//! scenario: [`fuzz`] (proptest programs of store operations against a
+//! target and the sequential spec, shrunk to a YAML scenario) and [`mixed`]
+//! (the bounded certification stage of random concurrent programs behind
+//! the `mixed_histories` step). Both hand their histories to
+//! `reqkey_check::lin`.
 
 pub mod agent_steps;
 pub mod event;
 pub mod expected;
+pub mod fuzz;
+pub mod mixed;
 pub mod record;
 pub mod runner;
 pub mod select;

@@ -23,8 +23,8 @@ use reqkey_model::rules::{KeyRule, RuleVariant};
 use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp, StoreReply};
 use reqkey_model::CommitOutcome;
 
-use crate::check::lin::Operation;
-use crate::target::{Target, TargetError};
+use crate::targets::{Target, TargetError};
+use reqkey_check::lin::Operation;
 
 /// One monotonic clock per history; instants are ns since its creation.
 #[derive(Debug, Clone, Copy)]
@@ -429,7 +429,7 @@ impl RandomClient {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::check::lin::{check, Verdict};
+    use reqkey_check::lin::{check, Verdict};
 
     fn workload(clients: usize, ops_total: usize, seed: u64) -> Workload {
         Workload {

@@ -8,9 +8,9 @@
 //! recorded on a monotonic clock. Spawn order is shuffled by the seeded RNG.
 //!
 //! Every store operation of a trial, sequential or grouped, is appended to
-//! the trial's history ([`crate::check::lin::Operation`]: request, invoke and return
+//! the trial's history ([`reqkey_check::lin::Operation`]: request, invoke and return
 //! instants, wire answer). A group marked `linearizable: true` has the
-//! history so far checked against the sequential spec ([`crate::check::lin`])
+//! history so far checked against the sequential spec ([`reqkey_check::lin`])
 //! before its expectations: the sequential steps before it fix the state the
 //! group started from, and a race bug is reported as a counterexample
 //! (timeline and smallest failing subset) rather than as whichever
@@ -29,16 +29,16 @@ use rand::SeedableRng;
 use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
-use crate::check::lin::{self, CheckOptions};
 use crate::run::event::{
     Event, Failure, Indefinite, Reporter, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
     MAX_TIMELINE_TRIALS,
 };
 use crate::run::record::Clock;
-use crate::scenario::pattern::matches;
-use crate::scenario::vars::{lookup, Vars};
-use crate::scenario::{Action, GroupCount, GroupRule, Scenario, Step};
-use crate::target::{Level, Target, TargetError};
+use crate::targets::{Level, Target, TargetError};
+use reqkey_check::lin::{self, CheckOptions};
+use reqkey_scenario::pattern::matches;
+use reqkey_scenario::vars::{lookup, Vars};
+use reqkey_scenario::{Action, GroupCount, GroupRule, Scenario, Step};
 
 /// How a run is configured.
 #[derive(Debug, Clone)]
@@ -529,7 +529,7 @@ async fn run_scenario(
     let races = has_race_group(scenario);
     let most = trials
         .saturating_mul(EXTRA_TRIALS_FACTOR + 1)
-        .min(crate::scenario::MAX_REPEAT.max(trials));
+        .min(reqkey_scenario::MAX_REPEAT.max(trials));
     let mut trial_index = 0;
     while trial_index < most {
         let wanted_more = trial_index >= trials;
@@ -757,7 +757,7 @@ impl Trial<'_> {
     }
 
     /// A `mixed_histories` step: random concurrent programs, each history
-    /// checked for linearizability ([`crate::check::mixed`]), seeded by the
+    /// checked for linearizability ([`crate::run::mixed`]), seeded by the
     /// trial (so by the run's `--seed`), on sessions under the run's
     /// namespace.
     async fn mixed_histories(
@@ -766,7 +766,7 @@ impl Trial<'_> {
         programs: u32,
         in_flight: u32,
     ) -> Result<(), Stop> {
-        use crate::check::mixed::{run_mixed, MixedOptions, MixedOutcome};
+        use crate::run::mixed::{run_mixed, MixedOptions, MixedOutcome};
         if self.target.level() != Level::Store {
             return Err(fail(
                 path,
@@ -804,7 +804,7 @@ impl Trial<'_> {
         self.overlapped |= stats.totals.batches_overlapped > 0;
         self.note = Some(stats.describe());
         for index in 0..programs as usize {
-            for session in crate::check::mixed::program_sessions(&opts.namespace, index) {
+            for session in crate::run::mixed::program_sessions(&opts.namespace, index) {
                 if self.sessions.len() < MAX_CLEANUP_SESSIONS {
                     self.sessions.insert(session);
                 }
@@ -1014,7 +1014,7 @@ impl Trial<'_> {
         } else {
             answer
         };
-        crate::scenario::raw::json_equal(&expected, actual).map_err(|m| {
+        reqkey_scenario::raw::json_equal(&expected, actual).map_err(|m| {
             failure(
                 format!("answer is not the expected JSON: {m}"),
                 Some(expected),

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::scenario::Scenario;
-use crate::target::profile::Profile;
+use crate::targets::profile::Profile;
+use reqkey_scenario::Scenario;
 
 /// A scenario that does not apply to the certified profile, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::scenario::{self, LoadError, Scenario};
-use crate::target::Level;
+use crate::targets::Level;
+use reqkey_scenario::{self as scenario, LoadError, Scenario};
 
 include!(concat!(env!("OUT_DIR"), "/embedded_suite.rs"));
 

@@ -13,9 +13,9 @@ use reqkey_harness::run::event::{RunSummary, Verdict};
 use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::run::select::{by_profile, NotApplicable};
 use reqkey_harness::scenario::{load_paths, Scenario};
-use reqkey_harness::target::profile::{resolve_profile, Profile, ProfileInfo};
-use reqkey_harness::target::spec::open_target;
-use reqkey_harness::target::{Target, TargetOptions};
+use reqkey_harness::targets::profile::{parse_profile_flag, resolve_profile, Profile, ProfileInfo};
+use reqkey_harness::targets::spec::open_target;
+use reqkey_harness::targets::{Target, TargetOptions};
 
 /// Reads one HTTP/1.1 request from `conn`: its head and a
 /// `Content-Length` body (at most 1 MiB); `None` at EOF or on a head over
@@ -212,7 +212,7 @@ async fn run_agent_on_profile(
     let target = open_target(spec, TargetOptions::default())
         .await
         .expect("target opens");
-    let stated = stated.map(|s| Profile::parse_flag(s).expect("a profile"));
+    let stated = stated.map(|s| parse_profile_flag(s).expect("a profile"));
     let profile = resolve_profile(target.as_ref(), stated, 10_000)
         .await
         .expect("the profile is read");

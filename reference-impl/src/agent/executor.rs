@@ -66,30 +66,9 @@ pub const MAX_TRACKED_RUNS: usize = 100_000;
 /// How often a wait or a log-less follower re-reads the store.
 pub const STORE_POLL_MS: u64 = 25;
 
-/// What the executor does when a new entry meets a `running` current run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum ConcurrencyPolicy {
-    /// Refuse with 409 `state_already_running` (the default).
-    #[default]
-    Reject,
-    /// Interrupt the running run, then start the new one.
-    InterruptPrevious,
-}
-
-impl ConcurrencyPolicy {
-    pub fn name(self) -> &'static str {
-        match self {
-            ConcurrencyPolicy::Reject => "reject",
-            ConcurrencyPolicy::InterruptPrevious => "interrupt_previous",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Self> {
-        [Self::Reject, Self::InterruptPrevious]
-            .into_iter()
-            .find(|p| p.name() == name)
-    }
-}
+/// What the executor does when a new entry meets a `running` current run:
+/// the spec's word for it (`concurrentEntry`), shared with the harness.
+pub use reqkey_model::vocab::ConcurrentEntry;
 
 /// A deliberate bug, for testing the tests. Never a default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -214,7 +193,7 @@ impl ExecutorDefect {
         match self {
             ExecutorDefect::DedupesWhileIgnoringKeys => config.supports_request_key = false,
             ExecutorDefect::InterruptsKeylessChat => {
-                config.policy = ConcurrencyPolicy::InterruptPrevious;
+                config.policy = ConcurrentEntry::InterruptPrevious;
             }
             _ => {}
         }
@@ -242,7 +221,7 @@ pub enum OrphanRule {
 /// How an executor behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExecutorConfig {
-    pub policy: ConcurrencyPolicy,
+    pub policy: ConcurrentEntry,
     /// `false` is the `--no-request-keys` mode: keys are ignored (with one
     /// `request_key.ignored` warning per executor), never half-honoured.
     pub supports_request_key: bool,
@@ -260,7 +239,7 @@ pub struct ExecutorConfig {
 impl Default for ExecutorConfig {
     fn default() -> Self {
         Self {
-            policy: ConcurrencyPolicy::Reject,
+            policy: ConcurrentEntry::Reject,
             supports_request_key: true,
             defect: None,
             commit_delay_ms: 0,
@@ -740,7 +719,7 @@ impl Executor {
         keyed: bool,
         current: Option<&RunMetadata>,
     ) -> Result<Prepared, EntryError> {
-        let interrupt = self.config.policy == ConcurrencyPolicy::InterruptPrevious
+        let interrupt = self.config.policy == ConcurrentEntry::InterruptPrevious
             && (keyed
                 || kind != EntryKind::Chat
                 || self.has_defect(ExecutorDefect::InterruptsKeylessChat));
@@ -1594,7 +1573,7 @@ mod tests {
     #[tokio::test]
     async fn interrupt_previous_stops_the_running_run_and_starts_the_new_one() {
         let ex = executor(ExecutorConfig {
-            policy: ConcurrencyPolicy::InterruptPrevious,
+            policy: ConcurrentEntry::InterruptPrevious,
             ..ExecutorConfig::default()
         });
         let first = ex

@@ -14,7 +14,7 @@ pub mod server;
 pub mod test_agent;
 
 pub use executor::{
-    ConcurrencyPolicy, EntryError, EntryKind, EntryOutcome, EntryRequest, Executor, ExecutorConfig,
+    ConcurrentEntry, EntryError, EntryKind, EntryOutcome, EntryRequest, Executor, ExecutorConfig,
     ExecutorDefect, OrphanRule, LEASE_MS,
 };
 pub use server::{router, serve, serve_with_limits, spawn, ServerHandle};

@@ -1,0 +1,21 @@
+//! # reqkey-check: the judges, pure
+//!
+//! Everything here decides from what was recorded; nothing here records.
+//! No async, no network, no target: a history, a trace or a scenario set
+//! comes in, a verdict with the clause it concerns goes out.
+//!
+//! - [`lin`]: linearizability of concurrent store histories against the
+//!   sequential spec (`reqkey_model::seq::SeqStore`).
+//! - [`client`]: the client verdict of `reqkey proxy` (SPEC 9), judged
+//!   from a [`trace`] recorded under a fault [`plan`].
+//! - [`coverage`]: which clause of the spec has a scenario that can fail
+//!   on it, per level.
+//!
+//! Checks name what the spec requires; they never hold a target to the
+//! reference's own choices.
+
+pub mod client;
+pub mod coverage;
+pub mod lin;
+pub mod plan;
+pub mod trace;

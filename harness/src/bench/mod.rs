@@ -1,0 +1,17 @@
+//! The benchmarks, as library functions so that `reqkey bench` and
+//! `cargo bench` print the same figures. A room of their own: nothing
+//! outside `cmd/bench.rs` and `benches/` calls them.
+//!
+//! - [`checker`]: records a real concurrent history and times the
+//!   linearizability check of it; the checker on generated workloads; how
+//!   often and how fast the race scenarios catch a racy store.
+//! - [`lookup`]: `getRunByRequestKey` latency in a small and a large store,
+//!   through the protocol (any store, any language).
+//! - [`backends`]: the key lookup of the reference backends in process,
+//!   beside each backend's own primitive.
+//! - [`failover`]: keyed load on replicas while one is killed.
+
+pub mod backends;
+pub mod checker;
+pub mod failover;
+pub mod lookup;

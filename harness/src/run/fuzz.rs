@@ -1,0 +1,697 @@
+//! Model-based property testing of a store: `reqkey fuzz`.
+//!
+//! Hand-written scenarios test the cases someone thought of; this module
+//! tests the ones nobody did. proptest generates short programs of store
+//! operations over a deliberately tiny domain (2 sessions, 2 keys, 3 run
+//! ids, 2 inputs, a few statuses) so that collisions — a key taken twice, a
+//! runId reused with another input, a stale CAS, a delete between two
+//! commits — are the common case, not the rare one. Some steps are small
+//! concurrent batches released behind a barrier.
+//!
+//! Each program runs against the target and against the sequential spec
+//! ([`SeqStore`]): while the program is sequential every answer must be the
+//! spec's; once a batch has run, the state is one of several, and the whole
+//! recorded history must be linearizable ([`reqkey_check::lin`]). A failure is
+//! shrunk by proptest to a minimal program and printed as a ready-to-commit
+//! YAML scenario (docs/scenario-format.md) that fails the same way under
+//! `reqkey run`.
+//!
+//! Every case uses fresh session ids under the run's namespace, so fuzzing
+//! a shared backend never clobbers anything. One seed reproduces the
+//! generated programs (and their shrinking); the interleavings of batches
+//! are the target's.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
+use serde_json::{json, Value};
+use tokio::sync::Barrier;
+
+use crate::run::record::{timed_store_call, Clock};
+use crate::targets::Target;
+use reqkey_check::lin::{self, CheckOptions, Operation, Verdict};
+
+/// The tiny domain.
+const SESSIONS: usize = 2;
+const KEYS: [&str; 2] = ["k0", "k1"];
+const RUNS: [&str; 3] = ["r0", "r1", "r2"];
+const INPUTS: [&str; 2] = ["a", "b"];
+const STATUSES: [&str; 4] = ["running", "suspended_input", "completed", "failed"];
+
+/// The most steps in one program, and ops in one batch.
+pub const MAX_STEPS: usize = 12;
+pub const MAX_BATCH: usize = 4;
+
+/// One abstract store operation over the domain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FuzzOp {
+    Commit {
+        session: usize,
+        run: usize,
+        /// `None`: expect no current run.
+        expected: Option<usize>,
+        input: usize,
+        key: Option<usize>,
+    },
+    GetRun {
+        session: usize,
+        run: usize,
+    },
+    GetCurrentRun {
+        session: usize,
+    },
+    ListRuns {
+        session: usize,
+    },
+    GetRunByRequestKey {
+        session: usize,
+        key: usize,
+    },
+    ListInputs {
+        session: usize,
+    },
+    SetRunStatus {
+        session: usize,
+        run: usize,
+        status: usize,
+    },
+    DeleteSession {
+        session: usize,
+    },
+}
+
+impl FuzzOp {
+    /// The wire request, with `sessions[i]` as session ids.
+    pub fn request(&self, sessions: &[String]) -> Value {
+        let sid = |s: &usize| sessions.get(*s).cloned().unwrap_or_default();
+        match self {
+            FuzzOp::Commit {
+                session,
+                run,
+                expected,
+                input,
+                key,
+            } => {
+                let mut start = json!({
+                    "sessionId": sid(session),
+                    "runId": RUNS[*run],
+                    "expectedCurrentRunId": expected.map(|e| RUNS[e]),
+                    "input": {"text": INPUTS[*input]},
+                });
+                if let Some(k) = key {
+                    start["requestKey"] = json!(KEYS[*k]);
+                    // Same key and input, same digest (SPEC 3).
+                    start["requestDigest"] = json!(format!("d-{}", INPUTS[*input]));
+                }
+                json!({"op": "commitRunStart", "args": {"startRun": start}})
+            }
+            FuzzOp::GetRun { session, run } => {
+                json!({"op": "getRun", "args": {"sessionId": sid(session), "runId": RUNS[*run]}})
+            }
+            FuzzOp::GetCurrentRun { session } => {
+                json!({"op": "getCurrentRun", "args": {"sessionId": sid(session)}})
+            }
+            FuzzOp::ListRuns { session } => {
+                json!({"op": "listRuns", "args": {"sessionId": sid(session)}})
+            }
+            FuzzOp::GetRunByRequestKey { session, key } => json!({
+                "op": "getRunByRequestKey",
+                "args": {"sessionId": sid(session), "requestKey": KEYS[*key]}
+            }),
+            FuzzOp::ListInputs { session } => {
+                json!({"op": "listInputs", "args": {"sessionId": sid(session)}})
+            }
+            FuzzOp::SetRunStatus {
+                session,
+                run,
+                status,
+            } => json!({
+                "op": "setRunStatus",
+                "args": {"sessionId": sid(session), "runId": RUNS[*run], "status": STATUSES[*status]}
+            }),
+            FuzzOp::DeleteSession { session } => {
+                json!({"op": "deleteSession", "args": {"sessionId": sid(session)}})
+            }
+        }
+    }
+}
+
+/// One step of a program: an op alone, or a batch released together.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FuzzStep {
+    Single(FuzzOp),
+    Batch(Vec<FuzzOp>),
+}
+
+/// One operation over the tiny domain, every store op weighted so that
+/// collisions are common.
+pub fn arb_op() -> impl Strategy<Value = FuzzOp> {
+    let s = 0..SESSIONS;
+    prop_oneof![
+        6 => (s.clone(), 0..RUNS.len(), prop::option::weighted(0.6, 0..RUNS.len()), 0..INPUTS.len(), prop::option::weighted(0.7, 0..KEYS.len()))
+            .prop_map(|(session, run, expected, input, key)| FuzzOp::Commit { session, run, expected, input, key }),
+        1 => (s.clone(), 0..RUNS.len()).prop_map(|(session, run)| FuzzOp::GetRun { session, run }),
+        1 => s.clone().prop_map(|session| FuzzOp::GetCurrentRun { session }),
+        1 => s.clone().prop_map(|session| FuzzOp::ListRuns { session }),
+        2 => (s.clone(), 0..KEYS.len()).prop_map(|(session, key)| FuzzOp::GetRunByRequestKey { session, key }),
+        1 => s.clone().prop_map(|session| FuzzOp::ListInputs { session }),
+        2 => (s.clone(), 0..RUNS.len(), 0..STATUSES.len()).prop_map(|(session, run, status)| FuzzOp::SetRunStatus { session, run, status }),
+        1 => s.prop_map(|session| FuzzOp::DeleteSession { session }),
+    ]
+}
+
+/// Programs: mostly single ops, sometimes a batch of up to 4. A batch of
+/// one runs as a single op: that is what lets shrinking turn a batch whose
+/// other ops are irrelevant into a plain sequential step.
+pub fn arb_program() -> impl Strategy<Value = Vec<FuzzStep>> {
+    let step = prop_oneof![
+        4 => arb_op().prop_map(FuzzStep::Single),
+        1 => prop::collection::vec(arb_op(), 1..=MAX_BATCH).prop_map(|mut ops| {
+            if ops.len() == 1 {
+                ops.pop().map_or(FuzzStep::Batch(ops), FuzzStep::Single)
+            } else {
+                FuzzStep::Batch(ops)
+            }
+        }),
+    ];
+    prop::collection::vec(step, 1..=MAX_STEPS)
+}
+
+/// Why a program failed on the target.
+#[derive(Debug, Clone)]
+pub enum CaseFailure {
+    /// The target does not conform (this is what fuzzing looks for).
+    Nonconforming(String),
+    /// The target could not be reached or timed out: no verdict.
+    Harness(String),
+}
+
+/// What one program did, for the reports of a run of many.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgramStats {
+    /// Operations sent.
+    pub operations: u64,
+    /// Concurrent batches (of two or more operations).
+    pub batches: u64,
+    /// Batches in which some two operations overlapped in time.
+    pub batches_overlapped: u64,
+}
+
+/// Whether some two of `ops` overlapped in time (each interval from invoke
+/// to return).
+pub fn any_overlap(ops: &[Operation]) -> bool {
+    ops.iter().enumerate().any(|(i, a)| {
+        ops[i + 1..]
+            .iter()
+            .any(|b| a.invoke_ns < b.return_ns && b.invoke_ns < a.return_ns)
+    })
+}
+
+/// Runs one program against `target` with sessions named `sessions`.
+pub async fn run_program(
+    target: &Arc<dyn Target>,
+    program: &[FuzzStep],
+    sessions: &[String],
+    lin_budget_steps: u64,
+    call_timeout_ms: u64,
+) -> Result<ProgramStats, CaseFailure> {
+    let mut stats = ProgramStats::default();
+    let clock = Clock::new();
+    let mut history: Vec<Operation> = Vec::new();
+    // The spec's state while the program is still sequential.
+    let mut spec = Some(SeqStore::new());
+    for (k, step) in program.iter().enumerate() {
+        match step {
+            FuzzStep::Single(op) => {
+                let request = op.request(sessions);
+                let (recorded, result) = timed_store_call(
+                    target.as_ref(),
+                    &clock,
+                    &format!("step{k}"),
+                    request.clone(),
+                    call_timeout_ms,
+                )
+                .await;
+                let answer = result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
+                history.push(recorded);
+                stats.operations += 1;
+                if let Some(state) = spec.as_mut() {
+                    let expected = match StoreOp::from_wire(&request) {
+                        Ok(parsed) => state.apply(&parsed),
+                        Err(e) => Err(e),
+                    };
+                    if !lin::answer_conforms(&request, &expected, &answer) {
+                        return Err(CaseFailure::Nonconforming(format!(
+                            "step {k}: {}\n  the spec answers  {}\n  the target answered {}",
+                            lin::summarize_request(&request),
+                            answer_to_wire(&expected),
+                            answer
+                        )));
+                    }
+                    continue;
+                }
+            }
+            FuzzStep::Batch(ops) => {
+                spec = None;
+                let barrier = Arc::new(Barrier::new(ops.len()));
+                let mut tasks = Vec::with_capacity(ops.len());
+                for (j, op) in ops.iter().enumerate() {
+                    let target = Arc::clone(target);
+                    let barrier = Arc::clone(&barrier);
+                    let request = op.request(sessions);
+                    let client = format!("step{k}.{j}");
+                    tasks.push(tokio::spawn(async move {
+                        barrier.wait().await;
+                        timed_store_call(target.as_ref(), &clock, &client, request, call_timeout_ms)
+                            .await
+                    }));
+                }
+                let first = history.len();
+                for t in tasks {
+                    let (recorded, result) = t
+                        .await
+                        .map_err(|e| CaseFailure::Harness(format!("batch task: {e}")))?;
+                    result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
+                    history.push(recorded);
+                }
+                stats.operations += ops.len() as u64;
+                if ops.len() > 1 {
+                    stats.batches += 1;
+                    stats.batches_overlapped += u64::from(any_overlap(&history[first..]));
+                }
+            }
+        }
+        let report = lin::check_with(
+            &history,
+            CheckOptions {
+                budget_steps: lin_budget_steps,
+                minimize: true,
+            },
+        );
+        match report.verdict {
+            Verdict::Linearizable => {}
+            Verdict::NotLinearizable(c) => {
+                return Err(CaseFailure::Nonconforming(format!("after step {k}: {c}")))
+            }
+            Verdict::Unknown { reason } => return Err(CaseFailure::Harness(reason)),
+        }
+    }
+    Ok(stats)
+}
+
+/// Options of a fuzz run.
+#[derive(Debug, Clone)]
+pub struct FuzzOptions {
+    pub cases: u32,
+    pub seed: u64,
+    /// Prefix of every session id (unique per run).
+    pub namespace: String,
+    /// The target spec, for the scenario's summary.
+    pub target_name: String,
+    pub lin_budget_steps: u64,
+    /// The bound on every single call.
+    pub call_timeout_ms: u64,
+    /// Bound on shrinking iterations.
+    pub max_shrink_iters: u32,
+}
+
+/// A shrunk failure, ready to print.
+#[derive(Debug, Clone)]
+pub struct FuzzFailure {
+    pub seed: u64,
+    pub program: Vec<FuzzStep>,
+    /// Why the minimal program fails.
+    pub reason: String,
+    /// The minimal program as a scenario file.
+    pub scenario_yaml: String,
+}
+
+/// The outcome of a fuzz run.
+#[derive(Debug, Clone)]
+pub enum FuzzOutcome {
+    Passed {
+        cases: u32,
+    },
+    Failed(Box<FuzzFailure>),
+    /// The target could not be judged (unreachable, timeout, budget).
+    Error(String),
+}
+
+/// Expands a u64 seed into proptest's 32-byte ChaCha seed.
+pub fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let mut x = seed;
+    for chunk in out.chunks_mut(8) {
+        // splitmix64
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        chunk.copy_from_slice(&z.to_le_bytes());
+    }
+    out
+}
+
+/// Runs `opts.cases` programs against `target`. Blocking: call it outside
+/// any async context; it drives the calls on `runtime`.
+pub fn fuzz(
+    runtime: &tokio::runtime::Runtime,
+    target: Arc<dyn Target>,
+    opts: &FuzzOptions,
+) -> FuzzOutcome {
+    let config = Config {
+        cases: opts.cases,
+        failure_persistence: None,
+        max_shrink_iters: opts.max_shrink_iters,
+        max_shrink_time: 0,
+        max_global_rejects: 0,
+        ..Config::default()
+    };
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(opts.seed));
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    let counter = AtomicU64::new(0);
+    let harness_error: Mutex<Option<String>> = Mutex::new(None);
+    let last_reason: Mutex<String> = Mutex::new(String::new());
+    let result = runner.run(&arb_program(), |program| {
+        // After a harness error there is no verdict to look for: let
+        // proptest wind down (shrinking included) without calling again.
+        if harness_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Ok(());
+        }
+        let case = counter.fetch_add(1, Ordering::Relaxed);
+        let sessions: Vec<String> = (0..SESSIONS)
+            .map(|s| format!("{}.{case}.s{s}", opts.namespace))
+            .collect();
+        let outcome = runtime.block_on(run_program(
+            &target,
+            &program,
+            &sessions,
+            opts.lin_budget_steps,
+            opts.call_timeout_ms,
+        ));
+        match outcome {
+            Ok(_) => Ok(()),
+            Err(CaseFailure::Nonconforming(reason)) => {
+                *last_reason.lock().unwrap_or_else(|p| p.into_inner()) = reason.clone();
+                Err(TestCaseError::fail(reason))
+            }
+            Err(CaseFailure::Harness(reason)) => {
+                harness_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(reason.clone());
+                // Not a verdict: stop without shrinking on it.
+                Err(TestCaseError::fail(format!("harness: {reason}")))
+            }
+        }
+    });
+    if let Some(e) = harness_error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+    {
+        return FuzzOutcome::Error(e);
+    }
+    match result {
+        Ok(()) => FuzzOutcome::Passed { cases: opts.cases },
+        Err(TestError::Fail(reason, program)) => {
+            let reason = if reason.message().is_empty() {
+                last_reason
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+            } else {
+                reason.message().to_owned()
+            };
+            let scenario_yaml = scenario_yaml(&program, opts, &reason);
+            FuzzOutcome::Failed(Box::new(FuzzFailure {
+                seed: opts.seed,
+                program,
+                reason,
+                scenario_yaml,
+            }))
+        }
+        Err(TestError::Abort(reason)) => FuzzOutcome::Error(reason.message().to_owned()),
+    }
+}
+
+/// Session ids the spec runs the program with when writing a scenario;
+/// they become `$s0`, `$s1` in the file.
+const PLACEHOLDER_SESSIONS: [&str; SESSIONS] = ["fuzz-placeholder-s0", "fuzz-placeholder-s1"];
+
+/// Replaces placeholder session ids by `$sN` and drops free-text error
+/// messages (patterns match by subset).
+fn templatize(v: &Value) -> Value {
+    match v {
+        Value::String(s) => match PLACEHOLDER_SESSIONS.iter().position(|p| p == s) {
+            Some(i) => json!(format!("$s{i}")),
+            None => v.clone(),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(templatize).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| k.as_str() != "message")
+                .map(|(k, v)| (k.clone(), templatize(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// One store step as YAML (JSON flow maps are YAML).
+fn step_line(request: &Value) -> String {
+    let op = request["op"].as_str().unwrap_or("rpc");
+    let args = if op == "commitRunStart" {
+        &request["args"]["startRun"]
+    } else {
+        &request["args"]
+    };
+    format!("{op}: {}", templatize(args))
+}
+
+/// The program as a scenario: sequential steps carry the spec's answer as
+/// `expect`; a batch is a `parallel` group with `linearizable: true`; once
+/// a batch has run, later single steps are groups of one, so that the
+/// linearizability check covers them too.
+pub fn scenario_yaml(program: &[FuzzStep], opts: &FuzzOptions, reason: &str) -> String {
+    let sessions: Vec<String> = PLACEHOLDER_SESSIONS
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let mut spec = Some(SeqStore::new());
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Found by `reqkey fuzz --target {} --seed {}`, shrunk to {} steps.",
+        opts.target_name,
+        opts.seed,
+        program.len()
+    );
+    for line in reason.lines().take(1) {
+        let _ = writeln!(out, "# {line}");
+    }
+    let _ = writeln!(out, "id: fuzz.seed-{}", opts.seed);
+    let _ = writeln!(out, "level: store");
+    let _ = writeln!(out, "tags: [fuzz]");
+    let _ = writeln!(
+        out,
+        "summary: A program found by reqkey fuzz (seed {}); every answer must be the spec's and the history linearizable.",
+        opts.seed
+    );
+    let _ = writeln!(out, "steps:");
+    for step in program {
+        match step {
+            FuzzStep::Single(op) => {
+                let request = op.request(&sessions);
+                match spec.as_mut() {
+                    Some(state) => {
+                        let answer = match StoreOp::from_wire(&request) {
+                            Ok(parsed) => state.apply(&parsed),
+                            Err(e) => Err(e),
+                        };
+                        let _ = writeln!(out, "  - {}", step_line(&request));
+                        let _ =
+                            writeln!(out, "    expect: {}", templatize(&answer_to_wire(&answer)));
+                    }
+                    None => {
+                        let _ = writeln!(out, "  - parallel:\n      - {}", step_line(&request));
+                        let _ = writeln!(out, "    linearizable: true");
+                    }
+                }
+            }
+            FuzzStep::Batch(ops) => {
+                spec = None;
+                let _ = writeln!(out, "  - parallel:");
+                for op in ops {
+                    let _ = writeln!(out, "      - {}", step_line(&op.request(&sessions)));
+                }
+                let _ = writeln!(out, "    linearizable: true");
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::run::event::Verdict as RunVerdict;
+    use crate::run::runner::{self, RunConfig};
+    use crate::targets::spec::open_target;
+    use crate::targets::TargetOptions;
+    use reqkey_scenario::parse_scenario;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn opts(target: &str, cases: u32, seed: u64) -> FuzzOptions {
+        FuzzOptions {
+            cases,
+            seed,
+            namespace: format!("fz{seed}"),
+            target_name: target.to_owned(),
+            lin_budget_steps: lin::DEFAULT_BUDGET_STEPS,
+            call_timeout_ms: 10_000,
+            max_shrink_iters: 2_000,
+        }
+    }
+
+    fn fuzz_target(rt: &tokio::runtime::Runtime, spec: &str, cases: u32, seed: u64) -> FuzzOutcome {
+        let target = rt
+            .block_on(open_target(spec, TargetOptions::default()))
+            .unwrap();
+        fuzz(rt, target, &opts(spec, cases, seed))
+    }
+
+    /// The scenario replays: fails on `bad`, passes on memory.
+    fn replay(rt: &tokio::runtime::Runtime, yaml: &str, spec: &str) -> RunVerdict {
+        let scenario = parse_scenario(std::path::Path::new("fuzz.yaml"), yaml).unwrap();
+        let target = rt
+            .block_on(open_target(spec, TargetOptions::default()))
+            .unwrap();
+        let summary = rt.block_on(runner::run(
+            target,
+            &[scenario],
+            &RunConfig::new(1),
+            &mut [],
+        ));
+        summary.results[0].verdict
+    }
+
+    #[test]
+    fn the_memory_store_passes_a_few_hundred_programs() {
+        let rt = rt();
+        match fuzz_target(&rt, "memory", 300, 1) {
+            FuzzOutcome::Passed { cases } => assert_eq!(cases, 300),
+            other => panic!("{other:#?}"),
+        }
+    }
+
+    fn assert_finds_and_shrinks(defect: &str) {
+        let rt = rt();
+        let spec = format!("broken-memory:{defect}");
+        let FuzzOutcome::Failed(f) = fuzz_target(&rt, &spec, 500, 7) else {
+            panic!("fuzzing {spec} found nothing");
+        };
+        assert!(f.program.len() <= 4, "not shrunk: {:#?}", f.program);
+        assert!(
+            f.scenario_yaml.contains("id: fuzz.seed-7"),
+            "{}",
+            f.scenario_yaml
+        );
+        assert_eq!(
+            replay(&rt, &f.scenario_yaml, &spec),
+            RunVerdict::Fail,
+            "{}",
+            f.scenario_yaml
+        );
+        assert_eq!(
+            replay(&rt, &f.scenario_yaml, "memory"),
+            RunVerdict::Pass,
+            "{}",
+            f.scenario_yaml
+        );
+    }
+
+    #[test]
+    fn a_store_without_the_key_rule_is_found_and_shrunk_to_a_scenario() {
+        assert_finds_and_shrinks("no-key-rule");
+    }
+
+    #[test]
+    fn a_store_whose_delete_keeps_keys_is_found_and_shrunk_to_a_scenario() {
+        assert_finds_and_shrinks("delete-keeps-keys");
+    }
+
+    fn programs(seed: u64, n: usize) -> Vec<Vec<FuzzStep>> {
+        use proptest::strategy::ValueTree;
+        let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed));
+        let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+        (0..n)
+            .map(|_| arb_program().new_tree(&mut runner).unwrap().current())
+            .collect()
+    }
+
+    #[test]
+    fn one_seed_generates_the_same_programs() {
+        assert_eq!(programs(11, 20), programs(11, 20));
+        assert_ne!(programs(11, 20), programs(12, 20));
+    }
+
+    /// A store that never answers.
+    #[derive(Debug)]
+    struct Hanging;
+
+    #[async_trait::async_trait]
+    impl Target for Hanging {
+        fn level(&self) -> crate::targets::Level {
+            crate::targets::Level::Store
+        }
+        fn describe(&self) -> String {
+            "hanging".into()
+        }
+        async fn health(&self) -> Result<Value, crate::targets::TargetError> {
+            Ok(Value::Null)
+        }
+        async fn store_call(&self, _: &Value) -> Result<Value, crate::targets::TargetError> {
+            tokio::time::sleep(std::time::Duration::from_secs(3_600)).await;
+            Ok(Value::Null)
+        }
+    }
+
+    #[test]
+    fn a_target_that_times_out_is_a_harness_error_reported_at_once() {
+        let rt = rt();
+        let mut o = opts("hanging", 500, 1);
+        o.call_timeout_ms = 20;
+        let started = std::time::Instant::now();
+        let outcome = fuzz(&rt, Arc::new(Hanging), &o);
+        assert!(
+            matches!(&outcome, FuzzOutcome::Error(e) if e.contains("20 ms")),
+            "{outcome:?}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    #[test]
+    fn sessions_are_namespaced_per_case() {
+        let sessions = vec!["ns.3.s0".to_owned(), "ns.3.s1".to_owned()];
+        let op = FuzzOp::DeleteSession { session: 1 };
+        assert_eq!(op.request(&sessions)["args"]["sessionId"], "ns.3.s1");
+    }
+}

@@ -1,0 +1,269 @@
+//! Mixed-operation histories: random concurrent programs over every store
+//! operation, checked for linearizability against the sequential spec.
+//!
+//! The race scenarios race chosen pairs of writes; this stage races what
+//! nobody chose. It generates, from one seed, `programs` short programs over
+//! the tiny domain of [`crate::run::fuzz`] (two sessions, two keys, three
+//! run ids, every operation: commits with and without keys, reads,
+//! `setRunStatus`, `deleteSession`), most of whose steps are concurrent
+//! batches released behind a barrier, and runs them against the target,
+//! `in_flight` programs at a time (each on sessions of its own, so programs
+//! never see each other). Each program's history is checked after every
+//! step by the same checker as the `linearizable: true` groups
+//! ([`reqkey_check::lin`]) against [`reqkey_model::seq::SeqStore`].
+//!
+//! Unlike `reqkey fuzz` nothing is shrunk: this is a bounded stage of a
+//! certification run (the scenario action `mixed_histories`), not a search.
+//! The generated programs depend only on the seed; the interleavings are
+//! the target's. Every call is bounded by the call timeout and every check
+//! by its step budget, and the number of programs is fixed, so the stage
+//! always ends.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use tokio::task::JoinSet;
+
+use crate::run::fuzz::{arb_op, run_program, seed_bytes, CaseFailure, FuzzStep, ProgramStats};
+use crate::targets::Target;
+
+/// The most steps in one program of this stage, and ops in one batch.
+pub const MAX_STEPS: usize = 8;
+pub const MAX_BATCH: usize = 4;
+/// Bounds on what a scenario may ask for.
+pub const MAX_PROGRAMS: u32 = 10_000;
+pub const MAX_IN_FLIGHT: u32 = 64;
+
+/// Programs whose steps are mostly concurrent batches of 2 to 4 ops.
+pub fn arb_concurrent_program() -> impl Strategy<Value = Vec<FuzzStep>> {
+    let step = prop_oneof![
+        1 => arb_op().prop_map(FuzzStep::Single),
+        3 => prop::collection::vec(arb_op(), 2..=MAX_BATCH).prop_map(FuzzStep::Batch),
+    ];
+    prop::collection::vec(step, 2..=MAX_STEPS)
+}
+
+/// The programs of one seed (deterministic).
+pub fn programs(seed: u64, n: u32) -> Result<Vec<Vec<FuzzStep>>, String> {
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed));
+    let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+    let strategy = arb_concurrent_program();
+    (0..n)
+        .map(|_| {
+            strategy
+                .new_tree(&mut runner)
+                .map(|t| t.current())
+                .map_err(|e| format!("cannot generate a program: {e}"))
+        })
+        .collect()
+}
+
+/// The sessions program `index` runs on (two, under `namespace`).
+pub fn program_sessions(namespace: &str, index: usize) -> Vec<String> {
+    (0..2)
+        .map(|s| format!("{namespace}.p{index}.s{s}"))
+        .collect()
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct MixedOptions {
+    pub seed: u64,
+    pub programs: u32,
+    /// Programs running at once (each on its own sessions).
+    pub in_flight: u32,
+    /// Prefix of every session id (unique per run).
+    pub namespace: String,
+    pub lin_budget_steps: u64,
+    pub call_timeout_ms: u64,
+}
+
+/// What the stage did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MixedStats {
+    pub seed: u64,
+    /// Programs that ran to the end.
+    pub programs: u32,
+    pub totals: ProgramStats,
+}
+
+impl MixedStats {
+    /// One line for reports: seed, programs, operations, overlap.
+    pub fn describe(&self) -> String {
+        format!(
+            "mixed histories: seed {}, {} programs, {} operations, {} concurrent batches ({} overlapped)",
+            self.seed,
+            self.programs,
+            self.totals.operations,
+            self.totals.batches,
+            self.totals.batches_overlapped
+        )
+    }
+}
+
+/// How the stage ended.
+#[derive(Debug, Clone)]
+pub enum MixedOutcome {
+    Passed(MixedStats),
+    /// A program's history is not the spec's; the first failing program
+    /// (by index) is reported.
+    Failed {
+        stats: MixedStats,
+        program: usize,
+        steps: Vec<FuzzStep>,
+        sessions: Vec<String>,
+        reason: String,
+    },
+    /// The target could not be judged (unreachable, timeout, budget).
+    Error(String),
+}
+
+/// Runs the stage. Every program is generated first, from `opts.seed`.
+pub async fn run_mixed(target: &Arc<dyn Target>, opts: &MixedOptions) -> MixedOutcome {
+    let all = match programs(opts.seed, opts.programs.min(MAX_PROGRAMS)) {
+        Ok(p) => Arc::new(p),
+        Err(e) => return MixedOutcome::Error(e),
+    };
+    let mut stats = MixedStats {
+        seed: opts.seed,
+        ..MixedStats::default()
+    };
+    let in_flight = opts.in_flight.clamp(1, MAX_IN_FLIGHT) as usize;
+    let mut tasks: JoinSet<(usize, Vec<String>, Result<ProgramStats, CaseFailure>)> =
+        JoinSet::new();
+    let mut next = 0usize;
+    let mut failed: Option<(usize, Vec<String>, String)> = None;
+    let mut error: Option<String> = None;
+    loop {
+        while tasks.len() < in_flight && next < all.len() && failed.is_none() && error.is_none() {
+            let index = next;
+            next += 1;
+            let sessions = program_sessions(&opts.namespace, index);
+            let target = Arc::clone(target);
+            let all = Arc::clone(&all);
+            let (budget, timeout) = (opts.lin_budget_steps, opts.call_timeout_ms);
+            tasks.spawn(async move {
+                let outcome = run_program(&target, &all[index], &sessions, budget, timeout).await;
+                (index, sessions, outcome)
+            });
+        }
+        let Some(joined) = tasks.join_next().await else {
+            break;
+        };
+        match joined {
+            Ok((_, _, Ok(program))) => {
+                stats.programs += 1;
+                stats.totals.operations += program.operations;
+                stats.totals.batches += program.batches;
+                stats.totals.batches_overlapped += program.batches_overlapped;
+            }
+            Ok((index, sessions, Err(CaseFailure::Nonconforming(reason)))) => {
+                if failed.as_ref().is_none_or(|(i, _, _)| index < *i) {
+                    failed = Some((index, sessions, reason));
+                }
+            }
+            Ok((_, _, Err(CaseFailure::Harness(reason)))) => {
+                error.get_or_insert(reason);
+            }
+            Err(e) => {
+                error.get_or_insert(format!("a program's task: {e}"));
+            }
+        }
+    }
+    if let Some(e) = error {
+        return MixedOutcome::Error(e);
+    }
+    match failed {
+        Some((program, sessions, reason)) => MixedOutcome::Failed {
+            stats,
+            program,
+            steps: all[program].clone(),
+            sessions,
+            reason,
+        },
+        None => MixedOutcome::Passed(stats),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::targets::spec::open_target;
+    use crate::targets::TargetOptions;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    fn opts(seed: u64, programs: u32) -> MixedOptions {
+        MixedOptions {
+            seed,
+            programs,
+            in_flight: 8,
+            namespace: format!("mx{seed}"),
+            lin_budget_steps: reqkey_check::lin::DEFAULT_BUDGET_STEPS,
+            call_timeout_ms: 10_000,
+        }
+    }
+
+    fn run(spec: &str, o: &MixedOptions) -> MixedOutcome {
+        let rt = rt();
+        rt.block_on(async {
+            let target = open_target(spec, TargetOptions::default()).await.unwrap();
+            run_mixed(&target, o).await
+        })
+    }
+
+    #[test]
+    fn one_seed_generates_the_same_programs_and_they_are_mostly_concurrent() {
+        let a = programs(5, 50).unwrap();
+        assert_eq!(a, programs(5, 50).unwrap());
+        assert_ne!(a, programs(6, 50).unwrap());
+        let batches = a
+            .iter()
+            .flatten()
+            .filter(|s| matches!(s, FuzzStep::Batch(ops) if ops.len() >= 2))
+            .count();
+        let steps = a.iter().map(Vec::len).sum::<usize>();
+        assert!(batches * 2 > steps, "{batches} batches of {steps} steps");
+    }
+
+    #[test]
+    fn the_memory_store_passes_and_the_stats_add_up() {
+        match run("memory", &opts(3, 200)) {
+            MixedOutcome::Passed(s) => {
+                assert_eq!(s.programs, 200);
+                assert_eq!(s.seed, 3);
+                assert!(s.totals.batches >= 200, "{s:?}");
+                assert!(s.totals.operations > s.totals.batches * 2, "{s:?}");
+                assert!(s.describe().contains("seed 3"));
+            }
+            other => panic!("{other:#?}"),
+        }
+    }
+
+    #[test]
+    fn each_racy_store_fails_the_stage() {
+        for defect in [
+            "holder-read-outside-commit",
+            "delete-in-two-steps",
+            "status-check-then-write",
+        ] {
+            let spec = format!("broken-memory:{defect}");
+            match run(&spec, &opts(3, 300)) {
+                MixedOutcome::Failed { reason, steps, .. } => {
+                    assert!(!reason.is_empty());
+                    assert!(!steps.is_empty());
+                }
+                other => panic!("{spec}: {other:#?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! `http://HOST:PORT`: any `reqkey-agent/1` server over HTTP/1.1, in any
+//! language. The in-process reference server (`reference_agent.rs`)
+//! is reached through this same type, so the reference is certified exactly
+//! the way an independent implementation is.
+//!
+//! A refused connection, a call over the timeout, a connection closed
+//! mid-answer or an answer over the response cap is a [`TargetError`] (the
+//! harness cannot judge, exit 2), never a verdict. Redirects are not
+//! followed: a 3xx is the server's answer, judged like any other, its
+//! `Location` among the answer's headers.
+
+use async_trait::async_trait;
+use reqkey_reference::agent::ServerHandle;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::targets::{
+    transport, HttpRequest, HttpResponse, Level, Target, TargetError, TargetOptions,
+};
+
+/// A `reqkey-agent/1` server reached over HTTP/1.1.
+#[derive(Debug)]
+pub struct HttpAgentTarget {
+    base: String,
+    name: String,
+    client: reqwest::Client,
+    timeout_ms: u64,
+    max_response_bytes: u64,
+    /// Keeps an in-process server alive as long as the target.
+    _server: Option<ServerHandle>,
+}
+
+impl HttpAgentTarget {
+    /// A target for the server at `base` (`http://HOST:PORT`, no path).
+    pub fn new(base: &str, opts: TargetOptions) -> Result<Self, TargetError> {
+        let base = base.trim_end_matches('/').to_owned();
+        let rest = base
+            .strip_prefix("http://")
+            .ok_or_else(|| TargetError::BadSpec(format!("`{base}` is not http://HOST:PORT")))?;
+        if rest.is_empty() || rest.contains('/') {
+            return Err(TargetError::BadSpec(format!(
+                "`{base}` must be http://HOST:PORT, without a path"
+            )));
+        }
+        Ok(Self {
+            name: base.clone(),
+            base,
+            client: transport::client(opts)?,
+            timeout_ms: opts.call_timeout_ms,
+            max_response_bytes: opts.max_response_bytes,
+            _server: None,
+        })
+    }
+
+    /// A target for a server started in this process: `server` is kept
+    /// alive as long as the target, and reports name the target `name`.
+    pub fn serving(
+        server: ServerHandle,
+        name: String,
+        opts: TargetOptions,
+    ) -> Result<Self, TargetError> {
+        let mut target = Self::new(&format!("http://{}", server.addr), opts)?;
+        target.name = name;
+        target._server = Some(server);
+        Ok(target)
+    }
+}
+
+fn header_map(headers: &[(String, Vec<u8>)]) -> Result<HeaderMap, TargetError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| TargetError::BadSpec(format!("`{name}` is not a header name")))?;
+        // Control characters other than a tab cannot be sent in HTTP/1.1.
+        let value = HeaderValue::from_bytes(value).map_err(|_| {
+            TargetError::BadSpec(format!("a value of `{name}` cannot be sent over HTTP/1.1"))
+        })?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+#[async_trait]
+impl Target for HttpAgentTarget {
+    fn level(&self) -> Level {
+        Level::Agent
+    }
+
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+
+    async fn health(&self) -> Result<Value, TargetError> {
+        let response = self
+            .http(HttpRequest {
+                method: "GET".into(),
+                path: "/health".into(),
+                ..HttpRequest::default()
+            })
+            .await?;
+        if response.status != 200 {
+            return Err(TargetError::Protocol(format!(
+                "GET /health answered {}",
+                response.status
+            )));
+        }
+        serde_json::from_slice(&response.body)
+            .map_err(|_| TargetError::Protocol("GET /health is not JSON".into()))
+    }
+
+    async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
+        let method = reqwest::Method::from_bytes(request.method.as_bytes())
+            .map_err(|_| TargetError::BadSpec(format!("`{}` is not a method", request.method)))?;
+        let mut builder = self
+            .client
+            .request(method, format!("{}{}", self.base, request.path))
+            .headers(header_map(&request.headers)?);
+        if let Some(body) = request.body {
+            builder = builder.body(body);
+        }
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| transport::classify(&e, &self.base, self.timeout_ms))?;
+        let status = response.status().as_u16();
+        let headers = transport::headers_of(&response);
+        let body = transport::read_body(
+            response,
+            self.max_response_bytes,
+            &self.base,
+            self.timeout_ms,
+        )
+        .await?;
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+}

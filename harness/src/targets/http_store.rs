@@ -1,0 +1,152 @@
+//! `store+http://HOST:PORT`: any store behind a `reqkey-store/1` adapter, in
+//! any language.
+
+use async_trait::async_trait;
+use reqkey_model::StoreError;
+use serde_json::Value;
+
+use crate::targets::{transport, Level, Target, TargetError, TargetOptions};
+
+/// Any store behind a `reqkey-store/1` adapter (`store+http://HOST:PORT`),
+/// in any language.
+///
+/// Every call is bounded by the call timeout and the response cap. A
+/// refused connection is [`TargetError::Unreachable`], no answer in time
+/// [`TargetError::Timeout`], a connection closed mid-answer
+/// [`TargetError::Closed`], an answer over the cap
+/// [`TargetError::TooLarge`] (the harness cannot judge); an answer that is not `200` with exactly
+/// `{"ok": ...}` or a well-formed `{"error": ...}` is
+/// [`TargetError::Protocol`] (the adapter does not conform).
+#[derive(Debug)]
+pub struct HttpStore {
+    base: String,
+    spec: String,
+    client: reqwest::Client,
+    timeout_ms: u64,
+    max_response_bytes: u64,
+}
+
+impl HttpStore {
+    /// `authority` is `HOST:PORT`.
+    pub fn new(spec: &str, authority: &str, opts: TargetOptions) -> Result<Self, TargetError> {
+        if authority.is_empty() || authority.contains('/') {
+            return Err(TargetError::BadSpec(format!(
+                "`{spec}`: expected store+http://HOST:PORT"
+            )));
+        }
+        Ok(Self {
+            base: format!("http://{authority}"),
+            spec: spec.to_owned(),
+            client: transport::client(opts)?,
+            timeout_ms: opts.call_timeout_ms,
+            max_response_bytes: opts.max_response_bytes,
+        })
+    }
+
+    /// Sends one request and reads a JSON body from a 200 answer. The body
+    /// is read under the response cap; a redirect is not followed but
+    /// judged (it is not 200), naming its `Location`.
+    async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+        what: &str,
+    ) -> Result<Value, TargetError> {
+        let classify = |e: reqwest::Error| transport::classify(&e, &self.base, self.timeout_ms);
+        let resp = request.send().await.map_err(classify)?;
+        let status = resp.status();
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+        let body = transport::read_body(resp, self.max_response_bytes, &self.base, self.timeout_ms)
+            .await?;
+        if status != reqwest::StatusCode::OK {
+            let location = location
+                .map(|l| format!(" with Location: {l} (redirects are not followed)"))
+                .unwrap_or_default();
+            return Err(TargetError::Protocol(format!(
+                "{what} answered HTTP {status}{location} (reqkey-store/1 always answers 200): {}",
+                String::from_utf8_lossy(&body[..body.len().min(200)])
+            )));
+        }
+        serde_json::from_slice(&body).map_err(|e| {
+            TargetError::Protocol(format!("{what} answered a body that is not JSON: {e}"))
+        })
+    }
+}
+
+/// Checks that `answer` is exactly `{"ok": ...}` or a well-formed
+/// `{"error": ...}` (SPEC 6).
+pub fn check_store_answer(answer: &Value) -> Result<(), TargetError> {
+    let obj = answer.as_object().filter(|o| o.len() == 1).ok_or_else(|| {
+        TargetError::Protocol(format!(
+            "the answer is not exactly one of {{ok}} or {{error}}: {answer}"
+        ))
+    })?;
+    if obj.contains_key("ok") {
+        return Ok(());
+    }
+    match obj.get("error") {
+        Some(err) if StoreError::from_wire(err).is_some() => Ok(()),
+        Some(err) => Err(TargetError::Protocol(format!(
+            "the error is not a reqkey-store/1 error object: {err}"
+        ))),
+        None => Err(TargetError::Protocol(format!(
+            "the answer is not exactly one of {{ok}} or {{error}}: {answer}"
+        ))),
+    }
+}
+
+#[async_trait]
+impl Target for HttpStore {
+    fn level(&self) -> Level {
+        Level::Store
+    }
+
+    fn describe(&self) -> String {
+        self.spec.clone()
+    }
+
+    async fn health(&self) -> Result<Value, TargetError> {
+        let health = self
+            .exchange(
+                self.client.get(format!("{}/health", self.base)),
+                "GET /health",
+            )
+            .await?;
+        transport::check_protocol(Level::Store, &health)?;
+        if health.get("protocol").and_then(Value::as_str) != Some("reqkey-store/1") {
+            return Err(TargetError::Protocol(format!(
+                "GET /health does not name protocol reqkey-store/1: {health}"
+            )));
+        }
+        Ok(health)
+    }
+
+    async fn store_call(&self, request: &Value) -> Result<Value, TargetError> {
+        let answer = self
+            .exchange(
+                self.client.post(format!("{}/rpc", self.base)).json(request),
+                "POST /rpc",
+            )
+            .await?;
+        check_store_answer(&answer)?;
+        Ok(answer)
+    }
+
+    /// The text goes on the wire byte for byte: its key order, spacing and
+    /// number spelling are what the adapter reads.
+    async fn store_call_raw(&self, text: &str) -> Result<Value, TargetError> {
+        let answer = self
+            .exchange(
+                self.client
+                    .post(format!("{}/rpc", self.base))
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(text.to_owned()),
+                "POST /rpc",
+            )
+            .await?;
+        check_store_answer(&answer)?;
+        Ok(answer)
+    }
+}

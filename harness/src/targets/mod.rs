@@ -1,0 +1,210 @@
+//! Targets: the only way the harness reaches an implementation.
+//!
+//! A scenario never names a backend; it names operations. A [`Target`]
+//! carries them to something real: an in-process reference store, a
+//! `reqkey-store/1` adapter over HTTP, or a `reqkey-agent/1` server. Every
+//! call is bounded by a timeout; a target that is down or hangs is a
+//! [`TargetError`] (the harness cannot judge, exit 2), never a verdict.
+//!
+//! One file per kind of target, behind the one [`Target`] seam:
+//!
+//! - [`store`]: reference stores in this process (`memory`,
+//!   `broken-memory:DEFECT`, `sqlite:`, `postgres://`, `redis://`);
+//! - [`http_store`]: any store behind a `reqkey-store/1` adapter;
+//! - [`http_agent`]: any `reqkey-agent/1` server over HTTP;
+//! - [`reference_agent`]: the reference agent server, started in process;
+//! - [`replicas`]: several endpoints of one agent deployment, round-robin;
+//! - [`spec`]: a `--target` string parsed once into a [`spec::TargetSpec`]
+//!   and opened; the only place that knows the forms;
+//! - [`profile`]: what a target declares it does with keys (its `/health`
+//!   profile), which decides the scenarios that apply to it.
+//!
+//! This file holds what they share and imports none of them.
+
+pub mod http_agent;
+pub mod http_store;
+pub mod profile;
+pub mod reference_agent;
+pub mod replicas;
+pub mod spec;
+pub mod store;
+pub mod transport;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+pub use reqkey_model::vocab::Level;
+use reqkey_reference::store::OpenError;
+pub use reqkey_scenario::agent_step::{HttpRequest, HttpResponse};
+use serde_json::Value;
+
+/// Why a call could not be judged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    /// The target could not be reached (refused, reset, DNS, ...).
+    #[error("target unreachable: {0}")]
+    Unreachable(String),
+    /// The target did not answer within the call timeout.
+    #[error("target did not answer within {timeout_ms} ms")]
+    Timeout { timeout_ms: u64 },
+    /// The target answered something the protocol does not allow
+    /// (a broken adapter: wrong status, not JSON, not `{ok}|{error}`).
+    /// This is a conformance failure of the step, not a harness error.
+    #[error("protocol violation: {0}")]
+    Protocol(String),
+    /// The target cannot do this (for example a store op on an agent target).
+    #[error("unsupported by this target: {0}")]
+    Unsupported(String),
+    /// The target specification itself is wrong.
+    #[error("bad target: {0}")]
+    BadSpec(String),
+    /// The connection closed (or was reset) before the answer was whole:
+    /// indefinite, since nothing the target meant was read.
+    #[error("the connection closed before the answer was complete: {0}")]
+    Closed(String),
+    /// The answer is larger than the response cap: it was not read whole,
+    /// so it cannot be judged.
+    #[error(
+        "the answer is larger than the response cap of {cap} bytes (raise it with --max-response-bytes)"
+    )]
+    TooLarge { cap: u64 },
+    /// Before any scenario: what answered is not an HTTP server.
+    #[error("not an HTTP server (is the address right?): {0}")]
+    NotHttp(String),
+    /// Before any scenario: `/health` names the other protocol than the
+    /// `--target` scheme says (a wiring mistake).
+    #[error("the target speaks {found}, not {expected}: {hint}")]
+    WrongProtocol {
+        expected: &'static str,
+        found: &'static str,
+        hint: String,
+    },
+}
+
+impl TargetError {
+    /// Does this error mean the harness could not judge (exit 2), rather
+    /// than that the target does not conform?
+    pub fn is_harness_error(&self) -> bool {
+        !matches!(self, TargetError::Protocol(_))
+    }
+
+    /// The typed reason, as reports write it (`docs/reports.md`).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            TargetError::Unreachable(_) => "unreachable",
+            TargetError::Timeout { .. } => "timeout",
+            TargetError::Protocol(_) => "protocol",
+            TargetError::Unsupported(_) => "unsupported",
+            TargetError::BadSpec(_) => "bad_target",
+            TargetError::Closed(_) => "closed",
+            TargetError::TooLarge { .. } => "too_large",
+            TargetError::NotHttp(_) => "not_http",
+            TargetError::WrongProtocol { .. } => "wrong_protocol",
+        }
+    }
+
+    /// Does it say the target is not answering (down, hung, or closing
+    /// connections)? A run stops early after a few of these in a row.
+    pub fn is_silence(&self) -> bool {
+        matches!(
+            self,
+            TargetError::Unreachable(_) | TargetError::Timeout { .. } | TargetError::Closed(_)
+        )
+    }
+}
+
+/// Something the harness can certify.
+#[async_trait]
+pub trait Target: Send + Sync + fmt::Debug {
+    /// The contract it speaks.
+    fn level(&self) -> Level;
+
+    /// How a report names it (`memory`, `store+http://127.0.0.1:7001`, ...).
+    fn describe(&self) -> String;
+
+    /// The target's identity: `/health` for HTTP targets, a synthesized
+    /// equivalent in process.
+    async fn health(&self) -> Result<Value, TargetError>;
+
+    /// One `reqkey-store/1` call: `request` is `{"op", "args"}` as the
+    /// scenario wrote it (possibly malformed on purpose); the answer is the
+    /// wire answer `{"ok": ...}` or `{"error": ...}`.
+    async fn store_call(&self, request: &Value) -> Result<Value, TargetError> {
+        let _ = request;
+        Err(TargetError::Unsupported(format!(
+            "{} does not take store operations",
+            self.describe()
+        )))
+    }
+
+    /// One `reqkey-store/1` call from its request text (a `raw:` step).
+    /// An adapter over HTTP gets the text byte for byte. In process there
+    /// is no wire: the text is parsed as JSON the way an adapter's parser
+    /// would (key order does not survive, and a number's spelling does not
+    /// either: `1.0` and `1` become one value, as SPEC 3 says they are),
+    /// and text that is not JSON is answered `invalid_argument`, as SPEC 6
+    /// answers a request that is not JSON.
+    async fn store_call_raw(&self, text: &str) -> Result<Value, TargetError> {
+        if self.level() != Level::Store {
+            return Err(TargetError::Unsupported(format!(
+                "{} does not take store operations",
+                self.describe()
+            )));
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(request) => self.store_call(&request).await,
+            Err(e) => Ok(serde_json::json!({"error": {
+                "kind": "invalid_argument",
+                "message": format!("the request is not JSON: {e}"),
+            }})),
+        }
+    }
+
+    /// One HTTP exchange with an agent server.
+    async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
+        let _ = request;
+        Err(TargetError::Unsupported(format!(
+            "{} does not take HTTP requests",
+            self.describe()
+        )))
+    }
+}
+
+/// A store that cannot be opened: a bad specification, or a backend that
+/// does not answer (exit 2 either way).
+pub fn open_error(e: OpenError) -> TargetError {
+    match e {
+        OpenError::UnknownSpec(_) | OpenError::NotBuilt(_) => TargetError::BadSpec(e.to_string()),
+        OpenError::Backend { .. } | OpenError::Migration { .. } => {
+            TargetError::Unreachable(e.to_string())
+        }
+    }
+}
+
+/// The default bound on one answer's body (`--max-response-bytes`).
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Options every target shares.
+#[derive(Debug, Clone, Copy)]
+pub struct TargetOptions {
+    /// The bound on every single call.
+    pub call_timeout_ms: u64,
+    /// The bound on every answer's body, in bytes.
+    pub max_response_bytes: u64,
+}
+
+impl Default for TargetOptions {
+    fn default() -> Self {
+        Self {
+            call_timeout_ms: 10_000,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        }
+    }
+}
+
+impl TargetOptions {
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.call_timeout_ms)
+    }
+}

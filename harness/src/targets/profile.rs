@@ -1,0 +1,300 @@
+//! Profiles: what a target says it does with request keys (SPEC 7 and 8).
+//!
+//! Not every conforming server records keys or refuses concurrent entries:
+//! a runtime that cannot record keys declares `supportsRequestKey: false`
+//! (keys are ignored, with a warning), and a server may run its entries on
+//! `concurrentEntry: "interrupt_previous"`. An agent server declares both
+//! in `GET /health`; a store's profile is fixed (every store records keys).
+//! Scenarios say what they need (`requires:`) and the runner certifies a
+//! target against the scenarios its profile admits, so a correct server of
+//! either profile passes and a server that breaks its own profile fails.
+//!
+//! A profile that cannot be read (no `/health`, another protocol, a field
+//! of the wrong type) is an error (exit 2), never a verdict: the harness
+//! cannot know which scenarios apply. `--profile` states one instead (for
+//! a server whose `/health` cannot say, or to force another profile), and
+//! every report then says it was stated, not declared.
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use reqkey_model::vocab::{ConcurrentEntry, Profile};
+
+use crate::targets::{Level, Target};
+
+/// The agent protocol whose `/health` declares a profile.
+pub const AGENT_PROTOCOL: &str = "reqkey-agent/1";
+
+/// The `--profile` forms, for help texts.
+pub const PROFILE_HELP: &str = "default (supportsRequestKey: true, concurrentEntry: reject), \
+keys-ignored (supportsRequestKey: false), interrupt-previous (concurrentEntry: \
+interrupt_previous), or supportsRequestKey=BOOL,concurrentEntry=reject|interrupt_previous";
+
+/// Why a profile could not be read. Exit 2.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("{0}")]
+    Health(String),
+    #[error("`{0}` is not a profile; use {PROFILE_HELP}")]
+    BadFlag(String),
+    #[error(
+        "a store's profile is fixed (every store records keys); --profile applies to agent targets"
+    )]
+    StoreProfileFixed,
+}
+
+/// The profile an agent server declares in its `/health` answer:
+/// `protocol` must be `reqkey-agent/1`, `supportsRequestKey` a boolean,
+/// `concurrentEntry` absent (`reject`) or one of the two names.
+pub fn profile_from_health(health: &Value) -> Result<Profile, ProfileError> {
+    let bad = |what: String| Err(ProfileError::Health(format!("GET /health: {what}")));
+    let Some(obj) = health.as_object() else {
+        return bad(format!("not a JSON object: {}", short(health)));
+    };
+    match obj.get("protocol").and_then(Value::as_str) {
+        Some(AGENT_PROTOCOL) => {}
+        Some(other) => return bad(format!("protocol `{other}`, not {AGENT_PROTOCOL}")),
+        None => return bad(format!("no protocol (expected {AGENT_PROTOCOL})")),
+    }
+    let supports_request_key = match obj.get("supportsRequestKey") {
+        Some(Value::Bool(b)) => *b,
+        Some(v) => return bad(format!("supportsRequestKey is {}, not a boolean", short(v))),
+        None => return bad("no supportsRequestKey".into()),
+    };
+    let concurrent_entry = match obj.get("concurrentEntry") {
+        None => ConcurrentEntry::Reject,
+        Some(Value::String(s)) => match ConcurrentEntry::parse(s) {
+            Some(c) => c,
+            None => {
+                return bad(format!(
+                    "concurrentEntry `{}` is neither reject nor interrupt_previous",
+                    short(&Value::String(s.clone()))
+                ))
+            }
+        },
+        Some(v) => return bad(format!("concurrentEntry is {}, not a string", short(v))),
+    };
+    Ok(Profile {
+        supports_request_key,
+        concurrent_entry,
+    })
+}
+
+/// Parses a `--profile` value (see [`PROFILE_HELP`]).
+pub fn parse_profile_flag(text: &str) -> Result<Profile, ProfileError> {
+    let bad = || ProfileError::BadFlag(text.to_owned());
+    let named = match text {
+        "default" => Some(Profile::default()),
+        "keys-ignored" => Some(Profile {
+            supports_request_key: false,
+            ..Profile::default()
+        }),
+        "interrupt-previous" => Some(Profile {
+            concurrent_entry: ConcurrentEntry::InterruptPrevious,
+            ..Profile::default()
+        }),
+        _ => None,
+    };
+    if let Some(p) = named {
+        return Ok(p);
+    }
+    let mut profile = Profile::default();
+    let mut seen = (false, false);
+    for part in text.split(',') {
+        let (key, value) = part.split_once('=').ok_or_else(bad)?;
+        match (key.trim(), value.trim()) {
+            ("supportsRequestKey", v) if !seen.0 => {
+                seen.0 = true;
+                profile.supports_request_key = v.parse().map_err(|_| bad())?;
+            }
+            ("concurrentEntry", v) if !seen.1 => {
+                seen.1 = true;
+                profile.concurrent_entry = ConcurrentEntry::parse(v).ok_or_else(bad)?;
+            }
+            _ => return Err(bad()),
+        }
+    }
+    Ok(profile)
+}
+
+/// Where the profile a run certifies came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProfileSource {
+    /// A store: every store records keys.
+    Fixed,
+    /// Declared by the target's `GET /health`.
+    Declared,
+    /// Stated with `--profile` (whatever `/health` said).
+    Stated,
+}
+
+impl ProfileSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProfileSource::Fixed => "fixed",
+            ProfileSource::Declared => "declared",
+            ProfileSource::Stated => "stated",
+        }
+    }
+}
+
+/// The profile a run certifies, and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProfileInfo {
+    pub profile: Profile,
+    pub source: ProfileSource,
+    /// What `/health` declared, when `--profile` stated another profile
+    /// (`None` when it was not asked, could not say, or said the same).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared: Option<Profile>,
+}
+
+impl ProfileInfo {
+    /// One line for people: the profile and where it came from.
+    pub fn describe(&self) -> String {
+        match self.source {
+            ProfileSource::Fixed => {
+                "supportsRequestKey: true (fixed: every store records keys)".to_owned()
+            }
+            ProfileSource::Declared => format!("{} (declared by /health)", self.profile),
+            ProfileSource::Stated => match self.declared {
+                Some(d) => format!(
+                    "{} (stated with --profile; /health declares {d})",
+                    self.profile
+                ),
+                None => format!("{} (stated with --profile, not declared)", self.profile),
+            },
+        }
+    }
+}
+
+/// The profile to certify `target` against: a store's fixed one, the one
+/// `--profile` states, or the one its `/health` declares. Bounded by
+/// `timeout_ms`; an agent whose `/health` cannot say, with no `--profile`,
+/// is an error.
+pub async fn resolve_profile(
+    target: &dyn Target,
+    stated: Option<Profile>,
+    timeout_ms: u64,
+) -> Result<ProfileInfo, ProfileError> {
+    if target.level() == Level::Store {
+        return match stated {
+            None => Ok(ProfileInfo {
+                profile: Profile::default(),
+                source: ProfileSource::Fixed,
+                declared: None,
+            }),
+            Some(_) => Err(ProfileError::StoreProfileFixed),
+        };
+    }
+    let health = tokio::time::timeout(
+        std::time::Duration::from_millis(timeout_ms),
+        target.health(),
+    )
+    .await;
+    let declared = match health {
+        Ok(Ok(h)) => profile_from_health(&h),
+        Ok(Err(e)) => Err(ProfileError::Health(format!("GET /health: {e}"))),
+        Err(_) => Err(ProfileError::Health(format!(
+            "GET /health did not answer within {timeout_ms} ms"
+        ))),
+    };
+    match (stated, declared) {
+        (Some(profile), declared) => Ok(ProfileInfo {
+            profile,
+            source: ProfileSource::Stated,
+            declared: declared.ok().filter(|d| *d != profile),
+        }),
+        (None, Ok(profile)) => Ok(ProfileInfo {
+            profile,
+            source: ProfileSource::Declared,
+            declared: None,
+        }),
+        (None, Err(e)) => Err(ProfileError::Health(format!(
+            "{} declares no profile: {e} (state one with --profile)",
+            target.describe()
+        ))),
+    }
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    match s.char_indices().nth(60) {
+        Some((cut, _)) => format!("{}...", &s[..cut]),
+        None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn health_declares_a_profile_with_reject_as_the_default() {
+        let p = |h: Value| profile_from_health(&h);
+        assert_eq!(
+            p(json!({"protocol": "reqkey-agent/1", "supportsRequestKey": true})),
+            Ok(Profile::default())
+        );
+        assert_eq!(
+            p(
+                json!({"protocol": "reqkey-agent/1", "supportsRequestKey": false,
+                     "concurrentEntry": "interrupt_previous", "name": "x"})
+            ),
+            Ok(Profile {
+                supports_request_key: false,
+                concurrent_entry: ConcurrentEntry::InterruptPrevious
+            })
+        );
+    }
+
+    #[test]
+    fn a_health_that_cannot_say_is_an_error_not_a_guess() {
+        for h in [
+            json!({"protocol": "reqkey-store/1", "supportsRequestKey": true}),
+            json!({"supportsRequestKey": true}),
+            json!({"protocol": "reqkey-agent/1"}),
+            json!({"protocol": "reqkey-agent/1", "supportsRequestKey": "yes"}),
+            json!({"protocol": "reqkey-agent/1", "supportsRequestKey": true, "concurrentEntry": "queue"}),
+            json!({"protocol": "reqkey-agent/1", "supportsRequestKey": true, "concurrentEntry": null}),
+            json!([1]),
+        ] {
+            assert!(
+                matches!(profile_from_health(&h), Err(ProfileError::Health(_))),
+                "{h}"
+            );
+        }
+    }
+
+    #[test]
+    fn profile_flags_parse_by_name_and_by_fields() {
+        let ip = Profile {
+            supports_request_key: true,
+            concurrent_entry: ConcurrentEntry::InterruptPrevious,
+        };
+        assert_eq!(parse_profile_flag("default"), Ok(Profile::default()));
+        assert_eq!(parse_profile_flag("interrupt-previous"), Ok(ip));
+        assert_eq!(parse_profile_flag(&ip.flag()), Ok(ip));
+        assert_eq!(
+            parse_profile_flag("supportsRequestKey=true,concurrentEntry=interrupt_previous"),
+            Ok(ip)
+        );
+        assert_eq!(
+            parse_profile_flag("keys-ignored").map(|p| p.supports_request_key),
+            Ok(false)
+        );
+        for bad in [
+            "",
+            "keys",
+            "supportsRequestKey=maybe",
+            "concurrentEntry=queue",
+            "supportsRequestKey=true,supportsRequestKey=false",
+            "other=1",
+        ] {
+            assert!(parse_profile_flag(bad).is_err(), "{bad}");
+        }
+    }
+}

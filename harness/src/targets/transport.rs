@@ -1,0 +1,189 @@
+//! What the HTTP targets share about the wire: one client configuration
+//! (no redirects, no proxy, a total timeout), a bounded body read, the
+//! classification of a failed exchange into a typed [`TargetError`], and
+//! the check of `/health`'s `protocol` against the `--target` scheme.
+//!
+//! Every read is bounded twice: by the call timeout (which covers
+//! connecting, the head and the whole body, so a target that drips bytes
+//! ends as a timeout) and by the response cap (an answer larger than
+//! `--max-response-bytes` is cut there and never held in memory whole).
+
+use std::error::Error as _;
+
+use serde_json::Value;
+
+use crate::targets::{Level, TargetError, TargetOptions};
+
+/// The HTTP client of every HTTP target: redirects are never followed (a
+/// 3xx is the target's answer, judged like any other; following it would
+/// judge another server under this target's name), no proxy, and every
+/// exchange bounded by the call timeout from connect to the body's end.
+pub fn client(opts: TargetOptions) -> Result<reqwest::Client, TargetError> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(opts.call_timeout())
+        // Drop idle connections before common servers do (Node closes
+        // them after 5 s), so a step never reuses a socket the server is
+        // closing, which would look like a connection closed mid-answer.
+        .pool_idle_timeout(std::time::Duration::from_secs(2))
+        .build()
+        .map_err(|e| TargetError::BadSpec(format!("cannot build an HTTP client: {e}")))
+}
+
+/// reqwest's own message ("error sending request") hides the cause: the
+/// message with every source appended.
+fn full_message(e: &reqwest::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message = format!("{message}: {cause}");
+        source = cause.source();
+    }
+    message
+}
+
+/// The typed reason a failed exchange with `base` could not be judged, or
+/// (for an answer that is not HTTP) the protocol violation it is.
+pub fn classify(e: &reqwest::Error, base: &str, timeout_ms: u64) -> TargetError {
+    if e.is_timeout() {
+        return TargetError::Timeout { timeout_ms };
+    }
+    let message = format!("{base}: {}", full_message(e));
+    if e.is_connect() {
+        return TargetError::Unreachable(message);
+    }
+    let mut source = e.source();
+    while let Some(cause) = source {
+        if let Some(h) = cause.downcast_ref::<hyper::Error>() {
+            if h.is_parse() || h.is_parse_status() || h.is_parse_too_large() {
+                return TargetError::NotHttp(message);
+            }
+            if h.is_incomplete_message() || h.is_closed() || h.is_canceled() {
+                return TargetError::Closed(message);
+            }
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            if matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            ) {
+                return TargetError::Closed(message);
+            }
+        }
+        source = cause.source();
+    }
+    // A body that ended early or could not be decoded is a connection that
+    // broke mid-answer; anything else the harness cannot place is treated
+    // the same way: not judged.
+    TargetError::Closed(message)
+}
+
+/// Reads a response body chunk by chunk, never holding more than `cap`
+/// bytes: an answer that announces or sends more is
+/// [`TargetError::TooLarge`] as soon as it crosses the cap.
+pub async fn read_body(
+    mut response: reqwest::Response,
+    cap: u64,
+    base: &str,
+    timeout_ms: u64,
+) -> Result<Vec<u8>, TargetError> {
+    if response.content_length().is_some_and(|n| n > cap) {
+        return Err(TargetError::TooLarge { cap });
+    }
+    let mut body = Vec::new();
+    // Bounded: every chunk grows `body` toward the cap, and the client's
+    // timeout ends a body that never finishes.
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| classify(&e, base, timeout_ms))?
+    {
+        if body.len() as u64 + chunk.len() as u64 > cap {
+            return Err(TargetError::TooLarge { cap });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A response head's headers as text (a value that is not UTF-8 is read
+/// lossily).
+pub fn headers_of(response: &reqwest::Response) -> Vec<(String, String)> {
+    response
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The protocol a level's targets name in `/health`.
+pub fn protocol_of(level: Level) -> &'static str {
+    match level {
+        Level::Store => "reqkey-store/1",
+        Level::Agent => "reqkey-agent/1",
+    }
+}
+
+/// How `--target` must be written for a server of `level`.
+fn scheme_of(level: Level) -> &'static str {
+    match level {
+        Level::Store => "store+http://HOST:PORT",
+        Level::Agent => "http://HOST:PORT",
+    }
+}
+
+/// Checks that a target opened as `level` does not name the other
+/// protocol in its `/health`: that is a wiring mistake (the wrong scheme
+/// in `--target`), exit 2 with the scheme to use, never a verdict. A
+/// `/health` that names no protocol, or one the harness does not know, is
+/// left to the scenarios to judge.
+pub fn check_protocol(level: Level, health: &Value) -> Result<(), TargetError> {
+    let named = health.get("protocol").and_then(Value::as_str);
+    let other = match level {
+        Level::Store => Level::Agent,
+        Level::Agent => Level::Store,
+    };
+    if named == Some(protocol_of(other)) {
+        return Err(TargetError::WrongProtocol {
+            expected: protocol_of(level),
+            found: protocol_of(other),
+            hint: format!(
+                "this server speaks {}: certify it with --target {}",
+                protocol_of(other),
+                scheme_of(other)
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_other_protocol_is_a_wiring_mistake_naming_the_scheme() {
+        let e = check_protocol(Level::Store, &json!({"protocol": "reqkey-agent/1"})).unwrap_err();
+        assert!(e.is_harness_error());
+        assert_eq!(e.reason(), "wrong_protocol");
+        assert!(e.to_string().contains("--target http://HOST:PORT"), "{e}");
+        let e = check_protocol(Level::Agent, &json!({"protocol": "reqkey-store/1"})).unwrap_err();
+        assert!(e.to_string().contains("store+http://HOST:PORT"), "{e}");
+    }
+
+    #[test]
+    fn the_right_or_an_unknown_protocol_is_left_to_the_scenarios() {
+        assert!(check_protocol(Level::Store, &json!({"protocol": "reqkey-store/1"})).is_ok());
+        assert!(check_protocol(Level::Agent, &json!({"protocol": "reqkey-agent/1"})).is_ok());
+        assert!(check_protocol(Level::Agent, &json!({"name": "x"})).is_ok());
+    }
+}

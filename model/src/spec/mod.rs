@@ -1,0 +1,14 @@
+//! The spec's functions: every rule of `spec/SPEC.md` as a pure function or
+//! a plain type, once. Stores, executors and checks call these; nothing
+//! restates them. No IO, no async.
+
+pub mod clauses;
+pub mod digest;
+pub mod error;
+pub mod key;
+pub mod linspec;
+pub mod plan;
+pub mod rules;
+pub mod seq;
+pub mod types;
+pub mod vocab;

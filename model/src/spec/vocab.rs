@@ -1,0 +1,136 @@
+//! The shared vocabulary: the words every crate of the workspace uses for
+//! what the spec names, defined once and low in the stack. A level is a
+//! contract (SPEC 4's store protocol or SPEC 7's agent API); a profile is
+//! what an agent server declares it does with keys (SPEC 7, SPEC 8).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Which contract something speaks: a target, a scenario, a clause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// `reqkey-store/1`: the SPEC 4 operations.
+    Store,
+    /// `reqkey-agent/1`: the SPEC 7 HTTP API.
+    Agent,
+}
+
+impl Level {
+    pub const ALL: [Level; 2] = [Level::Store, Level::Agent];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Store => "store",
+            Level::Agent => "agent",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Level> {
+        Level::ALL.into_iter().find(|l| l.name() == name)
+    }
+}
+
+impl schemars::JsonSchema for Level {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Level".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "Which contract the scenario speaks: `store` (reqkey-store/1) or `agent` (reqkey-agent/1).",
+            "type": "string",
+            "enum": ["store", "agent"]
+        })
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a new entry does to a `running` current run (SPEC 7
+/// `concurrentEntry`): one word for the server's policy and the profile
+/// a target declares.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ConcurrentEntry {
+    /// Refuse it 409 `state_already_running` (the default).
+    #[default]
+    Reject,
+    /// A keyed send or an entry that is not a duplicate interrupts the
+    /// running run and starts its own; a keyless chat send is still refused.
+    InterruptPrevious,
+}
+
+impl ConcurrentEntry {
+    pub const ALL: [ConcurrentEntry; 2] = [Self::Reject, Self::InterruptPrevious];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ConcurrentEntry::Reject => "reject",
+            ConcurrentEntry::InterruptPrevious => "interrupt_previous",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+/// A target's profile: what the scenarios that apply to it depend on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Profile {
+    pub supports_request_key: bool,
+    pub concurrent_entry: ConcurrentEntry,
+}
+
+impl Default for Profile {
+    /// Keys recorded, concurrent entries refused: what every store is and
+    /// what an agent server is unless it declares otherwise.
+    fn default() -> Self {
+        Self {
+            supports_request_key: true,
+            concurrent_entry: ConcurrentEntry::Reject,
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "supportsRequestKey: {}, concurrentEntry: {}",
+            self.supports_request_key,
+            self.concurrent_entry.name()
+        )
+    }
+}
+
+impl Profile {
+    /// The `--profile` value that states this profile.
+    pub fn flag(&self) -> String {
+        format!(
+            "supportsRequestKey={},concurrentEntry={}",
+            self.supports_request_key,
+            self.concurrent_entry.name()
+        )
+    }
+}
