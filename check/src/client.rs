@@ -123,12 +123,14 @@ impl ClientVerdict {
     pub fn failed(&self) -> usize {
         self.rules.iter().filter(|r| !r.passed).count()
     }
-    /// 0 every rule held, 1 one did not, 2 no verdict.
+    /// 1 a rule did not hold (a proven violation outranks everything
+    /// else: whatever could not be judged beside it, the client is shown
+    /// not to conform); 2 no violation and no verdict; 0 every rule held.
     pub fn exit_code(&self) -> u8 {
-        if self.indefinite.is_some() {
-            2
-        } else if self.failed() > 0 {
+        if self.failed() > 0 {
             1
+        } else if self.indefinite.is_some() {
+            2
         } else {
             0
         }
@@ -573,5 +575,33 @@ mod tests {
         let v = judge(&trace, &BTreeMap::new(), None);
         assert_eq!(v.exit_code(), 2);
         assert_eq!(judge(&[], &BTreeMap::new(), None).exit_code(), 2);
+    }
+}
+
+#[cfg(test)]
+mod precedence {
+    use super::*;
+
+    fn verdict(failed: bool, indefinite: bool) -> ClientVerdict {
+        ClientVerdict {
+            rules: vec![RuleVerdict {
+                id: "client.e2e.one-run-per-action",
+                title: "one run per action",
+                passed: !failed,
+                violations: Vec::new(),
+            }],
+            stats: Stats::default(),
+            indefinite: indefinite.then(|| NoVerdict {
+                reason: "only 1 of 10 entry answers failed".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_proven_violation_outranks_no_verdict() {
+        assert_eq!(verdict(true, true).exit_code(), 1);
+        assert_eq!(verdict(true, false).exit_code(), 1);
+        assert_eq!(verdict(false, true).exit_code(), 2);
+        assert_eq!(verdict(false, false).exit_code(), 0);
     }
 }

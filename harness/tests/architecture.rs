@@ -1,7 +1,10 @@
-//! The shape of the workspace, checked: no two files of one crate import
-//! each other (what both need lives in a file both can use), and the
-//! harness keeps its files in rooms by job (at most three `.rs` files at the
-//! top of `harness/src`). ARCHITECTURE.md states both; this keeps them true.
+//! The shape of the workspace, checked: crates depend only down the flow
+//! (model <- scenario <- check <- harness; model <- reference <- harness)
+//! and the pure ones stay pure; the rooms of the harness import only down
+//! the flow; no two files of one crate import each other (what both need
+//! lives in a file both can use); ARCHITECTURE.md's code map names every
+//! file. ARCHITECTURE.md states the rules; this keeps them true, and each
+//! check is shown failing on a tree that breaks it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -251,40 +254,241 @@ fn mutual_pairs(src: &Path) -> Vec<(PathBuf, PathBuf)> {
     pairs
 }
 
+/// The crates of the workspace, their folders, and the workspace crates
+/// each may depend on: the arrows point down the flow, never up.
+const CRATES: [(&str, &str, &[&str]); 5] = [
+    ("reqkey-model", "model", &[]),
+    ("reqkey-scenario", "scenario", &["reqkey-model"]),
+    (
+        "reqkey-check",
+        "check",
+        &["reqkey-model", "reqkey-scenario"],
+    ),
+    ("reqkey-reference", "reference-impl", &["reqkey-model"]),
+    (
+        "reqkey-harness",
+        "harness",
+        &[
+            "reqkey-model",
+            "reqkey-scenario",
+            "reqkey-check",
+            "reqkey-reference",
+        ],
+    ),
+];
+
+/// Crates that must stay pure: no async runtime, no network, no database.
+const PURE: [&str; 3] = ["reqkey-model", "reqkey-scenario", "reqkey-check"];
+const IMPURE_DEPENDENCIES: [&str; 9] = [
+    "tokio",
+    "reqwest",
+    "hyper",
+    "hyper-util",
+    "axum",
+    "async-trait",
+    "rusqlite",
+    "tokio-postgres",
+    "redis",
+];
+
+/// The rooms of `harness/src` and the rooms each may import: `targets`
+/// knows no other room; `run` drives targets; `report` renders what `run`
+/// emitted; `bench` measures through `run` and `targets`; `proxy` is
+/// self-contained; `cmd` wires them all. Nothing imports `cmd`.
+const ROOMS: [(&str, &[&str]); 6] = [
+    ("targets", &[]),
+    ("run", &["targets"]),
+    ("report", &["run", "targets"]),
+    ("proxy", &[]),
+    ("bench", &["run", "targets"]),
+    ("cmd", &["targets", "run", "report", "proxy", "bench"]),
+];
+
+/// The `[dependencies]` (not dev or build) of a Cargo.toml, by name.
+fn dependencies(manifest: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps {
+            if let Some((name, _)) = line.split_once('=') {
+                let name = name.trim().trim_end_matches(".workspace").trim();
+                if !name.is_empty() && !name.starts_with('#') {
+                    out.insert(name.to_owned());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Arrows between crates that the table does not allow, and impure
+/// dependencies of pure crates.
+fn crate_violations(manifests: &[(&str, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (name, manifest) in manifests {
+        let deps = dependencies(manifest);
+        let allowed = CRATES
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .map(|(_, _, a)| *a)
+            .unwrap_or(&[]);
+        for dep in deps.iter().filter(|d| d.starts_with("reqkey-")) {
+            if !allowed.contains(&dep.as_str()) {
+                bad.push(format!("{name} -> {dep}"));
+            }
+        }
+        if PURE.contains(name) {
+            for dep in deps
+                .iter()
+                .filter(|d| IMPURE_DEPENDENCIES.contains(&d.as_str()))
+            {
+                bad.push(format!("{name} (pure) -> {dep}"));
+            }
+        }
+    }
+    bad
+}
+
+/// The rooms each room of `src` imports (`crate::ROOM`), outside its own.
+fn room_arrows(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let names: Vec<&str> = ROOMS.iter().map(|(r, _)| *r).collect();
+    let mut arrows = BTreeMap::new();
+    for room in &names {
+        let mut files = Vec::new();
+        let dir = src.join(room);
+        if !dir.is_dir() {
+            continue;
+        }
+        rust_files(&dir, &mut files);
+        let mut to = BTreeSet::new();
+        for f in files {
+            let code = code_only(&std::fs::read_to_string(&f).unwrap());
+            for at in occurrences(&code, "crate::") {
+                for p in paths_at(&code, at) {
+                    if let Some(first) = p.first() {
+                        if first != room && names.contains(&first.as_str()) {
+                            to.insert(first.clone());
+                        }
+                    }
+                }
+            }
+        }
+        arrows.insert((*room).to_owned(), to);
+    }
+    arrows
+}
+
+fn room_violations(arrows: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (room, to) in arrows {
+        let allowed = ROOMS
+            .iter()
+            .find(|(r, _)| r == room)
+            .map(|(_, a)| *a)
+            .unwrap_or(&[]);
+        for t in to {
+            if !allowed.contains(&t.as_str()) {
+                bad.push(format!("{room} -> {t}"));
+            }
+        }
+    }
+    bad
+}
+
 #[test]
 fn no_two_files_of_a_crate_import_each_other() {
-    for krate in ["model", "reference-impl", "harness"] {
-        let pairs = mutual_pairs(&workspace().join(krate).join("src"));
+    for (_, dir, _) in CRATES {
+        let pairs = mutual_pairs(&workspace().join(dir).join("src"));
         assert!(
             pairs.is_empty(),
-            "{krate}: files that import each other: {pairs:#?}"
+            "{dir}: files that import each other: {pairs:#?}"
         );
     }
 }
 
 #[test]
-fn the_checker_sees_a_pair_that_imports_each_other() {
-    let dir = std::env::temp_dir().join(format!("reqkey-arch-{}", std::process::id()));
+fn crates_depend_only_down_the_flow_and_pure_crates_stay_pure() {
+    let members = std::fs::read_to_string(workspace().join("Cargo.toml")).unwrap();
+    let manifests: Vec<(&str, String)> = CRATES
+        .iter()
+        .map(|(name, dir, _)| {
+            assert!(members.contains(&format!("\"{dir}\"")), "{dir} is a member");
+            let text = std::fs::read_to_string(workspace().join(dir).join("Cargo.toml")).unwrap();
+            assert!(
+                text.contains(&format!("name = \"{name}\"")),
+                "{dir} is {name}"
+            );
+            (*name, text)
+        })
+        .collect();
+    let bad = crate_violations(&manifests);
+    assert!(bad.is_empty(), "arrows against the layering: {bad:?}");
+}
+
+#[test]
+fn the_crate_check_fails_on_an_arrow_up_the_flow() {
+    let manifests = vec![
+        (
+            "reqkey-scenario",
+            "[dependencies]\nreqkey-model.workspace = true\nreqkey-check.workspace = true\n"
+                .to_owned(),
+        ),
+        (
+            "reqkey-check",
+            "[dependencies]\ntokio.workspace = true\n[dev-dependencies]\nreqwest = \"1\"\n"
+                .to_owned(),
+        ),
+    ];
+    assert_eq!(
+        crate_violations(&manifests),
+        vec![
+            "reqkey-scenario -> reqkey-check".to_owned(),
+            "reqkey-check (pure) -> tokio".to_owned()
+        ],
+        "an arrow up the flow and an async dependency of a pure crate are caught; dev-dependencies are not"
+    );
+}
+
+#[test]
+fn the_rooms_of_the_harness_import_only_down_the_flow() {
+    let arrows = room_arrows(&workspace().join("harness/src"));
+    for (room, _) in ROOMS {
+        assert!(arrows.contains_key(room), "harness/src/{room}/ exists");
+    }
+    let bad = room_violations(&arrows);
+    assert!(bad.is_empty(), "arrows against the layering: {bad:?}");
+}
+
+#[test]
+fn the_room_check_fails_on_an_arrow_against_the_layering() {
+    let dir = std::env::temp_dir().join(format!("reqkey-rooms-{}", std::process::id()));
     let src = dir.join("src");
-    std::fs::create_dir_all(src.join("room")).unwrap();
-    std::fs::write(src.join("lib.rs"), "pub mod room;\n").unwrap();
+    for (room, _) in ROOMS {
+        std::fs::create_dir_all(src.join(room)).unwrap();
+        std::fs::write(src.join(room).join("mod.rs"), "").unwrap();
+    }
+    // targets may import no room; run may import targets.
+    std::fs::write(src.join("targets/a.rs"), "use crate::run::runner::Thing;\n").unwrap();
     std::fs::write(
-        src.join("room/mod.rs"),
-        "pub mod a;\npub use a::Thing;\npub struct Shared;\n",
+        src.join("run/b.rs"),
+        "use crate::targets::{Target, Level};\n",
     )
     .unwrap();
     std::fs::write(
-        src.join("room/a.rs"),
-        "/// [`crate::room::b`] in a comment is no import.\nuse super::Shared;\npub struct Thing;\n",
+        src.join("report/c.rs"),
+        "/// [`crate::cmd::x`] in a comment is no arrow.\nfn f() { crate::cmd::common::go(); }\n",
     )
     .unwrap();
-    std::fs::write(src.join("room/b.rs"), "use crate::room::a::Thing;\n").unwrap();
-    let pairs = mutual_pairs(&src);
+    let bad = room_violations(&room_arrows(&src));
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(
-        pairs,
-        vec![(src.join("room/a.rs"), src.join("room/mod.rs"))],
-        "a re-export in mod.rs and `use super::` in the child make a pair; a doc link does not"
+        bad,
+        vec!["report -> cmd".to_owned(), "targets -> run".to_owned()]
     );
 }
 
@@ -298,32 +502,88 @@ fn the_harness_keeps_its_files_in_rooms() {
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
     assert!(top.len() <= 3, "top-level files of harness/src: {top:?}");
-    for room in ["scenario", "run", "target", "check", "report", "cmd"] {
+    for (room, _) in ROOMS {
         assert!(src.join(room).join("mod.rs").is_file(), "{room}/mod.rs");
     }
+    assert!(
+        !src.join("target").exists(),
+        "a folder named target/ is taken for Cargo's output by tools and ignore rules"
+    );
 }
 
 #[test]
-fn nothing_under_scenario_talks_to_a_network() {
-    let mut files = Vec::new();
-    rust_files(&workspace().join("harness/src/scenario"), &mut files);
-    for f in files {
-        let code = code_only(&std::fs::read_to_string(&f).unwrap());
-        for word in ["reqwest", "tokio::net", "std::net", "TcpStream", ".await"] {
-            assert!(!code.contains(word), "{}: uses {word}", f.display());
+fn nothing_in_the_pure_crates_talks_to_a_network_or_awaits() {
+    for dir in ["model/src", "scenario/src", "check/src"] {
+        let mut files = Vec::new();
+        rust_files(&workspace().join(dir), &mut files);
+        assert!(!files.is_empty(), "{dir}");
+        for f in files {
+            let code = code_only(&std::fs::read_to_string(&f).unwrap());
+            for word in [
+                "reqwest",
+                "tokio",
+                "std::net",
+                "TcpStream",
+                ".await",
+                "async fn",
+            ] {
+                assert!(!code.contains(word), "{}: uses {word}", f.display());
+            }
         }
     }
 }
 
 #[test]
-fn architecture_md_names_every_folder_of_the_harness() {
+fn architecture_md_names_every_crate_and_room() {
     let text = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
-    for room in ["scenario/", "run/", "target/", "check/", "report/", "cmd/"] {
+    for (name, dir, _) in CRATES {
+        assert!(text.contains(name), "ARCHITECTURE.md: {name}");
+        assert!(text.contains(&format!("{dir}/")), "ARCHITECTURE.md: {dir}/");
+    }
+    for (room, _) in ROOMS {
         assert!(
-            text.contains(&format!("`{room}`")),
-            "ARCHITECTURE.md: {room}"
+            text.contains(&format!("`{room}/`")),
+            "ARCHITECTURE.md: {room}/"
         );
     }
+    for list in [
+        "How to add a backend",
+        "How to add a step kind",
+        "How to add a report format",
+        "How to add a clause",
+    ] {
+        assert!(text.contains(list), "ARCHITECTURE.md: {list}");
+    }
+}
+
+/// Every `.rs` file of the workspace's crates is named in ARCHITECTURE.md's
+/// code map (by its path below its crate's src/, or its folder's).
+#[test]
+fn architecture_md_code_map_matches_the_tree() {
+    let text = std::fs::read_to_string(workspace().join("ARCHITECTURE.md")).unwrap();
+    let mut missing = Vec::new();
+    for (_, dir, _) in CRATES {
+        let src = workspace().join(dir).join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for f in files {
+            let rel = f
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if matches!(rel.as_str(), "lib.rs" | "main.rs") || rel.ends_with("mod.rs") {
+                continue;
+            }
+            if !text.contains(&format!("`{rel}`")) {
+                missing.push(format!("{dir}/src/{rel}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in ARCHITECTURE.md's code map: {missing:#?}"
+    );
 }
 
 #[test]
@@ -341,6 +601,8 @@ fn no_source_file_is_left_out_of_the_repository() {
         .args([
             "model/src",
             "reference-impl/src",
+            "scenario/src",
+            "check/src",
             "harness/src",
             "harness/tests",
             "scenarios",

@@ -201,11 +201,17 @@ async fn replicas_that_disagree_on_the_profile_are_not_judged() {
 
 #[test]
 fn a_replica_list_is_parsed_once_at_the_edge() {
+    use reqkey_harness::targets::reference_agent::AgentVariant;
     use reqkey_harness::targets::spec::TargetSpec;
+    use reqkey_harness::targets::transport::HttpBase;
+    use reqkey_reference::store::StoreSpec;
     assert_eq!(
         TargetSpec::parse("http://a:1,http://b:2").unwrap(),
         TargetSpec::AgentReplicas {
-            bases: vec!["http://a:1".into(), "http://b:2".into()]
+            bases: vec![
+                HttpBase::parse("http://a:1").unwrap(),
+                HttpBase::parse("http://b:2").unwrap()
+            ]
         }
     );
     assert!(TargetSpec::parse("http://a:1,store+http://b:2").is_err());
@@ -215,8 +221,8 @@ fn a_replica_list_is_parsed_once_at_the_edge() {
         TargetSpec::parse("reference-agents:3:no-request-keys@redis://h:1").unwrap(),
         TargetSpec::ReferenceAgents {
             count: 3,
-            variant: Some("no-request-keys".into()),
-            store: Some("redis://h:1".into())
+            variant: Some(AgentVariant::NoRequestKeys),
+            store: Some(StoreSpec::parse("redis://h:1").unwrap())
         }
     );
 }

@@ -1,7 +1,9 @@
 //! The `http` and `wait_run` steps of agent scenarios as data: their keys,
 //! their bounds, and the HTTP request an `http` step describes. Validated
-//! at load time, so a mistake is a load error with a position. Nothing here
-//! talks to a network; `run::agent_steps` executes them.
+//! once, at load time, into [`HttpStep`] and [`WaitRunStep`], so a mistake
+//! is a load error with a position and the runner never validates again.
+//! Nothing here talks to a network; the harness's `run::agent_steps`
+//! executes them.
 
 use serde_json::{Map, Value};
 
@@ -71,53 +73,215 @@ fn unknown_keys(map: &Map<String, Value>, known: &[&str], step: &str) -> Result<
     }
 }
 
-/// Checks the shape of an `http` step when the scenario loads.
-pub fn validate_http(spec: &Value) -> Result<(), String> {
-    let Value::Object(map) = spec else {
-        return Err("`http` takes a map: {method, path, headers, json | body}".into());
-    };
-    unknown_keys(map, &HTTP_KEYS, "http")?;
-    match map.get("path") {
-        Some(Value::String(p)) if p.starts_with('/') || p.starts_with('$') => {}
-        _ => return Err("`http.path` must be a string starting with `/`".into()),
-    }
-    if !matches!(map.get("method"), None | Some(Value::String(_))) {
-        return Err("`http.method` must be a string".into());
-    }
-    if map.contains_key("json") && map.contains_key("body") {
-        return Err("`http` takes `json` or `body`, not both".into());
-    }
-    if !matches!(map.get("body"), None | Some(Value::String(_))) {
-        return Err("`http.body` must be a string (use `json` for a JSON body)".into());
-    }
-    bounded(map.get("pad_to_bytes"), "pad_to_bytes", MAX_BODY_BYTES)?;
-    bounded(map.get("delay_ms"), "delay_ms", MAX_WAIT_MS)?;
-    bounded(map.get("replica"), "replica", MAX_REPLICA_INDEX)?;
-    headers_of(map.get("headers")).map(|_| ())
+/// An `http` step, parsed once when the scenario loads: every field typed
+/// and bounded. What stays a template is text that may hold `${var}` (the
+/// path, header values, the body): [`HttpStep::instantiate`] fills it in
+/// when the step is sent, and checks nothing else.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpStep {
+    /// The step as written, for reports and labels.
+    pub source: Value,
+    /// Upper case (`GET` when absent).
+    pub method: String,
+    /// Starts with `/` (or is a `${var}` that must fill in to one).
+    pub path: String,
+    /// In order; a name may repeat.
+    pub headers: Vec<(String, HeaderTemplate)>,
+    pub body: Option<BodyTemplate>,
+    /// The body is padded with spaces to this many bytes (0: not padded).
+    pub pad_to_bytes: u64,
+    /// How long the request waits before it leaves.
+    pub delay_ms: u64,
+    /// The replica it goes to; `None`: the next in turn.
+    pub replica: Option<usize>,
 }
 
-/// Checks the shape of a `wait_run` step when the scenario loads.
-pub fn validate_wait(spec: &Value) -> Result<(), String> {
-    let Value::Object(map) = spec else {
-        return Err("`wait_run` takes a map: {sessionId, runId, status, timeout_ms}".into());
-    };
-    unknown_keys(map, &WAIT_KEYS, "wait_run")?;
-    for field in ["sessionId", "runId"] {
-        if !matches!(map.get(field), Some(Value::String(_))) {
-            return Err(format!("`wait_run.{field}` must be a string"));
+/// A header value as a step gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderTemplate {
+    /// Text, `${var}` filled in.
+    Text(String),
+    /// `{hex: "..."}`: exact bytes, sent as they are.
+    Bytes(Vec<u8>),
+}
+
+/// A request body as a step gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BodyTemplate {
+    /// `json:`: sent as the JSON text of the value once filled in, each
+    /// number as written.
+    Json(Value),
+    /// `body:`: text, `${var}` filled in.
+    Text(String),
+}
+
+/// A `wait_run` step, parsed once when the scenario loads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitRunStep {
+    /// The step as written, for reports and labels.
+    pub source: Value,
+    /// Templates (`${var}` filled in when sent).
+    pub session_id: String,
+    pub run_id: String,
+    /// The statuses that end the wait (at least one).
+    pub statuses: Vec<String>,
+    /// The longest wait ([`DEFAULT_WAIT_MS`] when absent).
+    pub timeout_ms: u64,
+}
+
+/// Fills `${var}`s into a text template: the filled value when it is a
+/// string, else its JSON text.
+fn fill_text(fill: &mut dyn FnMut(&Value) -> Value, template: &str) -> String {
+    match fill(&Value::String(template.to_owned())) {
+        Value::String(s) => s,
+        other => other.to_string(),
+    }
+}
+
+impl HttpStep {
+    /// Parses an `http` step's map; a mistake is the message a load error
+    /// carries (with the step's position).
+    pub fn parse(spec: Value) -> Result<HttpStep, String> {
+        let Value::Object(map) = &spec else {
+            return Err("`http` takes a map: {method, path, headers, json | body}".into());
+        };
+        unknown_keys(map, &HTTP_KEYS, "http")?;
+        let path = match map.get("path") {
+            Some(Value::String(p)) if p.starts_with('/') || p.starts_with('$') => p.clone(),
+            _ => return Err("`http.path` must be a string starting with `/`".into()),
+        };
+        let method = match map.get("method") {
+            None => "GET".to_owned(),
+            Some(Value::String(m)) => m.to_ascii_uppercase(),
+            Some(_) => return Err("`http.method` must be a string".into()),
+        };
+        let body = match (map.get("json"), map.get("body")) {
+            (Some(_), Some(_)) => return Err("`http` takes `json` or `body`, not both".into()),
+            (Some(j), None) => Some(BodyTemplate::Json(j.clone())),
+            (None, Some(Value::String(b))) => Some(BodyTemplate::Text(b.clone())),
+            (None, Some(_)) => {
+                return Err("`http.body` must be a string (use `json` for a JSON body)".into())
+            }
+            (None, None) => None,
+        };
+        let pad_to_bytes = bounded(map.get("pad_to_bytes"), "pad_to_bytes", MAX_BODY_BYTES)?;
+        let delay_ms = bounded(map.get("delay_ms"), "delay_ms", MAX_WAIT_MS)?;
+        let replica = match map.get("replica") {
+            None => None,
+            Some(r) => Some(
+                usize::try_from(bounded(Some(r), "replica", MAX_REPLICA_INDEX)?)
+                    .map_err(|_| "replica is out of range".to_owned())?,
+            ),
+        };
+        let headers = headers_of(map.get("headers"))?;
+        Ok(HttpStep {
+            source: spec,
+            method,
+            path,
+            headers,
+            body,
+            pad_to_bytes,
+            delay_ms,
+            replica,
+        })
+    }
+
+    /// The request this step sends, its `${var}`s filled in by `fill`. Only
+    /// what a variable brings can be wrong here: a path that does not fill
+    /// in to `/...`.
+    pub fn instantiate(
+        &self,
+        fill: &mut dyn FnMut(&Value) -> Value,
+    ) -> Result<HttpRequest, String> {
+        let path = fill_text(&mut *fill, &self.path);
+        if !path.starts_with('/') {
+            return Err(format!(
+                "`http.path` filled in to `{path}`, which does not start with `/`"
+            ));
         }
+        let headers = self
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let bytes = match value {
+                    HeaderTemplate::Text(t) => fill_text(&mut *fill, t).into_bytes(),
+                    HeaderTemplate::Bytes(b) => b.clone(),
+                };
+                (fill_text(&mut *fill, name), bytes)
+            })
+            .collect();
+        let mut body = match &self.body {
+            Some(BodyTemplate::Json(j)) => Some(fill(j).to_string().into_bytes()),
+            Some(BodyTemplate::Text(t)) => Some(fill_text(&mut *fill, t).into_bytes()),
+            None => None,
+        };
+        if self.pad_to_bytes > 0 {
+            let b = body.get_or_insert_with(Vec::new);
+            let want = usize::try_from(self.pad_to_bytes).unwrap_or(usize::MAX);
+            if b.len() < want {
+                b.resize(want, b' ');
+            }
+        }
+        Ok(HttpRequest {
+            method: self.method.clone(),
+            path,
+            headers,
+            body,
+            replica: self.replica,
+        })
     }
-    match map.get("status") {
-        Some(Value::String(_)) => {}
-        Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => {}
-        _ => return Err("`wait_run.status` must be a status or a list of them".into()),
+
+    /// `http METHOD PATH`, for step labels.
+    pub fn label(&self) -> String {
+        format!("http {} {}", self.method, self.path)
     }
-    bounded(map.get("timeout_ms"), "timeout_ms", MAX_WAIT_MS).map(|_| ())
+}
+
+impl WaitRunStep {
+    /// Parses a `wait_run` step's map.
+    pub fn parse(spec: Value) -> Result<WaitRunStep, String> {
+        let Value::Object(map) = &spec else {
+            return Err("`wait_run` takes a map: {sessionId, runId, status, timeout_ms}".into());
+        };
+        unknown_keys(map, &WAIT_KEYS, "wait_run")?;
+        let text = |field: &str| match map.get(field) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            _ => Err(format!("`wait_run.{field}` must be a string")),
+        };
+        let session_id = text("sessionId")?;
+        let run_id = text("runId")?;
+        let statuses = match map.get("status") {
+            Some(Value::String(s)) => vec![s.clone()],
+            Some(Value::Array(a)) if !a.is_empty() && a.iter().all(Value::is_string) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            _ => return Err("`wait_run.status` must be a status or a list of them".into()),
+        };
+        let timeout_ms = match map.get("timeout_ms") {
+            None => DEFAULT_WAIT_MS,
+            some => bounded(some, "timeout_ms", MAX_WAIT_MS)?,
+        };
+        Ok(WaitRunStep {
+            source: spec,
+            session_id,
+            run_id,
+            statuses,
+            timeout_ms,
+        })
+    }
+
+    /// The session and run ids, filled in.
+    pub fn instantiate(&self, fill: &mut dyn FnMut(&Value) -> Value) -> (String, String) {
+        let session = fill_text(&mut *fill, &self.session_id);
+        (session, fill_text(fill, &self.run_id))
+    }
 }
 
 /// The request's headers: a list of `[name, value]` pairs (a name may
 /// repeat) or a map. A value is a string, or `{hex: "..."}` for raw bytes.
-fn headers_of(v: Option<&Value>) -> Result<Vec<(String, Vec<u8>)>, String> {
+fn headers_of(v: Option<&Value>) -> Result<Vec<(String, HeaderTemplate)>, String> {
     let pairs: Vec<(String, &Value)> = match v {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Object(m)) => m.iter().map(|(k, v)| (k.clone(), v)).collect(),
@@ -132,15 +296,15 @@ fn headers_of(v: Option<&Value>) -> Result<Vec<(String, Vec<u8>)>, String> {
     };
     pairs
         .into_iter()
-        .map(|(name, value)| Ok((name, header_bytes(value)?)))
+        .map(|(name, value)| Ok((name, header_template(value)?)))
         .collect()
 }
 
-fn header_bytes(v: &Value) -> Result<Vec<u8>, String> {
+fn header_template(v: &Value) -> Result<HeaderTemplate, String> {
     match v {
-        Value::String(s) => Ok(s.as_bytes().to_vec()),
+        Value::String(s) => Ok(HeaderTemplate::Text(s.clone())),
         Value::Object(m) if m.len() == 1 => match m.get("hex") {
-            Some(Value::String(hex)) => decode_hex(hex),
+            Some(Value::String(hex)) => decode_hex(hex).map(HeaderTemplate::Bytes),
             _ => Err("a header value is a string or {hex: \"...\"}".into()),
         },
         _ => Err("a header value is a string or {hex: \"...\"}".into()),
@@ -161,44 +325,93 @@ fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
-/// Builds the HTTP request of a substituted `http` step.
-pub fn build_request(spec: &Value) -> Result<HttpRequest, String> {
-    validate_http(spec)?;
-    let method = spec
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or("GET")
-        .to_ascii_uppercase();
-    let path = spec
-        .get("path")
-        .and_then(Value::as_str)
-        .unwrap_or("/")
-        .to_owned();
-    let headers = headers_of(spec.get("headers"))?;
-    let mut body = match (spec.get("json"), spec.get("body")) {
-        (Some(j), _) => Some(j.to_string().into_bytes()),
-        (None, Some(Value::String(b))) => Some(b.clone().into_bytes()),
-        _ => None,
-    };
-    let pad = bounded(spec.get("pad_to_bytes"), "pad_to_bytes", MAX_BODY_BYTES)?;
-    if pad > 0 {
-        let b = body.get_or_insert_with(Vec::new);
-        let want = usize::try_from(pad).unwrap_or(usize::MAX);
-        if b.len() < want {
-            b.resize(want, b' ');
-        }
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn as_is(v: &Value) -> Value {
+        v.clone()
     }
-    let replica = match spec.get("replica") {
-        None => None,
-        Some(r) => {
-            Some(usize::try_from(bounded(Some(r), "replica", MAX_REPLICA_INDEX)?).unwrap_or(0))
+
+    #[test]
+    fn headers_keep_order_and_repeats_and_take_raw_bytes() {
+        let spec = json!({"method": "post", "path": "/x", "headers": [["K", "a b"], ["K", {"hex": "ff00"}]],
+                          "json": {"input": 1}});
+        let req = HttpStep::parse(spec)
+            .unwrap()
+            .instantiate(&mut as_is)
+            .unwrap();
+        assert_eq!(req.method, "POST");
+        assert_eq!(
+            req.headers,
+            vec![("K".into(), b"a b".to_vec()), ("K".into(), vec![0xff, 0])]
+        );
+        assert_eq!(req.body.unwrap(), br#"{"input":1}"#);
+    }
+
+    #[test]
+    fn pad_to_bytes_grows_the_body_with_blanks() {
+        let spec = json!({"path": "/x", "json": {}, "pad_to_bytes": 10});
+        let req = HttpStep::parse(spec)
+            .unwrap()
+            .instantiate(&mut as_is)
+            .unwrap();
+        assert_eq!(req.body.unwrap(), b"{}        ");
+    }
+
+    #[test]
+    fn bad_step_shapes_are_refused_at_load() {
+        for bad in [
+            json!({"path": "x"}),
+            json!({"path": "/x", "json": 1, "body": "a"}),
+            json!({"path": "/x", "headers": [["only-name"]]}),
+            json!({"path": "/x", "pad_to_bytes": 99_999_999_999u64}),
+            json!({"path": "/x", "nope": 1}),
+            json!({"path": "/x", "delay_ms": "5"}),
+            json!({"path": "/x", "replica": 16}),
+        ] {
+            assert!(HttpStep::parse(bad.clone()).is_err(), "{bad}");
         }
-    };
-    Ok(HttpRequest {
-        method,
-        path,
-        headers,
-        body,
-        replica,
-    })
+        assert!(WaitRunStep::parse(json!({"sessionId": "s", "runId": "r"})).is_err());
+        assert!(WaitRunStep::parse(json!({"sessionId": "s", "runId": "r", "status": []})).is_err());
+    }
+
+    #[test]
+    fn variables_fill_in_the_templates_and_nothing_else_is_checked_again() {
+        let step = HttpStep::parse(json!({"method": "POST", "path": "${p}",
+            "headers": {"Idempotency-Key": "${k}"}, "body": "a ${k}", "delay_ms": 7, "replica": 1}))
+        .unwrap();
+        assert_eq!((step.delay_ms, step.replica), (7, Some(1)));
+        let mut fill = |v: &Value| match v.as_str() {
+            Some("${p}") => json!("/sessions/s/start"),
+            Some("${k}") => json!("key-1"),
+            Some("a ${k}") => json!("a key-1"),
+            _ => v.clone(),
+        };
+        let req = step.instantiate(&mut fill).unwrap();
+        assert_eq!(req.path, "/sessions/s/start");
+        assert_eq!(
+            req.headers,
+            vec![("Idempotency-Key".into(), b"key-1".to_vec())]
+        );
+        assert_eq!(req.body.unwrap(), b"a key-1");
+        // A variable that fills the path in with something else is the one
+        // thing that can still be wrong when the step is sent.
+        let mut bad = |_: &Value| json!(42);
+        assert!(step
+            .instantiate(&mut bad)
+            .unwrap_err()
+            .contains("does not start with `/`"));
+        let wait = WaitRunStep::parse(
+            json!({"sessionId": "${k}", "runId": "r", "status": ["completed", "failed"]}),
+        )
+        .unwrap();
+        assert_eq!(wait.timeout_ms, DEFAULT_WAIT_MS);
+        assert_eq!(
+            wait.instantiate(&mut fill),
+            ("key-1".to_owned(), "r".to_owned())
+        );
+    }
 }

@@ -202,10 +202,10 @@ pub enum Action {
     ExpectOneOf(Vec<BTreeMap<String, Value>>),
     /// A pause.
     SleepMs(u64),
-    /// An HTTP exchange with an agent server (see `agent_steps`).
-    Http(Value),
-    /// Wait until a run of an agent server reaches a status.
-    WaitRun(Value),
+    /// An HTTP exchange with an agent server, typed at load.
+    Http(agent_step::HttpStep),
+    /// Wait until a run of an agent server reaches a status, typed at load.
+    WaitRun(agent_step::WaitRunStep),
     /// Random concurrent programs over every store operation, each
     /// history checked for linearizability (`crate::check::mixed`).
     MixedHistories { programs: u32, in_flight: u32 },
@@ -220,11 +220,7 @@ impl Action {
             Action::Parallel(items) => format!("parallel ({} items)", items.len()),
             Action::ExpectOneOf(_) => "expect_one_of".into(),
             Action::SleepMs(ms) => format!("sleep_ms {ms}"),
-            Action::Http(v) => format!(
-                "http {} {}",
-                v.get("method").and_then(Value::as_str).unwrap_or("GET"),
-                v.get("path").and_then(Value::as_str).unwrap_or("?")
-            ),
+            Action::Http(step) => step.label(),
             Action::WaitRun(_) => "wait_run".into(),
             Action::MixedHistories { programs, .. } => {
                 format!("mixed_histories ({programs} programs)")
@@ -462,13 +458,15 @@ impl<'de> Visitor<'de> for StepVisitor {
                 }
                 "http" => {
                     let spec: Value = map.next_value()?;
-                    crate::agent_step::validate_http(&spec).map_err(de::Error::custom)?;
-                    Some(Action::Http(spec))
+                    Some(Action::Http(
+                        crate::agent_step::HttpStep::parse(spec).map_err(de::Error::custom)?,
+                    ))
                 }
                 "wait_run" => {
                     let spec: Value = map.next_value()?;
-                    crate::agent_step::validate_wait(&spec).map_err(de::Error::custom)?;
-                    Some(Action::WaitRun(spec))
+                    Some(Action::WaitRun(
+                        crate::agent_step::WaitRunStep::parse(spec).map_err(de::Error::custom)?,
+                    ))
                 }
                 "rpc" => Some(Action::Rpc(map.next_value()?)),
                 "parallel" => {
@@ -743,10 +741,15 @@ fn restore_numbers(
                     n.restore(value)?;
                 }
             }
-            Action::Http(spec) => {
+            Action::Http(step) => {
                 let body = node.get("http").and_then(|h| h.get("json"));
-                if let (Some(n), Some(v)) = (body, spec.get_mut("json")) {
-                    n.restore(v)?;
+                if let Some(n) = body {
+                    if let Some(agent_step::BodyTemplate::Json(v)) = &mut step.body {
+                        n.restore(v)?;
+                    }
+                    if let Some(v) = step.source.get_mut("json") {
+                        n.restore(v)?;
+                    }
                 }
             }
             Action::Parallel(items) => {
@@ -1343,10 +1346,10 @@ mod tests {
             "{AGENT}  - http: {{method: POST, path: /sessions/s/start, json: {{input: {NUMS}}}}}\n    expect: any\n"
         );
         let s = parse_scenario(Path::new("x.yaml"), &text).unwrap();
-        let Action::Http(spec) = &s.steps[0].action else {
+        let Action::Http(step) = &s.steps[0].action else {
             panic!()
         };
-        let request = agent_step::build_request(spec).unwrap();
+        let request = step.instantiate(&mut |v: &Value| v.clone()).unwrap();
         let body = String::from_utf8(request.body.unwrap()).unwrap();
         assert_eq!(body, format!(r#"{{"input":{WIRE}}}"#));
         // Store args, `rpc` and the steps of a `parallel` group likewise.
@@ -1404,10 +1407,10 @@ mod tests {
             &format!("{AGENT}  - http: {{path: /x, json: {{n: '0x1F'}}}}\n    expect: any\n"),
         )
         .unwrap();
-        let Action::Http(spec) = &s.steps[0].action else {
+        let Action::Http(step) = &s.steps[0].action else {
             panic!()
         };
-        assert_eq!(spec["json"].to_string(), r#"{"n":"0x1F"}"#);
+        assert_eq!(step.source["json"].to_string(), r#"{"n":"0x1F"}"#);
     }
 
     #[test]

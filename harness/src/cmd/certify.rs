@@ -9,7 +9,8 @@ use clap::Args;
 use reqkey_model::vocab::Level;
 
 use crate::cmd::common::{
-    execute, fresh_seed, harness_error, health, not_judged, select_by_profile, Outputs,
+    execute, fresh_seed, harness_error, health, not_judged, not_judged_because, select_by_profile,
+    Outputs,
 };
 use crate::cmd::coverage::suite_record;
 use crate::report::{ClauseCoverage, ReportContext};
@@ -66,8 +67,14 @@ pub fn suite_coverage(
         Level::parse(&level.to_string()).ok_or_else(|| format!("no clause level {level}"))?;
     let clauses = reqkey_model::clauses::clauses().map_err(|e| e.to_string())?;
     let record = suite_record(root)?;
-    let cov =
-        coverage::coverage(clause_level, clauses, scenarios, &record).map_err(|e| e.to_string())?;
+    let cov = coverage::coverage(
+        clause_level,
+        clauses,
+        scenarios,
+        &record,
+        &crate::targets::spec::is_builtin_variant,
+    )
+    .map_err(|e| e.to_string())?;
     Ok(ClauseCoverage {
         level: level.to_string(),
         covered: cov.covered(),
@@ -112,7 +119,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
-    let mut ctx = ReportContext::new("certify", &args.target);
+    let mut ctx = ReportContext::new("certify", &spec.display_name());
     ctx.suite = Some(suite);
     // Coverage is the whole suite's (not narrowed by the profile).
     ctx.clause_coverage = match suite_coverage(args.scenarios.as_deref(), spec.level(), &scenarios)
@@ -120,7 +127,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Ok(c) => Some(c),
         Err(e) => return harness_error(format!("clause coverage: {e}")),
     };
-    let target = match spec.open(&args.target, opts).await {
+    let target = match spec.open(opts).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };
@@ -147,19 +154,15 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     .await
     {
         Ok(selected) => selected,
-        Err(e) => return harness_error(e),
+        Err(e) => {
+            ctx.health = Some(identity);
+            return not_judged_because(&ctx, &outputs, seed, "no_profile", e);
+        }
     };
     let mut cfg = RunConfig::new(seed);
     cfg.call_timeout_ms = args.timeout_ms;
     ctx.health = Some(identity);
     ctx.profile = Some(profile);
     ctx.not_applicable = not_applicable;
-    let code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
-    if !args.quiet {
-        eprintln!(
-            "reqkey: wrote {}",
-            args.out.join(CERTIFICATE_FILE).display()
-        );
-    }
-    code
+    execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await
 }

@@ -36,8 +36,12 @@ pub fn target_help() -> String {
 }
 
 /// A harness error: printed, exit 2.
+/// The message is shown as one inert line: it may quote what a target sent.
 pub fn harness_error(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("reqkey: error: {message}");
+    eprintln!(
+        "reqkey: error: {}",
+        crate::report::inert::terminal(&message.to_string())
+    );
     ExitCode::from(2)
 }
 
@@ -114,6 +118,15 @@ pub struct Outputs {
     pub html: Option<PathBuf>,
 }
 
+impl Outputs {
+    /// The files asked for, in a fixed order.
+    pub fn paths(&self) -> impl Iterator<Item = &PathBuf> {
+        [&self.report, &self.html, &self.junit, &self.json]
+            .into_iter()
+            .flatten()
+    }
+}
+
 /// Reads the profile to certify (`--profile` or the target's `/health`),
 /// keeps the scenarios it admits and says so in the run's first lines:
 /// which profile, and how many scenarios did not apply and why. A profile
@@ -167,7 +180,8 @@ pub fn create(path: &Path) -> Result<BufWriter<File>, String> {
 }
 
 /// Runs `scenarios` with the terminal reporter and the requested file
-/// reporters; a report that cannot be written is exit 2.
+/// reporters; a report that cannot be written is exit 2. Says which files
+/// it wrote (only those it managed to write) unless `quiet`.
 pub async fn execute(
     target: Arc<dyn Target>,
     scenarios: &[Scenario],
@@ -187,11 +201,20 @@ pub async fn execute(
     }
     let summary = runner::run(target, scenarios, cfg, &mut reporters).await;
     if let Some(i) = &summary.indefinite {
-        eprintln!("reqkey: error: no verdict ({}): {}", i.reason, i.message);
+        eprintln!(
+            "reqkey: error: no verdict ({}): {}",
+            i.reason,
+            crate::report::inert::terminal(&i.message)
+        );
     }
     for r in &mut reporters {
         if let Err(e) = r.finish() {
             return harness_error(format!("cannot write a report: {e}"));
+        }
+    }
+    if !quiet {
+        for path in outputs.paths() {
+            eprintln!("reqkey: wrote {}", path.display());
         }
     }
     ExitCode::from(summary.exit_code())
@@ -227,19 +250,25 @@ fn file_reporters(
 /// other protocol): exit 2, and every requested report is still written,
 /// saying why no verdict was reached.
 pub fn not_judged(ctx: &ReportContext, outputs: &Outputs, seed: u64, e: &TargetError) -> ExitCode {
-    let code = harness_error(format_args!("no verdict ({}): {e}", e.reason()));
+    not_judged_because(ctx, outputs, seed, e.reason(), e.to_string())
+}
+
+/// No verdict for a reason that is not a target error (a profile that
+/// cannot be read, for example): exit 2, every requested report written
+/// with the reason.
+pub fn not_judged_because(
+    ctx: &ReportContext,
+    outputs: &Outputs,
+    seed: u64,
+    reason: &'static str,
+    message: String,
+) -> ExitCode {
+    let code = harness_error(format_args!("no verdict ({reason}): {message}"));
     let mut reporters = match file_reporters(ctx, outputs, &[]) {
         Ok(r) => r,
         Err(e) => return harness_error(e),
     };
-    let summary = RunSummary::not_judged(
-        ctx.target.clone(),
-        seed,
-        Indefinite {
-            reason: e.reason(),
-            message: e.to_string(),
-        },
-    );
+    let summary = RunSummary::not_judged(ctx.target.clone(), seed, Indefinite { reason, message });
     for r in &mut reporters {
         r.on_event(&Event::RunFinished {
             summary: summary.clone(),

@@ -85,7 +85,13 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
             Ok((_, s)) => s,
             Err(e) => return harness_error(e),
         };
-        let cov = match coverage::coverage(clause_level, all, &scenarios, &record) {
+        let cov = match coverage::coverage(
+            clause_level,
+            all,
+            &scenarios,
+            &record,
+            &crate::targets::spec::is_builtin_variant,
+        ) {
             Ok(c) => c,
             Err(e) => return harness_error(e),
         };

@@ -53,7 +53,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         cases: args.cases,
         seed,
         namespace: format!("{}.fuzz", cfg.namespace),
-        target_name: args.target.clone(),
+        target_name: target.describe(),
         lin_budget_steps: reqkey_check::lin::DEFAULT_BUDGET_STEPS,
         call_timeout_ms: args.timeout_ms,
         max_shrink_iters: 4_096,

@@ -28,6 +28,7 @@ use crate::targets::http_agent::HttpAgentTarget;
 use crate::targets::profile::resolve_profile;
 use crate::targets::reference_agent::spawn_reference_agent;
 use crate::targets::spec::TargetSpec;
+use crate::targets::transport::HttpBase;
 use crate::targets::TargetOptions;
 use reqkey_check::client::{judge, ClientEnd, NoVerdict};
 use reqkey_check::plan::FaultPlan;
@@ -125,10 +126,10 @@ fn shell_quote(arg: &str) -> String {
     }
 }
 
-fn replay_line(args: &ProxyArgs, seed: u64, plan: &FaultPlan) -> String {
+fn replay_line(args: &ProxyArgs, target_name: &str, seed: u64, plan: &FaultPlan) -> String {
     let mut parts = vec![
         "reqkey proxy".to_owned(),
-        format!("--target {}", shell_quote(&args.target)),
+        format!("--target {}", shell_quote(target_name)),
         format!("--plan {}", shell_quote(&plan.to_string())),
         format!("--seed {seed}"),
         format!("--delay-ms {}", args.delay_ms),
@@ -156,22 +157,29 @@ async fn run(args: ProxyArgs) -> ExitCode {
         max_response_bytes: args.max_response_bytes as u64,
     };
     // The upstream: its base URL, and the in-process server kept alive.
-    let (upstream, _server) = match TargetSpec::parse(&args.target) {
-        Ok(TargetSpec::AgentHttp { base }) => (base.trim_end_matches('/').to_owned(), None),
-        Ok(TargetSpec::ReferenceAgent { variant, store }) => {
-            match spawn_reference_agent(variant.as_deref(), store.as_deref(), &opts).await {
-                Ok(h) => (format!("http://{}", h.addr), Some(h)),
+    // Parsed once; only the typed spec and its redacted name from here on.
+    let spec = match TargetSpec::parse(&args.target) {
+        Ok(spec) => spec,
+        Err(e) => return harness_error(e),
+    };
+    let target_name = spec.display_name();
+    let (upstream, _server) = match spec {
+        TargetSpec::AgentHttp { base } => (base, None),
+        TargetSpec::ReferenceAgent { variant, store } => {
+            match spawn_reference_agent(variant, store.as_ref(), &opts).await {
+                Ok(h) => match HttpBase::parse(&format!("http://{}", h.addr)) {
+                    Ok(base) => (base, Some(h)),
+                    Err(e) => return harness_error(e),
+                },
                 Err(e) => return harness_error(e),
             }
         }
-        Ok(_) => {
+        _ => {
             return harness_error(format!(
-                "`{}` is a store; reqkey proxy sits in front of a reqkey-agent/1 server \
-                 (http://HOST:PORT or reference-agent)",
-                args.target
+                "`{target_name}` is not one agent server; reqkey proxy sits in front of a \
+                 reqkey-agent/1 server (http://HOST:PORT or reference-agent)"
             ))
         }
-        Err(e) => return harness_error(e),
     };
     let health_target = match HttpAgentTarget::new(&upstream, opts) {
         Ok(t) => t,
@@ -183,7 +191,7 @@ async fn run(args: ProxyArgs) -> ExitCode {
             return harness_error(format!(
                 "{} declares {}: it does not record request keys, so a client's \
                  keys cannot be judged end to end against it",
-                args.target,
+                target_name,
                 info.describe()
             ))
         }
@@ -198,12 +206,11 @@ async fn run(args: ProxyArgs) -> ExitCode {
         .map_or_else(|_| args.listen.to_string(), |a| a.to_string());
     let proxy_url = format!("http://{addr}");
     println!(
-        "reqkey proxy: listening on {proxy_url}, forwarding to {} (seed {seed}, plan {plan})",
-        args.target
+        "reqkey proxy: listening on {proxy_url}, forwarding to {target_name} (seed {seed}, plan {plan})"
     );
     let _ = std::io::stdout().flush();
     let config = Arc::new(ProxyConfig {
-        upstream: upstream.clone(),
+        upstream: upstream.url().to_owned(),
         plan: plan.clone(),
         seed,
         delay_ms: args.delay_ms,
@@ -251,7 +258,7 @@ async fn run(args: ProxyArgs) -> ExitCode {
     sessions.sort();
     sessions.dedup();
     let snapshots = read_snapshots(
-        &upstream,
+        upstream.url(),
         &sessions,
         args.timeout_ms,
         args.max_response_bytes,
@@ -277,7 +284,7 @@ async fn run(args: ProxyArgs) -> ExitCode {
         }
     }
     let run = ClientRun {
-        target: args.target.clone(),
+        target: target_name.clone(),
         proxy: proxy_url,
         seed,
         plan: plan.to_string(),
@@ -291,7 +298,7 @@ async fn run(args: ProxyArgs) -> ExitCode {
         }),
         client_end,
         duration_ms: started.elapsed().as_millis() as u64,
-        replay: replay_line(&args, seed, &plan),
+        replay: replay_line(&args, &target_name, seed, &plan),
     };
     let text = render_terminal(&run, &verdict);
     if args.quiet {

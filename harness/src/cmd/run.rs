@@ -8,7 +8,7 @@ use clap::Args;
 
 use crate::cmd::common::{
     check_tags_exist, execute, filter_by_tags, fresh_seed, harness_error, health, not_judged,
-    select_by_profile, with_runtime, Outputs,
+    not_judged_because, select_by_profile, with_runtime, Outputs,
 };
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
@@ -28,6 +28,11 @@ pub struct RunArgs {
     /// say which target was judged, and that it was the default.
     #[arg(long, short)]
     pub target: Option<String>,
+    /// Only the scenario with this id (repeatable), from the given paths
+    /// or the embedded suite: how a report's replay line names a scenario
+    /// built into this binary. An id that names no scenario is exit 2.
+    #[arg(long = "scenario", value_name = "ID")]
+    pub scenario_ids: Vec<String>,
     /// Only scenarios with this tag (repeatable: any of them).
     #[arg(long)]
     pub tag: Vec<String>,
@@ -128,21 +133,14 @@ async fn run_async(args: RunArgs) -> ExitCode {
         max_response_bytes: args.max_response_bytes,
     };
     let defaulted = args.target.is_none();
-    let target_spec = args
-        .target
-        .clone()
-        .unwrap_or_else(|| DEFAULT_TARGET.to_owned());
-    println!(
-        "{}",
-        judging_line(
-            &reqkey_reference::store::redact_url(&target_spec),
-            defaulted
-        )
-    );
-    let spec = match TargetSpec::parse(&target_spec) {
+    // Parsed once, here; from now on only the typed spec and its redacted
+    // display name exist (a secret in the string reaches no output).
+    let spec = match TargetSpec::parse(args.target.as_deref().unwrap_or(DEFAULT_TARGET)) {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
+    let target_name = spec.display_name();
+    println!("{}", judging_line(&target_name, defaulted));
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let outputs = Outputs {
         junit: args.junit.clone(),
@@ -171,6 +169,10 @@ async fn run_async(args: RunArgs) -> ExitCode {
     if let Err(e) = check_tags_exist(&scenarios, &args.tag, &args.skip_tag) {
         return harness_error(e);
     }
+    let scenarios = match select_ids(scenarios, &args.scenario_ids) {
+        Ok(s) => s,
+        Err(e) => return harness_error(e),
+    };
     if !args.quiet {
         eprintln!(
             "reqkey: suite: {} ({} files, {}{})",
@@ -183,11 +185,11 @@ async fn run_async(args: RunArgs) -> ExitCode {
                 .map_or_else(String::new, |v| format!(", version {v}"))
         );
     }
-    let mut ctx = ReportContext::new("run", &target_spec);
+    let mut ctx = ReportContext::new("run", &target_name);
     ctx.target_defaulted = defaulted;
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
-    let target = match spec.open(&target_spec, opts).await {
+    let target = match spec.open(opts).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };
@@ -222,7 +224,10 @@ async fn run_async(args: RunArgs) -> ExitCode {
     .await
     {
         Ok(selected) => selected,
-        Err(e) => return harness_error(e),
+        Err(e) => {
+            ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
+            return not_judged_because(&ctx, &outputs, seed, "no_profile", e);
+        }
     };
     let selected = filter_by_tags(applicable, &args.tag, &args.skip_tag);
     if selected.is_empty() {
@@ -250,12 +255,37 @@ async fn run_async(args: RunArgs) -> ExitCode {
     execute(target, &selected, &cfg, &ctx, &outputs, args.quiet).await
 }
 
+/// The scenarios `--scenario` names (all of them when it names none); an
+/// id that is not among them is an error, never an empty run.
+fn select_ids(scenarios: Vec<Scenario>, ids: &[String]) -> Result<Vec<Scenario>, String> {
+    if ids.is_empty() {
+        return Ok(scenarios);
+    }
+    if let Some(missing) = ids
+        .iter()
+        .find(|id| !scenarios.iter().any(|s| &s.id == *id))
+    {
+        return Err(format!(
+            "--scenario {missing}: no scenario of that id in the suite (`reqkey suite info` lists them)"
+        ));
+    }
+    Ok(scenarios
+        .into_iter()
+        .filter(|s| ids.contains(&s.id))
+        .collect())
+}
+
 /// What narrowed a `run`, as the flags that did it.
 fn selection_flags(args: &RunArgs, explicit_paths: bool) -> Vec<String> {
     let mut flags = Vec::new();
     if explicit_paths {
         flags.extend(args.paths.iter().map(|p| p.display().to_string()));
     }
+    flags.extend(
+        args.scenario_ids
+            .iter()
+            .map(|id| format!("--scenario {id}")),
+    );
     flags.extend(args.tag.iter().map(|t| format!("--tag {t}")));
     flags.extend(args.skip_tag.iter().map(|t| format!("--skip-tag {t}")));
     if let Some(n) = args.repeat {

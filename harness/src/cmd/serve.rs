@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use reqkey_reference::store::{self, redact_url, STORE_HELP};
+use reqkey_reference::store::{StoreSpec, STORE_HELP};
 use reqkey_reference::store_server;
 
 fn store_help() -> String {
@@ -61,7 +61,11 @@ fn fail(message: impl std::fmt::Display) -> ExitCode {
 }
 
 async fn serve_store(args: ServeStoreArgs) -> ExitCode {
-    let store = match store::open(&args.store).await {
+    let spec = match StoreSpec::parse(&args.store) {
+        Ok(spec) => spec,
+        Err(e) => return fail(e),
+    };
+    let store = match spec.open().await {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
@@ -78,7 +82,7 @@ async fn serve_store(args: ServeStoreArgs) -> ExitCode {
     eprintln!(
         "reqkey: serving the {} store ({}) over {} on http://{addr}; target it with --target store+http://{addr}",
         store.backend(),
-        redact_url(&args.store),
+        spec,
         store_server::PROTOCOL
     );
     match store_server::serve(store, listener, stop_signal()).await {

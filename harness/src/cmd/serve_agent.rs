@@ -14,7 +14,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use reqkey_reference::agent::{serve, ConcurrentEntry, Executor, ExecutorConfig};
-use reqkey_reference::store;
+use reqkey_reference::store::StoreSpec;
 
 #[derive(Debug, Args)]
 pub struct ServeAgentArgs {
@@ -51,8 +51,11 @@ pub async fn serve_agent(
     args: ServeAgentArgs,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> ExitCode {
-    let store = match store::open(&args.store).await {
-        Ok(s) => s,
+    let store = match StoreSpec::parse(&args.store) {
+        Ok(spec) => match spec.open().await {
+            Ok(s) => s,
+            Err(e) => return error(e),
+        },
         Err(e) => return error(e),
     };
     let config = ExecutorConfig {

@@ -19,7 +19,10 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use crate::report::context::{closing_line, closing_notes, verdict_label, Rendered, ReportContext};
+use crate::report::context::{
+    closing_line, closing_notes, replay_path, verdict_label, Rendered, ReportContext,
+};
+use crate::report::inert::{code_cell, code_span, fenced, one_line};
 use crate::run::event::{Event, Reporter, RunSummary, Verdict};
 use crate::targets::profile::ProfileSource;
 
@@ -33,12 +36,21 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     } else {
         "reqkey run report (not a certification)"
     };
-    let _ = writeln!(md, "# {title}: `{}`\n", ctx.target);
+    let _ = writeln!(md, "# {title}: {}\n", code_span(&ctx.target));
     let code = summary.exit_code();
-    let verdict = if let Some(i) = &summary.indefinite {
+    let verdict = if code == 1 && certification {
+        let unjudged = if summary.also_unjudged() {
+            " Some scenarios could not be judged besides (see the notes at the end); \
+             a proven violation outranks them."
+        } else {
+            ""
+        };
+        format!("**DOES NOT CONFORM**: some scenario failed.{unjudged}")
+    } else if let (Some(i), 2) = (&summary.indefinite, code) {
         format!(
             "**NOT JUDGED** (`{}`): {}. No verdict was reached.",
-            i.reason, i.message
+            i.reason,
+            code_span(&i.message)
         )
     } else if code == 2 {
         "**NOT JUDGED**: the harness could not judge every scenario.".to_owned()
@@ -74,11 +86,11 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     if ctx.target_defaulted {
         let _ = writeln!(
             md,
-            "| target | `{}`: the built-in default, no `--target` was given |",
-            ctx.target
+            "| target | {}: the built-in default, no `--target` was given |",
+            code_cell(&ctx.target)
         );
     } else {
-        let _ = writeln!(md, "| target | `{}` |", ctx.target);
+        let _ = writeln!(md, "| target | {} |", code_cell(&ctx.target));
     }
     let _ = writeln!(
         md,
@@ -133,15 +145,22 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     if certification {
         let _ = writeln!(
             md,
-            "| replay | `reqkey certify --target {}{} --seed {}` |",
-            ctx.target,
-            profile_flag(ctx),
-            summary.seed
+            "| replay | {} |",
+            code_cell(&format!(
+                "reqkey certify --target {}{} --seed {}",
+                ctx.target,
+                profile_flag(ctx),
+                summary.seed
+            ))
         );
     }
     let _ = writeln!(md, "| date | {} |", ctx.date);
     if !ctx.selection.is_empty() {
-        let _ = writeln!(md, "| selection | `{}` |", ctx.selection.join(" "));
+        let _ = writeln!(
+            md,
+            "| selection | {} |",
+            code_cell(&ctx.selection.join(" "))
+        );
     }
     if !ctx.expected_failures.is_empty() {
         let _ = writeln!(
@@ -149,7 +168,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             "| expected failures | {} |",
             ctx.expected_failures
                 .iter()
-                .map(|id| format!("`{id}`"))
+                .map(|id| code_cell(id))
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -169,8 +188,8 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         };
         let _ = writeln!(
             md,
-            "| `{}` | {} | {trials} | {} |",
-            r.id,
+            "| {} | {} | {trials} | {} |",
+            code_cell(&r.id),
             verdict_label(r.verdict),
             cell(&checks)
         );
@@ -180,7 +199,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         let _ = writeln!(md, "| scenario | requires |");
         let _ = writeln!(md, "|---|---|");
         for n in &ctx.not_applicable {
-            let _ = writeln!(md, "| `{}` | {} |", n.id, cell(&n.requires));
+            let _ = writeln!(md, "| {} | {} |", code_cell(&n.id), cell(&n.requires));
         }
     }
     let failures: Vec<_> = summary
@@ -191,8 +210,13 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     if !failures.is_empty() {
         let _ = writeln!(md, "\n## Failures\n");
         for r in failures {
-            let _ = writeln!(md, "### `{}`: {}\n", r.id, verdict_label(r.verdict));
-            let _ = writeln!(md, "- file: `{}`", r.file.display());
+            let _ = writeln!(
+                md,
+                "### {}: {}\n",
+                code_span(&r.id),
+                verdict_label(r.verdict)
+            );
+            let _ = writeln!(md, "- file: {}", code_span(&r.file.display().to_string()));
             if r.verdict == Verdict::UnexpectedPass {
                 let _ = writeln!(
                     md,
@@ -200,24 +224,27 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 );
             }
             if let Some(f) = &r.failure {
-                let _ = writeln!(md, "- trial {}, step `{}`", f.trial, f.step);
-                let _ = writeln!(md, "- why: {}", cell(&f.message));
+                let _ = writeln!(md, "- trial {}, step {}", f.trial, code_span(&f.step));
+                let _ = writeln!(md, "- why: {}", code_span(&f.message));
                 for (name, value) in [("expected", &f.expected), ("actual", &f.actual)] {
                     if let Some(v) = value {
-                        let _ = writeln!(md, "\n{name}:\n\n```json\n{}\n```", pretty(v));
+                        let _ = writeln!(md, "\n{name}:\n\n{}", fenced("json", &pretty(v)));
                     }
                 }
                 if let Some(d) = &f.detail {
-                    let _ = writeln!(md, "\n```text\n{}\n```", d.trim_end());
+                    let _ = writeln!(md, "\n{}", fenced("text", d));
                 }
             }
             let _ = writeln!(
                 md,
-                "\nReplay: `reqkey run {} --target {}{} --seed {}`\n",
-                r.file.display(),
-                ctx.target,
-                profile_flag(ctx),
-                summary.seed
+                "\nReplay: {}\n",
+                code_span(&format!(
+                    "reqkey run {} --target {}{} --seed {}",
+                    replay_path(ctx, r),
+                    ctx.target,
+                    profile_flag(ctx),
+                    summary.seed
+                ))
             );
         }
     }
@@ -244,7 +271,7 @@ fn replicas(health: Option<&Value>) -> Option<Vec<String>> {
     let list = health?.get("replicas")?.as_array()?;
     Some(
         list.iter()
-            .map(|r| format!("`{}`", r.as_str().unwrap_or("?")))
+            .map(|r| code_span(r.as_str().unwrap_or("?")))
             .collect(),
     )
 }
@@ -255,14 +282,20 @@ fn identity(health: Option<&Value>) -> String {
     };
     let field = |k: &str| h.get(k).and_then(Value::as_str);
     match (field("name"), field("version"), field("protocol")) {
-        (Some(n), Some(v), Some(p)) => format!("`{n}` {v}, protocol `{p}`"),
-        _ => format!("`{}`", h),
+        (Some(n), Some(v), Some(p)) => format!(
+            "{} {}, protocol {}",
+            code_cell(n),
+            code_cell(v),
+            code_cell(p)
+        ),
+        _ => code_cell(&h.to_string()),
     }
 }
 
-/// Text safe inside a table cell: one line, no unescaped pipes.
+/// The harness's own text in a table cell: one line, no unescaped pipes,
+/// no active characters. (Text a target controls goes in [`code_cell`].)
 fn cell(text: &str) -> String {
-    text.replace('\n', " ").replace('|', "\\|")
+    one_line(&text.replace('\n', " ")).replace('|', "\\|")
 }
 
 fn pretty(v: &Value) -> String {

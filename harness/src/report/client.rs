@@ -196,7 +196,8 @@ pub fn render_json(
         snapshots,
     };
     serde_json::to_string_pretty(&doc)
-        .map(|mut s| {
+        .map(|s| {
+            let mut s = crate::report::inert::json_text(&s);
             s.push('\n');
             s
         })

@@ -104,18 +104,29 @@ pub fn closing_line(summary: &RunSummary) -> String {
 /// The lines that explain the closing count, printed just before it.
 pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
     let mut notes = Vec::new();
+    // A proven violation outranks what could not be judged (exit 1 either
+    // way); the notes still list both.
+    let exit = if summary.exit_code() == 1 {
+        "a violation was proven all the same: exit 1"
+    } else {
+        "exit 2"
+    };
     if let Some(i) = &summary.indefinite {
-        notes.push(format!("no verdict ({}): {} (exit 2)", i.reason, i.message));
+        notes.push(format!(
+            "no verdict for the whole run ({}): {} ({exit})",
+            i.reason,
+            crate::report::inert::code_span(&i.message)
+        ));
     }
     if summary.errored > 0 {
         notes.push(format!(
-            "{} could not be judged (harness error: exit 2)",
+            "{} could not be judged (harness error; {exit})",
             summary.errored
         ));
     }
     if summary.indefinite_scenarios > 0 {
         notes.push(format!(
-            "{} indefinite: a race scenario whose trials never overlapped (not a pass: exit 2)",
+            "{} indefinite: a race scenario whose trials never overlapped (not a pass; {exit})",
             summary.indefinite_scenarios
         ));
     }
@@ -214,5 +225,16 @@ mod tests {
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_utc(1_796_217_860), "2026-12-02T13:24:20Z");
         assert_eq!(format_utc(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+}
+
+/// How a replay line names the scenario of `result`: `--scenario ID` when
+/// it came from the suite built into this binary (its file path exists
+/// only inside the binary), else its file, as given.
+pub fn replay_path(ctx: &ReportContext, result: &crate::run::event::ScenarioResult) -> String {
+    if ctx.suite.as_ref().is_some_and(|s| s.embedded) {
+        format!("--scenario {}", result.id)
+    } else {
+        result.file.display().to_string()
     }
 }

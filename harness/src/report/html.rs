@@ -31,20 +31,11 @@ const TIMELINE_WIDTH: u64 = 900;
 const BAR_HEIGHT: u64 = 4;
 const LANE_GAP: u64 = 6;
 
-/// Escapes text for HTML element content and attribute values.
+/// Escapes text for HTML element content and attribute values: markup
+/// escaped, control and bidi characters shown as escapes
+/// ([`crate::report::inert::html`]).
 pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::report::inert::html(text)
 }
 
 fn truncate(text: &str, max: usize) -> String {
@@ -58,7 +49,9 @@ fn truncate(text: &str, max: usize) -> String {
 fn step_line(step: &Step) -> String {
     let args = match &step.action {
         Action::Store { args, .. } => Some(args.clone()),
-        Action::Rpc(v) | Action::Http(v) | Action::WaitRun(v) => Some(v.clone()),
+        Action::Rpc(v) => Some(v.clone()),
+        Action::Http(http) => Some(http.source.clone()),
+        Action::WaitRun(wait) => Some(wait.source.clone()),
         _ => None,
     };
     let mut line = step.action.label();

@@ -227,7 +227,8 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             .collect(),
     };
     match serde_json::to_string_pretty(&doc) {
-        Ok(mut text) => {
+        Ok(text) => {
+            let mut text = crate::report::inert::json_text(&text);
             text.push('\n');
             text
         }

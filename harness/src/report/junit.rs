@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
-use crate::report::context::{Rendered, ReportContext};
+use crate::report::context::{replay_path, Rendered, ReportContext};
+use crate::report::inert::xml_text;
 use crate::run::event::{Event, Reporter, RunSummary, ScenarioResult, Verdict};
 
 /// Renders a run as JUnit XML.
@@ -50,7 +51,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         let mut suite = TestSuite::new("reqkey");
         suite.add_property(("target", ctx.target.as_str()));
         let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-        s.set_message(i.message.as_str());
+        s.set_message(xml_text(&i.message));
         s.set_type(i.reason);
         let mut case = TestCase::new("reqkey.no-verdict", s);
         case.set_classname("reqkey.run");
@@ -66,7 +67,7 @@ fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> Test
     let replay = format!(
         "seed: {seed} (replay: reqkey run {file} --target {target} --seed {seed})",
         seed = summary.seed,
-        file = r.file.display(),
+        file = replay_path(ctx, r),
         target = ctx.target,
     );
     match r.verdict {
@@ -82,7 +83,7 @@ fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> Test
             let mut s = TestCaseStatus::skipped();
             s.set_message(format!(
                 "expected failure (--expected-failures): {}",
-                r.failure.as_ref().map_or("", |f| f.message.as_str())
+                xml_text(r.failure.as_ref().map_or("", |f| f.message.as_str()))
             ));
             s.set_type("expected_failure");
             s.set_description(format!("{}\n{replay}", failure_text(r)));
@@ -95,7 +96,9 @@ fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> Test
                 NonSuccessKind::Error
             };
             let mut s = TestCaseStatus::non_success(kind);
-            s.set_message(r.failure.as_ref().map_or("failed", |f| f.message.as_str()));
+            s.set_message(xml_text(
+                r.failure.as_ref().map_or("failed", |f| f.message.as_str()),
+            ));
             s.set_type(r.verdict.as_str());
             s.set_description(format!("{}\n{replay}", failure_text(r)));
             s
@@ -126,7 +129,7 @@ fn failure_text(r: &ScenarioResult) -> String {
         text.push_str(d);
         text.push('\n');
     }
-    text.trim_end().to_owned()
+    xml_text(text.trim_end())
 }
 
 /// Writes JUnit XML to `W` when the run finishes.

@@ -23,6 +23,7 @@ pub mod certificate;
 pub mod client;
 pub mod context;
 pub mod html;
+pub mod inert;
 pub mod json;
 pub mod junit;
 pub mod terminal;

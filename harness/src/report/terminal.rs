@@ -18,6 +18,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::report::context::{closing_line, closing_notes};
+use crate::report::inert::terminal;
 use crate::run::event::{Event, Reporter, ScenarioResult, Verdict};
 
 /// Should the CLI draw a progress bar? Only for a person watching stdout.
@@ -121,22 +122,22 @@ impl<W: Write + Send> TerminalReporter<W> {
         }
         if let Some(f) = &r.failure {
             if r.verdict == Verdict::ExpectedFail {
-                text.push_str(&format!("      as expected: {}\n", f.message));
+                text.push_str(&format!("      as expected: {}\n", terminal(&f.message)));
                 return text;
             }
             text.push_str(&format!("      file:  {}\n", r.file.display()));
             text.push_str(&format!("      trial: {}\n", f.trial));
-            text.push_str(&format!("      step:  {}\n", f.step));
-            text.push_str(&format!("      why:   {}\n", f.message));
+            text.push_str(&format!("      step:  {}\n", terminal(&f.step)));
+            text.push_str(&format!("      why:   {}\n", terminal(&f.message)));
             if let Some(e) = &f.expected {
-                text.push_str(&format!("      expected: {e}\n"));
+                text.push_str(&format!("      expected: {}\n", terminal(&e.to_string())));
             }
             if let Some(a) = &f.actual {
-                text.push_str(&format!("      actual:   {a}\n"));
+                text.push_str(&format!("      actual:   {}\n", terminal(&a.to_string())));
             }
             if let Some(d) = &f.detail {
                 for line in d.lines() {
-                    text.push_str(&format!("      | {line}\n"));
+                    text.push_str(&format!("      | {}\n", terminal(line)));
                 }
             }
             text.push_str(&format!(

@@ -20,16 +20,14 @@
 //! names in order, `runIds` the distinct runs the stream named (a correct
 //! stream names exactly one), `text` the concatenated deltas, `status` the
 //! last `finish`. Every part of a step is bounded: the body size
-//! ([`MAX_BODY_BYTES`]), the delay and the wait ([`MAX_WAIT_MS`]).
+//! (`MAX_BODY_BYTES`), the delay and the wait (`MAX_WAIT_MS`), checked
+//! when the scenario loaded (`reqkey_scenario::agent_step`).
 
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
 use crate::targets::{HttpRequest, HttpResponse, Target, TargetError};
-use reqkey_scenario::agent_step::{
-    bounded, build_request, validate_wait, DEFAULT_WAIT_MS, MAX_WAIT_MS,
-};
 
 /// The longest `waitMs` one poll of `wait_run` asks for.
 const POLL_WAIT_MS: u64 = 1_000;
@@ -41,12 +39,10 @@ const POLL_PAUSE_MS: u64 = 20;
 /// One `http` step: optional delay, the exchange, the answer as JSON.
 pub async fn http_step(
     target: &dyn Target,
-    spec: &Value,
+    request: HttpRequest,
+    delay_ms: u64,
     timeout_ms: u64,
 ) -> Result<Value, TargetError> {
-    let request = build_request(spec).map_err(TargetError::BadSpec)?;
-    let delay_ms =
-        bounded(spec.get("delay_ms"), "delay_ms", MAX_WAIT_MS).map_err(TargetError::BadSpec)?;
     if delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(delay_ms)).await;
     }
@@ -74,22 +70,12 @@ async fn timed<T>(
 /// plus `reached` (did the run get there) and `waitedMs`.
 pub async fn wait_run_step(
     target: &dyn Target,
-    spec: &Value,
+    session: &str,
+    run: &str,
+    wanted: &[String],
+    timeout_ms: u64,
     call_timeout_ms: u64,
 ) -> Result<Value, TargetError> {
-    validate_wait(spec).map_err(TargetError::BadSpec)?;
-    let session = spec.get("sessionId").and_then(Value::as_str).unwrap_or("");
-    let run = spec.get("runId").and_then(Value::as_str).unwrap_or("");
-    let wanted: Vec<&str> = match spec.get("status") {
-        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
-        Some(Value::String(s)) => vec![s.as_str()],
-        _ => Vec::new(),
-    };
-    let timeout_ms = match spec.get("timeout_ms") {
-        Some(_) => bounded(spec.get("timeout_ms"), "timeout_ms", MAX_WAIT_MS)
-            .map_err(TargetError::BadSpec)?,
-        None => DEFAULT_WAIT_MS,
-    };
     let started = Instant::now();
     let deadline = started + Duration::from_millis(timeout_ms);
     // Bounded: every round waits (server side or here) and the deadline is finite.
@@ -114,7 +100,7 @@ pub async fn wait_run_step(
             .and_then(|j| j.get("status"))
             .and_then(Value::as_str)
             .unwrap_or("");
-        let reached = response.status == 200 && wanted.contains(&status);
+        let reached = response.status == 200 && wanted.iter().any(|w| w == status);
         // A finished status never changes again: no point waiting it out.
         let settled = FINISHED.contains(&status);
         if reached || settled || response.status != 200 || left_ms == 0 {
@@ -233,40 +219,6 @@ pub fn echoed_in(answer: &Value, needle: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reqkey_scenario::agent_step::validate_http;
-
-    #[test]
-    fn headers_keep_order_and_repeats_and_take_raw_bytes() {
-        let spec = json!({"method": "post", "path": "/x", "headers": [["K", "a b"], ["K", {"hex": "ff00"}]],
-                          "json": {"input": 1}});
-        let req = build_request(&spec).unwrap();
-        assert_eq!(req.method, "POST");
-        assert_eq!(
-            req.headers,
-            vec![("K".into(), b"a b".to_vec()), ("K".into(), vec![0xff, 0])]
-        );
-        assert_eq!(req.body.unwrap(), br#"{"input":1}"#);
-    }
-
-    #[test]
-    fn pad_to_bytes_grows_the_body_with_blanks() {
-        let spec = json!({"path": "/x", "json": {}, "pad_to_bytes": 10});
-        assert_eq!(build_request(&spec).unwrap().body.unwrap(), b"{}        ");
-    }
-
-    #[test]
-    fn bad_step_shapes_are_refused_at_load() {
-        for bad in [
-            json!({"path": "x"}),
-            json!({"path": "/x", "json": 1, "body": "a"}),
-            json!({"path": "/x", "headers": [["only-name"]]}),
-            json!({"path": "/x", "pad_to_bytes": 99_999_999_999u64}),
-            json!({"path": "/x", "nope": 1}),
-        ] {
-            assert!(validate_http(&bad).is_err(), "{bad}");
-        }
-        assert!(validate_wait(&json!({"sessionId": "s", "runId": "r"})).is_err());
-    }
 
     #[test]
     fn sse_bodies_are_read_into_events_runs_and_status() {

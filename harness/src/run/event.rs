@@ -197,17 +197,26 @@ impl RunSummary {
 }
 
 impl RunSummary {
-    /// The documented exit code: 0 all passed (or failed as expected), 1 a
-    /// scenario failed or an expected failure passed, 2 the harness could
-    /// not judge some scenario.
+    /// The documented exit code, by precedence: 1 a scenario failed (a
+    /// proven violation is never hidden behind "no verdict", whatever else
+    /// could not be judged) or an expected failure passed; else 2 the
+    /// harness could not judge some scenario, or the run; else 0 all
+    /// passed (or failed as expected).
     pub fn exit_code(&self) -> u8 {
-        if self.errored > 0 || self.indefinite_scenarios > 0 || self.indefinite.is_some() {
-            2
-        } else if self.failed > 0 || self.unexpected_passes > 0 {
+        if self.failed > 0 || self.unexpected_passes > 0 {
             1
+        } else if self.errored > 0 || self.indefinite_scenarios > 0 || self.indefinite.is_some() {
+            2
         } else {
             0
         }
+    }
+
+    /// Did the run prove a violation and also leave something unjudged?
+    /// Reports then say both.
+    pub fn also_unjudged(&self) -> bool {
+        self.exit_code() == 1
+            && (self.errored > 0 || self.indefinite_scenarios > 0 || self.indefinite.is_some())
     }
 }
 
@@ -241,5 +250,39 @@ pub trait Reporter: Send {
     /// harness error, exit 2, not a silently missing file).
     fn finish(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(failed: usize, errored: usize, indefinite: usize, run: bool) -> RunSummary {
+        let mut s = RunSummary::not_judged(
+            "t".into(),
+            1,
+            Indefinite {
+                reason: "stopped_early",
+                message: "m".into(),
+            },
+        );
+        s.indefinite = run.then_some(s.indefinite.clone()).flatten();
+        s.failed = failed;
+        s.errored = errored;
+        s.indefinite_scenarios = indefinite;
+        s
+    }
+
+    #[test]
+    fn a_proven_violation_outranks_what_could_not_be_judged() {
+        for (errored, indefinite, run) in [(1, 0, false), (0, 1, false), (0, 0, true), (2, 3, true)]
+        {
+            let s = summary(1, errored, indefinite, run);
+            assert_eq!(s.exit_code(), 1, "{s:?}");
+            assert!(s.also_unjudged());
+            assert_eq!(summary(0, errored, indefinite, run).exit_code(), 2);
+        }
+        assert_eq!(summary(0, 0, 0, false).exit_code(), 0);
+        assert!(!summary(1, 0, 0, false).also_unjudged());
     }
 }

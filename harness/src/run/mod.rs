@@ -17,6 +17,7 @@ pub mod expected;
 pub mod fuzz;
 pub mod mixed;
 pub mod record;
+pub mod request;
 pub mod runner;
 pub mod select;
 pub mod suite;

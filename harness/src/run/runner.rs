@@ -34,7 +34,8 @@ use crate::run::event::{
     MAX_TIMELINE_TRIALS,
 };
 use crate::run::record::Clock;
-use crate::targets::{Level, Target, TargetError};
+use crate::run::request::Request;
+use crate::targets::{HttpRequest, Level, Target, TargetError};
 use reqkey_check::lin::{self, CheckOptions};
 use reqkey_scenario::pattern::matches;
 use reqkey_scenario::vars::{lookup, Vars};
@@ -450,7 +451,9 @@ pub fn shares_no_session(scenario: &Scenario) -> bool {
     fn step_ok(step: &Step) -> bool {
         match &step.action {
             Action::Store { args, .. } => value_ok(args),
-            Action::Rpc(v) | Action::Http(v) | Action::WaitRun(v) => value_ok(v),
+            Action::Rpc(v) => value_ok(v),
+            Action::Http(http) => value_ok(&http.source),
+            Action::WaitRun(wait) => value_ok(&wait.source),
             // Raw text names its sessions inside its JSON (`"${s}"`); text
             // that is not JSON is taken to name a literal one.
             Action::Raw(text) => serde_json::from_str::<Value>(text).is_ok_and(|v| value_ok(&v)),
@@ -633,31 +636,6 @@ pub fn no_overlap(result: &ScenarioResult) -> Option<Failure> {
         })
 }
 
-/// The wrapper keys of agent-level requests inside the runner.
-const AGENT_HTTP: &str = "http";
-const AGENT_WAIT: &str = "wait_run";
-/// The wrapper key of a `raw:` store request (its text) inside the runner.
-const RAW: &str = "raw";
-
-/// The session id in an agent route (`/sessions/{id}/...`), if any.
-fn session_in_path(path: &str) -> Option<&str> {
-    let path = path.split('?').next().unwrap_or(path);
-    let rest = path.strip_prefix("/sessions/")?;
-    let id = rest.split('/').next().unwrap_or(rest);
-    (!id.is_empty()).then_some(id)
-}
-
-/// How long an item waits before its request leaves (`http.delay_ms`).
-fn send_delay(request: &Value) -> Duration {
-    Duration::from_millis(
-        request
-            .get(AGENT_HTTP)
-            .and_then(|spec| spec.get("delay_ms"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-    )
-}
-
 /// Builds the wire request of a store step from its (substituted) args.
 fn store_request(op: &str, args: Value) -> Value {
     let args = if op == "commitRunStart" {
@@ -676,45 +654,13 @@ fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
-/// Calls the target under the call timeout. Agent steps arrive wrapped as
-/// `{"http": spec}` / `{"wait_run": spec}` (see [`Trial::request`]) and
-/// bound their own exchanges.
-async fn call(target: &dyn Target, request: &Value, timeout_ms: u64) -> Result<Value, TargetError> {
-    if let Some(spec) = request.get(AGENT_HTTP) {
-        return crate::run::agent_steps::http_step(target, spec, timeout_ms).await;
-    }
-    if let Some(spec) = request.get(AGENT_WAIT) {
-        return crate::run::agent_steps::wait_run_step(target, spec, timeout_ms).await;
-    }
-    let answer = match request.get(RAW).and_then(Value::as_str) {
-        Some(text) => {
-            tokio::time::timeout(
-                Duration::from_millis(timeout_ms),
-                target.store_call_raw(text),
-            )
-            .await
-        }
-        None => {
-            tokio::time::timeout(
-                Duration::from_millis(timeout_ms),
-                target.store_call(request),
-            )
-            .await
-        }
-    };
-    match answer {
-        Ok(answer) => answer,
-        Err(_) => Err(TargetError::Timeout { timeout_ms }),
-    }
-}
-
-fn target_stop(step: &str, request: &Value, e: TargetError) -> Stop {
+fn target_stop(step: &str, request: &Request, e: TargetError) -> Stop {
     let failure = Failure {
         trial: 0,
         step: step.to_owned(),
         message: e.to_string(),
         expected: None,
-        actual: Some(json!({"request": request})),
+        actual: Some(json!({"request": request.shown()})),
         detail: None,
     };
     if e.is_harness_error() {
@@ -741,14 +687,15 @@ impl Trial<'_> {
                 | Action::Raw(_)
                 | Action::Http(_)
                 | Action::WaitRun(_) => {
-                    let request = self.request(step);
+                    let request = self.request(&path, step)?;
                     let invoke_ns = self.clock.now_ns();
-                    let answer = call(self.target.as_ref(), &request, self.cfg.call_timeout_ms)
+                    let answer = request
+                        .send(self.target.as_ref(), self.cfg.call_timeout_ms)
                         .await
                         .map_err(|e| target_stop(&path, &request, e))?;
                     let return_ns = self.clock.now_ns();
                     let client = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
-                    self.record(client, &request, invoke_ns, return_ns, &answer);
+                    self.record(client, request.shown(), invoke_ns, return_ns, &answer);
                     self.check_answer(&path, step, &request, answer)?;
                 }
             }
@@ -833,53 +780,64 @@ impl Trial<'_> {
         Ok(())
     }
 
-    fn request(&mut self, step: &Step) -> Value {
+    /// The request of a sending step, its variables filled in. Only what
+    /// a variable brings can fail here (the step's shape was checked when
+    /// the scenario loaded): a harness error, not a verdict.
+    fn request(&mut self, path: &str, step: &Step) -> Result<Request, Stop> {
+        let vars = &mut self.vars;
+        let mut fill = |v: &Value| vars.substitute(v);
         let request = match &step.action {
-            Action::Store { op, args } => store_request(op, self.vars.substitute(args)),
-            Action::Rpc(raw) => self.vars.substitute(raw),
-            Action::Raw(text) => {
-                let text = match self.vars.substitute(&Value::String(text.clone())) {
-                    Value::String(t) => t,
-                    other => other.to_string(),
-                };
-                json!({ RAW: text })
+            Action::Store { op, args } => Request::Store(store_request(op, fill(args))),
+            Action::Rpc(raw) => Request::Store(fill(raw)),
+            Action::Raw(text) => Request::Raw(match fill(&Value::String(text.clone())) {
+                Value::String(t) => t,
+                other => other.to_string(),
+            }),
+            Action::Http(http) => {
+                let request = http.instantiate(&mut fill).map_err(|message| {
+                    Stop::harness(Failure {
+                        trial: 0,
+                        step: path.to_owned(),
+                        message,
+                        expected: None,
+                        actual: None,
+                        detail: None,
+                    })
+                })?;
+                Request::Http {
+                    request,
+                    delay_ms: http.delay_ms,
+                    shown: object([("http", fill(&http.source))]),
+                }
             }
-            Action::Http(spec) => object([(AGENT_HTTP, self.vars.substitute(spec))]),
-            Action::WaitRun(spec) => object([(AGENT_WAIT, self.vars.substitute(spec))]),
-            _ => Value::Null,
+            Action::WaitRun(wait) => Request::wait_run(wait, &mut fill),
+            other => {
+                return Err(Stop::harness(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!("`{}` sends no request", other.label()),
+                    expected: None,
+                    actual: None,
+                    detail: None,
+                }))
+            }
         };
         self.note_session(&request);
-        request
+        Ok(request)
     }
 
     /// Remembers the session a request names, if the run made it fresh:
     /// only ids under the run's namespace are ever cleaned up, so a
     /// scenario that names a literal session never deletes someone's data.
-    fn note_session(&mut self, request: &Value) {
-        let named = if let Some(spec) = request.get(AGENT_HTTP) {
-            spec.get("path")
-                .and_then(Value::as_str)
-                .and_then(session_in_path)
-        } else if let Some(spec) = request.get(AGENT_WAIT) {
-            spec.get("sessionId").and_then(Value::as_str)
-        } else if let Some(text) = request.get(RAW).and_then(Value::as_str) {
-            // What the text names, if it is JSON at all.
-            if let Ok(parsed) = serde_json::from_str::<Value>(text) {
-                self.note_session(&parsed);
-            }
-            None
-        } else {
-            let args = &request["args"];
-            args.get("sessionId")
-                .or_else(|| args.get("startRun").and_then(|s| s.get("sessionId")))
-                .and_then(Value::as_str)
+    fn note_session(&mut self, request: &Request) {
+        let Some(session) = request.session() else {
+            return;
         };
-        let Some(session) = named else { return };
         let fresh = session
             .strip_prefix(self.cfg.namespace.as_str())
             .is_some_and(|rest| rest.starts_with('.'));
         if fresh && self.sessions.len() < MAX_CLEANUP_SESSIONS {
-            self.sessions.insert(session.to_owned());
+            self.sessions.insert(session);
         }
     }
 
@@ -894,13 +852,23 @@ impl Trial<'_> {
         let sessions = std::mem::take(&mut self.sessions);
         for session in sessions {
             let request = match self.target.level() {
-                Level::Store => store_request("deleteSession", json!({ "sessionId": session })),
-                Level::Agent => json!({ AGENT_HTTP: {
-                    "method": "DELETE",
-                    "path": format!("/sessions/{session}"),
-                }}),
+                Level::Store => Request::Store(store_request(
+                    "deleteSession",
+                    json!({ "sessionId": session }),
+                )),
+                Level::Agent => Request::Http {
+                    request: HttpRequest {
+                        method: "DELETE".into(),
+                        path: format!("/sessions/{session}"),
+                        ..HttpRequest::default()
+                    },
+                    delay_ms: 0,
+                    shown: Value::Null,
+                },
             };
-            let answered = call(self.target.as_ref(), &request, self.cfg.call_timeout_ms).await;
+            let answered = request
+                .send(self.target.as_ref(), self.cfg.call_timeout_ms)
+                .await;
             if answered.is_err() {
                 break;
             }
@@ -912,23 +880,39 @@ impl Trial<'_> {
         &mut self,
         path: &str,
         step: &Step,
-        request: &Value,
+        sent: &Request,
         answer: Value,
     ) -> Result<(), Stop> {
-        if matches!(step.action, Action::WaitRun(_)) && answer.get("reached") != Some(&json!(true))
-        {
+        let request = &sent.shown();
+        if let Action::WaitRun(wait) = &step.action {
+            if answer.get("reached") == Some(&json!(true)) {
+                return self.check_expectations(path, step, sent, request, answer);
+            }
             return Err(Stop::fail(Failure {
                 trial: 0,
                 step: path.to_owned(),
                 message: format!(
                     "the run did not reach {} in time",
-                    request[AGENT_WAIT]["status"]
+                    Value::from(wait.statuses.clone())
                 ),
                 expected: None,
                 actual: Some(json!({"request": request, "answer": answer})),
                 detail: None,
             }));
         }
+        self.check_expectations(path, step, sent, request, answer)
+    }
+
+    /// `expect_not_echoed`, `expect`, `expect_raw` and `bind` of one
+    /// answered step; records the named answer.
+    fn check_expectations(
+        &mut self,
+        path: &str,
+        step: &Step,
+        sent: &Request,
+        request: &Value,
+        answer: Value,
+    ) -> Result<(), Stop> {
         for needle in &step.expect_not_echoed {
             let needle = self.vars.substitute(needle);
             let Some(needle) = needle.as_str() else {
@@ -959,7 +943,7 @@ impl Trial<'_> {
             }
         }
         if let Some(text) = &step.expect_raw {
-            self.check_raw(path, text, request, &answer)?;
+            self.check_raw(path, text, sent, request, &answer)?;
         }
         self.bind(path, &step.bind, &answer)?;
         if let Some(name) = &step.name {
@@ -974,6 +958,7 @@ impl Trial<'_> {
         &mut self,
         path: &str,
         text: &str,
+        sent: &Request,
         request: &Value,
         answer: &Value,
     ) -> Result<(), Stop> {
@@ -1001,7 +986,7 @@ impl Trial<'_> {
                 detail: None,
             })
         })?;
-        let actual = if request.get(AGENT_HTTP).is_some() {
+        let actual = if sent.is_http() {
             match answer.get("json") {
                 Some(body) => body,
                 None => {
@@ -1088,7 +1073,7 @@ impl Trial<'_> {
 
     async fn run_group(&mut self, path: &str, group: &Step, items: &[Step]) -> Result<(), Stop> {
         // Expand copies and prepare every request before anything is sent.
-        let mut prepared: Vec<(String, &Step, Value, Option<u32>)> = Vec::new();
+        let mut prepared: Vec<(String, &Step, Request, Option<u32>)> = Vec::new();
         for (k, item) in items.iter().enumerate() {
             let copies = item.copies.map(|c| self.cfg.copies_override.unwrap_or(c));
             for copy in 0..copies.unwrap_or(1) {
@@ -1102,7 +1087,8 @@ impl Trial<'_> {
                     (None, Some(i)) => format!("#{k}.{i}"),
                     (None, None) => format!("#{k}"),
                 };
-                let request = self.request(item);
+                let item_path = format!("{path}[{k}] {}", item.action.label());
+                let request = self.request(&item_path, item)?;
                 prepared.push((name, item, request, index));
             }
         }
@@ -1154,8 +1140,8 @@ impl Trial<'_> {
                         }
                         // A request's lifetime at the target starts when it is
                         // sent: after its `delay_ms`, if it has one.
-                        let invoke = Instant::now() + send_delay(&request);
-                        let answer = call(target.as_ref(), &request, timeout_ms).await;
+                        let invoke = Instant::now() + request.delay();
+                        let answer = request.send(target.as_ref(), timeout_ms).await;
                         Some((invoke, Instant::now(), answer))
                     });
                     let _ = tx.send(outcome);
@@ -1226,7 +1212,7 @@ impl Trial<'_> {
             .filter_map(|((name, _, request, _), o)| {
                 o.map(|(invoke, ret, answer)| Recorded {
                     name: name.clone(),
-                    request: request.clone(),
+                    request: request.shown(),
                     invoke,
                     ret,
                     answer,
@@ -1238,7 +1224,13 @@ impl Trial<'_> {
             .extend(recorded.iter().map(|r| (r.name.clone(), r.invoke, r.ret)));
         for r in &recorded {
             let (invoke_ns, return_ns) = (self.clock.ns_at(r.invoke), self.clock.ns_at(r.ret));
-            self.record(r.name.clone(), &r.request, invoke_ns, return_ns, &r.answer);
+            self.record(
+                r.name.clone(),
+                r.request.clone(),
+                invoke_ns,
+                return_ns,
+                &r.answer,
+            );
         }
         if group.linearizable {
             self.check_linearizable(path)?;
@@ -1257,20 +1249,17 @@ impl Trial<'_> {
         Ok(())
     }
 
+    /// Appends one answered request to the trial's history (a raw request
+    /// as what it says, when it is JSON: see [`Request::shown`]).
     fn record(
         &mut self,
         client: String,
-        request: &Value,
+        request: Value,
         invoke_ns: u64,
         return_ns: u64,
         answer: &Value,
     ) {
         if self.history.len() < MAX_HISTORY_OPS {
-            // A raw request is checked as what it says, when it is JSON.
-            let request = match request.get(RAW).and_then(Value::as_str) {
-                Some(text) => serde_json::from_str(text).unwrap_or_else(|_| request.clone()),
-                None => request.clone(),
-            };
             self.history.push(lin::Operation {
                 client,
                 request,

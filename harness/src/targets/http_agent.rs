@@ -14,6 +14,7 @@ use reqkey_reference::agent::ServerHandle;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use crate::targets::transport::HttpBase;
 use crate::targets::{
     transport, HttpRequest, HttpResponse, Level, Target, TargetError, TargetOptions,
 };
@@ -31,20 +32,11 @@ pub struct HttpAgentTarget {
 }
 
 impl HttpAgentTarget {
-    /// A target for the server at `base` (`http://HOST:PORT`, no path).
-    pub fn new(base: &str, opts: TargetOptions) -> Result<Self, TargetError> {
-        let base = base.trim_end_matches('/').to_owned();
-        let rest = base
-            .strip_prefix("http://")
-            .ok_or_else(|| TargetError::BadSpec(format!("`{base}` is not http://HOST:PORT")))?;
-        if rest.is_empty() || rest.contains('/') {
-            return Err(TargetError::BadSpec(format!(
-                "`{base}` must be http://HOST:PORT, without a path"
-            )));
-        }
+    /// A target for the server at `base`; reports name it redacted.
+    pub fn new(base: &HttpBase, opts: TargetOptions) -> Result<Self, TargetError> {
         Ok(Self {
-            name: base.clone(),
-            base,
+            name: base.to_string(),
+            base: base.url().to_owned(),
             client: transport::client(opts)?,
             timeout_ms: opts.call_timeout_ms,
             max_response_bytes: opts.max_response_bytes,
@@ -59,7 +51,9 @@ impl HttpAgentTarget {
         name: String,
         opts: TargetOptions,
     ) -> Result<Self, TargetError> {
-        let mut target = Self::new(&format!("http://{}", server.addr), opts)?;
+        let base = HttpBase::parse(&format!("http://{}", server.addr))
+            .map_err(TargetError::Unreachable)?;
+        let mut target = Self::new(&base, opts)?;
         target.name = name;
         target._server = Some(server);
         Ok(target)

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use reqkey_model::StoreError;
 use serde_json::Value;
 
+use crate::targets::transport::HttpBase;
 use crate::targets::{transport, Level, Target, TargetError, TargetOptions};
 
 /// Any store behind a `reqkey-store/1` adapter (`store+http://HOST:PORT`),
@@ -28,14 +29,9 @@ pub struct HttpStore {
 
 impl HttpStore {
     /// `authority` is `HOST:PORT`.
-    pub fn new(spec: &str, authority: &str, opts: TargetOptions) -> Result<Self, TargetError> {
-        if authority.is_empty() || authority.contains('/') {
-            return Err(TargetError::BadSpec(format!(
-                "`{spec}`: expected store+http://HOST:PORT"
-            )));
-        }
+    pub fn new(spec: &str, base: &HttpBase, opts: TargetOptions) -> Result<Self, TargetError> {
         Ok(Self {
-            base: format!("http://{authority}"),
+            base: base.url().to_owned(),
             spec: spec.to_owned(),
             client: transport::client(opts)?,
             timeout_ms: opts.call_timeout_ms,
@@ -58,6 +54,10 @@ impl HttpStore {
             .headers()
             .get(reqwest::header::LOCATION)
             .map(|l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+        let content_type = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .map(|c| String::from_utf8_lossy(c.as_bytes()).into_owned());
         let body = transport::read_body(resp, self.max_response_bytes, &self.base, self.timeout_ms)
             .await?;
         if status != reqwest::StatusCode::OK {
@@ -69,6 +69,22 @@ impl HttpStore {
                 String::from_utf8_lossy(&body[..body.len().min(200)])
             )));
         }
+        // SPEC 6 [[wire.store.strict-json]]: one JSON text, served as
+        // JSON, no member repeated, nothing after it.
+        match content_type.as_deref() {
+            Some(ct) if transport::is_json_media_type(ct) => {}
+            other => {
+                return Err(TargetError::Protocol(format!(
+                    "{what} answered with content type {}, not application/json",
+                    other.map_or_else(|| "(none)".to_owned(), |c| format!("`{c}`"))
+                )))
+            }
+        }
+        transport::no_repeated_members(&body).map_err(|e| {
+            TargetError::Protocol(format!(
+                "{what} answered a body that is not strict JSON: {e}"
+            ))
+        })?;
         serde_json::from_slice(&body).map_err(|e| {
             TargetError::Protocol(format!("{what} answered a body that is not JSON: {e}"))
         })

@@ -10,45 +10,69 @@ use std::sync::Arc;
 use reqkey_reference::agent::{
     spawn, ConcurrentEntry, Executor, ExecutorConfig, ExecutorDefect, ServerHandle,
 };
-use reqkey_reference::store::{self, MemoryStore, SessionStateStore};
+use reqkey_reference::store::{MemoryStore, SessionStateStore, StoreSpec};
 
 use crate::targets::http_agent::HttpAgentTarget;
 use crate::targets::{open_error, TargetError, TargetOptions};
+
+/// A variant of the reference agent server: a correct server of another
+/// profile, or a deliberately broken executor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentVariant {
+    /// `no-request-keys`: a correct server that declares
+    /// `supportsRequestKey: false`.
+    NoRequestKeys,
+    /// `interrupt-previous`: a correct server of that concurrency profile.
+    InterruptPrevious,
+    /// A deliberately broken executor (tests of tests).
+    Broken(ExecutorDefect),
+}
+
+impl AgentVariant {
+    pub fn parse(name: &str) -> Option<AgentVariant> {
+        match name {
+            "no-request-keys" => Some(AgentVariant::NoRequestKeys),
+            "interrupt-previous" => Some(AgentVariant::InterruptPrevious),
+            other => ExecutorDefect::parse(other).map(AgentVariant::Broken),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentVariant::NoRequestKeys => "no-request-keys",
+            AgentVariant::InterruptPrevious => "interrupt-previous",
+            AgentVariant::Broken(defect) => defect.name(),
+        }
+    }
+}
 
 /// The executor configuration a `reference-agent[:VARIANT]` spec names.
 /// `no-request-keys` and `interrupt-previous` are correct servers of the
 /// other two profiles (SPEC 7); every other variant is a deliberately
 /// broken executor (of the profile its defect belongs to).
-pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetError> {
+pub fn reference_config(variant: Option<AgentVariant>) -> ExecutorConfig {
     let mut config = ExecutorConfig::default();
     match variant {
         None => {}
-        Some("no-request-keys") => config.supports_request_key = false,
-        Some("interrupt-previous") => config.policy = ConcurrentEntry::InterruptPrevious,
-        Some(name) => {
-            let defect = ExecutorDefect::parse(name).ok_or_else(|| {
-                TargetError::BadSpec(format!(
-                    "unknown reference-agent variant `{name}`; see `reqkey run --help`"
-                ))
-            })?;
-            config = defect.config();
-        }
+        Some(AgentVariant::NoRequestKeys) => config.supports_request_key = false,
+        Some(AgentVariant::InterruptPrevious) => config.policy = ConcurrentEntry::InterruptPrevious,
+        Some(AgentVariant::Broken(defect)) => config = defect.config(),
     }
-    Ok(config)
+    config
 }
 
 /// Starts the reference server in process on an ephemeral port, over a
 /// fresh memory store or the reference store `store` names, and returns
 /// its handle (`reqkey proxy` puts itself in front of it).
 pub async fn spawn_reference_agent(
-    variant: Option<&str>,
-    store: Option<&str>,
+    variant: Option<AgentVariant>,
+    store: Option<&StoreSpec>,
     opts: &TargetOptions,
 ) -> Result<ServerHandle, TargetError> {
-    let config = reference_config(variant)?;
+    let config = reference_config(variant);
     let sessions: Arc<dyn SessionStateStore> = match store {
         None => Arc::new(MemoryStore::new()),
-        Some(spec) => tokio::time::timeout(opts.call_timeout(), store::open(spec))
+        Some(spec) => tokio::time::timeout(opts.call_timeout(), spec.open())
             .await
             .map_err(|_| TargetError::Timeout {
                 timeout_ms: opts.call_timeout_ms,
@@ -64,41 +88,28 @@ pub async fn spawn_reference_agent(
 /// Starts the reference server in process on an ephemeral port, over a
 /// fresh memory store or the reference store `store` names.
 pub async fn reference_agent(
-    variant: Option<&str>,
-    store: Option<&str>,
+    variant: Option<AgentVariant>,
+    store: Option<&StoreSpec>,
+    name: String,
     opts: TargetOptions,
 ) -> Result<HttpAgentTarget, TargetError> {
     let server = spawn_reference_agent(variant, store, &opts).await?;
-    let mut name = String::from("reference-agent");
-    if let Some(v) = variant {
-        name = format!("{name}:{v}");
-    }
-    if let Some(s) = store {
-        name = format!("{name}@{}", store::redact_url(s));
-    }
     HttpAgentTarget::serving(server, name, opts)
 }
 
 /// Starts `count` reference servers in process, all of one variant: over
 /// the store `store` names (each server opens its own connection, as
 /// separate processes would), or each over its own fresh memory store.
-/// Answers the name reports give them and the servers.
 pub async fn reference_agents(
     count: usize,
-    variant: Option<&str>,
-    store: Option<&str>,
+    variant: Option<AgentVariant>,
+    store: Option<&StoreSpec>,
+    name: &str,
     opts: TargetOptions,
-) -> Result<(String, Vec<HttpAgentTarget>), TargetError> {
+) -> Result<Vec<HttpAgentTarget>, TargetError> {
     let mut replicas = Vec::with_capacity(count);
     for _ in 0..count {
-        replicas.push(reference_agent(variant, store, opts).await?);
+        replicas.push(reference_agent(variant, store, name.to_owned(), opts).await?);
     }
-    let mut name = format!("reference-agents:{count}");
-    if let Some(v) = variant {
-        name = format!("{name}:{v}");
-    }
-    if let Some(s) = store {
-        name = format!("{name}@{}", store::redact_url(s));
-    }
-    Ok((name, replicas))
+    Ok(replicas)
 }

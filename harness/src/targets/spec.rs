@@ -1,18 +1,25 @@
 //! A `--target` string, parsed once into a [`TargetSpec`] and opened.
 //!
 //! This is the only place that knows the forms a target can take; every
-//! other file receives an opened [`Target`] or a typed spec.
+//! other file receives an opened [`Target`] or a typed spec. A store is a
+//! [`StoreSpec`] of `reqkey-reference` (the one parser of store forms, for
+//! `--target`, `@STORE` and `serve`); a variant is an [`AgentVariant`].
+//! Reports name a target by [`TargetSpec::display_name`] only: secrets in
+//! a URL (userinfo, query values) are redacted there, and the raw string is
+//! not kept.
 
 use std::sync::Arc;
 
-use reqkey_reference::store::{self, redact_url, MemoryDefect, MemoryStore};
+use std::fmt;
+
+use reqkey_reference::store::{redact_url, MemoryStore, StoreSpec};
 
 use crate::targets::http_agent::HttpAgentTarget;
 use crate::targets::http_store::HttpStore;
-use crate::targets::reference_agent::{reference_agent, reference_agents};
+use crate::targets::reference_agent::{reference_agent, reference_agents, AgentVariant};
 use crate::targets::replicas::{ReplicaTarget, MAX_REPLICAS};
 use crate::targets::store::InProcessStore;
-use crate::targets::transport::check_protocol;
+use crate::targets::transport::{check_protocol, HttpBase};
 use crate::targets::{open_error, Level, Target, TargetError, TargetOptions};
 
 /// The target specifications `--target` accepts, for help texts.
@@ -53,101 +60,101 @@ reference-agents:N[:VARIANT][@STORE]
 /// What a `--target` string names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TargetSpec {
-    /// `memory`: the embedded reference memory store.
-    Memory,
-    /// `broken-memory:DEFECT`: a deliberately broken memory store.
-    BrokenMemory(MemoryDefect),
-    /// `sqlite:PATH`, `postgres://...`, `postgresql://...`, `redis://...`,
-    /// `redis+cluster://...`:
-    /// a reference store on a real engine, in process.
-    ReferenceStore(String),
-    /// `store+http://HOST:PORT`: a `reqkey-store/1` adapter.
-    StoreHttp { authority: String },
+    /// A reference store in process: `memory`, `broken-memory:DEFECT`,
+    /// `sqlite:PATH`, `postgres://...`, `redis://...`, `rediss://...`,
+    /// `redis+cluster://...`.
+    Store(StoreSpec),
+    /// `store+http://HOST:PORT`: a `reqkey-store/1` adapter (reached at
+    /// `http://HOST:PORT`).
+    StoreHttp { base: HttpBase },
     /// `http://HOST:PORT`: a `reqkey-agent/1` server.
-    AgentHttp { base: String },
+    AgentHttp { base: HttpBase },
     /// `reference-agent[:VARIANT][@STORE]`: the reference agent in process.
     ReferenceAgent {
-        variant: Option<String>,
-        store: Option<String>,
+        variant: Option<AgentVariant>,
+        store: Option<StoreSpec>,
     },
     /// `http://A,http://B[,...]`: replicas of one `reqkey-agent/1` deployment.
-    AgentReplicas { bases: Vec<String> },
+    AgentReplicas { bases: Vec<HttpBase> },
     /// `reference-agents:N[:VARIANT][@STORE]`: N reference servers in
     /// process, each with its own store connection (or its own memory store).
     ReferenceAgents {
         count: usize,
-        variant: Option<String>,
-        store: Option<String>,
+        variant: Option<AgentVariant>,
+        store: Option<StoreSpec>,
     },
 }
 
 /// Splits `[:VARIANT][@STORE]` (the variant never holds an `@`; a store URL
-/// may: `postgres://u@h/db`).
+/// may: `postgres://u@h/db`) and parses both.
 fn variant_and_store(
     spec: &str,
     rest: &str,
-) -> Result<(Option<String>, Option<String>), TargetError> {
+) -> Result<(Option<AgentVariant>, Option<StoreSpec>), TargetError> {
     let (variant, store) = match rest.split_once('@') {
-        Some((v, store)) => (v, Some(store.to_owned())),
+        Some((v, store)) => (
+            v,
+            Some(StoreSpec::parse(store).map_err(|e| TargetError::BadSpec(e.to_string()))?),
+        ),
         None => (rest, None),
     };
     let variant = match variant {
         "" => None,
-        v => Some(
-            v.strip_prefix(':')
-                .ok_or_else(|| {
-                    TargetError::BadSpec(format!(
-                        "`{spec}` is not reference-agent[:VARIANT][@STORE]"
-                    ))
-                })?
-                .to_owned(),
-        ),
+        v => {
+            let name = v.strip_prefix(':').ok_or_else(|| {
+                TargetError::BadSpec(format!(
+                    "`{}` is not reference-agent[:VARIANT][@STORE]",
+                    redact_url(spec)
+                ))
+            })?;
+            Some(AgentVariant::parse(name).ok_or_else(|| {
+                TargetError::BadSpec(format!(
+                    "unknown reference-agent variant `{name}`; `reqkey run --help` lists them"
+                ))
+            })?)
+        }
     };
     Ok((variant, store))
 }
 
 impl TargetSpec {
     /// Parses a `--target` string; an unknown form or defect is
-    /// [`TargetError::BadSpec`] (exit 2).
+    /// [`TargetError::BadSpec`] (exit 2), naming the string redacted.
     pub fn parse(spec: &str) -> Result<Self, TargetError> {
+        let bad = |what: &str| TargetError::BadSpec(format!("`{}`: {what}", redact_url(spec)));
         if let Some(authority) = spec.strip_prefix("store+http://") {
             if authority.is_empty() || authority.contains('/') {
-                return Err(TargetError::BadSpec(format!(
-                    "`{spec}`: expected store+http://HOST:PORT"
-                )));
+                return Err(bad("expected store+http://HOST:PORT"));
             }
-            return Ok(TargetSpec::StoreHttp {
-                authority: authority.to_owned(),
-            });
-        }
-        if spec.starts_with("sqlite:")
-            || spec.starts_with("postgres://")
-            || spec.starts_with("postgresql://")
-            || spec.starts_with("redis://")
-            || spec.starts_with("redis+cluster://")
-        {
-            return Ok(TargetSpec::ReferenceStore(spec.to_owned()));
+            let base = HttpBase::parse(&format!("http://{authority}"))
+                .map_err(|_| bad("expected store+http://HOST:PORT"))?;
+            return Ok(TargetSpec::StoreHttp { base });
         }
         if spec.starts_with("http://") && spec.contains(',') {
-            let bases: Vec<String> = spec.split(',').map(|b| b.trim().to_owned()).collect();
-            if bases.len() > MAX_REPLICAS || bases.iter().any(|b| !b.starts_with("http://")) {
-                return Err(TargetError::BadSpec(format!(
-                    "`{spec}`: expected 2 to {MAX_REPLICAS} endpoints http://HOST:PORT,http://HOST:PORT,..."
+            let bases: Vec<&str> = spec.split(',').collect();
+            if bases.len() > MAX_REPLICAS {
+                return Err(bad(&format!(
+                    "expected 2 to {MAX_REPLICAS} endpoints http://HOST:PORT,http://HOST:PORT,..."
                 )));
             }
+            let bases = bases
+                .into_iter()
+                .map(|b| HttpBase::parse(b).map_err(|what| bad(&what)))
+                .collect::<Result<Vec<_>, _>>()?;
             return Ok(TargetSpec::AgentReplicas { bases });
+        }
+        if spec.starts_with("http://") {
+            return Ok(TargetSpec::AgentHttp {
+                base: HttpBase::parse(spec).map_err(|what| bad(&what))?,
+            });
         }
         if let Some(rest) = spec.strip_prefix("reference-agents:") {
             let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-            let count: usize = rest[..digits].parse().map_err(|_| {
-                TargetError::BadSpec(format!(
-                    "`{spec}` is not reference-agents:N[:VARIANT][@STORE]"
-                ))
-            })?;
+            let count: usize = rest[..digits]
+                .parse()
+                .map_err(|_| bad("is not reference-agents:N[:VARIANT][@STORE]"))?;
             if !(2..=MAX_REPLICAS).contains(&count) {
-                return Err(TargetError::BadSpec(format!(
-                    "`{spec}`: N must be 2 to {MAX_REPLICAS}"
-                )));
+                return Err(bad(&format!("N must be 2 to {MAX_REPLICAS}")));
             }
             let (variant, store) = variant_and_store(spec, &rest[digits..])?;
             return Ok(TargetSpec::ReferenceAgents {
@@ -156,36 +163,35 @@ impl TargetSpec {
                 store,
             });
         }
-        if spec.starts_with("http://") {
-            return Ok(TargetSpec::AgentHttp {
-                base: spec.to_owned(),
-            });
-        }
         if let Some(rest) = spec.strip_prefix("reference-agent") {
             let (variant, store) = variant_and_store(spec, rest)?;
             return Ok(TargetSpec::ReferenceAgent { variant, store });
         }
-        if spec == "memory" {
-            return Ok(TargetSpec::Memory);
+        match StoreSpec::parse(spec) {
+            Ok(store) => Ok(TargetSpec::Store(store)),
+            Err(_) => Err(TargetError::BadSpec(format!(
+                "unknown target `{}`; `reqkey run --help` lists the forms",
+                redact_url(spec)
+            ))),
         }
-        if let Some(name) = spec.strip_prefix("broken-memory:") {
-            let defect = MemoryDefect::parse(name).ok_or_else(|| {
-                TargetError::BadSpec(format!("unknown defect `{name}`; see `reqkey run --help`"))
-            })?;
-            return Ok(TargetSpec::BrokenMemory(defect));
-        }
-        Err(TargetError::BadSpec(format!(
-            "unknown target `{spec}`; see `reqkey run --help` for the forms"
-        )))
+    }
+
+    /// `parse` for clap's `value_parser`: a bad `--target` is a usage
+    /// error (exit 2) before anything runs.
+    pub fn parse_arg(spec: &str) -> Result<Self, String> {
+        Self::parse(spec).map_err(|e| e.to_string())
+    }
+
+    /// How every output names the target: its specification with secrets
+    /// redacted. The only name a report, a log line or an error receives.
+    pub fn display_name(&self) -> String {
+        self.to_string()
     }
 
     /// The contract the target speaks.
     pub fn level(&self) -> Level {
         match self {
-            TargetSpec::Memory
-            | TargetSpec::BrokenMemory(_)
-            | TargetSpec::ReferenceStore(_)
-            | TargetSpec::StoreHttp { .. } => Level::Store,
+            TargetSpec::Store(_) | TargetSpec::StoreHttp { .. } => Level::Store,
             TargetSpec::AgentHttp { .. }
             | TargetSpec::ReferenceAgent { .. }
             | TargetSpec::AgentReplicas { .. }
@@ -193,40 +199,36 @@ impl TargetSpec {
         }
     }
 
-    /// Opens the target. `raw` is the string it was parsed from (reports
-    /// name a target by it, credentials redacted).
+    /// Opens the target.
     ///
     /// An HTTP target whose `/health` does not answer over HTTP, or names
     /// the other protocol, fails here (see [`reachable`]).
-    pub async fn open(
-        &self,
-        raw: &str,
-        opts: TargetOptions,
-    ) -> Result<Arc<dyn Target>, TargetError> {
+    pub async fn open(&self, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
+        let name = self.display_name();
         match self {
-            TargetSpec::Memory => Ok(Arc::new(InProcessStore::new(
-                "memory",
+            TargetSpec::Store(StoreSpec::Memory) => Ok(Arc::new(InProcessStore::new(
+                name,
                 Arc::new(MemoryStore::new()),
             ))),
-            TargetSpec::BrokenMemory(defect) => {
-                let store = InProcessStore::new(raw, Arc::new(MemoryStore::with_defect(*defect)));
+            TargetSpec::Store(StoreSpec::BrokenMemory(defect)) => {
+                let store = InProcessStore::new(name, Arc::new(MemoryStore::with_defect(*defect)));
                 Ok(Arc::new(if defect.breaks_the_wire() {
                     store.with_keyless_fields_null()
                 } else {
                     store
                 }))
             }
-            TargetSpec::ReferenceStore(spec) => {
-                let opened = tokio::time::timeout(opts.call_timeout(), store::open(spec))
+            TargetSpec::Store(spec) => {
+                let opened = tokio::time::timeout(opts.call_timeout(), spec.open())
                     .await
                     .map_err(|_| TargetError::Timeout {
                         timeout_ms: opts.call_timeout_ms,
                     })?
                     .map_err(open_error)?;
-                Ok(Arc::new(InProcessStore::new(redact_url(spec), opened)))
+                Ok(Arc::new(InProcessStore::new(name, opened)))
             }
-            TargetSpec::StoreHttp { authority } => {
-                let target = HttpStore::new(raw, authority, opts)?;
+            TargetSpec::StoreHttp { base } => {
+                let target = HttpStore::new(&name, base, opts)?;
                 reachable(target).await
             }
             TargetSpec::AgentHttp { base } => {
@@ -234,24 +236,68 @@ impl TargetSpec {
                 reachable(target).await
             }
             TargetSpec::ReferenceAgent { variant, store } => Ok(Arc::new(
-                reference_agent(variant.as_deref(), store.as_deref(), opts).await?,
+                reference_agent(*variant, store.as_ref(), name, opts).await?,
             )),
             TargetSpec::AgentReplicas { bases } => {
                 let replicas = bases
                     .iter()
                     .map(|b| HttpAgentTarget::new(b, opts))
                     .collect::<Result<Vec<_>, _>>()?;
-                replicated(ReplicaTarget::new(bases.join(","), replicas)?).await
+                replicated(ReplicaTarget::new(name, replicas)?).await
             }
             TargetSpec::ReferenceAgents {
                 count,
                 variant,
                 store,
             } => {
-                let (name, replicas) =
-                    reference_agents(*count, variant.as_deref(), store.as_deref(), opts).await?;
+                let one = TargetSpec::ReferenceAgent {
+                    variant: *variant,
+                    store: store.clone(),
+                }
+                .display_name();
+                let replicas =
+                    reference_agents(*count, *variant, store.as_ref(), &one, opts).await?;
                 replicated(ReplicaTarget::new(name, replicas)?).await
             }
+        }
+    }
+}
+
+impl fmt::Display for TargetSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let agent = |f: &mut fmt::Formatter<'_>,
+                     head: String,
+                     variant: &Option<AgentVariant>,
+                     store: &Option<StoreSpec>| {
+            f.write_str(&head)?;
+            if let Some(v) = variant {
+                write!(f, ":{}", v.name())?;
+            }
+            if let Some(s) = store {
+                write!(f, "@{s}")?;
+            }
+            Ok(())
+        };
+        match self {
+            TargetSpec::Store(store) => write!(f, "{store}"),
+            TargetSpec::StoreHttp { base } => {
+                let shown = base.to_string();
+                let authority = shown.strip_prefix("http://").unwrap_or(&shown);
+                write!(f, "store+http://{authority}")
+            }
+            TargetSpec::AgentHttp { base } => write!(f, "{base}"),
+            TargetSpec::AgentReplicas { bases } => {
+                let shown: Vec<String> = bases.iter().map(ToString::to_string).collect();
+                f.write_str(&shown.join(","))
+            }
+            TargetSpec::ReferenceAgent { variant, store } => {
+                agent(f, "reference-agent".into(), variant, store)
+            }
+            TargetSpec::ReferenceAgents {
+                count,
+                variant,
+                store,
+            } => agent(f, format!("reference-agents:{count}"), variant, store),
         }
     }
 }
@@ -281,7 +327,75 @@ async fn replicated(target: ReplicaTarget) -> Result<Arc<dyn Target>, TargetErro
     Ok(Arc::new(target))
 }
 
-/// Opens a target from its `--target` specification.
+/// Is `name` a built-in variant of `level` that the falsification record
+/// may name: a `broken-memory:DEFECT` store, or a `reference-agent[:VARIANT]`
+/// server (in process, over its own memory store), optionally stated to be
+/// of a profile (`reference-agent --profile interrupt-previous`).
+pub fn is_builtin_variant(level: Level, name: &str) -> bool {
+    let target = name.split(" --profile ").next().unwrap_or(name);
+    match (level, TargetSpec::parse(target)) {
+        (Level::Store, Ok(TargetSpec::Store(StoreSpec::BrokenMemory(_)))) => true,
+        (Level::Agent, Ok(TargetSpec::ReferenceAgent { store: None, .. })) => true,
+        _ => false,
+    }
+}
+
+/// Opens a target from its `--target` specification (parsed once, by
+/// [`TargetSpec::parse`]).
 pub async fn open_target(spec: &str, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
-    TargetSpec::parse(spec)?.open(spec, opts).await
+    TargetSpec::parse(spec)?.open(opts).await
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn builtin_variants_are_the_broken_stores_and_the_reference_servers() {
+        assert!(is_builtin_variant(Level::Store, "broken-memory:no-cas"));
+        assert!(!is_builtin_variant(Level::Store, "memory"));
+        assert!(!is_builtin_variant(Level::Store, "broken-memory:nope"));
+        assert!(!is_builtin_variant(Level::Agent, "broken-memory:no-cas"));
+        assert!(is_builtin_variant(
+            Level::Agent,
+            "reference-agent:ignore-digest"
+        ));
+        assert!(is_builtin_variant(
+            Level::Agent,
+            "reference-agent --profile interrupt-previous"
+        ));
+        assert!(!is_builtin_variant(Level::Agent, "reference-agent@memory"));
+        assert!(!is_builtin_variant(Level::Agent, "http://127.0.0.1:1"));
+    }
+
+    #[test]
+    fn the_display_name_is_the_only_name_and_it_carries_no_secret() {
+        for (text, shown) in [
+            ("memory", "memory"),
+            ("postgres://u:hunter2@h/db", "postgres://***@h/db"),
+            (
+                "reference-agent:ignore-digest@redis://:hunter2@h:1/0",
+                "reference-agent:ignore-digest@redis://***@h:1/0",
+            ),
+            (
+                "reference-agents:3@postgres://u:hunter2@h/db?password=hunter2",
+                "reference-agents:3@postgres://***@h/db?password=***",
+            ),
+            (
+                "http://tok:hunter2@a:1,http://b:2/",
+                "http://***@a:1,http://b:2",
+            ),
+            (
+                "store+http://u:hunter2@127.0.0.1:9",
+                "store+http://***@127.0.0.1:9",
+            ),
+        ] {
+            let spec = TargetSpec::parse(text).unwrap();
+            assert_eq!(spec.display_name(), shown);
+            assert!(!format!("{spec:?}").contains("hunter2"), "{spec:?}");
+        }
+        let e = TargetSpec::parse("mongodb://u:hunter2@h/db").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
 }

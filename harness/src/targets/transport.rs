@@ -12,6 +12,8 @@ use std::error::Error as _;
 
 use serde_json::Value;
 
+use reqkey_reference::store::redact_url;
+
 use crate::targets::{Level, TargetError, TargetOptions};
 
 /// The HTTP client of every HTTP target: redirects are never followed (a
@@ -185,5 +187,159 @@ mod tests {
         assert!(check_protocol(Level::Store, &json!({"protocol": "reqkey-store/1"})).is_ok());
         assert!(check_protocol(Level::Agent, &json!({"protocol": "reqkey-agent/1"})).is_ok());
         assert!(check_protocol(Level::Agent, &json!({"name": "x"})).is_ok());
+    }
+}
+
+/// The base URL of an HTTP target (`http://HOST:PORT[/prefix]`), held
+/// whole for the client; it formats redacted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpBase(String);
+
+impl HttpBase {
+    /// `http://HOST:PORT` (a trailing `/` dropped); anything else is the
+    /// reason it is not one.
+    pub fn parse(text: &str) -> Result<HttpBase, String> {
+        let text = text.trim().trim_end_matches('/');
+        match text.strip_prefix("http://") {
+            Some(rest) if !rest.is_empty() && !rest.contains('/') => Ok(HttpBase(text.to_owned())),
+            Some(rest) if rest.contains('/') => {
+                Err("expected http://HOST:PORT, without a path".to_owned())
+            }
+            _ => Err("expected http://HOST:PORT".to_owned()),
+        }
+    }
+
+    /// The URL the client connects to (with any userinfo it carries).
+    pub fn url(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for HttpBase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&redact_url(&self.0))
+    }
+}
+
+impl std::fmt::Debug for HttpBase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HttpBase({self})")
+    }
+}
+
+/// Checks that `body` is JSON in which no object repeats a member name
+/// (at any depth). RFC 8259 leaves a repeated name's meaning open, and a
+/// parser that keeps the last one would certify `{"ok": A, "ok": B}` as an
+/// `ok` answer: where a protocol is strict (SPEC 6
+/// `[[wire.store.strict-json]]`), a repeat is a protocol violation.
+pub fn no_repeated_members(body: &[u8]) -> Result<(), String> {
+    use serde::de::{self, MapAccess, SeqAccess, Visitor};
+
+    struct Walk;
+    struct Walker;
+
+    impl<'de> serde::Deserialize<'de> for Walk {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Walk, D::Error> {
+            d.deserialize_any(Walker)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Walker {
+        type Value = Walk;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Walk, A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if !seen.insert(key.clone()) {
+                    let shown: String = key.chars().take(64).collect();
+                    return Err(de::Error::custom(format!(
+                        "the member `{shown}` is repeated in one object"
+                    )));
+                }
+                map.next_value::<Walk>()?;
+            }
+            Ok(Walk)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Walk, A::Error> {
+            while seq.next_element::<Walk>()?.is_some() {}
+            Ok(Walk)
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+        fn visit_unit<E>(self) -> Result<Walk, E> {
+            Ok(Walk)
+        }
+    }
+
+    let mut d = serde_json::Deserializer::from_slice(body);
+    <Walk as serde::Deserialize>::deserialize(&mut d).map_err(|e| e.to_string())?;
+    d.end().map_err(|e| e.to_string())
+}
+
+/// Is `content_type` a JSON media type (`application/json`, with or
+/// without parameters, or `application/*+json`)?
+pub fn is_json_media_type(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+#[cfg(test)]
+mod strict_tests {
+    use super::*;
+
+    #[test]
+    fn repeated_members_and_trailing_bytes_are_refused_at_any_depth() {
+        assert!(no_repeated_members(br#"{"ok":{"a":1,"b":[{"c":1e400}]}}"#).is_ok());
+        for bad in [
+            &br#"{"ok":{"x":1},"ok":{"x":2}}"#[..],
+            br#"{"ok":{"run":{"runId":"a","runId":"b"}}}"#,
+            br#"{"ok":[{"a":1,"a":1}]}"#,
+            br#"{"ok":null} {"ok":null}"#,
+            br#"{"ok":null}x"#,
+        ] {
+            assert!(
+                no_repeated_members(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let e = no_repeated_members(br#"{"ok":1,"ok":2}"#).unwrap_err();
+        assert!(e.contains("`ok` is repeated"), "{e}");
+    }
+
+    #[test]
+    fn json_media_types_are_recognized() {
+        for ok in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "application/problem+json",
+        ] {
+            assert!(is_json_media_type(ok), "{ok}");
+        }
+        for bad in ["text/plain", "text/json", "application/jsonx", ""] {
+            assert!(!is_json_media_type(bad), "{bad}");
+        }
     }
 }

@@ -35,21 +35,46 @@ pub enum OpenError {
     },
 }
 
-/// `scheme://user:secret@host/...` with the secret replaced, for messages.
+/// The redacted stand-in for a secret.
+pub const REDACTED: &str = "***";
+
+/// `scheme://USERINFO@host/path?k=v` with the userinfo and every query
+/// value replaced by `***`: a password, a token given as the user name
+/// and a token in the query never reach a message. Text that is not a URL
+/// is returned as it is (it has no userinfo to hide).
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            let masked = if userinfo.contains(':') { ":***" } else { "" };
-            format!("{scheme}://{user}{masked}@{host}{tail}")
-        }
-        None => url.to_owned(),
+    // A cluster lists several authorities, each may carry userinfo.
+    let authority = authority
+        .split(',')
+        .map(|a| match a.rsplit_once('@') {
+            Some((_, host)) => format!("{REDACTED}@{host}"),
+            None => a.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(",");
+    let (path, query) = match tail.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (tail, None),
+    };
+    let mut out = format!("{scheme}://{authority}{path}");
+    if let Some(query) = query {
+        let query = query.split('#').next().unwrap_or(query);
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) => format!("{name}={REDACTED}"),
+                None => pair.to_owned(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
     }
+    out
 }
 
 /// A session state store with request keys (SPEC 4).

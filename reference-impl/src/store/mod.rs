@@ -9,20 +9,20 @@ pub mod api;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 mod common;
 pub mod memory;
-mod open;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
+pub mod spec;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-pub use self::api::{dispatch, dispatch_wire, redact_url, OpenError, SessionStateStore};
+pub use self::api::{dispatch, dispatch_wire, redact_url, OpenError, SessionStateStore, REDACTED};
 pub use self::memory::{MemoryDefect, MemoryStore};
-pub use self::open::{open, STORE_HELP};
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
 #[cfg(feature = "redis")]
 pub use self::redis::{cluster_node_urls, RedisStore};
+pub use self::spec::{open, SecretUrl, StoreSpec, STORE_HELP};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
