@@ -24,6 +24,7 @@ fn result(id: &str, verdict: Verdict) -> ScenarioResult {
         file: PathBuf::from(format!("{id}.yaml")),
         level: Level::Store,
         tags: vec!["race".into()],
+        checks: vec!["store.commit.cas".into()],
         summary: format!("what {id} shows <b>"),
         verdict,
         trials_run: 2,
@@ -125,9 +126,10 @@ fn the_page_is_self_contained_and_escapes_what_it_quotes() {
     }
     assert!(page.contains("what fixture.ok shows &lt;b&gt;"));
     assert!(!page.contains("shows <b>"));
-    // Unjudged beats failed: exit 2 is the headline.
+    // A proven failure outranks what could not be judged: exit 1 is the
+    // headline (SPEC 8.1 [[cert.judge.violation-outranks-indefinite]]).
     assert!(
-        page.contains("id=\"verdict\" class=\"error\" data-verdict=\"error\" data-exit-code=\"2\"")
+        page.contains("id=\"verdict\" class=\"fail\" data-verdict=\"fail\" data-exit-code=\"1\"")
     );
     assert_eq!(
         escape("<a href=\"x\">&'"),

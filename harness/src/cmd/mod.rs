@@ -16,6 +16,7 @@ pub mod bench;
 pub mod certify;
 pub mod common;
 pub mod coverage;
+pub mod explain;
 pub mod fuzz;
 pub mod model;
 pub mod proxy;
@@ -71,6 +72,9 @@ pub enum Command {
     /// Clause coverage: which clause of spec/SPEC.md has a scenario that can
     /// fail on it, per level; exit 1 on a gap, 2 on bad input.
     Coverage(CoverageArgs),
+    /// A clause of spec/SPEC.md: its statement, where it is certified, and
+    /// the scenarios that check it (reports name clauses by id).
+    Explain(explain::ExplainArgs),
     /// Model-based fuzzing of a store: random programs of store operations
     /// (with concurrent batches) against the target and the sequential
     /// spec; a failure is shrunk and printed as a YAML scenario.
@@ -113,6 +117,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Coverage(args) => coverage::coverage_command(args),
+        Command::Explain(args) => explain::explain_command(args),
         Command::Fuzz(args) => fuzz::fuzz_command(args),
         Command::Bench(args) => bench::bench_command(args),
         Command::Serve(command) => serve::run(command),

@@ -174,8 +174,11 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         );
     }
     let _ = writeln!(md, "\n## Verdicts\n");
-    let _ = writeln!(md, "| scenario | verdict | trials | what it checks |");
-    let _ = writeln!(md, "|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "| scenario | verdict | trials | clauses (spec/SPEC.md) | what it checks |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|");
     for r in &summary.results {
         let trials = if r.trials_with_groups > 0 {
             format!("{} ({} overlapped)", r.trials_run, r.trials_overlapped)
@@ -188,9 +191,10 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         };
         let _ = writeln!(
             md,
-            "| {} | {} | {trials} | {} |",
+            "| {} | {} | {trials} | {} | {} |",
             code_cell(&r.id),
             verdict_label(r.verdict),
+            clauses(&r.checks),
             cell(&checks)
         );
     }
@@ -216,6 +220,13 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 code_span(&r.id),
                 verdict_label(r.verdict)
             );
+            if !r.checks.is_empty() {
+                let _ = writeln!(
+                    md,
+                    "- breaks: {} (spec/SPEC.md; `reqkey explain CLAUSE` prints one)",
+                    clauses(&r.checks)
+                );
+            }
             let _ = writeln!(md, "- file: {}", code_span(&r.file.display().to_string()));
             if r.verdict == Verdict::UnexpectedPass {
                 let _ = writeln!(
@@ -256,6 +267,18 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     }
     let _ = writeln!(md, "{}", closing_line(summary));
     md
+}
+
+/// Clause ids as code spans, comma-separated (`-` for none).
+fn clauses(checks: &[String]) -> String {
+    if checks.is_empty() {
+        return "-".to_owned();
+    }
+    checks
+        .iter()
+        .map(|c| code_cell(c))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// ` --profile ...` when the profile was stated, so a replay judges the same.

@@ -215,6 +215,17 @@ impl<W: Write + Send> Rendered<W> {
     }
 }
 
+/// How a replay line names the scenario of `result`: `--scenario ID` when
+/// it came from the suite built into this binary (its file path exists
+/// only inside the binary), else its file, as given.
+pub fn replay_path(ctx: &ReportContext, result: &crate::run::event::ScenarioResult) -> String {
+    if ctx.suite.as_ref().is_some_and(|s| s.embedded) {
+        format!("--scenario {}", result.id)
+    } else {
+        result.file.display().to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,16 +236,5 @@ mod tests {
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_utc(1_796_217_860), "2026-12-02T13:24:20Z");
         assert_eq!(format_utc(4_107_542_399), "2100-02-28T23:59:59Z");
-    }
-}
-
-/// How a replay line names the scenario of `result`: `--scenario ID` when
-/// it came from the suite built into this binary (its file path exists
-/// only inside the binary), else its file, as given.
-pub fn replay_path(ctx: &ReportContext, result: &crate::run::event::ScenarioResult) -> String {
-    if ctx.suite.as_ref().is_some_and(|s| s.embedded) {
-        format!("--scenario {}", result.id)
-    } else {
-        result.file.display().to_string()
     }
 }

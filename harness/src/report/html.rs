@@ -164,6 +164,17 @@ fn scenario_html(r: &ScenarioResult, scenario: Option<&Scenario>, out: &mut Stri
         r.trials_with_groups,
         escape(&r.tags.join(", "))
     );
+    if !r.checks.is_empty() {
+        let _ = write!(
+            out,
+            "<p class=\"clauses\">clauses of spec/SPEC.md: {}</p>",
+            r.checks
+                .iter()
+                .map(|c| format!("<code class=\"clause\">{}</code>", escape(c)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if let Some(f) = &r.failure {
         let reason = r
             .reason

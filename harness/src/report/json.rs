@@ -109,6 +109,8 @@ struct ScenarioDoc<'a> {
     file: String,
     level: String,
     tags: &'a [String],
+    /// The clauses of spec/SPEC.md the scenario checks.
+    checks: &'a [String],
     summary: &'a str,
     verdict: &'static str,
     trials_run: u32,
@@ -206,6 +208,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 file: r.file.display().to_string(),
                 level: r.level.to_string(),
                 tags: &r.tags,
+                checks: &r.checks,
                 summary: &r.summary,
                 verdict: r.verdict.as_str(),
                 trials_run: r.trials_run,

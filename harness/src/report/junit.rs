@@ -41,6 +41,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         suite.set_time(Duration::from_millis(r.duration_ms));
         let mut case = TestCase::new(r.id.as_str(), status(ctx, summary, r));
         case.set_classname(format!("reqkey.{}", r.level));
+        for clause in &r.checks {
+            case.add_property(("clause", clause.as_str()));
+        }
         case.set_time(Duration::from_millis(r.duration_ms));
         suite.add_test_case(case);
         report.add_test_suite(suite);
@@ -96,13 +99,25 @@ fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> Test
                 NonSuccessKind::Error
             };
             let mut s = TestCaseStatus::non_success(kind);
-            s.set_message(xml_text(
+            s.set_message(xml_text(&format!(
+                "{} [{}]",
                 r.failure.as_ref().map_or("failed", |f| f.message.as_str()),
-            ));
+                clause_list(&r.checks)
+            )));
             s.set_type(r.verdict.as_str());
             s.set_description(format!("{}\n{replay}", failure_text(r)));
             s
         }
+    }
+}
+
+/// The clauses a scenario checks, for a line (`none declared` when it
+/// names none).
+fn clause_list(checks: &[String]) -> String {
+    if checks.is_empty() {
+        "no clause declared".to_owned()
+    } else {
+        checks.join(", ")
     }
 }
 
@@ -112,8 +127,9 @@ fn failure_text(r: &ScenarioResult) -> String {
         return String::new();
     };
     let mut text = format!(
-        "scenario: {}\nfile: {}\ntrial: {}\nstep: {}\nwhy: {}\n",
+        "scenario: {}\nclauses (spec/SPEC.md): {}\nfile: {}\ntrial: {}\nstep: {}\nwhy: {}\n",
         r.id,
+        clause_list(&r.checks),
         r.file.display(),
         f.trial,
         f.step,

@@ -126,6 +126,12 @@ impl<W: Write + Send> TerminalReporter<W> {
                 return text;
             }
             text.push_str(&format!("      file:  {}\n", r.file.display()));
+            if !r.checks.is_empty() {
+                text.push_str(&format!(
+                    "      breaks: {} (spec/SPEC.md; `reqkey explain CLAUSE`)\n",
+                    r.checks.join(", ")
+                ));
+            }
             text.push_str(&format!("      trial: {}\n", f.trial));
             text.push_str(&format!("      step:  {}\n", terminal(&f.step)));
             text.push_str(&format!("      why:   {}\n", terminal(&f.message)));

@@ -112,6 +112,9 @@ pub struct ScenarioResult {
     pub file: PathBuf,
     pub level: Level,
     pub tags: Vec<String>,
+    /// The clauses of spec/SPEC.md the scenario checks (its `checks:`):
+    /// what a failure breaks, named in every report.
+    pub checks: Vec<String>,
     pub summary: String,
     pub verdict: Verdict,
     /// Trials that ran (a failing scenario stops at its first failing trial).

@@ -333,11 +333,16 @@ async fn replicated(target: ReplicaTarget) -> Result<Arc<dyn Target>, TargetErro
 /// of a profile (`reference-agent --profile interrupt-previous`).
 pub fn is_builtin_variant(level: Level, name: &str) -> bool {
     let target = name.split(" --profile ").next().unwrap_or(name);
-    match (level, TargetSpec::parse(target)) {
-        (Level::Store, Ok(TargetSpec::Store(StoreSpec::BrokenMemory(_)))) => true,
-        (Level::Agent, Ok(TargetSpec::ReferenceAgent { store: None, .. })) => true,
-        _ => false,
-    }
+    matches!(
+        (level, TargetSpec::parse(target)),
+        (
+            Level::Store,
+            Ok(TargetSpec::Store(StoreSpec::BrokenMemory(_)))
+        ) | (
+            Level::Agent,
+            Ok(TargetSpec::ReferenceAgent { store: None, .. })
+        )
+    )
 }
 
 /// Opens a target from its `--target` specification (parsed once, by

@@ -47,6 +47,63 @@ impl Clause {
     }
 }
 
+/// The statement a clause id stands after, as the spec writes it: from
+/// the start of its paragraph, list item or table row to the id, the
+/// other ids and line breaks dropped.
+pub fn statement(clause: &Clause) -> String {
+    let lines: Vec<&str> = SPEC_TEXT.lines().collect();
+    let marker = format!("[[{}]]", clause.id);
+    let Some(end) = clause.line.checked_sub(1).filter(|i| *i < lines.len()) else {
+        return String::new();
+    };
+    let starts_item = |l: &str| {
+        let t = l.trim_start();
+        let numbered = t
+            .split_once(". ")
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        t.starts_with("- ") || t.starts_with("| ") || t.starts_with('#') || numbered
+    };
+    let mut start = end;
+    while start > 0 && !starts_item(lines[start]) {
+        let above = lines[start - 1].trim();
+        if above.is_empty() || above.starts_with('#') || above.starts_with('|') {
+            break;
+        }
+        start -= 1;
+    }
+    let mut text = lines[start..=end].join(" ");
+    if let Some(at) = text.find(&marker) {
+        text.truncate(at);
+    }
+    // Ids written together after one sentence share it: drop the ones
+    // just before this one; then, within its item, the statement starts
+    // after the previous id.
+    loop {
+        let trimmed = text.trim_end();
+        match trimmed.strip_suffix("]]").and_then(|t| t.rfind("[[")) {
+            Some(open) => text = trimmed[..open].to_owned(),
+            None => break,
+        }
+    }
+    if let Some(prev) = text.rfind("]]") {
+        text = text[prev + 2..].to_owned();
+    }
+    // Drop the ids of other clauses stated before it in the same item.
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(open) = rest.find("[[") {
+        out.push_str(&rest[..open]);
+        match rest[open..].find("]]") {
+            Some(close) => rest = &rest[open + close + 2..],
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Why the spec's clauses could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClauseError {
@@ -254,6 +311,26 @@ pub fn parse_clauses(text: &str) -> Result<Vec<Clause>, ClauseError> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod statement_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_statement_is_the_text_its_id_stands_after() {
+        let all = clauses().unwrap();
+        let find = |id: &str| all.iter().find(|c| c.id == id).unwrap();
+        let cas = statement(find("store.commit.cas"));
+        assert!(cas.starts_with("3. **CAS.**"), "{cas}");
+        assert!(!cas.contains("[["), "{cas}");
+        let strict = statement(find("wire.store.strict-json"));
+        assert!(strict.contains("repeats a member name"), "{strict}");
+        for c in all {
+            assert!(!statement(c).is_empty(), "{}", c.id);
+        }
+    }
 }
 
 #[cfg(test)]
