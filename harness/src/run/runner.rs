@@ -159,6 +159,9 @@ struct Trial<'a> {
     /// instant the group was to start together (a busy machine schedules
     /// a thread late; the scenario's timing premise then did not hold).
     max_late_us: u64,
+    /// How far past the barrier this trial's groups start (see
+    /// [`GROUP_START_SPIN_US`]).
+    group_lead_us: u64,
 }
 
 /// How many times its trial count a race scenario may run more trials
@@ -166,8 +169,17 @@ struct Trial<'a> {
 pub const EXTRA_TRIALS_FACTOR: u32 = 5;
 /// The most operations a trial records (a bound, not a limit in practice).
 const MAX_HISTORY_OPS: usize = 100_000;
-/// How far past the barrier the items of a parallel group start, together.
+/// How far past the barrier the items of a parallel group start, together
+/// (the lead), at first; on a busy machine, where items of a trial left
+/// late and did not overlap, the next trial's lead grows to twice the
+/// lateness seen, up to [`MAX_GROUP_LEAD_US`]: every item then has time
+/// to be scheduled before the common start. Items sleep until
+/// [`GROUP_SPIN_US`] before it and spin the rest.
 const GROUP_START_SPIN_US: u64 = 200;
+/// The longest lead a group's start may get.
+pub const MAX_GROUP_LEAD_US: u64 = 50_000;
+/// How long, at most, an item spins before the common start.
+const GROUP_SPIN_US: u64 = 2_000;
 /// An item that leaves this much after its group's start did not race as
 /// the scenario meant: a trial that fails with such an item is run again.
 pub const LATE_ITEM_US: u64 = 25_000;
@@ -548,6 +560,7 @@ async fn run_scenario(
     let mut trial_index = 0;
     let mut late_retries = 0u32;
     let mut worst_late_us = 0u64;
+    let mut lead_us = GROUP_START_SPIN_US;
     while trial_index < most {
         let wanted_more = trial_index >= trials;
         if wanted_more && (!races || result.trials_with_groups == 0 || result.trials_overlapped > 0)
@@ -575,8 +588,17 @@ async fn run_scenario(
             note: None,
             max_send_spread_us: None,
             max_late_us: 0,
+            group_lead_us: lead_us,
         };
         let outcome = trial.run_steps(&scenario.steps).await;
+        // A group that did not overlap because its items left late: give
+        // the next trial's groups a longer lead (bounded).
+        if trial.had_group && !trial.overlapped && trial.max_late_us > lead_us / 2 {
+            lead_us = trial
+                .max_late_us
+                .saturating_mul(2)
+                .clamp(GROUP_START_SPIN_US, MAX_GROUP_LEAD_US);
+        }
         if !trial.spans.is_empty()
             && (result.timelines.len() + 1 < MAX_TIMELINE_TRIALS || outcome.is_err())
         {
@@ -626,6 +648,16 @@ async fn run_scenario(
             break;
         }
         trial_index += 1;
+    }
+    if lead_us > GROUP_START_SPIN_US {
+        let said = format!(
+            "items of parallel groups left late (a busy machine): later trials gave their groups a {:.1} ms lead to start together",
+            lead_us as f64 / 1_000.0
+        );
+        result.note = Some(match result.note.take() {
+            Some(note) => format!("{note}; {said}"),
+            None => said,
+        });
     }
     if late_retries > 0 {
         let said = format!(
@@ -1169,6 +1201,7 @@ impl Trial<'_> {
             let abort = Arc::clone(&abort);
             let request = prepared[k].2.clone();
             let timeout_ms = self.cfg.call_timeout_ms;
+            let lead_us = self.group_lead_us;
             let runtime = runtime.clone();
             let (tx, rx) = tokio::sync::oneshot::channel();
             let spawned = std::thread::Builder::new()
@@ -1179,10 +1212,18 @@ impl Trial<'_> {
                         if abort.load(std::sync::atomic::Ordering::SeqCst) {
                             return None;
                         }
-                        let go = *start_at.get_or_init(|| {
-                            Instant::now() + Duration::from_micros(GROUP_START_SPIN_US)
-                        });
-                        // Bounded: at most GROUP_START_SPIN_US of spinning.
+                        let go = *start_at
+                            .get_or_init(|| Instant::now() + Duration::from_micros(lead_us));
+                        // Sleep most of the lead, then spin: bounded by the
+                        // lead (at most MAX_GROUP_LEAD_US), spinning at most
+                        // GROUP_SPIN_US.
+                        let spin_from = go.checked_sub(Duration::from_micros(GROUP_SPIN_US));
+                        if let Some(wake) = spin_from {
+                            let now = Instant::now();
+                            if wake > now {
+                                std::thread::sleep(wake - now);
+                            }
+                        }
                         while Instant::now() < go {
                             std::hint::spin_loop();
                         }
