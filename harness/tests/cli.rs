@@ -327,3 +327,63 @@ fn coverage_exits_2_on_a_record_that_names_an_unknown_scenario_or_a_bad_clause()
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("a.yaml:3:"), "{}", text(&o));
 }
+
+#[test]
+fn targets_lists_every_form_and_broken_variant_without_repository_paths() {
+    let o = reqkey(&["targets"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    for form in [
+        "store+http://",
+        "reference-agents:N",
+        "redis+cluster://",
+        "sqlite:PATH",
+    ] {
+        assert!(out.contains(form), "{form}");
+    }
+    for d in reqkey_reference::store::MemoryDefect::ALL {
+        assert!(
+            out.contains(&format!("broken-memory:{}", d.name())),
+            "{}",
+            d.name()
+        );
+    }
+    for d in reqkey_reference::agent::ExecutorDefect::ALL {
+        assert!(
+            out.contains(&format!("reference-agent:{}", d.name())),
+            "{}",
+            d.name()
+        );
+    }
+    // Nothing points an installed binary at files it does not have.
+    for args in [&["targets"][..], &["run", "--help"], &["certify", "--help"]] {
+        let o = reqkey(args);
+        assert!(!text(&o).contains("falsification.json"), "{args:?}");
+    }
+    // An unknown target or variant says where the forms are listed.
+    let o = reqkey(&["run", "--target", "reference-agent:nope"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("reqkey targets"), "{}", text(&o));
+}
+
+#[test]
+fn explain_prints_a_clause_and_the_scenarios_that_check_it() {
+    let o = reqkey(&["explain", "store.commit.cas"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(
+        out.contains("**CAS.**") && out.contains("certified at: store"),
+        "{out}"
+    );
+    assert!(
+        out.contains("store.cas-mismatch-names-current") && out.contains("broken-memory:no-cas"),
+        "{out}"
+    );
+    let o = reqkey(&["explain", "store.no-such-rule"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o).contains("store.commit.cas"),
+        "near ids suggested: {}",
+        text(&o)
+    );
+}

@@ -24,6 +24,7 @@ pub mod run;
 pub mod serve;
 pub mod serve_agent;
 pub mod suite;
+pub mod targets;
 
 use std::process::ExitCode;
 
@@ -83,6 +84,9 @@ pub enum Command {
     /// Benchmarks: the linearizability checker, race detection, and the
     /// key lookup of any store.
     Bench(BenchArgs),
+    /// Every form `--target` takes and every built-in broken variant, with
+    /// the scenarios each fails.
+    Targets,
     /// The scenario suite built into this binary: `info`, `export DIR`.
     #[command(subcommand)]
     Suite(suite::SuiteCommand),
@@ -122,6 +126,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Bench(args) => bench::bench_command(args),
         Command::Serve(command) => serve::run(command),
         Command::Suite(command) => suite::run(command),
+        Command::Targets => targets::targets_command(),
         Command::Proxy(args) => proxy::proxy_command(args),
     }
 }

@@ -27,13 +27,13 @@ pub const TARGET_HELP: &str = "\
 memory                    the in-process reference memory store (the embedded default)
 broken-memory:DEFECT      a deliberately broken memory store, to see the suite fail
                           (no-key-rule, key-rule-after-cas, no-replay-first, no-cas,
-                          delete-keeps-keys, holder-read-outside-commit, ...: every
-                          one is in scenarios/falsification.json with what it fails)
+                          delete-keeps-keys, holder-read-outside-commit, ...:
+                          `reqkey targets` lists every one with what it fails)
 sqlite:PATH               the reference store on a SQLite file, in process
                           (created and migrated on open)
 postgres://USER@HOST/DB   the reference store on PostgreSQL, in process
                           (tables reqkey_*, migrated on open)
-redis://HOST:PORT         the reference store on Redis, in process
+redis://HOST:PORT         the reference store on Redis, in process (rediss:// for TLS)
 redis+cluster://HOST:PORT[,HOST:PORT...]
                           the reference store on a Redis Cluster, in process
 store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any language
@@ -46,8 +46,8 @@ reference-agent           the reference agent server, in process, over a memory 
 reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous (the
                           other two profiles), or a deliberately broken executor or
                           server (policy-before-key, no-replan-after-key-taken,
-                          ignore-digest, ...: every one is in scenarios/falsification.json
-                          with what it fails)
+                          ignore-digest, ...: `reqkey targets` lists every one with
+                          what it fails)
 reference-agent[:VARIANT]@STORE
                           the same over another reference store (sqlite:PATH,
                           postgres://..., redis://..., redis+cluster://...)
@@ -109,7 +109,7 @@ fn variant_and_store(
             })?;
             Some(AgentVariant::parse(name).ok_or_else(|| {
                 TargetError::BadSpec(format!(
-                    "unknown reference-agent variant `{name}`; `reqkey run --help` lists them"
+                    "unknown reference-agent variant `{name}`; `reqkey targets` lists them"
                 ))
             })?)
         }
@@ -170,7 +170,7 @@ impl TargetSpec {
         match StoreSpec::parse(spec) {
             Ok(store) => Ok(TargetSpec::Store(store)),
             Err(_) => Err(TargetError::BadSpec(format!(
-                "unknown target `{}`; `reqkey run --help` lists the forms",
+                "unknown target `{}`; `reqkey targets` lists the forms",
                 redact_url(spec)
             ))),
         }
@@ -325,6 +325,21 @@ async fn replicated(target: ReplicaTarget) -> Result<Arc<dyn Target>, TargetErro
     let health = target.check_replicas().await?;
     check_protocol(Level::Agent, &health)?;
     Ok(Arc::new(target))
+}
+
+/// Every built-in broken variant's `--target`, by level: the broken
+/// stores and the broken reference executors.
+pub fn builtin_variants(level: Level) -> Vec<String> {
+    match level {
+        Level::Store => reqkey_reference::store::MemoryDefect::ALL
+            .iter()
+            .map(|d| format!("broken-memory:{}", d.name()))
+            .collect(),
+        Level::Agent => reqkey_reference::agent::ExecutorDefect::ALL
+            .iter()
+            .map(|d| format!("reference-agent:{}", d.name()))
+            .collect(),
+    }
 }
 
 /// Is `name` a built-in variant of `level` that the falsification record

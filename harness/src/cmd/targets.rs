@@ -1,0 +1,52 @@
+//! `reqkey targets`: every form `--target` takes, and every built-in
+//! broken variant with the scenarios it fails (from the falsification
+//! record built into this binary), so that an installed `reqkey` needs no
+//! repository file to say what it can judge.
+
+use std::process::ExitCode;
+
+use reqkey_model::vocab::Level;
+
+use crate::cmd::common::harness_error;
+use crate::cmd::coverage::suite_record;
+use crate::targets::spec::{builtin_variants, TARGET_HELP};
+
+pub fn targets_command() -> ExitCode {
+    let record = match suite_record(None) {
+        Ok(r) => r,
+        Err(e) => return harness_error(e),
+    };
+    println!("The forms of --target:\n\n{TARGET_HELP}\n");
+    println!(
+        "Secrets in a URL (user:password@, a token as the user, query values) are \
+         redacted in every output."
+    );
+    for level in Level::ALL {
+        let what = match level {
+            Level::Store => "broken stores (a store target: the store suite fails on each)",
+            Level::Agent => {
+                "broken reference servers (an agent target: the agent suite fails on each)"
+            }
+        };
+        println!("\nBuilt-in {what}:");
+        let recorded = record.level(level);
+        for variant in builtin_variants(level) {
+            let fails = recorded.get(&variant).map_or_else(
+                || "no scenario recorded".to_owned(),
+                |ids| {
+                    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+                    format!("fails {}", ids.join(", "))
+                },
+            );
+            println!("  {variant:<48} {fails}");
+        }
+        // Correct servers stated to be of another profile are recorded too.
+        for (variant, ids) in recorded {
+            if variant.contains(" --profile ") {
+                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+                println!("  {variant:<48} fails {}", ids.join(", "));
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
