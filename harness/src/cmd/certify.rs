@@ -9,8 +9,8 @@ use clap::Args;
 use reqkey_model::vocab::Level;
 
 use crate::cmd::common::{
-    execute, fresh_seed, harness_error, health, not_judged, not_judged_because, select_by_profile,
-    Outputs,
+    execute, fresh_seed, harness_error, health, not_judged, not_judged_because, open_started,
+    select_by_profile, start_owned, Outputs, StartArgs,
 };
 use crate::cmd::coverage::suite_record;
 use crate::report::{ClauseCoverage, ReportContext};
@@ -25,6 +25,8 @@ pub struct CertifyArgs {
     /// What to certify (see "Targets" below).
     #[arg(long, short)]
     pub target: String,
+    #[command(flatten)]
+    pub start: StartArgs,
     /// Where to write certificate.md, report.html, junit.xml and results.json (created if
     /// missing).
     #[arg(long, default_value = ".")]
@@ -93,7 +95,11 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
     };
-    let spec = match TargetSpec::parse(&args.target) {
+    let (mut owned, target_text) = match start_owned(&args.start, &args.target) {
+        Ok(started) => started,
+        Err(e) => return harness_error(e),
+    };
+    let spec = match TargetSpec::parse(&target_text) {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
@@ -127,7 +133,8 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Ok(c) => Some(c),
         Err(e) => return harness_error(format!("clause coverage: {e}")),
     };
-    let target = match spec.open(opts).await {
+    let target = match open_started(&spec, opts, owned.as_mut(), args.start.start_timeout_ms).await
+    {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };

@@ -107,6 +107,102 @@ pub fn with_runtime<F: std::future::Future<Output = ExitCode>>(f: impl FnOnce() 
     }
 }
 
+/// [`with_runtime`] for a command that may own processes (`--start`):
+/// Ctrl-C or SIGTERM drops the command's future, so whatever it started is
+/// stopped before the process exits (exit 130).
+pub fn with_runtime_interruptible<F: std::future::Future<Output = ExitCode>>(
+    f: impl FnOnce() -> F,
+) -> ExitCode {
+    use tokio::signal::unix::{signal, SignalKind};
+    match runtime() {
+        Ok(rt) => rt.block_on(async {
+            // Registered before the command starts anything, so that a
+            // signal can never kill the harness and leave a process behind.
+            let (Ok(mut interrupt), Ok(mut terminate)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return harness_error("cannot install the signal handlers");
+            };
+            tokio::select! {
+                code = f() => code,
+                _ = interrupt.recv() => interrupted(),
+                _ = terminate.recv() => interrupted(),
+            }
+        }),
+        Err(e) => harness_error(format!("cannot start the runtime: {e}")),
+    }
+}
+
+fn interrupted() -> ExitCode {
+    eprintln!("reqkey: interrupted; stopping what it started");
+    ExitCode::from(130)
+}
+
+/// `--start CMD` and its bound, shared by `run` and `certify`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StartArgs {
+    /// Start the target first (repeatable: one command per replica), in a
+    /// shell, and stop it afterwards on every way out (a verdict, an error,
+    /// Ctrl-C). `{port}` is a free port chosen for the command and
+    /// `{replica}` its index; `--target` may name the ports as `{port}`
+    /// (the first command's) or `{port0}`, `{port1}`...
+    #[arg(long = "start", value_name = "CMD")]
+    pub start: Vec<String>,
+    /// How long a started target may take to answer (`/health` for HTTP
+    /// targets), in milliseconds.
+    #[arg(long, default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1..=crate::targets::owned::MAX_START_TIMEOUT_MS))]
+    pub start_timeout_ms: u64,
+}
+
+/// Starts `--start`'s commands, if any, and fills their ports into the
+/// `--target` text. The returned guard stops them when dropped.
+pub fn start_owned(
+    args: &StartArgs,
+    target: &str,
+) -> Result<(Option<crate::targets::owned::Owned>, String), String> {
+    if args.start.is_empty() {
+        return Ok((None, target.to_owned()));
+    }
+    let owned = crate::targets::owned::Owned::start(&args.start)?;
+    let filled = crate::targets::owned::fill(target, &owned.ports, None);
+    Ok((Some(owned), filled))
+}
+
+/// Opens the target; when the harness started it, tries again until it
+/// answers, the command exits, or `start_timeout_ms` passes (bounded).
+pub async fn open_started(
+    spec: &crate::targets::spec::TargetSpec,
+    opts: crate::targets::TargetOptions,
+    owned: Option<&mut crate::targets::owned::Owned>,
+    start_timeout_ms: u64,
+) -> Result<Arc<dyn Target>, TargetError> {
+    let Some(owned) = owned else {
+        return spec.open(opts).await;
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(start_timeout_ms);
+    loop {
+        match spec.open(opts).await {
+            Ok(target) => return Ok(target),
+            Err(e) if !e.is_silence() => return Err(e),
+            Err(e) => {
+                if let Some(exited) = owned.exited() {
+                    return Err(TargetError::Unreachable(format!(
+                        "the started target stopped before it answered: {exited}"
+                    )));
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(TargetError::Unreachable(format!(
+                        "the started target did not answer within --start-timeout-ms {start_timeout_ms}: {e}"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 /// Where the report files of a run go.
 #[derive(Debug, Default)]
 pub struct Outputs {

@@ -8,7 +8,8 @@ use clap::Args;
 
 use crate::cmd::common::{
     check_tags_exist, execute, filter_by_tags, fresh_seed, harness_error, health, not_judged,
-    not_judged_because, select_by_profile, with_runtime, Outputs,
+    not_judged_because, open_started, select_by_profile, start_owned, with_runtime_interruptible,
+    Outputs, StartArgs,
 };
 use crate::report::ReportContext;
 use crate::run::runner::RunConfig;
@@ -28,6 +29,8 @@ pub struct RunArgs {
     /// say which target was judged, and that it was the default.
     #[arg(long, short)]
     pub target: Option<String>,
+    #[command(flatten)]
+    pub start: StartArgs,
     /// Only the scenario with this id (repeatable), from the given paths
     /// or the embedded suite: how a report's replay line names a scenario
     /// built into this binary. An id that names no scenario is exit 2.
@@ -124,7 +127,7 @@ pub fn judging_line(spec: &str, defaulted: bool) -> String {
 }
 
 pub fn run_command(args: RunArgs) -> ExitCode {
-    with_runtime(|| run_async(args))
+    with_runtime_interruptible(|| run_async(args))
 }
 
 async fn run_async(args: RunArgs) -> ExitCode {
@@ -135,7 +138,14 @@ async fn run_async(args: RunArgs) -> ExitCode {
     let defaulted = args.target.is_none();
     // Parsed once, here; from now on only the typed spec and its redacted
     // display name exist (a secret in the string reaches no output).
-    let spec = match TargetSpec::parse(args.target.as_deref().unwrap_or(DEFAULT_TARGET)) {
+    let (mut owned, target_text) = match start_owned(
+        &args.start,
+        args.target.as_deref().unwrap_or(DEFAULT_TARGET),
+    ) {
+        Ok(started) => started,
+        Err(e) => return harness_error(e),
+    };
+    let spec = match TargetSpec::parse(&target_text) {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
@@ -189,7 +199,8 @@ async fn run_async(args: RunArgs) -> ExitCode {
     ctx.target_defaulted = defaulted;
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
-    let target = match spec.open(opts).await {
+    let target = match open_started(&spec, opts, owned.as_mut(), args.start.start_timeout_ms).await
+    {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };

@@ -1,0 +1,209 @@
+//! Targets the harness starts and owns (`--start CMD`, issue 26): it
+//! starts each command in a process group of its own, waits a bounded
+//! time for the target to answer, and stops every group it started on
+//! every way out: a verdict, an error, a panic (the guard's `Drop`), and
+//! Ctrl-C or SIGTERM (the command's future is dropped, so the guard is).
+//! Jepsen and Maelstrom own the processes they test the same way; owning
+//! them is what lets a later fault step kill, pause or restart one.
+//!
+//! `{port}` in a command is a free loopback port chosen for it, and
+//! `{replica}` its index; the `--target` string may name the ports as
+//! `{port}` (the first command's) or `{port0}`, `{port1}`...
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// The longest a `--start` target may take to answer (`--start-timeout-ms`
+/// defaults to 30 s and may not exceed this).
+pub const MAX_START_TIMEOUT_MS: u64 = 600_000;
+/// How long a stopped group gets to exit on SIGTERM before SIGKILL.
+const STOP_GRACE_MS: u64 = 2_000;
+/// The most commands one run may start.
+pub const MAX_STARTED: usize = 16;
+
+/// One started command.
+#[derive(Debug)]
+struct Started {
+    command: String,
+    child: std::process::Child,
+}
+
+/// The processes the harness started; stopped (whole process groups) when
+/// dropped.
+#[derive(Debug, Default)]
+pub struct Owned {
+    started: Vec<Started>,
+    /// The port chosen for each command, by index.
+    pub ports: Vec<u16>,
+}
+
+/// A free loopback port (bound, then released for the command to take).
+fn free_port() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// `text` with `{port}` (the first port), `{portN}` and `{replica}` filled in.
+pub fn fill(text: &str, ports: &[u16], replica: Option<usize>) -> String {
+    let mut out = text.to_owned();
+    for (i, p) in ports.iter().enumerate() {
+        out = out.replace(&format!("{{port{i}}}"), &p.to_string());
+    }
+    if let Some(r) = replica {
+        out = out.replace("{replica}", &r.to_string());
+        if let Some(p) = ports.get(r) {
+            out = out.replace("{port}", &p.to_string());
+        }
+    } else if let Some(p) = ports.first() {
+        out = out.replace("{port}", &p.to_string());
+    }
+    out
+}
+
+impl Owned {
+    /// Starts every command (`sh -c`, in a process group of its own, its
+    /// output passed through to the harness's stderr).
+    pub fn start(commands: &[String]) -> Result<Owned, String> {
+        if commands.len() > MAX_STARTED {
+            return Err(format!("at most {MAX_STARTED} --start commands"));
+        }
+        let mut owned = Owned::default();
+        for _ in commands {
+            owned
+                .ports
+                .push(free_port().map_err(|e| format!("no free port for --start: {e}"))?);
+        }
+        for (i, command) in commands.iter().enumerate() {
+            let line = fill(command, &owned.ports, Some(i));
+            let child = start_one(&line)?;
+            owned.started.push(Started {
+                command: line,
+                child,
+            });
+        }
+        Ok(owned)
+    }
+
+    /// Has a started command already exited? Its command and status.
+    pub fn exited(&mut self) -> Option<String> {
+        self.started
+            .iter_mut()
+            .find_map(|s| match s.child.try_wait() {
+                Ok(Some(status)) => Some(format!("`{}` exited ({status})", s.command)),
+                _ => None,
+            })
+    }
+
+    /// The process ids of the groups started (each group's leader).
+    pub fn pids(&self) -> Vec<u32> {
+        self.started.iter().map(|s| s.child.id()).collect()
+    }
+
+    /// Stops every group: SIGTERM, up to [`STOP_GRACE_MS`] to exit, then
+    /// SIGKILL. Bounded; idempotent.
+    pub fn stop(&mut self) {
+        for s in &self.started {
+            if let Ok(pid) = i32::try_from(s.child.id()) {
+                let _ = killpg(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
+        for s in &mut self.started {
+            while Instant::now() < deadline {
+                match s.child.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+            if let Ok(pid) = i32::try_from(s.child.id()) {
+                // The group may hold children that outlived their leader.
+                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+            let _ = s.child.kill();
+            let _ = s.child.wait();
+        }
+        self.started.clear();
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn start_one(line: &str) -> Result<std::process::Child, String> {
+    use std::os::unix::process::CommandExt;
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(line)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start `{line}`: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn ports_and_replicas_are_filled_in() {
+        let ports = [7001, 7002];
+        assert_eq!(
+            fill("x --port {port} -r {replica}", &ports, Some(1)),
+            "x --port 7002 -r 1"
+        );
+        assert_eq!(
+            fill(
+                "http://127.0.0.1:{port0},http://127.0.0.1:{port1}",
+                &ports,
+                None
+            ),
+            "http://127.0.0.1:7001,http://127.0.0.1:7002"
+        );
+        assert_eq!(
+            fill("store+http://127.0.0.1:{port}", &ports, None),
+            "store+http://127.0.0.1:7001"
+        );
+    }
+
+    #[test]
+    fn a_started_group_is_gone_after_stop_children_included() {
+        let mut owned = Owned::start(&["sleep 300 & sleep 300; wait".to_owned()]).unwrap();
+        let pid = owned.pids()[0];
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(owned.exited().is_none());
+        owned.stop();
+        // Neither the shell nor its children are left running in the group
+        // (a killed child may linger as a zombie until init reaps it).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !live_in_group(pid).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(live_in_group(pid), Vec::<u32>::new(), "group {pid}");
+    }
+
+    /// The processes of process group `pgid` that are not zombies.
+    fn live_in_group(pgid: u32) -> Vec<u32> {
+        let mut live = Vec::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid pgrp ...: comm may hold spaces.
+            let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+                continue;
+            };
+            let fields: Vec<&str> = after.split_whitespace().collect();
+            if fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z" {
+                live.push(entry.file_name().to_string_lossy().parse().unwrap_or(0));
+            }
+        }
+        live
+    }
+}

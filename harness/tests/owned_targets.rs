@@ -1,0 +1,190 @@
+//! `--start CMD`: the harness starts the target, waits a bounded time for
+//! it to answer, judges it, and stops what it started on every way out —
+//! a verdict, a target that never answers, a command that exits, and
+//! Ctrl-C (issue 26). Each started process carries a marker in its
+//! environment; after `reqkey` exits, no live process may carry it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{reqkey, text};
+
+fn marker(what: &str) -> String {
+    format!(
+        "reqkey-owned-{what}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    )
+}
+
+/// Live (not zombie) processes whose environment holds `marker`.
+fn carrying(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|s| s.rfind(')').map(|i| s[i + 2..].starts_with('Z')))
+            .unwrap_or(true);
+        if !zombie && env.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits (bounded) until no live process carries `marker`.
+fn assert_none_left(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !carrying(marker).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        carrying(marker),
+        Vec::<u32>::new(),
+        "processes left: {marker}"
+    );
+}
+
+fn serve_store(marker: &str) -> String {
+    format!(
+        "REQKEY_MARKER={marker} exec {} serve store --store memory --listen 127.0.0.1:{{port}}",
+        env!("CARGO_BIN_EXE_reqkey")
+    )
+}
+
+#[test]
+fn a_started_store_is_judged_and_stopped() {
+    let m = marker("green");
+    let o = reqkey(&[
+        "run",
+        "--start",
+        &serve_store(&m),
+        "--target",
+        "store+http://127.0.0.1:{port}",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_none_left(&m);
+}
+
+#[test]
+fn replicas_are_started_each_on_its_own_port_and_all_stopped() {
+    let m = marker("replicas");
+    let cmd = format!(
+        "REQKEY_MARKER={m} exec {} serve agent --store memory --listen 127.0.0.1:{{port}}",
+        env!("CARGO_BIN_EXE_reqkey")
+    );
+    // Two independent agents over separate memory stores are not one
+    // deployment: the cross-replica scenarios fail them (exit 1). What is
+    // checked here is that both were started, judged and stopped.
+    let o = reqkey(&[
+        "run",
+        "--start",
+        &cmd,
+        "--start",
+        &cmd,
+        "--target",
+        "http://127.0.0.1:{port0},http://127.0.0.1:{port1}",
+        "--quiet",
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+    assert_none_left(&m);
+}
+
+#[test]
+fn a_target_that_never_answers_is_no_verdict_and_is_stopped() {
+    let m = marker("silent");
+    let dir = std::env::temp_dir().join(&m);
+    let o = reqkey(&[
+        "certify",
+        "--start",
+        &format!("REQKEY_MARKER={m} sleep 300 & REQKEY_MARKER={m} sleep 300; wait"),
+        "--target",
+        "store+http://127.0.0.1:{port}",
+        "--start-timeout-ms",
+        "1500",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("did not answer within --start-timeout-ms"),
+        "{}",
+        text(&o)
+    );
+    assert!(std::fs::read_to_string(dir.join("certificate.md"))
+        .unwrap()
+        .contains("NOT JUDGED"));
+    assert_none_left(&m);
+}
+
+#[test]
+fn a_command_that_exits_is_named_at_once() {
+    let started = Instant::now();
+    let o = reqkey(&[
+        "run",
+        "--start",
+        "echo no adapter here >&2; exit 3",
+        "--target",
+        "store+http://127.0.0.1:{port}",
+        "--start-timeout-ms",
+        "60000",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("exited"), "{}", text(&o));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "not waited out"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_what_was_started() {
+    let m = marker("interrupted");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "run",
+            "--start",
+            &format!("REQKEY_MARKER={m} sleep 300"),
+            "--target",
+            "store+http://127.0.0.1:{port}",
+            "--start-timeout-ms",
+            "120000",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while carrying(&m).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!carrying(&m).is_empty(), "the command was started");
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "reqkey did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert_none_left(&m);
+}
