@@ -240,3 +240,27 @@ fn a_real_browser_renders_the_certificate_page_with_its_verdict_and_race_timelin
     eprintln!("screenshot: {}", shot.display());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn failures_come_first_with_links_and_the_not_applicable_list_is_shown() {
+    let (mut ctx, scenarios, summary) = fixed_run();
+    ctx.not_applicable = vec![reqkey_harness::run::select::NotApplicable {
+        id: "fixture.keys-ignored".into(),
+        file: PathBuf::from("fixture.keys-ignored.yaml"),
+        requires: "supportsRequestKey: false".into(),
+    }];
+    let page = render(&ctx, &scenarios, &summary);
+    let at = |needle: &str| {
+        page.find(needle)
+            .unwrap_or_else(|| panic!("the page has no {needle}"))
+    };
+    // The verdict, then the index of what is not green (linked), then the
+    // failures themselves, then the green ones, then what did not apply.
+    assert!(at("id=\"verdict\"") < at("id=\"failures\""));
+    assert!(page.contains("<a href=\"#fixture.race\">fixture.race</a>"));
+    assert!(page.contains("breaks <code class=\"clause\">store.commit.cas</code>"));
+    assert!(at("id=\"fixture.race\"") < at("id=\"level-store\""));
+    assert!(at("id=\"level-store\"") < at("id=\"fixture.ok\""));
+    assert!(at("id=\"not-applicable\"") > at("id=\"fixture.ok\""));
+    assert!(page.contains("<code>fixture.keys-ignored</code></td><td>supportsRequestKey: false"));
+}

@@ -269,24 +269,24 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             "yes: the built-in default, no --target was given".into(),
         );
     }
-    if let Some(h) = &ctx.health {
-        let profile: Vec<String> = ["supportsRequestKey", "concurrentEntry", "protocol"]
-            .iter()
-            .filter_map(|k| h.get(*k).map(|v| format!("{k}: {v}")))
-            .collect();
-        if !profile.is_empty() {
-            fact(
-                "profile",
-                format!(
-                    "<span id=\"profile\">{}</span>",
-                    escape(&profile.join(", "))
-                ),
-            );
-        }
+    if let Some(p) = &ctx.profile {
         fact(
-            "identity",
-            format!("<code>{}</code>", escape(&h.to_string())),
+            "profile",
+            format!("<span id=\"profile\">{}</span>", escape(&p.describe())),
         );
+    }
+    if let Some(h) = &ctx.health {
+        let field = |k: &str| h.get(k).and_then(serde_json::Value::as_str);
+        let identity = match (field("name"), field("version"), field("protocol")) {
+            (Some(n), Some(v), Some(p)) => format!(
+                "<code>{}</code> {}, protocol <code>{}</code>",
+                escape(n),
+                escape(v),
+                escape(p)
+            ),
+            _ => format!("<code>{}</code>", escape(&h.to_string())),
+        };
+        fact("identity (/health)", identity);
     }
     if let Some(s) = &ctx.suite {
         fact(
@@ -309,6 +309,45 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
         fact("narrowed by", escape(&ctx.selection.join(" ")));
     }
     out.push_str("</table>");
+    // What a reader looks for first: what broke, with links to it.
+    let broken: Vec<&ScenarioResult> = summary
+        .results
+        .iter()
+        .filter(|r| !r.verdict.is_green())
+        .collect();
+    if !broken.is_empty() {
+        let _ = write!(
+            out,
+            "<h2 id=\"failures\">Not green: {} scenarios</h2><ul class=\"failures-index\">",
+            broken.len()
+        );
+        for r in &broken {
+            let clauses = if r.checks.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " — breaks {}",
+                    r.checks
+                        .iter()
+                        .map(|c| format!("<code class=\"clause\">{}</code>", escape(c)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            let _ = write!(
+                out,
+                "<li><a href=\"#{}\">{}</a> <span class=\"badge {}\">{}</span>{clauses}</li>",
+                escape(&r.id),
+                escape(&r.id),
+                r.verdict.as_str(),
+                escape(verdict_label(r.verdict).trim())
+            );
+        }
+        out.push_str("</ul>");
+        for r in &broken {
+            scenario_html(r, by_id.get(r.id.as_str()).copied(), &mut out);
+        }
+    }
     for level in [Level::Store, Level::Agent] {
         let results: Vec<&ScenarioResult> = summary
             .results
@@ -318,15 +357,33 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
         if results.is_empty() {
             continue;
         }
-        let green = results.iter().filter(|r| r.verdict.is_green()).count();
+        let green: Vec<&&ScenarioResult> =
+            results.iter().filter(|r| r.verdict.is_green()).collect();
         let _ = write!(
             out,
-            "<h2 id=\"level-{level}\">{level} scenarios: {green} of {} green</h2>",
+            "<h2 id=\"level-{level}\">{level} scenarios: {} of {} green</h2>",
+            green.len(),
             results.len()
         );
-        for r in results {
+        for r in green {
             scenario_html(r, by_id.get(r.id.as_str()).copied(), &mut out);
         }
+    }
+    if !ctx.not_applicable.is_empty() {
+        let _ = write!(
+            out,
+            "<h2 id=\"not-applicable\">Not applicable to this profile: {} scenarios (not run)</h2><table class=\"facts\"><tr><th>scenario</th><th>requires</th></tr>",
+            ctx.not_applicable.len()
+        );
+        for n in &ctx.not_applicable {
+            let _ = write!(
+                out,
+                "<tr><td><code>{}</code></td><td>{}</td></tr>",
+                escape(&n.id),
+                escape(&n.requires)
+            );
+        }
+        out.push_str("</table>");
     }
     out.push_str("</body></html>\n");
     out
