@@ -240,7 +240,7 @@ pub async fn select_by_profile(
         .map_err(|e| e.to_string())?;
     let info = resolve_profile(target, stated, timeout_ms)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("{e} (`run` and `certify` take --profile to state one)"))?;
     let (apply, not) = by_profile(scenarios, &info.profile);
     if !quiet {
         println!("reqkey: profile: {}", info.describe());

@@ -195,7 +195,12 @@ async fn run(args: ProxyArgs) -> ExitCode {
                 info.describe()
             ))
         }
-        Err(e) => return harness_error(format!("no verdict: {e}")),
+        Err(e) => {
+            return harness_error(format!(
+                "no verdict: {e}; reqkey proxy judges clients of a server whose /health \
+                 declares supportsRequestKey: true"
+            ))
+        }
     }
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,

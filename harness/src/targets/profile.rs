@@ -212,7 +212,7 @@ pub async fn resolve_profile(
             declared: None,
         }),
         (None, Err(e)) => Err(ProfileError::Health(format!(
-            "{} declares no profile: {e} (state one with --profile)",
+            "{} declares no profile: {e}",
             target.describe()
         ))),
     }
