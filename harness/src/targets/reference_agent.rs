@@ -1,12 +1,13 @@
 //! `reference-agent[:VARIANT][@STORE]`: the reference server of
 //! `reqkey-reference` started in process on an ephemeral port, over a fresh
 //! memory store or another reference store, and reached over real HTTP.
-//! Variants (`no-request-keys`, `interrupt-previous`, and deliberately
+//! Variants (`no-request-keys`, `interrupt-previous`, `entry-wait`, and deliberately
 //! broken executors) prove that the agent corpus fails servers that get
 //! keys wrong.
 
 use std::sync::Arc;
 
+use reqkey_reference::agent::executor::ENTRY_WAIT_MS;
 use reqkey_reference::agent::{
     spawn, ConcurrentEntry, Executor, ExecutorConfig, ExecutorDefect, ServerHandle,
 };
@@ -16,8 +17,9 @@ use crate::targets::http_agent::HttpAgentTarget;
 use crate::targets::{open_error, TargetError, TargetOptions};
 
 /// The executor configuration a `reference-agent[:VARIANT]` spec names.
-/// `no-request-keys` and `interrupt-previous` are correct servers of the
-/// other two profiles (SPEC 7); every other variant is a deliberately
+/// `no-request-keys`, `interrupt-previous` and `entry-wait` (entries
+/// admitted one at a time, `entryWaitMs` declared) are correct servers of
+/// the other profiles (SPEC 7); every other variant is a deliberately
 /// broken executor (of the profile its defect belongs to).
 pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetError> {
     let mut config = ExecutorConfig::default();
@@ -25,6 +27,7 @@ pub fn reference_config(variant: Option<&str>) -> Result<ExecutorConfig, TargetE
         None => {}
         Some("no-request-keys") => config.supports_request_key = false,
         Some("interrupt-previous") => config.policy = ConcurrentEntry::InterruptPrevious,
+        Some("entry-wait") => config.entry_wait_ms = Some(ENTRY_WAIT_MS),
         Some(name) => {
             let defect = ExecutorDefect::parse(name).ok_or_else(|| {
                 TargetError::BadSpec(format!(
