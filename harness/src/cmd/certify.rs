@@ -18,6 +18,7 @@ use crate::run::suite;
 use crate::targets::spec::TargetSpec;
 use crate::targets::TargetOptions;
 use reqkey_check::coverage;
+use reqkey_reference::store::legacy;
 
 #[derive(Debug, Args)]
 pub struct CertifyArgs {
@@ -54,6 +55,14 @@ pub struct CertifyArgs {
     /// The certificate says the profile was stated, not declared.
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
+    /// Certify an upgraded store: before the suite, write N sessions of
+    /// keyless runs through the store's FIRST schema version (the target
+    /// must be a reference SQL store, sqlite:PATH or postgres://..., with no
+    /// schema yet); opening the target migrates them, and after the suite
+    /// they must still read as keyless runs, replay, and take new keyless
+    /// and keyed runs (SPEC 4, `[S4-upgrade]`). Otherwise exit 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=reqkey_reference::store::legacy::MAX_LEGACY_SESSIONS))]
+    pub seed_legacy: Option<u64>,
 }
 
 /// The clause coverage of a level's whole suite, as a certificate states it.
@@ -80,6 +89,20 @@ pub const CERTIFICATE_FILE: &str = "certificate.md";
 pub const JUNIT_FILE: &str = "junit.xml";
 pub const RESULTS_FILE: &str = "results.json";
 pub const HTML_FILE: &str = "report.html";
+
+/// Opens the upgraded store again and checks its legacy runs (after the
+/// suite, so they lived through it).
+async fn check_upgraded(target: &str, seed: &legacy::LegacySeed) -> Result<(), Vec<String>> {
+    let store = reqkey_reference::store::open(target)
+        .await
+        .map_err(|e| vec![format!("reopening the store: {e}")])?;
+    let problems = legacy::check_legacy(store.as_ref(), seed).await;
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
 
 pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     let opts = TargetOptions {
@@ -120,6 +143,23 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Ok(c) => Some(c),
         Err(e) => return harness_error(format!("clause coverage: {e}")),
     };
+    let legacy = match args.seed_legacy {
+        None => None,
+        Some(_) if spec.level() != crate::targets::Level::Store => {
+            return harness_error("--seed-legacy certifies a store, not an agent server")
+        }
+        Some(n) => match legacy::seed_legacy(&args.target, n).await {
+            Ok(seed) => {
+                if !args.quiet {
+                    eprintln!(
+                        "reqkey: wrote {n} sessions of keyless runs through the store's first schema version"
+                    );
+                }
+                Some(seed)
+            }
+            Err(e) => return harness_error(format!("--seed-legacy: {e}")),
+        },
+    };
     let target = match spec.open(&args.target, opts).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
@@ -154,7 +194,23 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     ctx.health = Some(identity);
     ctx.profile = Some(profile);
     ctx.not_applicable = not_applicable;
-    let code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
+    let mut code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
+    if let Some(seed) = &legacy {
+        match check_upgraded(&args.target, seed).await {
+            Ok(()) => eprintln!(
+                "reqkey: upgrade: the {} legacy sessions read and behave as before",
+                seed.sessions.len()
+            ),
+            Err(problems) => {
+                for p in &problems {
+                    eprintln!("reqkey: upgrade: FAIL {p}");
+                }
+                if code == ExitCode::SUCCESS {
+                    code = ExitCode::from(1);
+                }
+            }
+        }
+    }
     if !args.quiet {
         eprintln!(
             "reqkey: wrote {}",
