@@ -1302,6 +1302,20 @@ mod tests {
             ..Profile::default()
         };
         assert_eq!(s.requires.unmet(&ip), None);
+        let waits = parse_scenario(
+            Path::new("x.yaml"),
+            "id: t\nlevel: agent\nsummary: s\nrequires: {entryWaitMs: 1000}\nsteps:\n  - sleep_ms: 1\n",
+        )
+        .unwrap();
+        assert_eq!(
+            waits.requires.unmet(&Profile::default()).as_deref(),
+            Some("entryWaitMs: at least 1000")
+        );
+        let declared = Profile {
+            entry_wait_ms: 2000,
+            ..Profile::default()
+        };
+        assert_eq!(waits.requires.unmet(&declared), None);
         let e = err("id: t\nlevel: agent\nsummary: s\nrequires: {concurrentEntry: queue}\nsteps:\n  - sleep_ms: 1\n");
         assert!(e.starts_with("x.yaml:4:"), "{e}");
         let e = err("id: t\nlevel: agent\nsummary: s\nrequires: {supportsRequestKeys: true}\nsteps:\n  - sleep_ms: 1\n");

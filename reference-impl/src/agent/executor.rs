@@ -36,6 +36,18 @@
 //! never ends, while a run whose replica is alive and renewing is never
 //! taken. Any number of replicas may share one store this way.
 //!
+//! **Admission** (SPEC 7, `entryWaitMs`): the framework's Durable Object
+//! holds a producer claim on a session while it admits an entry, and a
+//! keyed request waits for that claim instead of answering busy. With
+//! [`ExecutorConfig::entry_wait_ms`] this executor does the same with a
+//! per-session claim held from an entry's first read to its commit (or
+//! refusal): a keyed entry waits for it up to that long, then plans from
+//! fresh reads (a duplicate attaches); a keyless one is answered busy at
+//! once, as before keys existed. Without it (the default) there is no
+//! claim, and the store's CAS and key rule arbitrate as above. Either way
+//! the test agent's `[admit:N]` lengthens an entry's admission by N ms, so
+//! the suite can send a second entry while the first is being admitted.
+//!
 //! [`ExecutorDefect`] builds deliberately broken executors (the way
 //! `MemoryDefect` builds broken stores), to prove the agent corpus has teeth.
 
@@ -606,6 +618,8 @@ impl Executor {
         let _admission = self.admit(session, req.kind, key.is_some()).await?;
         let mut replanned = false;
         let mut look_up_key = true;
+        // `[admit:N]` lengthens the admission once, not once per decision.
+        let mut admission_lengthened = false;
         for _ in 0..MAX_DECISIONS {
             // The current run is read BEFORE the holder: if the policy then
             // refuses, no holder existed when this current run was read, so
@@ -671,7 +685,8 @@ impl Executor {
             // `[[agent.test-agent.admit]]`), before the lease is taken so a
             // long one never leaves a lease to run out before the commit.
             let admit_ms = parse_script(&input_text(&input)).admit_ms;
-            if admit_ms > 0 {
+            if admit_ms > 0 && !admission_lengthened {
+                admission_lengthened = true;
                 tokio::time::sleep(Duration::from_millis(admit_ms)).await;
             }
             let run_id = self.next_run_id();
