@@ -25,10 +25,11 @@ cd "$(dirname "$0")/.."
 # is the memory store behind `reqkey serve store`, certified through the
 # reqkey-store/1 wire exactly as an adapter in another language would be.
 # `reference-agent` is the reference agent server (in process, over HTTP on
-# an ephemeral port) certified against the agent suite; the two
-# `reference-agent-*` variants are the same server on the other two profiles
-# (keys ignored; concurrentEntry interrupt_previous), each certified against
-# the profile its /health declares.
+# an ephemeral port) certified against the agent suite; the
+# `reference-agent-*` variants are the same server on the other profiles
+# (keys ignored; concurrentEntry interrupt_previous; entries admitted one at
+# a time with entryWaitMs declared), each certified against the profile its
+# /health declares.
 SQLITE_FILE="${TMPDIR:-/tmp}/reqkey-certify.sqlite"
 HTTP_LISTEN="127.0.0.1:7311"
 declare -A TARGETS=(
@@ -40,8 +41,9 @@ declare -A TARGETS=(
   [reference-agent]="reference-agent"
   [reference-agent-no-request-keys]="reference-agent:no-request-keys"
   [reference-agent-interrupt-previous]="reference-agent:interrupt-previous"
+  [reference-agent-entry-wait]="reference-agent:entry-wait"
 )
-ORDER=(memory sqlite postgres redis memory-http reference-agent reference-agent-no-request-keys reference-agent-interrupt-previous)
+ORDER=(memory sqlite postgres redis memory-http reference-agent reference-agent-no-request-keys reference-agent-interrupt-previous reference-agent-entry-wait)
 
 rm_sqlite() { rm -f "$SQLITE_FILE" "$SQLITE_FILE-wal" "$SQLITE_FILE-shm"; }
 server_pid=""

@@ -25,13 +25,14 @@ use reqkey_harness::targets::spec::open_target;
 use reqkey_harness::targets::TargetOptions;
 
 /// Scenarios that need a server which records keys (either policy).
-const KEYED: [&str; 20] = [
+const KEYED: [&str; 21] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
     "agent.chat-never-shows-another-run",
     "agent.chat-retried-send-attaches",
     "agent.chat-tool-result-is-keyless",
+    "agent.chat-unidentified-run-is-transport-error",
     "agent.concurrent-duplicate-chats",
     "agent.concurrent-duplicate-resumes",
     "agent.concurrent-duplicates",
@@ -63,8 +64,11 @@ const KEYLESS_REJECT: [&str; 2] = [
 ];
 
 /// Scenarios every SPEC 7 server passes, whatever its profile.
-const ANY_PROFILE: [&str; 7] = [
+const ANY_PROFILE: [&str; 10] = [
     "agent.bad-bodies",
+    "agent.chat-reconnect-ignores-the-key",
+    "agent.chat-reconnect-streams-the-current-run",
+    "agent.chat-unidentified-keyless-send-commits-its-input",
     "agent.concurrent-keyless-starts",
     "agent.entry-completes-a-suspended-run",
     "agent.health",
@@ -86,6 +90,13 @@ const INTERRUPT_PREVIOUS_KEYED: [&str; 4] = [
     "agent.interrupt-previous.concurrent-keyed-sends",
     "agent.interrupt-previous.duplicate-attaches-before-the-policy",
     "agent.interrupt-previous.keyed-send-interrupts-the-running-run",
+];
+
+/// Scenarios of a server that declares `entryWaitMs` (keys recorded,
+/// `reject`).
+const ENTRY_WAIT: [&str; 2] = [
+    "agent.entry-wait.keyed-duplicate-waits-for-the-admission",
+    "agent.entry-wait.keyless-entry-is-busy-at-once",
 ];
 
 /// Keyless scenarios of `interrupt_previous` (any key support).
@@ -128,6 +139,7 @@ fn assert_green(target: &str, run: &ProfileRun, source: ProfileSource, want: &BT
         &KEYS_IGNORED,
         &INTERRUPT_PREVIOUS_KEYED,
         &INTERRUPT_PREVIOUS_KEYLESS,
+        &ENTRY_WAIT,
     ]);
     assert_eq!(
         everything, all,
@@ -211,6 +223,29 @@ async fn an_interrupt_previous_server_passes_its_profile_and_fails_the_default_o
     );
     assert_failures_are_verdicts(target, &forced.summary);
 }
+
+/// A server that admits a session's entries one at a time and declares
+/// `entryWaitMs` passes the default corpus and the admission scenarios;
+/// the default server (no admission claim), stated to declare it, fails
+/// the keyless one (it starts a run where busy is due).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_entry_wait_server_passes_its_profile() {
+    let target = "reference-agent:entry-wait";
+    let own = run_agent_profile(target, None, 11).await;
+    assert_eq!(own.profile.profile.entry_wait_ms, 2000);
+    let mut want = default_profile_ids();
+    want.extend(ENTRY_WAIT);
+    assert_green(target, &own, ProfileSource::Declared, &want);
+    let stated = run_agent_profile("reference-agent", Some(ENTRY_WAIT_PROFILE), 11).await;
+    assert_eq!(
+        failing(&stated.summary),
+        set(&[&["agent.entry-wait.keyless-entry-is-busy-at-once"]]),
+    );
+    assert_failures_are_verdicts("reference-agent", &stated.summary);
+}
+
+/// The `--profile` of a server that declares `entryWaitMs: 2000`.
+const ENTRY_WAIT_PROFILE: &str = "supportsRequestKey=true,concurrentEntry=reject,entryWaitMs=2000";
 
 /// The default server, stated to be of another profile, fails that
 /// profile's own scenarios: each of them can fail.
@@ -306,13 +341,14 @@ const RACES: [&str; 4] = [
 /// The scenario named after each broken executor's rule: it must fail it
 /// (a race scenario for the one whose bug only shows under a race).
 /// A correct server and a profile it does not keep, as `--profile` states.
-const PROFILE_MISMATCHES: [(&str, &str); 3] = [
+const PROFILE_MISMATCHES: [(&str, &str); 4] = [
     ("reference-agent", "keys-ignored"),
+    ("reference-agent", ENTRY_WAIT_PROFILE),
     ("reference-agent", "interrupt-previous"),
     ("reference-agent:interrupt-previous", "default"),
 ];
 
-const NAMED_AFTER: [(&str, &str); 19] = [
+const NAMED_AFTER: [(&str, &str); 24] = [
     ("policy-before-key", "agent.keyed-retries-skip-refusals"),
     ("no-replan-after-key-taken", "agent.concurrent-duplicates"),
     ("ignore-digest", "agent.key-conflict"),
@@ -344,6 +380,26 @@ const NAMED_AFTER: [(&str, &str); 19] = [
         "agent.race.delete-keyed-entries",
     ),
     ("run-lookup-ignores-session", "agent.session-isolation"),
+    (
+        "reconnect-is-a-send",
+        "agent.chat-reconnect-streams-the-current-run",
+    ),
+    (
+        "reconnect-refuses-malformed-key",
+        "agent.chat-reconnect-ignores-the-key",
+    ),
+    (
+        "lost-run-streams-from-head",
+        "agent.chat-unidentified-run-is-transport-error",
+    ),
+    (
+        "busy-at-once",
+        "agent.entry-wait.keyed-duplicate-waits-for-the-admission",
+    ),
+    (
+        "keyless-waits",
+        "agent.entry-wait.keyless-entry-is-busy-at-once",
+    ),
 ];
 
 /// Variants whose bug shows only under a race, but there on every run of

@@ -127,12 +127,17 @@ pub struct Requires {
     pub supports_request_key: Option<bool>,
     /// The server's `concurrentEntry`.
     pub concurrent_entry: Option<ConcurrentEntry>,
+    /// The least `entryWaitMs` the server must declare (SPEC 7): the
+    /// scenario's admissions are shorter than this.
+    pub entry_wait_ms: Option<u64>,
 }
 
 impl Requires {
     /// Does it require anything at all?
     pub fn is_empty(&self) -> bool {
-        self.supports_request_key.is_none() && self.concurrent_entry.is_none()
+        self.supports_request_key.is_none()
+            && self.concurrent_entry.is_none()
+            && self.entry_wait_ms.is_none()
     }
 
     /// What `profile` lacks, as the requirement it fails
@@ -147,6 +152,11 @@ impl Requires {
         if let Some(want) = self.concurrent_entry {
             if want != profile.concurrent_entry {
                 unmet.push(format!("concurrentEntry: {}", want.name()));
+            }
+        }
+        if let Some(least) = self.entry_wait_ms {
+            if profile.entry_wait_ms < least {
+                unmet.push(format!("entryWaitMs: at least {least}"));
             }
         }
         (!unmet.is_empty()).then(|| unmet.join(", "))
@@ -1295,6 +1305,20 @@ mod tests {
             ..Profile::default()
         };
         assert_eq!(s.requires.unmet(&ip), None);
+        let waits = parse_scenario(
+            Path::new("x.yaml"),
+            "id: t\nlevel: agent\nsummary: s\nrequires: {entryWaitMs: 1000}\nsteps:\n  - sleep_ms: 1\n",
+        )
+        .unwrap();
+        assert_eq!(
+            waits.requires.unmet(&Profile::default()).as_deref(),
+            Some("entryWaitMs: at least 1000")
+        );
+        let declared = Profile {
+            entry_wait_ms: 2000,
+            ..Profile::default()
+        };
+        assert_eq!(waits.requires.unmet(&declared), None);
         let e = err("id: t\nlevel: agent\nsummary: s\nrequires: {concurrentEntry: queue}\nsteps:\n  - sleep_ms: 1\n");
         assert!(e.starts_with("x.yaml:4:"), "{e}");
         let e = err("id: t\nlevel: agent\nsummary: s\nrequires: {supportsRequestKeys: true}\nsteps:\n  - sleep_ms: 1\n");

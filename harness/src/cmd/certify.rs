@@ -19,6 +19,7 @@ use crate::run::suite;
 use crate::targets::spec::TargetSpec;
 use crate::targets::TargetOptions;
 use reqkey_check::coverage;
+use reqkey_reference::store::legacy;
 
 #[derive(Debug, Args)]
 pub struct CertifyArgs {
@@ -57,6 +58,14 @@ pub struct CertifyArgs {
     /// The certificate says the profile was stated, not declared.
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
+    /// Certify an upgraded store: before the suite, write N sessions of
+    /// keyless runs through the store's FIRST schema version (the target
+    /// must be a reference SQL store, sqlite:PATH or postgres://..., with no
+    /// schema yet); opening the target migrates them, and after the suite
+    /// they must still read as keyless runs, replay, and take new keyless
+    /// and keyed runs (SPEC 4, `[S4-upgrade]`). Otherwise exit 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=reqkey_reference::store::legacy::MAX_LEGACY_SESSIONS))]
+    pub seed_legacy: Option<u64>,
 }
 
 /// The clause coverage of a level's whole suite, as a certificate states it.
@@ -89,6 +98,24 @@ pub const CERTIFICATE_FILE: &str = "certificate.md";
 pub const JUNIT_FILE: &str = "junit.xml";
 pub const RESULTS_FILE: &str = "results.json";
 pub const HTML_FILE: &str = "report.html";
+
+/// Opens the upgraded store again and checks its legacy runs (after the
+/// suite, so they lived through it).
+async fn check_upgraded(
+    spec: &reqkey_reference::store::StoreSpec,
+    seed: &legacy::LegacySeed,
+) -> Result<(), Vec<String>> {
+    let store = spec
+        .open()
+        .await
+        .map_err(|e| vec![format!("reopening the store: {e}")])?;
+    let problems = legacy::check_legacy(store.as_ref(), seed).await;
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
 
 pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     let opts = TargetOptions {
@@ -133,6 +160,25 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Ok(c) => Some(c),
         Err(e) => return harness_error(format!("clause coverage: {e}")),
     };
+    let legacy = match (args.seed_legacy, &spec) {
+        (None, _) => None,
+        (Some(n), TargetSpec::Store(store)) => match legacy::seed_legacy(store, n).await {
+            Ok(seed) => {
+                if !args.quiet {
+                    eprintln!(
+                        "reqkey: wrote {n} sessions of keyless runs through the store's first schema version"
+                    );
+                }
+                Some((store.clone(), seed))
+            }
+            Err(e) => return harness_error(format!("--seed-legacy: {e}")),
+        },
+        (Some(_), _) => {
+            return harness_error(
+                "--seed-legacy certifies a reference SQL store in process (sqlite:PATH, postgres://...)",
+            )
+        }
+    };
     let target = match open_started(&spec, opts, owned.as_mut(), args.start.start_timeout_ms).await
     {
         Ok(t) => t,
@@ -171,5 +217,25 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     ctx.health = Some(identity);
     ctx.profile = Some(profile);
     ctx.not_applicable = not_applicable;
-    execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await
+    let mut code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
+    if let Some((store, seed)) = &legacy {
+        match check_upgraded(store, seed).await {
+            Ok(()) => eprintln!(
+                "reqkey: upgrade: the {} legacy sessions read and behave as before",
+                seed.sessions.len()
+            ),
+            Err(problems) => {
+                for p in &problems {
+                    eprintln!(
+                        "reqkey: upgrade: FAIL {}",
+                        crate::report::inert::terminal(p)
+                    );
+                }
+                if code == ExitCode::SUCCESS {
+                    code = ExitCode::from(1);
+                }
+            }
+        }
+    }
+    code
 }

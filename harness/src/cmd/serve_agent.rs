@@ -39,6 +39,12 @@ pub struct ServeAgentArgs {
     #[arg(long, default_value_t = reqkey_reference::agent::LEASE_MS,
           value_parser = clap::value_parser!(u64).range(30..=600_000))]
     pub lease_ms: u64,
+    /// Admit a session's entries one at a time and declare `entryWaitMs`
+    /// in `/health` (SPEC 7): a keyed entry waits this long for another
+    /// entry's admission, a keyless one is answered busy at once. Without
+    /// it, no admission claim (the store's CAS and key rule arbitrate).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub entry_wait_ms: Option<u64>,
 }
 
 fn error(message: impl std::fmt::Display) -> ExitCode {
@@ -62,6 +68,7 @@ pub async fn serve_agent(
         supports_request_key: !args.no_request_keys,
         policy: ConcurrentEntry::parse(&args.policy).unwrap_or_default(),
         lease_ms: args.lease_ms,
+        entry_wait_ms: args.entry_wait_ms,
         ..ExecutorConfig::default()
     };
     let executor = Executor::new(store, config);

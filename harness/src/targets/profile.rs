@@ -28,7 +28,10 @@ pub const AGENT_PROTOCOL: &str = "reqkey-agent/1";
 /// The `--profile` forms, for help texts.
 pub const PROFILE_HELP: &str = "default (supportsRequestKey: true, concurrentEntry: reject), \
 keys-ignored (supportsRequestKey: false), interrupt-previous (concurrentEntry: \
-interrupt_previous), or supportsRequestKey=BOOL,concurrentEntry=reject|interrupt_previous";
+interrupt_previous), or supportsRequestKey=BOOL,concurrentEntry=reject|interrupt_previous[,entryWaitMs=MS]";
+
+/// The largest `entryWaitMs` a profile may declare (SPEC 7).
+pub const MAX_ENTRY_WAIT_MS: u64 = 60_000;
 
 /// Why a profile could not be read. Exit 2.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -74,9 +77,22 @@ pub fn profile_from_health(health: &Value) -> Result<Profile, ProfileError> {
         },
         Some(v) => return bad(format!("concurrentEntry is {}, not a string", short(v))),
     };
+    let entry_wait_ms = match obj.get("entryWaitMs") {
+        None => 0,
+        Some(v) => match v.as_u64().filter(|ms| *ms <= MAX_ENTRY_WAIT_MS) {
+            Some(ms) => ms,
+            None => {
+                return bad(format!(
+                    "entryWaitMs is {}, not an integer from 0 to {MAX_ENTRY_WAIT_MS}",
+                    short(v)
+                ))
+            }
+        },
+    };
     Ok(Profile {
         supports_request_key,
         concurrent_entry,
+        entry_wait_ms,
     })
 }
 
@@ -99,7 +115,7 @@ pub fn parse_profile_flag(text: &str) -> Result<Profile, ProfileError> {
         return Ok(p);
     }
     let mut profile = Profile::default();
-    let mut seen = (false, false);
+    let mut seen = (false, false, false);
     for part in text.split(',') {
         let (key, value) = part.split_once('=').ok_or_else(bad)?;
         match (key.trim(), value.trim()) {
@@ -110,6 +126,14 @@ pub fn parse_profile_flag(text: &str) -> Result<Profile, ProfileError> {
             ("concurrentEntry", v) if !seen.1 => {
                 seen.1 = true;
                 profile.concurrent_entry = ConcurrentEntry::parse(v).ok_or_else(bad)?;
+            }
+            ("entryWaitMs", v) if !seen.2 => {
+                seen.2 = true;
+                profile.entry_wait_ms = v
+                    .parse()
+                    .ok()
+                    .filter(|ms| *ms <= MAX_ENTRY_WAIT_MS)
+                    .ok_or_else(bad)?;
             }
             _ => return Err(bad()),
         }
@@ -246,7 +270,17 @@ mod tests {
             ),
             Ok(Profile {
                 supports_request_key: false,
-                concurrent_entry: ConcurrentEntry::InterruptPrevious
+                concurrent_entry: ConcurrentEntry::InterruptPrevious,
+                entry_wait_ms: 0,
+            })
+        );
+        assert_eq!(
+            p(
+                json!({"protocol": "reqkey-agent/1", "supportsRequestKey": true, "entryWaitMs": 2000})
+            ),
+            Ok(Profile {
+                entry_wait_ms: 2000,
+                ..Profile::default()
             })
         );
     }
@@ -260,6 +294,9 @@ mod tests {
             json!({"protocol": "reqkey-agent/1", "supportsRequestKey": "yes"}),
             json!({"protocol": "reqkey-agent/1", "supportsRequestKey": true, "concurrentEntry": "queue"}),
             json!({"protocol": "reqkey-agent/1", "supportsRequestKey": true, "concurrentEntry": null}),
+            json!({"protocol": "reqkey-agent/1", "supportsRequestKey": true, "entryWaitMs": -1}),
+            json!({"protocol": "reqkey-agent/1", "supportsRequestKey": true, "entryWaitMs": "2000"}),
+            json!({"protocol": "reqkey-agent/1", "supportsRequestKey": true, "entryWaitMs": 60001}),
             json!([1]),
         ] {
             assert!(
@@ -274,7 +311,13 @@ mod tests {
         let ip = Profile {
             supports_request_key: true,
             concurrent_entry: ConcurrentEntry::InterruptPrevious,
+            entry_wait_ms: 0,
         };
+        let waits = Profile {
+            entry_wait_ms: 2000,
+            ..Profile::default()
+        };
+        assert_eq!(parse_profile_flag(&waits.flag()), Ok(waits));
         assert_eq!(parse_profile_flag("default"), Ok(Profile::default()));
         assert_eq!(parse_profile_flag("interrupt-previous"), Ok(ip));
         assert_eq!(parse_profile_flag(&ip.flag()), Ok(ip));

@@ -1,12 +1,13 @@
 //! `reference-agent[:VARIANT][@STORE]`: the reference server of
 //! `reqkey-reference` started in process on an ephemeral port, over a fresh
 //! memory store or another reference store, and reached over real HTTP.
-//! Variants (`no-request-keys`, `interrupt-previous`, and deliberately
+//! Variants (`no-request-keys`, `interrupt-previous`, `entry-wait`, and deliberately
 //! broken executors) prove that the agent corpus fails servers that get
 //! keys wrong.
 
 use std::sync::Arc;
 
+use reqkey_reference::agent::executor::ENTRY_WAIT_MS;
 use reqkey_reference::agent::{
     spawn, ConcurrentEntry, Executor, ExecutorConfig, ExecutorDefect, ServerHandle,
 };
@@ -24,6 +25,9 @@ pub enum AgentVariant {
     NoRequestKeys,
     /// `interrupt-previous`: a correct server of that concurrency profile.
     InterruptPrevious,
+    /// `entry-wait`: a correct server that admits a session's entries one
+    /// at a time and declares `entryWaitMs`.
+    EntryWait,
     /// A deliberately broken executor (tests of tests).
     Broken(ExecutorDefect),
 }
@@ -33,6 +37,7 @@ impl AgentVariant {
         match name {
             "no-request-keys" => Some(AgentVariant::NoRequestKeys),
             "interrupt-previous" => Some(AgentVariant::InterruptPrevious),
+            "entry-wait" => Some(AgentVariant::EntryWait),
             other => ExecutorDefect::parse(other).map(AgentVariant::Broken),
         }
     }
@@ -41,14 +46,16 @@ impl AgentVariant {
         match self {
             AgentVariant::NoRequestKeys => "no-request-keys",
             AgentVariant::InterruptPrevious => "interrupt-previous",
+            AgentVariant::EntryWait => "entry-wait",
             AgentVariant::Broken(defect) => defect.name(),
         }
     }
 }
 
 /// The executor configuration a `reference-agent[:VARIANT]` spec names.
-/// `no-request-keys` and `interrupt-previous` are correct servers of the
-/// other two profiles (SPEC 7); every other variant is a deliberately
+/// `no-request-keys`, `interrupt-previous` and `entry-wait` (entries
+/// admitted one at a time, `entryWaitMs` declared) are correct servers of
+/// the other profiles (SPEC 7); every other variant is a deliberately
 /// broken executor (of the profile its defect belongs to).
 pub fn reference_config(variant: Option<AgentVariant>) -> ExecutorConfig {
     let mut config = ExecutorConfig::default();
@@ -56,6 +63,7 @@ pub fn reference_config(variant: Option<AgentVariant>) -> ExecutorConfig {
         None => {}
         Some(AgentVariant::NoRequestKeys) => config.supports_request_key = false,
         Some(AgentVariant::InterruptPrevious) => config.policy = ConcurrentEntry::InterruptPrevious,
+        Some(AgentVariant::EntryWait) => config.entry_wait_ms = Some(ENTRY_WAIT_MS),
         Some(AgentVariant::Broken(defect)) => config = defect.config(),
     }
     config

@@ -43,8 +43,8 @@ http://A,http://B[,...]   replicas of one agent deployment over one store: reque
                           go round-robin (a race's items to different replicas);
                           every /health must declare one profile
 reference-agent           the reference agent server, in process, over a memory store
-reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous (the
-                          other two profiles), or a deliberately broken executor or
+reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous,
+                          entry-wait (the other profiles), or a deliberately broken executor or
                           server (policy-before-key, no-replan-after-key-taken,
                           ignore-digest, ...: `reqkey targets` lists every one with
                           what it fails)

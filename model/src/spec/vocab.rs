@@ -100,6 +100,14 @@ impl ConcurrentEntry {
 pub struct Profile {
     pub supports_request_key: bool,
     pub concurrent_entry: ConcurrentEntry,
+    /// `entryWaitMs`: how long a keyed entry waits for another entry's
+    /// admission (SPEC 7); 0 when the server declares none (no promise).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub entry_wait_ms: u64,
+}
+
+fn is_zero(ms: &u64) -> bool {
+    *ms == 0
 }
 
 impl Default for Profile {
@@ -109,6 +117,7 @@ impl Default for Profile {
         Self {
             supports_request_key: true,
             concurrent_entry: ConcurrentEntry::Reject,
+            entry_wait_ms: 0,
         }
     }
 }
@@ -120,17 +129,25 @@ impl fmt::Display for Profile {
             "supportsRequestKey: {}, concurrentEntry: {}",
             self.supports_request_key,
             self.concurrent_entry.name()
-        )
+        )?;
+        if self.entry_wait_ms > 0 {
+            write!(f, ", entryWaitMs: {}", self.entry_wait_ms)?;
+        }
+        Ok(())
     }
 }
 
 impl Profile {
     /// The `--profile` value that states this profile.
     pub fn flag(&self) -> String {
-        format!(
+        let mut flag = format!(
             "supportsRequestKey={},concurrentEntry={}",
             self.supports_request_key,
             self.concurrent_entry.name()
-        )
+        );
+        if self.entry_wait_ms > 0 {
+            flag.push_str(&format!(",entryWaitMs={}", self.entry_wait_ms));
+        }
+        flag
     }
 }

@@ -36,6 +36,18 @@
 //! never ends, while a run whose replica is alive and renewing is never
 //! taken. Any number of replicas may share one store this way.
 //!
+//! **Admission** (SPEC 7, `entryWaitMs`): the framework's Durable Object
+//! holds a producer claim on a session while it admits an entry, and a
+//! keyed request waits for that claim instead of answering busy. With
+//! [`ExecutorConfig::entry_wait_ms`] this executor does the same with a
+//! per-session claim held from an entry's first read to its commit (or
+//! refusal): a keyed entry waits for it up to that long, then plans from
+//! fresh reads (a duplicate attaches); a keyless one is answered busy at
+//! once, as before keys existed. Without it (the default) there is no
+//! claim, and the store's CAS and key rule arbitrate as above. Either way
+//! the test agent's `[admit:N]` lengthens an entry's admission by N ms, so
+//! the suite can send a second entry while the first is being admitted.
+//!
 //! [`ExecutorDefect`] builds deliberately broken executors (the way
 //! `MemoryDefect` builds broken stores), to prove the agent corpus has teeth.
 
@@ -128,10 +140,27 @@ pub enum ExecutorDefect {
     /// lets a DELETE land there): a keyed duplicate racing a DELETE is
     /// refused `state_session_exists` by runs that are gone.
     StaleCurrentAfterDelete,
+    /// A chat reconnect (`GET /sessions/{id}/chat`) is handled as a send of
+    /// the session's last input: it reads and plans the key and starts a
+    /// run (SPEC 7: a reconnect reads no key and starts nothing).
+    ReconnectIsASend,
+    /// A chat reconnect parses the key header and refuses a malformed one
+    /// 400 (SPEC 7: a reconnect ignores a key, valid or not).
+    ReconnectRefusesMalformedKey,
+    /// A send whose run cannot be identified (the test agent's
+    /// `[lose-run]`) streams the session's current run from the stream
+    /// head instead of answering `transport_error`.
+    LostRunStreamsFromHead,
+    /// Declares `entryWaitMs` but answers a keyed entry that meets another
+    /// admission busy at once (SPEC 7: it waits for the admission).
+    BusyAtOnce,
+    /// Declares `entryWaitMs` and makes a keyless entry that meets another
+    /// admission wait too (SPEC 7: it is answered busy at once).
+    KeylessWaits,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 19] = [
+    pub const ALL: [ExecutorDefect; 24] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -151,6 +180,11 @@ impl ExecutorDefect {
         ExecutorDefect::RunLookupIgnoresSession,
         ExecutorDefect::ToolSendKeyed,
         ExecutorDefect::StaleCurrentAfterDelete,
+        ExecutorDefect::ReconnectIsASend,
+        ExecutorDefect::ReconnectRefusesMalformedKey,
+        ExecutorDefect::LostRunStreamsFromHead,
+        ExecutorDefect::BusyAtOnce,
+        ExecutorDefect::KeylessWaits,
     ];
 
     pub fn name(self) -> &'static str {
@@ -174,6 +208,11 @@ impl ExecutorDefect {
             ExecutorDefect::RunLookupIgnoresSession => "run-lookup-ignores-session",
             ExecutorDefect::ToolSendKeyed => "tool-send-keyed",
             ExecutorDefect::StaleCurrentAfterDelete => "stale-current-after-delete",
+            ExecutorDefect::ReconnectIsASend => "reconnect-is-a-send",
+            ExecutorDefect::ReconnectRefusesMalformedKey => "reconnect-refuses-malformed-key",
+            ExecutorDefect::LostRunStreamsFromHead => "lost-run-streams-from-head",
+            ExecutorDefect::BusyAtOnce => "busy-at-once",
+            ExecutorDefect::KeylessWaits => "keyless-waits",
         }
     }
 
@@ -194,6 +233,9 @@ impl ExecutorDefect {
             ExecutorDefect::DedupesWhileIgnoringKeys => config.supports_request_key = false,
             ExecutorDefect::InterruptsKeylessChat => {
                 config.policy = ConcurrentEntry::InterruptPrevious;
+            }
+            ExecutorDefect::BusyAtOnce | ExecutorDefect::KeylessWaits => {
+                config.entry_wait_ms = Some(ENTRY_WAIT_MS);
             }
             _ => {}
         }
@@ -234,6 +276,12 @@ pub struct ExecutorConfig {
     pub orphans: OrphanRule,
     /// The lease on a running run, in ms; renewed every third of it.
     pub lease_ms: u64,
+    /// `Some(ms)`: entries are admitted one at a time per session (SPEC 7,
+    /// `entryWaitMs`); a keyed entry waits up to `ms` for another entry's
+    /// admission, a keyless one is answered busy at once. `None` (the
+    /// default): no admission claim; the store's CAS and key rule arbitrate
+    /// concurrent entries, and `/health` declares no `entryWaitMs`.
+    pub entry_wait_ms: Option<u64>,
 }
 
 impl Default for ExecutorConfig {
@@ -245,9 +293,14 @@ impl Default for ExecutorConfig {
             commit_delay_ms: 0,
             orphans: OrphanRule::Lease,
             lease_ms: LEASE_MS,
+            entry_wait_ms: None,
         }
     }
 }
+
+/// The admission wait of the reference's `entry-wait` configuration, in ms
+/// (what its `/health` declares as `entryWaitMs`).
+pub const ENTRY_WAIT_MS: u64 = 2_000;
 
 /// The four entries of SPEC 7.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -390,6 +443,32 @@ pub struct Executor {
     run_counter: AtomicU64,
     run_id_prefix: String,
     shutdown: watch::Sender<bool>,
+    /// Per session, the claim an entry holds while it is being admitted
+    /// (only with `entry_wait_ms`). An entry leaves the map when nobody
+    /// holds or waits for its claim, so it holds at most one per session
+    /// with an entry in flight.
+    admissions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// An entry's admission claim on its session; released (and the session's
+/// entry dropped once unused) when the entry has been decided.
+struct Admission<'a> {
+    executor: &'a Executor,
+    session: String,
+    claim: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        let mut map = self.executor.admissions_map();
+        self.claim = None;
+        let unused = map
+            .get(&self.session)
+            .is_some_and(|claim| Arc::strong_count(claim) == 1);
+        if unused {
+            map.remove(&self.session);
+        }
+    }
 }
 
 impl Executor {
@@ -409,12 +488,71 @@ impl Executor {
             run_counter: AtomicU64::new(0),
             run_id_prefix: prefix,
             shutdown: watch::Sender::new(false),
+            admissions: Mutex::default(),
         })
     }
 
     /// What `/health` declares: does this executor record request keys?
     pub fn supports_request_key(&self) -> bool {
         self.config.supports_request_key
+    }
+
+    /// What `/health` declares as `entryWaitMs` (SPEC 7), if anything.
+    pub fn entry_wait_ms(&self) -> Option<u64> {
+        self.config.entry_wait_ms
+    }
+
+    fn admissions_map(&self) -> MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<()>>>> {
+        // Single inserts/removes; poison is benign.
+        self.admissions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the session's admission claim for one entry (SPEC 7,
+    /// `[[agent.admission.*]]`): a keyed entry waits for another entry's
+    /// admission up to `entryWaitMs`, a keyless one does not wait. Either
+    /// is answered busy when the claim stays held: the refusal it would get
+    /// once the admitted run runs. Without `entry_wait_ms`, no claim.
+    async fn admit(
+        &self,
+        session: &str,
+        kind: EntryKind,
+        keyed: bool,
+    ) -> Result<Option<Admission<'_>>, EntryError> {
+        let Some(wait_ms) = self.config.entry_wait_ms else {
+            return Ok(None);
+        };
+        let claim = self
+            .admissions_map()
+            .entry(session.to_owned())
+            .or_default()
+            .clone();
+        let mut admission = Admission {
+            executor: self,
+            session: session.to_owned(),
+            claim: None,
+        };
+        let waits = if keyed {
+            !self.has_defect(ExecutorDefect::BusyAtOnce)
+        } else {
+            self.has_defect(ExecutorDefect::KeylessWaits)
+        };
+        let got = if waits {
+            tokio::time::timeout(Duration::from_millis(wait_ms), claim.lock_owned())
+                .await
+                .ok()
+        } else {
+            claim.try_lock_owned().ok()
+        };
+        match got {
+            Some(guard) => {
+                admission.claim = Some(guard);
+                Ok(Some(admission))
+            }
+            None => Err(match kind {
+                EntryKind::Start => EntryError::SessionExists,
+                _ => EntryError::AlreadyRunning,
+            }),
+        }
     }
 
     /// What `/health` declares as `concurrentEntry` (SPEC 7).
@@ -476,8 +614,12 @@ impl Executor {
             .as_ref()
             .map(|_| Self::request_digest(req.kind, &req.input));
         let session = req.session_id.as_str();
+        // Held until this entry is decided (committed or refused).
+        let _admission = self.admit(session, req.kind, key.is_some()).await?;
         let mut replanned = false;
         let mut look_up_key = true;
+        // `[admit:N]` lengthens the admission once, not once per decision.
+        let mut admission_lengthened = false;
         for _ in 0..MAX_DECISIONS {
             // The current run is read BEFORE the holder: if the policy then
             // refuses, no holder existed when this current run was read, so
@@ -539,6 +681,14 @@ impl Executor {
                 }
                 _ => req.input.clone(),
             };
+            // The test agent's `[admit:N]`: a slow admission (SPEC 7,
+            // `[[agent.test-agent.admit]]`), before the lease is taken so a
+            // long one never leaves a lease to run out before the commit.
+            let admit_ms = parse_script(&input_text(&input)).admit_ms;
+            if admit_ms > 0 && !admission_lengthened {
+                admission_lengthened = true;
+                tokio::time::sleep(Duration::from_millis(admit_ms)).await;
+            }
             let run_id = self.next_run_id();
             // Registered before the commit, so whoever finds the run in the
             // store also finds its log.

@@ -7,7 +7,12 @@
 //! [`EntryRequest`] to the executor, and turn the answer into JSON or an
 //! SSE stream. Every error body is `{code, message, runId?}`; the raw key is
 //! never echoed — messages name *what* was wrong, never the value — and no
-//! path answers 500 (a store failure is 503).
+//! path answers 500 (a store failure is 503) but SPEC 7's `transport_error`
+//! for a send whose run cannot be identified (only the test agent's
+//! `[lose-run]` provokes it here: this server always knows its runs).
+//!
+//! A `GET` on the chat route is a reconnect (SPEC 7): not an entry, so it
+//! reads no key and starts nothing; it streams the current run.
 //!
 //! Connections are served by [`crate::http_serve`]: header and body read
 //! timeouts (a body not received in time is 400 `validation_error`), and a
@@ -120,7 +125,7 @@ pub fn router(executor: Arc<Executor>) -> Router {
         .route("/sessions/{id}/start", post(start))
         .route("/sessions/{id}/resume", post(resume))
         .route("/sessions/{id}/retry", post(retry))
-        .route("/sessions/{id}/chat", post(chat))
+        .route("/sessions/{id}/chat", post(chat).get(chat_reconnect))
         .route("/sessions/{id}/runs/{run_id}", get(get_run))
         .fallback(|| async { ApiError::new(404, "not_found", "no such route") })
         .method_not_allowed_fallback(|| async {
@@ -338,6 +343,9 @@ async fn health(State(ex): State<AppState>) -> Response {
         "supportsRequestKey": ex.supports_request_key(),
         "concurrentEntry": ex.concurrent_entry(),
     });
+    if let (Some(ms), Some(map)) = (ex.entry_wait_ms(), health.as_object_mut()) {
+        map.insert("entryWaitMs".into(), json!(ms));
+    }
     if ex.has_defect(ExecutorDefect::HealthWithoutKeyFlag) {
         if let Some(map) = health.as_object_mut() {
             map.remove("supportsRequestKey");
@@ -436,9 +444,90 @@ async fn chat(
     let request_key = if keyless { None } else { request_key };
     let outcome = ex
         .enter(EntryRequest {
-            session_id,
+            session_id: session_id.clone(),
             kind: EntryKind::Chat,
             input: json!({ "text": content }),
+            request_key,
+        })
+        .await?;
+    let attached = outcome.attached();
+    if !attached && content.contains(LOSE_RUN_MARKER) {
+        return lost_run(&ex, &session_id).await;
+    }
+    let run = outcome.run();
+    let events = ex.follow_run(run, attached);
+    Ok(sse_response(run, attached, events))
+}
+
+/// The test agent's marker for a send whose run cannot be identified
+/// (SPEC 7, `[[agent.test-agent.lose-run]]`).
+pub const LOSE_RUN_MARKER: &str = "[lose-run]";
+
+/// The answer to a send whose run was committed but cannot be identified
+/// (SPEC 7, `[[agent.chat.transport-error.when]]`): `transport_error`,
+/// never a stream. The framework's chat route lands here when its handle
+/// carries no run id and the current run read after it does not name the
+/// send's run; in this server every entry knows its run, so only the test
+/// agent's `[lose-run]` leads here, to let the suite provoke it.
+async fn lost_run(ex: &Executor, session_id: &str) -> Result<Response, ApiError> {
+    if ex.has_defect(ExecutorDefect::LostRunStreamsFromHead) {
+        // The bug the release notes rule out: whatever run is current now.
+        if let Some(run) = ex.store().get_current_run(session_id).await? {
+            let events = ex.follow_run(&run, false);
+            return Ok(sse_response(&run, false, events));
+        }
+    }
+    Err(ApiError::new(
+        500,
+        "transport_error",
+        "the send's input is committed but its run could not be identified; \
+         re-read the session's snapshot instead of sending again",
+    ))
+}
+
+/// A chat reconnect (SPEC 7): the session's current run from its start,
+/// `attached: true`. Not an entry: it reads no key (a malformed one is not
+/// refused) and starts nothing.
+async fn chat_reconnect(
+    State(ex): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let session_id = session_id(path)?;
+    if ex.has_defect(ExecutorDefect::ReconnectRefusesMalformedKey) {
+        entry_key(&ex, &headers)?;
+    }
+    if ex.has_defect(ExecutorDefect::ReconnectIsASend) {
+        return reconnect_as_send(&ex, session_id, &headers).await;
+    }
+    let Some(run) = ex.store().get_current_run(&session_id).await? else {
+        return Err(ApiError::session_not_found());
+    };
+    let run = ex.reclaim(run).await?;
+    let events = ex.follow_run(&run, true);
+    Ok(sse_response(&run, true, events))
+}
+
+/// [`ExecutorDefect::ReconnectIsASend`]: the reconnect re-sends the
+/// session's last input with the request's key.
+async fn reconnect_as_send(
+    ex: &Executor,
+    session_id: String,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let request_key = entry_key(ex, headers)?;
+    let input = ex
+        .store()
+        .list_inputs(&session_id)
+        .await?
+        .pop()
+        .map(|e| e.input)
+        .ok_or_else(ApiError::session_not_found)?;
+    let outcome = ex
+        .enter(EntryRequest {
+            session_id,
+            kind: EntryKind::Chat,
+            input,
             request_key,
         })
         .await?;

@@ -3,7 +3,8 @@
 //! A conformance suite needs runs whose life it controls from the outside:
 //! one that stays `running` long enough to be attached to, one that
 //! suspends, one that fails. The test agent reads that script from the
-//! input text (`[sleep:N]`, `[suspend]`, `[fail]`, combinable), emits one
+//! input text (`[sleep:N]`, `[suspend]`, `[fail]`, combinable; `[admit:N]`
+//! slows the entry's admission before its run exists), emits one
 //! `text` event `echo: <text>`, then its final status.
 //!
 //! Every run's events go into a [`RunLog`], an append-only buffer with a
@@ -34,6 +35,9 @@ pub struct Script {
     pub sleep_ms: u64,
     /// The status it ends in: `completed`, `suspended_input` or `failed`.
     pub end: RunStatus,
+    /// `[admit:N]`: how much longer the entry's admission lasts, before
+    /// its run-start commit (the run does not exist meanwhile).
+    pub admit_ms: u64,
 }
 
 /// Reads the markers of SPEC 7 anywhere in `text`. `[fail]` wins over
@@ -47,16 +51,17 @@ pub fn parse_script(text: &str) -> Script {
         RunStatus::Completed
     };
     Script {
-        sleep_ms: sleep_marker_ms(text).unwrap_or(0),
+        sleep_ms: marker_ms(text, "[sleep:").unwrap_or(0),
         end,
+        admit_ms: marker_ms(text, "[admit:").unwrap_or(0),
     }
 }
 
-fn sleep_marker_ms(text: &str) -> Option<u64> {
-    const MARKER: &str = "[sleep:";
+/// The first well-formed `MARKERN]` in `text`, capped at [`MAX_SLEEP_MS`].
+fn marker_ms(text: &str, marker: &str) -> Option<u64> {
     let mut rest = text;
-    while let Some(at) = rest.find(MARKER) {
-        rest = &rest[at + MARKER.len()..];
+    while let Some(at) = rest.find(marker) {
+        rest = &rest[at + marker.len()..];
         let digits_len = rest.bytes().take_while(u8::is_ascii_digit).count();
         if digits_len > 0 && rest.as_bytes().get(digits_len) == Some(&b']') {
             // Saturate absurd numbers instead of failing on them.
@@ -183,18 +188,22 @@ mod tests {
             parse_script("hi"),
             Script {
                 sleep_ms: 0,
-                end: RunStatus::Completed
+                end: RunStatus::Completed,
+                admit_ms: 0
             }
         );
         assert_eq!(
             parse_script("x [sleep:300] y [fail]"),
             Script {
                 sleep_ms: 300,
-                end: RunStatus::Failed
+                end: RunStatus::Failed,
+                admit_ms: 0
             }
         );
         assert_eq!(parse_script("[suspend]now").end, RunStatus::SuspendedInput);
         assert_eq!(parse_script("[suspend][fail]").end, RunStatus::Failed);
+        assert_eq!(parse_script("[admit:1500] [sleep:20]").admit_ms, 1500);
+        assert_eq!(parse_script("[admit:1500] [sleep:20]").sleep_ms, 20);
     }
 
     #[test]

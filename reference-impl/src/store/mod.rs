@@ -8,6 +8,7 @@
 pub mod api;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 mod common;
+pub mod legacy;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;

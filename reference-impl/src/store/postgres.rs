@@ -48,6 +48,7 @@ use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
 use super::api::{lease_over, redact_url, OpenError, SessionStateStore};
 use super::common::{input_entry, pending_migrations, seq_to_sql, Lease, Pool, RunRow};
+use super::legacy::LegacyRun;
 
 /// Connections kept open (and at most in use at once).
 const POOL_SIZE: usize = 8;
@@ -241,6 +242,94 @@ async fn connect_client(config: &Config) -> Result<Client, tokio_postgres::Error
     });
     Ok(client)
 }
+
+/// Writes `rows` through the FIRST schema version (migration 1 only) into
+/// the database `url` names, which must hold no `reqkey_*` table yet: a
+/// store of the release before request keys, for certifying the upgrade
+/// ([`crate::store::legacy`]). The next [`PostgresStore::connect`]
+/// migrates it.
+pub(crate) async fn seed_first_schema(url: &str, rows: &[&LegacyRun]) -> Result<(), String> {
+    let mut config: Config = url.parse().map_err(|e| format!("bad URL: {e}"))?;
+    config.connect_timeout(CONNECT_TIMEOUT);
+    let mut client = tokio::time::timeout(CONNECT_TIMEOUT, connect_client(&config))
+        .await
+        .map_err(|_| format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))?
+        .map_err(|e| describe(&e))?;
+    let e = |e: tokio_postgres::Error| describe(&e);
+    let tx = client.transaction().await.map_err(e)?;
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY});"
+    ))
+    .await
+    .map_err(e)?;
+    let tables: i64 = tx
+        .query_one(
+            "SELECT COUNT(*) FROM information_schema.tables
+             WHERE table_schema = current_schema() AND table_name LIKE 'reqkey\\_%'",
+            &[],
+        )
+        .await
+        .and_then(|r| r.try_get(0))
+        .map_err(e)?;
+    if tables > 0 {
+        return Err(
+            "the database already has reqkey_* tables; legacy runs are written into a database without them"
+                .into(),
+        );
+    }
+    let Some(&(version, name, sql)) = MIGRATIONS.first() else {
+        return Err("no first schema version".into());
+    };
+    tx.batch_execute(MIGRATIONS_TABLE_SQL).await.map_err(e)?;
+    tx.batch_execute(sql).await.map_err(e)?;
+    tx.execute(
+        "INSERT INTO reqkey_migrations (version, name) VALUES ($1, $2)",
+        &[&version, &name],
+    )
+    .await
+    .map_err(e)?;
+    for run in rows {
+        let seq = seq_to_sql(run.start_sequence).map_err(|e| e.to_string())?;
+        tx.execute(
+            "INSERT INTO reqkey_sessions (session_id) VALUES ($1) ON CONFLICT DO NOTHING",
+            &[&run.session_id],
+        )
+        .await
+        .map_err(e)?;
+        tx.execute(
+            "INSERT INTO reqkey_runs (session_id, run_id, status, start_sequence, start_digest)
+             VALUES ($1, $2, $3, $4, $5)",
+            &[
+                &run.session_id,
+                &run.run_id,
+                &run.status.as_str(),
+                &seq,
+                &run.start_digest,
+            ],
+        )
+        .await
+        .map_err(e)?;
+        tx.execute(
+            "INSERT INTO reqkey_inputs (session_id, seq, run_id, input) VALUES ($1, $2, $3, $4)",
+            &[
+                &run.session_id,
+                &seq,
+                &run.run_id,
+                &canonical_json(&run.input),
+            ],
+        )
+        .await
+        .map_err(e)?;
+    }
+    tx.commit().await.map_err(e)
+}
+
+/// The table that records the applied migrations.
+const MIGRATIONS_TABLE_SQL: &str = "CREATE TABLE IF NOT EXISTS reqkey_migrations (
+     version    integer PRIMARY KEY,
+     name       text NOT NULL,
+     applied_at timestamptz NOT NULL DEFAULT now()
+ );";
 
 /// Applies the missing [`MIGRATIONS`] in one transaction under an
 /// advisory lock, so concurrent openers never race.

@@ -46,6 +46,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::api::{lease_over, OpenError, SessionStateStore};
 use super::common::{input_entry, pending_migrations, seq_to_sql, Pool, RunRow};
+use super::legacy::LegacyRun;
 
 /// How long a connection waits for another writer before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -343,19 +344,82 @@ fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
     }
 }
 
+/// The table that records the applied migrations.
+const MIGRATIONS_TABLE_SQL: &str = "CREATE TABLE IF NOT EXISTS reqkey_migrations (
+     version    INTEGER PRIMARY KEY,
+     name       TEXT NOT NULL,
+     applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
+ );";
+
+/// Writes `rows` through the FIRST schema version (migration 1 only) into
+/// the database at `path`, which must have no schema yet: a store of the
+/// release before request keys, for certifying the upgrade
+/// ([`crate::store::legacy`]). The next [`SqliteStore::open`] migrates it.
+pub(crate) async fn seed_first_schema(path: &str, rows: &[&LegacyRun]) -> Result<(), String> {
+    let path = PathBuf::from(path);
+    let rows: Vec<LegacyRun> = rows.iter().map(|r| (*r).clone()).collect();
+    tokio::task::spawn_blocking(move || -> Result<(), String> {
+        let e = |e: rusqlite::Error| e.to_string();
+        let mut conn = open_connection(&path).map_err(e)?;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(e)?;
+        let tables: i64 = tx
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(e)?;
+        if tables > 0 {
+            return Err(format!(
+                "{} already has tables; legacy runs are written into an empty database",
+                path.display()
+            ));
+        }
+        tx.execute_batch(MIGRATIONS_TABLE_SQL).map_err(e)?;
+        let Some(&(version, name, sql)) = MIGRATIONS.first() else {
+            return Err("no first schema version".into());
+        };
+        tx.execute_batch(sql).map_err(e)?;
+        tx.execute(
+            "INSERT INTO reqkey_migrations (version, name) VALUES (?1, ?2)",
+            params![version, name],
+        )
+        .map_err(e)?;
+        for run in &rows {
+            let seq = seq_to_sql(run.start_sequence).map_err(|e| e.to_string())?;
+            tx.execute(
+                "INSERT INTO runs (session_id, run_id, status, start_sequence, start_digest)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    run.session_id,
+                    run.run_id,
+                    run.status.as_str(),
+                    seq,
+                    run.start_digest
+                ],
+            )
+            .map_err(e)?;
+            tx.execute(
+                "INSERT INTO inputs (session_id, seq, run_id, input) VALUES (?1, ?2, ?3, ?4)",
+                params![run.session_id, seq, run.run_id, canonical_json(&run.input)],
+            )
+            .map_err(e)?;
+        }
+        tx.commit().map_err(e)
+    })
+    .await
+    .map_err(|e| format!("seeding task failed: {e}"))?
+}
+
 /// Applies the missing [`MIGRATIONS`] under the write lock.
 fn migrate(conn: &mut Connection) -> Result<(), String> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| e.to_string())?;
-    tx.execute_batch(
-        "CREATE TABLE IF NOT EXISTS reqkey_migrations (
-             version    INTEGER PRIMARY KEY,
-             name       TEXT NOT NULL,
-             applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
-         );",
-    )
-    .map_err(|e| e.to_string())?;
+    tx.execute_batch(MIGRATIONS_TABLE_SQL)
+        .map_err(|e| e.to_string())?;
     let applied: i64 = tx
         .query_row(
             "SELECT COALESCE(MAX(version), 0) FROM reqkey_migrations",
