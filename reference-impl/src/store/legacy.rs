@@ -348,7 +348,8 @@ mod tests {
     #[tokio::test]
     async fn memory_and_redis_have_no_first_schema() {
         for spec in ["memory", "redis://127.0.0.1:6379/"] {
-            assert!(seed_legacy(spec, 1).await.is_err(), "{spec}");
+            let spec = StoreSpec::parse(spec).unwrap();
+            assert!(seed_legacy(&spec, 1).await.is_err(), "{spec}");
         }
     }
 }
