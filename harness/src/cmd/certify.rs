@@ -4,15 +4,17 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use reqkey_model::vocab::Level;
 
 use crate::cmd::common::{
-    execute, fresh_seed, harness_error, health, not_judged, select_by_profile, Outputs,
+    execute, fresh_seed, harness_error, health, not_judged, select_by_profile, with_runtime,
+    write_reports, Outputs,
 };
 use crate::cmd::coverage::suite_record;
-use crate::report::{ClauseCoverage, ReportContext};
+use crate::report::{merge, ClauseCoverage, ReportContext};
+use crate::run::partition::Partition;
 use crate::run::runner::RunConfig;
 use crate::run::suite;
 use crate::targets::spec::TargetSpec;
@@ -20,10 +22,13 @@ use crate::targets::TargetOptions;
 use reqkey_check::coverage;
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct CertifyArgs {
+    #[command(subcommand)]
+    pub command: Option<CertifyCommand>,
     /// What to certify (see "Targets" below).
-    #[arg(long, short)]
-    pub target: String,
+    #[arg(long, short, required = true)]
+    pub target: Option<String>,
     /// Where to write certificate.md, report.html, junit.xml and results.json (created if
     /// missing).
     #[arg(long, default_value = ".")]
@@ -54,6 +59,41 @@ pub struct CertifyArgs {
     /// The certificate says the profile was stated, not declared.
     #[arg(long, value_name = "PROFILE")]
     pub profile: Option<String>,
+    /// Judge only shard K of N of the suite (1-based), for a certification
+    /// split across CI jobs: the suite sorted by scenario id, the scenario
+    /// at position i in shard i mod N + 1. Its reports are a shard's, not a
+    /// certificate; `reqkey certify merge` makes the certificate. Pass the
+    /// same --seed to every shard.
+    #[arg(long, value_name = "K/N")]
+    pub partition: Option<Partition>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CertifyCommand {
+    /// Merge the shards of one certification (`certify --partition K/N`,
+    /// each shard's --out directory) into one certificate: certificate.md,
+    /// report.html, junit.xml and results.json. Refused (exit 2) when a
+    /// shard is missing or given twice, or the shards differ in suite
+    /// digest, target, seed, profile or reqkey version. Exit 0, 1 or 2 by
+    /// the merged verdict otherwise.
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Each shard's output directory (holding its results.json).
+    #[arg(required = true, value_name = "DIR")]
+    pub shards: Vec<PathBuf>,
+    /// Where to write the merged certificate (created if missing).
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    /// The scenarios root the shards judged by, when it was not the suite
+    /// embedded in this binary (for the steps the HTML page shows).
+    #[arg(long, value_name = "ROOT")]
+    pub scenarios: Option<PathBuf>,
+    /// Print only the closing count.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// The clause coverage of a level's whole suite, as a certificate states it.
@@ -81,12 +121,23 @@ pub const JUNIT_FILE: &str = "junit.xml";
 pub const RESULTS_FILE: &str = "results.json";
 pub const HTML_FILE: &str = "report.html";
 
+/// `reqkey certify ...`: a certification, or `merge`.
+pub fn certify_entry(args: CertifyArgs) -> ExitCode {
+    match args.command {
+        Some(CertifyCommand::Merge(merge)) => merge_command(&merge),
+        None => with_runtime(|| certify_command(args)),
+    }
+}
+
 pub async fn certify_command(args: CertifyArgs) -> ExitCode {
+    let Some(target_spec) = args.target.clone() else {
+        return harness_error("--target is required");
+    };
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
     };
-    let spec = match TargetSpec::parse(&args.target) {
+    let spec = match TargetSpec::parse(&target_spec) {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
@@ -112,7 +163,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
-    let mut ctx = ReportContext::new("certify", &args.target);
+    let mut ctx = ReportContext::new("certify", &target_spec);
     ctx.suite = Some(suite);
     // Coverage is the whole suite's (not narrowed by the profile).
     ctx.clause_coverage = match suite_coverage(args.scenarios.as_deref(), spec.level(), &scenarios)
@@ -120,7 +171,24 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Ok(c) => Some(c),
         Err(e) => return harness_error(format!("clause coverage: {e}")),
     };
-    let target = match spec.open(&args.target, opts).await {
+    // Coverage and the level check above are the whole suite's; a shard
+    // judges its share only.
+    let scenarios = match args.partition {
+        Some(p) => {
+            ctx.partition = Some(p);
+            ctx.selection = vec![p.flag()];
+            let mine = p.select(scenarios);
+            if !args.quiet {
+                eprintln!(
+                    "reqkey: shard {p}: {} scenarios of the suite (merge the shards with `reqkey certify merge`)",
+                    mine.len()
+                );
+            }
+            mine
+        }
+        None => scenarios,
+    };
+    let target = match spec.open(&target_spec, opts).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };
@@ -162,4 +230,69 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         );
     }
     code
+}
+
+/// The shard directories' `results.json` files, read.
+fn read_shards(dirs: &[PathBuf]) -> Result<Vec<merge::Shard>, String> {
+    dirs.iter()
+        .map(|dir| {
+            let file = dir.join(RESULTS_FILE);
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            merge::parse_shard(&dir.display().to_string(), &text)
+        })
+        .collect()
+}
+
+/// The scenarios of the merged suite, for the steps the HTML page shows:
+/// the embedded suite or `--scenarios ROOT`, if its digest is the shards';
+/// otherwise none (the page then lists results without steps).
+fn merged_scenarios(
+    merged: &merge::Merged,
+    root: Option<&std::path::Path>,
+) -> Vec<reqkey_scenario::Scenario> {
+    let Some(level) = merged.level else {
+        return Vec::new();
+    };
+    let loaded = match root {
+        Some(root) => suite::disk_suite(root, level).map_err(|e| e.to_string()),
+        None => suite::embedded_suite(level).map_err(|e| e.to_string()),
+    };
+    match loaded {
+        Ok((info, scenarios)) if info.digest == merged.suite.digest => scenarios,
+        _ => {
+            eprintln!(
+                "reqkey: note: the suite at hand is not the shards' ({}); report.html shows no steps",
+                merged.suite.digest
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// `reqkey certify merge DIR...`.
+pub fn merge_command(args: &MergeArgs) -> ExitCode {
+    let merged = match read_shards(&args.shards).and_then(merge::merge) {
+        Ok(m) => m,
+        Err(e) => return harness_error(format!("certify merge: {e}")),
+    };
+    let outputs = Outputs {
+        junit: Some(args.out.join(JUNIT_FILE)),
+        json: Some(args.out.join(RESULTS_FILE)),
+        report: Some(args.out.join(CERTIFICATE_FILE)),
+        html: Some(args.out.join(HTML_FILE)),
+    };
+    let scenarios = merged_scenarios(&merged, args.scenarios.as_deref());
+    if let Err(e) = write_reports(&merged.ctx, &outputs, &scenarios, &merged.summary) {
+        return harness_error(e);
+    }
+    println!("{}", crate::report::closing_line(&merged.summary));
+    if !args.quiet {
+        eprintln!(
+            "reqkey: merged {} shards into {}",
+            args.shards.len(),
+            args.out.join(CERTIFICATE_FILE).display()
+        );
+    }
+    ExitCode::from(merged.summary.exit_code())
 }

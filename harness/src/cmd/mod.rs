@@ -30,7 +30,7 @@ use clap::{Parser, Subcommand};
 
 use self::bench::BenchArgs;
 use self::certify::CertifyArgs;
-use self::common::{target_help, with_runtime, EXIT_CODES};
+use self::common::{target_help, EXIT_CODES};
 use self::coverage::CoverageArgs;
 use self::fuzz::FuzzArgs;
 use self::run::RunArgs;
@@ -107,7 +107,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => run::run_command(args),
         Command::Model { cmd } => model::run(cmd),
-        Command::Certify(args) => with_runtime(|| certify::certify_command(args)),
+        Command::Certify(args) => certify::certify_entry(args),
         Command::Schema => {
             println!("{}", reqkey_scenario::schema::scenario_schema_json());
             ExitCode::SUCCESS

@@ -11,6 +11,7 @@ use crate::cmd::common::{
     select_by_profile, with_runtime, Outputs,
 };
 use crate::report::ReportContext;
+use crate::run::partition::Partition;
 use crate::run::runner::RunConfig;
 use crate::run::suite;
 use crate::targets::spec::TargetSpec;
@@ -95,6 +96,13 @@ pub struct RunArgs {
     /// failures, steps).
     #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
+    /// Run only shard K of N of the loaded scenarios (1-based), for a suite
+    /// split across CI jobs: the scenarios sorted by id, the one at
+    /// position i in shard i mod N + 1, so every scenario is in exactly one
+    /// shard. Taken before the level, profile and tag filters; an empty
+    /// shard is not an error.
+    #[arg(long, value_name = "K/N")]
+    pub partition: Option<Partition>,
 }
 
 /// Does `path` name an HTML file (`--report report.html`)?
@@ -171,6 +179,12 @@ async fn run_async(args: RunArgs) -> ExitCode {
     if let Err(e) = check_tags_exist(&scenarios, &args.tag, &args.skip_tag) {
         return harness_error(e);
     }
+    // The shard is taken over everything loaded, before any filter, so the
+    // shards of one command line partition the same list whatever the target.
+    let scenarios = match args.partition {
+        Some(p) => p.select(scenarios),
+        None => scenarios,
+    };
     if !args.quiet {
         eprintln!(
             "reqkey: suite: {} ({} files, {}{})",
@@ -187,6 +201,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     ctx.target_defaulted = defaulted;
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
+    ctx.partition = args.partition;
     let target = match spec.open(&target_spec, opts).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
@@ -225,7 +240,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
         Err(e) => return harness_error(e),
     };
     let selected = filter_by_tags(applicable, &args.tag, &args.skip_tag);
-    if selected.is_empty() {
+    if selected.is_empty() && args.partition.is_none() {
         return harness_error("no scenario to run after filtering by level, profile and tags");
     }
     let mut cfg = RunConfig::new(seed);
@@ -269,6 +284,9 @@ fn selection_flags(args: &RunArgs, explicit_paths: bool) -> Vec<String> {
     }
     if let Some(p) = &args.profile {
         flags.push(format!("--profile {p}"));
+    }
+    if let Some(p) = &args.partition {
+        flags.push(p.flag());
     }
     flags
 }

@@ -25,6 +25,7 @@ pub mod context;
 pub mod html;
 pub mod json;
 pub mod junit;
+pub mod merge;
 pub mod terminal;
 
 pub use certificate::CertificateReporter;
