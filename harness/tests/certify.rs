@@ -348,4 +348,26 @@ fn run_partitions_the_loaded_scenarios() {
     assert!(total >= 20);
     let o = reqkey(&["run", "--target", "memory", "--partition", "4/3"]);
     assert_eq!(o.status.code(), Some(2));
+    // One --expected-failures list serves every shard: the listed id (which
+    // passes on memory) turns exactly one shard red, and is no unknown id
+    // in the others.
+    let xf = list("partition-xf", "request-key.race\n");
+    let codes: Vec<Option<i32>> = (1..=3)
+        .map(|k| {
+            let o = reqkey(&[
+                "run",
+                "--target",
+                "memory",
+                "--partition",
+                &format!("{k}/3"),
+                "--expected-failures",
+                &xf,
+                "--quiet",
+            ]);
+            o.status.code()
+        })
+        .collect();
+    let mut sorted = codes.clone();
+    sorted.sort();
+    assert_eq!(sorted, [Some(0), Some(0), Some(1)], "{codes:?}");
 }

@@ -179,12 +179,6 @@ async fn run_async(args: RunArgs) -> ExitCode {
     if let Err(e) = check_tags_exist(&scenarios, &args.tag, &args.skip_tag) {
         return harness_error(e);
     }
-    // The shard is taken over everything loaded, before any filter, so the
-    // shards of one command line partition the same list whatever the target.
-    let scenarios = match args.partition {
-        Some(p) => p.select(scenarios),
-        None => scenarios,
-    };
     if !args.quiet {
         eprintln!(
             "reqkey: suite: {} ({} files, {}{})",
@@ -214,6 +208,14 @@ async fn run_async(args: RunArgs) -> ExitCode {
             }
         }
         None => Vec::new(),
+    };
+    // The shard is taken over everything loaded, before any filter, so the
+    // shards of one command line partition the same list whatever the
+    // target; after the expected failures are read, so that one list
+    // serves every shard (an id in another shard is not an unknown id).
+    let scenarios = match args.partition {
+        Some(p) => p.select(scenarios),
+        None => scenarios,
     };
     let loaded = scenarios.len();
     let (applicable, other): (Vec<Scenario>, Vec<Scenario>) = scenarios
