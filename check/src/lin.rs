@@ -24,7 +24,10 @@
 //!   largest partitions first), and the verdict does not depend on the
 //!   threads: the partition reported is the first failing one in session
 //!   order, and a thread skips only partitions after a failure already
-//!   found, so every partition before the reported one was checked.
+//!   found, so every partition before the reported one was checked. (The
+//!   step budget is shared, so a history that nearly exhausts it may be
+//!   `Unknown` on one interleaving and decided on another; it is never
+//!   linearizable on one and not on another.)
 //! - **Parsed once, typed.** [`PreparedHistory`] parses every request and
 //!   answer once into the model's types (the op, the commit validated and
 //!   digested, the answer, inputs as canonical JSON); what the search
@@ -84,6 +87,10 @@ use serde_json::Value;
 
 /// The default search budget (steps across all partitions).
 pub const DEFAULT_BUDGET_STEPS: u64 = 2_000_000;
+
+/// The most threads one check starts, whatever `CheckOptions::threads`
+/// asks.
+pub const MAX_THREADS: usize = 64;
 
 /// The least budget of one trial search while minimizing.
 const MIN_CHECK_STEPS: u64 = 10_000;
@@ -404,7 +411,7 @@ fn search_partitions(
     } else {
         opts.threads
     };
-    let threads = wanted.min(partitions.len()).max(1);
+    let threads = wanted.min(partitions.len()).min(MAX_THREADS).max(1);
     let mut order: Vec<usize> = (0..partitions.len()).collect();
     order.sort_by_key(|&k| (std::cmp::Reverse(partitions[k].1.len()), k));
     let results: Vec<OnceLock<PartitionOutcome>> =
@@ -435,6 +442,7 @@ fn search_partitions(
             if !matches!(search, Search::Linearizable) {
                 stop_at.fetch_min(k, Ordering::AcqRel);
             }
+            // Each position is taken once (the cursor), so the cell is empty.
             let _ = results[k].set(PartitionOutcome {
                 search,
                 used,
