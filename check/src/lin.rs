@@ -411,7 +411,7 @@ fn search_partitions(
     } else {
         opts.threads
     };
-    let threads = wanted.min(partitions.len()).min(MAX_THREADS).max(1);
+    let threads = wanted.min(partitions.len()).clamp(1, MAX_THREADS);
     let mut order: Vec<usize> = (0..partitions.len()).collect();
     order.sort_by_key(|&k| (std::cmp::Reverse(partitions[k].1.len()), k));
     let results: Vec<OnceLock<PartitionOutcome>> =
