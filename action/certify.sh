@@ -5,6 +5,8 @@
 #
 #   action/certify.sh --target TARGET [--out DIR] [--start COMMAND]
 #                     [--wait-seconds N] [--scenarios ROOT]
+#                     [--partition K/N] [--seed N]
+#   action/certify.sh --merge-shards DIR [--out DIR] [--scenarios ROOT]
 #
 # --target        what to certify: store+http://HOST:PORT, http://HOST:PORT
 #                 (an agent), memory, postgres://..., ... (`reqkey certify --help`)
@@ -14,6 +16,15 @@
 #                 afterwards. certify.sh waits for GET /health of an
 #                 http target, at most --wait-seconds (default 60).
 # --scenarios     a scenarios root to judge by (default: the suite built into reqkey)
+# --partition     judge only shard K of N (one job of a CI matrix); OUT then
+#                 holds a shard's reports, and a later --merge-shards makes
+#                 the certificate
+# --seed          the seed of every random choice; every shard of one
+#                 certification needs the same one (default with
+#                 --partition: $GITHUB_RUN_ID, so a re-run shard keeps it)
+# --merge-shards  a directory whose subdirectories are the shards' OUT
+#                 directories (e.g. downloaded artifacts): runs
+#                 `reqkey certify merge` into OUT instead of certifying
 #
 # reqkey is $REQKEY if set, else `reqkey` on the PATH. Exit codes are
 # reqkey's: 0 conforms, 1 does not, 2 not judged, which includes: no reqkey
@@ -26,6 +37,7 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 die2() { echo "action/certify.sh: $*" >&2; exit 2; }
 
 target="" out="reqkey-certification" start="" wait_seconds=60 scenarios=""
+partition="" seed="" merge_shards=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --target) target="${2-}"; shift 2 || die2 "--target needs a value" ;;
@@ -33,10 +45,21 @@ while [ $# -gt 0 ]; do
     --start) start="${2-}"; shift 2 || die2 "--start needs a value" ;;
     --wait-seconds) wait_seconds="${2-}"; shift 2 || die2 "--wait-seconds needs a value" ;;
     --scenarios) scenarios="${2-}"; shift 2 || die2 "--scenarios needs a value" ;;
+    --partition) partition="${2-}"; shift 2 || die2 "--partition needs a value" ;;
+    --seed) seed="${2-}"; shift 2 || die2 "--seed needs a value" ;;
+    --merge-shards) merge_shards="${2-}"; shift 2 || die2 "--merge-shards needs a value" ;;
     *) die2 "unknown argument: $1" ;;
   esac
 done
-[ -n "$target" ] || die2 "--target is required (for example store+http://127.0.0.1:7001)"
+[ -n "$target" ] || [ -n "$merge_shards" ] || die2 "--target is required (for example store+http://127.0.0.1:7001)"
+[ -z "$target" ] || [ -z "$merge_shards" ] || die2 "--merge-shards merges shards already judged: give it no --target"
+case "$partition" in ''|[0-9]*/[0-9]*) ;; *) die2 "--partition must be K/N, not $partition" ;; esac
+if [ -n "$partition" ] && [ -z "$seed" ]; then
+  seed="${GITHUB_RUN_ID:-}"
+  [ -n "$seed" ] || die2 "--partition needs --seed (the same for every shard)"
+fi
+case "$seed" in ''|*[!0-9]*) [ -z "$seed" ] || die2 "--seed must be a whole number, not $seed" ;; esac
+[ -z "$merge_shards" ] || [ -d "$merge_shards" ] || die2 "no shards directory at $merge_shards"
 [ -n "$out" ] || die2 "--out must not be empty"
 case "$wait_seconds" in ''|*[!0-9]*) die2 "--wait-seconds must be a whole number, not $wait_seconds" ;; esac
 [ -z "$scenarios" ] || [ -d "$scenarios" ] || die2 "no scenarios root at $scenarios"
@@ -84,7 +107,19 @@ fi
 rc=0
 suite_args=()
 [ -z "$scenarios" ] || suite_args=(--scenarios "$scenarios")
-"$reqkey" certify --target "$target" --out "$out" "${suite_args[@]}" --quiet || rc=$?
+if [ -n "$merge_shards" ]; then
+  shards=()
+  for dir in "$merge_shards"/*/; do
+    [ -f "$dir/results.json" ] && shards+=("${dir%/}")
+  done
+  [ "${#shards[@]}" -gt 0 ] || die2 "no shard (a directory with results.json) under $merge_shards"
+  target="the merged shards of $merge_shards"
+  "$reqkey" certify merge --out "$out" "${suite_args[@]}" --quiet "${shards[@]}" || rc=$?
+else
+  [ -z "$partition" ] || suite_args+=(--partition "$partition")
+  [ -z "$seed" ] || suite_args+=(--seed "$seed")
+  "$reqkey" certify --target "$target" --out "$out" "${suite_args[@]}" --quiet || rc=$?
+fi
 
 case "$rc" in
   0) verdict="conforms" ;;

@@ -19,7 +19,23 @@
 //!   local: a history is linearizable iff each session's sub-history is. The
 //!   test `operations_on_different_sessions_commute` checks the claim for
 //!   every operation. Partitioning turns one search over thousands of
-//!   operations into a few small ones.
+//!   operations into a few small ones. The partitions are **checked in
+//!   parallel** (scoped std threads, at most one per available core, the
+//!   largest partitions first), and the verdict does not depend on the
+//!   threads: the partition reported is the first failing one in session
+//!   order, and a thread skips only partitions after a failure already
+//!   found, so every partition before the reported one was checked. (The
+//!   step budget is shared, so a history that nearly exhausts it may be
+//!   `Unknown` on one interleaving and decided on another; it is never
+//!   linearizable on one and not on another.)
+//! - **Parsed once, typed.** [`PreparedHistory`] parses every request and
+//!   answer once into the model's types (the op, the commit validated and
+//!   digested, the answer, inputs as canonical JSON); what the search
+//!   touches holds no `serde_json::Value` (a commit's input and a
+//!   `listInputs` answer are kept as canonical text only). Callers that
+//!   time the check (`reqkey bench lin`) parse before they start the clock
+//!   and call [`check_prepared`]; the raw [`Operation`]s are read again
+//!   only to render a counterexample.
 //! - **Search with memoization** (Wing & Gong, with Lowe's cache, the way
 //!   Porcupine does it): walk the calls and returns in time order; at a call,
 //!   try to linearize the operation now (apply it to the spec; its answer
@@ -57,6 +73,8 @@
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::{self, Write as _};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 #[cfg(doc)]
 use reqkey_model::seq::SeqStore;
@@ -69,6 +87,10 @@ use serde_json::Value;
 
 /// The default search budget (steps across all partitions).
 pub const DEFAULT_BUDGET_STEPS: u64 = 2_000_000;
+
+/// The most threads one check starts, whatever `CheckOptions::threads`
+/// asks.
+pub const MAX_THREADS: usize = 64;
 
 /// The least budget of one trial search while minimizing.
 const MIN_CHECK_STEPS: u64 = 10_000;
@@ -108,6 +130,9 @@ pub struct CheckOptions {
     pub budget_steps: u64,
     /// Whether to shrink a counterexample (costs further searches).
     pub minimize: bool,
+    /// Threads checking partitions at once; 0: one per available core.
+    /// The verdict is the same whatever the number (see the module docs).
+    pub threads: usize,
 }
 
 impl Default for CheckOptions {
@@ -115,6 +140,7 @@ impl Default for CheckOptions {
         Self {
             budget_steps: DEFAULT_BUDGET_STEPS,
             minimize: true,
+            threads: 0,
         }
     }
 }
@@ -147,6 +173,8 @@ pub struct CheckReport {
     /// Configurations in the largest partition's cache (16 bytes each plus
     /// the hash table's overhead): the search's memory.
     pub largest_cache: usize,
+    /// Threads that checked partitions (1 when the check was sequential).
+    pub threads: usize,
 }
 
 /// Why a history is not linearizable, readably.
@@ -192,9 +220,43 @@ pub fn check(history: &[Operation]) -> CheckReport {
     check_with(history, CheckOptions::default())
 }
 
+/// A history parsed once for checking: each operation's request and
+/// answer in the model's types, its instants, and the raw history (read
+/// again only to render a counterexample).
+#[derive(Debug)]
+pub struct PreparedHistory<'a> {
+    history: &'a [Operation],
+    prepared: Vec<Prepared>,
+}
+
+impl<'a> PreparedHistory<'a> {
+    /// Parses every operation of `history` (the cost [`check_prepared`]
+    /// does not pay again).
+    pub fn new(history: &'a [Operation]) -> Self {
+        Self {
+            history,
+            prepared: history.iter().map(prepare).collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.prepared.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.prepared.is_empty()
+    }
+}
+
 /// Checks a history (against a store that starts empty).
 pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
-    let prepared: Vec<Prepared> = history.iter().map(prepare).collect();
+    check_prepared(&PreparedHistory::new(history), opts)
+}
+
+/// Checks a history parsed beforehand.
+pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> CheckReport {
+    let history = parsed.history;
+    let prepared = &parsed.prepared;
 
     // Lone operations: the spec's answer to them does not depend on state.
     for (i, p) in prepared.iter().enumerate() {
@@ -227,97 +289,198 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
                 steps: 0,
                 partitions: 0,
                 largest_cache: 0,
+                threads: 1,
             };
         }
     }
 
-    let mut partitions: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    let mut by_session: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, p) in prepared.iter().enumerate() {
         if let Some(op) = &p.op {
-            partitions.entry(op.session_id()).or_default().push(i);
+            by_session.entry(op.session_id()).or_default().push(i);
         }
     }
+    let partitions: Vec<(&str, Vec<usize>)> = by_session.into_iter().collect();
+    let n_partitions = partitions.len();
+    let (outcomes, threads) = search_partitions(prepared, &partitions, &opts);
 
     let mut steps = 0u64;
     let mut largest_cache = 0usize;
-    let n_partitions = partitions.len();
-    for (session, indices) in &partitions {
-        let items: Vec<Item<'_>> = indices
-            .iter()
-            .map(|&i| Item::of(history, &prepared, i, false))
-            .collect();
-        let remaining = opts.budget_steps.saturating_sub(steps);
-        let (outcome, used, cached) = search(&items, remaining);
-        steps += used;
-        largest_cache = largest_cache.max(cached);
-        match outcome {
-            Search::Linearizable => {}
-            Search::OutOfBudget => {
-                return CheckReport {
-                    verdict: Verdict::Unknown {
-                        reason: format!(
-                            "gave up after {} search steps (session {session}, {} operations)",
-                            opts.budget_steps,
-                            indices.len()
-                        ),
-                    },
-                    steps,
-                    partitions: n_partitions,
-                    largest_cache,
-                }
-            }
-            Search::NotLinearizable => {
-                let mut minimize_steps = 0;
-                let (minimal, in_flight) = if opts.minimize {
-                    // Each trial search may cost a few times what deciding
-                    // did; one that runs out counts as "not shown to fail".
-                    let per_check = used.saturating_mul(4).max(MIN_CHECK_STEPS);
-                    minimize(
-                        history,
-                        &prepared,
-                        indices,
-                        opts.budget_steps,
-                        per_check,
-                        &mut minimize_steps,
-                    )
-                } else {
-                    (indices.clone(), vec![])
-                };
-                return CheckReport {
-                    verdict: Verdict::NotLinearizable(Box::new(Counterexample {
-                        session: Some((*session).to_owned()),
-                        reason: "no order of the operations consistent with real time gives every answer the spec's".to_owned(),
-                        timeline: render_timeline(history, indices, &[]),
-                        minimal_timeline: render_timeline(history, &minimal, &in_flight),
-                        partition: indices.clone(),
-                        minimal,
-                        minimal_in_flight: in_flight,
-                        minimize_steps,
-                    })),
-                    steps,
-                    partitions: n_partitions,
-                    largest_cache,
-                };
-            }
-        }
+    for o in outcomes.iter().flatten() {
+        steps += o.used;
+        largest_cache = largest_cache.max(o.cached);
     }
+    // The first decisive partition in session order: every partition
+    // before it was checked (see `search_partitions`).
+    let decisive = partitions
+        .iter()
+        .zip(&outcomes)
+        .find_map(|((session, indices), o)| match o {
+            Some(o) if !matches!(o.search, Search::Linearizable) => Some((session, indices, o)),
+            _ => None,
+        });
+    let Some((session, indices, outcome)) = decisive else {
+        return CheckReport {
+            verdict: Verdict::Linearizable,
+            steps,
+            partitions: n_partitions,
+            largest_cache,
+            threads,
+        };
+    };
+    if matches!(outcome.search, Search::OutOfBudget) {
+        return CheckReport {
+            verdict: Verdict::Unknown {
+                reason: format!(
+                    "gave up after {} search steps (session {session}, {} operations)",
+                    opts.budget_steps,
+                    indices.len()
+                ),
+            },
+            steps,
+            partitions: n_partitions,
+            largest_cache,
+            threads,
+        };
+    }
+    let mut minimize_steps = 0;
+    let (minimal, in_flight) = if opts.minimize {
+        // Each trial search may cost a few times what deciding did; one
+        // that runs out counts as "not shown to fail".
+        let per_check = outcome.used.saturating_mul(4).max(MIN_CHECK_STEPS);
+        minimize(
+            prepared,
+            indices,
+            opts.budget_steps,
+            per_check,
+            &mut minimize_steps,
+        )
+    } else {
+        (indices.clone(), vec![])
+    };
     CheckReport {
-        verdict: Verdict::Linearizable,
+        verdict: Verdict::NotLinearizable(Box::new(Counterexample {
+            session: Some((*session).to_owned()),
+            reason:
+                "no order of the operations consistent with real time gives every answer the spec's"
+                    .to_owned(),
+            timeline: render_timeline(history, indices, &[]),
+            minimal_timeline: render_timeline(history, &minimal, &in_flight),
+            partition: indices.clone(),
+            minimal,
+            minimal_in_flight: in_flight,
+            minimize_steps,
+        })),
         steps,
         partitions: n_partitions,
         largest_cache,
+        threads,
     }
+}
+
+/// What the search of one partition found.
+#[derive(Debug)]
+struct PartitionOutcome {
+    search: Search,
+    used: u64,
+    cached: usize,
+}
+
+/// Searches every partition, on up to `opts.threads` threads (0: one per
+/// available core, never more than there are partitions). Returns each
+/// partition's outcome, in the order given (`None`: skipped, because a
+/// partition before it in that order was already decisive), and the
+/// number of threads used.
+///
+/// Threads take partitions largest first from a shared cursor (so one big
+/// partition does not start last); a decisive outcome (not linearizable,
+/// or out of budget) at position `k` lowers `stop_at` to `k`, and a thread
+/// skips a partition only when its position is after `stop_at`. So every
+/// partition before the first decisive one (in the order given) is
+/// searched, whatever the interleaving, and the report is the sequential
+/// check's. The budget is shared: each partition gets what the others
+/// have not spent when it starts.
+fn search_partitions(
+    prepared: &[Prepared],
+    partitions: &[(&str, Vec<usize>)],
+    opts: &CheckOptions,
+) -> (Vec<Option<PartitionOutcome>>, usize) {
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let wanted = if opts.threads == 0 {
+        cores
+    } else {
+        opts.threads
+    };
+    let threads = wanted.min(partitions.len()).clamp(1, MAX_THREADS);
+    let mut order: Vec<usize> = (0..partitions.len()).collect();
+    order.sort_by_key(|&k| (std::cmp::Reverse(partitions[k].1.len()), k));
+    let results: Vec<OnceLock<PartitionOutcome>> =
+        (0..partitions.len()).map(|_| OnceLock::new()).collect();
+    let cursor = AtomicUsize::new(0);
+    let stop_at = AtomicUsize::new(usize::MAX);
+    let spent = AtomicU64::new(0);
+    let worker = || {
+        // Bounded: each turn takes the cursor one partition further.
+        loop {
+            let turn = cursor.fetch_add(1, Ordering::Relaxed);
+            let Some(&k) = order.get(turn) else {
+                break;
+            };
+            if k > stop_at.load(Ordering::Acquire) {
+                continue;
+            }
+            let items: Vec<Item<'_>> = partitions[k]
+                .1
+                .iter()
+                .map(|&i| Item::of(prepared, i, false))
+                .collect();
+            let remaining = opts
+                .budget_steps
+                .saturating_sub(spent.load(Ordering::Relaxed));
+            let (search, used, cached) = search(&items, remaining);
+            spent.fetch_add(used, Ordering::Relaxed);
+            if !matches!(search, Search::Linearizable) {
+                stop_at.fetch_min(k, Ordering::AcqRel);
+            }
+            // Each position is taken once (the cursor), so the cell is empty.
+            let _ = results[k].set(PartitionOutcome {
+                search,
+                used,
+                cached,
+            });
+        }
+    };
+    if threads == 1 {
+        worker();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(worker);
+            }
+        });
+    }
+    (
+        results.into_iter().map(OnceLock::into_inner).collect(),
+        threads,
+    )
 }
 
 /// An operation parsed once, into what every evaluation needs: the op, its
 /// commit validated and digested, the recorded answer typed, and a
 /// recorded input log in canonical form.
+///
+/// No `serde_json::Value` stays in it: a commit's input is kept canonical
+/// in `commit` (the op's own copy is dropped), and a `listInputs` answer
+/// only as `inputs` (its `Observed` entries are emptied).
 #[derive(Debug)]
 struct Prepared {
     op: Option<StoreOp>,
     commit: Option<PreparedCommit>,
     observed: Observed,
     inputs: Option<Vec<(String, String)>>,
+    invoke_ns: u64,
+    /// The return instant, `u64::MAX` for an unanswered op.
+    end_ns: u64,
 }
 
 #[derive(Debug)]
@@ -328,21 +491,29 @@ enum Observed {
 }
 
 fn prepare(o: &Operation) -> Prepared {
-    let op = StoreOp::from_wire(&o.request).ok();
-    let observed = match &o.answer {
+    let mut op = StoreOp::from_wire(&o.request).ok();
+    let mut observed = match &o.answer {
         None => Observed::Pending,
         Some(answer) => parse_answer(op.as_ref().map(StoreOp::name), answer),
     };
-    let commit = match &op {
-        Some(StoreOp::CommitRunStart(a)) => PreparedCommit::new(&a.start_run).ok(),
+    let commit = match &mut op {
+        Some(StoreOp::CommitRunStart(a)) => {
+            let prepared = PreparedCommit::new(&a.start_run).ok();
+            // Kept canonical in `prepared`; the search never reads it here.
+            a.start_run.input = Value::Null;
+            prepared
+        }
         _ => None,
     };
-    let inputs = match &observed {
-        Observed::Answer(Ok(StoreReply::Inputs(v))) => Some(
-            v.iter()
+    let inputs = match &mut observed {
+        Observed::Answer(Ok(StoreReply::Inputs(v))) => {
+            let canonical = v
+                .iter()
                 .map(|e| (e.run_id.clone(), canonical_json(&e.input)))
-                .collect(),
-        ),
+                .collect();
+            *v = Vec::new();
+            Some(canonical)
+        }
         _ => None,
     };
     Prepared {
@@ -350,6 +521,8 @@ fn prepare(o: &Operation) -> Prepared {
         commit,
         observed,
         inputs,
+        invoke_ns: o.invoke_ns,
+        end_ns: o.end_ns(),
     }
 }
 
@@ -448,17 +621,13 @@ const PENDING: Observed = Observed::Pending;
 
 impl<'a> Item<'a> {
     /// `in_flight` forces the op to count as unanswered.
-    fn of(history: &'a [Operation], prepared: &'a [Prepared], i: usize, in_flight: bool) -> Self {
-        let end_ns = if in_flight {
-            u64::MAX
-        } else {
-            history[i].end_ns()
-        };
+    fn of(prepared: &'a [Prepared], i: usize, in_flight: bool) -> Self {
+        let p = &prepared[i];
         Item {
-            prepared: &prepared[i],
+            prepared: p,
             in_flight,
-            invoke_ns: history[i].invoke_ns,
-            end_ns,
+            invoke_ns: p.invoke_ns,
+            end_ns: if in_flight { u64::MAX } else { p.end_ns },
         }
     }
 
@@ -477,6 +646,7 @@ impl<'a> Item<'a> {
     }
 }
 
+#[derive(Debug)]
 enum Search {
     Linearizable,
     NotLinearizable,
@@ -908,7 +1078,6 @@ impl Hasher for FoldHasher {
 
 /// Shrinks a failing partition; returns (subset, the subset's in-flight ops).
 fn minimize(
-    history: &[Operation],
     prepared: &[Prepared],
     partition: &[usize],
     budget_steps: u64,
@@ -924,7 +1093,7 @@ fn minimize(
         }
         let items: Vec<Item<'_>> = subset
             .iter()
-            .map(|&i| Item::of(history, prepared, i, in_flight.contains(&i)))
+            .map(|&i| Item::of(prepared, i, in_flight.contains(&i)))
             .collect();
         let (outcome, used, _) = search(&items, remaining);
         *spent += used;
@@ -940,20 +1109,20 @@ fn minimize(
     //    except those whose recorded answer claims no write: they are
     //    dropped (as in step 2) rather than left to match anything, which
     //    would let the search wander through every order of them.
-    let mut ends: Vec<u64> = partition.iter().map(|&i| history[i].end_ns()).collect();
+    let mut ends: Vec<u64> = partition.iter().map(|&i| prepared[i].end_ns).collect();
     ends.sort_unstable();
     let cut = |k: usize| -> (Vec<usize>, Vec<usize>) {
         let t = ends[k];
         let subset: Vec<usize> = partition
             .iter()
             .copied()
-            .filter(|&i| history[i].invoke_ns <= t)
-            .filter(|&i| history[i].end_ns() <= t || !writes_nothing(&prepared[i]))
+            .filter(|&i| prepared[i].invoke_ns <= t)
+            .filter(|&i| prepared[i].end_ns <= t || !writes_nothing(&prepared[i]))
             .collect();
         let in_flight: Vec<usize> = subset
             .iter()
             .copied()
-            .filter(|&i| history[i].end_ns() > t)
+            .filter(|&i| prepared[i].end_ns > t)
             .collect();
         (subset, in_flight)
     };
@@ -1454,6 +1623,70 @@ mod tests {
     }
 
     #[test]
+    fn the_verdict_and_the_session_reported_do_not_depend_on_the_threads() {
+        // Twelve sessions; sessions 3 and 8 each have two started answers
+        // for one key. Whatever the threads, the report names s03, the
+        // first failing session in order, as the sequential check does.
+        let mut h = Vec::new();
+        for j in 0..12u64 {
+            let s = format!("s{j:02}");
+            h.push(op(
+                "a",
+                commit_req(&s, "r1", None, Some("k")),
+                j,
+                100 + j,
+                started(&s, "r1", 1, Some("k")),
+            ));
+            let second = if j == 3 || j == 8 {
+                started(&s, "r2", 1, Some("k"))
+            } else {
+                taken("r1")
+            };
+            h.push(op(
+                "b",
+                commit_req(&s, "r2", None, Some("k")),
+                j + 1,
+                100 + j,
+                second,
+            ));
+        }
+        let parsed = PreparedHistory::new(&h);
+        assert_eq!(parsed.len(), 24);
+        for threads in [1, 2, 4, 16] {
+            let opts = CheckOptions {
+                threads,
+                ..CheckOptions::default()
+            };
+            let report = check_prepared(&parsed, opts);
+            assert_eq!(report.partitions, 12);
+            assert_eq!(report.threads, threads.min(12));
+            let c = counterexample(report);
+            assert_eq!(c.session.as_deref(), Some("s03"), "{threads} threads");
+            assert_eq!(c.minimal, vec![6, 7]);
+        }
+        // Without the failures every partition is checked, on every thread.
+        let fine: Vec<Operation> = h
+            .iter()
+            .filter(|o| {
+                o.answer.as_ref().is_some_and(|a| a.get("error").is_some()) || o.client == "a"
+            })
+            .cloned()
+            .collect();
+        for threads in [1, 3] {
+            let report = check_prepared(
+                &PreparedHistory::new(&fine),
+                CheckOptions {
+                    threads,
+                    ..CheckOptions::default()
+                },
+            );
+            assert!(report.verdict.is_linearizable(), "{:?}", report.verdict);
+            assert_eq!(report.partitions, 12);
+            assert!(report.steps >= 12);
+        }
+    }
+
+    #[test]
     fn a_malformed_request_must_be_answered_invalid_argument() {
         let bad = json!({"op": "getRun", "args": {"sessionId": "s"}});
         let ok = vec![op(
@@ -1559,6 +1792,7 @@ mod tests {
             CheckOptions {
                 budget_steps: 5,
                 minimize: true,
+                ..CheckOptions::default()
             },
         );
         assert!(
@@ -1723,7 +1957,7 @@ mod tests {
             for (n, o) in ops.iter().enumerate() {
                 let request = serde_json::to_value(o).unwrap();
                 let spec = seq.apply(o);
-                let history = vec![Operation {
+                let history = [Operation {
                     client: "c".into(),
                     request: request.clone(),
                     invoke_ns: 0,
@@ -1731,15 +1965,15 @@ mod tests {
                     answer: Some(reqkey_model::seq::answer_to_wire(&spec)),
                 }];
                 let prepared: Vec<Prepared> = history.iter().map(prepare).collect();
-                let item = Item::of(&history, &prepared, 0, false);
+                let item = Item::of(&prepared, 0, false);
                 // A wrong answer: another op's kind of reply or error.
                 let wrong_answer = match &spec {
                     Ok(_) => json!({"error": {"kind": "not_found", "message": "x"}}),
                     Err(_) => json!({"ok": {"deleted": true, "extra": n}}),
                 };
-                let wrong_history = vec![Operation { answer: Some(wrong_answer), ..history[0].clone() }];
+                let wrong_history = [Operation { answer: Some(wrong_answer), ..history[0].clone() }];
                 let wrong_prepared: Vec<Prepared> = wrong_history.iter().map(prepare).collect();
-                let wrong = Item::of(&wrong_history, &wrong_prepared, 0, false);
+                let wrong = Item::of(&wrong_prepared, 0, false);
                 let (before, fp_before) = (state.clone(), fp);
                 prop_assert!(evaluate(&mut state, &mut fp, &wrong).is_none(), "{request}");
                 prop_assert!(state == before && fp == fp_before);

@@ -188,3 +188,186 @@ fn schema_prints_the_checked_in_schema() {
     .unwrap();
     assert_eq!(String::from_utf8(o.stdout).unwrap(), checked_in);
 }
+
+/// `(id, verdict)` of every scenario in a `results.json`, in its order.
+fn verdicts(json: &serde_json::Value) -> Vec<(String, String)> {
+    json["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().unwrap().to_owned(),
+                s["verdict"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn results(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap()
+}
+
+fn certify_into(out: &Path, target: &str, partition: Option<&str>) -> std::process::Output {
+    let mut args = vec![
+        "certify",
+        "--target",
+        target,
+        "--out",
+        out.to_str().unwrap(),
+        "--seed",
+        "11",
+        "--quiet",
+    ];
+    if let Some(p) = partition {
+        args.extend(["--partition", p]);
+    }
+    reqkey(&args)
+}
+
+#[test]
+fn three_shards_merged_make_the_certificate_of_one_run() {
+    for (target, code) in [("memory", 0), ("broken-memory:delete-keeps-keys", 1)] {
+        let root = scratch(&format!("shards-{}", target.replace(':', "-")));
+        let whole = root.join("whole");
+        let o = certify_into(&whole, target, None);
+        assert_eq!(o.status.code(), Some(code), "{}", text(&o));
+        let mut shards = Vec::new();
+        for k in 1..=3 {
+            let dir = root.join(format!("shard{k}"));
+            let o = certify_into(&dir, target, Some(&format!("{k}/3")));
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+            let shard = results(&dir);
+            assert_eq!(shard["certification"], false, "a shard is no certificate");
+            assert_eq!(shard["partition"]["index"], k);
+            assert!(verdicts(&shard).len() < verdicts(&results(&whole)).len());
+            shards.push(dir.to_str().unwrap().to_owned());
+        }
+        let merged = root.join("merged");
+        let mut args = vec!["certify", "merge", "--out", merged.to_str().unwrap()];
+        // Given out of order: the merge orders them.
+        args.extend([&shards[2], &shards[0], &shards[1]].map(String::as_str));
+        let o = reqkey(&args);
+        assert_eq!(o.status.code(), Some(code), "{}", text(&o));
+        let (one, all) = (results(&whole), results(&merged));
+        assert_eq!(verdicts(&all), verdicts(&one));
+        for field in [
+            "certification",
+            "exit_code",
+            "counts",
+            "suite",
+            "closing_line",
+            "seed",
+        ] {
+            assert_eq!(all[field], one[field], "{field}");
+        }
+        assert!(all.get("partition").is_none());
+        let (cert_one, cert_all) = (
+            std::fs::read_to_string(whole.join("certificate.md")).unwrap(),
+            std::fs::read_to_string(merged.join("certificate.md")).unwrap(),
+        );
+        assert_eq!(cert_all.lines().last(), cert_one.lines().last());
+        assert_eq!(
+            cert_all.lines().nth(2),
+            cert_one.lines().nth(2),
+            "the verdict line"
+        );
+        let junit = std::fs::read_to_string(merged.join("junit.xml")).unwrap();
+        let report = quick_junit::Report::deserialize_from_str(&junit).unwrap();
+        assert_eq!(report.tests as usize, verdicts(&one).len());
+        assert!(merged.join("report.html").is_file());
+    }
+}
+
+#[test]
+fn a_merge_of_shards_that_are_not_one_certification_is_refused() {
+    let root = scratch("bad-merge");
+    let dirs: Vec<PathBuf> = (1..=2)
+        .map(|k| {
+            let dir = root.join(format!("shard{k}"));
+            let o = certify_into(&dir, "memory", Some(&format!("{k}/2")));
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            dir
+        })
+        .collect();
+    let merge = |dirs: &[&Path]| {
+        let out = root.join("out");
+        let mut args = vec!["certify", "merge", "--out", out.to_str().unwrap()];
+        args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+        reqkey(&args)
+    };
+    let o = merge(&[&dirs[0]]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("shard 2/2 missing"), "{}", text(&o));
+    let o = merge(&[&dirs[0], &dirs[1], &dirs[1]]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("shard 2/2 given twice"), "{}", text(&o));
+    // Shard 2 of another suite.
+    let other = root.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut doc = results(&dirs[1]);
+    doc["suite"]["digest"] = "sha256:0000".into();
+    std::fs::write(other.join("results.json"), doc.to_string()).unwrap();
+    let o = merge(&[&dirs[0], &other]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("suite digest"), "{}", text(&o));
+    let o = merge(&[&dirs[0], &root.join("nowhere")]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("cannot read"), "{}", text(&o));
+    assert!(!root.join("out").join("certificate.md").exists());
+    let o = merge(&[&dirs[0], &dirs[1]]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
+#[test]
+fn run_partitions_the_loaded_scenarios() {
+    let root = scratch("run-partition");
+    let mut ids = Vec::new();
+    for k in 1..=3 {
+        let json = root.join(format!("{k}.json"));
+        let o = reqkey(&[
+            "run",
+            "--target",
+            "memory",
+            "--partition",
+            &format!("{k}/3"),
+            "--json",
+            json.to_str().unwrap(),
+            "--quiet",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(doc["selection"][0], format!("--partition {k}/3"));
+        ids.extend(verdicts(&doc).into_iter().map(|(id, _)| id));
+    }
+    let total = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), total, "a scenario ran in two shards");
+    assert!(total >= 20);
+    let o = reqkey(&["run", "--target", "memory", "--partition", "4/3"]);
+    assert_eq!(o.status.code(), Some(2));
+    // One --expected-failures list serves every shard: the listed id (which
+    // passes on memory) turns exactly one shard red, and is no unknown id
+    // in the others.
+    let xf = list("partition-xf", "request-key.race\n");
+    let codes: Vec<Option<i32>> = (1..=3)
+        .map(|k| {
+            let o = reqkey(&[
+                "run",
+                "--target",
+                "memory",
+                "--partition",
+                &format!("{k}/3"),
+                "--expected-failures",
+                &xf,
+                "--quiet",
+            ]);
+            o.status.code()
+        })
+        .collect();
+    let mut sorted = codes.clone();
+    sorted.sort();
+    assert_eq!(sorted, [Some(0), Some(0), Some(1)], "{codes:?}");
+}

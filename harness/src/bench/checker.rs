@@ -165,8 +165,13 @@ pub struct LinFigures {
     pub store: SimulatedStore,
     /// Pairs of operations whose intervals overlap.
     pub overlapping_pairs: usize,
+    /// Parsing the history into the checker's types, before the clock of
+    /// the check starts (once).
+    pub parse_ms: f64,
     /// Median over `repeats` checks of the verdict alone (no shrinking).
     pub check_ms: f64,
+    /// Threads that checked partitions (`threads` asked; 0 = every core).
+    pub threads: usize,
     pub repeats: usize,
     pub steps: u64,
     /// Configurations cached by the largest partition's search.
@@ -210,7 +215,8 @@ impl std::fmt::Display for LinFigures {
             f,
             concat!(
                 "lin: {:>6} ops, {:>2} clients, {} session{} ({}, {} overlapping pairs): ",
-                "{} in {:.1} ms = {:.0} ops/s [median of {}; {} steps; {} cached ",
+                "{} in {:.1} ms = {:.0} ops/s [{} thread{}; median of {}; parsed before in {:.1} ms; ",
+                "{} steps; {} cached ",
                 "configurations; RSS {} with the history, peak {} after checking; seed {}]"
             ),
             self.ops,
@@ -222,7 +228,10 @@ impl std::fmt::Display for LinFigures {
             verdict,
             self.check_ms,
             self.ops_per_s(),
+            self.threads,
+            if self.threads == 1 { "" } else { "s" },
             self.repeats,
+            self.parse_ms,
             self.steps,
             self.largest_cache,
             mib(self.history_rss_mib),
@@ -233,9 +242,11 @@ impl std::fmt::Display for LinFigures {
 }
 
 /// The histories of `reqkey bench lin`: 1k, 10k and 100k operations (1k
-/// only when `quick`), 8 and 16 clients, all on one session (the case
+/// only when `quick`), 8 and 16 clients, on one session (the case
 /// partitioning cannot help), each from a correct store and from one that
-/// skips the key rule once.
+/// skips the key rule once; then (not when `quick`) 100k operations from
+/// 16 clients over 256 sessions, the case partitions checked in parallel
+/// serve.
 pub fn lin_workloads(quick: bool, seed: u64) -> Vec<(Workload, SimulatedStore)> {
     let sizes: &[usize] = if quick {
         &[1_000]
@@ -259,22 +270,50 @@ pub fn lin_workloads(quick: bool, seed: u64) -> Vec<(Workload, SimulatedStore)> 
             }
         }
     }
+    if !quick {
+        for store in [SimulatedStore::Correct, SimulatedStore::SkipsKeyRuleOnce] {
+            out.push((
+                Workload {
+                    clients: 16,
+                    sessions: MANY_SESSIONS,
+                    ops_total: 100_000,
+                    seed,
+                    namespace: format!("lin-{seed}"),
+                },
+                store,
+            ));
+        }
+    }
     out
 }
 
-/// Generates one fixed-seed history and times its check (the verdict
-/// alone, as Porcupine gives it: median of `repeats` checks).
-pub fn lin_benchmark(w: &Workload, store: SimulatedStore, repeats: usize) -> LinFigures {
+/// The sessions of the many-session history of `reqkey bench lin`.
+pub const MANY_SESSIONS: usize = 256;
+
+/// Generates one fixed-seed history, parses it into the checker's types
+/// (timed apart) and times its check (the verdict alone, as Porcupine
+/// gives it: median of `repeats` checks) on `threads` threads (0: one per
+/// core).
+pub fn lin_benchmark(
+    w: &Workload,
+    store: SimulatedStore,
+    repeats: usize,
+    threads: usize,
+) -> LinFigures {
     let history = simulated_history(w, store);
+    let started = Instant::now();
+    let parsed = lin::PreparedHistory::new(&history);
+    let parse_ms = started.elapsed().as_secs_f64() * 1e3;
     let history_rss_mib = proc_status_mib("VmRSS:");
     let mut times = Vec::new();
     let mut report = None;
     for _ in 0..repeats.max(1) {
         let started = Instant::now();
-        let r = lin::check_with(
-            &history,
+        let r = lin::check_prepared(
+            &parsed,
             CheckOptions {
                 minimize: false,
+                threads,
                 ..CheckOptions::default()
             },
         );
@@ -282,7 +321,7 @@ pub fn lin_benchmark(w: &Workload, store: SimulatedStore, repeats: usize) -> Lin
         report = Some(r);
     }
     times.sort_by(f64::total_cmp);
-    let (linearizable, steps, largest_cache) = match &report {
+    let (linearizable, steps, largest_cache, threads_used) = match &report {
         Some(r) => (
             match r.verdict {
                 Verdict::Linearizable => Some(true),
@@ -291,8 +330,9 @@ pub fn lin_benchmark(w: &Workload, store: SimulatedStore, repeats: usize) -> Lin
             },
             r.steps,
             r.largest_cache,
+            r.threads,
         ),
-        None => (None, 0, 0),
+        None => (None, 0, 0, 0),
     };
     LinFigures {
         ops: history.len(),
@@ -301,7 +341,9 @@ pub fn lin_benchmark(w: &Workload, store: SimulatedStore, repeats: usize) -> Lin
         seed: w.seed,
         store,
         overlapping_pairs: overlapping_pairs(&history),
+        parse_ms,
         check_ms: times.get(times.len() / 2).copied().unwrap_or(0.0),
+        threads: threads_used,
         repeats: times.len(),
         steps,
         largest_cache,

@@ -323,15 +323,20 @@ fn lin_bench(args: &BenchArgs) -> ExitCode {
         } else {
             5
         };
-        let f = lin_benchmark(&w, store, repeats);
-        println!("{f}");
-        match f.linearizable {
-            None => unknown = true,
-            Some(l) if l != f.expected_linearizable() => {
-                println!("  ^ the verdict is not the expected one");
-                mismatch = true;
+        // Many sessions: on one thread too, to show what the parallel
+        // check of partitions buys.
+        let threads: &[usize] = if w.sessions > 1 { &[1, 0] } else { &[0] };
+        for &t in threads {
+            let f = lin_benchmark(&w, store, repeats, t);
+            println!("{f}");
+            match f.linearizable {
+                None => unknown = true,
+                Some(l) if l != f.expected_linearizable() => {
+                    println!("  ^ the verdict is not the expected one");
+                    mismatch = true;
+                }
+                Some(_) => {}
             }
-            Some(_) => {}
         }
     }
     if mismatch {

@@ -4,16 +4,17 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 
 use reqkey_model::vocab::Level;
 
 use crate::cmd::common::{
     execute, fresh_seed, harness_error, health, not_judged, not_judged_because, open_started,
-    select_by_profile, start_owned, Outputs, StartArgs,
+    select_by_profile, start_owned, with_runtime_interruptible, write_reports, Outputs, StartArgs,
 };
 use crate::cmd::coverage::suite_record;
-use crate::report::{ClauseCoverage, ReportContext};
+use crate::report::{merge, ClauseCoverage, ReportContext};
+use crate::run::partition::Partition;
 use crate::run::runner::RunConfig;
 use crate::run::suite;
 use crate::targets::spec::TargetSpec;
@@ -22,10 +23,13 @@ use reqkey_check::coverage;
 use reqkey_reference::store::legacy;
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct CertifyArgs {
+    #[command(subcommand)]
+    pub command: Option<CertifyCommand>,
     /// What to certify (see "Targets" below).
-    #[arg(long, short)]
-    pub target: String,
+    #[arg(long, short, required = true)]
+    pub target: Option<String>,
     #[command(flatten)]
     pub start: StartArgs,
     /// Where to write certificate.md, report.html, junit.xml and results.json (created if
@@ -66,6 +70,41 @@ pub struct CertifyArgs {
     /// and keyed runs (SPEC 4, `[S4-upgrade]`). Otherwise exit 1.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=reqkey_reference::store::legacy::MAX_LEGACY_SESSIONS))]
     pub seed_legacy: Option<u64>,
+    /// Judge only shard K of N of the suite (1-based), for a certification
+    /// split across CI jobs: the suite sorted by scenario id, the scenario
+    /// at position i in shard i mod N + 1. Its reports are a shard's, not a
+    /// certificate; `reqkey certify merge` makes the certificate. Pass the
+    /// same --seed to every shard.
+    #[arg(long, value_name = "K/N")]
+    pub partition: Option<Partition>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CertifyCommand {
+    /// Merge the shards of one certification (`certify --partition K/N`,
+    /// each shard's --out directory) into one certificate: certificate.md,
+    /// report.html, junit.xml and results.json. Refused (exit 2) when a
+    /// shard is missing or given twice, or the shards differ in suite
+    /// digest, target, seed, profile or reqkey version. Exit 0, 1 or 2 by
+    /// the merged verdict otherwise.
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Each shard's output directory (holding its results.json).
+    #[arg(required = true, value_name = "DIR")]
+    pub shards: Vec<PathBuf>,
+    /// Where to write the merged certificate (created if missing).
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    /// The scenarios root the shards judged by, when it was not the suite
+    /// embedded in this binary (for the steps the HTML page shows).
+    #[arg(long, value_name = "ROOT")]
+    pub scenarios: Option<PathBuf>,
+    /// Print only the closing count.
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 /// The clause coverage of a level's whole suite, as a certificate states it.
@@ -117,12 +156,23 @@ async fn check_upgraded(
     }
 }
 
+/// `reqkey certify ...`: a certification, or `merge`.
+pub fn certify_entry(args: CertifyArgs) -> ExitCode {
+    match args.command {
+        Some(CertifyCommand::Merge(merge)) => merge_command(&merge),
+        None => with_runtime_interruptible(|| certify_command(args)),
+    }
+}
+
 pub async fn certify_command(args: CertifyArgs) -> ExitCode {
+    let Some(target_spec) = args.target.clone() else {
+        return harness_error("--target is required");
+    };
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
     };
-    let (mut owned, target_text) = match start_owned(&args.start, &args.target) {
+    let (mut owned, target_text) = match start_owned(&args.start, &target_spec) {
         Ok(started) => started,
         Err(e) => return harness_error(e),
     };
@@ -159,6 +209,23 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     {
         Ok(c) => Some(c),
         Err(e) => return harness_error(format!("clause coverage: {e}")),
+    };
+    // Coverage and the level check above are the whole suite's; a shard
+    // judges its share only.
+    let scenarios = match args.partition {
+        Some(p) => {
+            ctx.partition = Some(p);
+            ctx.selection = vec![p.flag()];
+            let mine = p.select(scenarios);
+            if !args.quiet {
+                eprintln!(
+                    "reqkey: shard {p}: {} scenarios of the suite (merge the shards with `reqkey certify merge`)",
+                    mine.len()
+                );
+            }
+            mine
+        }
+        None => scenarios,
     };
     let legacy = match (args.seed_legacy, &spec) {
         (None, _) => None,
@@ -238,4 +305,69 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         }
     }
     code
+}
+
+/// The shard directories' `results.json` files, read.
+fn read_shards(dirs: &[PathBuf]) -> Result<Vec<merge::Shard>, String> {
+    dirs.iter()
+        .map(|dir| {
+            let file = dir.join(RESULTS_FILE);
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            merge::parse_shard(&dir.display().to_string(), &text)
+        })
+        .collect()
+}
+
+/// The scenarios of the merged suite, for the steps the HTML page shows:
+/// the embedded suite or `--scenarios ROOT`, if its digest is the shards';
+/// otherwise none (the page then lists results without steps).
+fn merged_scenarios(
+    merged: &merge::Merged,
+    root: Option<&std::path::Path>,
+) -> Vec<reqkey_scenario::Scenario> {
+    let Some(level) = merged.level else {
+        return Vec::new();
+    };
+    let loaded = match root {
+        Some(root) => suite::disk_suite(root, level).map_err(|e| e.to_string()),
+        None => suite::embedded_suite(level).map_err(|e| e.to_string()),
+    };
+    match loaded {
+        Ok((info, scenarios)) if info.digest == merged.suite.digest => scenarios,
+        _ => {
+            eprintln!(
+                "reqkey: note: the suite at hand is not the shards' ({}); report.html shows no steps",
+                merged.suite.digest
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// `reqkey certify merge DIR...`.
+pub fn merge_command(args: &MergeArgs) -> ExitCode {
+    let merged = match read_shards(&args.shards).and_then(merge::merge) {
+        Ok(m) => m,
+        Err(e) => return harness_error(format!("certify merge: {e}")),
+    };
+    let outputs = Outputs {
+        junit: Some(args.out.join(JUNIT_FILE)),
+        json: Some(args.out.join(RESULTS_FILE)),
+        report: Some(args.out.join(CERTIFICATE_FILE)),
+        html: Some(args.out.join(HTML_FILE)),
+    };
+    let scenarios = merged_scenarios(&merged, args.scenarios.as_deref());
+    if let Err(e) = write_reports(&merged.ctx, &outputs, &scenarios, &merged.summary) {
+        return harness_error(e);
+    }
+    println!("{}", crate::report::closing_line(&merged.summary));
+    if !args.quiet {
+        eprintln!(
+            "reqkey: merged {} shards into {}",
+            args.shards.len(),
+            args.out.join(CERTIFICATE_FILE).display()
+        );
+    }
+    ExitCode::from(merged.summary.exit_code())
 }

@@ -316,6 +316,25 @@ pub async fn execute(
     ExitCode::from(summary.exit_code())
 }
 
+/// Writes every report `outputs` asks for from a finished run (`certify
+/// merge`, and a run that judged nothing).
+pub fn write_reports(
+    ctx: &ReportContext,
+    outputs: &Outputs,
+    scenarios: &[Scenario],
+    summary: &RunSummary,
+) -> Result<(), String> {
+    let mut reporters = file_reporters(ctx, outputs, scenarios)?;
+    for r in &mut reporters {
+        r.on_event(&Event::RunFinished {
+            summary: summary.clone(),
+        });
+        r.finish()
+            .map_err(|e| format!("cannot write a report: {e}"))?;
+    }
+    Ok(())
+}
+
 /// The file reporters `outputs` asks for, their files created.
 fn file_reporters(
     ctx: &ReportContext,
@@ -360,18 +379,9 @@ pub fn not_judged_because(
     message: String,
 ) -> ExitCode {
     let code = harness_error(format_args!("no verdict ({reason}): {message}"));
-    let mut reporters = match file_reporters(ctx, outputs, &[]) {
-        Ok(r) => r,
-        Err(e) => return harness_error(e),
-    };
     let summary = RunSummary::not_judged(ctx.target.clone(), seed, Indefinite { reason, message });
-    for r in &mut reporters {
-        r.on_event(&Event::RunFinished {
-            summary: summary.clone(),
-        });
-        if let Err(e) = r.finish() {
-            return harness_error(format!("cannot write a report: {e}"));
-        }
+    match write_reports(ctx, outputs, &[], &summary) {
+        Ok(()) => code,
+        Err(e) => harness_error(e),
     }
-    code
 }

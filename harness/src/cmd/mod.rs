@@ -115,9 +115,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     match cli.command {
         Command::Run(args) => run::run_command(args),
         Command::Model { cmd } => model::run(cmd),
-        Command::Certify(args) => {
-            common::with_runtime_interruptible(|| certify::certify_command(args))
-        }
+        Command::Certify(args) => certify::certify_entry(args),
         Command::Schema => {
             println!("{}", reqkey_scenario::schema::scenario_schema_json());
             ExitCode::SUCCESS

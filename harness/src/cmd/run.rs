@@ -12,6 +12,7 @@ use crate::cmd::common::{
     Outputs, StartArgs,
 };
 use crate::report::ReportContext;
+use crate::run::partition::Partition;
 use crate::run::runner::RunConfig;
 use crate::run::suite;
 use crate::targets::spec::TargetSpec;
@@ -103,6 +104,13 @@ pub struct RunArgs {
     /// failures, steps).
     #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
+    /// Run only shard K of N of the loaded scenarios (1-based), for a suite
+    /// split across CI jobs: the scenarios sorted by id, the one at
+    /// position i in shard i mod N + 1, so every scenario is in exactly one
+    /// shard. Taken before the level, profile and tag filters; an empty
+    /// shard is not an error.
+    #[arg(long, value_name = "K/N")]
+    pub partition: Option<Partition>,
 }
 
 /// Does `path` name an HTML file (`--report report.html`)?
@@ -199,6 +207,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     ctx.target_defaulted = defaulted;
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
+    ctx.partition = args.partition;
     let target = match open_started(&spec, opts, owned.as_mut(), args.start.start_timeout_ms).await
     {
         Ok(t) => t,
@@ -212,6 +221,14 @@ async fn run_async(args: RunArgs) -> ExitCode {
             }
         }
         None => Vec::new(),
+    };
+    // The shard is taken over everything loaded, before any filter, so the
+    // shards of one command line partition the same list whatever the
+    // target; after the expected failures are read, so that one list
+    // serves every shard (an id in another shard is not an unknown id).
+    let scenarios = match args.partition {
+        Some(p) => p.select(scenarios),
+        None => scenarios,
     };
     let loaded = scenarios.len();
     let (applicable, other): (Vec<Scenario>, Vec<Scenario>) = scenarios
@@ -241,7 +258,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
         }
     };
     let selected = filter_by_tags(applicable, &args.tag, &args.skip_tag);
-    if selected.is_empty() {
+    if selected.is_empty() && args.partition.is_none() {
         return harness_error("no scenario to run after filtering by level, profile and tags");
     }
     let mut cfg = RunConfig::new(seed);
@@ -310,6 +327,9 @@ fn selection_flags(args: &RunArgs, explicit_paths: bool) -> Vec<String> {
     }
     if let Some(p) = &args.profile {
         flags.push(format!("--profile {p}"));
+    }
+    if let Some(p) = &args.partition {
+        flags.push(p.flag());
     }
     flags
 }

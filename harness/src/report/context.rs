@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::run::event::{Event, RunSummary, Verdict};
+use crate::run::partition::Partition;
 use crate::run::select::NotApplicable;
 use crate::run::suite::SuiteInfo;
 use crate::targets::profile::ProfileInfo;
@@ -41,6 +42,9 @@ pub struct ReportContext {
     /// How many clauses of the spec the suite can fail on (`certify` states
     /// it; `reqkey coverage` prints the matrix).
     pub clause_coverage: Option<ClauseCoverage>,
+    /// The shard of the suite this run judged (`--partition k/n`); `None`
+    /// for a whole suite, and for the certificate `certify merge` makes.
+    pub partition: Option<Partition>,
 }
 
 /// The clause coverage of a suite: `covered` of the `total` clauses of
@@ -68,6 +72,7 @@ impl ReportContext {
             profile: None,
             not_applicable: Vec::new(),
             clause_coverage: None,
+            partition: None,
         }
     }
 

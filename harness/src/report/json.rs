@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::report::context::{closing_line, Rendered, ReportContext};
 use crate::run::event::{Event, Reporter, RunSummary};
+use crate::run::partition::Partition;
 use crate::targets::profile::ProfileSource;
 
 /// The schema name written into every document.
@@ -40,6 +41,10 @@ struct Document<'a> {
     /// Why the run reached no verdict, when it did not.
     indefinite: Option<IndefiniteDoc<'a>>,
     scenarios: Vec<ScenarioDoc<'a>>,
+    /// The shard this run judged (`--partition k/n`); absent for a whole
+    /// suite.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partition: Option<Partition>,
 }
 
 #[derive(Debug, Serialize)]
@@ -228,6 +233,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 note: r.note.as_deref(),
             })
             .collect(),
+        partition: ctx.partition,
     };
     match serde_json::to_string_pretty(&doc) {
         Ok(text) => {

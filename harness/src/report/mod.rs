@@ -26,6 +26,7 @@ pub mod html;
 pub mod inert;
 pub mod json;
 pub mod junit;
+pub mod merge;
 pub mod terminal;
 
 pub use certificate::CertificateReporter;

@@ -290,6 +290,7 @@ pub async fn run_program(
             CheckOptions {
                 budget_steps: lin_budget_steps,
                 minimize: true,
+                ..CheckOptions::default()
             },
         );
         match report.verdict {

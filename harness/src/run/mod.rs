@@ -16,6 +16,7 @@ pub mod event;
 pub mod expected;
 pub mod fuzz;
 pub mod mixed;
+pub mod partition;
 pub mod record;
 pub mod request;
 pub mod runner;

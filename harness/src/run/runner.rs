@@ -1371,6 +1371,7 @@ impl Trial<'_> {
         let opts = CheckOptions {
             budget_steps: self.cfg.lin_budget_steps,
             minimize: true,
+            ..CheckOptions::default()
         };
         let report = lin::check_with(&self.history, opts);
         let failure = |message: String, detail: Option<String>| Failure {

@@ -282,7 +282,10 @@ impl SessionState {
 
 /// A `commitRunStart` request that passed validation, with what every
 /// evaluation of it needs computed once: its start digest and its input as
-/// canonical JSON.
+/// canonical JSON. The input is kept as that text only (the
+/// linearizability checker holds one of these per commit of a history, and
+/// a JSON value costs several times its text), so [`PreparedCommit::start`]
+/// answers the request with a null `input`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreparedCommit {
     start: StartRun,
@@ -295,12 +298,20 @@ impl PreparedCommit {
     pub fn new(start: &StartRun) -> Result<Self, StoreError> {
         validate_start_run(start)?;
         Ok(Self {
-            start: start.clone(),
+            start: StartRun {
+                session_id: start.session_id.clone(),
+                run_id: start.run_id.clone(),
+                expected_current_run_id: start.expected_current_run_id.clone(),
+                input: Value::Null,
+                request_key: start.request_key.clone(),
+                request_digest: start.request_digest.clone(),
+            },
             start_digest: start_digest(start),
             canonical_input: canonical_json(&start.input),
         })
     }
 
+    /// The request, its `input` null (see the type's docs).
     pub fn start(&self) -> &StartRun {
         &self.start
     }

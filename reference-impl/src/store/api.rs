@@ -188,3 +188,43 @@ pub async fn dispatch_wire(
 ) -> Result<StoreReply, StoreError> {
     dispatch(store, StoreOp::parse_wire(request)?).await
 }
+
+/// Upgrades (SPEC 4 `[S4-upgrade]`, `store/legacy.rs`): the rows the SQL
+/// backends write through their first schema version.
+/// One run as the first schema version holds it: no key columns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegacyRun {
+    pub session_id: String,
+    pub run_id: String,
+    pub status: RunStatus,
+    pub start_sequence: u64,
+    /// The start digest of the keyless `StartRun` that made it, so that
+    /// the identical commit replays after the upgrade.
+    pub start_digest: String,
+    pub expected_current_run_id: Option<String>,
+    pub input: serde_json::Value,
+}
+
+impl LegacyRun {
+    pub fn start_run(&self) -> StartRun {
+        StartRun {
+            session_id: self.session_id.clone(),
+            run_id: self.run_id.clone(),
+            expected_current_run_id: self.expected_current_run_id.clone(),
+            input: self.input.clone(),
+            request_key: None,
+            request_digest: None,
+        }
+    }
+
+    pub fn metadata(&self) -> RunMetadata {
+        RunMetadata {
+            session_id: self.session_id.clone(),
+            run_id: self.run_id.clone(),
+            status: self.status,
+            start_sequence: self.start_sequence,
+            request_key: None,
+            request_digest: None,
+        }
+    }
+}

@@ -23,7 +23,7 @@
 use reqkey_model::{start_digest, CommitOutcome, RunMetadata, RunStatus, StartRun, StoreError};
 use serde_json::{json, Value};
 
-use super::api::{OpenError, SessionStateStore};
+use super::api::{LegacyRun, OpenError, SessionStateStore};
 use super::spec::StoreSpec;
 
 /// The session ids the legacy runs are written under (the suite never
@@ -32,44 +32,6 @@ pub const LEGACY_SESSION_PREFIX: &str = "reqkey-legacy-";
 
 /// The most legacy sessions one seeding writes.
 pub const MAX_LEGACY_SESSIONS: u64 = 10_000;
-
-/// One run as the first schema version holds it: no key columns.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LegacyRun {
-    pub session_id: String,
-    pub run_id: String,
-    pub status: RunStatus,
-    pub start_sequence: u64,
-    /// The start digest of the keyless `StartRun` that made it, so that
-    /// the identical commit replays after the upgrade.
-    pub start_digest: String,
-    pub expected_current_run_id: Option<String>,
-    pub input: Value,
-}
-
-impl LegacyRun {
-    fn start_run(&self) -> StartRun {
-        StartRun {
-            session_id: self.session_id.clone(),
-            run_id: self.run_id.clone(),
-            expected_current_run_id: self.expected_current_run_id.clone(),
-            input: self.input.clone(),
-            request_key: None,
-            request_digest: None,
-        }
-    }
-
-    fn metadata(&self) -> RunMetadata {
-        RunMetadata {
-            session_id: self.session_id.clone(),
-            run_id: self.run_id.clone(),
-            status: self.status,
-            start_sequence: self.start_sequence,
-            request_key: None,
-            request_digest: None,
-        }
-    }
-}
 
 /// What [`seed_legacy`] wrote: per session, its runs in start order.
 #[derive(Debug, Clone, PartialEq, Default)]

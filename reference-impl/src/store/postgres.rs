@@ -46,9 +46,9 @@ use reqkey_model::{
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
 
+use super::api::LegacyRun;
 use super::api::{lease_over, redact_url, OpenError, SessionStateStore};
 use super::common::{input_entry, pending_migrations, seq_to_sql, Lease, Pool, RunRow};
-use super::legacy::LegacyRun;
 
 /// Connections kept open (and at most in use at once).
 const POOL_SIZE: usize = 8;
