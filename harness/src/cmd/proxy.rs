@@ -174,9 +174,15 @@ async fn run(args: ProxyArgs) -> ExitCode {
                 Err(e) => return harness_error(e),
             }
         }
-        _ => {
+        TargetSpec::Store(_) | TargetSpec::StoreHttp { .. } => {
             return harness_error(format!(
-                "`{target_name}` is not one agent server; reqkey proxy sits in front of a \
+                "`{target_name}` is a store; reqkey proxy sits in front of a reqkey-agent/1 \
+                 server (http://HOST:PORT or reference-agent)"
+            ))
+        }
+        TargetSpec::AgentReplicas { .. } | TargetSpec::ReferenceAgents { .. } => {
+            return harness_error(format!(
+                "`{target_name}` is several replicas; reqkey proxy sits in front of one \
                  reqkey-agent/1 server (http://HOST:PORT or reference-agent)"
             ))
         }
