@@ -406,7 +406,7 @@ async fn commit_attempt_inner(
                     &run.session_id,
                     &seq,
                     &run.run_id,
-                    &canonical_json(&start.input),
+                    &reqkey_model::written_json(&start.input),
                 ],
             )
             .await?;

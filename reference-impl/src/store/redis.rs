@@ -547,7 +547,7 @@ impl SessionStateStore for RedisStore {
             r#"{{"runId":{},"input":{}}}"#,
             serde_json::to_string(&start.run_id)
                 .map_err(|e| StoreError::internal(e.to_string()))?,
-            canonical_json(&start.input)
+            reqkey_model::written_json(&start.input)
         );
         let mut conn = self.conn.clone();
         let answer: Vec<String> = self

@@ -521,7 +521,7 @@ fn commit_attempt(
                     run.session_id,
                     seq,
                     run.run_id,
-                    canonical_json(&start.input)
+                    reqkey_model::written_json(&start.input)
                 ],
             )
             .map_err(sql_err)?;
