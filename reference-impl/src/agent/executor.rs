@@ -60,8 +60,21 @@ use crate::store::SessionStateStore;
 pub const MAX_DECISIONS: usize = 16;
 
 /// The run logs kept in memory; beyond this, finished runs' logs are
-/// dropped (their streams are then rebuilt from the store).
-pub const MAX_TRACKED_RUNS: usize = 100_000;
+/// dropped, oldest first (their streams are then rebuilt from the store,
+/// which gives the same events). Live runs are never dropped: a `running`
+/// run lasts at most [`MAX_SLEEP_MS`].
+pub const MAX_TRACKED_RUNS: usize = 1_024;
+
+/// The bytes of run-log text (the echo of each input) kept in memory;
+/// beyond this, finished runs' logs are dropped as over
+/// [`MAX_TRACKED_RUNS`]. With it, 1 MiB chat inputs keep at most about
+/// 32 logs, not 1,024 MiB.
+pub const MAX_TRACKED_LOG_BYTES: usize = 32 << 20;
+
+/// Polls (`waitMs` > 0) that wait at once, per executor (per server);
+/// beyond this a poll is answered at once, as if `waitMs` were 0 (SPEC 7,
+/// `[[agent.run.wait-capped]]`), so long polls never hold every connection.
+pub const MAX_WAITING_POLLS: usize = 64;
 
 /// How often a wait or a log-less follower re-reads the store.
 pub const STORE_POLL_MS: u64 = 25;
@@ -367,6 +380,8 @@ struct Prepared {
 struct TrackedRun {
     log: Arc<RunLog>,
     stop: watch::Sender<bool>,
+    /// The bytes of its log's text, counted in [`Registry::log_bytes`].
+    log_bytes: usize,
 }
 
 #[derive(Debug, Default)]
@@ -374,6 +389,8 @@ struct Registry {
     /// session id -> run id -> run.
     sessions: HashMap<String, HashMap<String, TrackedRun>>,
     tracked: usize,
+    /// The sum of the tracked runs' `log_bytes`.
+    log_bytes: usize,
     /// `(session, run)` in the order they were tracked, for eviction a few
     /// at a time; entries already untracked are skipped when met.
     order: VecDeque<(String, String)>,
@@ -390,6 +407,8 @@ pub struct Executor {
     run_counter: AtomicU64,
     run_id_prefix: String,
     shutdown: watch::Sender<bool>,
+    /// Polls waiting right now (at most [`MAX_WAITING_POLLS`]).
+    waiting_polls: Arc<tokio::sync::Semaphore>,
 }
 
 impl Executor {
@@ -409,6 +428,7 @@ impl Executor {
             run_counter: AtomicU64::new(0),
             run_id_prefix: prefix,
             shutdown: watch::Sender::new(false),
+            waiting_polls: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING_POLLS)),
         })
     }
 
@@ -539,6 +559,9 @@ impl Executor {
                 }
                 _ => req.input.clone(),
             };
+            // The run needs only the input's text; the input itself moves
+            // into the commit (one copy per entry, not three).
+            let text = input_text(&input);
             let run_id = self.next_run_id();
             // Registered before the commit, so whoever finds the run in the
             // store also finds its log.
@@ -547,7 +570,7 @@ impl Executor {
                 session_id: session.to_owned(),
                 run_id: run_id.clone(),
                 expected_current_run_id: prepared.expected_current_run_id.clone(),
-                input: input.clone(),
+                input,
                 request_key: key.as_ref().map(|k| k.as_str().to_owned()),
                 request_digest: digest.clone(),
             };
@@ -575,7 +598,7 @@ impl Executor {
                         self.end_previous(session, &previous, status).await;
                     }
                     let (log, stop_rx) = self.still_tracked(session, &run_id, log, stop_rx);
-                    self.spawn_run(session, &run_id, input, log, stop_rx);
+                    self.spawn_run(session, &run_id, text, log, stop_rx);
                     return Ok(EntryOutcome::Started(committed.run));
                 }
                 Err(StoreError::RunStartRejected(RunStartRejection::RequestKeyTaken {
@@ -786,6 +809,7 @@ impl Executor {
             TrackedRun {
                 log: log.clone(),
                 stop,
+                log_bytes: 0,
             },
         );
         reg.tracked += 1;
@@ -820,12 +844,13 @@ impl Executor {
         let Some(runs) = reg.sessions.get_mut(session) else {
             return;
         };
-        let removed = runs.remove(run_id).is_some();
+        let removed = runs.remove(run_id);
         if runs.is_empty() {
             reg.sessions.remove(session);
         }
-        if removed {
+        if let Some(run) = removed {
             reg.tracked = reg.tracked.saturating_sub(1);
+            reg.log_bytes = reg.log_bytes.saturating_sub(run.log_bytes);
         }
     }
 
@@ -865,17 +890,29 @@ impl Executor {
         &self,
         session: &str,
         run_id: &str,
-        input: Value,
+        text: String,
         log: Arc<RunLog>,
         mut stop: watch::Receiver<bool>,
     ) {
+        {
+            let mut reg = self.registry();
+            let counted = reg
+                .sessions
+                .get_mut(session)
+                .and_then(|runs| runs.get_mut(run_id))
+                .filter(|r| Arc::ptr_eq(&r.log, &log))
+                .map(|r| {
+                    r.log_bytes = text.len();
+                    text.len()
+                });
+            reg.log_bytes = reg.log_bytes.saturating_add(counted.unwrap_or(0));
+        }
         let store = self.store.clone();
         let session = session.to_owned();
         let run_id = run_id.to_owned();
         let owner = self.run_id_prefix.clone();
         let lease_ms = self.config.lease_ms.max(3);
         tokio::spawn(async move {
-            let text = input_text(&input);
             let script = parse_script(&text);
             log.push_text(format!("echo: {text}"));
             let sleep = tokio::time::sleep(Duration::from_millis(script.sleep_ms));
@@ -931,6 +968,8 @@ impl Executor {
             }
             let mut reg = self.registry();
             reg.tracked = reg.tracked.saturating_sub(runs.len());
+            let bytes: usize = runs.values().map(|r| r.log_bytes).sum();
+            reg.log_bytes = reg.log_bytes.saturating_sub(bytes);
         }
         Ok(deleted)
     }
@@ -949,6 +988,15 @@ impl Executor {
                 owner.as_deref().unwrap_or(session)
             }
             false => session,
+        };
+        // Over MAX_WAITING_POLLS waiting at once, answer as it is now.
+        let _slot;
+        let wait_ms = match self.waiting_polls.clone().try_acquire_owned() {
+            Ok(slot) if wait_ms > 0 => {
+                _slot = slot;
+                wait_ms
+            }
+            _ => 0,
         };
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         let mut changes = self.log_of(session, run_id).map(|l| l.subscribe());
@@ -1075,7 +1123,7 @@ const EVICT_PER_TRACK: usize = 4;
 /// queue itself bounded.
 fn evict_some(reg: &mut Registry) {
     for _ in 0..EVICT_PER_TRACK {
-        let over = reg.tracked >= MAX_TRACKED_RUNS;
+        let over = reg.tracked >= MAX_TRACKED_RUNS || reg.log_bytes > MAX_TRACKED_LOG_BYTES;
         if !over && reg.order.len() <= 2 * MAX_TRACKED_RUNS {
             return;
         }
@@ -1088,11 +1136,13 @@ fn evict_some(reg: &mut Registry) {
         match runs.get(&run_id) {
             None => {}
             Some(run) if over && run.log.is_finished() => {
+                let bytes = run.log_bytes;
                 runs.remove(&run_id);
                 if runs.is_empty() {
                     reg.sessions.remove(&session);
                 }
                 reg.tracked = reg.tracked.saturating_sub(1);
+                reg.log_bytes = reg.log_bytes.saturating_sub(bytes);
             }
             Some(_) => reg.order.push_back((session, run_id)),
         }

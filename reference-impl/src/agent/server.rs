@@ -303,9 +303,11 @@ fn too_large() -> ApiError {
     )
 }
 
-fn field_input(body: &Value) -> Result<Value, ApiError> {
-    body.get("input")
-        .cloned()
+/// Moves the `input` out of the body (not a copy: a large input is held
+/// once per request, issue 29).
+fn field_input(mut body: Value) -> Result<Value, ApiError> {
+    body.get_mut("input")
+        .map(Value::take)
         .ok_or_else(|| ApiError::validation("the body lacks the field `input`"))
 }
 
@@ -360,7 +362,7 @@ async fn keyed_entry(
             json_body_limit(body, Some(json!({})), body_limit(ex))?;
             Value::Null
         }
-        _ => field_input(&json_body_limit(body, None, body_limit(ex))?)?,
+        _ => field_input(json_body_limit(body, None, body_limit(ex))?)?,
     };
     let outcome = ex
         .enter(EntryRequest {

@@ -40,8 +40,8 @@ use reqkey_model::rules::{
     check_status_transition, validate_start_run, RunStartContext, RunStartDecision,
 };
 use reqkey_model::{
-    apply_run_start_rules, canonical_json, CommitOutcome, CommitResult, InputEntry, RunMetadata,
-    RunStartRejection, RunStatus, StartRun, StoreError,
+    apply_run_start_rules, CommitOutcome, CommitResult, InputEntry, RunMetadata, RunStartRejection,
+    RunStatus, StartRun, StoreError,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};

@@ -56,8 +56,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::Script;
 use reqkey_model::rules::{check_status_transition, validate_session_id, validate_start_run};
 use reqkey_model::{
-    canonical_json, start_digest, CommitOutcome, CommitResult, InputEntry, RunMetadata,
-    RunStartRejection, RunStatus, StartRun, StoreError,
+    start_digest, CommitOutcome, CommitResult, InputEntry, RunMetadata, RunStartRejection,
+    RunStatus, StartRun, StoreError,
 };
 
 use super::api::{redact_url, OpenError, SessionStateStore};
