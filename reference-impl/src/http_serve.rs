@@ -59,6 +59,10 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
+/// The bytes a stalled write must get through before its write deadline
+/// is lifted (see [`ServerLimits::write_timeout`]).
+pub const WRITE_PROGRESS_BYTES: usize = 64 * 1024;
+
 /// How long a failed `accept` (other than a descriptor shortage) pauses
 /// the loop before it accepts again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(20);
@@ -110,7 +114,9 @@ pub struct ServerLimits {
     /// the moment its head was read.
     pub body_read_timeout: Duration,
     /// A write to the client that makes no progress for this long closes
-    /// the connection.
+    /// the connection. Progress is [`WRITE_PROGRESS_BYTES`] written (or
+    /// the whole answer so far): a client that reads less than that per
+    /// write timeout while an answer waits for it is closed.
     pub write_timeout: Duration,
     /// A connection whose write has made no progress for this long counts
     /// as idle for the connection cap (and is closed at once when evicted).
@@ -458,6 +464,10 @@ struct TimedIo {
     write_timeout: Duration,
     /// Armed while a write is pending without progress.
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Bytes written since the deadline was armed.
+    progress_bytes: usize,
+    /// The write deadline passed: the socket is reset when dropped.
+    expired: bool,
     shared: Arc<ConnShared>,
     table: Arc<Table>,
 }
@@ -473,39 +483,78 @@ impl TimedIo {
             stream,
             write_timeout,
             deadline: None,
+            progress_bytes: 0,
+            expired: false,
             shared,
             table,
         }
     }
 
-    /// Bookkeeping around one write-side poll: progress disarms the
-    /// deadline; pending arms it (once) and fails the write when it passes.
+    /// Bookkeeping around one write-side poll. A write that stays pending
+    /// arms the deadline (once); the deadline is disarmed by real progress
+    /// only: [`WRITE_PROGRESS_BYTES`] written since it was armed, or hyper
+    /// flushing (which it does once its whole buffer is written). A client
+    /// that lets a few bytes through now and then (the kernel collapses a
+    /// full receive queue to take a little more) is still stalled.
     fn track<T>(
         &mut self,
         cx: &mut Context<'_>,
         polled: Poll<std::io::Result<T>>,
+        written: impl FnOnce(&T) -> Option<usize>,
     ) -> Poll<std::io::Result<T>> {
+        let expired = || {
+            Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client did not read its answer within the write timeout",
+            )))
+        };
         match polled {
             Poll::Pending => {
                 if self.deadline.is_none() {
                     self.deadline = Some(Box::pin(tokio::time::sleep(self.write_timeout)));
+                    self.progress_bytes = 0;
                     let since = self.table.now_ms().saturating_add(1);
                     self.shared.stalled_since_ms.store(since, Ordering::Release);
                 }
                 match self.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
-                    Some(Poll::Ready(())) => Poll::Ready(Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "the client did not read its answer within the write timeout",
-                    ))),
+                    Some(Poll::Ready(())) => {
+                        self.expired = true;
+                        expired()
+                    }
                     _ => Poll::Pending,
                 }
             }
-            ready => {
-                if self.deadline.take().is_some() {
-                    self.shared.stalled_since_ms.store(0, Ordering::Release);
+            Poll::Ready(Ok(value)) => {
+                let Some(deadline) = self.deadline.as_ref() else {
+                    return Poll::Ready(Ok(value));
+                };
+                match written(&value) {
+                    // A flush: hyper's buffer is written out.
+                    None => self.progress_bytes = WRITE_PROGRESS_BYTES,
+                    Some(n) => self.progress_bytes = self.progress_bytes.saturating_add(n),
                 }
-                ready
+                if self.progress_bytes >= WRITE_PROGRESS_BYTES {
+                    self.deadline = None;
+                    self.shared.stalled_since_ms.store(0, Ordering::Release);
+                } else if deadline.is_elapsed() {
+                    self.expired = true;
+                    return expired();
+                }
+                Poll::Ready(Ok(value))
             }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl Drop for TimedIo {
+    /// A connection closed for a stalled write (its deadline passed, or it
+    /// was evicted as stalled) is reset, not closed gracefully: a graceful
+    /// close would keep the unsent answer in the kernel's send buffer (up
+    /// to megabytes) for as long as the client keeps not reading.
+    fn drop(&mut self) {
+        if self.expired || self.shared.force.load(Ordering::Acquire) {
+            let _ = self.stream.set_zero_linger();
         }
     }
 }
@@ -527,7 +576,7 @@ impl AsyncWrite for TimedIo {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.stream).poll_write(cx, buf);
-        self.track(cx, polled)
+        self.track(cx, polled, |n| Some(*n))
     }
 
     fn poll_write_vectored(
@@ -536,7 +585,7 @@ impl AsyncWrite for TimedIo {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let polled = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
-        self.track(cx, polled)
+        self.track(cx, polled, |n| Some(*n))
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -545,12 +594,12 @@ impl AsyncWrite for TimedIo {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let polled = Pin::new(&mut self.stream).poll_flush(cx);
-        self.track(cx, polled)
+        self.track(cx, polled, |()| None)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let polled = Pin::new(&mut self.stream).poll_shutdown(cx);
-        self.track(cx, polled)
+        self.track(cx, polled, |()| Some(0))
     }
 }
 

@@ -432,6 +432,53 @@ impl StoreOp {
         })
     }
 
+    /// [`StoreOp::parse_wire`] straight from the request's bytes: the
+    /// arguments are parsed once, into the op's own type, from their raw
+    /// text, so a large `input` is held once (not as a request `Value` and
+    /// then a copy), and numbers keep their text (issue 29).
+    pub fn parse_wire_bytes(bytes: &[u8]) -> Result<StoreOp, StoreError> {
+        #[derive(Deserialize)]
+        struct Wire<'a> {
+            op: Option<Value>,
+            #[serde(borrow)]
+            args: Option<&'a serde_json::value::RawValue>,
+        }
+        let wire: Wire<'_> = serde_json::from_slice(bytes).map_err(|e| {
+            StoreError::invalid_argument(format!("the request body is not a JSON object: {e}"))
+        })?;
+        let op = wire
+            .op
+            .as_ref()
+            .and_then(Value::as_str)
+            .ok_or_else(|| StoreError::invalid_argument("request needs a string field `op`"))?;
+        if !STORE_OPS.contains(&op) {
+            return Err(StoreError::invalid_argument(format!("unknown op `{op}`")));
+        }
+        let args = wire
+            .args
+            .ok_or_else(|| StoreError::invalid_argument(format!("{op} needs a field `args`")))?
+            .get();
+        let bad =
+            |e: serde_json::Error| StoreError::invalid_argument(format!("bad args for {op}: {e}"));
+        Ok(match op {
+            "commitRunStart" => StoreOp::CommitRunStart(serde_json::from_str(args).map_err(bad)?),
+            "getRun" => StoreOp::GetRun(serde_json::from_str(args).map_err(bad)?),
+            "getCurrentRun" => StoreOp::GetCurrentRun(serde_json::from_str(args).map_err(bad)?),
+            "listRuns" => StoreOp::ListRuns(serde_json::from_str(args).map_err(bad)?),
+            "getRunByRequestKey" => {
+                StoreOp::GetRunByRequestKey(serde_json::from_str(args).map_err(bad)?)
+            }
+            "listInputs" => StoreOp::ListInputs(serde_json::from_str(args).map_err(bad)?),
+            "setRunStatus" => StoreOp::SetRunStatus(serde_json::from_str(args).map_err(bad)?),
+            "deleteSession" => StoreOp::DeleteSession(serde_json::from_str(args).map_err(bad)?),
+            other => {
+                return Err(StoreError::invalid_argument(format!(
+                    "unknown op `{other}`"
+                )))
+            }
+        })
+    }
+
     /// The wire name of this operation.
     pub fn name(&self) -> &'static str {
         match self {

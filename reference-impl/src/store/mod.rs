@@ -17,7 +17,9 @@ pub mod redis;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-pub use self::api::{dispatch, dispatch_wire, redact_url, OpenError, SessionStateStore};
+pub use self::api::{
+    dispatch, dispatch_wire, dispatch_wire_bytes, redact_url, OpenError, SessionStateStore,
+};
 pub use self::memory::{MemoryDefect, MemoryStore};
 pub use self::open::{open, STORE_HELP};
 #[cfg(feature = "postgres")]
