@@ -152,10 +152,13 @@ async fn soak_bench(args: &BenchArgs) -> ExitCode {
             args.servers.clone()
         },
     };
+    // --quick checks that the benchmark works: its figures (seconds of
+    // load, often a debug build) are not judged, only the honest answers.
+    let quick = args.quick;
     let mut missed = false;
     let result = soak_benchmark(&cfg, |f| {
         println!("{f}");
-        missed |= !f.all_ok();
+        missed |= if quick { !f.honest_ok() } else { !f.all_ok() };
     })
     .await;
     match result {
