@@ -344,3 +344,58 @@ fn a_client_that_sends_nothing_gets_no_verdict_and_the_reports_say_so() {
     assert!(xml.contains("reqkey.no-verdict"), "{xml}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 29: the proxy keeps the reference servers' connection policy. 64
+/// idle connections against a cap of 16 used to hold every slot (the
+/// proxy never closed an idle connection before its 10 s head timeout), so
+/// a fresh client waited a second and was closed; now the oldest idle ones
+/// are closed to make room and the fresh client is answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_serves_a_fresh_client_through_a_flood_of_idle_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = spawn_reference_agent(None, None, &TargetOptions::default())
+        .await
+        .unwrap();
+    let config = Arc::new(ProxyConfig {
+        upstream: format!("http://{}", server.addr),
+        plan: FaultPlan::parse("").unwrap(),
+        seed: 1,
+        delay_ms: DELAY_MS,
+        max_body_bytes: 1 << 20,
+        max_response_bytes: 1 << 20,
+        upstream_timeout_ms: 5_000,
+        max_connections: 16,
+        max_requests: 1_000,
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (_stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(serve(
+        listener,
+        config,
+        Arc::new(Recorder::new()),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let mut idle = Vec::new();
+    for _ in 0..64 {
+        idle.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let fresh = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .ok()?;
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.ok()?;
+        Some(String::from_utf8_lossy(&out).into_owned())
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(2), fresh).await;
+    let answer = answer.ok().flatten().unwrap_or_default();
+    assert!(
+        answer.starts_with("HTTP/1.1 200"),
+        "a fresh client through 64 idle connections: {answer:?}"
+    );
+    drop(idle);
+}

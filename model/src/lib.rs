@@ -40,7 +40,7 @@ pub use spec::{clauses, digest, error, key, linspec, plan, rules, seq, types, vo
 
 pub use digest::{
     canonical_json, execute_request_digest, request_digest, resume_request_digest,
-    retry_request_digest, start_digest, DigestKind,
+    retry_request_digest, start_digest, written_json, DigestKind,
 };
 pub use error::{RunStartRejection, StoreError};
 pub use key::{parse_request_key, KeyError, RequestKey, REQUEST_KEY_HEADER, REQUEST_KEY_MAX_LEN};

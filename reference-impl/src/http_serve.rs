@@ -1,11 +1,13 @@
-//! The HTTP/1.1 accept loop both reference servers run on, with the limits
-//! a server exposed to any client needs (issue 15, F5).
+//! The HTTP/1.1 accept loop the reference servers and `reqkey proxy` run
+//! on, with the limits a server exposed to any client needs (issue 15 F5,
+//! issue 29).
 //!
 //! `axum::serve` has no timeouts and no connection cap: a client that opens
 //! connections and sends nothing keeps them (and their file descriptors)
 //! forever, and once the process runs out of descriptors a fresh client is
-//! never even accepted. This loop serves an axum [`Router`] through hyper's
-//! HTTP/1 connection directly, with:
+//! never even accepted. This loop serves a [`Handler`] (an axum [`Router`]
+//! through [`serve`], any other service through [`serve_handler`])
+//! through hyper's HTTP/1 connection directly, with:
 //!
 //! - **a header read timeout** ([`ServerLimits::header_read_timeout`]):
 //!   hyper closes a connection whose request head does not arrive in time.
@@ -14,15 +16,23 @@
 //! - **a body read timeout** ([`ServerLimits::body_read_timeout`]): a request
 //!   body that is not complete in time ends in an error the handlers turn
 //!   into their ordinary "body could not be read" answer;
+//! - **a write timeout** ([`ServerLimits::write_timeout`]): a write to the
+//!   client that makes no progress for that long closes the connection, so
+//!   a client that never reads its answer does not hold it (and the memory
+//!   it takes) for as long as it stays connected;
 //! - **a connection cap** ([`ServerLimits::max_connections`], a semaphore):
 //!   when it is reached, or when `accept` fails for want of descriptors, the
-//!   **oldest idle** connection (no request in flight, no response being
-//!   streamed) is closed to make room, so a flood of idle connections never
-//!   starves a fresh client. Open connections stay below
-//!   `max_connections +` [`EVICTION_SLACK`] (those closing included): when
-//!   every connection is busy, a new one waits up to
-//!   [`ServerLimits::admission_wait`] for a slot and is then closed
-//!   unanswered.
+//!   **oldest idle** connection is closed to make room, so a flood of idle
+//!   connections never starves a fresh client. Idle means no request in
+//!   flight and no response being streamed, *or* a write stalled for
+//!   [`ServerLimits::stalled_write_idle`] (the client stopped reading: such
+//!   a connection is closed at once, its answer dropped). Open connections
+//!   stay below `max_connections +` [`EVICTION_SLACK`] (those closing
+//!   included): when every connection is busy, a new one waits up to
+//!   [`ServerLimits::admission_wait`] for a slot in a task of its own (at
+//!   most [`EVICTION_SLACK`] wait at once; more are closed unanswered), so
+//!   the accept loop itself never waits and a fresh client behind a queue
+//!   of waiting ones is accepted at once.
 //!
 //! Shutdown is graceful and bounded: accepting stops, every connection is
 //! asked to close once its request in flight is answered, and the loop waits
@@ -32,10 +42,10 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::http::{Request, Response};
@@ -45,15 +55,21 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+/// The bytes a stalled write must get through before its write deadline
+/// is lifted (see [`ServerLimits::write_timeout`]).
+pub const WRITE_PROGRESS_BYTES: usize = 64 * 1024;
 
 /// How long a failed `accept` (other than a descriptor shortage) pauses
 /// the loop before it accepts again.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(20);
 
 /// Connections that may be open beyond `max_connections` while the idle
-/// connections closed to make room for them finish closing.
+/// connections closed to make room for them finish closing; also the most
+/// accepted connections that wait for a slot at once.
 pub const EVICTION_SLACK: usize = 32;
 
 /// The listen backlog [`bind`] asks for (the kernel may cap it, e.g. at
@@ -86,7 +102,7 @@ pub async fn bind(addr: impl tokio::net::ToSocketAddrs) -> std::io::Result<TcpLi
 }
 
 /// The limits of one server. [`ServerLimits::default`] is what the `reqkey
-/// serve` commands use.
+/// serve` commands and `reqkey proxy` use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {
     /// Open connections at most (each is one file descriptor).
@@ -97,8 +113,16 @@ pub struct ServerLimits {
     /// A request body must be read completely within this, counted from
     /// the moment its head was read.
     pub body_read_timeout: Duration,
+    /// A write to the client that makes no progress for this long closes
+    /// the connection. Progress is [`WRITE_PROGRESS_BYTES`] written (or
+    /// the whole answer so far): a client that reads less than that per
+    /// write timeout while an answer waits for it is closed.
+    pub write_timeout: Duration,
+    /// A connection whose write has made no progress for this long counts
+    /// as idle for the connection cap (and is closed at once when evicted).
+    pub stalled_write_idle: Duration,
     /// How long a connection accepted while every slot is busy waits for
-    /// one before it is closed.
+    /// one (in its own task) before it is closed.
     pub admission_wait: Duration,
     /// How long a graceful shutdown waits for connections to finish.
     pub shutdown_grace: Duration,
@@ -110,49 +134,88 @@ impl Default for ServerLimits {
             max_connections: 192,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(10),
+            stalled_write_idle: Duration::from_secs(1),
             admission_wait: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(10),
         }
     }
 }
 
+/// What one connection shares with the accept loop.
+#[derive(Debug)]
+struct ConnShared {
+    /// Requests in flight, responses still streaming included.
+    in_flight: AtomicUsize,
+    /// Since when (ms from the loop's epoch, plus one) a write has been
+    /// pending without progress; 0 while none is.
+    stalled_since_ms: AtomicU64,
+    /// Asks the connection to close once idle (eviction or shutdown).
+    close: Notify,
+    /// The close asked is immediate (a stalled write): drop, not drain.
+    force: AtomicBool,
+}
+
 /// One open connection, as the accept loop sees it.
 #[derive(Debug)]
 struct Conn {
-    /// Requests in flight, responses still streaming included.
-    in_flight: Arc<AtomicUsize>,
-    /// Asks the connection to close once idle (eviction or shutdown).
-    close: Arc<Notify>,
-    /// Already asked: not a candidate for eviction again.
+    shared: Arc<ConnShared>,
+    /// Already asked to close gracefully.
     closing: bool,
+    /// Already asked to close at once.
+    forced: bool,
 }
 
 /// The open connections, by id; ids grow, so the first is the oldest.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Table {
     conns: Mutex<BTreeMap<u64, Conn>>,
+    epoch: Instant,
+    stalled_write_idle_ms: u64,
 }
 
 impl Table {
+    fn new(limits: &ServerLimits) -> Self {
+        Self {
+            conns: Mutex::new(BTreeMap::new()),
+            epoch: Instant::now(),
+            stalled_write_idle_ms: duration_ms(limits.stalled_write_idle),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, Conn>> {
         // Only inserts, removes and flag flips happen under it; poison is benign.
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn now_ms(&self) -> u64 {
+        duration_ms(self.epoch.elapsed())
+    }
+
     /// Asks the oldest idle connection to close; `false` if none is idle.
+    /// A connection without a request in flight is asked to close
+    /// gracefully; one whose write stalled is closed at once.
     fn evict_oldest_idle(&self) -> bool {
+        let now = self.now_ms();
+        let stalled_after = self.stalled_write_idle_ms;
         let mut conns = self.lock();
-        let oldest = conns
-            .values_mut()
-            .find(|c| !c.closing && c.in_flight.load(Ordering::Acquire) == 0);
-        match oldest {
-            Some(conn) => {
+        for conn in conns.values_mut() {
+            let since = conn.shared.stalled_since_ms.load(Ordering::Acquire);
+            let stalled = since != 0 && now.saturating_sub(since - 1) >= stalled_after;
+            if stalled && !conn.forced {
+                conn.forced = true;
                 conn.closing = true;
-                conn.close.notify_one();
-                true
+                conn.shared.force.store(true, Ordering::Release);
+                conn.shared.close.notify_one();
+                return true;
             }
-            None => false,
+            if !conn.closing && conn.shared.in_flight.load(Ordering::Acquire) == 0 {
+                conn.closing = true;
+                conn.shared.close.notify_one();
+                return true;
+            }
         }
+        false
     }
 
     /// Open connections, those asked to close included.
@@ -163,36 +226,105 @@ impl Table {
     fn close_all(&self) {
         for conn in self.lock().values_mut() {
             conn.closing = true;
-            conn.close.notify_one();
+            conn.shared.close.notify_one();
         }
     }
 }
 
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A request handler [`serve_handler`] serves: one call per request, its
+/// body bounded by the body read timeout. An error closes the connection
+/// without an answer (what `reqkey proxy`'s faults use).
+pub trait Handler: Send + Sync + 'static {
+    /// The response body.
+    type Body: HttpBody<Data = Bytes, Error = Self::BodyError> + Send + Unpin + 'static;
+    /// The response body's error.
+    type BodyError: Into<Box<dyn std::error::Error + Send + Sync>>;
+    /// Why a request is answered by closing the connection.
+    type Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static;
+    /// Answers one request.
+    fn call(
+        self: Arc<Self>,
+        req: Request<DeadlineBody>,
+    ) -> impl Future<Output = Result<Response<Self::Body>, Self::Error>> + Send + 'static;
+}
+
+/// An axum router as a [`Handler`].
+#[derive(Debug, Clone)]
+struct RouterHandler(Router);
+
+impl Handler for RouterHandler {
+    type Body = Body;
+    type BodyError = axum::Error;
+    type Error = Infallible;
+
+    fn call(
+        self: Arc<Self>,
+        req: Request<DeadlineBody>,
+    ) -> impl Future<Output = Result<Response<Body>, Infallible>> + Send + 'static {
+        let inner = TowerToHyperService::new(self.0.clone());
+        hyper::service::Service::call(&inner, req.map(Body::new))
+    }
+}
+
 /// Serves `router` on `listener` under `limits` until `shutdown` completes.
-///
-/// Once `max_connections` are open, each new connection asks the oldest
-/// idle one to close and is served at once: closing an idle connection
-/// takes a moment, so up to [`EVICTION_SLACK`] more may be open while
-/// those closes complete (the semaphore holds `max_connections +
-/// EVICTION_SLACK` permits). Only when no permit is free does the loop
-/// wait, at most [`ServerLimits::admission_wait`], and then close the new
-/// connection unanswered.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: ServerLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_handler(listener, Arc::new(RouterHandler(router)), limits, shutdown).await
+}
+
+/// Everything a connection task needs, shared by the loop and the tasks
+/// that wait for a slot.
+struct Acceptor<H> {
+    handler: Arc<H>,
+    table: Arc<Table>,
+    builder: http1::Builder,
+    limits: ServerLimits,
+    slots: Arc<Semaphore>,
+    /// Accepted connections waiting for a slot right now.
+    waiting: Arc<AtomicUsize>,
+}
+
+/// Serves `handler` on `listener` under `limits` until `shutdown` completes.
+///
+/// Once `max_connections` are open, each new connection asks the oldest
+/// idle one to close and is served at once: closing an idle connection
+/// takes a moment, so up to [`EVICTION_SLACK`] more may be open while
+/// those closes complete (the semaphore holds `max_connections +
+/// EVICTION_SLACK` permits). Only when no permit is free does a new
+/// connection wait, in a task of its own, at most
+/// [`ServerLimits::admission_wait`], and is then closed unanswered.
+pub async fn serve_handler<H: Handler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let max = limits.max_connections.max(1);
     let permits = max + EVICTION_SLACK;
-    let slots = Arc::new(Semaphore::new(permits));
-    let table = Arc::new(Table::default());
-    let mut next_id: u64 = 0;
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
+    let acceptor = Arc::new(Acceptor {
+        handler,
+        table: Arc::new(Table::new(&limits)),
+        builder,
+        limits,
+        slots: Arc::new(Semaphore::new(permits)),
+        waiting: Arc::new(AtomicUsize::new(0)),
+    });
+    let table = acceptor.table.clone();
+    let slots = acceptor.slots.clone();
+    let mut next_id: u64 = 0;
     tokio::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -221,27 +353,29 @@ pub async fn serve(
         if table.open() >= max {
             table.evict_oldest_idle();
         }
-        let permit = match slots.clone().try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(_) => {
-                let wait = slots.clone().acquire_owned();
-                match tokio::time::timeout(limits.admission_wait, wait).await {
-                    Ok(Ok(permit)) => permit,
-                    // Every connection is busy: close this one unanswered.
-                    _ => continue,
-                }
-            }
-        };
         next_id += 1;
-        spawn_connection(
-            next_id,
-            stream,
-            permit,
-            &table,
-            &builder,
-            &router,
-            limits.body_read_timeout,
-        );
+        let id = next_id;
+        match slots.clone().try_acquire_owned() {
+            Ok(permit) => spawn_connection(&acceptor, id, stream, permit),
+            Err(_) => {
+                // Bounded: at most EVICTION_SLACK connections wait at once;
+                // beyond that a new one is closed unanswered at once.
+                if acceptor.waiting.fetch_add(1, Ordering::AcqRel) >= EVICTION_SLACK {
+                    acceptor.waiting.fetch_sub(1, Ordering::AcqRel);
+                    continue;
+                }
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let wait = acceptor.slots.clone().acquire_owned();
+                    let got = tokio::time::timeout(acceptor.limits.admission_wait, wait).await;
+                    acceptor.waiting.fetch_sub(1, Ordering::AcqRel);
+                    // Every connection stayed busy: close this one unanswered.
+                    if let Ok(Ok(permit)) = got {
+                        spawn_connection(&acceptor, id, stream, permit);
+                    }
+                });
+            }
+        }
     }
     drop(listener);
     table.close_all();
@@ -251,60 +385,222 @@ pub async fn serve(
     Ok(())
 }
 
-fn spawn_connection(
+fn spawn_connection<H: Handler>(
+    acceptor: &Arc<Acceptor<H>>,
     id: u64,
     stream: TcpStream,
     permit: OwnedSemaphorePermit,
-    table: &Arc<Table>,
-    builder: &http1::Builder,
-    router: &Router,
-    body_read_timeout: Duration,
 ) {
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let close = Arc::new(Notify::new());
+    let shared = Arc::new(ConnShared {
+        in_flight: AtomicUsize::new(0),
+        stalled_since_ms: AtomicU64::new(0),
+        close: Notify::new(),
+        force: AtomicBool::new(false),
+    });
+    let table = acceptor.table.clone();
     table.lock().insert(
         id,
         Conn {
-            in_flight: in_flight.clone(),
-            close: close.clone(),
+            shared: shared.clone(),
             closing: false,
+            forced: false,
         },
     );
-    let inner = TowerToHyperService::new(router.clone());
-    let counter = in_flight;
+    let handler = acceptor.handler.clone();
+    let body_read_timeout = acceptor.limits.body_read_timeout;
+    let counter = shared.clone();
     let service = service_fn(move |req: Request<Incoming>| {
         let guard = InFlight::enter(&counter);
-        let req = req.map(|body| Body::new(DeadlineBody::new(body, body_read_timeout)));
-        let answer = hyper::service::Service::call(&inner, req);
+        let req = req.map(|body| DeadlineBody::new(body, body_read_timeout));
+        let answer = handler.clone().call(req);
         async move {
-            let response: Response<Body> = match answer.await {
-                Ok(response) => response,
-                Err(never) => match never {},
-            };
-            Ok::<_, Infallible>(response.map(|body| {
-                Body::new(CountedBody {
-                    body,
-                    _guard: guard,
-                })
+            let response = answer.await?;
+            Ok::<_, H::Error>(response.map(|body| CountedBody {
+                body,
+                _guard: guard,
             }))
         }
     });
-    let conn = builder.serve_connection(TokioIo::new(stream), service);
-    let table = table.clone();
+    let io = TimedIo::new(
+        stream,
+        acceptor.limits.write_timeout,
+        shared.clone(),
+        table.clone(),
+    );
+    let conn = acceptor.builder.serve_connection(TokioIo::new(io), service);
     tokio::spawn(async move {
         let _permit = permit;
         tokio::pin!(conn);
-        tokio::select! {
-            _ = conn.as_mut() => {}
-            () = close.notified() => {
-                // Closes at once when idle; otherwise after the request in
-                // flight is answered.
-                conn.as_mut().graceful_shutdown();
-                let _ = conn.as_mut().await;
+        let mut draining = false;
+        // Bounded: each round ends the connection or consumes one close
+        // request; a drain ends with the request in flight, and a write
+        // that makes no progress ends at the write timeout.
+        loop {
+            tokio::select! {
+                _ = conn.as_mut() => break,
+                () = shared.close.notified() => {
+                    if shared.force.load(Ordering::Acquire) {
+                        // A stalled write: the client does not read; drop it.
+                        break;
+                    }
+                    if !draining {
+                        // Closes at once when idle; otherwise after the
+                        // request in flight is answered.
+                        conn.as_mut().graceful_shutdown();
+                        draining = true;
+                    }
+                }
             }
         }
         table.lock().remove(&id);
     });
+}
+
+/// The connection's socket, with the write timeout: a write that stays
+/// pending past the deadline fails (hyper then closes the connection), and
+/// the moment it became pending is published for the eviction policy.
+struct TimedIo {
+    stream: TcpStream,
+    write_timeout: Duration,
+    /// Armed while a write is pending without progress.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Bytes written since the deadline was armed.
+    progress_bytes: usize,
+    /// The write deadline passed: the socket is reset when dropped.
+    expired: bool,
+    shared: Arc<ConnShared>,
+    table: Arc<Table>,
+}
+
+impl TimedIo {
+    fn new(
+        stream: TcpStream,
+        write_timeout: Duration,
+        shared: Arc<ConnShared>,
+        table: Arc<Table>,
+    ) -> Self {
+        Self {
+            stream,
+            write_timeout,
+            deadline: None,
+            progress_bytes: 0,
+            expired: false,
+            shared,
+            table,
+        }
+    }
+
+    /// Bookkeeping around one write-side poll. A write that stays pending
+    /// arms the deadline (once); the deadline is disarmed by real progress
+    /// only: [`WRITE_PROGRESS_BYTES`] written since it was armed, or hyper
+    /// flushing (which it does once its whole buffer is written). A client
+    /// that lets a few bytes through now and then (the kernel collapses a
+    /// full receive queue to take a little more) is still stalled.
+    fn track<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<std::io::Result<T>>,
+        written: impl FnOnce(&T) -> Option<usize>,
+    ) -> Poll<std::io::Result<T>> {
+        let expired = || {
+            Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client did not read its answer within the write timeout",
+            )))
+        };
+        match polled {
+            Poll::Pending => {
+                if self.deadline.is_none() {
+                    self.deadline = Some(Box::pin(tokio::time::sleep(self.write_timeout)));
+                    self.progress_bytes = 0;
+                    let since = self.table.now_ms().saturating_add(1);
+                    self.shared.stalled_since_ms.store(since, Ordering::Release);
+                }
+                match self.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
+                    Some(Poll::Ready(())) => {
+                        self.expired = true;
+                        expired()
+                    }
+                    _ => Poll::Pending,
+                }
+            }
+            Poll::Ready(Ok(value)) => {
+                let Some(deadline) = self.deadline.as_ref() else {
+                    return Poll::Ready(Ok(value));
+                };
+                match written(&value) {
+                    // A flush: hyper's buffer is written out.
+                    None => self.progress_bytes = WRITE_PROGRESS_BYTES,
+                    Some(n) => self.progress_bytes = self.progress_bytes.saturating_add(n),
+                }
+                if self.progress_bytes >= WRITE_PROGRESS_BYTES {
+                    self.deadline = None;
+                    self.shared.stalled_since_ms.store(0, Ordering::Release);
+                } else if deadline.is_elapsed() {
+                    self.expired = true;
+                    return expired();
+                }
+                Poll::Ready(Ok(value))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+impl Drop for TimedIo {
+    /// A connection closed for a stalled write (its deadline passed, or it
+    /// was evicted as stalled) is reset, not closed gracefully: a graceful
+    /// close would keep the unsent answer in the kernel's send buffer (up
+    /// to megabytes) for as long as the client keeps not reading.
+    fn drop(&mut self) {
+        if self.expired || self.shared.force.load(Ordering::Acquire) {
+            let _ = self.stream.set_zero_linger();
+        }
+    }
+}
+
+impl AsyncRead for TimedIo {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TimedIo {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.track(cx, polled, |n| Some(*n))
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.track(cx, polled, |n| Some(*n))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.stream).poll_flush(cx);
+        self.track(cx, polled, |()| None)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let polled = Pin::new(&mut self.stream).poll_shutdown(cx);
+        self.track(cx, polled, |()| Some(0))
+    }
 }
 
 fn is_out_of_descriptors(e: &std::io::Error) -> bool {
@@ -324,37 +620,37 @@ fn is_per_connection_error(e: &std::io::Error) -> bool {
 /// Counts one request in flight until its response body is done (or the
 /// request is dropped).
 #[derive(Debug)]
-struct InFlight(Arc<AtomicUsize>);
+struct InFlight(Arc<ConnShared>);
 
 impl InFlight {
-    fn enter(counter: &Arc<AtomicUsize>) -> Self {
-        counter.fetch_add(1, Ordering::AcqRel);
-        InFlight(counter.clone())
+    fn enter(shared: &Arc<ConnShared>) -> Self {
+        shared.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(shared.clone())
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
 /// A response body that keeps its request counted in flight while it
 /// streams (an SSE stream is not idle).
 #[derive(Debug)]
-struct CountedBody {
-    body: Body,
+struct CountedBody<B> {
+    body: B,
     _guard: InFlight,
 }
 
-impl HttpBody for CountedBody {
+impl<B: HttpBody<Data = Bytes> + Unpin> HttpBody for CountedBody<B> {
     type Data = Bytes;
-    type Error = axum::Error;
+    type Error = B::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         Pin::new(&mut self.body).poll_frame(cx)
     }
 
@@ -369,7 +665,7 @@ impl HttpBody for CountedBody {
 
 /// A request body that fails once its deadline passes before it ends.
 #[derive(Debug)]
-struct DeadlineBody {
+pub struct DeadlineBody {
     body: Incoming,
     deadline: Pin<Box<tokio::time::Sleep>>,
 }

@@ -31,18 +31,20 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use reqkey_model::seq::answer_to_wire;
+use reqkey_model::seq::{answer_to_wire, StoreOp};
 use reqkey_model::StoreError;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use crate::http_serve::{self, ServerLimits};
-use crate::store::{dispatch_wire, SessionStateStore};
+use crate::store::{dispatch, SessionStateStore};
 
 /// The protocol name `/health` reports.
 pub const PROTOCOL: &str = "reqkey-store/1";
 /// The largest `/rpc` body accepted (1 MiB); larger is `invalid_argument`.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
+/// Bodies from this size on are parsed on the blocking pool.
+pub const BLOCKING_PARSE_BYTES: usize = 64 * 1024;
 
 type Shared = Arc<dyn SessionStateStore>;
 
@@ -97,12 +99,26 @@ async fn rpc(State(store): State<Shared>, body: Body) -> Json<Value> {
             ))
         }
     };
-    let request: Value = match serde_json::from_slice(&bytes) {
-        Ok(v) => v,
-        Err(e) => return refuse(format!("the request body is not JSON: {e}")),
+    // Parsed once, from the bytes, into the op's own arguments: a 1 MiB
+    // input is held once, not as a request value and then a copy. A large
+    // body is parsed off the async workers, so that a few of them never
+    // keep every worker busy while a fresh client waits.
+    let op = if bytes.len() >= BLOCKING_PARSE_BYTES {
+        tokio::task::spawn_blocking(move || StoreOp::parse_wire_bytes(&bytes))
+            .await
+            .unwrap_or_else(|e| {
+                Err(StoreError::internal(format!(
+                    "parsing the request failed: {e}"
+                )))
+            })
+    } else {
+        StoreOp::parse_wire_bytes(&bytes)
     };
-    let answer = tokio::spawn(async move { dispatch_wire(store.as_ref(), &request).await })
-        .await
-        .unwrap_or_else(|e| Err(StoreError::internal(format!("the store call failed: {e}"))));
+    let answer = match op {
+        Ok(op) => tokio::spawn(async move { dispatch(store.as_ref(), op).await })
+            .await
+            .unwrap_or_else(|e| Err(StoreError::internal(format!("the store call failed: {e}")))),
+        Err(e) => Err(e),
+    };
     Json(answer_to_wire(&answer))
 }

@@ -314,3 +314,222 @@ async fn a_response_stream_outlives_the_header_read_timeout() {
     assert!(text.contains("event: finish"), "{text}");
     assert!(text.contains("completed"), "{text}");
 }
+
+// ---- issue 29: clients that do not read, long polls, queued admissions ----
+
+/// Commits `n` runs of ~900 KB inputs into `session` through `/rpc`, so
+/// that its `listInputs` answer is about `n` × 900 KB.
+async fn fill_session(addr: SocketAddr, session: &str, n: usize) {
+    let text = "x".repeat(900 * 1024);
+    let mut current: Option<String> = None;
+    for i in 0..n {
+        let expected = current.map_or("null".to_owned(), |r| format!("\"{r}\""));
+        let body = format!(
+            r#"{{"op":"commitRunStart","args":{{"startRun":{{"sessionId":"{session}","runId":"r{i}","input":{{"text":"{text}"}},"expectedCurrentRunId":{expected}}}}}}}"#
+        );
+        let mut s = connect(addr).await;
+        s.write_all(
+            format!(
+                "POST /rpc HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .unwrap();
+        let (bytes, _) = read_until_closed(&mut s, PROMPT).await;
+        let answer = String::from_utf8_lossy(&bytes);
+        assert!(answer.contains(r#""outcome":"started""#), "{answer}");
+        current = Some(format!("r{i}"));
+    }
+}
+
+/// A client with a 4 KiB receive buffer that asks for `session`'s inputs
+/// and does not read the answer.
+async fn ask_and_never_read(addr: SocketAddr, session: &str) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut s = tokio::time::timeout(PROMPT, socket.connect(addr))
+        .await
+        .unwrap()
+        .unwrap();
+    let body = format!(r#"{{"op":"listInputs","args":{{"sessionId":"{session}"}}}}"#);
+    s.write_all(
+        format!(
+            "POST /rpc HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    s
+}
+
+/// Reads what is left; `(bytes, closed)`.
+async fn drain(s: &mut TcpStream, bound: Duration) -> (usize, bool) {
+    let mut total = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (total, true),
+            Ok(Ok(n)) => total += n,
+            Err(_) => return (total, false),
+        }
+    }
+}
+
+/// The answer to a 12-input session is about 10.8 MB.
+const FULL_ANSWER_BYTES: usize = 12 * 900 * 1024;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_closed_after_the_write_timeout() {
+    let server = store_server(ServerLimits {
+        write_timeout: Duration::from_millis(400),
+        ..ServerLimits::default()
+    })
+    .await;
+    fill_session(server.addr, "big-1", 12).await;
+    let mut s = ask_and_never_read(server.addr, "big-1").await;
+    // Well past the write timeout (the kernel's send buffer grows for a
+    // while first); before issue 29 the answer waited here for as long as
+    // the client stayed connected.
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let (read, closed) = drain(&mut s, Duration::from_secs(5)).await;
+    assert!(closed, "the connection stayed open");
+    assert!(
+        read < FULL_ANSWER_BYTES,
+        "the whole answer ({read} bytes) was still delivered after the write timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_stalled_on_writing_counts_as_idle_for_the_cap() {
+    let server = store_server(ServerLimits {
+        max_connections: 2,
+        write_timeout: Duration::from_secs(60),
+        stalled_write_idle: Duration::from_millis(200),
+        header_read_timeout: Duration::from_secs(30),
+        ..ServerLimits::default()
+    })
+    .await;
+    fill_session(server.addr, "big-2", 12).await;
+    let mut stalled = Vec::new();
+    for _ in 0..2 {
+        stalled.push(ask_and_never_read(server.addr, "big-2").await);
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // A fresh client at the cap evicts the oldest stalled writer (before,
+    // both counted as busy and stayed for the write's whole life).
+    assert_eq!(
+        tokio::time::timeout(PROMPT, health(server.addr)).await,
+        Ok(Ok(200))
+    );
+    let (read, closed) = drain(&mut stalled[0], Duration::from_secs(5)).await;
+    assert!(closed, "the stalled writer was not closed");
+    assert!(
+        read < FULL_ANSWER_BYTES,
+        "the stalled writer was served to the end ({read} bytes): not evicted"
+    );
+}
+
+/// Starts a `[sleep:N]` run in `session` on the agent server; its run id.
+async fn start_sleeping_run(addr: SocketAddr, session: &str, sleep_ms: u64) -> String {
+    let mut s = connect(addr).await;
+    let body = format!(r#"{{"input":{{"text":"[sleep:{sleep_ms}]"}}}}"#);
+    s.write_all(
+        format!(
+            "POST /sessions/{session}/start HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let (bytes, _) = read_until_closed(&mut s, PROMPT).await;
+    let answer = String::from_utf8_lossy(&bytes).into_owned();
+    json_of(&answer)["runId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .to_owned()
+}
+
+/// Sends a poll of `run` and returns the connection (not read yet).
+async fn send_poll(addr: SocketAddr, session: &str, run: &str, wait_ms: u64) -> TcpStream {
+    let mut s = connect(addr).await;
+    s.write_all(
+        format!(
+            "GET /sessions/{session}/runs/{run}?waitMs={wait_ms} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polls_beyond_the_cap_are_answered_at_once() {
+    use reqkey_reference::agent::MAX_WAITING_POLLS;
+    let server = agent_server(ServerLimits::default()).await;
+    let run = start_sleeping_run(server.addr, "poll-1", 8_000).await;
+    let mut waiting = Vec::new();
+    for _ in 0..MAX_WAITING_POLLS {
+        waiting.push(send_poll(server.addr, "poll-1", &run, 20_000).await);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // One more poll: over the cap, answered at once with the run as it is.
+    let started = Instant::now();
+    let mut over = send_poll(server.addr, "poll-1", &run, 20_000).await;
+    let (bytes, _) = read_until_closed(&mut over, Duration::from_secs(5)).await;
+    let answer = String::from_utf8_lossy(&bytes).into_owned();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "a poll over the cap waited {:?}",
+        started.elapsed()
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert_eq!(json_of(&answer)["status"], "running", "{answer}");
+    // The waiting ones still wait: nothing answered them early.
+    let (early, _) = read_until_closed(&mut waiting[0], Duration::from_millis(100)).await;
+    assert!(early.is_empty(), "{}", String::from_utf8_lossy(&early));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_connections_wait_side_by_side_not_in_turn() {
+    // One slot (and EVICTION_SLACK more), every one held by a long poll:
+    // new connections must wait for a slot. Each waits at most the
+    // admission wait, all at once; before, the accept loop waited for each
+    // in turn, so the k-th was closed only after k seconds.
+    use reqkey_reference::http_serve::EVICTION_SLACK;
+    let server = agent_server(ServerLimits {
+        max_connections: 1,
+        admission_wait: Duration::from_millis(500),
+        ..ServerLimits::default()
+    })
+    .await;
+    let run = start_sleeping_run(server.addr, "queue-1", 10_000).await;
+    let mut busy = Vec::new();
+    for _ in 0..(1 + EVICTION_SLACK) {
+        busy.push(send_poll(server.addr, "queue-1", &run, 20_000).await);
+        // In flight before the next connects: a connection whose request
+        // was not read yet is idle, and the next one would evict it.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let mut queued = Vec::new();
+    for _ in 0..6 {
+        queued.push(connect(server.addr).await);
+    }
+    for s in &mut queued {
+        let (_, closed) = read_until_closed(s, Duration::from_secs(8)).await;
+        assert!(closed);
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(2_000),
+        "six queued connections took {took:?} to be turned away"
+    );
+}

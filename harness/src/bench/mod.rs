@@ -10,8 +10,11 @@
 //! - [`backends`]: the key lookup of the reference backends in process,
 //!   beside each backend's own primitive.
 //! - [`failover`]: keyed load on replicas while one is killed.
+//! - [`soak`]: the reference servers and the proxy under mixed honest and
+//!   hostile load: RSS and a fresh client's latency.
 
 pub mod backends;
 pub mod checker;
 pub mod failover;
 pub mod lookup;
+pub mod soak;

@@ -12,6 +12,7 @@ use crate::bench::checker::{
 };
 use crate::bench::failover::{failover_benchmark, FailoverConfig};
 use crate::bench::lookup::{lookup_benchmark, LookupConfig};
+use crate::bench::soak::{soak_benchmark, SoakConfig, SoakServer};
 use crate::cmd::common::{filter_by_tags, harness_error, runtime};
 
 /// Which benchmark to run.
@@ -39,6 +40,13 @@ pub enum BenchKind {
     /// failed requests retried with their key on another replica; exit 1
     /// on any duplicate run, lost or doubled input.
     Failover,
+    /// Mixed honest and hostile load (1 MiB bodies, idle floods, slow
+    /// heads, clients that never read, long polls) against `reqkey serve
+    /// store`, `serve agent` and `reqkey proxy` on loopback, each for
+    /// --duration-s (--quick: 5 s): peak and final RSS of the server
+    /// process and a fresh client's p99; exit 1 when a target is missed
+    /// (peak < 512 MB, final within 20% of the start, p99 < 100 ms).
+    Soak,
 }
 
 #[derive(Debug, Args)]
@@ -120,6 +128,44 @@ pub struct BenchArgs {
     /// 200 samples (CI's check that the benchmarks work; seconds).
     #[arg(long)]
     pub quick: bool,
+    /// Seconds of load on each server (soak; --quick: 5).
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub duration_s: u64,
+    /// Seconds between the end of the load and the final RSS (soak;
+    /// --quick: 12; past the 10 s write and head timeouts).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub settle_s: u64,
+    /// The servers to soak (repeatable; default all three).
+    #[arg(long = "server", value_enum)]
+    pub servers: Vec<SoakServer>,
+}
+
+/// `reqkey bench soak`: prints each server's figures; exit 1 when a
+/// target is missed.
+async fn soak_bench(args: &BenchArgs) -> ExitCode {
+    let cfg = SoakConfig {
+        duration_s: if args.quick { 5 } else { args.duration_s },
+        settle_s: if args.quick { 12 } else { args.settle_s },
+        servers: if args.servers.is_empty() {
+            SoakServer::ALL.to_vec()
+        } else {
+            args.servers.clone()
+        },
+    };
+    // --quick checks that the benchmark works: its figures (seconds of
+    // load, often a debug build) are not judged, only the honest answers.
+    let quick = args.quick;
+    let mut missed = false;
+    let result = soak_benchmark(&cfg, |f| {
+        println!("{f}");
+        missed |= if quick { !f.honest_ok() } else { !f.all_ok() };
+    })
+    .await;
+    match result {
+        Err(e) => harness_error(e),
+        Ok(_) if missed => ExitCode::from(1),
+        Ok(_) => ExitCode::SUCCESS,
+    }
 }
 
 /// `reqkey bench lookup`: prints the figures; exit 1 only when
@@ -274,6 +320,9 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
         }
         if args.kind == BenchKind::Failover {
             return failover_bench(&args).await;
+        }
+        if args.kind == BenchKind::Soak {
+            return soak_bench(&args).await;
         }
         let racy = args
             .target

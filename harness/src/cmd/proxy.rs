@@ -88,8 +88,9 @@ pub struct ProxyArgs {
     /// the run is judged.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub requests: u64,
-    /// Open client connections at most.
-    #[arg(long, default_value_t = 64)]
+    /// Open client connections at most (the oldest idle one is closed to
+    /// make room, as in the reference servers).
+    #[arg(long, default_value_t = 192)]
     pub max_connections: usize,
     /// No verdict (exit 2) when a smaller share of entry answers failed:
     /// the plan did not exercise the client enough to certify it.

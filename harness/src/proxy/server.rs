@@ -2,9 +2,11 @@
 //! `reqkey-agent/1` server, injects the fault the plan chose for each entry
 //! request, and records every exchange.
 //!
-//! Everything is bounded: the request head and body read times, the body
-//! size (413 past `max_body_bytes`), open connections (a semaphore; a
-//! client over the cap waits, then is closed), every upstream call (a
+//! Everything is bounded: the request head and body read times and the
+//! write time (the reference servers' accept loop, `http_serve`), the body
+//! size (413 past `max_body_bytes`), open connections (the oldest idle one
+//! is closed to make room; a client over the cap while every connection is
+//! busy waits, then is closed), every upstream call (a
 //! total timeout, answers read under a size cap), the delay fault, and the
 //! number of requests recorded (`max_requests`: later ones are answered 503
 //! without forwarding and not recorded).
@@ -21,14 +23,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt as _, Full, Limited};
-use hyper::body::{Bytes, Incoming};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
+use hyper::body::Bytes;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use reqkey_reference::http_serve::{self, DeadlineBody, Handler, ServerLimits};
 use tokio::net::TcpListener;
-use tokio::sync::{Notify, Semaphore};
-use tokio::task::JoinSet;
+use tokio::sync::Notify;
 
 use reqkey_check::plan::{Fault, FaultPlan};
 use reqkey_check::trace::{
@@ -133,55 +132,58 @@ impl Default for Recorder {
 
 /// Serves the proxy on `listener` until `shutdown` completes; connections
 /// still open then are closed.
+///
+/// Connections are handled by the reference servers' accept loop
+/// ([`reqkey_reference::http_serve`]), so the proxy keeps their policy
+/// (issue 29): header, body and write timeouts, and a cap of
+/// `max_connections` that closes the oldest idle connection (or one whose
+/// client stopped reading) to make room for a fresh client.
 pub async fn serve(
     listener: TcpListener,
     config: Arc<ProxyConfig>,
     recorder: Arc<Recorder>,
-    shutdown: impl Future<Output = ()> + Send,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_millis(config.upstream_timeout_ms))
         .build()
         .map_err(std::io::Error::other)?;
-    let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(10))
-        .keep_alive(true);
-    let mut connections = JoinSet::new();
-    tokio::pin!(shutdown);
-    loop {
-        let accepted = tokio::select! {
-            () = &mut shutdown => break,
-            accepted = listener.accept() => accepted,
-        };
-        while connections.try_join_next().is_some() {}
-        let Ok((stream, _)) = accepted else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            continue;
-        };
-        let permit =
-            match tokio::time::timeout(Duration::from_secs(1), slots.clone().acquire_owned()).await
-            {
-                Ok(Ok(p)) => p,
-                _ => continue,
-            };
-        let conn_builder = builder.clone();
-        let (config, recorder, client) = (config.clone(), recorder.clone(), client.clone());
-        connections.spawn(async move {
-            let service = service_fn(move |req| {
-                handle(req, config.clone(), recorder.clone(), client.clone())
-            });
-            let _ = conn_builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-            drop(permit);
-        });
+    let limits = ServerLimits {
+        max_connections: config.max_connections.max(1),
+        ..ServerLimits::default()
+    };
+    let handler = Arc::new(ProxyHandler {
+        config,
+        recorder,
+        client,
+    });
+    http_serve::serve_handler(listener, handler, limits, shutdown).await
+}
+
+/// The proxy as the accept loop's [`Handler`].
+struct ProxyHandler {
+    config: Arc<ProxyConfig>,
+    recorder: Arc<Recorder>,
+    client: reqwest::Client,
+}
+
+impl Handler for ProxyHandler {
+    type Body = Full<Bytes>;
+    type BodyError = std::convert::Infallible;
+    type Error = Closed;
+
+    fn call(
+        self: Arc<Self>,
+        req: Request<DeadlineBody>,
+    ) -> impl Future<Output = Result<Response<Full<Bytes>>, Closed>> + Send + 'static {
+        handle(
+            req,
+            self.config.clone(),
+            self.recorder.clone(),
+            self.client.clone(),
+        )
     }
-    connections.shutdown().await;
-    Ok(())
 }
 
 /// Counts a request out of `in_flight` however its handling ends.
@@ -256,7 +258,7 @@ async fn forward(
 /// the server or holds a `delay`) does not cancel the forwarding or lose
 /// the exchange's record.
 async fn handle(
-    req: Request<Incoming>,
+    req: Request<DeadlineBody>,
     config: Arc<ProxyConfig>,
     recorder: Arc<Recorder>,
     client: reqwest::Client,

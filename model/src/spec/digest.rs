@@ -30,6 +30,18 @@ impl DigestKind {
     }
 }
 
+/// The JSON text of `value` as the client wrote it, whitespace aside: what
+/// a store keeps and echoes (SPEC 3: an answer echoes an input by value).
+/// serde_json's `arbitrary_precision` (on in this workspace) keeps every
+/// number's text, so `18446744073709551616`, `1e400`, `-0` and `1e-400`
+/// come back as sent, where [`canonical_json`] writes the nearest double
+/// (`18446744073709552000`, `0`) because the digest compares values.
+pub fn written_json(value: &Value) -> String {
+    // Serializing a `Value` to a string has no failure case (its map keys
+    // are strings); the canonical form is a by-value fallback all the same.
+    serde_json::to_string(value).unwrap_or_else(|_| canonical_json(value))
+}
+
 /// The canonical JSON text of `value`.
 pub fn canonical_json(value: &Value) -> String {
     let mut out = String::new();

@@ -14,7 +14,7 @@ use std::hash::{Hash, Hasher};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::spec::digest::{canonical_json, start_digest};
+use crate::spec::digest::{canonical_json, start_digest, written_json};
 use crate::spec::error::StoreError;
 use crate::spec::rules::{
     apply_run_start_rules_variant, apply_validated_run_start_rules, check_status_transition,
@@ -34,6 +34,10 @@ pub struct SessionState {
     runs: Vec<StoredRun>,
     /// Inputs as canonical JSON text, so the state is hashable.
     inputs: Vec<(String, String)>,
+    /// The same inputs as written ([`written_json`]), in the same order:
+    /// what [`SessionState::inputs`] echoes. Not part of equality: two
+    /// spellings of one value are one input (SPEC 3).
+    written: Vec<String>,
     by_run_id: HashMap<String, usize>,
     by_key: HashMap<String, usize>,
 }
@@ -86,7 +90,8 @@ impl SessionState {
     pub fn inputs(&self) -> Vec<InputEntry> {
         self.inputs
             .iter()
-            .map(|(run_id, text)| InputEntry {
+            .zip(&self.written)
+            .map(|((run_id, _), text)| InputEntry {
                 run_id: run_id.clone(),
                 input: serde_json::from_str(text).unwrap_or(Value::Null),
             })
@@ -141,6 +146,7 @@ impl SessionState {
                 }
                 self.inputs
                     .push((run.run_id.clone(), canonical_json(&start.input)));
+                self.written.push(written_json(&start.input));
                 self.runs.push(StoredRun {
                     meta: run.clone(),
                     start_digest,
@@ -211,6 +217,7 @@ impl SessionState {
                 }
                 self.inputs
                     .push((run.run_id.clone(), prepared.canonical_input.clone()));
+                self.written.push(written_json(&start.input));
                 self.runs.push(StoredRun {
                     meta: run.clone(),
                     start_digest,
@@ -234,6 +241,7 @@ impl SessionState {
                 self.by_key.remove(key);
             }
             self.inputs.pop();
+            self.written.pop();
         }
     }
 
@@ -396,9 +404,90 @@ impl StoreOp {
         if !STORE_OPS.contains(&op) {
             return Err(StoreError::invalid_argument(format!("unknown op `{op}`")));
         }
-        let parsed: StoreOp = serde_json::from_value(request.clone())
-            .map_err(|e| StoreError::invalid_argument(format!("bad args for {op}: {e}")))?;
-        Ok(parsed)
+        // The arguments are read straight into the op's own type, not
+        // through serde's adjacently tagged enum: that one buffers `args`
+        // in serde's private `Content` when it comes before `op` (always,
+        // in a `Value`'s sorted map), and `Content` cannot hold a number
+        // beyond 64 bits, so `input: 18446744073709551616` was refused
+        // (issue 29). Read directly, `input` keeps every number as written.
+        let args = request
+            .get("args")
+            .ok_or_else(|| StoreError::invalid_argument(format!("{op} needs a field `args`")))?;
+        let bad =
+            |e: serde_json::Error| StoreError::invalid_argument(format!("bad args for {op}: {e}"));
+        Ok(match op {
+            "commitRunStart" => {
+                let mut a = CommitArgs::deserialize(args).map_err(bad)?;
+                // A `Value` deserialized from a `Value` respells `-0` as
+                // `0` (serde_json reads it as an i64 first); the input is
+                // taken over as it was parsed instead.
+                if let Some(input) = args.get("startRun").and_then(|s| s.get("input")) {
+                    a.start_run.input = input.clone();
+                }
+                StoreOp::CommitRunStart(a)
+            }
+            "getRun" => StoreOp::GetRun(RunArgs::deserialize(args).map_err(bad)?),
+            "getCurrentRun" => StoreOp::GetCurrentRun(SessionArgs::deserialize(args).map_err(bad)?),
+            "listRuns" => StoreOp::ListRuns(SessionArgs::deserialize(args).map_err(bad)?),
+            "getRunByRequestKey" => {
+                StoreOp::GetRunByRequestKey(KeyArgs::deserialize(args).map_err(bad)?)
+            }
+            "listInputs" => StoreOp::ListInputs(SessionArgs::deserialize(args).map_err(bad)?),
+            "setRunStatus" => StoreOp::SetRunStatus(StatusArgs::deserialize(args).map_err(bad)?),
+            "deleteSession" => StoreOp::DeleteSession(SessionArgs::deserialize(args).map_err(bad)?),
+            other => {
+                return Err(StoreError::invalid_argument(format!(
+                    "unknown op `{other}`"
+                )))
+            }
+        })
+    }
+
+    /// [`StoreOp::parse_wire`] straight from the request's bytes: the
+    /// arguments are parsed once, into the op's own type, from their raw
+    /// text, so a large `input` is held once (not as a request `Value` and
+    /// then a copy), and numbers keep their text (issue 29).
+    pub fn parse_wire_bytes(bytes: &[u8]) -> Result<StoreOp, StoreError> {
+        #[derive(Deserialize)]
+        struct Wire<'a> {
+            op: Option<Value>,
+            #[serde(borrow)]
+            args: Option<&'a serde_json::value::RawValue>,
+        }
+        let wire: Wire<'_> = serde_json::from_slice(bytes).map_err(|e| {
+            StoreError::invalid_argument(format!("the request body is not a JSON object: {e}"))
+        })?;
+        let op = wire
+            .op
+            .as_ref()
+            .and_then(Value::as_str)
+            .ok_or_else(|| StoreError::invalid_argument("request needs a string field `op`"))?;
+        if !STORE_OPS.contains(&op) {
+            return Err(StoreError::invalid_argument(format!("unknown op `{op}`")));
+        }
+        let args = wire
+            .args
+            .ok_or_else(|| StoreError::invalid_argument(format!("{op} needs a field `args`")))?
+            .get();
+        let bad =
+            |e: serde_json::Error| StoreError::invalid_argument(format!("bad args for {op}: {e}"));
+        Ok(match op {
+            "commitRunStart" => StoreOp::CommitRunStart(serde_json::from_str(args).map_err(bad)?),
+            "getRun" => StoreOp::GetRun(serde_json::from_str(args).map_err(bad)?),
+            "getCurrentRun" => StoreOp::GetCurrentRun(serde_json::from_str(args).map_err(bad)?),
+            "listRuns" => StoreOp::ListRuns(serde_json::from_str(args).map_err(bad)?),
+            "getRunByRequestKey" => {
+                StoreOp::GetRunByRequestKey(serde_json::from_str(args).map_err(bad)?)
+            }
+            "listInputs" => StoreOp::ListInputs(serde_json::from_str(args).map_err(bad)?),
+            "setRunStatus" => StoreOp::SetRunStatus(serde_json::from_str(args).map_err(bad)?),
+            "deleteSession" => StoreOp::DeleteSession(serde_json::from_str(args).map_err(bad)?),
+            other => {
+                return Err(StoreError::invalid_argument(format!(
+                    "unknown op `{other}`"
+                )))
+            }
+        })
     }
 
     /// The wire name of this operation.

@@ -72,8 +72,21 @@ use crate::store::SessionStateStore;
 pub const MAX_DECISIONS: usize = 16;
 
 /// The run logs kept in memory; beyond this, finished runs' logs are
-/// dropped (their streams are then rebuilt from the store).
-pub const MAX_TRACKED_RUNS: usize = 100_000;
+/// dropped, oldest first (their streams are then rebuilt from the store,
+/// which gives the same events). Live runs are never dropped: a `running`
+/// run lasts at most [`MAX_SLEEP_MS`].
+pub const MAX_TRACKED_RUNS: usize = 1_024;
+
+/// The bytes of run-log text (the echo of each input) kept in memory;
+/// beyond this, finished runs' logs are dropped as over
+/// [`MAX_TRACKED_RUNS`]. With it, 1 MiB chat inputs keep at most about
+/// 32 logs, not 1,024 MiB.
+pub const MAX_TRACKED_LOG_BYTES: usize = 32 << 20;
+
+/// Polls (`waitMs` > 0) that wait at once, per executor (per server);
+/// beyond this a poll is answered at once, as if `waitMs` were 0 (SPEC 7,
+/// `[[agent.run.wait-capped]]`), so long polls never hold every connection.
+pub const MAX_WAITING_POLLS: usize = 64;
 
 /// How often a wait or a log-less follower re-reads the store.
 pub const STORE_POLL_MS: u64 = 25;
@@ -420,6 +433,8 @@ struct Prepared {
 struct TrackedRun {
     log: Arc<RunLog>,
     stop: watch::Sender<bool>,
+    /// The bytes of its log's text, counted in [`Registry::log_bytes`].
+    log_bytes: usize,
 }
 
 #[derive(Debug, Default)]
@@ -427,6 +442,8 @@ struct Registry {
     /// session id -> run id -> run.
     sessions: HashMap<String, HashMap<String, TrackedRun>>,
     tracked: usize,
+    /// The sum of the tracked runs' `log_bytes`.
+    log_bytes: usize,
     /// `(session, run)` in the order they were tracked, for eviction a few
     /// at a time; entries already untracked are skipped when met.
     order: VecDeque<(String, String)>,
@@ -448,6 +465,8 @@ pub struct Executor {
     /// holds or waits for its claim, so it holds at most one per session
     /// with an entry in flight.
     admissions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Polls waiting right now (at most [`MAX_WAITING_POLLS`]).
+    waiting_polls: Arc<tokio::sync::Semaphore>,
 }
 
 /// An entry's admission claim on its session; released (and the session's
@@ -489,6 +508,7 @@ impl Executor {
             run_id_prefix: prefix,
             shutdown: watch::Sender::new(false),
             admissions: Mutex::default(),
+            waiting_polls: Arc::new(tokio::sync::Semaphore::new(MAX_WAITING_POLLS)),
         })
     }
 
@@ -689,6 +709,9 @@ impl Executor {
                 admission_lengthened = true;
                 tokio::time::sleep(Duration::from_millis(admit_ms)).await;
             }
+            // The run needs only the input's text; the input itself moves
+            // into the commit (one copy per entry, not three).
+            let text = input_text(&input);
             let run_id = self.next_run_id();
             // Registered before the commit, so whoever finds the run in the
             // store also finds its log.
@@ -697,7 +720,7 @@ impl Executor {
                 session_id: session.to_owned(),
                 run_id: run_id.clone(),
                 expected_current_run_id: prepared.expected_current_run_id.clone(),
-                input: input.clone(),
+                input,
                 request_key: key.as_ref().map(|k| k.as_str().to_owned()),
                 request_digest: digest.clone(),
             };
@@ -725,7 +748,7 @@ impl Executor {
                         self.end_previous(session, &previous, status).await;
                     }
                     let (log, stop_rx) = self.still_tracked(session, &run_id, log, stop_rx);
-                    self.spawn_run(session, &run_id, input, log, stop_rx);
+                    self.spawn_run(session, &run_id, text, log, stop_rx);
                     return Ok(EntryOutcome::Started(committed.run));
                 }
                 Err(StoreError::RunStartRejected(RunStartRejection::RequestKeyTaken {
@@ -936,6 +959,7 @@ impl Executor {
             TrackedRun {
                 log: log.clone(),
                 stop,
+                log_bytes: 0,
             },
         );
         reg.tracked += 1;
@@ -970,12 +994,13 @@ impl Executor {
         let Some(runs) = reg.sessions.get_mut(session) else {
             return;
         };
-        let removed = runs.remove(run_id).is_some();
+        let removed = runs.remove(run_id);
         if runs.is_empty() {
             reg.sessions.remove(session);
         }
-        if removed {
+        if let Some(run) = removed {
             reg.tracked = reg.tracked.saturating_sub(1);
+            reg.log_bytes = reg.log_bytes.saturating_sub(run.log_bytes);
         }
     }
 
@@ -1015,17 +1040,29 @@ impl Executor {
         &self,
         session: &str,
         run_id: &str,
-        input: Value,
+        text: String,
         log: Arc<RunLog>,
         mut stop: watch::Receiver<bool>,
     ) {
+        {
+            let mut reg = self.registry();
+            let counted = reg
+                .sessions
+                .get_mut(session)
+                .and_then(|runs| runs.get_mut(run_id))
+                .filter(|r| Arc::ptr_eq(&r.log, &log))
+                .map(|r| {
+                    r.log_bytes = text.len();
+                    text.len()
+                });
+            reg.log_bytes = reg.log_bytes.saturating_add(counted.unwrap_or(0));
+        }
         let store = self.store.clone();
         let session = session.to_owned();
         let run_id = run_id.to_owned();
         let owner = self.run_id_prefix.clone();
         let lease_ms = self.config.lease_ms.max(3);
         tokio::spawn(async move {
-            let text = input_text(&input);
             let script = parse_script(&text);
             log.push_text(format!("echo: {text}"));
             let sleep = tokio::time::sleep(Duration::from_millis(script.sleep_ms));
@@ -1081,6 +1118,8 @@ impl Executor {
             }
             let mut reg = self.registry();
             reg.tracked = reg.tracked.saturating_sub(runs.len());
+            let bytes: usize = runs.values().map(|r| r.log_bytes).sum();
+            reg.log_bytes = reg.log_bytes.saturating_sub(bytes);
         }
         Ok(deleted)
     }
@@ -1099,6 +1138,15 @@ impl Executor {
                 owner.as_deref().unwrap_or(session)
             }
             false => session,
+        };
+        // Over MAX_WAITING_POLLS waiting at once, answer as it is now.
+        let _slot;
+        let wait_ms = match self.waiting_polls.clone().try_acquire_owned() {
+            Ok(slot) if wait_ms > 0 => {
+                _slot = slot;
+                wait_ms
+            }
+            _ => 0,
         };
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
         let mut changes = self.log_of(session, run_id).map(|l| l.subscribe());
@@ -1225,7 +1273,7 @@ const EVICT_PER_TRACK: usize = 4;
 /// queue itself bounded.
 fn evict_some(reg: &mut Registry) {
     for _ in 0..EVICT_PER_TRACK {
-        let over = reg.tracked >= MAX_TRACKED_RUNS;
+        let over = reg.tracked >= MAX_TRACKED_RUNS || reg.log_bytes > MAX_TRACKED_LOG_BYTES;
         if !over && reg.order.len() <= 2 * MAX_TRACKED_RUNS {
             return;
         }
@@ -1238,11 +1286,13 @@ fn evict_some(reg: &mut Registry) {
         match runs.get(&run_id) {
             None => {}
             Some(run) if over && run.log.is_finished() => {
+                let bytes = run.log_bytes;
                 runs.remove(&run_id);
                 if runs.is_empty() {
                     reg.sessions.remove(&session);
                 }
                 reg.tracked = reg.tracked.saturating_sub(1);
+                reg.log_bytes = reg.log_bytes.saturating_sub(bytes);
             }
             Some(_) => reg.order.push_back((session, run_id)),
         }
@@ -1333,6 +1383,51 @@ mod tests {
 
     async fn wait_finished(ex: &Executor, run_id: &str) -> RunMetadata {
         ex.wait_run("s", run_id, 2_000).await.unwrap().unwrap()
+    }
+
+    /// Issue 29: run logs kept in memory are bounded in bytes, not only in
+    /// count (100,000 runs of 1 MiB inputs once kept 100 GB reachable);
+    /// the streams of dropped logs are rebuilt from the store.
+    #[tokio::test]
+    async fn run_logs_kept_in_memory_stay_within_the_byte_bound() {
+        let ex = executor(ExecutorConfig::default());
+        let text = "x".repeat(1 << 20);
+        for i in 0..48 {
+            let req = EntryRequest {
+                session_id: format!("big-{i}"),
+                kind: EntryKind::Start,
+                input: json!({ "text": text }),
+                request_key: None,
+            };
+            let run = ex.enter(req).await.unwrap().run().clone();
+            // Finished before the next one, so each may be dropped.
+            let done = ex
+                .wait_run(&run.session_id, &run.run_id, 2_000)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(done.status, RunStatus::Completed);
+        }
+        let (tracked, bytes) = {
+            let reg = ex.registry();
+            (reg.tracked, reg.log_bytes)
+        };
+        // Each new run drops up to EVICT_PER_TRACK finished ones, so the
+        // bound holds to within one run's log.
+        assert!(
+            bytes <= MAX_TRACKED_LOG_BYTES + (1 << 20),
+            "{bytes} bytes of run logs kept for {tracked} runs"
+        );
+        assert!(tracked < 48, "{tracked} runs still tracked");
+        // A dropped run's stream is rebuilt from the store: same events.
+        let first = ex.store().list_runs("big-0").await.unwrap().remove(0);
+        let mut rx = ex.follow_run(&first, false);
+        let mut events = Vec::new();
+        while let Some(e) = rx.recv().await {
+            events.push(e);
+        }
+        assert_eq!(events.len(), 2, "{:?}", events.len());
+        assert!(matches!(events[1], RunEvent::Finish(RunStatus::Completed)));
     }
 
     #[tokio::test]

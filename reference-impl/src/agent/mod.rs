@@ -15,6 +15,7 @@ pub mod test_agent;
 
 pub use executor::{
     ConcurrentEntry, EntryError, EntryKind, EntryOutcome, EntryRequest, Executor, ExecutorConfig,
-    ExecutorDefect, OrphanRule, LEASE_MS,
+    ExecutorDefect, OrphanRule, LEASE_MS, MAX_TRACKED_LOG_BYTES, MAX_TRACKED_RUNS,
+    MAX_WAITING_POLLS,
 };
 pub use server::{router, serve, serve_with_limits, spawn, ServerHandle};

@@ -52,6 +52,8 @@ use crate::http_serve::{self, ServerLimits};
 pub const PROTOCOL: &str = "reqkey-agent/1";
 /// The largest request body accepted (SPEC 7: over 1 MiB is 413).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Bodies from this size on are parsed on the blocking pool.
+pub const BLOCKING_PARSE_BYTES: usize = 64 * 1024;
 /// How much of a body is read before the 413 is decided.
 pub const BODY_READ_LIMIT_BYTES: usize = 4 * MAX_BODY_BYTES;
 /// The longest `waitMs` accepted; a larger one is 400.
@@ -270,7 +272,7 @@ fn body_limit(ex: &Executor) -> usize {
     }
 }
 
-fn json_body_limit(
+async fn json_body_limit(
     body: Result<Bytes, BytesRejection>,
     empty_as: Option<Value>,
     limit: usize,
@@ -290,8 +292,16 @@ fn json_body_limit(
             return Ok(v);
         }
     }
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|_| ApiError::validation("the request body is not JSON"))?;
+    // A large body is parsed off the async workers (issue 29): a few of
+    // them must not keep every worker busy while a fresh client waits.
+    let parsed = if bytes.len() >= BLOCKING_PARSE_BYTES {
+        tokio::task::spawn_blocking(move || serde_json::from_slice::<Value>(&bytes))
+            .await
+            .map_err(|_| ApiError::validation("the request body could not be read"))?
+    } else {
+        serde_json::from_slice::<Value>(&bytes)
+    };
+    let value = parsed.map_err(|_| ApiError::validation("the request body is not JSON"))?;
     if !value.is_object() {
         return Err(ApiError::validation(
             "the request body must be a JSON object",
@@ -308,9 +318,11 @@ fn too_large() -> ApiError {
     )
 }
 
-fn field_input(body: &Value) -> Result<Value, ApiError> {
-    body.get("input")
-        .cloned()
+/// Moves the `input` out of the body (not a copy: a large input is held
+/// once per request, issue 29).
+fn field_input(mut body: Value) -> Result<Value, ApiError> {
+    body.get_mut("input")
+        .map(Value::take)
         .ok_or_else(|| ApiError::validation("the body lacks the field `input`"))
 }
 
@@ -365,10 +377,10 @@ async fn keyed_entry(
     let request_key = entry_key(ex, headers)?;
     let input = match kind {
         EntryKind::Retry => {
-            json_body_limit(body, Some(json!({})), body_limit(ex))?;
+            json_body_limit(body, Some(json!({})), body_limit(ex)).await?;
             Value::Null
         }
-        _ => field_input(&json_body_limit(body, None, body_limit(ex))?)?,
+        _ => field_input(json_body_limit(body, None, body_limit(ex)).await?)?,
     };
     let outcome = ex
         .enter(EntryRequest {
@@ -438,7 +450,7 @@ async fn chat(
     let session_id = session_id(path)?;
     // Parsed even when it will be ignored: a malformed key is 400 everywhere.
     let request_key = entry_key(&ex, &headers)?;
-    let (role, content) = last_message(&json_body_limit(body, None, body_limit(&ex))?)?;
+    let (role, content) = last_message(&json_body_limit(body, None, body_limit(&ex)).await?)?;
     // A tool-result send is keyless in this release.
     let keyless = role == "tool" && !ex.has_defect(ExecutorDefect::ToolSendKeyed);
     let request_key = if keyless { None } else { request_key };

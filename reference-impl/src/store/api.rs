@@ -228,3 +228,13 @@ impl LegacyRun {
         }
     }
 }
+
+/// [`dispatch_wire`] from the request's bytes (the store server's path):
+/// the arguments are parsed once, into their own types
+/// ([`StoreOp::parse_wire_bytes`]).
+pub async fn dispatch_wire_bytes(
+    store: &dyn SessionStateStore,
+    request: &[u8],
+) -> Result<StoreReply, StoreError> {
+    dispatch(store, StoreOp::parse_wire_bytes(request)?).await
+}

@@ -18,7 +18,10 @@ pub mod spec;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
-pub use self::api::{dispatch, dispatch_wire, redact_url, OpenError, SessionStateStore, REDACTED};
+pub use self::api::{
+    dispatch, dispatch_wire, dispatch_wire_bytes, redact_url, OpenError, SessionStateStore,
+    REDACTED,
+};
 pub use self::memory::{MemoryDefect, MemoryStore};
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;

@@ -40,8 +40,8 @@ use reqkey_model::rules::{
     check_status_transition, validate_start_run, RunStartContext, RunStartDecision,
 };
 use reqkey_model::{
-    apply_run_start_rules, canonical_json, CommitOutcome, CommitResult, InputEntry, RunMetadata,
-    RunStartRejection, RunStatus, StartRun, StoreError,
+    apply_run_start_rules, CommitOutcome, CommitResult, InputEntry, RunMetadata, RunStartRejection,
+    RunStatus, StartRun, StoreError,
 };
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, Config, NoTls, Row, Statement};
@@ -315,7 +315,7 @@ pub(crate) async fn seed_first_schema(url: &str, rows: &[&LegacyRun]) -> Result<
                 &run.session_id,
                 &seq,
                 &run.run_id,
-                &canonical_json(&run.input),
+                &reqkey_model::written_json(&run.input),
             ],
         )
         .await
@@ -495,7 +495,7 @@ async fn commit_attempt_inner(
                     &run.session_id,
                     &seq,
                     &run.run_id,
-                    &canonical_json(&start.input),
+                    &reqkey_model::written_json(&start.input),
                 ],
             )
             .await?;

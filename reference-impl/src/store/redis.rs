@@ -56,8 +56,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::Script;
 use reqkey_model::rules::{check_status_transition, validate_session_id, validate_start_run};
 use reqkey_model::{
-    canonical_json, start_digest, CommitOutcome, CommitResult, InputEntry, RunMetadata,
-    RunStartRejection, RunStatus, StartRun, StoreError,
+    start_digest, CommitOutcome, CommitResult, InputEntry, RunMetadata, RunStartRejection,
+    RunStatus, StartRun, StoreError,
 };
 
 use super::api::{redact_url, OpenError, SessionStateStore};
@@ -547,7 +547,7 @@ impl SessionStateStore for RedisStore {
             r#"{{"runId":{},"input":{}}}"#,
             serde_json::to_string(&start.run_id)
                 .map_err(|e| StoreError::internal(e.to_string()))?,
-            canonical_json(&start.input)
+            reqkey_model::written_json(&start.input)
         );
         let mut conn = self.conn.clone();
         let answer: Vec<String> = self

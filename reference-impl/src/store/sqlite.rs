@@ -39,8 +39,8 @@ use reqkey_model::rules::{
     check_status_transition, validate_start_run, RunStartContext, RunStartDecision,
 };
 use reqkey_model::{
-    apply_run_start_rules, canonical_json, CommitOutcome, CommitResult, InputEntry, RunMetadata,
-    RunStartRejection, RunStatus, StartRun, StoreError,
+    apply_run_start_rules, CommitOutcome, CommitResult, InputEntry, RunMetadata, RunStartRejection,
+    RunStatus, StartRun, StoreError,
 };
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
@@ -403,7 +403,12 @@ pub(crate) async fn seed_first_schema(path: &str, rows: &[&LegacyRun]) -> Result
             .map_err(e)?;
             tx.execute(
                 "INSERT INTO inputs (session_id, seq, run_id, input) VALUES (?1, ?2, ?3, ?4)",
-                params![run.session_id, seq, run.run_id, canonical_json(&run.input)],
+                params![
+                    run.session_id,
+                    seq,
+                    run.run_id,
+                    reqkey_model::written_json(&run.input)
+                ],
             )
             .map_err(e)?;
         }
@@ -585,7 +590,7 @@ fn commit_attempt(
                     run.session_id,
                     seq,
                     run.run_id,
-                    canonical_json(&start.input)
+                    reqkey_model::written_json(&start.input)
                 ],
             )
             .map_err(sql_err)?;
