@@ -67,31 +67,13 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return harness_error(e),
     };
-    let levels: Vec<(Level, Level)> = [(Level::Store, Level::Store), (Level::Agent, Level::Agent)]
+    let levels: Vec<Level> = Level::ALL
         .into_iter()
-        .filter(|(l, _)| {
-            args.level
-                .as_deref()
-                .is_none_or(|want| want == l.to_string())
-        })
+        .filter(|l| args.level.as_deref().is_none_or(|want| want == l.name()))
         .collect();
     let mut gaps = 0;
-    for (level, clause_level) in levels {
-        let loaded = match args.scenarios.as_deref() {
-            Some(root) => suite::disk_suite(root, level),
-            None => suite::embedded_suite(level),
-        };
-        let scenarios = match loaded {
-            Ok((_, s)) => s,
-            Err(e) => return harness_error(e),
-        };
-        let cov = match coverage::coverage(
-            clause_level,
-            all,
-            &scenarios,
-            &record,
-            &crate::targets::spec::is_builtin_variant,
-        ) {
+    for level in levels {
+        let cov = match level_coverage(level, args.scenarios.as_deref(), all, &record) {
             Ok(c) => c,
             Err(e) => return harness_error(e),
         };
@@ -107,4 +89,27 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The coverage of one level by its suite (the one under `root`, or the
+/// embedded one), the record's variants checked by the targets' parser.
+pub fn level_coverage(
+    level: Level,
+    root: Option<&std::path::Path>,
+    all: &[reqkey_model::clauses::Clause],
+    record: &coverage::FalsificationRecord,
+) -> Result<coverage::Coverage, String> {
+    let loaded = match root {
+        Some(root) => suite::disk_suite(root, level),
+        None => suite::embedded_suite(level),
+    };
+    let (_, scenarios) = loaded.map_err(|e| e.to_string())?;
+    coverage::coverage(
+        level,
+        all,
+        &scenarios,
+        record,
+        &crate::targets::spec::is_builtin_variant,
+    )
+    .map_err(|e| e.to_string())
 }

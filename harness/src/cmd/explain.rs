@@ -7,13 +7,11 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use reqkey_check::coverage;
 use reqkey_model::clauses::{self, Certified};
 use reqkey_model::vocab::Level;
 
 use crate::cmd::common::harness_error;
-use crate::cmd::coverage::suite_record;
-use crate::run::suite;
+use crate::cmd::coverage::{level_coverage, suite_record};
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
@@ -77,17 +75,7 @@ pub fn explain_command(args: ExplainArgs) -> ExitCode {
         Err(e) => return harness_error(e),
     };
     for level in levels {
-        let scenarios = match suite::embedded_suite(level) {
-            Ok((_, s)) => s,
-            Err(e) => return harness_error(e),
-        };
-        let cov = match coverage::coverage(
-            level,
-            all,
-            &scenarios,
-            &record,
-            &crate::targets::spec::is_builtin_variant,
-        ) {
+        let cov = match level_coverage(level, None, all, &record) {
             Ok(c) => c,
             Err(e) => return harness_error(e),
         };

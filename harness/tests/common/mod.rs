@@ -287,3 +287,37 @@ pub fn assert_failures_are_verdicts(target: &str, summary: &RunSummary) {
         assert!(r.failure.is_some(), "{target}: {} has no failure", r.id);
     }
 }
+
+/// The Redis Cluster the tests use: `REQKEY_REDIS_CLUSTER_URL`, or, when
+/// none is given, the three-master cluster of `scripts/redis-cluster.sh`
+/// on 127.0.0.1:7101-7103, started here once per test process (the
+/// script leaves a healthy cluster alone), so that `cargo test
+/// --workspace` is the one command. A cluster that cannot be started
+/// fails the tests; they never skip.
+pub fn redis_cluster_url() -> String {
+    if let Ok(url) = std::env::var("REQKEY_REDIS_CLUSTER_URL") {
+        return url;
+    }
+    static STARTED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let started = STARTED.get_or_init(|| {
+        let script =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/redis-cluster.sh");
+        match std::process::Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .output()
+        {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => Err(format!(
+                "{} start failed: {}",
+                script.display(),
+                String::from_utf8_lossy(&o.stderr)
+            )),
+            Err(e) => Err(format!("cannot run {}: {e}", script.display())),
+        }
+    });
+    if let Err(e) = started {
+        panic!("no Redis Cluster for the tests: {e}");
+    }
+    "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103".into()
+}
