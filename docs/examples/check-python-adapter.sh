@@ -6,7 +6,7 @@
 # counterexample (exit 1); `--broken scan` (a key lookup without an index)
 # passes the suite, which cannot see speed, but `reqkey bench lookup
 # --max-ratio 3` must flag it (exit 1) while passing the correct adapter
-# (a 10x larger store: 1.2x-1.4x correct, 6x-9x scanning). Exits non-zero
+# (a 40x larger store: the scan must outgrow the fixed cost of an HTTP round trip). Exits non-zero
 # if any of that does not hold (2 if reqkey or python3 is missing).
 #
 #   REQKEY=target/debug/reqkey docs/examples/check-python-adapter.sh
@@ -70,7 +70,7 @@ echo "racy adapter:"
 expect_exit 1 "$out/racy.log" -- run scenarios/store --tag race --target "store+http://127.0.0.1:$port" --quiet
 grep -q "FAIL  request-key.race" "$out/racy.log" || { cat "$out/racy.log"; exit 1; }
 grep -qi "linearizab" "$out/racy.log" || { cat "$out/racy.log"; echo "no linearizability counterexample" >&2; exit 1; }
-lookup=(bench lookup --small 1000 --large 10000 --samples 300 --max-ratio 3 --seed 1)
+lookup=(bench lookup --small 1000 --large 40000 --samples 300 --max-ratio 3 --seed 1)
 port="$(start)"
 echo "key lookup of the correct adapter:"
 expect_exit 0 "$out/lookup-ok.log" -- "${lookup[@]}" --target "store+http://127.0.0.1:$port"
