@@ -83,6 +83,7 @@ async fn health(State(store): State<Shared>) -> Json<Value> {
         "name": format!("reqkey-reference/{}", store.backend()),
         "version": env!("CARGO_PKG_VERSION"),
         "protocol": PROTOCOL,
+        "durable": store.durable(),
     }))
 }
 

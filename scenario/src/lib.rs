@@ -7,6 +7,7 @@
 //! still knows where it is, and so reaches the user as `file:line:col`.
 
 pub mod agent_step;
+pub mod fault;
 pub mod limits;
 pub mod locate;
 pub mod pattern;
@@ -130,6 +131,18 @@ pub struct Requires {
     /// The least `entryWaitMs` the server must declare (SPEC 7): the
     /// scenario's admissions are shorter than this.
     pub entry_wait_ms: Option<u64>,
+    /// `true`: the scenario has `fault` steps; it applies only to a target
+    /// the harness started (`--start`).
+    pub faults: Option<bool>,
+    /// The least number of processes the harness must have started (a
+    /// fault scenario that needs a live replica beside a dead one).
+    pub replicas: Option<u32>,
+    /// `true`: the target must declare `durable: true` in `/health` (its
+    /// state survives a restart of its process).
+    pub durable: Option<bool>,
+    /// The most `leaseMs` the server may declare (SPEC 5): the scenario
+    /// waits longer than this for a lease to run out.
+    pub lease_ms: Option<u64>,
 }
 
 impl Requires {
@@ -138,6 +151,41 @@ impl Requires {
         self.supports_request_key.is_none()
             && self.concurrent_entry.is_none()
             && self.entry_wait_ms.is_none()
+            && self.faults.is_none()
+            && self.replicas.is_none()
+            && self.durable.is_none()
+            && self.lease_ms.is_none()
+    }
+
+    /// What a run without the right [`fault::FaultSupport`] lacks, or
+    /// `None` when the scenario applies.
+    pub fn unmet_faults(&self, support: &fault::FaultSupport) -> Option<String> {
+        let needs_start = self.faults == Some(true)
+            || self.replicas.is_some()
+            || self.durable.is_some()
+            || self.lease_ms.is_some();
+        if needs_start && !support.started {
+            return Some(
+                "faults: the harness did not start the target (`--start CMD` lets it kill, pause and restart it)".into(),
+            );
+        }
+        let mut unmet = Vec::new();
+        if let Some(least) = self.replicas {
+            if support.processes < least as usize {
+                unmet.push(format!("replicas: at least {least} started processes"));
+            }
+        }
+        if let Some(want) = self.durable {
+            if support.durable != Some(want) {
+                unmet.push(format!("durable: {want} declared in /health"));
+            }
+        }
+        if let Some(most) = self.lease_ms {
+            if support.lease_ms.is_none_or(|ms| ms > most) {
+                unmet.push(format!("leaseMs: at most {most} declared in /health"));
+            }
+        }
+        (!unmet.is_empty()).then(|| unmet.join(", "))
     }
 
     /// What `profile` lacks, as the requirement it fails
@@ -212,6 +260,8 @@ pub enum Action {
     ExpectOneOf(Vec<BTreeMap<String, Value>>),
     /// A pause.
     SleepMs(u64),
+    /// A fault the harness does to a process it started.
+    Fault(fault::FaultStep),
     /// An HTTP exchange with an agent server, typed at load.
     Http(agent_step::HttpStep),
     /// Wait until a run of an agent server reaches a status, typed at load.
@@ -230,6 +280,7 @@ impl Action {
             Action::Parallel(items) => format!("parallel ({} items)", items.len()),
             Action::ExpectOneOf(_) => "expect_one_of".into(),
             Action::SleepMs(ms) => format!("sleep_ms {ms}"),
+            Action::Fault(f) => f.label(),
             Action::Http(step) => step.label(),
             Action::WaitRun(_) => "wait_run".into(),
             Action::MixedHistories { programs, .. } => {
@@ -298,6 +349,11 @@ pub struct Step {
     /// absent key is not a `null` one), key order irrelevant, numbers
     /// compared by value.
     pub expect_raw: Option<String>,
+    /// `may_be_cut: true`: the exchange may end with its connection closed
+    /// or refused, because a `fault` killed or restarted the process
+    /// answering it; that end is then accepted (nothing was answered to
+    /// judge). An answer that arrives whole is judged as usual.
+    pub may_be_cut: bool,
 }
 
 impl Step {
@@ -310,12 +366,13 @@ impl Step {
             || self.expect_raw.is_some()
             || !self.expect_not_echoed.is_empty()
             || self.name.is_some()
-            || matches!(self.action, Action::WaitRun(_))
+            || matches!(self.action, Action::WaitRun(_) | Action::Fault(_))
     }
 }
 
 /// Actions besides the store operations (the schema reads this too).
-pub const OTHER_ACTIONS: [&str; 8] = [
+pub const OTHER_ACTIONS: [&str; 9] = [
+    "fault",
     "rpc",
     "raw",
     "parallel",
@@ -327,8 +384,9 @@ pub const OTHER_ACTIONS: [&str; 8] = [
 ];
 
 /// Modifiers: the keys a step may carry besides its one action.
-pub const MODIFIERS: [&str; 8] = [
+pub const MODIFIERS: [&str; 9] = [
     "as",
+    "may_be_cut",
     "copies",
     "expect",
     "expect_raw",
@@ -409,6 +467,7 @@ impl<'de> Visitor<'de> for StepVisitor {
             expect_not_echoed: Vec::new(),
             expect_any: false,
             expect_raw: None,
+            may_be_cut: false,
         };
         while let Some(key) = map.next_key_seed(StepKey)? {
             let new_action = match key.as_str() {
@@ -465,6 +524,16 @@ impl<'de> Visitor<'de> for StepVisitor {
                         ));
                     }
                     None
+                }
+                "may_be_cut" => {
+                    step.may_be_cut = map.next_value()?;
+                    None
+                }
+                "fault" => {
+                    let spec: Value = map.next_value()?;
+                    Some(Action::Fault(
+                        crate::fault::FaultStep::parse(&spec).map_err(de::Error::custom)?,
+                    ))
                 }
                 "http" => {
                     let spec: Value = map.next_value()?;
@@ -630,6 +699,16 @@ impl<'de> Visitor<'de> for StepVisitor {
         }
         if let Action::Raw(text) = &action {
             crate::raw::check_request(text).map_err(de::Error::custom)?;
+        }
+        if step.may_be_cut
+            && !matches!(
+                action,
+                Action::Store { .. } | Action::Rpc(_) | Action::Raw(_) | Action::Http(_)
+            )
+        {
+            return Err(de::Error::custom(
+                "`may_be_cut` belongs on a store, rpc, raw or http step (an exchange a fault may cut)",
+            ));
         }
         step.action = action;
         Ok(step)
@@ -798,10 +877,14 @@ fn validate(s: &Scenario) -> Result<(), Invalid> {
     if s.steps.is_empty() {
         return Err(top("steps", "a scenario needs at least one step".into()));
     }
-    if s.level == Level::Store && !s.requires.is_empty() {
+    let profile_fields = s.requires.supports_request_key.is_some()
+        || s.requires.concurrent_entry.is_some()
+        || s.requires.entry_wait_ms.is_some()
+        || s.requires.lease_ms.is_some();
+    if s.level == Level::Store && profile_fields {
         return Err(top(
             "requires",
-            "`requires` is for agent scenarios: a store's profile is fixed (every store records keys)"
+            "a store scenario requires only faults, replicas or durable: a store's profile is fixed (every store records keys)"
                 .into(),
         ));
     }
@@ -855,6 +938,20 @@ fn validate(s: &Scenario) -> Result<(), Invalid> {
         let group_judged = matches!(step.action, Action::Parallel(_))
             && (step.linearizable || !step.expect_group.is_empty());
         for (at, item) in items {
+            if matches!(item.action, Action::Fault(_)) {
+                if s.requires.faults != Some(true) {
+                    return Err((
+                        at,
+                        format!("steps[{i}]: a scenario with a `fault` step declares `requires: {{faults: true}}` (it applies only to a target the harness started)"),
+                    ));
+                }
+                if step.linearizable {
+                    return Err((
+                        at,
+                        format!("steps[{i}]: a `linearizable` group checks operations; a fault is none"),
+                    ));
+                }
+            }
             if let (Some(n), false) = (&item.name, group_judged) {
                 let judged_otherwise = item.expect.is_some()
                     || item.expect_any

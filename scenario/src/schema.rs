@@ -153,6 +153,24 @@ fn agent_properties(props: &mut Map<String, Value>) {
         }),
     );
     props.insert(
+        "fault".into(),
+        json!({
+            "description": "A fault done to a process the harness started (--start): kill (SIGKILL), stop (SIGSTOP), cont (SIGCONT) or restart (SIGKILL, then the same command again, awaited until /health answers). The scenario must require `faults: true`.",
+            "type": "object",
+            "properties": {
+                "action": {"enum": ["kill", "stop", "cont", "restart"]},
+                "replica": {"type": "integer", "minimum": 0, "maximum": MAX_REPLICA_INDEX, "description": "The --start command (replica) it aims at; default 0."},
+                "after_ms": {"type": "integer", "minimum": 0, "maximum": crate::fault::MAX_FAULT_DELAY_MS, "description": "Wait before striking (in a parallel group: while the other requests are in flight)."}
+            },
+            "required": ["action"],
+            "additionalProperties": false
+        }),
+    );
+    props.insert(
+        "may_be_cut".into(),
+        json!({"description": "The exchange may end with its connection closed or refused by a fault; that end is accepted, a whole answer is judged.", "type": "boolean"}),
+    );
+    props.insert(
         "expect_not_echoed".into(),
         json!({
             "description": "Values that must appear nowhere in the answer's body or headers (raw or JSON-escaped).",

@@ -172,7 +172,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
     };
-    let (mut owned, target_text) = match start_owned(&args.start, &target_spec) {
+    let (owned, target_text) = match start_owned(&args.start, &target_spec) {
         Ok(started) => started,
         Err(e) => return harness_error(e),
     };
@@ -246,7 +246,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
             )
         }
     };
-    let target = match open_started(&spec, opts, owned.as_mut(), args.start.start_timeout_ms).await
+    let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await
     {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),

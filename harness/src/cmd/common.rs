@@ -171,20 +171,28 @@ pub fn start_owned(
 }
 
 /// Opens the target; when the harness started it, tries again until it
-/// answers, the command exits, or `start_timeout_ms` passes (bounded).
+/// answers, the command exits, or `start_timeout_ms` passes (bounded), and
+/// hands the processes to the target ([`OwnedTarget`]: fault steps reach
+/// them, and they stop when the target is dropped).
 pub async fn open_started(
     spec: &crate::targets::spec::TargetSpec,
     opts: crate::targets::TargetOptions,
-    owned: Option<&mut crate::targets::owned::Owned>,
+    owned: Option<crate::targets::owned::Owned>,
     start_timeout_ms: u64,
 ) -> Result<Arc<dyn Target>, TargetError> {
-    let Some(owned) = owned else {
+    let Some(mut owned) = owned else {
         return spec.open(opts).await;
     };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(start_timeout_ms);
     loop {
         match spec.open(opts).await {
-            Ok(target) => return Ok(target),
+            Ok(target) => {
+                return Ok(Arc::new(crate::targets::owned::OwnedTarget::new(
+                    target,
+                    owned,
+                    start_timeout_ms,
+                )))
+            }
             Err(e) if !e.is_silence() => return Err(e),
             Err(e) => {
                 if let Some(exited) = owned.exited() {
@@ -238,12 +246,15 @@ pub async fn select_by_profile(
         .map(crate::targets::profile::parse_profile_flag)
         .transpose()
         .map_err(|e| e.to_string())?;
-    let info = resolve_profile(target, stated, timeout_ms)
+    let mut info = resolve_profile(target, stated, timeout_ms)
         .await
         .map_err(|e| format!("{e} (`run` and `certify` take --profile to state one)"))?;
-    let (apply, not) = by_profile(scenarios, &info.profile);
+    let faults = crate::targets::profile::fault_support(target, timeout_ms).await;
+    info.crash = Some(faults.describe());
+    let (apply, not) = by_profile(scenarios, &info.profile, &faults);
     if !quiet {
         println!("reqkey: profile: {}", info.describe());
+        println!("reqkey: crash: {}", faults.describe());
         if !not.is_empty() {
             println!(
                 "reqkey: {} scenarios do not apply to this profile and are not run: {}",

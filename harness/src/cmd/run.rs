@@ -146,7 +146,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     let defaulted = args.target.is_none();
     // Parsed once, here; from now on only the typed spec and its redacted
     // display name exist (a secret in the string reaches no output).
-    let (mut owned, target_text) = match start_owned(
+    let (owned, target_text) = match start_owned(
         &args.start,
         args.target.as_deref().unwrap_or(DEFAULT_TARGET),
     ) {
@@ -208,7 +208,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
     ctx.partition = args.partition;
-    let target = match open_started(&spec, opts, owned.as_mut(), args.start.start_timeout_ms).await
+    let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await
     {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),

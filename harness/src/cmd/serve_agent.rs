@@ -45,6 +45,12 @@ pub struct ServeAgentArgs {
     /// it, no admission claim (the store's CAS and key rule arbitrate).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
     pub entry_wait_ms: Option<u64>,
+    /// Serve a variant of the reference server instead (the names of
+    /// `reference-agent:VARIANT`, `reqkey targets` lists them): another
+    /// profile, or a deliberately broken executor, as a process the
+    /// harness can kill and restart (`--start`).
+    #[arg(long, value_name = "VARIANT")]
+    pub variant: Option<String>,
 }
 
 fn error(message: impl std::fmt::Display) -> ExitCode {
@@ -64,12 +70,30 @@ pub async fn serve_agent(
         },
         Err(e) => return error(e),
     };
-    let config = ExecutorConfig {
-        supports_request_key: !args.no_request_keys,
-        policy: ConcurrentEntry::parse(&args.policy).unwrap_or_default(),
-        lease_ms: args.lease_ms,
-        entry_wait_ms: args.entry_wait_ms,
-        ..ExecutorConfig::default()
+    let config = match args.variant.as_deref() {
+        None => ExecutorConfig {
+            supports_request_key: !args.no_request_keys,
+            policy: ConcurrentEntry::parse(&args.policy).unwrap_or_default(),
+            lease_ms: args.lease_ms,
+            entry_wait_ms: args.entry_wait_ms,
+            ..ExecutorConfig::default()
+        },
+        Some(name) => {
+            let Some(variant) = crate::targets::reference_agent::AgentVariant::parse(name) else {
+                return error(format!(
+                    "--variant {name}: no such variant of the reference agent (`reqkey targets` lists them)"
+                ));
+            };
+            if args.no_request_keys || args.policy != "reject" {
+                return error("--variant fixes the profile: it takes neither --no-request-keys nor --policy");
+            }
+            let mut config = crate::targets::reference_agent::reference_config(Some(variant));
+            config.lease_ms = args.lease_ms;
+            if args.entry_wait_ms.is_some() {
+                config.entry_wait_ms = args.entry_wait_ms;
+            }
+            config
+        }
     };
     let executor = Executor::new(store, config);
     let listener = match reqkey_reference::http_serve::bind(args.listen).await {

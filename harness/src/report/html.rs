@@ -274,6 +274,12 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             "profile",
             format!("<span id=\"profile\">{}</span>", escape(&p.describe())),
         );
+        if let Some(crash) = &p.crash {
+            fact(
+                "crash behaviour",
+                format!("<span id=\"crash\">{}</span>", escape(crash)),
+            );
+        }
     }
     if let Some(h) = &ctx.health {
         let field = |k: &str| h.get(k).and_then(serde_json::Value::as_str);

@@ -71,6 +71,9 @@ struct ProfileDoc {
     source: &'static str,
     /// What `/health` declared when `--profile` stated another profile.
     declared: Option<String>,
+    /// Whether crash behaviour was certified (the harness started the target).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    crash: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -164,6 +167,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 .then(|| p.profile.concurrent_entry.name()),
             source: p.source.name(),
             declared: p.declared.map(|d| d.to_string()),
+            crash: p.crash.clone(),
         }),
         not_applicable: ctx
             .not_applicable

@@ -72,6 +72,8 @@ pub struct ProfileDoc {
     pub concurrent_entry: Option<String>,
     pub source: String,
     pub declared: Option<String>,
+    #[serde(default)]
+    pub crash: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -472,6 +474,7 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
         profile,
         source,
         declared,
+        crash: p.crash.clone(),
     })
 }
 
@@ -582,6 +585,7 @@ mod tests {
             concurrent_entry: Some("interrupt_previous".into()),
             source: "stated".into(),
             declared: Some("supportsRequestKey: false, concurrentEntry: reject".into()),
+            crash: None,
         };
         let info = profile_info(&p).unwrap();
         assert!(!info.declared.unwrap().supports_request_key);

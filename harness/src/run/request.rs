@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use reqkey_scenario::agent_step::WaitRunStep;
+use reqkey_scenario::fault::FaultStep;
 use serde_json::Value;
 
 use crate::run::agent_steps::{http_step, wait_run_step};
@@ -35,6 +36,10 @@ pub enum Request {
         timeout_ms: u64,
         shown: Value,
     },
+    /// A fault done to a process the harness started (bounded by the
+    /// target: a kill reaps within seconds, a restart within
+    /// `--start-timeout-ms`).
+    Fault(FaultStep),
 }
 
 impl Request {
@@ -64,6 +69,12 @@ impl Request {
                 Value::Object(m)
             }),
             Request::Http { shown, .. } | Request::WaitRun { shown, .. } => shown.clone(),
+            Request::Fault(f) => {
+                let mut m = serde_json::Map::new();
+                m.insert("fault".to_owned(), Value::from(f.action.name()));
+                m.insert("replica".to_owned(), Value::from(f.replica));
+                Value::Object(m)
+            }
         }
     }
 
@@ -76,6 +87,7 @@ impl Request {
                 .and_then(|v| store_session(&v)),
             Request::Http { request, .. } => session_in_path(&request.path).map(str::to_owned),
             Request::WaitRun { session_id, .. } => Some(session_id.clone()),
+            Request::Fault(_) => None,
         }
     }
 
@@ -114,6 +126,7 @@ impl Request {
                 timeout_ms: wait_ms,
                 ..
             } => wait_run_step(target, session_id, run_id, statuses, *wait_ms, timeout_ms).await,
+            Request::Fault(step) => target.fault(step).await.map(|()| self.shown()),
         }
     }
 }

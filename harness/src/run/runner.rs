@@ -482,6 +482,8 @@ pub fn shares_no_session(scenario: &Scenario) -> bool {
             Action::Raw(text) => serde_json::from_str::<Value>(text).is_ok_and(|v| value_ok(&v)),
             Action::Parallel(items) => items.iter().all(step_ok),
             Action::ExpectOneOf(_) | Action::SleepMs(_) => true,
+            // A fault stops or restarts a process every trial shares.
+            Action::Fault(_) => false,
             // Its programs use sessions of their own, but it loads the
             // target on purpose: it starts only once nothing else is in
             // flight, like a scenario that names a literal session.
@@ -758,6 +760,13 @@ impl Trial<'_> {
                 Action::Parallel(items) => self.run_group(&path, step, items).await?,
                 Action::ExpectOneOf(alternatives) => self.expect_one_of(&path, alternatives)?,
                 Action::SleepMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                Action::Fault(fault) => {
+                    let request = Request::Fault(fault.clone());
+                    request
+                        .send(self.target.as_ref(), self.cfg.call_timeout_ms)
+                        .await
+                        .map_err(|e| target_stop(&path, &request, e))?;
+                }
                 Action::MixedHistories {
                     programs,
                     in_flight,
@@ -769,10 +778,16 @@ impl Trial<'_> {
                 | Action::WaitRun(_) => {
                     let request = self.request(&path, step)?;
                     let invoke_ns = self.clock.now_ns();
-                    let answer = request
+                    let answer = match request
                         .send(self.target.as_ref(), self.cfg.call_timeout_ms)
                         .await
-                        .map_err(|e| target_stop(&path, &request, e))?;
+                    {
+                        Ok(answer) => answer,
+                        // A fault cut it, as the scenario allows: nothing
+                        // was answered to judge.
+                        Err(e) if step.may_be_cut && e.is_silence() => continue,
+                        Err(e) => return Err(target_stop(&path, &request, e)),
+                    };
                     let return_ns = self.clock.now_ns();
                     let client = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
                     self.record(client, request.shown(), invoke_ns, return_ns, &answer);
@@ -891,6 +906,7 @@ impl Trial<'_> {
                 }
             }
             Action::WaitRun(wait) => Request::wait_run(wait, &mut fill),
+            Action::Fault(fault) => Request::Fault(fault.clone()),
             other => {
                 return Err(Stop::harness(Failure {
                     trial: 0,
@@ -1175,7 +1191,13 @@ impl Trial<'_> {
         // A group of two or more requests is a race: whether they overlapped
         // is measured and reported (a group of one overlaps nothing by
         // construction, and claims nothing about races).
-        self.had_group |= prepared.len() >= 2;
+        // (A fault is not a request: a group of one request and a fault
+        // races nothing.)
+        self.had_group |= prepared
+            .iter()
+            .filter(|(_, _, request, _)| !matches!(request, Request::Fault(_)))
+            .count()
+            >= 2;
         let mut order: Vec<usize> = (0..prepared.len()).collect();
         order.shuffle(&mut self.rng);
         let barrier = Arc::new(Barrier::new(prepared.len()));
@@ -1278,6 +1300,9 @@ impl Trial<'_> {
                     self.max_late_us = self.max_late_us.max(late_us);
                     outcomes[k] = Some((invoke, ret, answer));
                 }
+                // A fault cut it, as the scenario allows: nothing was
+                // answered to judge.
+                Ok(Some((_, _, _, Err(e)))) if prepared[k].1.may_be_cut && e.is_silence() => {}
                 Ok(Some((_, _, _, Err(e)))) => {
                     first_stop.get_or_insert(target_stop(&item_path, &prepared[k].2, e));
                 }
@@ -1302,9 +1327,11 @@ impl Trial<'_> {
             let spread = u64::try_from(last.duration_since(first).as_micros()).unwrap_or(u64::MAX);
             self.max_send_spread_us = Some(self.max_send_spread_us.unwrap_or(0).max(spread));
         }
+        // Faults are not operations of the history.
         let recorded: Vec<Recorded> = prepared
             .iter()
             .zip(outcomes)
+            .filter(|((_, _, request, _), _)| !matches!(request, Request::Fault(_)))
             .filter_map(|((name, _, request, _), o)| {
                 o.map(|(invoke, ret, answer)| Recorded {
                     name: name.clone(),
@@ -1332,7 +1359,11 @@ impl Trial<'_> {
             self.check_linearizable(path)?;
         }
         // Per-item expectations, in declaration order.
-        for (k, ((_, item, request, index), rec)) in prepared.iter().zip(&recorded).enumerate() {
+        // (Cut items and faults were not recorded: each item finds its own.)
+        for (k, (name, item, request, index)) in prepared.iter().enumerate() {
+            let Some(rec) = recorded.iter().find(|r| &r.name == name) else {
+                continue;
+            };
             if let Some(i) = index {
                 self.vars.bind("i", json!(i));
             }

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use crate::targets::profile::Profile;
+use reqkey_scenario::fault::FaultSupport;
 use reqkey_scenario::Scenario;
 
 /// A scenario that does not apply to the certified profile, and why.
@@ -21,16 +22,21 @@ pub struct NotApplicable {
     pub requires: String,
 }
 
-/// Splits `scenarios` into those that apply to `profile` (in order) and
-/// those that do not.
+/// Splits `scenarios` into those that apply to `profile` and to what the
+/// run offers fault scenarios (in order) and those that do not.
 pub fn by_profile(
     scenarios: Vec<Scenario>,
     profile: &Profile,
+    faults: &FaultSupport,
 ) -> (Vec<Scenario>, Vec<NotApplicable>) {
     let mut apply = Vec::with_capacity(scenarios.len());
     let mut not = Vec::new();
     for s in scenarios {
-        match s.requires.unmet(profile) {
+        let unmet = s
+            .requires
+            .unmet(profile)
+            .or_else(|| s.requires.unmet_faults(faults));
+        match unmet {
             None => apply.push(s),
             Some(requires) => not.push(NotApplicable {
                 id: s.id,

@@ -38,6 +38,7 @@ use async_trait::async_trait;
 pub use reqkey_model::vocab::Level;
 use reqkey_reference::store::OpenError;
 pub use reqkey_scenario::agent_step::{HttpRequest, HttpResponse};
+use reqkey_scenario::fault::FaultStep;
 use serde_json::Value;
 
 /// Why a call could not be judged.
@@ -168,6 +169,22 @@ pub trait Target: Send + Sync + fmt::Debug {
         Err(TargetError::Unsupported(format!(
             "{} does not take HTTP requests",
             self.describe()
+        )))
+    }
+
+    /// How many processes of this target the harness started (`--start`):
+    /// the replicas a `fault` step can aim at. 0: none, faults unsupported.
+    fn started_processes(&self) -> usize {
+        0
+    }
+
+    /// Does a `fault` step to one of the processes the harness started.
+    async fn fault(&self, step: &FaultStep) -> Result<(), TargetError> {
+        Err(TargetError::Unsupported(format!(
+            "{}: the harness did not start {}, so it cannot {} it",
+            step.label(),
+            self.describe(),
+            step.action
         )))
     }
 }

@@ -10,10 +10,16 @@
 //! `{replica}` its index; the `--target` string may name the ports as
 //! `{port}` (the first command's) or `{port0}`, `{port1}`...
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
+use reqkey_scenario::fault::{FaultAction, FaultStep};
+use serde_json::Value;
+
+use crate::targets::{HttpRequest, HttpResponse, Level, Target, TargetError};
 
 /// The longest a `--start` target may take to answer (`--start-timeout-ms`
 /// defaults to 30 s and may not exceed this).
@@ -101,11 +107,74 @@ impl Owned {
         self.started.iter().map(|s| s.child.id()).collect()
     }
 
+    /// How many commands were started.
+    pub fn len(&self) -> usize {
+        self.started.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.started.is_empty()
+    }
+
+    fn group(&self, index: usize) -> Result<(Pid, &str), String> {
+        let s = self.started.get(index).ok_or_else(|| {
+            format!(
+                "a fault aims at replica {index}, but the harness started {} command{}",
+                self.started.len(),
+                if self.started.len() == 1 { "" } else { "s" }
+            )
+        })?;
+        let pid = i32::try_from(s.child.id()).map_err(|_| "a process id out of range".to_owned())?;
+        Ok((Pid::from_raw(pid), &s.command))
+    }
+
+    /// Sends `signal` to the process group of command `index`.
+    pub fn signal(&mut self, index: usize, signal: Signal) -> Result<(), String> {
+        let (pid, command) = self.group(index)?;
+        killpg(pid, signal).map_err(|e| format!("cannot send {signal} to `{command}`: {e}"))
+    }
+
+    /// Kills command `index`'s group (SIGKILL: a crash) and reaps its
+    /// leader, within [`STOP_GRACE_MS`]. A group already gone is no error.
+    pub fn kill(&mut self, index: usize) -> Result<(), String> {
+        let (pid, _) = self.group(index)?;
+        let _ = killpg(pid, Signal::SIGKILL);
+        let s = &mut self.started[index];
+        let deadline = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
+        while Instant::now() < deadline {
+            match s.child.try_wait() {
+                Ok(Some(_)) | Err(_) => return Ok(()),
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        Err(format!("`{}` did not die within {STOP_GRACE_MS} ms of SIGKILL", s.command))
+    }
+
+    /// Kills command `index` if it runs, and starts the same command line
+    /// again (the same port): a crash and a restart.
+    pub fn restart(&mut self, index: usize) -> Result<(), String> {
+        self.kill(index)?;
+        let line = self.started[index].command.clone();
+        self.started[index].child = start_one(&line)?;
+        Ok(())
+    }
+
+    /// Has command `index` exited? Its command and status.
+    pub fn exited_one(&mut self, index: usize) -> Option<String> {
+        let s = self.started.get_mut(index)?;
+        match s.child.try_wait() {
+            Ok(Some(status)) => Some(format!("`{}` exited ({status})", s.command)),
+            _ => None,
+        }
+    }
+
     /// Stops every group: SIGTERM, up to [`STOP_GRACE_MS`] to exit, then
-    /// SIGKILL. Bounded; idempotent.
+    /// SIGKILL. Bounded; idempotent. A paused group is resumed first, so
+    /// that it can hear SIGTERM.
     pub fn stop(&mut self) {
         for s in &self.started {
             if let Ok(pid) = i32::try_from(s.child.id()) {
+                let _ = killpg(Pid::from_raw(pid), Signal::SIGCONT);
                 let _ = killpg(Pid::from_raw(pid), Signal::SIGTERM);
             }
         }
@@ -131,6 +200,133 @@ impl Owned {
 impl Drop for Owned {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// A target whose processes the harness started (`--start`): every call
+/// goes to the target as opened; [`Target::fault`] kills, pauses, resumes
+/// or restarts one of the processes. Dropping the last handle stops them
+/// all ([`Owned`]'s `Drop`).
+#[derive(Debug)]
+pub struct OwnedTarget {
+    inner: Arc<dyn Target>,
+    owned: Arc<Mutex<Owned>>,
+    processes: usize,
+    /// The bound on a restarted process's return (`--start-timeout-ms`).
+    start_timeout_ms: u64,
+}
+
+impl OwnedTarget {
+    pub fn new(inner: Arc<dyn Target>, owned: Owned, start_timeout_ms: u64) -> OwnedTarget {
+        let processes = owned.len();
+        OwnedTarget {
+            inner,
+            owned: Arc::new(Mutex::new(owned)),
+            processes,
+            start_timeout_ms,
+        }
+    }
+
+    /// Runs `f` on the processes off the async workers (a kill reaps its
+    /// process, a bounded wait).
+    async fn with_owned<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Owned) -> T + Send + 'static,
+    ) -> Result<T, TargetError> {
+        let owned = Arc::clone(&self.owned);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| TargetError::Unreachable(format!("a fault's task failed: {e}")))
+    }
+
+    /// Waits, within `--start-timeout-ms`, until restarted process `index`
+    /// answers `/health` again (its replica's, for an agent deployment).
+    async fn await_health(&self, index: usize) -> Result<(), TargetError> {
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(self.start_timeout_ms);
+        loop {
+            let answered = match self.inner.level() {
+                Level::Agent => self
+                    .inner
+                    .http(HttpRequest {
+                        method: "GET".into(),
+                        path: "/health".into(),
+                        replica: Some(index),
+                        ..HttpRequest::default()
+                    })
+                    .await
+                    .map(|r| r.status == 200),
+                Level::Store => self.inner.health().await.map(|_| true),
+            };
+            if matches!(answered, Ok(true)) {
+                return Ok(());
+            }
+            if let Some(exited) = self.with_owned(move |o| o.exited_one(index)).await? {
+                return Err(TargetError::Unreachable(format!(
+                    "the restarted target stopped before it answered: {exited}"
+                )));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(TargetError::Unreachable(format!(
+                    "the restarted target did not answer /health within --start-timeout-ms {}",
+                    self.start_timeout_ms
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Target for OwnedTarget {
+    fn level(&self) -> Level {
+        self.inner.level()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    async fn health(&self) -> Result<Value, TargetError> {
+        self.inner.health().await
+    }
+
+    async fn store_call(&self, request: &Value) -> Result<Value, TargetError> {
+        self.inner.store_call(request).await
+    }
+
+    async fn store_call_raw(&self, text: &str) -> Result<Value, TargetError> {
+        self.inner.store_call_raw(text).await
+    }
+
+    async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
+        self.inner.http(request).await
+    }
+
+    fn started_processes(&self) -> usize {
+        self.processes
+    }
+
+    async fn fault(&self, step: &FaultStep) -> Result<(), TargetError> {
+        if step.after_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(step.after_ms)).await;
+        }
+        let (action, index) = (step.action, step.replica);
+        self.with_owned(move |o| match action {
+            FaultAction::Kill => o.kill(index),
+            FaultAction::Stop => o.signal(index, Signal::SIGSTOP),
+            FaultAction::Cont => o.signal(index, Signal::SIGCONT),
+            FaultAction::Restart => o.restart(index),
+        })
+        .await?
+        .map_err(TargetError::Unreachable)?;
+        if action == FaultAction::Restart {
+            self.await_health(index).await?;
+        }
+        Ok(())
     }
 }
 

@@ -16,6 +16,7 @@
 //! every report then says it was stated, not declared.
 
 use serde::Serialize;
+use reqkey_scenario::fault::FaultSupport;
 use serde_json::Value;
 
 pub use reqkey_model::vocab::{ConcurrentEntry, Profile};
@@ -172,6 +173,10 @@ pub struct ProfileInfo {
     /// (`None` when it was not asked, could not say, or said the same).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub declared: Option<Profile>,
+    /// Whether crash behaviour was certified: the harness started the
+    /// target (`--start`) or not ([`FaultSupport::describe`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crash: Option<String>,
 }
 
 impl ProfileInfo {
@@ -208,6 +213,7 @@ pub async fn resolve_profile(
                 profile: Profile::default(),
                 source: ProfileSource::Fixed,
                 declared: None,
+                crash: None,
             }),
             Some(_) => Err(ProfileError::StoreProfileFixed),
         };
@@ -229,16 +235,48 @@ pub async fn resolve_profile(
             profile,
             source: ProfileSource::Stated,
             declared: declared.ok().filter(|d| *d != profile),
+            crash: None,
         }),
         (None, Ok(profile)) => Ok(ProfileInfo {
             profile,
             source: ProfileSource::Declared,
             declared: None,
+            crash: None,
         }),
         (None, Err(e)) => Err(ProfileError::Health(format!(
             "{} declares no profile: {e}",
             target.describe()
         ))),
+    }
+}
+
+/// What a run offers fault scenarios: how many processes the harness
+/// started, and (only then asked) what `/health` declares of durability
+/// and leases. Bounded by `timeout_ms`; a `/health` that cannot say
+/// declares nothing.
+pub async fn fault_support(target: &dyn Target, timeout_ms: u64) -> FaultSupport {
+    let processes = target.started_processes();
+    if processes == 0 {
+        return FaultSupport::default();
+    }
+    let health = tokio::time::timeout(
+        std::time::Duration::from_millis(timeout_ms),
+        target.health(),
+    )
+    .await
+    .ok()
+    .and_then(Result::ok);
+    FaultSupport {
+        started: true,
+        processes,
+        durable: health
+            .as_ref()
+            .and_then(|h| h.get("durable"))
+            .and_then(Value::as_bool),
+        lease_ms: health
+            .as_ref()
+            .and_then(|h| h.get("leaseMs"))
+            .and_then(Value::as_u64),
     }
 }
 

@@ -216,7 +216,7 @@ async fn run_agent_on_profile(
     let profile = resolve_profile(target.as_ref(), stated, 10_000)
         .await
         .expect("the profile is read");
-    let (apply, not_applicable) = by_profile(scenarios, &profile.profile);
+    let (apply, not_applicable) = by_profile(scenarios, &profile.profile, &Default::default());
     // One scenario at a time, as callers already run several servers at
     // once: a broken variant's verdict on a scenario with a timing window
     // (a run still running 300 ms later) must not flip under the load of
@@ -250,7 +250,7 @@ pub async fn run_agent_scenarios(
 
 /// The scenarios of `level` that a profile admits.
 pub fn corpus_for(level: &str, profile: &Profile) -> Vec<Scenario> {
-    by_profile(load_corpus(level), profile).0
+    by_profile(load_corpus(level), profile, &Default::default()).0
 }
 
 /// The ids that ran.

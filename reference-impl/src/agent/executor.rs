@@ -170,10 +170,42 @@ pub enum ExecutorDefect {
     /// Declares `entryWaitMs` and makes a keyless entry that meets another
     /// admission wait too (SPEC 7: it is answered busy at once).
     KeylessWaits,
+    /// Orphaned runs are never expired: a run whose server died stays
+    /// `running` forever (SPEC 5, `[[plan.orphaned.not-running-forever]]`).
+    NoOrphanExpiry,
+    /// A reader that finds a `running` run it does not execute renews its
+    /// lease in the owner's name instead of expiring it: a renewal by a
+    /// non-owner, so an orphan read now and then never runs out
+    /// (`[[lease.renew.owner-only]]`).
+    ReaderRenewsLease,
+    /// A reader expires a `running` run it does not execute without
+    /// comparing its lease: a live replica's run is interrupted by the
+    /// first read from another replica (`[[lease.expire.compare]]`).
+    ExpiryWithoutLeaseCompare,
+    /// The owner takes the lease once and never renews it: a run longer
+    /// than the lease is interrupted by a reader while its owner lives
+    /// (`[[lease.length]]`).
+    NeverRenews,
+    /// The lease is taken only at the first renewal, a third of the lease
+    /// after the commit, not before it: a run is `running` without a
+    /// lease, and a reader in that window interrupts it
+    /// (`[[lease.taken-before-commit]]`).
+    LeaseAfterCommit,
+    /// A keyed entry whose holder is `interrupted` runs its input again,
+    /// keyless, instead of replaying the holder
+    /// (`[[plan.orphaned.retry-replays]]`).
+    OrphanRetryReexecutes,
+    /// A keyless entry decides on the current run as read, without expiring
+    /// an orphan first: it is refused `state_already_running` by a run
+    /// whose server died (`[[plan.orphaned.retry-replays]]`).
+    KeylessRefusedByOrphan,
+    /// `/health` declares `durable: true` whatever the store (over the
+    /// memory store, a restart loses every key; `[[agent.durable]]`).
+    ClaimsDurable,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 24] = [
+    pub const ALL: [ExecutorDefect; 32] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -198,6 +230,14 @@ impl ExecutorDefect {
         ExecutorDefect::LostRunStreamsFromHead,
         ExecutorDefect::BusyAtOnce,
         ExecutorDefect::KeylessWaits,
+        ExecutorDefect::NoOrphanExpiry,
+        ExecutorDefect::ReaderRenewsLease,
+        ExecutorDefect::ExpiryWithoutLeaseCompare,
+        ExecutorDefect::NeverRenews,
+        ExecutorDefect::LeaseAfterCommit,
+        ExecutorDefect::OrphanRetryReexecutes,
+        ExecutorDefect::KeylessRefusedByOrphan,
+        ExecutorDefect::ClaimsDurable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -226,6 +266,14 @@ impl ExecutorDefect {
             ExecutorDefect::LostRunStreamsFromHead => "lost-run-streams-from-head",
             ExecutorDefect::BusyAtOnce => "busy-at-once",
             ExecutorDefect::KeylessWaits => "keyless-waits",
+            ExecutorDefect::NoOrphanExpiry => "no-orphan-expiry",
+            ExecutorDefect::ReaderRenewsLease => "reader-renews-lease",
+            ExecutorDefect::ExpiryWithoutLeaseCompare => "expiry-without-lease-compare",
+            ExecutorDefect::NeverRenews => "never-renews",
+            ExecutorDefect::LeaseAfterCommit => "lease-after-commit",
+            ExecutorDefect::OrphanRetryReexecutes => "orphan-retry-reexecutes",
+            ExecutorDefect::KeylessRefusedByOrphan => "keyless-refused-by-orphan",
+            ExecutorDefect::ClaimsDurable => "claims-durable",
         }
     }
 
@@ -250,6 +298,7 @@ impl ExecutorDefect {
             ExecutorDefect::BusyAtOnce | ExecutorDefect::KeylessWaits => {
                 config.entry_wait_ms = Some(ENTRY_WAIT_MS);
             }
+            ExecutorDefect::NoOrphanExpiry => config.orphans = OrphanRule::Never,
             _ => {}
         }
         config
@@ -522,6 +571,17 @@ impl Executor {
         self.config.entry_wait_ms
     }
 
+    /// What `/health` declares as `durable` (SPEC 7, `[[agent.durable]]`):
+    /// whether keys and runs survive a restart of this process.
+    pub fn durable(&self) -> bool {
+        self.store.durable() || self.has_defect(ExecutorDefect::ClaimsDurable)
+    }
+
+    /// What `/health` declares as `leaseMs` (SPEC 5, `[[lease.length]]`).
+    pub fn lease_ms(&self) -> u64 {
+        self.config.lease_ms
+    }
+
     fn admissions_map(&self) -> MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<()>>>> {
         // Single inserts/removes; poison is benign.
         self.admissions.lock().unwrap_or_else(|p| p.into_inner())
@@ -629,8 +689,8 @@ impl Executor {
 
     /// Runs one entry (SPEC 5 and 7).
     pub async fn enter(&self, req: EntryRequest) -> Result<EntryOutcome, EntryError> {
-        let key = self.effective_key(req.request_key.clone());
-        let digest = key
+        let mut key = self.effective_key(req.request_key.clone());
+        let mut digest = key
             .as_ref()
             .map(|_| Self::request_digest(req.kind, &req.input));
         let session = req.session_id.as_str();
@@ -640,14 +700,24 @@ impl Executor {
         let mut look_up_key = true;
         // `[admit:N]` lengthens the admission once, not once per decision.
         let mut admission_lengthened = false;
+        let mut drop_key = false;
         for _ in 0..MAX_DECISIONS {
+            if drop_key {
+                key = None;
+                digest = None;
+            }
             // The current run is read BEFORE the holder: if the policy then
             // refuses, no holder existed when this current run was read, so
             // the refusal is honest. (Read after the holder, a duplicate that
             // committed in between would make us refuse a request we should
             // attach.) The policy still *decides* only after the lookup.
             let current = self.store.get_current_run(session).await?;
-            let current = self.reclaim_opt(current).await?;
+            let current = if key.is_none() && self.has_defect(ExecutorDefect::KeylessRefusedByOrphan)
+            {
+                current
+            } else {
+                self.reclaim_opt(current).await?
+            };
             if self.has_defect(ExecutorDefect::PolicyBeforeKey) {
                 self.policy(req.kind, key.is_some(), current.as_ref())?;
             }
@@ -662,6 +732,13 @@ impl Executor {
                     .await?
                 {
                     let holder = self.reclaim(holder).await?;
+                    if holder.status == RunStatus::Interrupted
+                        && self.has_defect(ExecutorDefect::OrphanRetryReexecutes)
+                    {
+                        // The bug: run it again, without the key.
+                        drop_key = true;
+                        continue;
+                    }
                     return self.answer_holder(session, &holder, digest).await;
                 }
                 // No holder now. If the session changed since `current` was
@@ -727,11 +804,14 @@ impl Executor {
             // The lease first: a run is never `running` without one, so a
             // replica that dies right after its commit leaves a run that
             // expires like any other ([[lease.taken-before-commit]]).
-            if let Err(e) = self
-                .store
-                .renew_lease(session, &run_id, &self.run_id_prefix, self.lease_deadline())
-                .await
-            {
+            let taken = if self.has_defect(ExecutorDefect::LeaseAfterCommit) {
+                Ok(true)
+            } else {
+                self.store
+                    .renew_lease(session, &run_id, &self.run_id_prefix, self.lease_deadline())
+                    .await
+            };
+            if let Err(e) = taken {
                 self.untrack(session, &run_id);
                 return Err(e.into());
             }
@@ -811,6 +891,34 @@ impl Executor {
             || self.executing(&run.session_id, &run.run_id)
         {
             return Ok(run);
+        }
+        if self.has_defect(ExecutorDefect::ReaderRenewsLease) {
+            // The bug: renewed in the owner's name (its run ids' prefix).
+            let owner = run
+                .run_id
+                .rsplit_once('-')
+                .map_or(run.run_id.as_str(), |(prefix, _)| prefix)
+                .to_owned();
+            let _ = self
+                .store
+                .renew_lease(&run.session_id, &run.run_id, &owner, self.lease_deadline())
+                .await;
+            return Ok(run);
+        }
+        if self.has_defect(ExecutorDefect::ExpiryWithoutLeaseCompare) {
+            // The bug: interrupted without a look at the lease.
+            return match self
+                .store
+                .set_run_status(&run.session_id, &run.run_id, RunStatus::Interrupted)
+                .await
+            {
+                Ok(now) => Ok(now),
+                Err(_) => Ok(self
+                    .store
+                    .get_run(&run.session_id, &run.run_id)
+                    .await?
+                    .unwrap_or(run)),
+            };
         }
         reclaim_orphan(self.store.as_ref(), run).await
     }
@@ -1062,6 +1170,7 @@ impl Executor {
         let run_id = run_id.to_owned();
         let owner = self.run_id_prefix.clone();
         let lease_ms = self.config.lease_ms.max(3);
+        let renews = !self.has_defect(ExecutorDefect::NeverRenews);
         tokio::spawn(async move {
             let script = parse_script(&text);
             log.push_text(format!("echo: {text}"));
@@ -1073,6 +1182,9 @@ impl Executor {
             let renew = async {
                 let mut tick = tokio::time::interval(Duration::from_millis(lease_ms / 3));
                 tick.tick().await;
+                if !renews {
+                    std::future::pending::<()>().await;
+                }
                 loop {
                     tick.tick().await;
                     let _ = store

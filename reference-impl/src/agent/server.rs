@@ -354,6 +354,8 @@ async fn health(State(ex): State<AppState>) -> Response {
         "protocol": PROTOCOL,
         "supportsRequestKey": ex.supports_request_key(),
         "concurrentEntry": ex.concurrent_entry(),
+        "durable": ex.durable(),
+        "leaseMs": ex.lease_ms(),
     });
     if let (Some(ms), Some(map)) = (ex.entry_wait_ms(), health.as_object_mut()) {
         map.insert("entryWaitMs".into(), json!(ms));

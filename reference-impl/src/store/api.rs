@@ -87,6 +87,14 @@ pub trait SessionStateStore: Send + Sync + std::fmt::Debug {
     /// A short backend name for reports (`memory`, `sqlite`, ...).
     fn backend(&self) -> &'static str;
 
+    /// Does what it stores survive a restart of the process that opened it
+    /// (a database behind it), so that `/health` may declare `durable:
+    /// true` (SPEC 6 `[[wire.store.durable]]`, SPEC 7 `[[agent.durable]]`)?
+    /// A store in process memory does not.
+    fn durable(&self) -> bool {
+        false
+    }
+
     async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError>;
     async fn get_run(
         &self,

@@ -717,6 +717,10 @@ impl SessionStateStore for PostgresStore {
         "postgres"
     }
 
+    fn durable(&self) -> bool {
+        true
+    }
+
     async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
         // Malformed fields are refused before a query can trip on them.
         validate_start_run(&start)?;

@@ -532,6 +532,12 @@ impl RedisStore {
 
 #[async_trait]
 impl SessionStateStore for RedisStore {
+    fn durable(&self) -> bool {
+        // The data lives in the Redis server, which outlives this process
+        // (whether Redis itself persists is its own configuration).
+        true
+    }
+
     fn backend(&self) -> &'static str {
         match self.conn {
             Conn::Single(_) => "redis",

@@ -609,6 +609,11 @@ impl SessionStateStore for SqliteStore {
         "sqlite"
     }
 
+    fn durable(&self) -> bool {
+        // A database file outlives the process; SQLite's `:memory:` does not.
+        self.path().as_os_str() != ":memory:"
+    }
+
     async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
         // Malformed fields are refused before the transaction begins.
         validate_start_run(&start)?;

@@ -1,0 +1,257 @@
+//! The crash scenarios (`scenarios/agent/crash.*`, SPEC 8.2) through the
+//! binary, as a user runs them: `reqkey run --start 'reqkey serve agent
+//! ...'` owns the reference server's processes and kills, pauses and
+//! restarts them.
+//!
+//! - the reference agent passes them over SQLite, PostgreSQL and Redis,
+//!   with one replica and with three (the services must answer: this test
+//!   never skips);
+//! - each crash defect of the reference executor (`--variant`) fails
+//!   exactly the scenarios `scenarios/falsification.json` lists for it
+//!   (`REQKEY_BLESS=1` rewrites those entries);
+//! - without `--start` they are not applicable, and the reports say crash
+//!   behaviour was not certified.
+//!
+//! Every run uses a lease of 2000 ms (renewed every 667 ms): the scenarios
+//! wait 3500 ms for a lease to run out, so a late timer on a loaded
+//! machine has over a second of margin either way.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use reqkey_reference::agent::executor::ExecutorDefect;
+
+/// The executor defects only a crash, a pause or a second replica shows.
+const CRASH_DEFECTS: [ExecutorDefect; 8] = [
+    ExecutorDefect::NoOrphanExpiry,
+    ExecutorDefect::ReaderRenewsLease,
+    ExecutorDefect::ExpiryWithoutLeaseCompare,
+    ExecutorDefect::NeverRenews,
+    ExecutorDefect::LeaseAfterCommit,
+    ExecutorDefect::OrphanRetryReexecutes,
+    ExecutorDefect::KeylessRefusedByOrphan,
+    ExecutorDefect::ClaimsDurable,
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn crash_files() -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(root().join("scenarios/agent"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("crash.") && n.ends_with(".yaml"))
+        .map(|n| format!("scenarios/agent/{n}"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 7, "the crash scenarios: {files:?}");
+    files
+}
+
+/// `reqkey run --start ...` over `replicas` reference servers on `store`;
+/// the output and the verdict of every scenario (from results.json).
+fn run_crash(
+    store: &str,
+    replicas: usize,
+    variant: Option<&str>,
+    tag: &str,
+) -> (Output, BTreeMap<String, String>) {
+    let bin = env!("CARGO_BIN_EXE_reqkey");
+    let variant = variant.map_or_else(String::new, |v| format!(" --variant {v}"));
+    let json = std::env::temp_dir().join(format!(
+        "reqkey-crash-{}-{tag}.json",
+        std::process::id()
+    ));
+    let mut cmd = Command::new(bin);
+    cmd.arg("run");
+    let mut targets = Vec::new();
+    for i in 0..replicas {
+        cmd.arg("--start").arg(format!(
+            "{bin} serve agent --store {store} --lease-ms 2000{variant} --listen 127.0.0.1:{{port}}"
+        ));
+        targets.push(format!("http://127.0.0.1:{{port{i}}}"));
+    }
+    cmd.args(["--target", &targets.join(","), "--seed", "26", "--json"])
+        .arg(&json)
+        .args(crash_files())
+        .current_dir(root());
+    let out = cmd.output().expect("reqkey run runs");
+    let verdicts = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|doc| {
+            doc["scenarios"].as_array().map(|list| {
+                list.iter()
+                    .map(|s| {
+                        (
+                            s["id"].as_str().unwrap_or("?").to_owned(),
+                            s["verdict"].as_str().unwrap_or("?").to_owned(),
+                        )
+                    })
+                    .collect()
+            })
+        })
+        .unwrap_or_default();
+    let _ = std::fs::remove_file(&json);
+    (out, verdicts)
+}
+
+fn sqlite(tag: &str) -> String {
+    let db = std::env::temp_dir().join(format!("reqkey-crash-{}-{tag}.sqlite", std::process::id()));
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    format!("sqlite:{}", db.display())
+}
+
+fn postgres() -> String {
+    std::env::var("REQKEY_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+fn redis() -> String {
+    std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+#[test]
+fn the_reference_agent_passes_the_crash_scenarios_on_every_persistent_backend() {
+    let combos: Vec<(String, String, usize)> = [1usize, 3]
+        .into_iter()
+        .flat_map(|n| {
+            [
+                ("sqlite".to_owned(), sqlite(&format!("green{n}")), n),
+                ("postgres".to_owned(), postgres(), n),
+                ("redis".to_owned(), redis(), n),
+            ]
+        })
+        .collect();
+    // Concurrently: the scenarios mostly wait for leases to run out.
+    let handles: Vec<_> = combos
+        .into_iter()
+        .map(|(name, store, n)| {
+            std::thread::spawn(move || {
+                let (out, verdicts) = run_crash(&store, n, None, &format!("green-{name}-{n}"));
+                (name, n, out, verdicts)
+            })
+        })
+        .collect();
+    for h in handles {
+        let (name, n, out, verdicts) = h.join().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name} x{n}: {verdicts:?}\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let passed = verdicts.values().filter(|v| *v == "pass").count();
+        // One replica: the scenarios that need a second live one do not apply.
+        let want = if n == 1 { 5 } else { 7 };
+        assert!(passed >= want, "{name} x{n}: {verdicts:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("crash behaviour (kill, pause, restart) is certified"),
+            "{stdout}"
+        );
+    }
+}
+
+/// Each crash defect fails the crash scenarios the record lists for it,
+/// and no other. Three replicas over one SQLite file (two processes share
+/// it as replicas share a database); `claims-durable` over the memory
+/// store, which a restart empties.
+#[test]
+fn each_crash_defect_fails_the_crash_scenarios_the_record_lists() {
+    let bless = std::env::var_os("REQKEY_BLESS").is_some();
+    let record_path = root().join("scenarios/falsification.json");
+    let handles: Vec<_> = CRASH_DEFECTS
+        .iter()
+        .map(|d| {
+            let name = d.name();
+            std::thread::spawn(move || {
+                let (store, n) = if name == "claims-durable" {
+                    ("memory".to_owned(), 1)
+                } else {
+                    (sqlite(name), 3)
+                };
+                let (out, verdicts) = run_crash(&store, n, Some(name), name);
+                (name, out, verdicts)
+            })
+        })
+        .collect();
+    let mut record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record_path).unwrap()).unwrap();
+    for h in handles {
+        let (name, out, verdicts) = h.join().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{name} must not conform: {verdicts:?}\n{stdout}"
+        );
+        for (id, verdict) in &verdicts {
+            assert!(
+                verdict == "pass" || verdict == "fail",
+                "{name}: {id} is {verdict}, not a verdict\n{stdout}"
+            );
+        }
+        let failed: BTreeSet<String> = verdicts
+            .iter()
+            .filter(|(_, v)| *v == "fail")
+            .map(|(id, _)| id.clone())
+            .collect();
+        assert!(!failed.is_empty(), "{name} failed nothing");
+        let key = format!("reference-agent:{name}");
+        if bless {
+            record["agent"][&key] = serde_json::json!(failed);
+            continue;
+        }
+        let recorded: BTreeSet<String> = record["agent"][&key]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            failed, recorded,
+            "{key}: scenarios/falsification.json is wrong (REQKEY_BLESS=1 rewrites it)"
+        );
+    }
+    if bless {
+        let text = serde_json::to_string_pretty(&record).unwrap();
+        std::fs::write(&record_path, format!("{text}\n")).unwrap();
+    }
+}
+
+/// Without `--start` the crash scenarios are not run: not applicable, the
+/// reason given, and the certificate says crash behaviour is not
+/// certified.
+#[test]
+fn without_start_the_crash_scenarios_are_not_applicable_and_the_certificate_says_so() {
+    let out_dir = std::env::temp_dir().join(format!("reqkey-crash-cert-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args(["certify", "--target", "reference-agent", "--quiet", "--seed", "1"])
+        .arg("--out")
+        .arg(&out_dir)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", common::text(&out));
+    let cert = std::fs::read_to_string(out_dir.join("certificate.md")).unwrap();
+    assert!(
+        cert.contains("| crash behaviour | the harness did not start the target (no --start): crash behaviour is NOT certified |"),
+        "{cert}"
+    );
+    for file in crash_files() {
+        let id = file
+            .trim_start_matches("scenarios/agent/")
+            .trim_end_matches(".yaml");
+        assert!(cert.contains(&format!("agent.{id}")), "{id} not listed:\n{cert}");
+    }
+    assert!(cert.contains("faults: the harness did not start the target"), "{cert}");
+    let _ = std::fs::remove_dir_all(&out_dir);
+}
