@@ -16,6 +16,8 @@
 //! wait 3500 ms for a lease to run out, so a late timer on a loaded
 //! machine has over a second of margin either way.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,10 +65,7 @@ fn run_crash(
 ) -> (Output, BTreeMap<String, String>) {
     let bin = env!("CARGO_BIN_EXE_reqkey");
     let variant = variant.map_or_else(String::new, |v| format!(" --variant {v}"));
-    let json = std::env::temp_dir().join(format!(
-        "reqkey-crash-{}-{tag}.json",
-        std::process::id()
-    ));
+    let json = std::env::temp_dir().join(format!("reqkey-crash-{}-{tag}.json", std::process::id()));
     let mut cmd = Command::new(bin);
     cmd.arg("run");
     let mut targets = Vec::new();
@@ -184,7 +183,7 @@ fn each_crash_defect_fails_the_crash_scenarios_the_record_lists() {
             })
         })
         .collect();
-    let mut record: serde_json::Value =
+    let mut record: reqkey_check::coverage::FalsificationRecord =
         serde_json::from_str(&std::fs::read_to_string(&record_path).unwrap()).unwrap();
     for h in handles {
         let (name, out, verdicts) = h.join().unwrap();
@@ -208,13 +207,10 @@ fn each_crash_defect_fails_the_crash_scenarios_the_record_lists() {
         assert!(!failed.is_empty(), "{name} failed nothing");
         let key = format!("reference-agent:{name}");
         if bless {
-            record["agent"][&key] = serde_json::json!(failed);
+            record.agent.insert(key, failed);
             continue;
         }
-        let recorded: BTreeSet<String> = record["agent"][&key]
-            .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
-            .unwrap_or_default();
+        let recorded: BTreeSet<String> = record.agent.get(&key).cloned().unwrap_or_default();
         assert_eq!(
             failed, recorded,
             "{key}: scenarios/falsification.json is wrong (REQKEY_BLESS=1 rewrites it)"
@@ -234,7 +230,14 @@ fn without_start_the_crash_scenarios_are_not_applicable_and_the_certificate_says
     let out_dir = std::env::temp_dir().join(format!("reqkey-crash-cert-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out_dir);
     let out = Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args(["certify", "--target", "reference-agent", "--quiet", "--seed", "1"])
+        .args([
+            "certify",
+            "--target",
+            "reference-agent",
+            "--quiet",
+            "--seed",
+            "1",
+        ])
         .arg("--out")
         .arg(&out_dir)
         .current_dir(root())
@@ -250,8 +253,106 @@ fn without_start_the_crash_scenarios_are_not_applicable_and_the_certificate_says
         let id = file
             .trim_start_matches("scenarios/agent/")
             .trim_end_matches(".yaml");
-        assert!(cert.contains(&format!("agent.{id}")), "{id} not listed:\n{cert}");
+        assert!(
+            cert.contains(&format!("agent.{id}")),
+            "{id} not listed:\n{cert}"
+        );
     }
-    assert!(cert.contains("faults: the harness did not start the target"), "{cert}");
+    assert!(
+        cert.contains("faults: the harness did not start the target"),
+        "{cert}"
+    );
     let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+/// `reqkey run --start` over one store adapter (`reqkey serve store`): the
+/// exit code and each scenario's verdict.
+fn run_store_crash(store: &str, tag: &str) -> (Output, BTreeMap<String, String>) {
+    let bin = env!("CARGO_BIN_EXE_reqkey");
+    let json = std::env::temp_dir().join(format!(
+        "reqkey-store-crash-{}-{tag}.json",
+        std::process::id()
+    ));
+    let out = Command::new(bin)
+        .arg("run")
+        .arg("--start")
+        .arg(format!(
+            "{bin} serve store --store {store} --listen 127.0.0.1:{{port}}"
+        ))
+        .args(["--target", "store+http://127.0.0.1:{port}", "--seed", "26"])
+        .arg("--json")
+        .arg(&json)
+        .arg("scenarios/store/crash.durable-keys-survive-a-restart.yaml")
+        // So that something runs where the crash scenario does not apply.
+        .arg("scenarios/store/commit-writes.yaml")
+        .current_dir(root())
+        .output()
+        .expect("reqkey run runs");
+    let doc: serde_json::Value = std::fs::read_to_string(&json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let mut verdicts: BTreeMap<String, String> = BTreeMap::new();
+    for s in doc["scenarios"].as_array().into_iter().flatten() {
+        let id = s["id"].as_str().unwrap_or("?").to_owned();
+        verdicts.insert(id, s["verdict"].as_str().unwrap_or("?").to_owned());
+    }
+    for n in doc["not_applicable"].as_array().into_iter().flatten() {
+        let id = n["id"].as_str().unwrap_or("?").to_owned();
+        verdicts.insert(id, "not_applicable".to_owned());
+    }
+    let _ = std::fs::remove_file(&json);
+    (out, verdicts)
+}
+
+/// A store adapter the harness started keeps its keys across a restart on
+/// every persistent backend; a memory store whose `/health` claims
+/// `durable: true` loses them and fails the scenario the record lists; the
+/// honest memory store declares nothing and the scenario does not apply.
+#[test]
+fn store_adapters_that_declare_durable_keep_their_keys_across_a_restart() {
+    const ID: &str = "store.crash.durable-keys-survive-a-restart";
+    for (name, store) in [
+        ("sqlite", sqlite("store-green")),
+        ("postgres", postgres()),
+        ("redis", redis()),
+    ] {
+        let (out, verdicts) = run_store_crash(&store, name);
+        assert_eq!(
+            (out.status.code(), verdicts.get(ID).map(String::as_str)),
+            (Some(0), Some("pass")),
+            "{name}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (out, verdicts) = run_store_crash("memory", "honest-memory");
+    assert_eq!(
+        verdicts.get(ID).map(String::as_str),
+        Some("not_applicable"),
+        "{verdicts:?}\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let (out, verdicts) = run_store_crash("broken-memory:claims-durable", "claims-durable");
+    assert_eq!(out.status.code(), Some(1), "{verdicts:?}");
+    let failed: BTreeSet<String> = verdicts
+        .iter()
+        .filter(|(_, v)| *v == "fail")
+        .map(|(id, _)| id.clone())
+        .collect();
+    let record_path = root().join("scenarios/falsification.json");
+    let mut record: reqkey_check::coverage::FalsificationRecord =
+        serde_json::from_str(&std::fs::read_to_string(&record_path).unwrap()).unwrap();
+    let key = "broken-memory:claims-durable".to_owned();
+    if std::env::var_os("REQKEY_BLESS").is_some() {
+        record.store.insert(key, failed);
+        let text = serde_json::to_string_pretty(&record).unwrap();
+        std::fs::write(&record_path, format!("{text}\n")).unwrap();
+    } else {
+        assert_eq!(
+            Some(&failed),
+            record.store.get(&key),
+            "{key}: scenarios/falsification.json is wrong (REQKEY_BLESS=1 rewrites it)"
+        );
+    }
 }

@@ -51,6 +51,9 @@ fn record_path() -> std::path::PathBuf {
         .join(reqkey_harness::check::coverage::RECORD_FILE)
 }
 
+/// The defects only a restart of the store's process shows.
+const ONLY_AFTER_A_RESTART: [MemoryDefect; 1] = [MemoryDefect::ClaimsDurable];
+
 /// The scenario named after each defect's rule: the defect must fail it.
 const NAMED_AFTER: [(&str, &str); 21] = [
     ("no-key-rule", "request-key.taken-names-holder"),
@@ -107,10 +110,15 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
     let bless = std::env::var_os("REQKEY_BLESS").is_some();
     assert_eq!(
         MemoryDefect::ALL.len(),
-        NAMED_AFTER.len(),
+        NAMED_AFTER.len() + ONLY_AFTER_A_RESTART.len(),
         "every defect names its scenario"
     );
     for defect in MemoryDefect::ALL {
+        if ONLY_AFTER_A_RESTART.contains(&defect) {
+            // In process nothing restarts: tests/crash.rs judges it, over
+            // `reqkey serve store` started and restarted by the harness.
+            continue;
+        }
         let target = format!("broken-memory:{}", defect.name());
         let summary = run_corpus("store", &target, 7).await;
         let mut failed: BTreeSet<String> =

@@ -76,7 +76,10 @@ impl FaultStep {
     /// carries (with the step's position).
     pub fn parse(spec: &Value) -> Result<FaultStep, String> {
         let Value::Object(map) = spec else {
-            return Err("`fault` takes a map: {action: kill|stop|cont|restart, replica: N, after_ms: N}".into());
+            return Err(
+                "`fault` takes a map: {action: kill|stop|cont|restart, replica: N, after_ms: N}"
+                    .into(),
+            );
         };
         if let Some(unknown) = map.keys().find(|k| !FAULT_KEYS.contains(&k.as_str())) {
             return Err(format!(
@@ -143,7 +146,8 @@ impl FaultSupport {
                 if self.processes == 1 { "" } else { "es" }
             )
         } else {
-            "the harness did not start the target (no --start): crash behaviour is NOT certified".into()
+            "the harness did not start the target (no --start): crash behaviour is NOT certified"
+                .into()
         }
     }
 }

@@ -948,7 +948,9 @@ fn validate(s: &Scenario) -> Result<(), Invalid> {
                 if step.linearizable {
                     return Err((
                         at,
-                        format!("steps[{i}]: a `linearizable` group checks operations; a fault is none"),
+                        format!(
+                            "steps[{i}]: a `linearizable` group checks operations; a fault is none"
+                        ),
                     ));
                 }
             }

@@ -246,8 +246,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
             )
         }
     };
-    let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await
-    {
+    let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };

@@ -208,8 +208,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
     ctx.partition = args.partition;
-    let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await
-    {
+    let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
     };

@@ -85,7 +85,9 @@ pub async fn serve_agent(
                 ));
             };
             if args.no_request_keys || args.policy != "reject" {
-                return error("--variant fixes the profile: it takes neither --no-request-keys nor --policy");
+                return error(
+                    "--variant fixes the profile: it takes neither --no-request-keys nor --policy",
+                );
             }
             let mut config = crate::targets::reference_agent::reference_config(Some(variant));
             config.lease_ms = args.lease_ms;

@@ -124,7 +124,8 @@ impl Owned {
                 if self.started.len() == 1 { "" } else { "s" }
             )
         })?;
-        let pid = i32::try_from(s.child.id()).map_err(|_| "a process id out of range".to_owned())?;
+        let pid =
+            i32::try_from(s.child.id()).map_err(|_| "a process id out of range".to_owned())?;
         Ok((Pid::from_raw(pid), &s.command))
     }
 
@@ -147,7 +148,10 @@ impl Owned {
                 Ok(None) => std::thread::sleep(Duration::from_millis(10)),
             }
         }
-        Err(format!("`{}` did not die within {STOP_GRACE_MS} ms of SIGKILL", s.command))
+        Err(format!(
+            "`{}` did not die within {STOP_GRACE_MS} ms of SIGKILL",
+            s.command
+        ))
     }
 
     /// Kills command `index` if it runs, and starts the same command line
@@ -235,7 +239,9 @@ impl OwnedTarget {
     ) -> Result<T, TargetError> {
         let owned = Arc::clone(&self.owned);
         tokio::task::spawn_blocking(move || {
-            let mut guard = owned.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut guard = owned
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             f(&mut guard)
         })
         .await
@@ -245,8 +251,7 @@ impl OwnedTarget {
     /// Waits, within `--start-timeout-ms`, until restarted process `index`
     /// answers `/health` again (its replica's, for an agent deployment).
     async fn await_health(&self, index: usize) -> Result<(), TargetError> {
-        let deadline =
-            tokio::time::Instant::now() + Duration::from_millis(self.start_timeout_ms);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.start_timeout_ms);
         loop {
             let answered = match self.inner.level() {
                 Level::Agent => self

@@ -15,8 +15,8 @@
 //! a server whose `/health` cannot say, or to force another profile), and
 //! every report then says it was stated, not declared.
 
-use serde::Serialize;
 use reqkey_scenario::fault::FaultSupport;
+use serde::Serialize;
 use serde_json::Value;
 
 pub use reqkey_model::vocab::{ConcurrentEntry, Profile};

@@ -712,12 +712,12 @@ impl Executor {
             // committed in between would make us refuse a request we should
             // attach.) The policy still *decides* only after the lookup.
             let current = self.store.get_current_run(session).await?;
-            let current = if key.is_none() && self.has_defect(ExecutorDefect::KeylessRefusedByOrphan)
-            {
-                current
-            } else {
-                self.reclaim_opt(current).await?
-            };
+            let current =
+                if key.is_none() && self.has_defect(ExecutorDefect::KeylessRefusedByOrphan) {
+                    current
+                } else {
+                    self.reclaim_opt(current).await?
+                };
             if self.has_defect(ExecutorDefect::PolicyBeforeKey) {
                 self.policy(req.kind, key.is_some(), current.as_ref())?;
             }

@@ -92,10 +92,16 @@ pub enum MemoryDefect {
     /// `broken-memory:keyless-fields-null` has it; opened as a backend
     /// elsewhere it is the correct memory store.
     KeylessFieldsNull,
+    /// The store keeps everything in process memory, like the correct
+    /// one, but its `/health` declares `durable: true`: a restart of its
+    /// server loses every key and run it promised to keep (SPEC 6
+    /// `[[wire.store.durable]]`). Only a scenario that restarts the
+    /// server (`--start`) can see it.
+    ClaimsDurable,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 21] = [
+    pub const ALL: [MemoryDefect; 22] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -117,6 +123,7 @@ impl MemoryDefect {
         MemoryDefect::StatusCheckThenWrite,
         MemoryDefect::CommitDecidesOnSnapshot,
         MemoryDefect::KeylessFieldsNull,
+        MemoryDefect::ClaimsDurable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -142,6 +149,7 @@ impl MemoryDefect {
             MemoryDefect::StatusCheckThenWrite => "status-check-then-write",
             MemoryDefect::CommitDecidesOnSnapshot => "commit-decides-on-snapshot",
             MemoryDefect::KeylessFieldsNull => "keyless-fields-null",
+            MemoryDefect::ClaimsDurable => "claims-durable",
         }
     }
 
@@ -270,6 +278,11 @@ impl MemoryStore {
 impl SessionStateStore for MemoryStore {
     fn backend(&self) -> &'static str {
         "memory"
+    }
+
+    fn durable(&self) -> bool {
+        // The correct memory store is honest: nothing survives its process.
+        self.defect == Some(MemoryDefect::ClaimsDurable)
     }
 
     fn skip_argument_checks(&self) -> bool {
