@@ -29,7 +29,10 @@ cd "$(dirname "$0")/.."
 # `reference-agent-*` variants are the same server on the other profiles
 # (keys ignored; concurrentEntry interrupt_previous; entries admitted one at
 # a time with entryWaitMs declared), each certified against the profile its
-# /health declares.
+# /health declares. `reference-agent-crash` is three reference servers over
+# one PostgreSQL database, started by the harness (`--start`), so that the
+# crash scenarios (kill, pause, restart) run: the certificate of crash
+# behaviour.
 SQLITE_FILE="${TMPDIR:-/tmp}/reqkey-certify.sqlite"
 HTTP_LISTEN="127.0.0.1:7311"
 declare -A TARGETS=(
@@ -42,8 +45,9 @@ declare -A TARGETS=(
   [reference-agent-no-request-keys]="reference-agent:no-request-keys"
   [reference-agent-interrupt-previous]="reference-agent:interrupt-previous"
   [reference-agent-entry-wait]="reference-agent:entry-wait"
+  [reference-agent-crash]="http://127.0.0.1:{port0},http://127.0.0.1:{port1},http://127.0.0.1:{port2}"
 )
-ORDER=(memory sqlite postgres redis memory-http reference-agent reference-agent-no-request-keys reference-agent-interrupt-previous reference-agent-entry-wait)
+ORDER=(memory sqlite postgres redis memory-http reference-agent reference-agent-no-request-keys reference-agent-interrupt-previous reference-agent-entry-wait reference-agent-crash)
 
 rm_sqlite() { rm -f "$SQLITE_FILE" "$SQLITE_FILE-wal" "$SQLITE_FILE-shm"; }
 server_pid=""
@@ -73,7 +77,12 @@ for name in "${names[@]}"; do
       for _ in $(seq 1 50); do curl -sf "http://$HTTP_LISTEN/health" >/dev/null 2>&1 && break; sleep 0.1; done
       ;;
   esac
-  "$bin" certify --target "$target" --out "reports/$name" --quiet || rc=$?
+  start=()
+  if [ "$name" = reference-agent-crash ]; then
+    pg="${REQKEY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
+    for _ in 1 2 3; do start+=(--start "$bin serve agent --store $pg --listen 127.0.0.1:{port}"); done
+  fi
+  "$bin" certify "${start[@]}" --target "$target" --out "reports/$name" --quiet || rc=$?
   [ "$name" = memory-http ] && stop_server
   if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then status=$rc; fi
 done

@@ -99,6 +99,18 @@ const ENTRY_WAIT: [&str; 2] = [
     "agent.entry-wait.keyless-entry-is-busy-at-once",
 ];
 
+/// The crash scenarios (`requires: {faults: true}`): set aside in process,
+/// where nothing can be killed (harness/tests/crash.rs runs them).
+const CRASH: [&str; 7] = [
+    "agent.crash.chat-stream-cut-by-a-crash",
+    "agent.crash.durable-keys-survive-a-restart",
+    "agent.crash.keyed-retry-replays-the-orphan",
+    "agent.crash.keyless-entry-after-an-orphan",
+    "agent.crash.live-owner-keeps-its-run",
+    "agent.crash.orphan-is-interrupted",
+    "agent.crash.paused-owner-finds-its-run-final",
+];
+
 /// Keyless scenarios of `interrupt_previous` (any key support).
 const INTERRUPT_PREVIOUS_KEYLESS: [&str; 2] = [
     "agent.interrupt-previous.keyless-chat-send-is-refused",
@@ -140,6 +152,7 @@ fn assert_green(target: &str, run: &ProfileRun, source: ProfileSource, want: &BT
         &INTERRUPT_PREVIOUS_KEYED,
         &INTERRUPT_PREVIOUS_KEYLESS,
         &ENTRY_WAIT,
+        &CRASH,
     ]);
     assert_eq!(
         everything, all,

@@ -21,9 +21,11 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::crash::{
+    assert_green_on_every_persistent_backend, crash_files, postgres, redis, root, run_crash, sqlite,
+};
 use reqkey_reference::agent::executor::ExecutorDefect;
 
 /// The executor defects only a crash, a pause or a second replica shows.
@@ -38,126 +40,9 @@ const CRASH_DEFECTS: [ExecutorDefect; 8] = [
     ExecutorDefect::ClaimsDurable,
 ];
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn crash_files() -> Vec<String> {
-    let mut files: Vec<String> = std::fs::read_dir(root().join("scenarios/agent"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("crash.") && n.ends_with(".yaml"))
-        .map(|n| format!("scenarios/agent/{n}"))
-        .collect();
-    files.sort();
-    assert!(files.len() >= 7, "the crash scenarios: {files:?}");
-    files
-}
-
-/// `reqkey run --start ...` over `replicas` reference servers on `store`;
-/// the output and the verdict of every scenario (from results.json).
-fn run_crash(
-    store: &str,
-    replicas: usize,
-    variant: Option<&str>,
-    tag: &str,
-) -> (Output, BTreeMap<String, String>) {
-    let bin = env!("CARGO_BIN_EXE_reqkey");
-    let variant = variant.map_or_else(String::new, |v| format!(" --variant {v}"));
-    let json = std::env::temp_dir().join(format!("reqkey-crash-{}-{tag}.json", std::process::id()));
-    let mut cmd = Command::new(bin);
-    cmd.arg("run");
-    let mut targets = Vec::new();
-    for i in 0..replicas {
-        cmd.arg("--start").arg(format!(
-            "{bin} serve agent --store {store} --lease-ms 2000{variant} --listen 127.0.0.1:{{port}}"
-        ));
-        targets.push(format!("http://127.0.0.1:{{port{i}}}"));
-    }
-    cmd.args(["--target", &targets.join(","), "--seed", "26", "--json"])
-        .arg(&json)
-        .args(crash_files())
-        .current_dir(root());
-    let out = cmd.output().expect("reqkey run runs");
-    let verdicts = std::fs::read_to_string(&json)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|doc| {
-            doc["scenarios"].as_array().map(|list| {
-                list.iter()
-                    .map(|s| {
-                        (
-                            s["id"].as_str().unwrap_or("?").to_owned(),
-                            s["verdict"].as_str().unwrap_or("?").to_owned(),
-                        )
-                    })
-                    .collect()
-            })
-        })
-        .unwrap_or_default();
-    let _ = std::fs::remove_file(&json);
-    (out, verdicts)
-}
-
-fn sqlite(tag: &str) -> String {
-    let db = std::env::temp_dir().join(format!("reqkey-crash-{}-{tag}.sqlite", std::process::id()));
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
-    }
-    format!("sqlite:{}", db.display())
-}
-
-fn postgres() -> String {
-    std::env::var("REQKEY_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-fn redis() -> String {
-    std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-}
-
 #[test]
 fn the_reference_agent_passes_the_crash_scenarios_on_every_persistent_backend() {
-    let combos: Vec<(String, String, usize)> = [1usize, 3]
-        .into_iter()
-        .flat_map(|n| {
-            [
-                ("sqlite".to_owned(), sqlite(&format!("green{n}")), n),
-                ("postgres".to_owned(), postgres(), n),
-                ("redis".to_owned(), redis(), n),
-            ]
-        })
-        .collect();
-    // Concurrently: the scenarios mostly wait for leases to run out.
-    let handles: Vec<_> = combos
-        .into_iter()
-        .map(|(name, store, n)| {
-            std::thread::spawn(move || {
-                let (out, verdicts) = run_crash(&store, n, None, &format!("green-{name}-{n}"));
-                (name, n, out, verdicts)
-            })
-        })
-        .collect();
-    for h in handles {
-        let (name, n, out, verdicts) = h.join().unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{name} x{n}: {verdicts:?}\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let passed = verdicts.values().filter(|v| *v == "pass").count();
-        // One replica: the scenarios that need a second live one do not apply.
-        let want = if n == 1 { 5 } else { 7 };
-        assert!(passed >= want, "{name} x{n}: {verdicts:?}");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            stdout.contains("crash behaviour (kill, pause, restart) is certified"),
-            "{stdout}"
-        );
-    }
+    assert_green_on_every_persistent_backend();
 }
 
 /// Each crash defect fails the crash scenarios the record lists for it,

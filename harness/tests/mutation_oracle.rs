@@ -3,8 +3,9 @@
 //!
 //! cargo-mutants mutates the model's rules and planning code and the
 //! reference stores and executor, then runs exactly this test binary: the
-//! store corpus on every reference store and the agent corpus on the
-//! reference agent server. No unit test takes part, so a mutant survives
+//! store corpus on every reference store, the agent corpus on the
+//! reference agent server, and the crash scenarios on reference servers
+//! the harness starts, kills and restarts (tests/common/crash.rs). No unit test takes part, so a mutant survives
 //! exactly when the published suite would certify the mutated reference.
 //! The tests here are also ordinary tests (green on the unmutated tree).
 //!
@@ -130,6 +131,14 @@ async fn store_corpus_on_redis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn store_corpus_on_redis_cluster() {
     green("store", &redis_cluster_url()).await;
+}
+
+/// The crash scenarios (kill, pause, restart of servers the harness
+/// started) on the reference agent over every persistent backend, one and
+/// three replicas: leases, orphans and durability are judged here.
+#[test]
+fn crash_scenarios_on_the_reference_agent() {
+    common::crash::assert_green_on_every_persistent_backend();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
