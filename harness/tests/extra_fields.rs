@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use common::{assert_failures_are_verdicts, corpus_for, failing, load_corpus};
+use common::{assert_failures_are_verdicts, corpus_for, failing, in_process_corpus};
 use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::targets::profile::{parse_profile_flag, Profile};
 use reqkey_harness::targets::spec::open_target;
@@ -171,7 +171,7 @@ async fn a_store_that_adds_fields_and_rewords_messages_passes_the_whole_store_su
         .await
         .unwrap();
     let target = Embellished::new(inner);
-    let summary = run(target.clone(), &load_corpus("store")).await;
+    let summary = run(target.clone(), &in_process_corpus("store")).await;
     assert_eq!(failing(&summary), BTreeSet::new(), "{summary:#?}");
     assert!(summary.passed >= 30, "only {} scenarios", summary.passed);
     assert!(
@@ -184,7 +184,7 @@ async fn a_store_that_adds_fields_and_rewords_messages_passes_the_whole_store_su
     let broken = open_target("broken-memory:no-key-rule", TargetOptions::default())
         .await
         .unwrap();
-    let summary = run(Embellished::new(broken), &load_corpus("store")).await;
+    let summary = run(Embellished::new(broken), &in_process_corpus("store")).await;
     let failed = failing(&summary);
     for id in ["request-key.taken-names-holder", "request-key.race"] {
         assert!(failed.contains(id), "{id}: {failed:?}");

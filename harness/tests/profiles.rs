@@ -41,6 +41,10 @@ fn run_names_the_declared_profile_and_what_did_not_apply_in_its_first_lines() {
         lines.next(),
         Some("reqkey: profile: supportsRequestKey: false, concurrentEntry: reject (declared by /health)")
     );
+    assert_eq!(
+        lines.next(),
+        Some("reqkey: crash: the harness did not start the target (no --start): crash behaviour is NOT certified")
+    );
     let second = lines.next().unwrap();
     assert!(
         second.starts_with("reqkey: ")
@@ -158,7 +162,8 @@ fn certify_carries_the_profile_in_the_certificate_junit_and_json() {
     assert_eq!(
         json["profile"],
         serde_json::json!({"supportsRequestKey": false, "concurrentEntry": "reject",
-                           "source": "declared", "declared": null})
+                           "source": "declared", "declared": null,
+                           "crash": "the harness did not start the target (no --start): crash behaviour is NOT certified"})
     );
     let not = json["not_applicable"].as_array().unwrap();
     assert!(not

@@ -177,9 +177,31 @@ pub fn load_corpus(level: &str) -> Vec<Scenario> {
     load_paths(&[corpus(level)]).expect("the corpus loads")
 }
 
-/// The `level` corpus on an open target, with `seed`.
+/// Does `scenario` apply to a target the harness did not start? The fault
+/// scenarios (`requires: {faults: true}`, ...) do not: tests/crash.rs runs
+/// them with `--start`.
+pub fn in_process(scenario: &Scenario) -> bool {
+    scenario
+        .requires
+        .unmet_faults(&Default::default())
+        .is_none()
+}
+
+/// The `level` corpus without the fault scenarios (see [`in_process`]).
+pub fn in_process_corpus(level: &str) -> Vec<Scenario> {
+    load_corpus(level).into_iter().filter(in_process).collect()
+}
+
+/// The `level` corpus on an open target, with `seed`: every scenario that
+/// applies to a target the harness did not start.
 pub async fn run_on(target: Arc<dyn Target>, level: &str, seed: u64) -> RunSummary {
-    runner::run(target, &load_corpus(level), &RunConfig::new(seed), &mut []).await
+    runner::run(
+        target,
+        &in_process_corpus(level),
+        &RunConfig::new(seed),
+        &mut [],
+    )
+    .await
 }
 
 /// The `level` corpus on the target `spec`, with `seed`.
