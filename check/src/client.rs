@@ -211,6 +211,23 @@ struct SessionState<'a> {
     actions: Vec<Action<'a>>,
 }
 
+/// The most items a violation lists; the rest are counted.
+const LISTED: usize = 24;
+
+/// `items` joined by `sep`, at most [`LISTED`] of them, then `… and N more`.
+fn bounded(items: &[String], sep: &str) -> String {
+    let mut out = items
+        .iter()
+        .take(LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(sep);
+    if items.len() > LISTED {
+        out.push_str(&format!("{sep}… and {} more", items.len() - LISTED));
+    }
+    out
+}
+
 /// The requests whose answers named `run`, as `#3, #5`, or `no answer`.
 fn made_by(st: &SessionState, run: &str) -> String {
     let by: Vec<String> = st
@@ -520,9 +537,9 @@ pub fn judge(
                 Rule::OneRunPerAction,
                 format!(
                     "session `{session}`: the server accepted {reached} user actions [{}], which may hold {allowed} runs and inputs; it holds {} runs [{}] and {inputs} inputs",
-                    accepted.join("; "),
+                    bounded(&accepted, "; "),
                     runs.len(),
-                    held.join(", ")
+                    bounded(&held, ", ")
                 ),
             );
         }
@@ -548,7 +565,7 @@ pub fn judge(
                         "session `{session}`: the action of {} made {} runs: {}",
                         a.describe(),
                         made.len(),
-                        named.join(", ")
+                        bounded(&named, ", ")
                     ),
                 );
             }
@@ -665,6 +682,15 @@ mod tests {
     }
 
     const OK: Option<&ClientEnd> = Some(&ClientEnd::Exited { code: 0 });
+
+    #[test]
+    fn long_lists_are_bounded() {
+        let items: Vec<String> = (0..30).map(|i| format!("#{i}")).collect();
+        let shown = bounded(&items, ", ");
+        assert!(shown.starts_with("#0, #1") && shown.contains("#23, … and 6 more"));
+        assert!(!shown.contains("#24"));
+        assert_eq!(bounded(&items[..2], ", "), "#0, #1");
+    }
 
     #[test]
     fn a_tool_result_confirmed_by_a_reread_is_not_resent() {
