@@ -12,6 +12,24 @@
 //! too (a client's own timeout, which the proxy cannot see); every other
 //! entry request starts a **new action**. A `DELETE` of a session forgets
 //! it: the judge starts it afresh.
+//!
+//! **Tool-result sends** (SPEC 9, `client.tool-result.*`). The server
+//! ignores their key, so nothing tells it a re-send from a new send; SPEC 9
+//! asks for at least once, with a snapshot read before every re-send. The
+//! proxy records the run each answer named (also the answers the client
+//! lost) and the input runs of every snapshot read the client made, so the
+//! judge knows what the client could see: a read after the failed answer
+//! *shows* the send when it lists an input of one of the action's runs. A
+//! re-send after a read that did not show it may add a run (the action's
+//! `runs_allowed`: the first send's run could not be seen); a re-send with
+//! no read, or after one that showed it, is a violation and its run is one
+//! too many; moving on after a read that showed it is no re-send at all,
+//! and moving on (or exiting 0) when no read showed it is giving up.
+//!
+//! **Naming.** Every violation names its requests by arrival number,
+//! method and path (`#7 POST /sessions/s/chat`); an end-to-end violation
+//! lists the accepted actions with their re-sends and each run held with
+//! the requests whose answers named it, 24 items at most (`LISTED`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
