@@ -103,9 +103,39 @@ pub struct Exchange {
     /// without an answer.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub client_status: Option<u16>,
+    /// The run each `2xx` answer of the server named (its `runId`, or the
+    /// `runId` of a chat stream's `run-start`), in forwarding order: which
+    /// request made (or attached to) which run, so a violation can name
+    /// the requests behind each run.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub run_ids: Vec<String>,
+    /// On a snapshot read (`GET /sessions/{id}`) the server answered `200`
+    /// with a readable snapshot: the `runId` of each of its `inputs`, in
+    /// order. What the client could see of its sends (SPEC 9: a client
+    /// re-reads the snapshot before re-sending a keyless tool result).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub snapshot_inputs: Option<Vec<String>>,
 }
 
 impl Exchange {
+    /// How a violation names the request: `#7 POST /sessions/s/chat`.
+    pub fn label(&self) -> String {
+        format!("#{} {} {}", self.index, self.method, self.path)
+    }
+
+    /// A read of the session's snapshot the client made and got whole.
+    pub fn is_snapshot_read(&self) -> bool {
+        self.method == "GET" && self.entry.is_none() && self.snapshot_inputs.is_some()
+    }
+
+    /// The server answered one of the forwards `2xx` (a run was started or
+    /// attached; a refusal such as a 409 makes none).
+    pub fn committed(&self) -> bool {
+        self.upstream_statuses
+            .iter()
+            .any(|s| (200..300).contains(s))
+    }
+
     /// The client did not get the server's answer: a fault the proxy
     /// injected, or a server that gave no whole answer (the client got 502).
     pub fn answer_failed(&self) -> bool {
@@ -170,6 +200,50 @@ impl SessionSnapshot {
             inputs: inputs.len(),
         }
     }
+}
+
+/// The run an entry's `2xx` answer names: the body's `runId` (start,
+/// resume, retry), or the `runId` of the first `run-start` event of a chat
+/// stream (SPEC 7). `None` when the answer names none.
+pub fn run_id_of_answer(body: &[u8]) -> Option<String> {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+        return v.get("runId").and_then(|r| r.as_str()).map(str::to_owned);
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    let mut event = "";
+    for line in text.lines() {
+        let line = line.trim_end_matches('\r');
+        if line.is_empty() {
+            event = "";
+        } else if let Some(name) = line.strip_prefix("event:") {
+            event = name.trim();
+        } else if let Some(data) = line.strip_prefix("data:") {
+            if event == "run-start" {
+                let v: serde_json::Value = serde_json::from_str(data.trim()).ok()?;
+                return v.get("runId").and_then(|r| r.as_str()).map(str::to_owned);
+            }
+        }
+    }
+    None
+}
+
+/// The `runId` of each entry of a snapshot body's `inputs` (SPEC 7), or
+/// `None` when the body is not a snapshot.
+pub fn snapshot_input_runs(body: &[u8]) -> Option<Vec<String>> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    v.get("runs")?.as_array()?;
+    v.get("inputs")?
+        .as_array()?
+        .iter()
+        .map(|i| i.get("runId").and_then(|r| r.as_str()).map(str::to_owned))
+        .collect()
+}
+
+/// `GET /sessions/{id}` (query aside): a snapshot read.
+pub fn is_snapshot_path(method: &str, path: &str) -> bool {
+    let path = path.split('?').next().unwrap_or(path);
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    method == "GET" && parts.len() == 2 && parts[0] == "sessions" && !parts[1].is_empty()
 }
 
 /// The digest of a request body: canonical JSON when it parses, else bytes.
@@ -262,5 +336,26 @@ mod tests {
         assert!(!is_tool_result(
             br#"{"messages":[{"role":"user","content":"x"}]}"#
         ));
+    }
+
+    #[test]
+    fn answers_name_their_run_and_snapshots_their_inputs() {
+        assert_eq!(
+            run_id_of_answer(br#"{"runId":"r1","status":"started"}"#).as_deref(),
+            Some("r1")
+        );
+        let sse = b"event: run-start\r\ndata: {\"runId\":\"r2\",\"attached\":false}\r\n\r\nevent: text\ndata: {\"runId\":\"no\"}\n\n";
+        assert_eq!(run_id_of_answer(sse).as_deref(), Some("r2"));
+        let text_first = b"event: text\ndata: {\"runId\":\"no\"}\n\n";
+        assert_eq!(run_id_of_answer(text_first), None);
+        assert_eq!(
+            snapshot_input_runs(br#"{"runs":[],"inputs":[{"runId":"a"},{"runId":"b"}]}"#),
+            Some(vec!["a".to_owned(), "b".to_owned()])
+        );
+        assert_eq!(snapshot_input_runs(br#"{"inputs":[]}"#), None);
+        assert_eq!(snapshot_input_runs(br#"{"runs":[],"inputs":[{}]}"#), None);
+        assert!(is_snapshot_path("GET", "/sessions/s?x=1"));
+        assert!(!is_snapshot_path("GET", "/sessions/s/chat"));
+        assert!(!is_snapshot_path("DELETE", "/sessions/s"));
     }
 }

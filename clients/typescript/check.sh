@@ -2,14 +2,17 @@
 # Everything CI asks of the TypeScript reference client (run by .ci/run):
 #
 #   1. `npm ci`, `tsc --noEmit --strict -p .`, the build;
-#   2. the reference client certified green through `reqkey proxy` in front
-#      of the in-process reference agent, under the CI fault plan, with
+#   2. the reference client (tool results included) certified green through
+#      `reqkey proxy` in front of the in-process reference agent, under the
+#      CI fault plan, on the CI seed and three more, with
 #      --min-failed-share 0.34: a run where fewer than a third of the
-#      answers failed is no verdict (exit 2), never a pass;
+#      answers failed is no verdict (exit 2), never a pass; over those
+#      seeds some tool-result answer was lost and settled by a snapshot read;
 #   3. each broken twin caught (exit 1) by the clause it breaks:
-#        new-key-per-retry          client.retry.same-key
-#        same-key-for-two-messages  client.action.fresh-key
-#        no-key-on-retry            client.entry.keyed
+#        new-key-per-retry           client.retry.same-key
+#        same-key-for-two-messages   client.action.fresh-key
+#        no-key-on-retry             client.entry.keyed
+#        resend-tool-without-reread  client.tool-result.reread-before-resend
 #   4. a failure replayed from its seed: the same seed gives the same faults
 #      and the same failed clauses.
 #
@@ -76,6 +79,21 @@ node -e '
   if (s.failed_answers * 3 < s.entry_requests) { console.error(`FAIL: only ${s.failed_answers} of ${s.entry_requests} answers failed`); process.exit(1); }
   console.log(`the reference client: green with ${s.failed_answers} of ${s.entry_requests} answers failed (${Math.round(100 * doc.failed_share)}%)`);
 ' "$out/correct.json"
+# More seeds: the tool-result path (a lost answer, a snapshot read, a
+# re-send only when the result is not recorded) must be green on each.
+for extra in 1 2 3; do
+  proxy 0 "correct-seed-$extra" "$extra" correct
+done
+node -e '
+  const fs = require("node:fs");
+  let lost = 0;
+  for (const f of process.argv.slice(1)) {
+    const doc = JSON.parse(fs.readFileSync(f, "utf8"));
+    lost += doc.exchanges.filter((e) => e.tool_result && e.fault !== "none" && e.fault !== "duplicate").length;
+  }
+  if (lost === 0) { console.error("FAIL: no tool-result answer was lost over the seeds"); process.exit(1); }
+  console.log(`tool results: ${lost} answers lost over the seeds, each settled as SPEC 9 asks`);
+' "$out/correct.json" "$out"/correct-seed-*.json
 
 proxy 1 new-key-per-retry "$seed" new-key-per-retry
 failed new-key-per-retry client.retry.same-key
@@ -83,6 +101,8 @@ proxy 1 same-key-for-two-messages "$seed" same-key-for-two-messages
 failed same-key-for-two-messages client.action.fresh-key
 proxy 1 no-key-on-retry "$seed" no-key-on-retry
 failed no-key-on-retry client.entry.keyed
+proxy 1 resend-tool-without-reread "$seed" resend-tool-without-reread
+failed resend-tool-without-reread client.tool-result.reread-before-resend
 
 # Replay: the seed printed with the failure gives the same faults again.
 printed="$(sed -n 's/^seed: \([0-9]*\) .*/\1/p' "$out/new-key-per-retry.log")"

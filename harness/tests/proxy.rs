@@ -7,6 +7,13 @@
 //! replay the same faults. The TypeScript client itself is certified by
 //! `clients/typescript/check.sh` (run by CI).
 //!
+//! The tool-result conversation (issue 27) adds keyless sends SPEC 9
+//! handles apart: a correct client re-reads the snapshot after a lost
+//! tool-result answer and re-sends only when the result is not there; it
+//! must be green under every fault on several seeds, and the twin that
+//! re-sends without reading is caught by
+//! `client.tool-result.reread-before-resend`.
+//!
 //! Deterministic: the client is sequential, so the `n`-th entry request,
 //! and so its fault, is the same on every run with one seed.
 
@@ -26,6 +33,8 @@ use reqkey_harness::targets::reference_agent::spawn_reference_agent;
 use reqkey_harness::targets::TargetOptions;
 
 const PLAN: &str = "drop-after-commit=0.35,delay=0.05,502=0.05,503=0.05,duplicate=0.1";
+/// Every fault often enough that each hits a tool-result send over a few seeds.
+const TOOL_PLAN: &str = "drop-after-commit=0.3,delay=0.15,502=0.1,503=0.1,duplicate=0.15";
 const DELAY_MS: u64 = 1_500;
 const CLIENT_TIMEOUT_MS: u64 = 1_000;
 
@@ -35,7 +44,61 @@ enum Mode {
     NewKeyPerRetry,
     SameKeyForTwoMessages,
     NoKeyOnRetry,
+    /// Re-sends a lost tool result at once, without reading the snapshot.
+    ResendToolWithoutReread,
 }
+
+/// One user action of a scripted conversation.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Send(&'static str),
+    Regenerate,
+    /// A tool result (SPEC 7: a chat send whose last message has role
+    /// `tool`), with a key (which the server ignores) or without.
+    Tool {
+        content: &'static str,
+        keyed: bool,
+    },
+}
+
+/// The conversation of the reference client.
+const SCRIPT: &[Step] = &[
+    Step::Send("hello"),
+    Step::Send("what is a request key?"),
+    Step::Regenerate,
+    Step::Send("thanks"),
+    Step::Send("one more"),
+    Step::Regenerate,
+    Step::Send("bye"),
+];
+
+/// A conversation with tool calls: `[suspend]` ends a run waiting for
+/// input (the tool call), the tool result starts the next run.
+const TOOL_SCRIPT: &[Step] = &[
+    Step::Send("hello"),
+    Step::Send("[suspend] look up the weather"),
+    Step::Tool {
+        content: "sunny, 21 C",
+        keyed: false,
+    },
+    Step::Send("[suspend] and tomorrow?"),
+    Step::Tool {
+        content: "rain, 14 C",
+        keyed: true,
+    },
+    Step::Regenerate,
+    Step::Send("[suspend] convert to F"),
+    Step::Tool {
+        content: "57 F",
+        keyed: false,
+    },
+    Step::Send("[suspend] one more lookup"),
+    Step::Tool {
+        content: "done",
+        keyed: true,
+    },
+    Step::Send("bye"),
+];
 
 struct Client {
     base: String,
@@ -46,6 +109,25 @@ struct Client {
     sends: u32,
     last_send_key: Option<String>,
     failed_actions: u32,
+    /// The last run an answer named (the run a tool result answers).
+    last_run: Option<String>,
+}
+
+/// The run a `2xx` answer names: `runId`, or a stream's `run-start`.
+fn run_of(answer: &str) -> Option<String> {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(answer) {
+        return v["runId"].as_str().map(str::to_owned);
+    }
+    let mut start = false;
+    for line in answer.lines() {
+        if line.trim() == "event: run-start" {
+            start = true;
+        } else if let (true, Some(data)) = (start, line.strip_prefix("data:")) {
+            let v: serde_json::Value = serde_json::from_str(data.trim()).ok()?;
+            return v["runId"].as_str().map(str::to_owned);
+        }
+    }
+    None
 }
 
 impl Client {
@@ -105,7 +187,81 @@ impl Client {
     async fn send(&mut self, text: &str) {
         let key = self.key_for_send();
         let body = serde_json::json!({"messages": [{"role": "user", "content": text}]});
-        self.action("chat", &body.to_string(), key).await;
+        if let Some(answer) = self.action("chat", &body.to_string(), key).await {
+            self.last_run = run_of(&answer).or(self.last_run.take());
+        }
+    }
+
+    /// Reads the snapshot (not faulted, so a few tries suffice): is there
+    /// an input `{"text": content}` of a run after `self.last_run`'s?
+    /// `None` when no snapshot could be read.
+    async fn tool_result_recorded(&self, content: &str) -> Option<bool> {
+        let url = format!("{}/sessions/{}", self.base, self.session);
+        for _ in 0..5 {
+            let Ok(r) = self.http.get(&url).send().await else {
+                continue;
+            };
+            if r.status() != 200 {
+                continue;
+            }
+            let Ok(v) = r.json::<serde_json::Value>().await else {
+                continue;
+            };
+            let inputs = v["inputs"].as_array()?;
+            let after = inputs
+                .iter()
+                .position(|i| i["runId"].as_str() == self.last_run.as_deref())
+                .map_or(0, |p| p + 1);
+            return Some(
+                inputs[after..]
+                    .iter()
+                    .any(|i| i["input"]["text"].as_str() == Some(content)),
+            );
+        }
+        None
+    }
+
+    /// A tool result (SPEC 9, `client.tool-result.*`): sent until answered;
+    /// after a failed answer the snapshot is read first, and the result is
+    /// re-sent only when it is not recorded there (the twin skips the read).
+    async fn tool_result(&mut self, content: &str, keyed: bool) {
+        let url = format!("{}/sessions/{}/chat", self.base, self.session);
+        let body = serde_json::json!({"messages": [{"role": "tool", "content": content}]});
+        let key = if keyed { Some(self.fresh_key()) } else { None };
+        for attempt in 1..=12u32 {
+            if attempt > 1 && self.mode != Mode::ResendToolWithoutReread {
+                match self.tool_result_recorded(content).await {
+                    Some(true) => {
+                        self.last_run = None;
+                        return;
+                    }
+                    Some(false) => {}
+                    None => break,
+                }
+            }
+            let mut req = self
+                .http
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(body.to_string());
+            if let Some(k) = &key {
+                req = req.header("x-helix-request-key", k);
+            }
+            let Ok(resp) = req.send().await else { continue };
+            let status = resp.status().as_u16();
+            let Ok(text) = resp.text().await else {
+                continue;
+            };
+            if matches!(status, 502..=504) {
+                continue;
+            }
+            if (200..300).contains(&status) {
+                self.last_run = run_of(&text);
+                return;
+            }
+            break;
+        }
+        self.failed_actions += 1;
     }
 
     async fn regenerate(&mut self) {
@@ -115,6 +271,7 @@ impl Client {
         };
         let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
         let run = v["runId"].as_str().unwrap().to_owned();
+        self.last_run = Some(run.clone());
         let url = format!(
             "{}/sessions/{}/runs/{run}?waitMs=2000",
             self.base, self.session
@@ -141,13 +298,23 @@ struct Outcome {
 }
 
 async fn converse(mode: Mode, seed: u64, session: &str) -> Outcome {
+    converse_with(mode, PLAN, seed, session, SCRIPT).await
+}
+
+async fn converse_with(
+    mode: Mode,
+    plan: &str,
+    seed: u64,
+    session: &str,
+    script: &[Step],
+) -> Outcome {
     let server = spawn_reference_agent(None, None, &TargetOptions::default())
         .await
         .unwrap();
     let upstream = format!("http://{}", server.addr);
     let config = Arc::new(ProxyConfig {
         upstream: upstream.clone(),
-        plan: FaultPlan::parse(PLAN).unwrap(),
+        plan: FaultPlan::parse(plan).unwrap(),
         seed,
         delay_ms: DELAY_MS,
         max_body_bytes: 1 << 20,
@@ -175,14 +342,15 @@ async fn converse(mode: Mode, seed: u64, session: &str) -> Outcome {
         sends: 0,
         last_send_key: None,
         failed_actions: 0,
+        last_run: None,
     };
-    client.send("hello").await;
-    client.send("what is a request key?").await;
-    client.regenerate().await;
-    client.send("thanks").await;
-    client.send("one more").await;
-    client.regenerate().await;
-    client.send("bye").await;
+    for step in script {
+        match *step {
+            Step::Send(text) => client.send(text).await,
+            Step::Regenerate => client.regenerate().await,
+            Step::Tool { content, keyed } => client.tool_result(content, keyed).await,
+        }
+    }
     assert!(
         recorder.settle(DELAY_MS + 5_000).await,
         "requests in flight"
@@ -283,6 +451,100 @@ async fn the_same_seed_replays_the_same_faults() {
     assert_eq!(failed_rules(&a.verdict), failed_rules(&b.verdict));
     let c = converse(Mode::NewKeyPerRetry, 100, "proxy-test-replay-c").await;
     assert_ne!(faults(&a.exchanges), faults(&c.exchanges));
+}
+
+/// The tool-result sends of a trace.
+fn tool_sends(exchanges: &[Exchange]) -> impl Iterator<Item = &Exchange> {
+    exchanges.iter().filter(|e| e.tool_result)
+}
+
+/// Issue 27: a correct client that sends tool results (keyed and keyless)
+/// is green through every fault on several seeds, and every fault hit a
+/// tool-result send on one of them. Before the fix the judge counted the
+/// justified re-send of a lost tool result against the client, and
+/// `duplicate` forwarded a keyed tool result twice (the server ignores
+/// that key, so it ran twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_correct_client_with_tool_results_is_green_under_every_fault_on_several_seeds() {
+    let mut runs = Vec::new();
+    for seed in 1..=8u64 {
+        runs.push(tokio::spawn(async move {
+            let session = format!("proxy-test-tools-{seed}");
+            (
+                seed,
+                converse_with(Mode::Correct, TOOL_PLAN, seed, &session, TOOL_SCRIPT).await,
+            )
+        }));
+    }
+    let mut hit: std::collections::BTreeSet<Fault> = std::collections::BTreeSet::new();
+    for run in runs {
+        let (seed, o) = run.await.unwrap();
+        let v = &o.verdict;
+        assert_eq!(v.exit_code(), 0, "seed {seed}: {v:#?}");
+        assert_eq!(v.stats.actions, TOOL_SCRIPT.len(), "seed {seed}: {v:#?}");
+        for e in tool_sends(&o.exchanges) {
+            hit.insert(e.fault);
+            if e.fault == Fault::Duplicate {
+                assert_eq!(
+                    e.forwarded, 1,
+                    "seed {seed}: a tool result duplicated: {e:?}"
+                );
+            }
+        }
+    }
+    for fault in Fault::ALL {
+        assert!(
+            hit.contains(&fault),
+            "no tool-result send got {fault}: {hit:?}"
+        );
+    }
+}
+
+/// Issue 27: the twin that re-sends a lost tool result without reading the
+/// snapshot makes a second run, and is failed by the clause that says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_result_resent_without_a_reread_is_caught_by_its_clause() {
+    let o = converse_with(
+        Mode::ResendToolWithoutReread,
+        "drop-after-commit=0.5",
+        SEED,
+        "proxy-test-tool-no-reread",
+        TOOL_SCRIPT,
+    )
+    .await;
+    assert!(
+        tool_sends(&o.exchanges).any(|e| e.fault == Fault::DropAfterCommit),
+        "the seed dropped no tool-result answer"
+    );
+    let failed = failed_rules(&o.verdict);
+    assert!(
+        failed.contains(&"client.tool-result.reread-before-resend"),
+        "{:#?}",
+        o.verdict
+    );
+    assert!(
+        failed.contains(&"client.e2e.one-run-per-action"),
+        "{failed:?}"
+    );
+    let rule = o.verdict.rule("client.tool-result.reread-before-resend");
+    let first = rule
+        .and_then(|r| r.violations.first())
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        first.contains("POST /sessions/proxy-test-tool-no-reread/chat"),
+        "{first}"
+    );
+    // The correct client on the same seed and plan: green.
+    let o = converse_with(
+        Mode::Correct,
+        "drop-after-commit=0.5",
+        SEED,
+        "proxy-test-tool-reread",
+        TOOL_SCRIPT,
+    )
+    .await;
+    assert_eq!(o.verdict.exit_code(), 0, "{:#?}", o.verdict);
 }
 
 #[test]

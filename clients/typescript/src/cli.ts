@@ -6,7 +6,8 @@
 //
 // `--base` defaults to $REQKEY_PROXY_URL, which `reqkey proxy -- CMD` sets.
 // Each conversation (session PREFIX-1, PREFIX-2, ...) sends messages,
-// re-sends each one after a failure, and regenerates answers. Exit 0 when
+// re-sends each one after a failure, regenerates answers, and answers tool
+// calls (`[suspend]` ends a run waiting for its tool result). Exit 0 when
 // every user action got its answer, 1 when one did not, 2 on bad arguments.
 
 import { randomUUID } from "node:crypto";
@@ -14,20 +15,26 @@ import { randomUUID } from "node:crypto";
 import { ActionFailed, ChatClient, MODES, type Mode, type Reply } from "./client.js";
 
 /** One conversation: what a user does, in order. */
-export const SCRIPT: ReadonlyArray<{ send: string } | { regenerate: true }> = [
+export const SCRIPT: ReadonlyArray<{ send: string } | { regenerate: true } | { tool: string }> = [
   { send: "hello" },
   { send: "what is a request key?" },
   { regenerate: true },
+  { send: "[suspend] look up the weather" },
+  { tool: "sunny, 21 C" },
   { send: "[sleep:100] think a little" },
+  { send: "[suspend] and tomorrow?" },
+  { tool: "rain, 14 C" },
   { send: "thanks" },
   { regenerate: true },
+  { send: "[suspend] convert to F" },
+  { tool: "57 F" },
   { send: "bye" },
 ];
 
 function usage(message: string): never {
   console.error(`reqkey-reference-client: ${message}`);
   console.error(
-    "usage: cli.js [--base URL] [--mode correct|new-key-per-retry|same-key-for-two-messages|no-key-on-retry]" +
+    "usage: cli.js [--base URL] [--mode correct|new-key-per-retry|same-key-for-two-messages|no-key-on-retry|resend-tool-without-reread]" +
       " [--session PREFIX] [--conversations N] [--timeout-ms MS] [--max-attempts N]",
   );
   process.exit(2);
@@ -98,9 +105,14 @@ async function main(): Promise<number> {
       log,
     });
     for (const step of SCRIPT) {
-      const what = "send" in step ? `send "${step.send}"` : "regenerate";
+      const what = "send" in step ? `send "${step.send}"` : "tool" in step ? `tool result "${step.tool}"` : "regenerate";
       try {
-        const reply: Reply = "send" in step ? await client.send(step.send) : await client.regenerate();
+        const reply: Reply =
+          "send" in step
+            ? await client.send(step.send)
+            : "tool" in step
+              ? await client.toolResult(step.tool)
+              : await client.regenerate();
         log(
           `${prefix}-${c}: ${what}: run ${reply.runId} ${reply.status}` +
             `${reply.attached ? " (attached)" : ""} after ${reply.attempts} attempt(s)`,

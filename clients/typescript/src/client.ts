@@ -3,12 +3,20 @@
 // regenerate), and the same key and the same body on every re-send of that
 // action after a failure (a network error, a timeout, a 502/503/504).
 //
+// A tool result (a chat send whose last message has role `tool`) is
+// keyless for the server (SPEC 7), so SPEC 9 asks for at least once with a
+// read before every re-send: after a failed answer the client reads the
+// session's snapshot and re-sends only when the result is not recorded
+// there (`toolResult`).
+//
 // `mode` builds the deliberately broken twins `reqkey proxy` must catch:
 //
-//   correct                    what the release notes spell out
-//   new-key-per-retry          mints a new key on every attempt
-//   same-key-for-two-messages  two consecutive messages share one key
-//   no-key-on-retry            the first attempt is keyed, re-sends are not
+//   correct                      what the release notes spell out
+//   new-key-per-retry            mints a new key on every attempt
+//   same-key-for-two-messages    two consecutive messages share one key
+//   no-key-on-retry              the first attempt is keyed, re-sends are not
+//   resend-tool-without-reread   re-sends a lost tool result without reading
+//                                the snapshot first
 
 import { randomUUID } from "node:crypto";
 
@@ -17,6 +25,7 @@ export const MODES = [
   "new-key-per-retry",
   "same-key-for-two-messages",
   "no-key-on-retry",
+  "resend-tool-without-reread",
 ] as const;
 export type Mode = (typeof MODES)[number];
 
@@ -129,10 +138,29 @@ function field(v: unknown, name: string): unknown {
   return typeof v === "object" && v !== null ? (v as Record<string, unknown>)[name] : undefined;
 }
 
+/** A chat stream's run, status and text; `Retryable` when it is not whole. */
+function readStream(sse: string): { runId: string; attached: boolean; text: string; status: string } {
+  const events = parseSse(sse);
+  const start = events.find((e) => e.event === "run-start");
+  const finish = events.find((e) => e.event === "finish");
+  const deltas = events
+    .filter((e) => e.event === "text")
+    .map((e) => field(e.data, "delta"))
+    .filter((d): d is string => typeof d === "string");
+  const runId = field(start?.data, "runId");
+  const status = field(finish?.data, "status");
+  if (typeof runId !== "string" || typeof status !== "string") {
+    throw new Retryable("the stream has no run-start or no finish");
+  }
+  return { runId, attached: field(start?.data, "attached") === true, text: deltas.join(""), status };
+}
+
 export class ChatClient {
   readonly history: Message[] = [];
   private sends = 0;
   private lastSendKey: string | undefined;
+  /** The last run an answer named: the run a tool result answers. */
+  private lastRunId: string | undefined;
 
   constructor(private readonly opts: ClientOptions) {}
 
@@ -215,23 +243,116 @@ export class ChatClient {
     const key = this.keyForSend();
     const messages: Message[] = [...this.history, { role: "user", content: text }];
     const body = JSON.stringify({ messages });
-    const { value, attempts } = await this.withRetries(`send "${text}"`, "/chat", body, key, (_res, sse) => {
-      const events = parseSse(sse);
-      const start = events.find((e) => e.event === "run-start");
-      const finish = events.find((e) => e.event === "finish");
-      const deltas = events
-        .filter((e) => e.event === "text")
-        .map((e) => field(e.data, "delta"))
-        .filter((d): d is string => typeof d === "string");
-      const runId = field(start?.data, "runId");
-      const status = field(finish?.data, "status");
-      if (typeof runId !== "string" || typeof status !== "string") {
-        throw new Retryable("the stream has no run-start or no finish");
-      }
-      return { runId, attached: field(start?.data, "attached") === true, text: deltas.join(""), status };
-    });
+    const { value, attempts } = await this.withRetries(`send "${text}"`, "/chat", body, key, (_res, sse) =>
+      readStream(sse),
+    );
     this.history.push({ role: "user", content: text }, { role: "assistant", content: value.text });
+    this.lastRunId = value.runId;
     return { ...value, attempts };
+  }
+
+  /**
+   * Sends a tool result (the answer to the tool call of the last run).
+   * Keyless: the server ignores a key on it (SPEC 7), so a re-send of one
+   * that was committed would run again. After a failed answer the client
+   * reads the snapshot first and re-sends only when the result is not
+   * recorded there (SPEC 9, `client.tool-result.reread-before-resend`); it
+   * re-sends until answered or recorded (`client.tool-result.at-least-once`).
+   */
+  async toolResult(content: string): Promise<Reply> {
+    const messages: Message[] = [...this.history, { role: "tool", content }];
+    const body = JSON.stringify({ messages });
+    const what = `tool result "${content}"`;
+    let lastError = "";
+    for (let attempt = 1; attempt <= this.opts.maxAttempts; attempt++) {
+      if (attempt > 1) {
+        await new Promise((r) => setTimeout(r, (attempt - 1) * this.opts.backoffMs));
+        if (this.opts.mode !== "resend-tool-without-reread") {
+          const recorded = await this.recordedRun(content);
+          if (recorded !== undefined) {
+            const value = await this.reconnect(recorded);
+            this.history.push({ role: "tool", content }, { role: "assistant", content: value.text });
+            this.lastRunId = recorded;
+            return { ...value, attempts: attempt - 1 };
+          }
+        }
+      }
+      try {
+        const res = await fetch(this.url("/chat"), {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body,
+          signal: AbortSignal.timeout(this.opts.timeoutMs),
+          redirect: "manual",
+        });
+        const text = await readBounded(res, this.opts.maxAnswerBytes);
+        if (RETRY_STATUSES.has(res.status)) {
+          throw new Retryable(`answered ${res.status}`);
+        }
+        if (res.status < 200 || res.status >= 300) {
+          throw new ActionFailed(`${what}: refused ${res.status}: ${text.slice(0, 200)}`, res.status);
+        }
+        const value = readStream(text);
+        this.history.push({ role: "tool", content }, { role: "assistant", content: value.text });
+        this.lastRunId = value.runId;
+        return { ...value, attempts: attempt };
+      } catch (e) {
+        if (e instanceof ActionFailed) {
+          throw e;
+        }
+        lastError = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+        this.opts.log(`${this.opts.sessionId}: ${what}: attempt ${attempt} failed (${lastError})`);
+      }
+    }
+    throw new ActionFailed(`${what}: no answer after ${this.opts.maxAttempts} attempts (${lastError})`, undefined);
+  }
+
+  /**
+   * Reads the snapshot: the run whose input is `{"text": content}` after
+   * the input of the last run this client saw, or `undefined` when there is
+   * none. A snapshot that cannot be read is an `ActionFailed`: without it
+   * the client cannot tell whether a re-send would run twice.
+   */
+  private async recordedRun(content: string): Promise<string | undefined> {
+    let lastError = "";
+    for (let attempt = 1; attempt <= this.opts.maxAttempts; attempt++) {
+      try {
+        const res = await fetch(this.url(""), { signal: AbortSignal.timeout(this.opts.timeoutMs), redirect: "manual" });
+        const text = await readBounded(res, this.opts.maxAnswerBytes);
+        if (res.status !== 200) {
+          throw new Retryable(`the snapshot answered ${res.status}`);
+        }
+        const inputs = field(JSON.parse(text) as unknown, "inputs");
+        if (!Array.isArray(inputs)) {
+          throw new Retryable("the snapshot has no inputs");
+        }
+        const seen = inputs.findIndex((i) => field(i, "runId") === this.lastRunId);
+        const later = inputs.slice(seen + 1).find((i) => field(field(i, "input"), "text") === content);
+        const runId = field(later, "runId");
+        return typeof runId === "string" ? runId : undefined;
+      } catch (e) {
+        lastError = e instanceof Error ? e.message : String(e);
+      }
+    }
+    throw new ActionFailed(`the snapshot could not be read (${lastError})`, undefined);
+  }
+
+  /** The answer of a recorded run, through a chat reconnect (not an entry: it starts nothing). */
+  private async reconnect(runId: string): Promise<{ runId: string; attached: boolean; text: string; status: string }> {
+    for (let attempt = 1; attempt <= this.opts.maxAttempts; attempt++) {
+      try {
+        const res = await fetch(this.url("/chat"), { signal: AbortSignal.timeout(this.opts.timeoutMs), redirect: "manual" });
+        const value = readStream(await readBounded(res, this.opts.maxAnswerBytes));
+        if (res.status === 200 && value.runId === runId) {
+          return value;
+        }
+        // Another run is current: the result is recorded, its text is not ours to show.
+        return { runId, attached: true, text: "", status: "recorded" };
+      } catch (e) {
+        this.opts.log(`${this.opts.sessionId}: reconnect: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+    return { runId, attached: true, text: "", status: "recorded" };
   }
 
   /** Regenerates the last answer (`POST /retry`): a new action with a fresh key. */
@@ -245,6 +366,7 @@ export class ChatClient {
       }
       return { runId, attached: field(parsed, "status") === "attached" };
     });
+    this.lastRunId = value.runId;
     const status = await this.waitRun(value.runId);
     return { runId: value.runId, attached: value.attached, text: "", status, attempts };
   }

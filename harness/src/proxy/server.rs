@@ -31,7 +31,8 @@ use tokio::sync::Notify;
 
 use reqkey_check::plan::{Fault, FaultPlan};
 use reqkey_check::trace::{
-    body_digest, is_tool_result, route_of, Exchange, KeySent, SessionSnapshot,
+    body_digest, is_snapshot_path, is_tool_result, route_of, run_id_of_answer, snapshot_input_runs,
+    Exchange, KeySent, SessionSnapshot,
 };
 
 /// The key header (SPEC 1).
@@ -359,6 +360,8 @@ async fn process(
         upstream_statuses: Vec::new(),
         upstream_error: None,
         client_status: None,
+        run_ids: Vec::new(),
+        snapshot_inputs: None,
     };
     let result = respond(
         &mut ex,
@@ -409,7 +412,7 @@ async fn respond(
     ex.forwarded = 1;
     let first = match first {
         Ok(up) => {
-            ex.upstream_statuses.push(up.status);
+            note_answer(ex, &up);
             up
         }
         Err(e) => {
@@ -427,12 +430,14 @@ async fn respond(
             tokio::time::sleep(Duration::from_millis(config.delay_ms)).await;
             return Err(Closed(Fault::Delay));
         }
-        // A keyless request forwarded twice would run twice by design (SPEC
-        // 5): that says nothing of the client, so it is forwarded once.
-        Fault::Duplicate if !ex.key.is_absent() => {
+        // Forwarded twice only where the server honours the key (SPEC 9,
+        // `[[client.proxy.faults]]`): a keyless request, or a tool-result
+        // chat send whose key the server ignores (SPEC 7), would run twice
+        // by design, which says nothing of the client.
+        Fault::Duplicate if server_dedupes(ex) => {
             ex.forwarded = 2;
             match forward(client, config, method, path, headers, body).await {
-                Ok(up) => ex.upstream_statuses.push(up.status),
+                Ok(up) => note_answer(ex, &up),
                 Err(e) => ex.upstream_error = Some(format!("the duplicate: {e}")),
             }
         }
@@ -444,6 +449,28 @@ async fn respond(
         r.headers_mut().insert(hyper::header::CONTENT_TYPE, ct);
     }
     Ok(r)
+}
+
+/// The `duplicate` fault applies: a well-formed key on an entry the
+/// server deduplicates (not a tool-result chat send, whose key it ignores).
+fn server_dedupes(ex: &Exchange) -> bool {
+    matches!(ex.key, KeySent::Valid { .. }) && ex.entry.is_some() && !ex.tool_result
+}
+
+/// Records one upstream answer: its status, the run a `2xx` entry answer
+/// names, and what a `200` snapshot read showed.
+fn note_answer(ex: &mut Exchange, up: &Upstream) {
+    ex.upstream_statuses.push(up.status);
+    if !(200..300).contains(&up.status) {
+        return;
+    }
+    if ex.entry.is_some() {
+        if let Some(run) = run_id_of_answer(&up.body) {
+            ex.run_ids.push(run);
+        }
+    } else if is_snapshot_path(&ex.method, &ex.path) {
+        ex.snapshot_inputs = snapshot_input_runs(&up.body);
+    }
 }
 
 /// Reads `GET /sessions/{id}` of every session in `sessions` straight from
