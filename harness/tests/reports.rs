@@ -39,6 +39,7 @@ fn every_reference_backend_has_a_committed_certificate() {
         "reference-agent",
         "reference-agent-no-request-keys",
         "reference-agent-interrupt-previous",
+        "reference-agent-crash",
     ] {
         assert!(names.contains(&backend.to_owned()), "{backend}: {names:?}");
     }
