@@ -1,0 +1,131 @@
+//! Histories in and out: `reqkey check history FILE` judges a history from
+//! a file (reqkey's JSON form or Jepsen's events), and `--export-histories
+//! DIR` on `run` writes the histories a run judged, which the command then
+//! judges the same way the run did.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{reqkey, text};
+use std::path::{Path, PathBuf};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("reqkey-histories-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn commit(run: &str) -> String {
+    format!(
+        r#""op":"commitRunStart","args":{{"startRun":{{"sessionId":"s","runId":"{run}","input":{{"text":"a"}},"requestKey":"k","requestDigest":"d"}}}}"#
+    )
+}
+
+fn started(run: &str) -> String {
+    format!(
+        r#"{{"ok":{{"outcome":"started","run":{{"sessionId":"s","runId":"{run}","status":"running","startSequence":1,"requestKey":"k","requestDigest":"d"}}}}}}"#
+    )
+}
+
+/// Two commits of one key racing: the second answer given.
+fn race(second: &str) -> String {
+    format!(
+        "[\n{{\"process\":\"a\",\"call_ns\":0,\"return_ns\":10,{},\"answer\":{}}},\n{{\"process\":\"b\",\"call_ns\":5,\"return_ns\":20,{},\"answer\":{second}}}\n]\n",
+        commit("r1"),
+        started("r1"),
+        commit("r2"),
+    )
+}
+
+fn check(file: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec!["check", "history", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = reqkey(&args);
+    (o.status.code(), text(&o))
+}
+
+#[test]
+fn check_history_exits_0_1_and_2() {
+    let dir = scratch("verdicts");
+    let good = dir.join("good.json");
+    let taken = r#"{"error":{"kind":"run_start_rejected","cause":"request_key_taken","message":"m","details":{"existingRunId":"r1"}}}"#;
+    std::fs::write(&good, race(taken)).unwrap();
+    let (code, out) = check(&good, &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("linearizable (2 operations, 1 sessions"),
+        "{out}"
+    );
+
+    // Two winners of one key: not linearizable, the subset and clause named.
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, race(&started("r2"))).unwrap();
+    let (code, out) = check(&bad, &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("NOT linearizable"), "{out}");
+    assert!(out.contains("[[store.commit.atomic]]"), "{out}");
+    assert!(out.contains("operations #0, #1 of the file"), "{out}");
+    assert!(out.contains("smallest non-linearizable subset"), "{out}");
+
+    // The same histories in Jepsen's form, converted by the command: the
+    // same verdicts, told apart by the first byte or by --format.
+    for (file, want) in [(&good, 0), (&bad, 1)] {
+        let o = reqkey(&[
+            "check",
+            "history",
+            file.to_str().unwrap(),
+            "--convert-to",
+            "jepsen",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let events = String::from_utf8(o.stdout).unwrap();
+        assert_eq!(events.lines().count(), 4, "{events}");
+        assert!(events.starts_with(r#"{"process":"a","type":"invoke","f":"commitRunStart""#));
+        let jepsen = file.with_extension("jsonl");
+        std::fs::write(&jepsen, &events).unwrap();
+        assert_eq!(check(&jepsen, &[]).0, Some(want));
+        assert_eq!(check(&jepsen, &["--format", "jepsen"]).0, Some(want));
+        // Read as the other form, it is bad input, not a verdict.
+        assert_eq!(check(&jepsen, &["--format", "json"]).0, Some(2));
+    }
+}
+
+#[test]
+fn bad_input_is_exit_2_at_file_line_col() {
+    let dir = scratch("bad-input");
+    let cases: &[(&str, &str, &str)] = &[
+        ("syntax.json", "[\n{\"process\":\"a\",,}\n]", ":2:16: key must be a string"),
+        (
+            "field.json",
+            "[\n  {\"process\":\"a\",\"call_ns\":1,\"op\":\"getRun\",\"anwser\":null}\n]",
+            ":2:",
+        ),
+        (
+            "order.json",
+            "[\n  {\"process\":\"a\",\"call_ns\":9,\"return_ns\":1,\"op\":\"getRun\",\"answer\":null}\n]",
+            ":2:3: operation 0: return_ns 1 is before call_ns 9",
+        ),
+        (
+            "pairs.jsonl",
+            "{\"process\":0,\"type\":\"invoke\",\"f\":\"getRun\"}\n{\"process\":1,\"type\":\"ok\",\"f\":\"getRun\"}\n",
+            ":2:1: process 1 completes an operation it never invoked",
+        ),
+        ("empty.json", "[]", ":1:1: the history has no operations"),
+        ("edn.edn", "{:process 0, :type :invoke}", ":1:1: this is EDN"),
+    ];
+    for (name, body, says) in cases {
+        let file = dir.join(name);
+        std::fs::write(&file, body).unwrap();
+        let (code, out) = check(&file, &[]);
+        assert_eq!(code, Some(2), "{name}: {out}");
+        assert!(
+            out.contains(&format!("{}{says}", file.display())),
+            "{name}: {out}"
+        );
+        assert!(!out.contains("panicked"), "{name}: {out}");
+    }
+    let (code, out) = check(&dir.join("missing.json"), &[]);
+    assert_eq!(code, Some(2), "{out}");
+}
