@@ -129,3 +129,100 @@ fn bad_input_is_exit_2_at_file_line_col() {
     let (code, out) = check(&dir.join("missing.json"), &[]);
     assert_eq!(code, Some(2), "{out}");
 }
+
+/// Runs the race scenarios on `target` with `--export-histories`; the
+/// run's exit code, its results and the directory.
+fn run_exporting(target: &str, name: &str) -> (Option<i32>, serde_json::Value, PathBuf) {
+    let dir = scratch(name);
+    let histories = dir.join("histories");
+    let results = dir.join("results.json");
+    let o = reqkey(&[
+        "run",
+        "--target",
+        target,
+        "--tag",
+        "race",
+        "--seed",
+        "7",
+        "--json",
+        results.to_str().unwrap(),
+        "--export-histories",
+        histories.to_str().unwrap(),
+    ]);
+    assert!(text(&o).contains("histories to"), "{}", text(&o));
+    let results = serde_json::from_str(&std::fs::read_to_string(results).unwrap()).unwrap();
+    (o.status.code(), results, histories)
+}
+
+/// Every exported file with `reqkey check history`'s exit code.
+fn judge_all(dir: &Path) -> Vec<(String, Option<i32>)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let (code, out) = check(f, &[]);
+            assert!(matches!(code, Some(0 | 1)), "{}: {out}", f.display());
+            (f.file_name().unwrap().to_string_lossy().into_owned(), code)
+        })
+        .collect()
+}
+
+#[test]
+fn histories_exported_by_a_passing_run_are_linearizable() {
+    let (code, results, dir) = run_exporting("memory", "memory");
+    assert_eq!(code, Some(0), "{results}");
+    let judged = judge_all(&dir);
+    // Every race scenario and the mixed stage left its trials' histories.
+    for s in results["scenarios"].as_array().unwrap() {
+        let id = s["id"].as_str().unwrap();
+        let n = judged
+            .iter()
+            .filter(|(f, _)| f.starts_with(&format!("{id}.trial-")))
+            .count();
+        let trials = s["trials_run"].as_u64().unwrap() as usize;
+        assert_eq!(n, trials.min(19), "{id}: {n} files of {trials} trials");
+    }
+    assert!(judged
+        .iter()
+        .any(|(f, _)| f == "store.mixed-histories.trial-0.json"));
+    for (file, code) in &judged {
+        assert_eq!(*code, Some(0), "{file}");
+    }
+}
+
+#[test]
+fn histories_exported_by_a_failing_run_get_the_runs_verdict() {
+    let (code, results, dir) = run_exporting("broken-memory:holder-read-outside-commit", "racy");
+    assert_eq!(code, Some(1), "{results}");
+    let judged = judge_all(&dir);
+    let mut failing = 0;
+    for s in results["scenarios"].as_array().unwrap() {
+        let id = s["id"].as_str().unwrap();
+        let lin_failure = s["verdict"] == "fail"
+            && (s["failure"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("not linearizable")));
+        for (file, code) in judged
+            .iter()
+            .filter(|(f, _)| f.starts_with(&format!("{id}.trial-")))
+        {
+            let failing_trial = s["failure"]["trial"]
+                .as_u64()
+                .is_some_and(|t| file == &format!("{id}.trial-{t}.json"));
+            if lin_failure && failing_trial {
+                failing += 1;
+                assert_eq!(*code, Some(1), "{file}: the run judged it not linearizable");
+            } else if s["verdict"] == "pass" || !failing_trial {
+                assert_eq!(*code, Some(0), "{file}: the run judged it linearizable");
+            }
+        }
+    }
+    assert!(
+        failing >= 1,
+        "no history the run judged not linearizable: {judged:?}"
+    );
+}

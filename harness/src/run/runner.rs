@@ -33,6 +33,7 @@ use crate::run::event::{
     Event, Failure, Indefinite, Reporter, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
     MAX_TIMELINE_TRIALS,
 };
+use crate::run::export::{HistorySink, TrialHistory};
 use crate::run::record::Clock;
 use crate::run::request::Request;
 use crate::targets::{HttpRequest, Level, Target, TargetError};
@@ -68,6 +69,9 @@ pub struct RunConfig {
     /// How many scenarios run at once (see [`run_concurrently`]); 1 runs
     /// them one after the other. A fail-fast run is always sequential.
     pub concurrency: usize,
+    /// Where the histories of race, `linearizable` and `mixed_histories`
+    /// trials go (`--export-histories`); `None`: nowhere.
+    pub export_histories: Option<Arc<HistorySink>>,
 }
 
 impl RunConfig {
@@ -89,6 +93,7 @@ impl RunConfig {
             expected_failures: BTreeSet::new(),
             keep_sessions: false,
             concurrency: DEFAULT_CONCURRENCY,
+            export_histories: None,
         }
     }
 }
@@ -556,6 +561,7 @@ async fn run_scenario(
     // in-process store that answers without yielding runs its batches one
     // after another, and its programs are still checked).
     let races = has_race_group(scenario);
+    let exported = races || judges_histories(scenario);
     let most = trials
         .saturating_mul(EXTRA_TRIALS_FACTOR + 1)
         .min(reqkey_scenario::MAX_REPEAT.max(trials));
@@ -638,6 +644,18 @@ async fn run_scenario(
                 .retain(|t| t.trial != trial_index || !t.failed);
             continue;
         }
+        // The trial's history, as judged, for --export-histories (not a
+        // trial the harness could not judge).
+        if let Some(sink) = cfg.export_histories.as_ref().filter(|_| exported) {
+            if !matches!(outcome, Err(Stop::Harness(..))) && !trial.history.is_empty() {
+                sink.offer(TrialHistory {
+                    scenario: scenario.id.clone(),
+                    trial: trial_index,
+                    failed: outcome.is_err(),
+                    operations: std::mem::take(&mut trial.history),
+                });
+            }
+        }
         if let Err(stop) = outcome {
             let (verdict, mut failure, reason) = match stop {
                 Stop::Fail(f) => (Verdict::Fail, *f, None),
@@ -691,6 +709,16 @@ fn has_race_group(scenario: &Scenario) -> bool {
                 .sum::<usize>()
                 >= 2
         }
+        _ => false,
+    })
+}
+
+/// Does the scenario check a history for linearizability (a group marked
+/// `linearizable: true`, a `mixed_histories` step)?
+fn judges_histories(scenario: &Scenario) -> bool {
+    scenario.steps.iter().any(|step| match &step.action {
+        Action::Parallel(_) => step.linearizable,
+        Action::MixedHistories { .. } => true,
         _ => false,
     })
 }
@@ -808,7 +836,7 @@ impl Trial<'_> {
         programs: u32,
         in_flight: u32,
     ) -> Result<(), Stop> {
-        use crate::run::mixed::{run_mixed, MixedOptions, MixedOutcome};
+        use crate::run::mixed::{run_mixed_recorded, MixedOptions, MixedOutcome};
         if self.target.level() != Level::Store {
             return Err(fail(
                 path,
@@ -827,8 +855,17 @@ impl Trial<'_> {
                 .to_owned(),
             lin_budget_steps: self.cfg.lin_budget_steps,
             call_timeout_ms: self.cfg.call_timeout_ms,
+            clock: self.clock,
         };
-        let outcome = run_mixed(self.target, &opts).await;
+        let (outcome, history) = run_mixed_recorded(self.target, &opts).await;
+        // The programs' histories join the trial's, for --export-histories
+        // (on sessions of their own, they change no other check's verdict).
+        // Whole or not at all: a cut history could be judged otherwise.
+        if self.cfg.export_histories.is_some()
+            && self.history.len() + history.len() <= MAX_HISTORY_OPS
+        {
+            self.history.extend(history);
+        }
         let stats = match &outcome {
             MixedOutcome::Passed(stats) | MixedOutcome::Failed { stats, .. } => *stats,
             MixedOutcome::Error(reason) => {
