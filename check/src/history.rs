@@ -279,9 +279,15 @@ fn parse_json(text: &str) -> Result<Vec<Operation>, HistoryError> {
     for (k, raw) in raws.iter().enumerate() {
         let piece = raw.get();
         // `piece` is a slice of `text` (a borrowed raw value).
-        let offset = (piece.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
-        let (line, column) = line_col(text, offset);
+        // Placed only on a mistake (a scan of the text before it).
+        let at = || {
+            line_col(
+                text,
+                (piece.as_ptr() as usize).saturating_sub(text.as_ptr() as usize),
+            )
+        };
         let entry: RawEntry = serde_json::from_str(piece).map_err(|e| {
+            let (line, column) = at();
             let mut placed = HistoryError::of_json(&e, line - 1);
             if e.line() <= 1 {
                 placed.column += column - 1;
@@ -289,9 +295,10 @@ fn parse_json(text: &str) -> Result<Vec<Operation>, HistoryError> {
             placed.message = format!("operation {k}: {}", placed.message);
             placed
         })?;
-        let op = entry
-            .into_operation()
-            .map_err(|m| HistoryError::at(line, column, format!("operation {k}: {m}")))?;
+        let op = entry.into_operation().map_err(|m| {
+            let (line, column) = at();
+            HistoryError::at(line, column, format!("operation {k}: {m}"))
+        })?;
         history.push(op);
     }
     Ok(history)

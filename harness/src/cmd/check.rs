@@ -95,7 +95,7 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
         Err(e) => return harness_error(format!("{shown}:{e}")),
     };
     if let Some(format) = args.convert_to {
-        print!("{}", history::write_history(&history, format));
+        emit(&history::write_history(&history, format));
         return ExitCode::SUCCESS;
     }
     let report = lin::check_with(
@@ -108,38 +108,43 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
     );
     match report.verdict {
         Verdict::Linearizable => {
-            println!(
-                "reqkey: {}: linearizable ({} operations, {} sessions, {} search steps)",
+            emit(&format!(
+                "reqkey: {}: linearizable ({} operations, {} sessions, {} search steps)\n",
                 inert::terminal(&shown),
                 history.len(),
                 report.partitions,
                 report.steps
-            );
+            ));
             ExitCode::SUCCESS
         }
         Verdict::NotLinearizable(c) => {
-            println!(
-                "reqkey: {}: NOT linearizable ({} operations): {}",
+            emit(&format!(
+                "reqkey: {}: NOT linearizable ({} operations): {}\n  breaks {}\n  the smallest failing subset: operations {} of the file (0-based)\n{}",
                 inert::terminal(&shown),
                 history.len(),
-                inert::terminal(&c.reason)
-            );
-            println!("  breaks {}", clauses_broken(&history, &c.minimal));
-            println!(
-                "  the smallest failing subset: operations {} of the file (0-based)",
+                inert::terminal(&c.reason),
+                clauses_broken(&history, &c.minimal),
                 c.minimal
                     .iter()
                     .map(|i| format!("#{i}"))
                     .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            print!("{}", inert::lines_kept(&c.to_string()));
+                    .join(", "),
+                inert::lines_kept(&c.to_string())
+            ));
             ExitCode::from(1)
         }
         Verdict::Unknown { reason } => harness_error(format!(
             "{shown}: no verdict: {reason} (raise --budget-steps)"
         )),
     }
+}
+
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an
+/// error of the verdict, and never a panic.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 /// The clauses of spec/SPEC.md a non-linearizable subset breaks: SPEC 4's
