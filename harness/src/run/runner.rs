@@ -30,8 +30,8 @@ use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
 use crate::run::event::{
-    Event, Failure, Indefinite, Reporter, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
-    MAX_TIMELINE_TRIALS,
+    Event, FailingSubset, Failure, HistoryView, Indefinite, Reporter, RunSummary, ScenarioResult,
+    Span, TrialTimeline, Verdict, MAX_TIMELINE_TRIALS,
 };
 use crate::run::export::{HistorySink, TrialHistory};
 use crate::run::record::Clock;
@@ -167,6 +167,14 @@ struct Trial<'a> {
     /// How far past the barrier this trial's groups start (see
     /// [`GROUP_START_SPIN_US`]).
     group_lead_us: u64,
+    /// Indices into `history` of the operations sequential steps sent
+    /// (the runner's own flow: one lane of the viewer).
+    sequential: BTreeSet<usize>,
+    /// The failing subset of a `linearizable` group's check, into `history`.
+    judged: Option<FailingSubset>,
+    /// What a `mixed_histories` step shows the viewer: one program's
+    /// operations (the failing one, or the first), and its failing subset.
+    mixed_view: Option<(Vec<lin::Operation>, Option<FailingSubset>, BTreeSet<usize>)>,
 }
 
 /// How many times its trial count a race scenario may run more trials
@@ -439,6 +447,7 @@ fn collect(
                     max_send_spread_us: None,
                     duration_ms: 0,
                     timelines: Vec::new(),
+                    history_view: None,
                     reason: Some("harness"),
                     note: None,
                     failure: Some(Failure {
@@ -528,6 +537,7 @@ async fn run_scenario(
         duration_ms: 0,
         failure: None,
         timelines: Vec::new(),
+        history_view: None,
         reason: None,
         note: None,
     };
@@ -597,6 +607,9 @@ async fn run_scenario(
             max_send_spread_us: None,
             max_late_us: 0,
             group_lead_us: lead_us,
+            judged: None,
+            mixed_view: None,
+            sequential: BTreeSet::new(),
         };
         let outcome = trial.run_steps(&scenario.steps).await;
         // A group that did not overlap because its items left late: give
@@ -643,6 +656,29 @@ async fn run_scenario(
                 .timelines
                 .retain(|t| t.trial != trial_index || !t.failed);
             continue;
+        }
+        // The history viewer of the HTML page: the failing trial's, or
+        // the first trial's (not a trial the harness could not judge).
+        if exported
+            && !matches!(outcome, Err(Stop::Harness(..)))
+            && (outcome.is_err() || result.history_view.is_none())
+        {
+            let failed = outcome.is_err();
+            let view = match trial.mixed_view.take() {
+                Some((ops, judged, sequential)) => {
+                    HistoryView::of(trial_index, failed, &ops, judged.as_ref(), &sequential)
+                }
+                None => HistoryView::of(
+                    trial_index,
+                    failed,
+                    &trial.history,
+                    trial.judged.as_ref(),
+                    &trial.sequential,
+                ),
+            };
+            if !view.ops.is_empty() {
+                result.history_view = Some(view);
+            }
         }
         // The trial's history, as judged, for --export-histories (not a
         // trial the harness could not judge).
@@ -711,6 +747,45 @@ fn has_race_group(scenario: &Scenario) -> bool {
         }
         _ => false,
     })
+}
+
+/// What the viewer shows of a `mixed_histories` stage: the failing
+/// program's operations (checked again, alone, for its failing subset),
+/// or the first program's.
+fn mixed_view(
+    outcome: &crate::run::mixed::MixedOutcome,
+    history: &[lin::Operation],
+) -> (Vec<lin::Operation>, Option<FailingSubset>, BTreeSet<usize>) {
+    let program = match outcome {
+        crate::run::mixed::MixedOutcome::Failed { program, .. } => *program,
+        _ => 0,
+    };
+    let prefix = format!("p{program}.");
+    let ops: Vec<lin::Operation> = history
+        .iter()
+        .filter(|o| o.client.starts_with(&prefix))
+        .cloned()
+        .collect();
+    // A program's single steps (`p<n>.step<k>`) are its own sequential
+    // flow; a batch's operations (`p<n>.step<k>.<j>`) each a client.
+    let sequential: BTreeSet<usize> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| !o.client[prefix.len()..].contains('.'))
+        .map(|(i, _)| i)
+        .collect();
+    if !matches!(outcome, crate::run::mixed::MixedOutcome::Failed { .. }) {
+        return (ops, None, sequential);
+    }
+    let judged = match lin::check(&ops).verdict {
+        lin::Verdict::NotLinearizable(c) => Some(FailingSubset {
+            partition: c.partition,
+            minimal: c.minimal,
+            session: c.session,
+        }),
+        _ => None,
+    };
+    (ops, judged, sequential)
 }
 
 /// Does the scenario check a history for linearizability (a group marked
@@ -818,6 +893,9 @@ impl Trial<'_> {
                     };
                     let return_ns = self.clock.now_ns();
                     let client = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
+                    if self.history.len() < MAX_HISTORY_OPS {
+                        self.sequential.insert(self.history.len());
+                    }
                     self.record(client, request.shown(), invoke_ns, return_ns, &answer);
                     self.check_answer(&path, step, &request, answer)?;
                 }
@@ -858,6 +936,7 @@ impl Trial<'_> {
             clock: self.clock,
         };
         let (outcome, history) = run_mixed_recorded(self.target, &opts).await;
+        self.mixed_view = Some(mixed_view(&outcome, &history));
         // The programs' histories join the trial's, for --export-histories
         // (on sessions of their own, they change no other check's verdict).
         // Whole or not at all: a cut history could be judged otherwise.
@@ -1435,7 +1514,7 @@ impl Trial<'_> {
     }
 
     /// Checks the trial's history so far against the sequential spec.
-    fn check_linearizable(&self, path: &str) -> Result<(), Stop> {
+    fn check_linearizable(&mut self, path: &str) -> Result<(), Stop> {
         let opts = CheckOptions {
             budget_steps: self.cfg.lin_budget_steps,
             minimize: true,
@@ -1452,14 +1531,21 @@ impl Trial<'_> {
         };
         match report.verdict {
             lin::Verdict::Linearizable => Ok(()),
-            lin::Verdict::NotLinearizable(c) => Err(Stop::fail(failure(
-                format!(
-                    "the history ({} operations) is not linearizable: {}",
-                    self.history.len(),
-                    c.reason
-                ),
-                Some(c.to_string()),
-            ))),
+            lin::Verdict::NotLinearizable(c) => {
+                self.judged = Some(FailingSubset {
+                    partition: c.partition.clone(),
+                    minimal: c.minimal.clone(),
+                    session: c.session.clone(),
+                });
+                Err(Stop::fail(failure(
+                    format!(
+                        "the history ({} operations) is not linearizable: {}",
+                        self.history.len(),
+                        c.reason
+                    ),
+                    Some(c.to_string()),
+                )))
+            }
             lin::Verdict::Unknown { reason } => Err(Stop::harness(failure(
                 format!("linearizability could not be decided: {reason}"),
                 None,
