@@ -226,3 +226,49 @@ fn histories_exported_by_a_failing_run_get_the_runs_verdict() {
         "no history the run judged not linearizable: {judged:?}"
     );
 }
+
+#[test]
+fn certify_exports_store_histories_and_no_agent_exchanges() {
+    let dir = scratch("certify");
+    let histories = dir.join("h");
+    let o = reqkey(&[
+        "certify",
+        "--target",
+        "memory",
+        "--seed",
+        "3",
+        "--out",
+        dir.join("cert").to_str().unwrap(),
+        "--export-histories",
+        histories.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let judged = judge_all(&histories);
+    assert!(
+        judged
+            .iter()
+            .any(|(f, _)| f == "store.mixed-histories.trial-0.json"),
+        "{judged:?}"
+    );
+    assert!(judged.len() >= 10, "{judged:?}");
+    assert!(
+        judged.iter().all(|(_, code)| *code == Some(0)),
+        "{judged:?}"
+    );
+    // An agent's race is HTTP, not store operations: nothing to export.
+    let agent = dir.join("agent");
+    let o = reqkey(&[
+        "run",
+        "--target",
+        "reference-agent",
+        "--tag",
+        "race",
+        "--seed",
+        "3",
+        "--export-histories",
+        agent.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("wrote 0 histories"), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&agent).unwrap().count(), 0);
+}

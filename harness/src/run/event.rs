@@ -109,6 +109,50 @@ pub const MAX_TIMELINE_TRIALS: usize = 100;
 /// viewer (the smallest failing subset always among them).
 pub const MAX_VIEW_OPS: usize = 60;
 
+/// A request, briefly: a store op as the checker summarizes it, an HTTP
+/// exchange as `METHOD path`.
+fn label_request(request: &serde_json::Value) -> String {
+    match request.get("http") {
+        Some(h) => format!(
+            "{} {}",
+            h.get("method")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("GET"),
+            h.get("path")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?")
+        ),
+        None => reqkey_check::lin::summarize_request(request),
+    }
+}
+
+/// An answer, briefly: a store answer as the checker summarizes it, an
+/// HTTP answer as its status and what its JSON body says of the run
+/// (`201 started r1`, `409 request_key_in_use`).
+fn label_answer(answer: &serde_json::Value) -> String {
+    let Some(status) = answer.get("status").filter(|_| answer.get("ok").is_none()) else {
+        return reqkey_check::lin::summarize_answer(answer);
+    };
+    let mut out = status.to_string();
+    let json = answer.get("json");
+    let text =
+        |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_str).map(str::to_owned);
+    let said = [
+        text(json.and_then(|j| j.get("status"))),
+        text(json.and_then(|j| j.get("runId"))),
+        text(
+            json.and_then(|j| j.get("error"))
+                .and_then(|e| e.get("code")),
+        )
+        .or_else(|| text(json.and_then(|j| j.get("error")))),
+    ];
+    for word in said.into_iter().flatten() {
+        out.push(' ');
+        out.push_str(&word);
+    }
+    out
+}
+
 /// The viewer's lane of a scenario's sequential steps.
 pub const SEQUENTIAL_LANE: &str = "(sequential steps)";
 
@@ -167,6 +211,13 @@ pub struct HistoryView {
 /// The session an operation's request names (`args.sessionId`, or
 /// `args.startRun.sessionId` for a commit).
 fn session_of(request: &serde_json::Value) -> Option<&str> {
+    if let Some(path) = request
+        .get("http")
+        .and_then(|h| h.get("path"))
+        .and_then(serde_json::Value::as_str)
+    {
+        return path.split("/sessions/").nth(1)?.split('/').next();
+    }
     let args = request.get("args")?;
     args.get("sessionId")
         .or_else(|| args.get("startRun").and_then(|s| s.get("sessionId")))
@@ -187,7 +238,6 @@ impl HistoryView {
         failing: Option<&FailingSubset>,
         sequential: &std::collections::BTreeSet<usize>,
     ) -> HistoryView {
-        use reqkey_check::lin::{summarize_answer, summarize_request};
         let candidates: Vec<usize> = match failing {
             Some(f) if !f.partition.is_empty() => f.partition.clone(),
             _ => (0..history.len()).collect(),
@@ -235,10 +285,10 @@ impl HistoryView {
                 let (client, request) = if sequential.contains(&i) {
                     (
                         SEQUENTIAL_LANE.to_owned(),
-                        format!("{}: {}", o.client, summarize_request(&o.request)),
+                        format!("{}: {}", o.client, label_request(&o.request)),
                     )
                 } else {
-                    (o.client.clone(), summarize_request(&o.request))
+                    (o.client.clone(), label_request(&o.request))
                 };
                 ViewOp {
                     client: short(client),
@@ -248,7 +298,7 @@ impl HistoryView {
                     answer: short(
                         o.answer
                             .as_ref()
-                            .map_or_else(|| "(no answer)".to_owned(), summarize_answer),
+                            .map_or_else(|| "(no answer)".to_owned(), label_answer),
                     ),
                     failing: minimal.contains(&i),
                 }

@@ -682,7 +682,14 @@ async fn run_scenario(
         }
         // The trial's history, as judged, for --export-histories (not a
         // trial the harness could not judge).
-        if let Some(sink) = cfg.export_histories.as_ref().filter(|_| exported) {
+        // (Store histories only: an agent's HTTP exchanges are not store
+        // operations a store history's checker could judge.)
+        let store_level = scenario.level == Level::Store;
+        if let Some(sink) = cfg
+            .export_histories
+            .as_ref()
+            .filter(|_| exported && store_level)
+        {
             if !matches!(outcome, Err(Stop::Harness(..))) && !trial.history.is_empty() {
                 sink.offer(TrialHistory {
                     scenario: scenario.id.clone(),
