@@ -58,6 +58,13 @@ fn check_history_exits_0_1_and_2() {
         out.contains("linearizable (2 operations, 1 sessions"),
         "{out}"
     );
+    // A search cut short by its budget is no verdict, not a pass.
+    let (code, out) = check(&good, &["--budget-steps", "1"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("no verdict: gave up after 1 search steps"),
+        "{out}"
+    );
 
     // Two winners of one key: not linearizable, the subset and clause named.
     let bad = dir.join("bad.json");
