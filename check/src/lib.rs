@@ -8,6 +8,9 @@
 //!   sequential spec (`reqkey_model::seq::SeqStore`).
 //! - [`client`]: the client verdict of `reqkey proxy` (SPEC 9), judged
 //!   from a [`trace`] recorded under a fault [`plan`].
+//! - [`history`]: the file forms of a history (reqkey's JSON, Jepsen's
+//!   events), read and written, for `reqkey check history` and
+//!   `--export-histories`.
 //! - [`coverage`]: which clause of the spec has a scenario that can fail
 //!   on it, per level.
 //!
@@ -16,6 +19,7 @@
 
 pub mod client;
 pub mod coverage;
+pub mod history;
 pub mod lin;
 pub mod plan;
 pub mod trace;

@@ -10,10 +10,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use reqkey_harness::report::html::{escape, render, timeline_svg};
+use reqkey_harness::report::html::{escape, history_svg, render, timeline_svg};
 use reqkey_harness::report::ReportContext;
 use reqkey_harness::run::event::{
-    Failure, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
+    Failure, HistoryView, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict, ViewOp,
 };
 use reqkey_harness::scenario::parse_scenario;
 use reqkey_harness::targets::Level;
@@ -34,6 +34,7 @@ fn result(id: &str, verdict: Verdict) -> ScenarioResult {
         duration_ms: 5,
         failure: None,
         timelines: Vec::new(),
+        history_view: None,
         reason: None,
         note: None,
     }
@@ -212,6 +213,10 @@ fn a_real_browser_renders_the_certificate_page_with_its_verdict_and_race_timelin
         dom.contains("lane failed"),
         "the failing trial is not marked"
     );
+    assert!(
+        dom.contains("<figure class=\"history\""),
+        "no history viewer in the DOM"
+    );
     // Keep a screenshot as a CI artifact.
     let artifacts = std::env::var("REQKEY_ARTIFACTS")
         .map(PathBuf::from)
@@ -263,4 +268,149 @@ fn failures_come_first_with_links_and_the_not_applicable_list_is_shown() {
     assert!(at("id=\"level-store\"") < at("id=\"fixture.ok\""));
     assert!(at("id=\"not-applicable\"") > at("id=\"fixture.ok\""));
     assert!(page.contains("<code>fixture.keys-ignored</code></td><td>supportsRequestKey: false"));
+}
+
+fn view_op(client: &str, call: u64, ret: Option<u64>, request: &str, failing: bool) -> ViewOp {
+    ViewOp {
+        client: client.into(),
+        call_ns: call,
+        return_ns: ret,
+        request: request.into(),
+        answer: if ret.is_some() {
+            "ok started r1#1 running key=k".into()
+        } else {
+            "(no answer)".into()
+        },
+        failing,
+    }
+}
+
+/// A failing race: two winners of one key (red), a refusal, a read that
+/// never answered, the sequential steps before, and a client name that
+/// tries to be markup.
+fn failing_view() -> HistoryView {
+    HistoryView {
+        trial: 3,
+        failed: true,
+        session: Some("s<1>".into()),
+        ops: vec![
+            view_op(
+                "(sequential steps)",
+                0,
+                Some(40_000),
+                "steps[0]: getCurrentRun",
+                false,
+            ),
+            view_op(
+                "c.0",
+                100_000,
+                Some(900_000),
+                "commitRunStart r1 exp=null key=k",
+                true,
+            ),
+            view_op(
+                "c.1",
+                150_000,
+                Some(1_200_000),
+                "commitRunStart r2 exp=null key=k",
+                true,
+            ),
+            view_op(
+                "<script>x</script>",
+                160_000,
+                Some(700_000),
+                "commitRunStart r3",
+                false,
+            ),
+            view_op("c.3", 1_300_000, None, "getRun r1", false),
+        ],
+        omitted: 2,
+        id_prefix: Some("rk1.0.".into()),
+    }
+}
+
+#[test]
+fn the_history_viewer_has_a_lane_per_client_labelled_bars_an_axis_and_the_failing_subset() {
+    let view = failing_view();
+    let svg = history_svg(&view);
+    insta::assert_snapshot!("html_history_viewer", svg);
+    // A lane per client, a bar per operation.
+    assert_eq!(svg.matches("<g class=\"hlane\"").count(), 5);
+    assert_eq!(svg.matches("<g class=\"op").count(), 5);
+    // The failing subset: red bars, and listed under the drawing.
+    assert_eq!(svg.matches("<g class=\"op failing\"").count(), 2);
+    assert!(svg.contains("smallest non-linearizable subset found (2 operations)"));
+    assert_eq!(svg.matches("<ol class=\"failing-ops\"><li>").count(), 1);
+    assert!(
+        svg.contains("<code>c.0</code> 0.100 ms .. 0.900 ms"),
+        "{svg}"
+    );
+    // The unanswered read is open to the right edge.
+    assert_eq!(svg.matches("<g class=\"op open\"").count(), 1);
+    // A time axis with units: 1.3 ms in steps of 0.2 ms.
+    assert!(
+        svg.contains(">0.0 ms</text>") && svg.contains(">1.2 ms</text>"),
+        "{svg}"
+    );
+    assert!(!svg.contains(">1.4 ms</text>"), "{svg}");
+    // Bars are labelled with request and answer, where there is room.
+    assert!(
+        svg.contains("commitRunStart r1 exp=null key=k → ok started"),
+        "{svg}"
+    );
+    // What the target named is text, never markup.
+    assert!(!svg.contains("<script"), "{svg}");
+    assert!(svg.contains("&lt;script&gt;x&lt;/script&gt;"));
+    assert!(svg.contains("session <code>s&lt;1&gt;</code>"));
+    assert!(svg.contains("2 operations of the trial not drawn"));
+    // Bars sit on the axis: c.0's call at 100 µs of 1.3 ms, 150 + 900 × 1/13.
+    assert!(svg.contains("<rect x=\"219\" y=\"67\""), "{svg}");
+    // The page carries it under the scenario, offline.
+    let (ctx, scenarios, mut summary) = fixed_run();
+    summary.results[1].history_view = Some(view);
+    let page = render(&ctx, &scenarios, &summary);
+    assert!(page.contains("<h4>history of trial 4</h4><figure class=\"history\""));
+    for outside in ["<script", "<link", "src=\"http", "url(", "@import"] {
+        assert!(!page.contains(outside), "the page loads {outside}");
+    }
+}
+
+#[test]
+fn a_failing_race_run_draws_its_history_with_the_failing_subset_in_red() {
+    let dir = std::env::temp_dir().join(format!("reqkey-html-history-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |target: &str, page: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_reqkey"))
+            .args(["run", "--target", target, "--scenario", "request-key.race"])
+            .args(["--seed", "1", "--quiet", "--html"])
+            .arg(page)
+            .output()
+            .unwrap()
+    };
+    let bad = dir.join("bad.html");
+    let out = run("broken-memory:holder-read-outside-commit", &bad);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let page = std::fs::read_to_string(&bad).unwrap();
+    // What a person looks for: the verdict, the clause, the red operations.
+    assert!(page.contains("data-verdict=\"fail\""));
+    assert!(page.contains("breaks <code class=\"clause\">store.key.one-run-per-key</code>"));
+    assert!(page.contains("<figure class=\"history\""), "no viewer");
+    assert!(
+        page.matches("<g class=\"op failing\"").count() >= 2,
+        "no failing subset drawn"
+    );
+    assert!(page.contains("smallest non-linearizable subset found"));
+    // A passing run draws a history too, with nothing in red.
+    let good = dir.join("good.html");
+    assert_eq!(run("memory", &good).status.code(), Some(0));
+    let page = std::fs::read_to_string(&good).unwrap();
+    assert!(page.contains("<figure class=\"history\""));
+    assert!(!page.contains("op failing"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

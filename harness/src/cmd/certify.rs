@@ -70,6 +70,12 @@ pub struct CertifyArgs {
     /// and keyed runs (SPEC 4, `[S4-upgrade]`). Otherwise exit 1.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=reqkey_reference::store::legacy::MAX_LEGACY_SESSIONS))]
     pub seed_legacy: Option<u64>,
+    /// Also write the history each race, `linearizable` and
+    /// `mixed_histories` trial judged into DIR, one file a trial:
+    /// `<scenario-id>.trial-<n>.json`, in the form `reqkey check history`
+    /// reads (at most 20 trials a scenario, the failing one always).
+    #[arg(long, value_name = "DIR")]
+    pub export_histories: Option<PathBuf>,
     /// Judge only shard K of N of the suite (1-based), for a certification
     /// split across CI jobs: the suite sorted by scenario id, the scenario
     /// at position i in shard i mod N + 1. Its reports are a shard's, not a
@@ -186,6 +192,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         json: Some(args.out.join(RESULTS_FILE)),
         report: Some(args.out.join(CERTIFICATE_FILE)),
         html: Some(args.out.join(HTML_FILE)),
+        histories: args.export_histories.clone(),
     };
     let loaded = match &args.scenarios {
         Some(root) => suite::disk_suite(root, spec.level()).map_err(|e| {
@@ -280,6 +287,10 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     };
     let mut cfg = RunConfig::new(seed);
     cfg.call_timeout_ms = args.timeout_ms;
+    cfg.export_histories = args
+        .export_histories
+        .as_ref()
+        .map(|_| std::sync::Arc::new(crate::run::export::HistorySink::new()));
     ctx.health = Some(identity);
     ctx.profile = Some(profile);
     ctx.not_applicable = not_applicable;
@@ -355,6 +366,7 @@ pub fn merge_command(args: &MergeArgs) -> ExitCode {
         json: Some(args.out.join(RESULTS_FILE)),
         report: Some(args.out.join(CERTIFICATE_FILE)),
         html: Some(args.out.join(HTML_FILE)),
+        histories: None,
     };
     let scenarios = merged_scenarios(&merged, args.scenarios.as_deref());
     if let Err(e) = write_reports(&merged.ctx, &outputs, &scenarios, &merged.summary) {

@@ -220,6 +220,8 @@ pub struct Outputs {
     pub report: Option<PathBuf>,
     /// The self-contained HTML page.
     pub html: Option<PathBuf>,
+    /// The directory the judged histories go to (`--export-histories`).
+    pub histories: Option<PathBuf>,
 }
 
 impl Outputs {
@@ -306,6 +308,11 @@ pub async fn execute(
         Ok(files) => reporters.extend(files),
         Err(e) => return harness_error(e),
     }
+    if let Some(dir) = &outputs.histories {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return harness_error(format!("cannot create {}: {e}", dir.display()));
+        }
+    }
     let summary = runner::run(target, scenarios, cfg, &mut reporters).await;
     if let Some(i) = &summary.indefinite {
         eprintln!(
@@ -324,7 +331,28 @@ pub async fn execute(
             eprintln!("reqkey: wrote {}", path.display());
         }
     }
+    if let (Some(dir), Some(sink)) = (&outputs.histories, &cfg.export_histories) {
+        match write_histories(dir, &sink.take()) {
+            Ok(n) if !quiet => eprintln!("reqkey: wrote {n} histories to {}", dir.display()),
+            Ok(_) => {}
+            Err(e) => return harness_error(e),
+        }
+    }
     ExitCode::from(summary.exit_code())
+}
+
+/// Writes each history as `DIR/<scenario-id>.trial-<n>.json` in reqkey's
+/// JSON form (`reqkey check history` reads it); how many it wrote.
+pub fn write_histories(
+    dir: &Path,
+    histories: &[crate::run::export::TrialHistory],
+) -> Result<usize, String> {
+    for h in histories {
+        let path = dir.join(h.file_name());
+        std::fs::write(&path, reqkey_check::history::write_json(&h.operations))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(histories.len())
 }
 
 /// Writes every report `outputs` asks for from a finished run (`certify

@@ -14,6 +14,7 @@
 
 pub mod bench;
 pub mod certify;
+pub mod check;
 pub mod common;
 pub mod coverage;
 pub mod explain;
@@ -70,6 +71,11 @@ pub enum Command {
     Certify(CertifyArgs),
     /// Print the JSON Schema of the scenario format.
     Schema,
+    /// Judge a recorded history from a file: `reqkey check history FILE`
+    /// (reqkey's JSON form or Jepsen's events; exit 0 linearizable, 1 not,
+    /// 2 bad input).
+    #[command(subcommand)]
+    Check(check::CheckCommand),
     /// Clause coverage: which clause of spec/SPEC.md has a scenario that can
     /// fail on it, per level; exit 1 on a gap, 2 on bad input.
     Coverage(CoverageArgs),
@@ -120,6 +126,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
             println!("{}", reqkey_scenario::schema::scenario_schema_json());
             ExitCode::SUCCESS
         }
+        Command::Check(command) => check::run(command),
         Command::Coverage(args) => coverage::coverage_command(args),
         Command::Explain(args) => explain::explain_command(args),
         Command::Fuzz(args) => fuzz::fuzz_command(args),

@@ -104,6 +104,12 @@ pub struct RunArgs {
     /// failures, steps).
     #[arg(long, value_name = "FILE.html")]
     pub html: Option<PathBuf>,
+    /// Write the history each race, `linearizable` and `mixed_histories`
+    /// trial judged into DIR (created if missing), one file a trial:
+    /// `<scenario-id>.trial-<n>.json`, in the form `reqkey check history`
+    /// reads (at most 20 trials a scenario, the failing one always).
+    #[arg(long, value_name = "DIR")]
+    pub export_histories: Option<PathBuf>,
     /// Run only shard K of N of the loaded scenarios (1-based), for a suite
     /// split across CI jobs: the scenarios sorted by id, the one at
     /// position i in shard i mod N + 1, so every scenario is in exactly one
@@ -168,6 +174,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
             .html
             .clone()
             .or_else(|| args.report.clone().filter(|p| is_html(p))),
+        histories: args.export_histories.clone(),
     };
     let explicit_paths = !args.paths.is_empty();
     let paths = args.paths.clone();
@@ -268,6 +275,10 @@ async fn run_async(args: RunArgs) -> ExitCode {
     cfg.call_timeout_ms = args.timeout_ms;
     cfg.keep_sessions = args.keep_sessions;
     cfg.expected_failures = expected.iter().cloned().collect();
+    cfg.export_histories = args
+        .export_histories
+        .as_ref()
+        .map(|_| std::sync::Arc::new(crate::run::export::HistorySink::new()));
 
     if outputs.junit.is_some()
         || outputs.json.is_some()

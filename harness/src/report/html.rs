@@ -7,7 +7,12 @@
 //! model counterexample is such a step list), its failure (a failing
 //! linearizability check carries the history that broke it), and each race
 //! as a timeline: one lane per trial, each request a bar over real time,
-//! the failing trial marked.
+//! the failing trial marked. Race, `linearizable` and `mixed_histories`
+//! scenarios also get a history viewer ([`history_svg`], after
+//! Porcupine's): one trial's operations, a lane per client, each operation
+//! a bar from its call to its return labelled with its request and answer,
+//! a time axis with units, the smallest non-linearizable subset in red and
+//! listed below; a checkbox widens it three times (CSS only: no script).
 //!
 //! Rendering is a pure function of the context, the scenarios and the
 //! summary, so it is snapshot-tested like the other formats.
@@ -19,7 +24,7 @@ use std::io::Write;
 use serde_json::Value;
 
 use crate::report::context::{closing_line, verdict_label, Rendered, ReportContext};
-use crate::run::event::{Event, Reporter, RunSummary, ScenarioResult, TrialTimeline};
+use crate::run::event::{Event, HistoryView, Reporter, RunSummary, ScenarioResult, TrialTimeline};
 use crate::targets::Level;
 use reqkey_scenario::{Action, Scenario, Step};
 
@@ -136,6 +141,218 @@ pub fn timeline_svg(timelines: &[TrialTimeline]) -> String {
     )
 }
 
+/// The history viewer's geometry, in SVG user units.
+const HV_LABEL_WIDTH: u64 = 150;
+const HV_PLOT_WIDTH: u64 = 900;
+const HV_AXIS_HEIGHT: u64 = 26;
+const HV_LANE_HEIGHT: u64 = 28;
+/// The width of one character of a bar's label (9px monospace).
+const HV_CHAR_WIDTH: f64 = 5.5;
+
+/// A time axis for `span_ns`: its unit, the unit's size in ns, the tick
+/// step in ns (1, 2 or 5 times a power of ten, about 8 ticks) and the
+/// decimals a tick's label needs.
+fn axis(span_ns: u64) -> (&'static str, u64, u64, usize) {
+    let (unit, per) = match span_ns {
+        0..=999 => ("ns", 1),
+        1_000..=999_999 => ("µs", 1_000),
+        1_000_000..=999_999_999 => ("ms", 1_000_000),
+        _ => ("s", 1_000_000_000),
+    };
+    let raw = (span_ns / 8).max(1);
+    let mut step = 1u64;
+    'find: loop {
+        for m in [1u64, 2, 5] {
+            if step.saturating_mul(m) >= raw {
+                step = step.saturating_mul(m);
+                break 'find;
+            }
+        }
+        if step > u64::MAX / 10 {
+            break;
+        }
+        step *= 10;
+    }
+    let in_units = step as f64 / per as f64;
+    let decimals = if in_units >= 1.0 {
+        0
+    } else {
+        (-in_units.log10()).ceil() as usize
+    };
+    (unit, per, step, decimals)
+}
+
+/// An instant in the axis's unit (`2.960 ms`).
+fn at_unit(ns: u64, unit: &str, per: u64) -> String {
+    if per == 1 {
+        format!("{ns} {unit}")
+    } else {
+        format!("{:.3} {unit}", ns as f64 / per as f64)
+    }
+}
+
+/// A bar's label: `request → answer`, in at most `chars` characters,
+/// the request cut first (the answer is what a reader compares).
+fn bar_label(request: &str, answer: &str, chars: usize) -> String {
+    let whole = format!("{request} → {answer}");
+    if whole.chars().count() <= chars {
+        return whole;
+    }
+    let answer_chars = answer.chars().count();
+    let request_room = chars.saturating_sub(answer_chars + 3).max(12);
+    truncate(
+        &format!(
+            "{} → {answer}",
+            truncate(request, request_room.saturating_sub(1))
+        ),
+        chars.saturating_sub(1),
+    )
+}
+
+/// A trial's history as Porcupine draws one: a lane per client, each
+/// operation a bar from its call to its return labelled `request →
+/// answer` (cut to the room before the lane's next bar; whole on hover),
+/// an operation never answered open to the right edge, a time axis with
+/// units, the smallest non-linearizable subset found in red and listed
+/// under the drawing. Every client name, request and answer is target
+/// text and goes through [`escape`].
+pub fn history_svg(view: &HistoryView) -> String {
+    let span = view
+        .ops
+        .iter()
+        .map(|o| o.return_ns.unwrap_or(o.call_ns))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let (unit, per, step, decimals) = axis(span);
+    let x = |t: u64| {
+        HV_LABEL_WIDTH
+            + (u128::from(t.min(span)) * u128::from(HV_PLOT_WIDTH) / u128::from(span)) as u64
+    };
+    let mut clients: Vec<&str> = Vec::new();
+    for o in &view.ops {
+        if !clients.contains(&o.client.as_str()) {
+            clients.push(&o.client);
+        }
+    }
+    let height = HV_AXIS_HEIGHT + clients.len() as u64 * HV_LANE_HEIGHT + 4;
+    let mut body = String::new();
+    // The axis: ticks with their labels, and a grid line each.
+    let mut tick = 0u64;
+    while tick <= span {
+        let tx = x(tick);
+        let value = tick as f64 / per as f64;
+        let anchor = if tick == 0 { "start" } else { "middle" };
+        let _ = write!(
+            body,
+            "<line class=\"grid\" x1=\"{tx}\" y1=\"{}\" x2=\"{tx}\" y2=\"{height}\"/><text class=\"tick\" x=\"{tx}\" y=\"14\" text-anchor=\"{anchor}\">{value:.decimals$} {unit}</text>",
+            HV_AXIS_HEIGHT - 6
+        );
+        match tick.checked_add(step) {
+            Some(next) => tick = next,
+            None => break,
+        }
+    }
+    for (lane, client) in clients.iter().enumerate() {
+        let y = HV_AXIS_HEIGHT + lane as u64 * HV_LANE_HEIGHT;
+        let _ = write!(
+            body,
+            "<g class=\"hlane\" data-client=\"{}\"><rect class=\"hlane-bg\" x=\"0\" y=\"{y}\" width=\"{}\" height=\"{HV_LANE_HEIGHT}\"/><text class=\"client\" x=\"2\" y=\"{}\">{}</text>",
+            escape(client),
+            HV_LABEL_WIDTH + HV_PLOT_WIDTH,
+            y + 17,
+            escape(&truncate(client, 24))
+        );
+        let lane_ops: Vec<&crate::run::event::ViewOp> =
+            view.ops.iter().filter(|o| o.client == *client).collect();
+        for (k, o) in lane_ops.iter().enumerate() {
+            let x0 = x(o.call_ns);
+            let x1 = x(o.return_ns.unwrap_or(span));
+            let w = x1.saturating_sub(x0).max(2);
+            let class = match (o.failing, o.return_ns.is_some()) {
+                (true, _) => "op failing",
+                (false, true) => "op",
+                (false, false) => "op open",
+            };
+            let until = o
+                .return_ns
+                .map_or_else(|| "no answer".to_owned(), |r| at_unit(r, unit, per));
+            let room = lane_ops
+                .get(k + 1)
+                .map_or(HV_LABEL_WIDTH + HV_PLOT_WIDTH, |next| x(next.call_ns))
+                .saturating_sub(x0 + 2);
+            let chars = (room as f64 / HV_CHAR_WIDTH) as usize;
+            let text = if chars >= 4 {
+                format!(
+                    "<text x=\"{x0}\" y=\"{}\">{}</text>",
+                    y + 10,
+                    escape(&bar_label(&o.request, &o.answer, chars))
+                )
+            } else {
+                String::new()
+            };
+            let _ = write!(
+                body,
+                "<g class=\"{class}\"><title>{}: {} .. {until}\n{}\n→ {}</title><rect x=\"{x0}\" y=\"{}\" width=\"{w}\" height=\"10\"/>{text}</g>",
+                escape(&o.client),
+                at_unit(o.call_ns, unit, per),
+                escape(&o.request),
+                escape(&o.answer),
+                y + 13,
+            );
+        }
+        body.push_str("</g>");
+    }
+    let failing: Vec<&crate::run::event::ViewOp> = view.ops.iter().filter(|o| o.failing).collect();
+    let mut out = format!(
+        "<figure class=\"history\" data-trial=\"{}\"><label class=\"zoom-toggle\"><input type=\"checkbox\" class=\"zoom\"> wider (×3)</label><div class=\"scroll\"><svg class=\"history\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {height}\" width=\"100%\" role=\"img\" aria-label=\"history of trial {}: {} operations of {} clients over {} {unit}\">{body}</svg></div><figcaption>trial {}{}: a lane per client, each operation a bar from its call to its return, {unit} after the first call shown",
+        view.trial + 1,
+        HV_LABEL_WIDTH + HV_PLOT_WIDTH,
+        view.trial + 1,
+        view.ops.len(),
+        clients.len(),
+        format_args!("{:.decimals$}", span as f64 / per as f64),
+        view.trial + 1,
+        if view.failed { " (failed)" } else { "" },
+    );
+    if let Some(session) = &view.session {
+        let _ = write!(out, "; session <code>{}</code>", escape(session));
+    }
+    if let Some(prefix) = &view.id_prefix {
+        let _ = write!(
+            out,
+            "; ids without their prefix <code>{}</code>",
+            escape(prefix)
+        );
+    }
+    if view.omitted > 0 {
+        let _ = write!(out, "; {} operations of the trial not drawn", view.omitted);
+    }
+    out.push_str("</figcaption>");
+    if !failing.is_empty() {
+        let _ = write!(
+            out,
+            "<p class=\"failing-subset\">In red, the smallest non-linearizable subset found ({} operations): no order of them consistent with real time gives every answer the spec\u{2019}s.</p><ol class=\"failing-ops\">",
+            failing.len()
+        );
+        for o in failing {
+            let _ = write!(
+                out,
+                "<li><code>{}</code> {} .. {}: <code>{}</code> → <code>{}</code></li>",
+                escape(&o.client),
+                at_unit(o.call_ns, unit, per),
+                o.return_ns
+                    .map_or_else(|| "(no answer)".to_owned(), |r| at_unit(r, unit, per)),
+                escape(&o.request),
+                escape(&o.answer)
+            );
+        }
+        out.push_str("</ol>");
+    }
+    out.push_str("</figure>");
+    out
+}
+
 fn json_pre(label: &str, v: &Value, out: &mut String) {
     let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
     let _ = write!(
@@ -202,6 +419,10 @@ fn scenario_html(r: &ScenarioResult, scenario: Option<&Scenario>, out: &mut Stri
         out.push_str("<h4>race timeline</h4>");
         out.push_str(&timeline_svg(&r.timelines));
     }
+    if let Some(view) = &r.history_view {
+        let _ = write!(out, "<h4>history of trial {}</h4>", view.trial + 1);
+        out.push_str(&history_svg(view));
+    }
     if let Some(s) = scenario {
         out.push_str("<h4>steps</h4>");
         steps_html(&s.steps, out);
@@ -220,7 +441,15 @@ details.scenario{border-bottom:1px solid #eee;padding:.3em 0}.meta{color:#666;ma
 .failure{border-left:3px solid #c33;padding-left:.8em}\
 svg.timeline{background:#fafafa;border:1px solid #eee}svg .bar{fill:#4a7bd0}svg .failed .bar{fill:#c33}\
 svg .lane-bg{fill:transparent}svg .failed .lane-bg{fill:#fde8e8}svg text{font:9px sans-serif;fill:#555}\
-.axis{color:#888;font-size:11px;margin:0}ol.steps{margin:.2em 0}ol.steps code{white-space:pre-wrap;word-break:break-all}";
+.axis{color:#888;font-size:11px;margin:0}\
+figure.history{margin:.4em 0}figure.history .scroll{overflow-x:auto}figure.history:has(.zoom:checked) svg{width:300%}\
+.zoom-toggle{font-size:11px;color:#555}svg.history{background:#fcfcfc;border:1px solid #eee}\
+svg.history .grid{stroke:#e4e4e4}svg.history .tick{font:10px sans-serif;fill:#666}\
+svg.history .hlane-bg{fill:transparent}svg.history .hlane:nth-of-type(odd) .hlane-bg{fill:#f6f8fb}\
+svg.history .client{font:10px ui-monospace,monospace;fill:#333}svg.history .op text{font:9px ui-monospace,monospace;fill:#333}\
+svg.history .op rect{fill:#4a7bd0}svg.history .op.open rect{fill:#ccc;stroke:#888;stroke-dasharray:3 2}\
+svg.history .op.failing rect{fill:#d33;stroke:#700}svg.history .op.failing text{fill:#900;font-weight:bold}\
+.failing-subset{color:#900;margin:.3em 0}ol.failing-ops code{white-space:pre-wrap;word-break:break-all}ol.steps{margin:.2em 0}ol.steps code{white-space:pre-wrap;word-break:break-all}";
 
 /// Renders a whole run as one HTML page.
 pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary) -> String {

@@ -444,6 +444,7 @@ fn scenario_result(r: &ScenarioDoc) -> Result<ScenarioResult, String> {
             detail: f.detail.clone(),
         }),
         timelines: Vec::new(),
+        history_view: None,
         reason,
         note: r.note.clone(),
     })

@@ -105,6 +105,216 @@ pub struct TrialTimeline {
 /// failing trial always does).
 pub const MAX_TIMELINE_TRIALS: usize = 100;
 
+/// At most this many operations of a trial are drawn by the history
+/// viewer (the smallest failing subset always among them).
+pub const MAX_VIEW_OPS: usize = 60;
+
+/// A request, briefly: a store op as the checker summarizes it, an HTTP
+/// exchange as `METHOD path`.
+fn label_request(request: &serde_json::Value) -> String {
+    match request.get("http") {
+        Some(h) => format!(
+            "{} {}",
+            h.get("method")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("GET"),
+            h.get("path")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("?")
+        ),
+        None => reqkey_check::lin::summarize_request(request),
+    }
+}
+
+/// An answer, briefly: a store answer as the checker summarizes it, an
+/// HTTP answer as its status and what its JSON body says of the run
+/// (`201 started r1`, `409 request_key_in_use`).
+fn label_answer(answer: &serde_json::Value) -> String {
+    let Some(status) = answer.get("status").filter(|_| answer.get("ok").is_none()) else {
+        return reqkey_check::lin::summarize_answer(answer);
+    };
+    let mut out = status.to_string();
+    let json = answer.get("json");
+    let text =
+        |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_str).map(str::to_owned);
+    let said = [
+        text(json.and_then(|j| j.get("status"))),
+        text(json.and_then(|j| j.get("runId"))),
+        text(
+            json.and_then(|j| j.get("error"))
+                .and_then(|e| e.get("code")),
+        )
+        .or_else(|| text(json.and_then(|j| j.get("error")))),
+    ];
+    for word in said.into_iter().flatten() {
+        out.push(' ');
+        out.push_str(&word);
+    }
+    out
+}
+
+/// The viewer's lane of a scenario's sequential steps.
+pub const SEQUENTIAL_LANE: &str = "(sequential steps)";
+
+/// One operation as the history viewer draws it: a bar from its call to
+/// its return in its client's lane, labelled with the call and answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ViewOp {
+    /// The client (a lane).
+    pub client: String,
+    /// Nanoseconds after the view's first call.
+    pub call_ns: u64,
+    /// `None`: never answered (it may or may not have taken effect).
+    pub return_ns: Option<u64>,
+    /// The request, briefly (`commitRunStart r2 exp=null key=k`).
+    pub request: String,
+    /// The answer, briefly (`ok started r2#1 running key=k`).
+    pub answer: String,
+    /// In the smallest non-linearizable subset found.
+    pub failing: bool,
+}
+
+/// The smallest failing subset of a linearizability check, as indices
+/// into the history it checked.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FailingSubset {
+    /// The failing session's operations.
+    pub partition: Vec<usize>,
+    /// The smallest non-linearizable subset found.
+    pub minimal: Vec<usize>,
+    pub session: Option<String>,
+}
+
+/// One trial's history for the viewer of the HTML page: the failing
+/// trial's (its failing session's operations, the subset marked), or the
+/// first trial's of a passing scenario.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HistoryView {
+    /// 0-based trial index.
+    pub trial: u32,
+    pub failed: bool,
+    /// The session of the failing subset, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// In call order.
+    pub ops: Vec<ViewOp>,
+    /// Operations of the trial not drawn (other sessions, or past
+    /// [`MAX_VIEW_OPS`]).
+    pub omitted: usize,
+    /// The prefix every id of the run shares (its namespace and trial,
+    /// `rk754f148e.2.0.`), left out of the labels so that they show what
+    /// differs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id_prefix: Option<String>,
+}
+
+/// The session an operation's request names (`args.sessionId`, or
+/// `args.startRun.sessionId` for a commit).
+fn session_of(request: &serde_json::Value) -> Option<&str> {
+    if let Some(path) = request
+        .get("http")
+        .and_then(|h| h.get("path"))
+        .and_then(serde_json::Value::as_str)
+    {
+        return path.split("/sessions/").nth(1)?.split('/').next();
+    }
+    let args = request.get("args")?;
+    args.get("sessionId")
+        .or_else(|| args.get("startRun").and_then(|s| s.get("sessionId")))
+        .and_then(serde_json::Value::as_str)
+}
+
+impl HistoryView {
+    /// The view of `history`: with a failing subset, its session's
+    /// operations, the subset marked; else every operation. At most
+    /// [`MAX_VIEW_OPS`], the subset first, then the earliest calls. The
+    /// operations at the indices in `sequential` were sent one after
+    /// another by one flow (a scenario's sequential steps): they share
+    /// the lane [`SEQUENTIAL_LANE`], each labelled with its own name.
+    pub fn of(
+        trial: u32,
+        failed: bool,
+        history: &[reqkey_check::lin::Operation],
+        failing: Option<&FailingSubset>,
+        sequential: &std::collections::BTreeSet<usize>,
+    ) -> HistoryView {
+        let candidates: Vec<usize> = match failing {
+            Some(f) if !f.partition.is_empty() => f.partition.clone(),
+            _ => (0..history.len()).collect(),
+        };
+        let minimal: &[usize] = failing.map_or(&[], |f| f.minimal.as_slice());
+        let mut shown: Vec<usize> = minimal
+            .iter()
+            .copied()
+            .filter(|&i| i < history.len())
+            .take(MAX_VIEW_OPS)
+            .collect();
+        let mut rest: Vec<usize> = candidates
+            .into_iter()
+            .filter(|i| *i < history.len() && !shown.contains(i))
+            .collect();
+        rest.sort_by_key(|&i| (history[i].invoke_ns, i));
+        let room = MAX_VIEW_OPS.saturating_sub(shown.len());
+        shown.extend(rest.into_iter().take(room));
+        shown.sort_by_key(|&i| (history[i].invoke_ns, i));
+        let t0 = shown
+            .iter()
+            .map(|&i| history[i].invoke_ns)
+            .min()
+            .unwrap_or(0);
+        // The ids' shared prefix: the session's up to its last dot, when
+        // every drawn operation's session starts with it.
+        let id_prefix = shown
+            .first()
+            .and_then(|&i| session_of(&history[i].request))
+            .and_then(|s| s.rfind('.').map(|dot| s[..=dot].to_owned()))
+            .filter(|p| p.len() >= 6)
+            .filter(|p| {
+                shown.iter().all(|&i| {
+                    session_of(&history[i].request).is_none_or(|s| s.starts_with(p.as_str()))
+                })
+            });
+        let short = |text: String| match &id_prefix {
+            Some(p) => text.replace(p.as_str(), ""),
+            None => text,
+        };
+        let ops = shown
+            .iter()
+            .map(|&i| {
+                let o = &history[i];
+                let (client, request) = if sequential.contains(&i) {
+                    (
+                        SEQUENTIAL_LANE.to_owned(),
+                        format!("{}: {}", o.client, label_request(&o.request)),
+                    )
+                } else {
+                    (o.client.clone(), label_request(&o.request))
+                };
+                ViewOp {
+                    client: short(client),
+                    call_ns: o.invoke_ns - t0,
+                    return_ns: o.answer.as_ref().map(|_| o.return_ns.max(o.invoke_ns) - t0),
+                    request: short(request),
+                    answer: short(
+                        o.answer
+                            .as_ref()
+                            .map_or_else(|| "(no answer)".to_owned(), label_answer),
+                    ),
+                    failing: minimal.contains(&i),
+                }
+            })
+            .collect::<Vec<_>>();
+        HistoryView {
+            trial,
+            failed,
+            session: failing.and_then(|f| f.session.clone()),
+            omitted: history.len() - ops.len(),
+            ops,
+            id_prefix,
+        }
+    }
+}
+
 /// The result of one scenario.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ScenarioResult {
@@ -146,6 +356,11 @@ pub struct ScenarioResult {
     /// seed, programs, operations, overlap), for the reports.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// One trial's history for the HTML page's viewer (race,
+    /// `linearizable` and `mixed_histories` scenarios; not kept by
+    /// `certify merge`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_view: Option<HistoryView>,
 }
 
 /// The result of a whole run.
@@ -259,6 +474,46 @@ pub trait Reporter: Send {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn get_run(client: &str, session: &str, at: u64) -> reqkey_check::lin::Operation {
+        reqkey_check::lin::Operation {
+            client: client.into(),
+            request: serde_json::json!({"op": "getRun", "args": {"sessionId": session, "runId": format!("{session}.r")}}),
+            invoke_ns: at,
+            return_ns: at + 5,
+            answer: Some(serde_json::json!({"ok": null})),
+        }
+    }
+
+    #[test]
+    fn a_history_view_keeps_the_failing_subset_within_its_bound() {
+        // 100 operations; the subset is two late ones of the partition.
+        let history: Vec<_> = (0..100u64)
+            .map(|i| get_run(&format!("c.{i}"), "rk1.0.0.s", 1_000 + i * 10))
+            .collect();
+        let failing = FailingSubset {
+            partition: (0..100).collect(),
+            minimal: vec![97, 98],
+            session: Some("rk1.0.0.s".into()),
+        };
+        let sequential: std::collections::BTreeSet<usize> = [0, 1].into();
+        let v = HistoryView::of(2, true, &history, Some(&failing), &sequential);
+        assert_eq!(v.ops.len(), MAX_VIEW_OPS);
+        assert_eq!(v.omitted, 100 - MAX_VIEW_OPS);
+        assert_eq!(v.ops.iter().filter(|o| o.failing).count(), 2);
+        assert_eq!(v.ops[0].call_ns, 0, "times from the first drawn call");
+        assert_eq!(v.ops[0].client, SEQUENTIAL_LANE);
+        assert_eq!(v.ops[0].request, "c.0: getRun s.r");
+        assert_eq!(v.ops[2].client, "c.2");
+        assert_eq!(v.id_prefix.as_deref(), Some("rk1.0.0."));
+        // Without a failure, every operation (up to the bound), none red.
+        let v = HistoryView::of(0, false, &history[..10], None, &Default::default());
+        assert_eq!((v.ops.len(), v.omitted), (10, 0));
+        assert!(v
+            .ops
+            .iter()
+            .all(|o| !o.failing && o.return_ns == Some(o.call_ns + 5)));
+    }
 
     fn summary(failed: usize, errored: usize, indefinite: usize, run: bool) -> RunSummary {
         let mut s = RunSummary::not_judged(

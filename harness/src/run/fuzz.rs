@@ -219,9 +219,43 @@ pub async fn run_program(
     lin_budget_steps: u64,
     call_timeout_ms: u64,
 ) -> Result<ProgramStats, CaseFailure> {
+    let mut history = Vec::new();
+    let limits = (lin_budget_steps, call_timeout_ms);
+    drive_program(
+        target,
+        program,
+        sessions,
+        limits,
+        Clock::new(),
+        &mut history,
+    )
+    .await
+}
+
+/// [`run_program`] on `clock`, with the history it recorded (up to where
+/// it stopped: what was judged) beside its outcome.
+pub async fn run_program_recorded(
+    target: &Arc<dyn Target>,
+    program: &[FuzzStep],
+    sessions: &[String],
+    (lin_budget_steps, call_timeout_ms): (u64, u64),
+    clock: Clock,
+) -> (Result<ProgramStats, CaseFailure>, Vec<Operation>) {
+    let mut history = Vec::new();
+    let limits = (lin_budget_steps, call_timeout_ms);
+    let outcome = drive_program(target, program, sessions, limits, clock, &mut history).await;
+    (outcome, history)
+}
+
+async fn drive_program(
+    target: &Arc<dyn Target>,
+    program: &[FuzzStep],
+    sessions: &[String],
+    (lin_budget_steps, call_timeout_ms): (u64, u64),
+    clock: Clock,
+    history: &mut Vec<Operation>,
+) -> Result<ProgramStats, CaseFailure> {
     let mut stats = ProgramStats::default();
-    let clock = Clock::new();
-    let mut history: Vec<Operation> = Vec::new();
     // The spec's state while the program is still sequential.
     let mut spec = Some(SeqStore::new());
     for (k, step) in program.iter().enumerate() {
@@ -286,7 +320,7 @@ pub async fn run_program(
             }
         }
         let report = lin::check_with(
-            &history,
+            history,
             CheckOptions {
                 budget_steps: lin_budget_steps,
                 minimize: true,

@@ -26,8 +26,12 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tokio::task::JoinSet;
 
-use crate::run::fuzz::{arb_op, run_program, seed_bytes, CaseFailure, FuzzStep, ProgramStats};
+use crate::run::fuzz::{
+    arb_op, run_program_recorded, seed_bytes, CaseFailure, FuzzStep, ProgramStats,
+};
+use crate::run::record::Clock;
 use crate::targets::Target;
+use reqkey_check::lin::Operation;
 
 /// The most steps in one program of this stage, and ops in one batch.
 pub const MAX_STEPS: usize = 8;
@@ -35,6 +39,9 @@ pub const MAX_BATCH: usize = 4;
 /// Bounds on what a scenario may ask for.
 pub const MAX_PROGRAMS: u32 = 10_000;
 pub const MAX_IN_FLIGHT: u32 = 64;
+/// The most operations of the stage's history kept for export (programs
+/// past it are left out whole, a failing one never).
+pub const MAX_KEPT_OPS: usize = 100_000;
 
 /// Programs whose steps are mostly concurrent batches of 2 to 4 ops.
 pub fn arb_concurrent_program() -> impl Strategy<Value = Vec<FuzzStep>> {
@@ -78,6 +85,8 @@ pub struct MixedOptions {
     pub namespace: String,
     pub lin_budget_steps: u64,
     pub call_timeout_ms: u64,
+    /// The clock every program's instants are read on (the trial's).
+    pub clock: Clock,
 }
 
 /// What the stage did.
@@ -122,20 +131,45 @@ pub enum MixedOutcome {
 
 /// Runs the stage. Every program is generated first, from `opts.seed`.
 pub async fn run_mixed(target: &Arc<dyn Target>, opts: &MixedOptions) -> MixedOutcome {
+    run_mixed_recorded(target, opts).await.0
+}
+
+/// [`run_mixed`], with the stage's history: every program's operations
+/// (each client named `p<index>.`, the programs on sessions of their own),
+/// in invoke order, up to [`MAX_KEPT_OPS`]. It is linearizable exactly
+/// when every program's is, which is what the stage judged.
+pub async fn run_mixed_recorded(
+    target: &Arc<dyn Target>,
+    opts: &MixedOptions,
+) -> (MixedOutcome, Vec<Operation>) {
     let all = match programs(opts.seed, opts.programs.min(MAX_PROGRAMS)) {
         Ok(p) => Arc::new(p),
-        Err(e) => return MixedOutcome::Error(e),
+        Err(e) => return (MixedOutcome::Error(e), Vec::new()),
     };
     let mut stats = MixedStats {
         seed: opts.seed,
         ..MixedStats::default()
     };
     let in_flight = opts.in_flight.clamp(1, MAX_IN_FLIGHT) as usize;
-    let mut tasks: JoinSet<(usize, Vec<String>, Result<ProgramStats, CaseFailure>)> =
-        JoinSet::new();
+    type Finished = (
+        usize,
+        Vec<String>,
+        Result<ProgramStats, CaseFailure>,
+        Vec<Operation>,
+    );
+    let mut tasks: JoinSet<Finished> = JoinSet::new();
     let mut next = 0usize;
     let mut failed: Option<(usize, Vec<String>, String)> = None;
     let mut error: Option<String> = None;
+    let mut history: Vec<Operation> = Vec::new();
+    let mut keep = |index: usize, ops: Vec<Operation>, failing: bool| {
+        if failing || history.len() + ops.len() <= MAX_KEPT_OPS {
+            history.extend(ops.into_iter().map(|mut o| {
+                o.client = format!("p{index}.{}", o.client);
+                o
+            }));
+        }
+    };
     loop {
         while tasks.len() < in_flight && next < all.len() && failed.is_none() && error.is_none() {
             let index = next;
@@ -143,28 +177,32 @@ pub async fn run_mixed(target: &Arc<dyn Target>, opts: &MixedOptions) -> MixedOu
             let sessions = program_sessions(&opts.namespace, index);
             let target = Arc::clone(target);
             let all = Arc::clone(&all);
-            let (budget, timeout) = (opts.lin_budget_steps, opts.call_timeout_ms);
+            let limits = (opts.lin_budget_steps, opts.call_timeout_ms);
+            let clock = opts.clock;
             tasks.spawn(async move {
-                let outcome = run_program(&target, &all[index], &sessions, budget, timeout).await;
-                (index, sessions, outcome)
+                let (outcome, ops) =
+                    run_program_recorded(&target, &all[index], &sessions, limits, clock).await;
+                (index, sessions, outcome, ops)
             });
         }
         let Some(joined) = tasks.join_next().await else {
             break;
         };
         match joined {
-            Ok((_, _, Ok(program))) => {
+            Ok((index, _, Ok(program), ops)) => {
                 stats.programs += 1;
                 stats.totals.operations += program.operations;
                 stats.totals.batches += program.batches;
                 stats.totals.batches_overlapped += program.batches_overlapped;
+                keep(index, ops, false);
             }
-            Ok((index, sessions, Err(CaseFailure::Nonconforming(reason)))) => {
+            Ok((index, sessions, Err(CaseFailure::Nonconforming(reason)), ops)) => {
+                keep(index, ops, true);
                 if failed.as_ref().is_none_or(|(i, _, _)| index < *i) {
                     failed = Some((index, sessions, reason));
                 }
             }
-            Ok((_, _, Err(CaseFailure::Harness(reason)))) => {
+            Ok((_, _, Err(CaseFailure::Harness(reason)), _)) => {
                 error.get_or_insert(reason);
             }
             Err(e) => {
@@ -172,10 +210,11 @@ pub async fn run_mixed(target: &Arc<dyn Target>, opts: &MixedOptions) -> MixedOu
             }
         }
     }
+    history.sort_by_key(|o| o.invoke_ns);
     if let Some(e) = error {
-        return MixedOutcome::Error(e);
+        return (MixedOutcome::Error(e), history);
     }
-    match failed {
+    let outcome = match failed {
         Some((program, sessions, reason)) => MixedOutcome::Failed {
             stats,
             program,
@@ -184,7 +223,8 @@ pub async fn run_mixed(target: &Arc<dyn Target>, opts: &MixedOptions) -> MixedOu
             reason,
         },
         None => MixedOutcome::Passed(stats),
-    }
+    };
+    (outcome, history)
 }
 
 #[cfg(test)]
@@ -210,6 +250,7 @@ mod tests {
             namespace: format!("mx{seed}"),
             lin_budget_steps: reqkey_check::lin::DEFAULT_BUDGET_STEPS,
             call_timeout_ms: 10_000,
+            clock: Clock::new(),
         }
     }
 

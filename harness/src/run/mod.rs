@@ -9,11 +9,13 @@
 //! target and the sequential spec, shrunk to a YAML scenario) and [`mixed`]
 //! (the bounded certification stage of random concurrent programs behind
 //! the `mixed_histories` step). Both hand their histories to
-//! `reqkey_check::lin`.
+//! `reqkey_check::lin`. [`export`] keeps the histories a run judged for
+//! `--export-histories`.
 
 pub mod agent_steps;
 pub mod event;
 pub mod expected;
+pub mod export;
 pub mod fuzz;
 pub mod mixed;
 pub mod partition;

@@ -30,9 +30,10 @@ use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
 use crate::run::event::{
-    Event, Failure, Indefinite, Reporter, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict,
-    MAX_TIMELINE_TRIALS,
+    Event, FailingSubset, Failure, HistoryView, Indefinite, Reporter, RunSummary, ScenarioResult,
+    Span, TrialTimeline, Verdict, MAX_TIMELINE_TRIALS,
 };
+use crate::run::export::{HistorySink, TrialHistory};
 use crate::run::record::Clock;
 use crate::run::request::Request;
 use crate::targets::{HttpRequest, Level, Target, TargetError};
@@ -68,6 +69,9 @@ pub struct RunConfig {
     /// How many scenarios run at once (see [`run_concurrently`]); 1 runs
     /// them one after the other. A fail-fast run is always sequential.
     pub concurrency: usize,
+    /// Where the histories of race, `linearizable` and `mixed_histories`
+    /// trials go (`--export-histories`); `None`: nowhere.
+    pub export_histories: Option<Arc<HistorySink>>,
 }
 
 impl RunConfig {
@@ -89,6 +93,7 @@ impl RunConfig {
             expected_failures: BTreeSet::new(),
             keep_sessions: false,
             concurrency: DEFAULT_CONCURRENCY,
+            export_histories: None,
         }
     }
 }
@@ -162,6 +167,14 @@ struct Trial<'a> {
     /// How far past the barrier this trial's groups start (see
     /// [`GROUP_START_SPIN_US`]).
     group_lead_us: u64,
+    /// Indices into `history` of the operations sequential steps sent
+    /// (the runner's own flow: one lane of the viewer).
+    sequential: BTreeSet<usize>,
+    /// The failing subset of a `linearizable` group's check, into `history`.
+    judged: Option<FailingSubset>,
+    /// What a `mixed_histories` step shows the viewer: one program's
+    /// operations (the failing one, or the first), and its failing subset.
+    mixed_view: Option<(Vec<lin::Operation>, Option<FailingSubset>, BTreeSet<usize>)>,
 }
 
 /// How many times its trial count a race scenario may run more trials
@@ -434,6 +447,7 @@ fn collect(
                     max_send_spread_us: None,
                     duration_ms: 0,
                     timelines: Vec::new(),
+                    history_view: None,
                     reason: Some("harness"),
                     note: None,
                     failure: Some(Failure {
@@ -523,6 +537,7 @@ async fn run_scenario(
         duration_ms: 0,
         failure: None,
         timelines: Vec::new(),
+        history_view: None,
         reason: None,
         note: None,
     };
@@ -556,6 +571,7 @@ async fn run_scenario(
     // in-process store that answers without yielding runs its batches one
     // after another, and its programs are still checked).
     let races = has_race_group(scenario);
+    let exported = races || judges_histories(scenario);
     let most = trials
         .saturating_mul(EXTRA_TRIALS_FACTOR + 1)
         .min(reqkey_scenario::MAX_REPEAT.max(trials));
@@ -591,6 +607,9 @@ async fn run_scenario(
             max_send_spread_us: None,
             max_late_us: 0,
             group_lead_us: lead_us,
+            judged: None,
+            mixed_view: None,
+            sequential: BTreeSet::new(),
         };
         let outcome = trial.run_steps(&scenario.steps).await;
         // A group that did not overlap because its items left late: give
@@ -637,6 +656,48 @@ async fn run_scenario(
                 .timelines
                 .retain(|t| t.trial != trial_index || !t.failed);
             continue;
+        }
+        // The history viewer of the HTML page: the failing trial's, or
+        // the first trial's (not a trial the harness could not judge).
+        if exported
+            && !matches!(outcome, Err(Stop::Harness(..)))
+            && (outcome.is_err() || result.history_view.is_none())
+        {
+            let failed = outcome.is_err();
+            let view = match trial.mixed_view.take() {
+                Some((ops, judged, sequential)) => {
+                    HistoryView::of(trial_index, failed, &ops, judged.as_ref(), &sequential)
+                }
+                None => HistoryView::of(
+                    trial_index,
+                    failed,
+                    &trial.history,
+                    trial.judged.as_ref(),
+                    &trial.sequential,
+                ),
+            };
+            if !view.ops.is_empty() {
+                result.history_view = Some(view);
+            }
+        }
+        // The trial's history, as judged, for --export-histories (not a
+        // trial the harness could not judge).
+        // (Store histories only: an agent's HTTP exchanges are not store
+        // operations a store history's checker could judge.)
+        let store_level = scenario.level == Level::Store;
+        if let Some(sink) = cfg
+            .export_histories
+            .as_ref()
+            .filter(|_| exported && store_level)
+        {
+            if !matches!(outcome, Err(Stop::Harness(..))) && !trial.history.is_empty() {
+                sink.offer(TrialHistory {
+                    scenario: scenario.id.clone(),
+                    trial: trial_index,
+                    failed: outcome.is_err(),
+                    operations: std::mem::take(&mut trial.history),
+                });
+            }
         }
         if let Err(stop) = outcome {
             let (verdict, mut failure, reason) = match stop {
@@ -691,6 +752,55 @@ fn has_race_group(scenario: &Scenario) -> bool {
                 .sum::<usize>()
                 >= 2
         }
+        _ => false,
+    })
+}
+
+/// What the viewer shows of a `mixed_histories` stage: the failing
+/// program's operations (checked again, alone, for its failing subset),
+/// or the first program's.
+fn mixed_view(
+    outcome: &crate::run::mixed::MixedOutcome,
+    history: &[lin::Operation],
+) -> (Vec<lin::Operation>, Option<FailingSubset>, BTreeSet<usize>) {
+    let program = match outcome {
+        crate::run::mixed::MixedOutcome::Failed { program, .. } => *program,
+        _ => 0,
+    };
+    let prefix = format!("p{program}.");
+    let ops: Vec<lin::Operation> = history
+        .iter()
+        .filter(|o| o.client.starts_with(&prefix))
+        .cloned()
+        .collect();
+    // A program's single steps (`p<n>.step<k>`) are its own sequential
+    // flow; a batch's operations (`p<n>.step<k>.<j>`) each a client.
+    let sequential: BTreeSet<usize> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| !o.client[prefix.len()..].contains('.'))
+        .map(|(i, _)| i)
+        .collect();
+    if !matches!(outcome, crate::run::mixed::MixedOutcome::Failed { .. }) {
+        return (ops, None, sequential);
+    }
+    let judged = match lin::check(&ops).verdict {
+        lin::Verdict::NotLinearizable(c) => Some(FailingSubset {
+            partition: c.partition,
+            minimal: c.minimal,
+            session: c.session,
+        }),
+        _ => None,
+    };
+    (ops, judged, sequential)
+}
+
+/// Does the scenario check a history for linearizability (a group marked
+/// `linearizable: true`, a `mixed_histories` step)?
+fn judges_histories(scenario: &Scenario) -> bool {
+    scenario.steps.iter().any(|step| match &step.action {
+        Action::Parallel(_) => step.linearizable,
+        Action::MixedHistories { .. } => true,
         _ => false,
     })
 }
@@ -790,6 +900,9 @@ impl Trial<'_> {
                     };
                     let return_ns = self.clock.now_ns();
                     let client = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
+                    if self.history.len() < MAX_HISTORY_OPS {
+                        self.sequential.insert(self.history.len());
+                    }
                     self.record(client, request.shown(), invoke_ns, return_ns, &answer);
                     self.check_answer(&path, step, &request, answer)?;
                 }
@@ -808,7 +921,7 @@ impl Trial<'_> {
         programs: u32,
         in_flight: u32,
     ) -> Result<(), Stop> {
-        use crate::run::mixed::{run_mixed, MixedOptions, MixedOutcome};
+        use crate::run::mixed::{run_mixed_recorded, MixedOptions, MixedOutcome};
         if self.target.level() != Level::Store {
             return Err(fail(
                 path,
@@ -827,8 +940,18 @@ impl Trial<'_> {
                 .to_owned(),
             lin_budget_steps: self.cfg.lin_budget_steps,
             call_timeout_ms: self.cfg.call_timeout_ms,
+            clock: self.clock,
         };
-        let outcome = run_mixed(self.target, &opts).await;
+        let (outcome, history) = run_mixed_recorded(self.target, &opts).await;
+        self.mixed_view = Some(mixed_view(&outcome, &history));
+        // The programs' histories join the trial's, for --export-histories
+        // (on sessions of their own, they change no other check's verdict).
+        // Whole or not at all: a cut history could be judged otherwise.
+        if self.cfg.export_histories.is_some()
+            && self.history.len() + history.len() <= MAX_HISTORY_OPS
+        {
+            self.history.extend(history);
+        }
         let stats = match &outcome {
             MixedOutcome::Passed(stats) | MixedOutcome::Failed { stats, .. } => *stats,
             MixedOutcome::Error(reason) => {
@@ -1398,7 +1521,7 @@ impl Trial<'_> {
     }
 
     /// Checks the trial's history so far against the sequential spec.
-    fn check_linearizable(&self, path: &str) -> Result<(), Stop> {
+    fn check_linearizable(&mut self, path: &str) -> Result<(), Stop> {
         let opts = CheckOptions {
             budget_steps: self.cfg.lin_budget_steps,
             minimize: true,
@@ -1415,14 +1538,21 @@ impl Trial<'_> {
         };
         match report.verdict {
             lin::Verdict::Linearizable => Ok(()),
-            lin::Verdict::NotLinearizable(c) => Err(Stop::fail(failure(
-                format!(
-                    "the history ({} operations) is not linearizable: {}",
-                    self.history.len(),
-                    c.reason
-                ),
-                Some(c.to_string()),
-            ))),
+            lin::Verdict::NotLinearizable(c) => {
+                self.judged = Some(FailingSubset {
+                    partition: c.partition.clone(),
+                    minimal: c.minimal.clone(),
+                    session: c.session.clone(),
+                });
+                Err(Stop::fail(failure(
+                    format!(
+                        "the history ({} operations) is not linearizable: {}",
+                        self.history.len(),
+                        c.reason
+                    ),
+                    Some(c.to_string()),
+                )))
+            }
             lin::Verdict::Unknown { reason } => Err(Stop::harness(failure(
                 format!("linearizability could not be decided: {reason}"),
                 None,

@@ -1,0 +1,180 @@
+//! `reqkey check history FILE`: a recorded store history, from a file,
+//! judged for linearizability against the store's sequential spec.
+//!
+//! The file is in reqkey's form or Jepsen's event form
+//! ([`reqkey_check::history`]; `--export-histories` on `run` and `certify`
+//! writes the first), so a history recorded by a run, by someone else's
+//! recorder, or one another checker was given, meets the same judge as
+//! the `linearizable: true` groups of a run ([`reqkey_check::lin`]). Exit
+//! 0: linearizable; 1: not (the smallest failing subset printed, with the
+//! clause it breaks); 2: the file cannot be read or judged (a mistake is
+//! placed at file:line:col; an exhausted search budget is no verdict).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use reqkey_check::history::{self, HistoryFormat, MAX_HISTORY_BYTES};
+use reqkey_check::lin::{self, CheckOptions, Operation, Verdict};
+
+use crate::cmd::common::harness_error;
+use crate::report::inert;
+
+#[derive(Debug, Subcommand)]
+pub enum CheckCommand {
+    /// Judge a recorded store history (a file) for linearizability against
+    /// the sequential spec: exit 0 linearizable, 1 not, 2 bad input.
+    History(HistoryArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The history: reqkey's JSON form (an array of operations) or
+    /// Jepsen's events as JSON lines (docs/race-safety.md).
+    pub file: PathBuf,
+    /// The file's form; by default told by its first non-space byte
+    /// (`[` reqkey's, `{` Jepsen's).
+    #[arg(long, value_name = "json|jepsen")]
+    pub format: Option<HistoryFormat>,
+    /// Bound on the search, in steps (an exhausted budget is exit 2).
+    #[arg(long, default_value_t = lin::DEFAULT_BUDGET_STEPS,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    pub budget_steps: u64,
+    /// Do not judge: print the history in this form on stdout (exit 0),
+    /// to hand a run's history to another checker or read one in.
+    #[arg(long, value_name = "json|jepsen")]
+    pub convert_to: Option<HistoryFormat>,
+}
+
+pub fn run(command: CheckCommand) -> ExitCode {
+    match command {
+        CheckCommand::History(args) => history_command(&args),
+    }
+}
+
+/// Reads at most [`MAX_HISTORY_BYTES`] of `path` as UTF-8.
+pub fn read_bounded(path: &Path) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_HISTORY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX_HISTORY_BYTES {
+        return Err(format!(
+            "{}: over {} MiB, more than a history file may hold",
+            path.display(),
+            MAX_HISTORY_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        let (line, column) = place(&e.as_bytes()[..e.utf8_error().valid_up_to()]);
+        format!("{}:{line}:{column}: not UTF-8 text", path.display())
+    })
+}
+
+/// The 1-based line and column after `before`.
+fn place(before: &[u8]) -> (usize, usize) {
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    (line, column)
+}
+
+fn history_command(args: &HistoryArgs) -> ExitCode {
+    let shown = args.file.display().to_string();
+    let text = match read_bounded(&args.file) {
+        Ok(t) => t,
+        Err(e) => return harness_error(e),
+    };
+    let history = match history::parse_history(&text, args.format) {
+        Ok(h) => h,
+        Err(e) => return harness_error(format!("{shown}:{e}")),
+    };
+    if let Some(format) = args.convert_to {
+        emit(&history::write_history(&history, format));
+        return ExitCode::SUCCESS;
+    }
+    let report = lin::check_with(
+        &history,
+        CheckOptions {
+            budget_steps: args.budget_steps,
+            minimize: true,
+            ..CheckOptions::default()
+        },
+    );
+    match report.verdict {
+        Verdict::Linearizable => {
+            emit(&format!(
+                "reqkey: {}: linearizable ({} operations, {} sessions, {} search steps)\n",
+                inert::terminal(&shown),
+                history.len(),
+                report.partitions,
+                report.steps
+            ));
+            ExitCode::SUCCESS
+        }
+        Verdict::NotLinearizable(c) => {
+            emit(&format!(
+                "reqkey: {}: NOT linearizable ({} operations): {}\n  breaks {}\n  the smallest failing subset: operations {} of the file (0-based)\n{}",
+                inert::terminal(&shown),
+                history.len(),
+                inert::terminal(&c.reason),
+                clauses_broken(&history, &c.minimal),
+                c.minimal
+                    .iter()
+                    .map(|i| format!("#{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                inert::lines_kept(&c.to_string())
+            ));
+            ExitCode::from(1)
+        }
+        Verdict::Unknown { reason } => harness_error(format!(
+            "{shown}: no verdict: {reason} (raise --budget-steps)"
+        )),
+    }
+}
+
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an
+/// error of the verdict, and never a panic.
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// The clauses of spec/SPEC.md a non-linearizable subset breaks: SPEC 4's
+/// "one atomic step" of each kind of write in it.
+pub fn clauses_broken(history: &[Operation], subset: &[usize]) -> String {
+    let mut clauses: Vec<&str> = Vec::new();
+    for &i in subset {
+        let op = history
+            .get(i)
+            .and_then(|o| o.request.get("op"))
+            .and_then(|v| v.as_str());
+        let clause = match op {
+            Some("commitRunStart") => "store.commit.atomic",
+            Some("setRunStatus") => "store.set-run-status.atomic",
+            Some("deleteSession") => "store.delete-session.atomic",
+            _ => continue,
+        };
+        if !clauses.contains(&clause) {
+            clauses.push(clause);
+        }
+    }
+    if clauses.is_empty() {
+        clauses.push("wire.store.concurrent");
+    }
+    format!(
+        "{} (SPEC 4: every operation is one atomic step, under any concurrency; `reqkey explain CLAUSE`)",
+        clauses
+            .iter()
+            .map(|c| format!("[[{c}]]"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}

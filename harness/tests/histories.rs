@@ -1,0 +1,281 @@
+//! Histories in and out: `reqkey check history FILE` judges a history from
+//! a file (reqkey's JSON form or Jepsen's events), and `--export-histories
+//! DIR` on `run` writes the histories a run judged, which the command then
+//! judges the same way the run did.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{reqkey, text};
+use std::path::{Path, PathBuf};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("reqkey-histories-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn commit(run: &str) -> String {
+    format!(
+        r#""op":"commitRunStart","args":{{"startRun":{{"sessionId":"s","runId":"{run}","input":{{"text":"a"}},"requestKey":"k","requestDigest":"d"}}}}"#
+    )
+}
+
+fn started(run: &str) -> String {
+    format!(
+        r#"{{"ok":{{"outcome":"started","run":{{"sessionId":"s","runId":"{run}","status":"running","startSequence":1,"requestKey":"k","requestDigest":"d"}}}}}}"#
+    )
+}
+
+/// Two commits of one key racing: the second answer given.
+fn race(second: &str) -> String {
+    format!(
+        "[\n{{\"process\":\"a\",\"call_ns\":0,\"return_ns\":10,{},\"answer\":{}}},\n{{\"process\":\"b\",\"call_ns\":5,\"return_ns\":20,{},\"answer\":{second}}}\n]\n",
+        commit("r1"),
+        started("r1"),
+        commit("r2"),
+    )
+}
+
+fn check(file: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec!["check", "history", file.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let o = reqkey(&args);
+    (o.status.code(), text(&o))
+}
+
+#[test]
+fn check_history_exits_0_1_and_2() {
+    let dir = scratch("verdicts");
+    let good = dir.join("good.json");
+    let taken = r#"{"error":{"kind":"run_start_rejected","cause":"request_key_taken","message":"m","details":{"existingRunId":"r1"}}}"#;
+    std::fs::write(&good, race(taken)).unwrap();
+    let (code, out) = check(&good, &[]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("linearizable (2 operations, 1 sessions"),
+        "{out}"
+    );
+    // A search cut short by its budget is no verdict, not a pass.
+    let (code, out) = check(&good, &["--budget-steps", "1"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("no verdict: gave up after 1 search steps"),
+        "{out}"
+    );
+
+    // Two winners of one key: not linearizable, the subset and clause named.
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, race(&started("r2"))).unwrap();
+    let (code, out) = check(&bad, &[]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("NOT linearizable"), "{out}");
+    assert!(out.contains("[[store.commit.atomic]]"), "{out}");
+    assert!(out.contains("operations #0, #1 of the file"), "{out}");
+    assert!(out.contains("smallest non-linearizable subset"), "{out}");
+
+    // The same histories in Jepsen's form, converted by the command: the
+    // same verdicts, told apart by the first byte or by --format.
+    for (file, want) in [(&good, 0), (&bad, 1)] {
+        let o = reqkey(&[
+            "check",
+            "history",
+            file.to_str().unwrap(),
+            "--convert-to",
+            "jepsen",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let events = String::from_utf8(o.stdout).unwrap();
+        assert_eq!(events.lines().count(), 4, "{events}");
+        assert!(events.starts_with(r#"{"process":"a","type":"invoke","f":"commitRunStart""#));
+        let jepsen = file.with_extension("jsonl");
+        std::fs::write(&jepsen, &events).unwrap();
+        assert_eq!(check(&jepsen, &[]).0, Some(want));
+        assert_eq!(check(&jepsen, &["--format", "jepsen"]).0, Some(want));
+        // Read as the other form, it is bad input, not a verdict.
+        assert_eq!(check(&jepsen, &["--format", "json"]).0, Some(2));
+    }
+}
+
+#[test]
+fn bad_input_is_exit_2_at_file_line_col() {
+    let dir = scratch("bad-input");
+    let cases: &[(&str, &str, &str)] = &[
+        ("syntax.json", "[\n{\"process\":\"a\",,}\n]", ":2:16: key must be a string"),
+        (
+            "field.json",
+            "[\n  {\"process\":\"a\",\"call_ns\":1,\"op\":\"getRun\",\"anwser\":null}\n]",
+            ":2:",
+        ),
+        (
+            "order.json",
+            "[\n  {\"process\":\"a\",\"call_ns\":9,\"return_ns\":1,\"op\":\"getRun\",\"answer\":null}\n]",
+            ":2:3: operation 0: return_ns 1 is before call_ns 9",
+        ),
+        (
+            "pairs.jsonl",
+            "{\"process\":0,\"type\":\"invoke\",\"f\":\"getRun\"}\n{\"process\":1,\"type\":\"ok\",\"f\":\"getRun\"}\n",
+            ":2:1: process 1 completes an operation it never invoked",
+        ),
+        ("empty.json", "[]", ":1:1: the history has no operations"),
+        ("edn.edn", "{:process 0, :type :invoke}", ":1:1: this is EDN"),
+    ];
+    for (name, body, says) in cases {
+        let file = dir.join(name);
+        std::fs::write(&file, body).unwrap();
+        let (code, out) = check(&file, &[]);
+        assert_eq!(code, Some(2), "{name}: {out}");
+        assert!(
+            out.contains(&format!("{}{says}", file.display())),
+            "{name}: {out}"
+        );
+        assert!(!out.contains("panicked"), "{name}: {out}");
+    }
+    let (code, out) = check(&dir.join("missing.json"), &[]);
+    assert_eq!(code, Some(2), "{out}");
+}
+
+/// Runs the race scenarios on `target` with `--export-histories`; the
+/// run's exit code, its results and the directory.
+fn run_exporting(target: &str, name: &str) -> (Option<i32>, serde_json::Value, PathBuf) {
+    let dir = scratch(name);
+    let histories = dir.join("histories");
+    let results = dir.join("results.json");
+    let o = reqkey(&[
+        "run",
+        "--target",
+        target,
+        "--tag",
+        "race",
+        "--seed",
+        "7",
+        "--json",
+        results.to_str().unwrap(),
+        "--export-histories",
+        histories.to_str().unwrap(),
+    ]);
+    assert!(text(&o).contains("histories to"), "{}", text(&o));
+    let results = serde_json::from_str(&std::fs::read_to_string(results).unwrap()).unwrap();
+    (o.status.code(), results, histories)
+}
+
+/// Every exported file with `reqkey check history`'s exit code.
+fn judge_all(dir: &Path) -> Vec<(String, Option<i32>)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let (code, out) = check(f, &[]);
+            assert!(matches!(code, Some(0 | 1)), "{}: {out}", f.display());
+            (f.file_name().unwrap().to_string_lossy().into_owned(), code)
+        })
+        .collect()
+}
+
+#[test]
+fn histories_exported_by_a_passing_run_are_linearizable() {
+    let (code, results, dir) = run_exporting("memory", "memory");
+    assert_eq!(code, Some(0), "{results}");
+    let judged = judge_all(&dir);
+    // Every race scenario and the mixed stage left its trials' histories.
+    for s in results["scenarios"].as_array().unwrap() {
+        let id = s["id"].as_str().unwrap();
+        let n = judged
+            .iter()
+            .filter(|(f, _)| f.starts_with(&format!("{id}.trial-")))
+            .count();
+        let trials = s["trials_run"].as_u64().unwrap() as usize;
+        assert_eq!(n, trials.min(19), "{id}: {n} files of {trials} trials");
+    }
+    assert!(judged
+        .iter()
+        .any(|(f, _)| f == "store.mixed-histories.trial-0.json"));
+    for (file, code) in &judged {
+        assert_eq!(*code, Some(0), "{file}");
+    }
+}
+
+#[test]
+fn histories_exported_by_a_failing_run_get_the_runs_verdict() {
+    let (code, results, dir) = run_exporting("broken-memory:holder-read-outside-commit", "racy");
+    assert_eq!(code, Some(1), "{results}");
+    let judged = judge_all(&dir);
+    let mut failing = 0;
+    for s in results["scenarios"].as_array().unwrap() {
+        let id = s["id"].as_str().unwrap();
+        let lin_failure = s["verdict"] == "fail"
+            && (s["failure"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("not linearizable")));
+        for (file, code) in judged
+            .iter()
+            .filter(|(f, _)| f.starts_with(&format!("{id}.trial-")))
+        {
+            let failing_trial = s["failure"]["trial"]
+                .as_u64()
+                .is_some_and(|t| file == &format!("{id}.trial-{t}.json"));
+            if lin_failure && failing_trial {
+                failing += 1;
+                assert_eq!(*code, Some(1), "{file}: the run judged it not linearizable");
+            } else if s["verdict"] == "pass" || !failing_trial {
+                assert_eq!(*code, Some(0), "{file}: the run judged it linearizable");
+            }
+        }
+    }
+    assert!(
+        failing >= 1,
+        "no history the run judged not linearizable: {judged:?}"
+    );
+}
+
+#[test]
+fn certify_exports_store_histories_and_no_agent_exchanges() {
+    let dir = scratch("certify");
+    let histories = dir.join("h");
+    let o = reqkey(&[
+        "certify",
+        "--target",
+        "memory",
+        "--seed",
+        "3",
+        "--out",
+        dir.join("cert").to_str().unwrap(),
+        "--export-histories",
+        histories.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let judged = judge_all(&histories);
+    assert!(
+        judged
+            .iter()
+            .any(|(f, _)| f == "store.mixed-histories.trial-0.json"),
+        "{judged:?}"
+    );
+    assert!(judged.len() >= 10, "{judged:?}");
+    assert!(
+        judged.iter().all(|(_, code)| *code == Some(0)),
+        "{judged:?}"
+    );
+    // An agent's race is HTTP, not store operations: nothing to export.
+    let agent = dir.join("agent");
+    let o = reqkey(&[
+        "run",
+        "--target",
+        "reference-agent",
+        "--tag",
+        "race",
+        "--seed",
+        "3",
+        "--export-histories",
+        agent.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("wrote 0 histories"), "{}", text(&o));
+    assert_eq!(std::fs::read_dir(&agent).unwrap().count(), 0);
+}
