@@ -99,9 +99,10 @@ const ENTRY_WAIT: [&str; 2] = [
     "agent.entry-wait.keyless-entry-is-busy-at-once",
 ];
 
-/// The crash scenarios (`requires: {faults: true}`): set aside in process,
-/// where nothing can be killed (harness/tests/crash.rs runs them).
-const CRASH: [&str; 7] = [
+/// The crash and replica scenarios (`requires: {faults: true}` or
+/// `{replicas: N}`): set aside in process, where nothing can be killed and
+/// there is one server (harness/tests/crash.rs runs them).
+const CRASH: [&str; 8] = [
     "agent.crash.chat-stream-cut-by-a-crash",
     "agent.crash.durable-keys-survive-a-restart",
     "agent.crash.keyed-retry-replays-the-orphan",
@@ -109,6 +110,7 @@ const CRASH: [&str; 7] = [
     "agent.crash.live-owner-keeps-its-run",
     "agent.crash.orphan-is-interrupted",
     "agent.crash.paused-owner-finds-its-run-final",
+    "agent.replicas.reconnect-through-another-replica",
 ];
 
 /// Keyless scenarios of `interrupt_previous` (any key support).
@@ -343,7 +345,7 @@ where
 }
 
 /// The executor defects `tests/crash.rs` judges (through `--start`).
-const CRASH_DEFECT_NAMES: [&str; 8] = [
+const CRASH_DEFECT_NAMES: [&str; 9] = [
     "no-orphan-expiry",
     "reader-renews-lease",
     "expiry-without-lease-compare",
@@ -352,6 +354,7 @@ const CRASH_DEFECT_NAMES: [&str; 8] = [
     "orphan-retry-reexecutes",
     "keyless-refused-by-orphan",
     "claims-durable",
+    "store-stream-does-not-wait",
 ];
 
 /// The keyed race scenarios: a broken executor may fail them or not,

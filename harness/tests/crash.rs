@@ -29,7 +29,7 @@ use common::crash::{
 use reqkey_reference::agent::executor::ExecutorDefect;
 
 /// The executor defects only a crash, a pause or a second replica shows.
-const CRASH_DEFECTS: [ExecutorDefect; 8] = [
+const CRASH_DEFECTS: [ExecutorDefect; 9] = [
     ExecutorDefect::NoOrphanExpiry,
     ExecutorDefect::ReaderRenewsLease,
     ExecutorDefect::ExpiryWithoutLeaseCompare,
@@ -38,6 +38,7 @@ const CRASH_DEFECTS: [ExecutorDefect; 8] = [
     ExecutorDefect::OrphanRetryReexecutes,
     ExecutorDefect::KeylessRefusedByOrphan,
     ExecutorDefect::ClaimsDurable,
+    ExecutorDefect::StoreStreamDoesNotWait,
 ];
 
 #[test]

@@ -507,6 +507,15 @@ pub fn shares_no_session(scenario: &Scenario) -> bool {
     scenario.steps.iter().all(step_ok)
 }
 
+/// Does any step (a group's items included) strike a process?
+fn strikes(steps: &[Step]) -> bool {
+    steps.iter().any(|step| match &step.action {
+        Action::Fault(_) => true,
+        Action::Parallel(items) => strikes(items),
+        _ => false,
+    })
+}
+
 /// A stable per-scenario seed: the run seed mixed with the scenario id.
 fn scenario_seed(seed: u64, id: &str) -> u64 {
     id.bytes().fold(seed ^ 0x9e37_79b9_7f4a_7c15, |h, b| {
@@ -611,7 +620,25 @@ async fn run_scenario(
             mixed_view: None,
             sequential: BTreeSet::new(),
         };
-        let outcome = trial.run_steps(&scenario.steps).await;
+        let mut outcome = trial.run_steps(&scenario.steps).await;
+        // A trial that struck processes leaves the deployment whole again,
+        // whatever its verdict: a failure before its own `cont` or
+        // `restart` must not decide the next scenario's.
+        if strikes(&scenario.steps) {
+            if let Err(e) = target.heal().await {
+                if outcome.is_ok() {
+                    let failure = Failure {
+                        trial: trial_index,
+                        step: "after the trial: resuming and restarting what it struck".into(),
+                        message: e.to_string(),
+                        expected: None,
+                        actual: None,
+                        detail: None,
+                    };
+                    outcome = Err(Stop::Harness(Box::new(failure), e.reason()));
+                }
+            }
+        }
         // A group that did not overlap because its items left late: give
         // the next trial's groups a longer lead (bounded).
         if trial.had_group && !trial.overlapped && trial.max_late_us > lead_us / 2 {

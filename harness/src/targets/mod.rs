@@ -187,6 +187,13 @@ pub trait Target: Send + Sync + fmt::Debug {
             step.action
         )))
     }
+    /// After a trial that struck processes: every process the harness
+    /// started runs again (a paused one resumed, a dead one started on its
+    /// port and awaited), so that a scenario which failed before its own
+    /// `cont` or `restart` leaves the next scenario a whole deployment.
+    async fn heal(&self) -> Result<(), TargetError> {
+        Ok(())
+    }
 }
 
 /// A store that cannot be opened: a bad specification, or a backend that

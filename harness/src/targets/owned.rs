@@ -163,6 +163,22 @@ impl Owned {
         Ok(())
     }
 
+    /// Resumes every group (SIGCONT: harmless to a running one) and starts
+    /// again each command that exited; the indices started again.
+    pub fn heal(&mut self) -> Result<Vec<usize>, String> {
+        let mut restarted = Vec::new();
+        for index in 0..self.started.len() {
+            if self.exited_one(index).is_some() {
+                let line = self.started[index].command.clone();
+                self.started[index].child = start_one(&line)?;
+                restarted.push(index);
+            } else {
+                self.signal(index, Signal::SIGCONT)?;
+            }
+        }
+        Ok(restarted)
+    }
+
     /// Has command `index` exited? Its command and status.
     pub fn exited_one(&mut self, index: usize) -> Option<String> {
         let s = self.started.get_mut(index)?;
@@ -333,6 +349,17 @@ impl Target for OwnedTarget {
         }
         Ok(())
     }
+
+    async fn heal(&self) -> Result<(), TargetError> {
+        let restarted = self
+            .with_owned(Owned::heal)
+            .await?
+            .map_err(TargetError::Unreachable)?;
+        for index in restarted {
+            self.await_health(index).await?;
+        }
+        Ok(())
+    }
 }
 
 fn start_one(line: &str) -> Result<std::process::Child, String> {
@@ -387,6 +414,47 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert_eq!(live_in_group(pid), Vec::<u32>::new(), "group {pid}");
+    }
+
+    /// The state letter of process `pid` (`S`, `T` stopped, `Z`...).
+    fn state(pid: u32) -> String {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rfind(')')
+            .and_then(|i| stat[i + 2..].split_whitespace().next())
+            .unwrap_or("?")
+            .to_owned()
+    }
+
+    #[test]
+    fn heal_resumes_a_paused_process_and_starts_a_killed_one_again() {
+        let mut owned = Owned::start(&["sleep 300".to_owned(), "sleep 300".to_owned()]).unwrap();
+        let (paused, killed) = (owned.pids()[0], owned.pids()[1]);
+        // Once it sleeps (a process stopped while it still execs may read `D`).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while state(paused) != "S" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        owned.signal(0, Signal::SIGSTOP).unwrap();
+        owned.kill(1).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while state(paused) != "T" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(state(paused), "T");
+        assert_eq!(owned.heal().unwrap(), vec![1]);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while state(paused) == "T" && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_ne!(state(paused), "T", "still paused");
+        assert_eq!(owned.pids()[0], paused);
+        assert_ne!(
+            owned.pids()[1],
+            killed,
+            "the killed one runs again, as a new process"
+        );
+        assert!(owned.exited_one(1).is_none());
+        owned.stop();
     }
 
     /// The processes of process group `pgid` that are not zombies.

@@ -16,11 +16,11 @@ pub fn crash_files() -> Vec<String> {
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("crash.") && n.ends_with(".yaml"))
+        .filter(|n| (n.starts_with("crash.") || n.starts_with("replicas.")) && n.ends_with(".yaml"))
         .map(|n| format!("scenarios/agent/{n}"))
         .collect();
     files.sort();
-    assert!(files.len() >= 7, "the crash scenarios: {files:?}");
+    assert!(files.len() >= 8, "the crash scenarios: {files:?}");
     files
 }
 
@@ -120,7 +120,7 @@ pub fn assert_green_on_every_persistent_backend() {
         );
         let passed = verdicts.values().filter(|v| *v == "pass").count();
         // One replica: the scenarios that need a second live one do not apply.
-        let want = if n == 1 { 5 } else { 7 };
+        let want = if n == 1 { 5 } else { 8 };
         assert!(passed >= want, "{name} x{n}: {verdicts:?}");
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(

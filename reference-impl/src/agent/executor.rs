@@ -202,10 +202,15 @@ pub enum ExecutorDefect {
     /// `/health` declares `durable: true` whatever the store (over the
     /// memory store, a restart loses every key; `[[agent.durable]]`).
     ClaimsDurable,
+    /// The stream of a run another replica executes is built from one read
+    /// of the store: it ends at once with the status read, `running`
+    /// included, instead of following the run to its end
+    /// (`[[agent.chat.reconnect]]` through a second replica).
+    StoreStreamDoesNotWait,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 32] = [
+    pub const ALL: [ExecutorDefect; 33] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -238,6 +243,7 @@ impl ExecutorDefect {
         ExecutorDefect::OrphanRetryReexecutes,
         ExecutorDefect::KeylessRefusedByOrphan,
         ExecutorDefect::ClaimsDurable,
+        ExecutorDefect::StoreStreamDoesNotWait,
     ];
 
     pub fn name(self) -> &'static str {
@@ -274,6 +280,7 @@ impl ExecutorDefect {
             ExecutorDefect::OrphanRetryReexecutes => "orphan-retry-reexecutes",
             ExecutorDefect::KeylessRefusedByOrphan => "keyless-refused-by-orphan",
             ExecutorDefect::ClaimsDurable => "claims-durable",
+            ExecutorDefect::StoreStreamDoesNotWait => "store-stream-does-not-wait",
         }
     }
 
@@ -1304,6 +1311,7 @@ impl Executor {
         // Without a log (and not started here) nobody here executes it.
         let reclaim = self.config.orphans == OrphanRule::Lease
             && !self.executing(&run.session_id, &run.run_id);
+        let store_waits = !self.has_defect(ExecutorDefect::StoreStreamDoesNotWait);
         tokio::spawn(async move {
             let fed = async {
                 match log {
@@ -1312,7 +1320,7 @@ impl Executor {
                         if reclaim && run.status == RunStatus::Running {
                             let _ = reclaim_orphan(store.as_ref(), run.clone()).await;
                         }
-                        follow_store(store.as_ref(), &run, &tx).await;
+                        follow_store(store.as_ref(), &run, store_waits, &tx).await;
                     }
                 }
             };
@@ -1438,6 +1446,7 @@ async fn follow_log(log: &RunLog, from_now: bool, tx: &mpsc::Sender<RunEvent>) {
 async fn follow_store(
     store: &dyn SessionStateStore,
     run: &RunMetadata,
+    waits: bool,
     tx: &mpsc::Sender<RunEvent>,
 ) {
     let input = store
@@ -1458,7 +1467,7 @@ async fn follow_store(
     let mut status = RunStatus::Interrupted;
     for _ in 0..max_rounds {
         match store.get_run(&run.session_id, &run.run_id).await {
-            Ok(Some(r)) if r.status == RunStatus::Running => {
+            Ok(Some(r)) if waits && r.status == RunStatus::Running => {
                 tokio::time::sleep(Duration::from_millis(STORE_POLL_MS)).await;
             }
             Ok(Some(r)) => {
