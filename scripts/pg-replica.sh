@@ -77,11 +77,12 @@ psql_at() {
 answers() { psql_at "$1" -c 'SELECT 1' >/dev/null 2>&1; }
 
 # The primary answers and is not in recovery; the standby answers, is in
-# recovery and streams from the primary.
+# recovery with the apply delay asked for, and streams from the primary.
 healthy() {
   answers "$PRIMARY_PORT" && answers "$STANDBY_PORT" || return 1
   [ "$(psql_at "$PRIMARY_PORT" -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = "f" ] || return 1
   [ "$(psql_at "$STANDBY_PORT" -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = "t" ] || return 1
+  [ "$(psql_at "$STANDBY_PORT" -c "SELECT current_setting('recovery_min_apply_delay')::interval = '$APPLY_DELAY'::interval" 2>/dev/null)" = "t" ] || return 1
   [ "$(psql_at "$PRIMARY_PORT" -c "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'" 2>/dev/null)" -ge 1 ] || return 1
 }
 
