@@ -87,14 +87,19 @@ healthy() {
 }
 
 ours() { [ -f "$DIR/$1/postmaster.pid" ]; }
+# pg_ctl status: 0 while the server of that data directory runs (a
+# postmaster.pid left by a killed server does not count).
+running() { as_pg "$BIN/pg_ctl" -D "$DIR/$1" status >/dev/null 2>&1; }
 
 stop_nodes() {
   local node port
   for node in standby primary; do
     [ "$node" = primary ] && port="$PRIMARY_PORT" || port="$STANDBY_PORT"
     if ours "$node"; then
-      as_pg "$BIN/pg_ctl" -D "$DIR/$node" -m fast -t 30 -w stop >/dev/null 2>&1 || true
-      ! ours "$node" || die "the $node on port $port does not stop within 30 s"
+      if running "$node"; then
+        as_pg "$BIN/pg_ctl" -D "$DIR/$node" -m fast -t 30 -w stop >/dev/null 2>&1 || true
+        ! running "$node" || die "the $node on port $port does not stop within 30 s"
+      fi
     elif answers "$port"; then
       die "port $port answers, but not a server this script started (no $DIR/$node/postmaster.pid); choose other REQKEY_PG_*_PORT"
     fi
