@@ -6,6 +6,8 @@
 #   scripts/pg-replica.sh start    start the pair (or leave a healthy one alone)
 #   scripts/pg-replica.sh status   pg_stat_replication on the primary, the standby's replay state
 #   scripts/pg-replica.sh stop     stop both servers and remove their files
+#   scripts/pg-replica.sh failover crash the primary (SIGKILL) and promote the standby;
+#                                  prints the new primary's URL
 #
 # Ports: REQKEY_PG_PRIMARY_PORT (default 5442), REQKEY_PG_STANDBY_PORT
 # (default 5443). Files: REQKEY_PG_REPLICA_DIR (default /tmp/reqkey-pg-replica).
@@ -18,6 +20,11 @@
 # only when loopback replication happens to be slow. WAL still streams at
 # once; only replay waits. 0 turns the delay off.
 #
+# Replication is asynchronous unless REQKEY_PG_SYNC=1: then the primary
+# answers a commit only once the standby has flushed it
+# (synchronous_standby_names = '*'), so a failover keeps every
+# acknowledged commit.
+#
 # initdb and the servers refuse to run as root: as root, they run as the
 # `postgres` OS user. Every wait is bounded; a failure exits non-zero with
 # the servers' log tails.
@@ -27,6 +34,12 @@ PRIMARY_PORT="${REQKEY_PG_PRIMARY_PORT:-5442}"
 STANDBY_PORT="${REQKEY_PG_STANDBY_PORT:-5443}"
 DIR="${REQKEY_PG_REPLICA_DIR:-/tmp/reqkey-pg-replica}"
 APPLY_DELAY="${REQKEY_PG_APPLY_DELAY:-200ms}"
+SYNC="${REQKEY_PG_SYNC:-0}"
+case "$SYNC" in
+  0) SYNC_NAMES="" ;;
+  1) SYNC_NAMES="*" ;;
+  *) echo "pg-replica: REQKEY_PG_SYNC must be 0 or 1" >&2; exit 2 ;;
+esac
 HOST=127.0.0.1
 DB=test
 
@@ -71,16 +84,20 @@ as_pg() {
 psql_at() {
   local port="$1"
   shift
-  "${BIN:+$BIN/}psql" -X -q -A -t -h "$HOST" -p "$port" -U postgres -d "$DB" -v ON_ERROR_STOP=1 "$@"
+  # Bounded: a statement that waits (for a synchronous standby that is
+  # gone, say) is ended after 30 s.
+  timeout 30 "${BIN:+$BIN/}psql" -X -q -A -t -h "$HOST" -p "$port" -U postgres -d "$DB" -v ON_ERROR_STOP=1 "$@"
 }
 
 answers() { psql_at "$1" -c 'SELECT 1' >/dev/null 2>&1; }
 
-# The primary answers and is not in recovery; the standby answers, is in
-# recovery with the apply delay asked for, and streams from the primary.
+# The primary answers, is not in recovery and replicates as asked (sync or
+# not); the standby answers, is in recovery with the apply delay asked for,
+# and streams from the primary.
 healthy() {
   answers "$PRIMARY_PORT" && answers "$STANDBY_PORT" || return 1
   [ "$(psql_at "$PRIMARY_PORT" -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = "f" ] || return 1
+  [ "$(psql_at "$PRIMARY_PORT" -c "SELECT current_setting('synchronous_standby_names') = '$SYNC_NAMES'" 2>/dev/null)" = "t" ] || return 1
   [ "$(psql_at "$STANDBY_PORT" -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = "t" ] || return 1
   [ "$(psql_at "$STANDBY_PORT" -c "SELECT current_setting('recovery_min_apply_delay')::interval = '$APPLY_DELAY'::interval" 2>/dev/null)" = "t" ] || return 1
   [ "$(psql_at "$PRIMARY_PORT" -c "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'" 2>/dev/null)" -ge 1 ] || return 1
@@ -147,12 +164,19 @@ EOF
 port = $STANDBY_PORT
 hot_standby = on
 recovery_min_apply_delay = '$APPLY_DELAY'
+synchronous_standby_names = ''
 EOF
   start_node standby
+  # Synchronous only now: before the standby streams, a synchronous
+  # primary would wait for it on every commit (CREATE DATABASE above).
+  psql_at "$PRIMARY_PORT" -c "ALTER SYSTEM SET synchronous_standby_names = '$SYNC_NAMES'" \
+    -c "SELECT pg_reload_conf()" >/dev/null || die "setting synchronous_standby_names failed"
   local i
   for i in $(seq 1 150); do healthy && break; sleep 0.2; done
   healthy || { status >&2 || true; die "the standby is not streaming within 30 s"; }
-  echo "pg-replica: up (files in $DIR; standby apply delay $APPLY_DELAY)"
+  local mode=asynchronous
+  [ "$SYNC" = 1 ] && mode=synchronous
+  echo "pg-replica: up (files in $DIR; $mode; standby apply delay $APPLY_DELAY)"
   urls
 }
 
@@ -173,9 +197,35 @@ status() {
   healthy
 }
 
+# The primary crashes (SIGKILL to its postmaster: no shutdown checkpoint,
+# nothing more sent to the standby) and the standby is promoted. What the
+# standby had received is applied at promotion (the apply delay does not
+# hold it back); what it had not received is gone.
+failover() {
+  need
+  ours primary && running primary || die "no primary of this script runs"
+  ours standby && running standby || die "no standby of this script runs"
+  local pid i
+  pid="$(head -n 1 "$DIR/primary/postmaster.pid")"
+  kill -9 "$pid" || die "cannot kill the primary's postmaster ($pid)"
+  for i in $(seq 1 100); do answers "$PRIMARY_PORT" || break; sleep 0.1; done
+  ! answers "$PRIMARY_PORT" || die "the primary still answers 10 s after SIGKILL"
+  as_pg "$BIN/pg_ctl" -D "$DIR/standby" -t 30 -w promote >/dev/null ||
+    die "the standby was not promoted within 30 s"
+  for i in $(seq 1 300); do
+    [ "$(psql_at "$STANDBY_PORT" -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = "f" ] && break
+    sleep 0.1
+  done
+  [ "$(psql_at "$STANDBY_PORT" -c 'SELECT pg_is_in_recovery()' 2>/dev/null)" = "f" ] ||
+    die "the promoted standby is still in recovery after 30 s"
+  echo "pg-replica: the primary was killed; the standby on $STANDBY_PORT is the primary now"
+  echo "REQKEY_PG_PRIMARY_URL=postgres://postgres@$HOST:$STANDBY_PORT/$DB"
+}
+
 case "${1:-}" in
   start) start ;;
+  failover) failover ;;
   stop) stop_nodes; echo "pg-replica: stopped" ;;
   status) status ;;
-  *) echo "usage: $0 start|status|stop" >&2; exit 2 ;;
+  *) echo "usage: $0 start|status|stop|failover" >&2; exit 2 ;;
 esac

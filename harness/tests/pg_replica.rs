@@ -4,7 +4,11 @@
 //! writes to the primary and reads key holders and current runs from the
 //! standby, fails it, its races judged not linearizable; and the same
 //! code reading the primary passes, so what is caught is the replica's
-//! stale state, not the code.
+//! stale state, not the code. And a failover drill on a second pair
+//! (127.0.0.1:5444-5445): the primary killed, the standby promoted, the
+//! reference store keeps every acknowledged key when replication is
+//! synchronous, and loses them (a keyed retry runs twice) when it is not
+//! and the standby had fallen behind.
 //!
 //! The pair is `REQKEY_PG_PRIMARY_URL` and `REQKEY_PG_STANDBY_URL`, or,
 //! when they are not both given, the one `scripts/pg-replica.sh` starts on
@@ -26,6 +30,8 @@ use common::{assert_failures_are_verdicts, failing, run_on};
 use reqkey_harness::run::event::RunSummary;
 use reqkey_harness::targets::spec::open_target;
 use reqkey_harness::targets::{Target, TargetOptions};
+use reqkey_model::{CommitOutcome, StartRun};
+use reqkey_reference::store::{PostgresStore, SessionStateStore};
 use tokio_postgres::{Client, NoTls};
 
 const SCRIPT_PRIMARY: &str = "postgres://postgres@127.0.0.1:5442/test";
@@ -289,4 +295,186 @@ fn the_variant_form_is_built_from_the_pair() {
         ),
         "postgres+standby-reads://u:pw@h:1/db?sslmode=disable&standby=k:2"
     );
+}
+
+/// The failover drill's pair: its own ports and files, so that the tests
+/// above keep theirs while this one kills a primary.
+const DRILL_ENV: [(&str, &str); 3] = [
+    ("REQKEY_PG_PRIMARY_PORT", "5444"),
+    ("REQKEY_PG_STANDBY_PORT", "5445"),
+    ("REQKEY_PG_REPLICA_DIR", "/tmp/reqkey-pg-failover"),
+];
+const DRILL_PRIMARY: &str = "postgres://postgres@127.0.0.1:5444/test";
+const DRILL_STANDBY: &str = "postgres://postgres@127.0.0.1:5445/test";
+/// Keyed commits acknowledged before each failover.
+const DRILL_COMMITS: usize = 40;
+
+/// `scripts/pg-replica.sh COMMAND` on the drill's pair, synchronous or
+/// not; panics with the script's stderr when it fails.
+fn drill_script(command: &str, sync: bool) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/pg-replica.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(command)
+        .envs(DRILL_ENV)
+        .env("REQKEY_PG_SYNC", if sync { "1" } else { "0" })
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} {command} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn drill_start(session_prefix: &str, i: usize) -> StartRun {
+    StartRun {
+        session_id: format!("{session_prefix}-{i}"),
+        run_id: format!("r{i}"),
+        expected_current_run_id: None,
+        input: serde_json::json!({"text": format!("request {i}")}),
+        request_key: Some(format!("k{i}")),
+        request_digest: Some(format!("d{i}")),
+    }
+}
+
+/// [`DRILL_COMMITS`] keyed commits on `store`, eight at a time; every one
+/// must be acknowledged `started`.
+async fn acknowledged_commits(store: &PostgresStore, prefix: &str) -> Vec<StartRun> {
+    let starts: Vec<StartRun> = (0..DRILL_COMMITS).map(|i| drill_start(prefix, i)).collect();
+    for chunk in starts.chunks(8) {
+        let mut set = tokio::task::JoinSet::new();
+        for s in chunk {
+            let (store, s) = (store.clone(), s.clone());
+            set.spawn(async move { (s.session_id.clone(), store.commit_run_start(s).await) });
+        }
+        while let Some(joined) = set.join_next().await {
+            let (session, answer) = joined.unwrap();
+            let answer = answer.unwrap_or_else(|e| panic!("{session}: {e}"));
+            assert_eq!(answer.outcome, CommitOutcome::Started, "{session}");
+        }
+    }
+    starts
+}
+
+/// After the failover, on the new primary: how many acknowledged commits
+/// are gone (their key unknown, and a keyed retry STARTS a second run
+/// instead of replaying the first).
+async fn lost_after_failover(store: &PostgresStore, starts: &[StartRun]) -> usize {
+    let mut lost = 0;
+    for s in starts {
+        let key = s.request_key.as_deref().unwrap();
+        let holder = store
+            .get_run_by_request_key(&s.session_id, key)
+            .await
+            .unwrap();
+        let retry = store.commit_run_start(s.clone()).await.unwrap();
+        match (holder, retry.outcome) {
+            (Some(run), CommitOutcome::Replayed) => assert_eq!(run.run_id, s.run_id),
+            (None, CommitOutcome::Started) => lost += 1,
+            (holder, outcome) => {
+                panic!(
+                    "{}: holder {holder:?} but the retry {outcome:?}",
+                    s.session_id
+                )
+            }
+        }
+    }
+    lost
+}
+
+async fn connect_store(url: &str) -> PostgresStore {
+    PostgresStore::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("the store at {url} does not open: {e}"))
+}
+
+/// Waits (at most 10 s) until `primary` replicates to no standby.
+async fn until_no_standby(primary: &Client) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: i64 = primary
+            .query_one("SELECT count(*) FROM pg_stat_replication", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if n == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the standby is still attached after 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits (at most 10 s) until the standby has flushed all the primary's WAL.
+async fn until_standby_flushed(primary: &Client) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: i64 = primary
+            .query_one(
+                "SELECT count(*) FROM pg_stat_replication WHERE flush_lsn >= pg_current_wal_lsn()",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if n >= 1 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the standby did not catch up within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The failover drill (docs/pg-replication.md): keyed commits acknowledged
+/// by the primary, the primary killed (SIGKILL), the standby promoted, the
+/// reference store reconnected to it. Synchronous replication: every
+/// acknowledged key survives and its retry replays. Asynchronous, with the
+/// standby cut off before the commits: every one is gone and its retry
+/// starts a second run, the double execution that keys exist to prevent;
+/// so the drill can fail, and it is the replication mode that decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failover_of_the_primary_keeps_every_acknowledged_key_only_when_synchronous() {
+    let nonce = rand_suffix();
+
+    drill_script("start", true);
+    let store = connect_store(DRILL_PRIMARY).await;
+    let starts = acknowledged_commits(&store, &format!("drill-sync-{nonce}")).await;
+    drop(store);
+    drill_script("failover", true);
+    let promoted = connect_store(DRILL_STANDBY).await;
+    assert_eq!(lost_after_failover(&promoted, &starts).await, 0);
+    drop(promoted);
+
+    // `start` makes the pair anew: the old one is failed over, and not
+    // synchronous.
+    drill_script("start", false);
+    let store = connect_store(DRILL_PRIMARY).await;
+    let primary = connect(DRILL_PRIMARY).await;
+    until_standby_flushed(&primary).await;
+    // The standby stops receiving: it falls behind, as one does under load.
+    let standby = connect(DRILL_STANDBY).await;
+    standby
+        .batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
+        .await
+        .unwrap();
+    standby
+        .batch_execute("SELECT pg_reload_conf()")
+        .await
+        .unwrap();
+    until_no_standby(&primary).await;
+    let starts = acknowledged_commits(&store, &format!("drill-async-{nonce}")).await;
+    drop(store);
+    drill_script("failover", false);
+    let promoted = connect_store(DRILL_STANDBY).await;
+    assert_eq!(lost_after_failover(&promoted, &starts).await, DRILL_COMMITS);
+    drop(promoted);
+    drill_script("stop", false);
 }
