@@ -36,6 +36,10 @@ postgres://USER@HOST/DB   the reference store on PostgreSQL, in process
 redis://HOST:PORT         the reference store on Redis, in process (rediss:// for TLS)
 redis+cluster://HOST:PORT[,HOST:PORT...]
                           the reference store on a Redis Cluster, in process
+postgres+standby-reads://USER@PRIMARY:PORT/DB?standby=HOST:PORT
+                          a deliberately broken PostgreSQL store: writes to the
+                          primary, reads key holders and current runs from its
+                          hot standby (docs/pg-replication.md)
 store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any language
                           (`reqkey serve store` serves a reference one)
 http://HOST:PORT          any agent server speaking reqkey-agent/1

@@ -31,6 +31,16 @@
 //! with a plain `CREATE INDEX` because the migration creates the table it
 //! indexes; a production migration onto a large existing table would build
 //! it `CONCURRENTLY`, outside a transaction, as the release notes do.
+//!
+//! [`PostgresStore::connect_with_standby_reads`] builds a deliberately
+//! broken variant for the tests of tests (`postgres+standby-reads://`,
+//! docs/pg-replication.md): it writes to the primary, under the same lock,
+//! but reads the key's holder and the current run from a hot standby,
+//! both inside the commit and in `getRunByRequestKey` / `getCurrentRun`.
+//! A standby shows a commit only once it has replayed it, so those reads
+//! can name a past state: the common mistake of sending a replicated
+//! store's reads to a replica, which the race and linearizability
+//! scenarios must catch.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -213,6 +223,102 @@ struct Inner {
     pool: Pool<Conn>,
     /// Off only in the backstop test (see [`PostgresStore::without_holder_read_for_backstop_test`]).
     read_holder: bool,
+    /// Only in the broken standby-reads variant: where the key's holder
+    /// and the current run are read.
+    standby: Option<Standby>,
+}
+
+/// The hot standby the broken variant reads from.
+#[derive(Debug)]
+struct Standby {
+    config: Config,
+    /// The URL with its password redacted, for messages.
+    target: String,
+    pool: Pool<StandbyConn>,
+}
+
+/// One connection to the standby with the two reads it serves.
+#[derive(Debug)]
+struct StandbyConn {
+    client: Client,
+    run_by_key: Statement,
+    current_run: Statement,
+}
+
+/// The two reads the broken variant sends to the standby.
+enum StandbyRead<'a> {
+    Holder { session_id: &'a str, key: &'a str },
+    Current { session_id: &'a str },
+}
+
+/// How long the variant's open waits for the standby to replay the
+/// primary's schema (a lag on the schema is not the defect it models).
+const STANDBY_SCHEMA_WAIT: Duration = Duration::from_secs(10);
+
+impl StandbyConn {
+    async fn open(config: &Config) -> Result<StandbyConn, String> {
+        let client = tokio::time::timeout(CONNECT_TIMEOUT, connect_client(config))
+            .await
+            .map_err(|_| format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))?
+            .map_err(|e| describe(&e))?;
+        let prepare = |sql: String| {
+            let client = &client;
+            async move { client.prepare(&sql).await.map_err(|e| describe(&e)) }
+        };
+        let run_by_key = prepare(format!(
+            "SELECT {RUN_COLUMNS} FROM reqkey_runs WHERE session_id = $1 AND request_key = $2"
+        ))
+        .await?;
+        let current_run = prepare(format!(
+            "SELECT {RUN_COLUMNS} FROM reqkey_runs WHERE session_id = $1 ORDER BY start_sequence DESC LIMIT 1"
+        ))
+        .await?;
+        Ok(StandbyConn {
+            client,
+            run_by_key,
+            current_run,
+        })
+    }
+
+    /// The key's holder, as the standby has it.
+    async fn holder(
+        &self,
+        session_id: &str,
+        key: &str,
+    ) -> Result<Option<Row>, tokio_postgres::Error> {
+        self.client
+            .query_opt(&self.run_by_key, &[&session_id, &key])
+            .await
+    }
+
+    /// The current run, as the standby has it.
+    async fn current(&self, session_id: &str) -> Result<Option<Row>, tokio_postgres::Error> {
+        self.client
+            .query_opt(&self.current_run, &[&session_id])
+            .await
+    }
+}
+
+/// The schema version the database at `config` has replayed (0 before
+/// the migrations table exists there).
+async fn replayed_schema_version(config: &Config) -> Result<i32, String> {
+    let client = tokio::time::timeout(CONNECT_TIMEOUT, connect_client(config))
+        .await
+        .map_err(|_| format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()))?
+        .map_err(|e| describe(&e))?;
+    let row = match client
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0) FROM reqkey_migrations",
+            &[],
+        )
+        .await
+    {
+        Ok(row) => row,
+        // The standby has not replayed the table's creation yet.
+        Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => return Ok(0),
+        Err(e) => return Err(describe(&e)),
+    };
+    row.try_get(0).map_err(|e| describe(&e))
 }
 
 /// The error with its server-side detail (tokio-postgres' own Display
@@ -408,8 +514,13 @@ fn write_failure(e: tokio_postgres::Error) -> Attempt {
     }
 }
 
-async fn commit_attempt(conn: &mut Conn, start: &StartRun, read_holder: bool) -> Attempt {
-    match commit_attempt_inner(conn, start, read_holder).await {
+async fn commit_attempt(
+    conn: &mut Conn,
+    start: &StartRun,
+    read_holder: bool,
+    standby: Option<&StandbyConn>,
+) -> Attempt {
+    match commit_attempt_inner(conn, start, read_holder, standby).await {
         Ok(attempt) => attempt,
         Err(e) => write_failure(e),
     }
@@ -419,6 +530,7 @@ async fn commit_attempt_inner(
     conn: &mut Conn,
     start: &StartRun,
     read_holder: bool,
+    standby: Option<&StandbyConn>,
 ) -> Result<Attempt, tokio_postgres::Error> {
     let st = &conn.stmts;
     let tx = conn.client.transaction().await?;
@@ -428,15 +540,23 @@ async fn commit_attempt_inner(
     let key = start.request_key.as_deref().filter(|_| read_holder);
     let same_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [sid, &start.run_id];
     let current_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [sid];
+    // The broken variant reads the holder and the current run from the
+    // standby instead: outside this transaction, from a past state.
     let (same, holder, current) = tokio::try_join!(
         tx.query_opt(&st.run_by_id, &same_params),
         async {
-            match key {
-                Some(k) => tx.query_opt(&st.run_by_key, &[sid, &k]).await,
-                None => Ok(None),
+            match (key, standby) {
+                (Some(k), Some(standby)) => standby.holder(sid, k).await,
+                (Some(k), None) => tx.query_opt(&st.run_by_key, &[sid, &k]).await,
+                (None, _) => Ok(None),
             }
         },
-        tx.query_opt(&st.current_run, &current_params),
+        async {
+            match standby {
+                Some(standby) => standby.current(sid).await,
+                None => tx.query_opt(&st.current_run, &current_params).await,
+            }
+        },
     )?;
     let decided = (|| {
         let same_digest: Option<String> = same
@@ -568,6 +688,7 @@ impl PostgresStore {
                 target: target.clone(),
                 pool: Pool::new(POOL_SIZE),
                 read_holder: true,
+                standby: None,
             }),
         };
         let (lease, _) = store
@@ -591,8 +712,117 @@ impl PostgresStore {
                 target: self.inner.target.clone(),
                 pool: Pool::new(POOL_SIZE),
                 read_holder: false,
+                standby: None,
             }),
         }
+    }
+
+    /// The deliberately broken variant (see the module docs): connects to
+    /// the primary `url` (migrating it) and to its hot standby
+    /// `standby_url`, waits (at most [`STANDBY_SCHEMA_WAIT`]) until the
+    /// standby has replayed this build's schema, and from then on reads
+    /// the key's holder and the current run from the standby. For the
+    /// tests of tests only: it is NOT a correct store.
+    pub async fn connect_with_standby_reads(
+        url: &str,
+        standby_url: &str,
+    ) -> Result<Self, OpenError> {
+        let primary = Self::connect(url).await?;
+        let target = redact_url(standby_url);
+        let backend_err = |message: String| OpenError::Backend {
+            backend: "postgres",
+            target: target.clone(),
+            message,
+        };
+        let mut config: Config = standby_url
+            .parse()
+            .map_err(|e: tokio_postgres::Error| backend_err(format!("bad URL: {e}")))?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        let wanted = MIGRATIONS.last().map_or(0, |m| m.0);
+        let deadline = tokio::time::Instant::now() + STANDBY_SCHEMA_WAIT;
+        loop {
+            let replayed = replayed_schema_version(&config)
+                .await
+                .map_err(&backend_err)?;
+            if replayed >= wanted {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(backend_err(format!(
+                    "the standby replayed schema version {replayed}, not {wanted}, within {} s: is it a standby of the primary?",
+                    STANDBY_SCHEMA_WAIT.as_secs()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let first = StandbyConn::open(&config).await.map_err(&backend_err)?;
+        let pool = Pool::new(POOL_SIZE);
+        let (lease, _) = pool.take().await.map_err(|e| backend_err(e.to_string()))?;
+        pool.put(lease, first);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config: primary.inner.config.clone(),
+                target: primary.inner.target.clone(),
+                pool: Pool::new(POOL_SIZE),
+                read_holder: true,
+                standby: Some(Standby {
+                    config,
+                    target,
+                    pool,
+                }),
+            }),
+        })
+    }
+
+    /// A connection to the standby, when this is the standby-reads variant.
+    async fn standby_conn(&self) -> Result<Option<(Lease, StandbyConn)>, StoreError> {
+        let Some(standby) = &self.inner.standby else {
+            return Ok(None);
+        };
+        let (lease, idle) = standby.pool.take().await?;
+        if let Some(conn) = idle.filter(|c| !c.client.is_closed()) {
+            return Ok(Some((lease, conn)));
+        }
+        let conn = StandbyConn::open(&standby.config).await.map_err(|e| {
+            StoreError::internal(format!("postgres standby at {}: {e}", standby.target))
+        })?;
+        Ok(Some((lease, conn)))
+    }
+
+    /// Gives a standby connection back unless the call failed at the backend level.
+    fn give_back_standby<T>(
+        &self,
+        taken: Option<(Lease, StandbyConn)>,
+        result: &Result<T, StoreError>,
+    ) {
+        if let (Some(standby), Some((lease, conn))) = (&self.inner.standby, taken) {
+            if !matches!(result, Err(StoreError::Internal(_))) && !conn.client.is_closed() {
+                standby.pool.put(lease, conn);
+            }
+        }
+    }
+
+    /// One of the variant's reads on the standby; `None` when this store
+    /// reads the primary.
+    async fn standby_read(
+        &self,
+        read: StandbyRead<'_>,
+    ) -> Option<Result<Option<RunMetadata>, StoreError>> {
+        let taken = match self.standby_conn().await {
+            Ok(Some(taken)) => taken,
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        let rows = match read {
+            StandbyRead::Holder { session_id, key } => taken.1.holder(session_id, key).await,
+            StandbyRead::Current { session_id } => taken.1.current(session_id).await,
+        };
+        let result = match rows {
+            Ok(row) => opt_run(row),
+            Err(e) => Err(pg_err(e)),
+        };
+        self.give_back_standby(Some(taken), &result);
+        Some(result)
     }
 
     async fn conn(&self) -> Result<(Lease, Conn), StoreError> {
@@ -725,10 +955,12 @@ impl SessionStateStore for PostgresStore {
         // Malformed fields are refused before a query can trip on them.
         validate_start_run(&start)?;
         let (lease, mut conn) = self.conn().await?;
+        let standby = self.standby_conn().await?;
         let mut last_retry = String::new();
         let mut result = None;
         for _ in 0..MAX_COMMIT_ATTEMPTS {
-            match commit_attempt(&mut conn, &start, self.inner.read_holder).await {
+            let on_standby = standby.as_ref().map(|(_, c)| c);
+            match commit_attempt(&mut conn, &start, self.inner.read_holder, on_standby).await {
                 Attempt::Done(r) => {
                     result = Some(r);
                     break;
@@ -767,6 +999,7 @@ impl SessionStateStore for PostgresStore {
             )))
         });
         self.give_back(lease, conn, &result);
+        self.give_back_standby(standby, &result);
         result
     }
 
@@ -782,6 +1015,9 @@ impl SessionStateStore for PostgresStore {
     }
 
     async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
+        if let Some(read) = self.standby_read(StandbyRead::Current { session_id }).await {
+            return read;
+        }
         Ok(self
             .query_runs(|s| &s.current_run, &[&session_id])
             .await?
@@ -797,6 +1033,15 @@ impl SessionStateStore for PostgresStore {
         session_id: &str,
         request_key: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
+        if let Some(read) = self
+            .standby_read(StandbyRead::Holder {
+                session_id,
+                key: request_key,
+            })
+            .await
+        {
+            return read;
+        }
         Ok(self
             .query_runs(|s| &s.run_by_key, &[&session_id, &request_key])
             .await?

@@ -1,7 +1,8 @@
 //! A store specification, parsed once into a [`StoreSpec`] and opened: the
 //! one place that knows the forms a store can be named by (`memory`,
 //! `sqlite:PATH`, `postgres://...`, `redis://...`, `rediss://...`,
-//! `redis+cluster://...`, `broken-memory:DEFECT`). The harness's
+//! `redis+cluster://...`, `broken-memory:DEFECT`,
+//! `postgres+standby-reads://...`). The harness's
 //! `--target` and `@STORE`, `reqkey serve store` and `reqkey serve agent`
 //! all parse through [`StoreSpec::parse`]; nothing else matches a scheme.
 //!
@@ -34,7 +35,11 @@ redis://HOST:PORT[/DB]    Redis (keys session:request-keys:{id} and reqkey:*:{id
                           rediss:// for TLS
 redis+cluster://HOST:PORT[,HOST:PORT...]
                           Redis Cluster (the same keys; a session's keys share
-                          the hash tag {id}, so one slot)";
+                          the hash tag {id}, so one slot)
+postgres+standby-reads://USER@PRIMARY:PORT/DB?standby=HOST:PORT
+                          a deliberately broken PostgreSQL store: writes to the
+                          primary, reads key holders and current runs from its
+                          hot standby (docs/pg-replication.md)";
 
 /// A URL that may carry a secret. Formats (Display and Debug) as its
 /// redacted form; [`SecretUrl::expose`] is the only way to the text.
@@ -84,6 +89,62 @@ pub enum StoreSpec {
     Redis { url: SecretUrl },
     /// `redis+cluster://HOST:PORT[,HOST:PORT...]`.
     RedisCluster { url: SecretUrl },
+    /// `postgres+standby-reads://USER@PRIMARY:PORT/DB?standby=HOST:PORT`:
+    /// the deliberately broken Postgres store that reads key holders and
+    /// current runs from a hot standby of the primary (`url` is the spec
+    /// as given; `primary` and `standby` the two `postgres://` URLs made
+    /// from it, the standby's with the primary's user, database and
+    /// other query parameters).
+    PostgresStandbyReads {
+        url: SecretUrl,
+        primary: SecretUrl,
+        standby: SecretUrl,
+    },
+}
+
+/// The scheme of the broken standby-reads form.
+const STANDBY_READS_SCHEME: &str = "postgres+standby-reads";
+
+/// The primary's and the standby's `postgres://` URLs of a
+/// `postgres+standby-reads://AUTHORITY/DB?standby=HOST:PORT[&...]` (`rest`
+/// is what follows the scheme's `://`); `None` unless exactly one
+/// non-empty `standby=HOST:PORT` is given.
+fn standby_reads_urls(rest: &str) -> Option<(String, String)> {
+    let (before_query, query) = rest.split_once('?')?;
+    let mut standby = None;
+    let mut kept = Vec::new();
+    for pair in query.split('&') {
+        match pair.strip_prefix("standby=") {
+            Some(host) if standby.is_none() && !host.is_empty() => standby = Some(host),
+            Some(_) => return None,
+            None => kept.push(pair),
+        }
+    }
+    let standby = standby?;
+    if standby.contains(['/', '@', '#', ',']) {
+        return None;
+    }
+    let (authority, path) = match before_query.split_once('/') {
+        Some((a, p)) => (a, format!("/{p}")),
+        None => (before_query, String::new()),
+    };
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if host.is_empty() || host.contains(',') {
+        return None;
+    }
+    let userinfo = authority
+        .rsplit_once('@')
+        .map(|(u, _)| format!("{u}@"))
+        .unwrap_or_default();
+    let query = if kept.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", kept.join("&"))
+    };
+    Some((
+        format!("postgres://{authority}{path}{query}"),
+        format!("postgres://{userinfo}{standby}{path}{query}"),
+    ))
 }
 
 impl StoreSpec {
@@ -116,6 +177,14 @@ impl StoreSpec {
             "postgres" | "postgresql" => Ok(StoreSpec::Postgres { url: url() }),
             "redis" | "rediss" => Ok(StoreSpec::Redis { url: url() }),
             "redis+cluster" => Ok(StoreSpec::RedisCluster { url: url() }),
+            STANDBY_READS_SCHEME => {
+                let (primary, standby) = standby_reads_urls(rest).ok_or_else(unknown)?;
+                Ok(StoreSpec::PostgresStandbyReads {
+                    url: url(),
+                    primary: SecretUrl::new(primary),
+                    standby: SecretUrl::new(standby),
+                })
+            }
             _ => Err(unknown()),
         }
     }
@@ -141,6 +210,15 @@ impl StoreSpec {
             }
             #[cfg(not(feature = "postgres"))]
             StoreSpec::Postgres { .. } => Err(OpenError::NotBuilt("postgres")),
+            #[cfg(feature = "postgres")]
+            StoreSpec::PostgresStandbyReads {
+                primary, standby, ..
+            } => Ok(Arc::new(
+                PostgresStore::connect_with_standby_reads(primary.expose(), standby.expose())
+                    .await?,
+            )),
+            #[cfg(not(feature = "postgres"))]
+            StoreSpec::PostgresStandbyReads { .. } => Err(OpenError::NotBuilt("postgres")),
             #[cfg(feature = "redis")]
             StoreSpec::Redis { url } | StoreSpec::RedisCluster { url } => {
                 Ok(Arc::new(RedisStore::connect(url.expose()).await?))
@@ -161,7 +239,8 @@ impl fmt::Display for StoreSpec {
             StoreSpec::Sqlite { path } => write!(f, "sqlite:{path}"),
             StoreSpec::Postgres { url }
             | StoreSpec::Redis { url }
-            | StoreSpec::RedisCluster { url } => write!(f, "{url}"),
+            | StoreSpec::RedisCluster { url }
+            | StoreSpec::PostgresStandbyReads { url, .. } => write!(f, "{url}"),
         }
     }
 }
@@ -213,6 +292,23 @@ mod tests {
             StoreSpec::parse("broken-memory:no-cas").unwrap(),
             StoreSpec::BrokenMemory(_)
         ));
+        let StoreSpec::PostgresStandbyReads {
+            primary, standby, ..
+        } = StoreSpec::parse(
+            "postgres+standby-reads://u:pw@127.0.0.1:5442/test?sslmode=disable&standby=127.0.0.1:5443",
+        )
+        .unwrap()
+        else {
+            panic!("not the standby-reads form")
+        };
+        assert_eq!(
+            primary.expose(),
+            "postgres://u:pw@127.0.0.1:5442/test?sslmode=disable"
+        );
+        assert_eq!(
+            standby.expose(),
+            "postgres://u:pw@127.0.0.1:5443/test?sslmode=disable"
+        );
     }
 
     #[test]
@@ -224,6 +320,11 @@ mod tests {
             "redis://",
             "broken-memory:nope",
             "memory2",
+            "postgres+standby-reads://u:hunter2@h:1/db",
+            "postgres+standby-reads://u:hunter2@h:1/db?standby=",
+            "postgres+standby-reads://u:hunter2@h:1/db?standby=a:1&standby=b:2",
+            "postgres+standby-reads://u:hunter2@h:1/db?standby=x:hunter2@b:2",
+            "postgres+standby-reads://u:hunter2@/db?standby=b:2",
         ] {
             let e = StoreSpec::parse(bad).unwrap_err();
             assert!(matches!(e, OpenError::UnknownSpec(_)), "{bad}");
@@ -238,6 +339,7 @@ mod tests {
             "redis://:hunter2@127.0.0.1:6379/0",
             "rediss://hunter2@cache:6380",
             "redis+cluster://u:hunter2@a:1,u:hunter2@b:2",
+            "postgres+standby-reads://u:hunter2@a:1/db?standby=b:2&password=hunter2",
         ];
         for text in specs {
             let spec = StoreSpec::parse(text).unwrap();
