@@ -373,7 +373,7 @@ const PROFILE_MISMATCHES: [(&str, &str); 4] = [
     ("reference-agent:interrupt-previous", "default"),
 ];
 
-const NAMED_AFTER: [(&str, &str); 24] = [
+const NAMED_AFTER: [(&str, &str); 27] = [
     ("policy-before-key", "agent.keyed-retries-skip-refusals"),
     ("no-replan-after-key-taken", "agent.concurrent-duplicates"),
     ("ignore-digest", "agent.key-conflict"),
@@ -425,6 +425,11 @@ const NAMED_AFTER: [(&str, &str); 24] = [
         "keyless-waits",
         "agent.entry-wait.keyless-entry-is-busy-at-once",
     ),
+    // Caught only by the invariants checked on every answer, in scenarios
+    // about something else (reqkey_check::answer).
+    ("error-message-not-string", "agent.keyless-unchanged"),
+    ("event-after-finish", "agent.chat-tool-result-is-keyless"),
+    ("echo-key-header", "agent.chat-reconnect-ignores-the-key"),
 ];
 
 /// Variants whose bug shows only under a race, but there on every run of

@@ -170,6 +170,18 @@ pub enum ExecutorDefect {
     /// Declares `entryWaitMs` and makes a keyless entry that meets another
     /// admission wait too (SPEC 7: it is answered busy at once).
     KeylessWaits,
+    /// Every 409 refusal's `message` is an object (`{"text": ...}`), not
+    /// a string (SPEC 7 `[[agent.error.shape]]`): a bug only the universal
+    /// invariants see, as scenarios match messages with `$any`.
+    ErrorMessageNotString,
+    /// A chat send's stream goes on after its `finish` with an empty
+    /// `text` event (SPEC 7 `[[agent.chat.sse-events]]`: `finish` is last).
+    EventAfterFinish,
+    /// A correlation layer copies the request's `X-Helix-Request-Key`
+    /// into an `x-request-key` header of every successful answer, the
+    /// malformed key a chat reconnect ignores included (SPEC 2
+    /// `[[key.parse.not-echoed]]`).
+    EchoKeyHeader,
     /// Orphaned runs are never expired: a run whose server died stays
     /// `running` forever (SPEC 5, `[[plan.orphaned.not-running-forever]]`).
     NoOrphanExpiry,
@@ -205,7 +217,7 @@ pub enum ExecutorDefect {
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 32] = [
+    pub const ALL: [ExecutorDefect; 35] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -230,6 +242,9 @@ impl ExecutorDefect {
         ExecutorDefect::LostRunStreamsFromHead,
         ExecutorDefect::BusyAtOnce,
         ExecutorDefect::KeylessWaits,
+        ExecutorDefect::ErrorMessageNotString,
+        ExecutorDefect::EventAfterFinish,
+        ExecutorDefect::EchoKeyHeader,
         ExecutorDefect::NoOrphanExpiry,
         ExecutorDefect::ReaderRenewsLease,
         ExecutorDefect::ExpiryWithoutLeaseCompare,
@@ -266,6 +281,9 @@ impl ExecutorDefect {
             ExecutorDefect::LostRunStreamsFromHead => "lost-run-streams-from-head",
             ExecutorDefect::BusyAtOnce => "busy-at-once",
             ExecutorDefect::KeylessWaits => "keyless-waits",
+            ExecutorDefect::ErrorMessageNotString => "error-message-not-string",
+            ExecutorDefect::EventAfterFinish => "event-after-finish",
+            ExecutorDefect::EchoKeyHeader => "echo-key-header",
             ExecutorDefect::NoOrphanExpiry => "no-orphan-expiry",
             ExecutorDefect::ReaderRenewsLease => "reader-renews-lease",
             ExecutorDefect::ExpiryWithoutLeaseCompare => "expiry-without-lease-compare",

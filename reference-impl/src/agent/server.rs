@@ -137,8 +137,58 @@ pub fn router(executor: Arc<Executor>) -> Router {
                 "method not allowed on this route",
             )
         })
+        .layer(axum::middleware::from_fn_with_state(
+            executor.clone(),
+            answer_defects,
+        ))
         .layer(DefaultBodyLimit::max(BODY_READ_LIMIT_BYTES))
         .with_state(executor)
+}
+
+/// The largest error body [`answer_defects`] rewrites.
+const DEFECT_BODY_LIMIT: usize = 64 * 1024;
+
+/// The broken variants that spoil an answer after its handler made it
+/// ([`ExecutorDefect::ErrorMessageNotString`],
+/// [`ExecutorDefect::EchoKeyHeader`]); a correct server passes every
+/// answer through untouched.
+async fn answer_defects(
+    State(ex): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let echo: Vec<HeaderValue> = if ex.has_defect(ExecutorDefect::EchoKeyHeader) {
+        request
+            .headers()
+            .get_all(REQUEST_KEY_HEADER)
+            .iter()
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut response = next.run(request).await;
+    if response.status().as_u16() < 400 {
+        for value in echo {
+            response.headers_mut().append("x-request-key", value);
+        }
+    }
+    if response.status() == StatusCode::CONFLICT
+        && ex.has_defect(ExecutorDefect::ErrorMessageNotString)
+    {
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, DEFECT_BODY_LIMIT)
+            .await
+            .unwrap_or_default();
+        let mut json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if let Some(message) = json.get_mut("message") {
+            *message = json!({ "text": message.take() });
+        }
+        let mut parts = parts;
+        parts.headers.remove(header::CONTENT_LENGTH);
+        return Response::from_parts(parts, Body::from(json.to_string()));
+    }
+    response
 }
 
 /// Serves under the default [`ServerLimits`] until `shutdown` resolves,
@@ -470,7 +520,10 @@ async fn chat(
     }
     let run = outcome.run();
     let events = ex.follow_run(run, attached);
-    Ok(sse_response(run, attached, events))
+    let after_finish = ex
+        .has_defect(ExecutorDefect::EventAfterFinish)
+        .then(|| sse_frame("text", &json!({ "delta": "" })));
+    Ok(sse_response_with(run, attached, events, after_finish))
 }
 
 /// The test agent's marker for a send whose run cannot be identified
@@ -636,6 +689,17 @@ fn sse_frame(event: &str, data: &Value) -> Bytes {
 }
 
 fn sse_response(run: &RunMetadata, attached: bool, events: mpsc::Receiver<RunEvent>) -> Response {
+    sse_response_with(run, attached, events, None)
+}
+
+/// [`sse_response`], with a frame after `finish` (only
+/// [`ExecutorDefect::EventAfterFinish`] asks for one).
+fn sse_response_with(
+    run: &RunMetadata,
+    attached: bool,
+    events: mpsc::Receiver<RunEvent>,
+    after_finish: Option<Bytes>,
+) -> Response {
     let first = sse_frame(
         "run-start",
         &json!({"runId": run.run_id, "startSequence": run.start_sequence, "attached": attached}),
@@ -644,6 +708,7 @@ fn sse_response(run: &RunMetadata, attached: bool, events: mpsc::Receiver<RunEve
         first: Some(first),
         events,
         done: false,
+        after_finish,
     });
     let mut response = Response::new(body);
     let h = response.headers_mut();
@@ -662,6 +727,7 @@ struct SseBody {
     first: Option<Bytes>,
     events: mpsc::Receiver<RunEvent>,
     done: bool,
+    after_finish: Option<Bytes>,
 }
 
 impl futures_core::Stream for SseBody {
@@ -672,7 +738,7 @@ impl futures_core::Stream for SseBody {
             return Poll::Ready(Some(Ok(first)));
         }
         if self.done {
-            return Poll::Ready(None);
+            return Poll::Ready(self.after_finish.take().map(Ok));
         }
         match self.events.poll_recv(cx) {
             Poll::Ready(Some(RunEvent::Text(delta))) => {
