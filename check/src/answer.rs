@@ -271,7 +271,7 @@ mod tests {
             path: "/sessions/s/start".into(),
             headers: vec![(name.into(), value.as_bytes().to_vec())],
             body: Some(br#"{"input":{"text":"a"}}"#.to_vec()),
-            replica: None,
+            ..HttpRequest::default()
         }
     }
 

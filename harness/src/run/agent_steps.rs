@@ -92,6 +92,7 @@ pub async fn wait_run_step(
             headers: Vec::new(),
             body: None,
             replica: None,
+            wire: reqkey_scenario::agent_step::Wire::Library,
         };
         let response = timed(target.http(request), call_timeout_ms).await?;
         let mut out = answer(&response);

@@ -182,6 +182,22 @@ pub enum ExecutorDefect {
     /// malformed key a chat reconnect ignores included (SPEC 2
     /// `[[key.parse.not-echoed]]`).
     EchoKeyHeader,
+    /// Reads the key header only in the lower-case spelling its HTTP
+    /// library sends (a raw header list compared byte for byte): a key
+    /// sent as `X-HELIX-REQUEST-KEY` is not seen (RFC 9110: names are
+    /// case-insensitive; SPEC 7 `[[agent.keys.wire-forms]]`).
+    KeyHeaderCaseSensitive,
+    /// Keeps blanks beyond the first space around the key header's value
+    /// as part of it, so `X-Helix-Request-Key:  k ` is malformed (RFC
+    /// 9110 OWS is not part of a value; `[[agent.keys.wire-forms]]`).
+    KeyKeepsBlanks,
+    /// Reads only the first of repeated key header lines (SPEC 7
+    /// `[[agent.keys.repeated-header]]`: two lines are 400).
+    FirstKeyHeaderWins,
+    /// Routes by the raw request target: an absolute-form target
+    /// (`POST http://host/sessions/...`) is 404 `not_found`
+    /// (`[[agent.keys.wire-forms]]`).
+    AbsoluteFormNotFound,
     /// Orphaned runs are never expired: a run whose server died stays
     /// `running` forever (SPEC 5, `[[plan.orphaned.not-running-forever]]`).
     NoOrphanExpiry,
@@ -217,7 +233,7 @@ pub enum ExecutorDefect {
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 35] = [
+    pub const ALL: [ExecutorDefect; 39] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -245,6 +261,10 @@ impl ExecutorDefect {
         ExecutorDefect::ErrorMessageNotString,
         ExecutorDefect::EventAfterFinish,
         ExecutorDefect::EchoKeyHeader,
+        ExecutorDefect::KeyHeaderCaseSensitive,
+        ExecutorDefect::KeyKeepsBlanks,
+        ExecutorDefect::FirstKeyHeaderWins,
+        ExecutorDefect::AbsoluteFormNotFound,
         ExecutorDefect::NoOrphanExpiry,
         ExecutorDefect::ReaderRenewsLease,
         ExecutorDefect::ExpiryWithoutLeaseCompare,
@@ -284,6 +304,10 @@ impl ExecutorDefect {
             ExecutorDefect::ErrorMessageNotString => "error-message-not-string",
             ExecutorDefect::EventAfterFinish => "event-after-finish",
             ExecutorDefect::EchoKeyHeader => "echo-key-header",
+            ExecutorDefect::KeyHeaderCaseSensitive => "key-header-case-sensitive",
+            ExecutorDefect::KeyKeepsBlanks => "key-keeps-blanks",
+            ExecutorDefect::FirstKeyHeaderWins => "first-key-header-wins",
+            ExecutorDefect::AbsoluteFormNotFound => "absolute-form-not-found",
             ExecutorDefect::NoOrphanExpiry => "no-orphan-expiry",
             ExecutorDefect::ReaderRenewsLease => "reader-renews-lease",
             ExecutorDefect::ExpiryWithoutLeaseCompare => "expiry-without-lease-compare",

@@ -150,13 +150,17 @@ const DEFECT_BODY_LIMIT: usize = 64 * 1024;
 
 /// The broken variants that spoil an answer after its handler made it
 /// ([`ExecutorDefect::ErrorMessageNotString`],
-/// [`ExecutorDefect::EchoKeyHeader`]); a correct server passes every
-/// answer through untouched.
+/// [`ExecutorDefect::EchoKeyHeader`]) or route by the raw request target
+/// ([`ExecutorDefect::AbsoluteFormNotFound`]); a correct server passes
+/// every request and answer through untouched.
 async fn answer_defects(
     State(ex): State<AppState>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    if ex.has_defect(ExecutorDefect::AbsoluteFormNotFound) && request.uri().scheme().is_some() {
+        return ApiError::new(404, "not_found", "no such route").into_response();
+    }
     let echo: Vec<HeaderValue> = if ex.has_defect(ExecutorDefect::EchoKeyHeader) {
         request
             .headers()
@@ -210,11 +214,73 @@ pub async fn serve_with_limits(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router(executor.clone());
-    http_serve::serve(listener, app, limits, async move {
+    let rewrite: Option<http_serve::ReadRewrite> =
+        if executor.has_defect(ExecutorDefect::KeyHeaderCaseSensitive) {
+            Some(hide_key_spellings)
+        } else if executor.has_defect(ExecutorDefect::KeyKeepsBlanks) {
+            Some(keep_key_blanks)
+        } else {
+            None
+        };
+    http_serve::serve_rewriting(listener, app, limits, rewrite, async move {
         shutdown.await;
         executor.shutdown();
     })
     .await
+}
+
+/// Where, in a chunk of a request, a header line named (in any spelling)
+/// like the key header starts.
+fn key_header_lines(chunk: &[u8]) -> Vec<usize> {
+    let name = REQUEST_KEY_HEADER.as_bytes();
+    (0..chunk.len())
+        .filter(|&i| i == 0 || chunk[i - 1] == b'\n')
+        .filter(|&i| {
+            chunk.len() > i + name.len()
+                && chunk[i..i + name.len()].eq_ignore_ascii_case(name)
+                && chunk[i + name.len()] == b':'
+        })
+        .collect()
+}
+
+/// [`ExecutorDefect::KeyHeaderCaseSensitive`]: a key header not spelt in
+/// lower case is renamed (same length) before the parser sees it.
+fn hide_key_spellings(chunk: &mut [u8]) {
+    let lower = REQUEST_KEY_HEADER.to_ascii_lowercase();
+    let other = b"X-Other-Header-Name";
+    for i in key_header_lines(chunk) {
+        let at = &mut chunk[i..i + other.len()];
+        if at != lower.as_bytes() {
+            at.copy_from_slice(other);
+        }
+    }
+}
+
+/// [`ExecutorDefect::KeyKeepsBlanks`]: blanks around the key header's
+/// value, beyond the one space after the colon, become obs-text bytes
+/// (0xA0) the parser keeps, so they count as part of the value.
+fn keep_key_blanks(chunk: &mut [u8]) {
+    let blank = |b: u8| b == b' ' || b == b'\t';
+    for i in key_header_lines(chunk) {
+        let mut start = i + REQUEST_KEY_HEADER.len() + 1;
+        let end = chunk[start..]
+            .iter()
+            .position(|&b| b == b'\r' || b == b'\n')
+            .map_or(chunk.len(), |p| start + p);
+        if chunk.get(start) == Some(&b' ') {
+            start += 1;
+        }
+        let mut j = start;
+        while j < end && blank(chunk[j]) {
+            chunk[j] = 0xA0;
+            j += 1;
+        }
+        let mut k = end;
+        while k > j && blank(chunk[k - 1]) {
+            chunk[k - 1] = 0xA0;
+            k -= 1;
+        }
+    }
 }
 
 /// A server running as a task; dropping the handle shuts it down.
@@ -301,6 +367,13 @@ fn request_key(headers: &HeaderMap) -> Result<Option<RequestKey>, ApiError> {
 /// `ExecutorDefect::EchoMalformedKey`, quotes the raw value: a deliberate
 /// bug for the tests of tests).
 fn entry_key(ex: &Executor, headers: &HeaderMap) -> Result<Option<RequestKey>, ApiError> {
+    if ex.has_defect(ExecutorDefect::FirstKeyHeaderWins) {
+        let first = headers
+            .get(REQUEST_KEY_HEADER)
+            .map(|v| v.as_bytes().trim_ascii());
+        return parse_request_key_header(first.into_iter())
+            .map_err(|e| ApiError::validation(format!("malformed {REQUEST_KEY_HEADER}: {e}")));
+    }
     request_key(headers).map_err(|mut e| {
         if ex.has_defect(ExecutorDefect::EchoMalformedKey) {
             for v in headers.get_all(REQUEST_KEY_HEADER) {
