@@ -418,6 +418,36 @@ mod tests {
     }
 
     #[test]
+    fn wire_is_typed_and_its_headers_hold_no_line_break() {
+        let parse = |wire: Value, name: &str, value: &str| {
+            HttpStep::parse(json!({"path": "/x", "wire": wire, "headers": [[name, value]]}))
+        };
+        assert_eq!(parse(json!("exact"), "K", " a ").unwrap().wire, Wire::Exact);
+        assert_eq!(
+            parse(json!("absolute-form"), "K", "a").unwrap().wire,
+            Wire::AbsoluteForm
+        );
+        let plain = HttpStep::parse(json!({"path": "/x"})).unwrap();
+        assert_eq!(plain.wire, Wire::Library);
+        let req = parse(json!("exact"), "X-HELIX", " a ")
+            .unwrap()
+            .instantiate(&mut as_is)
+            .unwrap();
+        assert_eq!(
+            (req.wire, req.headers[0].1.as_slice()),
+            (Wire::Exact, &b" a "[..])
+        );
+        assert!(parse(json!("raw"), "K", "a")
+            .unwrap_err()
+            .contains("`http.wire`"));
+        assert!(parse(json!(true), "K", "a").is_err());
+        assert!(parse(json!("exact"), "K", "a\r\nX: y").is_err());
+        assert!(parse(json!("exact"), "K: v", "a").is_err());
+        // Through the client, the client refuses what it cannot send.
+        assert!(parse(json!("library"), "K", "a\r\nX: y").is_ok());
+    }
+
+    #[test]
     fn pad_to_bytes_grows_the_body_with_blanks() {
         let spec = json!({"path": "/x", "json": {}, "pad_to_bytes": 10});
         let req = HttpStep::parse(spec)

@@ -833,6 +833,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_read_rewrites_of_the_wire_variants_touch_only_the_key_header() {
+        let mut head =
+            b"POST / HTTP/1.1\r\nX-HELIX-REQUEST-KEY: a\r\nx-helix-request-key: b\r\n\r\n".to_vec();
+        hide_key_spellings(&mut head);
+        assert_eq!(
+            head,
+            b"POST / HTTP/1.1\r\nX-Other-Header-Name: a\r\nx-helix-request-key: b\r\n\r\n"
+        );
+        let mut head =
+            b"X-Helix-Request-Key: \t k \r\nX-B:  c \r\nX-Helix-Request-Key: k\r\n".to_vec();
+        keep_key_blanks(&mut head);
+        assert_eq!(
+            head,
+            b"X-Helix-Request-Key: \xA0\xA0k\xA0\r\nX-B:  c \r\nX-Helix-Request-Key: k\r\n"
+        );
+    }
+
+    #[test]
     fn wait_ms_accepts_only_bounded_integers() {
         assert_eq!(wait_ms(None), Ok(0));
         assert_eq!(wait_ms(Some("waitMs=250&x=1")), Ok(250));
