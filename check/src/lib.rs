@@ -4,6 +4,9 @@
 //! No async, no network, no target: a history, a trace or a scenario set
 //! comes in, a verdict with the clause it concerns goes out.
 //!
+//! - [`answer`]: the universal invariants every agent answer keeps
+//!   (error shape, stream shape, no echo of a malformed key), whatever
+//!   the scenario is about.
 //! - [`lin`]: linearizability of concurrent store histories against the
 //!   sequential spec (`reqkey_model::seq::SeqStore`).
 //! - [`client`]: the client verdict of `reqkey proxy` (SPEC 9), judged
@@ -17,6 +20,7 @@
 //! Checks name what the spec requires; they never hold a target to the
 //! reference's own choices.
 
+pub mod answer;
 pub mod client;
 pub mod coverage;
 pub mod history;

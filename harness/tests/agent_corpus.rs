@@ -25,7 +25,7 @@ use reqkey_harness::targets::spec::open_target;
 use reqkey_harness::targets::TargetOptions;
 
 /// Scenarios that need a server which records keys (either policy).
-const KEYED: [&str; 21] = [
+const KEYED: [&str; 24] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -47,6 +47,9 @@ const KEYED: [&str; 21] = [
     "agent.request-digest-is-canonical",
     "agent.session-isolation",
     "agent.valid-key-boundaries",
+    "agent.wire.absolute-form-target",
+    "agent.wire.key-header-spellings",
+    "agent.wire.key-value-blanks",
 ];
 
 /// Scenarios that need keys recorded and `concurrentEntry: reject`.
@@ -64,7 +67,7 @@ const KEYLESS_REJECT: [&str; 2] = [
 ];
 
 /// Scenarios every SPEC 7 server passes, whatever its profile.
-const ANY_PROFILE: [&str; 10] = [
+const ANY_PROFILE: [&str; 11] = [
     "agent.bad-bodies",
     "agent.chat-reconnect-ignores-the-key",
     "agent.chat-reconnect-streams-the-current-run",
@@ -75,6 +78,7 @@ const ANY_PROFILE: [&str; 10] = [
     "agent.malformed-keys",
     "agent.unknown-things",
     "agent.wait-answers-at-once",
+    "agent.wire.repeated-key-headers",
 ];
 
 /// Scenarios of the keys-ignored profile (`supportsRequestKey: false`).
@@ -376,7 +380,7 @@ const PROFILE_MISMATCHES: [(&str, &str); 4] = [
     ("reference-agent:interrupt-previous", "default"),
 ];
 
-const NAMED_AFTER: [(&str, &str); 24] = [
+const NAMED_AFTER: [(&str, &str); 31] = [
     ("policy-before-key", "agent.keyed-retries-skip-refusals"),
     ("no-replan-after-key-taken", "agent.concurrent-duplicates"),
     ("ignore-digest", "agent.key-conflict"),
@@ -428,6 +432,19 @@ const NAMED_AFTER: [(&str, &str); 24] = [
         "keyless-waits",
         "agent.entry-wait.keyless-entry-is-busy-at-once",
     ),
+    // Caught only by the invariants checked on every answer, in scenarios
+    // about something else (reqkey_check::answer).
+    ("error-message-not-string", "agent.keyless-unchanged"),
+    ("event-after-finish", "agent.chat-tool-result-is-keyless"),
+    ("echo-key-header", "agent.chat-reconnect-ignores-the-key"),
+    // The raw wire forms (scenarios sent with `wire: exact|absolute-form`).
+    (
+        "key-header-case-sensitive",
+        "agent.wire.key-header-spellings",
+    ),
+    ("key-keeps-blanks", "agent.wire.key-value-blanks"),
+    ("first-key-header-wins", "agent.wire.repeated-key-headers"),
+    ("absolute-form-not-found", "agent.wire.absolute-form-target"),
 ];
 
 /// Variants whose bug shows only under a race, but there on every run of

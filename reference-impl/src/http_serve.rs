@@ -280,9 +280,35 @@ pub async fn serve(
     serve_handler(listener, Arc::new(RouterHandler(router)), limits, shutdown).await
 }
 
+/// Rewrites, in place, each chunk read from a connection before the HTTP
+/// parser sees it. Only deliberately broken variants set one (a server
+/// whose own reading of the request head is wrong, which hyper's parser
+/// would otherwise hide); a correct server reads the bytes as they came.
+pub type ReadRewrite = fn(&mut [u8]);
+
+/// [`serve`], every chunk read passed through `rewrite` first (see
+/// [`ReadRewrite`]).
+pub async fn serve_rewriting(
+    listener: TcpListener,
+    router: Router,
+    limits: ServerLimits,
+    rewrite: Option<ReadRewrite>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_handler_with(
+        listener,
+        Arc::new(RouterHandler(router)),
+        limits,
+        rewrite,
+        shutdown,
+    )
+    .await
+}
+
 /// Everything a connection task needs, shared by the loop and the tasks
 /// that wait for a slot.
 struct Acceptor<H> {
+    rewrite: Option<ReadRewrite>,
     handler: Arc<H>,
     table: Arc<Table>,
     builder: http1::Builder,
@@ -307,6 +333,16 @@ pub async fn serve_handler<H: Handler>(
     limits: ServerLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_handler_with(listener, handler, limits, None, shutdown).await
+}
+
+async fn serve_handler_with<H: Handler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    limits: ServerLimits,
+    rewrite: Option<ReadRewrite>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let max = limits.max_connections.max(1);
     let permits = max + EVICTION_SLACK;
     let mut builder = http1::Builder::new();
@@ -315,6 +351,7 @@ pub async fn serve_handler<H: Handler>(
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
     let acceptor = Arc::new(Acceptor {
+        rewrite,
         handler,
         table: Arc::new(Table::new(&limits)),
         builder,
@@ -421,12 +458,13 @@ fn spawn_connection<H: Handler>(
             }))
         }
     });
-    let io = TimedIo::new(
+    let mut io = TimedIo::new(
         stream,
         acceptor.limits.write_timeout,
         shared.clone(),
         table.clone(),
     );
+    io.rewrite = acceptor.rewrite;
     let conn = acceptor.builder.serve_connection(TokioIo::new(io), service);
     tokio::spawn(async move {
         let _permit = permit;
@@ -470,6 +508,8 @@ struct TimedIo {
     expired: bool,
     shared: Arc<ConnShared>,
     table: Arc<Table>,
+    /// Applied to every chunk read ([`ReadRewrite`]; broken variants only).
+    rewrite: Option<ReadRewrite>,
 }
 
 impl TimedIo {
@@ -485,6 +525,7 @@ impl TimedIo {
             deadline: None,
             progress_bytes: 0,
             expired: false,
+            rewrite: None,
             shared,
             table,
         }
@@ -565,7 +606,12 @@ impl AsyncRead for TimedIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if let (Some(rewrite), Poll::Ready(Ok(()))) = (self.rewrite, &polled) {
+            rewrite(&mut buf.filled_mut()[before..]);
+        }
+        polled
     }
 }
 

@@ -20,6 +20,41 @@ pub struct HttpRequest {
     /// step's `replica:`, taken modulo the number of replicas); `None`:
     /// the next in turn. A one-endpoint target ignores it.
     pub replica: Option<usize>,
+    /// How the request goes on the wire (the step's `wire:`).
+    pub wire: Wire,
+}
+
+/// How an `http` step's request goes on the wire.
+///
+/// An HTTP library respells what it sends: header names lower-cased,
+/// blanks around values kept or dropped as it likes, the request target
+/// always in origin form. RFC 9110 lets clients, proxies and browsers send
+/// other spellings, and a server must judge them the same; `exact` and
+/// `absolute-form` write the request head byte for byte instead.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Wire {
+    /// Through the harness's HTTP client (`wire` absent or `library`).
+    #[default]
+    Library,
+    /// `exact`: the request line, then each header as `Name: value` with
+    /// the name as written and the value's bytes as they are (blanks
+    /// around it included), then `Host`, `Content-Length` (with a body)
+    /// and `Connection: close`.
+    Exact,
+    /// `absolute-form`: as `exact`, the request target in absolute form
+    /// (`POST http://HOST:PORT/sessions/... HTTP/1.1`, RFC 9112 3.2.2).
+    AbsoluteForm,
+}
+
+impl Wire {
+    /// The spelling a step writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::Library => "library",
+            Wire::Exact => "exact",
+            Wire::AbsoluteForm => "absolute-form",
+        }
+    }
 }
 
 /// The whole answer to an [`HttpRequest`] (an SSE body read to its end).
@@ -40,8 +75,9 @@ pub const DEFAULT_WAIT_MS: u64 = 5_000;
 /// The largest `replica` index a step may name.
 pub const MAX_REPLICA_INDEX: u64 = 15;
 
-const HTTP_KEYS: [&str; 8] = [
+const HTTP_KEYS: [&str; 9] = [
     "method",
+    "wire",
     "replica",
     "path",
     "headers",
@@ -94,6 +130,8 @@ pub struct HttpStep {
     pub delay_ms: u64,
     /// The replica it goes to; `None`: the next in turn.
     pub replica: Option<usize>,
+    /// How the request goes on the wire.
+    pub wire: Wire,
 }
 
 /// A header value as a step gives it.
@@ -174,6 +212,32 @@ impl HttpStep {
             ),
         };
         let headers = headers_of(map.get("headers"))?;
+        let wire = match map.get("wire") {
+            None => Wire::Library,
+            Some(Value::String(w)) => [Wire::Library, Wire::Exact, Wire::AbsoluteForm]
+                .into_iter()
+                .find(|k| k.name() == w)
+                .ok_or_else(|| {
+                    format!("`http.wire` is `library`, `exact` or `absolute-form`, not `{w}`")
+                })?,
+            Some(_) => return Err("`http.wire` must be a string".into()),
+        };
+        if wire != Wire::Library {
+            let line_break = |b: &[u8]| b.iter().any(|&c| c == b'\r' || c == b'\n');
+            for (name, value) in &headers {
+                let bytes = match value {
+                    HeaderTemplate::Text(t) => t.as_bytes(),
+                    HeaderTemplate::Bytes(b) => b.as_slice(),
+                };
+                if line_break(name.as_bytes()) || line_break(bytes) || name.contains(':') {
+                    return Err(format!(
+                        "`http.wire: {}` writes headers as they are: `{name}` or its value \
+                         holds a line break or a colon in the name",
+                        wire.name()
+                    ));
+                }
+            }
+        }
         Ok(HttpStep {
             source: spec,
             method,
@@ -183,6 +247,7 @@ impl HttpStep {
             pad_to_bytes,
             delay_ms,
             replica,
+            wire,
         })
     }
 
@@ -228,6 +293,7 @@ impl HttpStep {
             headers,
             body,
             replica: self.replica,
+            wire: self.wire,
         })
     }
 
@@ -349,6 +415,36 @@ mod tests {
             vec![("K".into(), b"a b".to_vec()), ("K".into(), vec![0xff, 0])]
         );
         assert_eq!(req.body.unwrap(), br#"{"input":1}"#);
+    }
+
+    #[test]
+    fn wire_is_typed_and_its_headers_hold_no_line_break() {
+        let parse = |wire: Value, name: &str, value: &str| {
+            HttpStep::parse(json!({"path": "/x", "wire": wire, "headers": [[name, value]]}))
+        };
+        assert_eq!(parse(json!("exact"), "K", " a ").unwrap().wire, Wire::Exact);
+        assert_eq!(
+            parse(json!("absolute-form"), "K", "a").unwrap().wire,
+            Wire::AbsoluteForm
+        );
+        let plain = HttpStep::parse(json!({"path": "/x"})).unwrap();
+        assert_eq!(plain.wire, Wire::Library);
+        let req = parse(json!("exact"), "X-HELIX", " a ")
+            .unwrap()
+            .instantiate(&mut as_is)
+            .unwrap();
+        assert_eq!(
+            (req.wire, req.headers[0].1.as_slice()),
+            (Wire::Exact, &b" a "[..])
+        );
+        assert!(parse(json!("raw"), "K", "a")
+            .unwrap_err()
+            .contains("`http.wire`"));
+        assert!(parse(json!(true), "K", "a").is_err());
+        assert!(parse(json!("exact"), "K", "a\r\nX: y").is_err());
+        assert!(parse(json!("exact"), "K: v", "a").is_err());
+        // Through the client, the client refuses what it cannot send.
+        assert!(parse(json!("library"), "K", "a\r\nX: y").is_ok());
     }
 
     #[test]

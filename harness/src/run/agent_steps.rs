@@ -92,6 +92,7 @@ pub async fn wait_run_step(
             headers: Vec::new(),
             body: None,
             replica: None,
+            wire: reqkey_scenario::agent_step::Wire::Library,
         };
         let response = timed(target.http(request), call_timeout_ms).await?;
         let mut out = answer(&response);
@@ -193,29 +194,6 @@ pub fn parse_sse(body: &str) -> Value {
            "text": text, "status": status})
 }
 
-/// Where `needle` appears in an answer's body or headers (names and
-/// values), raw or JSON-escaped; `None` when it appears nowhere.
-pub fn echoed_in(answer: &Value, needle: &str) -> Option<String> {
-    if needle.is_empty() {
-        return None;
-    }
-    let escaped = Value::String(needle.to_owned()).to_string();
-    let escaped = escaped.trim_matches('"').to_owned();
-    let forms = [needle.to_owned(), escaped];
-    let hit = |hay: &str| forms.iter().any(|f| hay.contains(f.as_str()));
-    if answer.get("body").and_then(Value::as_str).is_some_and(hit) {
-        return Some("the body".into());
-    }
-    if let Some(Value::Object(headers)) = answer.get("headers") {
-        for (name, value) in headers {
-            if hit(name) || value.as_str().is_some_and(hit) {
-                return Some(format!("the header `{name}`"));
-            }
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,18 +208,5 @@ mod tests {
         assert_eq!(sse["attached"], json!(true));
         assert_eq!(sse["text"], json!("echo: a"));
         assert_eq!(sse["status"], json!("completed"));
-    }
-
-    #[test]
-    fn echo_detection_sees_raw_and_json_escaped_values_in_body_and_headers() {
-        let response = HttpResponse {
-            status: 400,
-            headers: vec![("x-echo".into(), "k y".into())],
-            body: br#"{"message":"bad \"q\""}"#.to_vec(),
-        };
-        let a = answer(&response);
-        assert_eq!(echoed_in(&a, "k y").as_deref(), Some("the header `x-echo`"));
-        assert_eq!(echoed_in(&a, "\"q\"").as_deref(), Some("the body"));
-        assert_eq!(echoed_in(&a, "zz"), None);
     }
 }

@@ -873,6 +873,33 @@ fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
+/// The invariants every agent answer keeps, whatever its step expects
+/// ([`reqkey_check::answer`]): a violation fails the step, naming its clause.
+fn universal(
+    path: &str,
+    step: &Step,
+    sent: &Request,
+    request: &Value,
+    answer: &Value,
+) -> Result<(), Stop> {
+    let http = match sent {
+        Request::Http { request, .. } => Some(request),
+        Request::WaitRun { .. } => None,
+        _ => return Ok(()),
+    };
+    match reqkey_check::answer::check_answer(http, answer, step.may_be_cut) {
+        None => Ok(()),
+        Some(v) => Err(Stop::fail(Failure {
+            trial: 0,
+            step: path.to_owned(),
+            message: format!("[[{}]] (checked on every answer): {}", v.clause, v.message),
+            expected: None,
+            actual: Some(json!({"request": request, "answer": answer})),
+            detail: None,
+        })),
+    }
+}
+
 fn target_stop(step: &str, request: &Request, e: TargetError) -> Stop {
     let failure = Failure {
         trial: 0,
@@ -1130,6 +1157,7 @@ impl Trial<'_> {
         answer: Value,
     ) -> Result<(), Stop> {
         let request = &sent.shown();
+        universal(path, step, sent, request, &answer)?;
         if let Action::WaitRun(wait) = &step.action {
             if answer.get("reached") == Some(&json!(true)) {
                 return self.check_expectations(path, step, sent, request, answer);
@@ -1164,7 +1192,7 @@ impl Trial<'_> {
             let Some(needle) = needle.as_str() else {
                 continue;
             };
-            if let Some(place) = crate::run::agent_steps::echoed_in(&answer, needle) {
+            if let Some(place) = reqkey_check::answer::echoed_in(&answer, needle) {
                 return Err(Stop::fail(Failure {
                     trial: 0,
                     step: path.to_owned(),

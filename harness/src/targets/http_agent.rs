@@ -7,7 +7,8 @@
 //! mid-answer or an answer over the response cap is a [`TargetError`] (the
 //! harness cannot judge, exit 2), never a verdict. Redirects are not
 //! followed: a 3xx is the server's answer, judged like any other, its
-//! `Location` among the answer's headers.
+//! `Location` among the answer's headers. A step whose `wire` is not the
+//! library's is written byte for byte by `targets/wire.rs`.
 
 use async_trait::async_trait;
 use reqkey_reference::agent::ServerHandle;
@@ -103,6 +104,15 @@ impl Target for HttpAgentTarget {
     }
 
     async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
+        if request.wire != reqkey_scenario::agent_step::Wire::Library {
+            return crate::targets::wire::exchange(
+                &self.base,
+                &request,
+                self.max_response_bytes,
+                self.timeout_ms,
+            )
+            .await;
+        }
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|_| TargetError::BadSpec(format!("`{}` is not a method", request.method)))?;
         let mut builder = self

@@ -30,6 +30,7 @@ pub mod replicas;
 pub mod spec;
 pub mod store;
 pub mod transport;
+pub mod wire;
 
 use std::fmt;
 use std::time::Duration;

@@ -170,6 +170,34 @@ pub enum ExecutorDefect {
     /// Declares `entryWaitMs` and makes a keyless entry that meets another
     /// admission wait too (SPEC 7: it is answered busy at once).
     KeylessWaits,
+    /// Every 409 refusal's `message` is an object (`{"text": ...}`), not
+    /// a string (SPEC 7 `[[agent.error.shape]]`): a bug only the universal
+    /// invariants see, as scenarios match messages with `$any`.
+    ErrorMessageNotString,
+    /// A chat send's stream goes on after its `finish` with an empty
+    /// `text` event (SPEC 7 `[[agent.chat.sse-events]]`: `finish` is last).
+    EventAfterFinish,
+    /// A correlation layer copies the request's `X-Helix-Request-Key`
+    /// into an `x-request-key` header of every successful answer, the
+    /// malformed key a chat reconnect ignores included (SPEC 2
+    /// `[[key.parse.not-echoed]]`).
+    EchoKeyHeader,
+    /// Reads the key header only in the lower-case spelling its HTTP
+    /// library sends (a raw header list compared byte for byte): a key
+    /// sent as `X-HELIX-REQUEST-KEY` is not seen (RFC 9110: names are
+    /// case-insensitive; SPEC 7 `[[agent.keys.wire-forms]]`).
+    KeyHeaderCaseSensitive,
+    /// Keeps blanks beyond the first space around the key header's value
+    /// as part of it, so `X-Helix-Request-Key:  k ` is malformed (RFC
+    /// 9110 OWS is not part of a value; `[[agent.keys.wire-forms]]`).
+    KeyKeepsBlanks,
+    /// Reads only the first of repeated key header lines (SPEC 7
+    /// `[[agent.keys.repeated-header]]`: two lines are 400).
+    FirstKeyHeaderWins,
+    /// Routes by the raw request target: an absolute-form target
+    /// (`POST http://host/sessions/...`) is 404 `not_found`
+    /// (`[[agent.keys.wire-forms]]`).
+    AbsoluteFormNotFound,
     /// Orphaned runs are never expired: a run whose server died stays
     /// `running` forever (SPEC 5, `[[plan.orphaned.not-running-forever]]`).
     NoOrphanExpiry,
@@ -210,7 +238,7 @@ pub enum ExecutorDefect {
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 33] = [
+    pub const ALL: [ExecutorDefect; 40] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -235,6 +263,13 @@ impl ExecutorDefect {
         ExecutorDefect::LostRunStreamsFromHead,
         ExecutorDefect::BusyAtOnce,
         ExecutorDefect::KeylessWaits,
+        ExecutorDefect::ErrorMessageNotString,
+        ExecutorDefect::EventAfterFinish,
+        ExecutorDefect::EchoKeyHeader,
+        ExecutorDefect::KeyHeaderCaseSensitive,
+        ExecutorDefect::KeyKeepsBlanks,
+        ExecutorDefect::FirstKeyHeaderWins,
+        ExecutorDefect::AbsoluteFormNotFound,
         ExecutorDefect::NoOrphanExpiry,
         ExecutorDefect::ReaderRenewsLease,
         ExecutorDefect::ExpiryWithoutLeaseCompare,
@@ -272,6 +307,13 @@ impl ExecutorDefect {
             ExecutorDefect::LostRunStreamsFromHead => "lost-run-streams-from-head",
             ExecutorDefect::BusyAtOnce => "busy-at-once",
             ExecutorDefect::KeylessWaits => "keyless-waits",
+            ExecutorDefect::ErrorMessageNotString => "error-message-not-string",
+            ExecutorDefect::EventAfterFinish => "event-after-finish",
+            ExecutorDefect::EchoKeyHeader => "echo-key-header",
+            ExecutorDefect::KeyHeaderCaseSensitive => "key-header-case-sensitive",
+            ExecutorDefect::KeyKeepsBlanks => "key-keeps-blanks",
+            ExecutorDefect::FirstKeyHeaderWins => "first-key-header-wins",
+            ExecutorDefect::AbsoluteFormNotFound => "absolute-form-not-found",
             ExecutorDefect::NoOrphanExpiry => "no-orphan-expiry",
             ExecutorDefect::ReaderRenewsLease => "reader-renews-lease",
             ExecutorDefect::ExpiryWithoutLeaseCompare => "expiry-without-lease-compare",

@@ -137,8 +137,62 @@ pub fn router(executor: Arc<Executor>) -> Router {
                 "method not allowed on this route",
             )
         })
+        .layer(axum::middleware::from_fn_with_state(
+            executor.clone(),
+            answer_defects,
+        ))
         .layer(DefaultBodyLimit::max(BODY_READ_LIMIT_BYTES))
         .with_state(executor)
+}
+
+/// The largest error body [`answer_defects`] rewrites.
+const DEFECT_BODY_LIMIT: usize = 64 * 1024;
+
+/// The broken variants that spoil an answer after its handler made it
+/// ([`ExecutorDefect::ErrorMessageNotString`],
+/// [`ExecutorDefect::EchoKeyHeader`]) or route by the raw request target
+/// ([`ExecutorDefect::AbsoluteFormNotFound`]); a correct server passes
+/// every request and answer through untouched.
+async fn answer_defects(
+    State(ex): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if ex.has_defect(ExecutorDefect::AbsoluteFormNotFound) && request.uri().scheme().is_some() {
+        return ApiError::new(404, "not_found", "no such route").into_response();
+    }
+    let echo: Vec<HeaderValue> = if ex.has_defect(ExecutorDefect::EchoKeyHeader) {
+        request
+            .headers()
+            .get_all(REQUEST_KEY_HEADER)
+            .iter()
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut response = next.run(request).await;
+    if response.status().as_u16() < 400 {
+        for value in echo {
+            response.headers_mut().append("x-request-key", value);
+        }
+    }
+    if response.status() == StatusCode::CONFLICT
+        && ex.has_defect(ExecutorDefect::ErrorMessageNotString)
+    {
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, DEFECT_BODY_LIMIT)
+            .await
+            .unwrap_or_default();
+        let mut json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        if let Some(message) = json.get_mut("message") {
+            *message = json!({ "text": message.take() });
+        }
+        let mut parts = parts;
+        parts.headers.remove(header::CONTENT_LENGTH);
+        return Response::from_parts(parts, Body::from(json.to_string()));
+    }
+    response
 }
 
 /// Serves under the default [`ServerLimits`] until `shutdown` resolves,
@@ -160,11 +214,73 @@ pub async fn serve_with_limits(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router(executor.clone());
-    http_serve::serve(listener, app, limits, async move {
+    let rewrite: Option<http_serve::ReadRewrite> =
+        if executor.has_defect(ExecutorDefect::KeyHeaderCaseSensitive) {
+            Some(hide_key_spellings)
+        } else if executor.has_defect(ExecutorDefect::KeyKeepsBlanks) {
+            Some(keep_key_blanks)
+        } else {
+            None
+        };
+    http_serve::serve_rewriting(listener, app, limits, rewrite, async move {
         shutdown.await;
         executor.shutdown();
     })
     .await
+}
+
+/// Where, in a chunk of a request, a header line named (in any spelling)
+/// like the key header starts.
+fn key_header_lines(chunk: &[u8]) -> Vec<usize> {
+    let name = REQUEST_KEY_HEADER.as_bytes();
+    (0..chunk.len())
+        .filter(|&i| i == 0 || chunk[i - 1] == b'\n')
+        .filter(|&i| {
+            chunk.len() > i + name.len()
+                && chunk[i..i + name.len()].eq_ignore_ascii_case(name)
+                && chunk[i + name.len()] == b':'
+        })
+        .collect()
+}
+
+/// [`ExecutorDefect::KeyHeaderCaseSensitive`]: a key header not spelt in
+/// lower case is renamed (same length) before the parser sees it.
+fn hide_key_spellings(chunk: &mut [u8]) {
+    let lower = REQUEST_KEY_HEADER.to_ascii_lowercase();
+    let other = b"X-Other-Header-Name";
+    for i in key_header_lines(chunk) {
+        let at = &mut chunk[i..i + other.len()];
+        if at != lower.as_bytes() {
+            at.copy_from_slice(other);
+        }
+    }
+}
+
+/// [`ExecutorDefect::KeyKeepsBlanks`]: blanks around the key header's
+/// value, beyond the one space after the colon, become obs-text bytes
+/// (0xA0) the parser keeps, so they count as part of the value.
+fn keep_key_blanks(chunk: &mut [u8]) {
+    let blank = |b: u8| b == b' ' || b == b'\t';
+    for i in key_header_lines(chunk) {
+        let mut start = i + REQUEST_KEY_HEADER.len() + 1;
+        let end = chunk[start..]
+            .iter()
+            .position(|&b| b == b'\r' || b == b'\n')
+            .map_or(chunk.len(), |p| start + p);
+        if chunk.get(start) == Some(&b' ') {
+            start += 1;
+        }
+        let mut j = start;
+        while j < end && blank(chunk[j]) {
+            chunk[j] = 0xA0;
+            j += 1;
+        }
+        let mut k = end;
+        while k > j && blank(chunk[k - 1]) {
+            chunk[k - 1] = 0xA0;
+            k -= 1;
+        }
+    }
 }
 
 /// A server running as a task; dropping the handle shuts it down.
@@ -251,6 +367,13 @@ fn request_key(headers: &HeaderMap) -> Result<Option<RequestKey>, ApiError> {
 /// `ExecutorDefect::EchoMalformedKey`, quotes the raw value: a deliberate
 /// bug for the tests of tests).
 fn entry_key(ex: &Executor, headers: &HeaderMap) -> Result<Option<RequestKey>, ApiError> {
+    if ex.has_defect(ExecutorDefect::FirstKeyHeaderWins) {
+        let first = headers
+            .get(REQUEST_KEY_HEADER)
+            .map(|v| v.as_bytes().trim_ascii());
+        return parse_request_key_header(first.into_iter())
+            .map_err(|e| ApiError::validation(format!("malformed {REQUEST_KEY_HEADER}: {e}")));
+    }
     request_key(headers).map_err(|mut e| {
         if ex.has_defect(ExecutorDefect::EchoMalformedKey) {
             for v in headers.get_all(REQUEST_KEY_HEADER) {
@@ -470,7 +593,10 @@ async fn chat(
     }
     let run = outcome.run();
     let events = ex.follow_run(run, attached);
-    Ok(sse_response(run, attached, events))
+    let after_finish = ex
+        .has_defect(ExecutorDefect::EventAfterFinish)
+        .then(|| sse_frame("text", &json!({ "delta": "" })));
+    Ok(sse_response_with(run, attached, events, after_finish))
 }
 
 /// The test agent's marker for a send whose run cannot be identified
@@ -636,6 +762,17 @@ fn sse_frame(event: &str, data: &Value) -> Bytes {
 }
 
 fn sse_response(run: &RunMetadata, attached: bool, events: mpsc::Receiver<RunEvent>) -> Response {
+    sse_response_with(run, attached, events, None)
+}
+
+/// [`sse_response`], with a frame after `finish` (only
+/// [`ExecutorDefect::EventAfterFinish`] asks for one).
+fn sse_response_with(
+    run: &RunMetadata,
+    attached: bool,
+    events: mpsc::Receiver<RunEvent>,
+    after_finish: Option<Bytes>,
+) -> Response {
     let first = sse_frame(
         "run-start",
         &json!({"runId": run.run_id, "startSequence": run.start_sequence, "attached": attached}),
@@ -644,6 +781,7 @@ fn sse_response(run: &RunMetadata, attached: bool, events: mpsc::Receiver<RunEve
         first: Some(first),
         events,
         done: false,
+        after_finish,
     });
     let mut response = Response::new(body);
     let h = response.headers_mut();
@@ -662,6 +800,7 @@ struct SseBody {
     first: Option<Bytes>,
     events: mpsc::Receiver<RunEvent>,
     done: bool,
+    after_finish: Option<Bytes>,
 }
 
 impl futures_core::Stream for SseBody {
@@ -672,7 +811,7 @@ impl futures_core::Stream for SseBody {
             return Poll::Ready(Some(Ok(first)));
         }
         if self.done {
-            return Poll::Ready(None);
+            return Poll::Ready(self.after_finish.take().map(Ok));
         }
         match self.events.poll_recv(cx) {
             Poll::Ready(Some(RunEvent::Text(delta))) => {
@@ -692,6 +831,24 @@ impl futures_core::Stream for SseBody {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_read_rewrites_of_the_wire_variants_touch_only_the_key_header() {
+        let mut head =
+            b"POST / HTTP/1.1\r\nX-HELIX-REQUEST-KEY: a\r\nx-helix-request-key: b\r\n\r\n".to_vec();
+        hide_key_spellings(&mut head);
+        assert_eq!(
+            head,
+            b"POST / HTTP/1.1\r\nX-Other-Header-Name: a\r\nx-helix-request-key: b\r\n\r\n"
+        );
+        let mut head =
+            b"X-Helix-Request-Key: \t k \r\nX-B:  c \r\nX-Helix-Request-Key: k\r\n".to_vec();
+        keep_key_blanks(&mut head);
+        assert_eq!(
+            head,
+            b"X-Helix-Request-Key: \xA0\xA0k\xA0\r\nX-B:  c \r\nX-Helix-Request-Key: k\r\n"
+        );
+    }
 
     #[test]
     fn wait_ms_accepts_only_bounded_integers() {
