@@ -48,26 +48,7 @@ fn pair() -> (String, String) {
         return (p, s);
     }
     static STARTED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    let started = STARTED.get_or_init(|| {
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/pg-replica.sh");
-        match std::process::Command::new("bash")
-            .arg(&script)
-            .arg("start")
-            .output()
-        {
-            Ok(o) if o.status.success() => Ok(()),
-            Ok(o) => Err(format!(
-                "{} start failed: {}",
-                script.display(),
-                String::from_utf8_lossy(&o.stderr)
-            )),
-            Err(e) => Err(format!("cannot run {}: {e}", script.display())),
-        }
-    });
-    if let Err(e) = started {
-        panic!("no PostgreSQL primary and standby for the tests: {e}");
-    }
+    common::start_once(&STARTED, "pg-replica.sh", "PostgreSQL primary and standby");
     (SCRIPT_PRIMARY.into(), SCRIPT_STANDBY.into())
 }
 

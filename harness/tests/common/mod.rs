@@ -323,14 +323,23 @@ pub fn redis_cluster_url() -> String {
         return url;
     }
     static STARTED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    let started = STARTED.get_or_init(|| {
-        let script =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/redis-cluster.sh");
-        match std::process::Command::new("bash")
-            .arg(&script)
-            .arg("start")
-            .output()
-        {
+    start_once(&STARTED, "redis-cluster.sh", "Redis Cluster");
+    "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103".into()
+}
+
+/// Runs `scripts/SCRIPT start` once per test process (`cell` remembers how
+/// it went; the scripts leave a healthy service alone); panics, naming
+/// `what`, when it cannot: the tests that need it never skip.
+pub fn start_once(
+    cell: &'static std::sync::OnceLock<Result<(), String>>,
+    script: &str,
+    what: &str,
+) {
+    let started = cell.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scripts")
+            .join(script);
+        match Command::new("bash").arg(&script).arg("start").output() {
             Ok(o) if o.status.success() => Ok(()),
             Ok(o) => Err(format!(
                 "{} start failed: {}",
@@ -341,7 +350,6 @@ pub fn redis_cluster_url() -> String {
         }
     });
     if let Err(e) = started {
-        panic!("no Redis Cluster for the tests: {e}");
+        panic!("no {what} for the tests: {e}");
     }
-    "redis+cluster://127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103".into()
 }
