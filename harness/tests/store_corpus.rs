@@ -55,7 +55,7 @@ fn record_path() -> std::path::PathBuf {
 const ONLY_AFTER_A_RESTART: [MemoryDefect; 1] = [MemoryDefect::ClaimsDurable];
 
 /// The scenario named after each defect's rule: the defect must fail it.
-const NAMED_AFTER: [(&str, &str); 21] = [
+const NAMED_AFTER: [(&str, &str); 22] = [
     ("no-key-rule", "request-key.taken-names-holder"),
     ("key-rule-after-cas", "request-key.key-rule-before-cas"),
     ("no-replay-first", "request-key.replay-before-key-rule"),
@@ -83,6 +83,7 @@ const NAMED_AFTER: [(&str, &str); 21] = [
     ("status-check-then-write", "store.race.status-status"),
     ("commit-decides-on-snapshot", "store.keyless-cas-race"),
     ("keyless-fields-null", "store.keyless-run-exact-on-the-wire"),
+    ("lists-capped", "store.counts.past-common-caps"),
 ];
 
 /// The mixed-histories stage races random programs: whether it meets a

@@ -98,10 +98,14 @@ pub enum MemoryDefect {
     /// `[[wire.store.durable]]`). Only a scenario that restarts the
     /// server (`--start`) can see it.
     ClaimsDurable,
+    /// `listRuns` and `listInputs` answer at most the last 256 entries, as
+    /// a capped list (a Redis `LTRIM` ring, a `LIMIT`) does: correct for
+    /// every session of fewer runs (`[[store.reads.list-runs-order]]`).
+    ListsCapped,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 22] = [
+    pub const ALL: [MemoryDefect; 23] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -124,6 +128,7 @@ impl MemoryDefect {
         MemoryDefect::CommitDecidesOnSnapshot,
         MemoryDefect::KeylessFieldsNull,
         MemoryDefect::ClaimsDurable,
+        MemoryDefect::ListsCapped,
     ];
 
     pub fn name(self) -> &'static str {
@@ -150,6 +155,7 @@ impl MemoryDefect {
             MemoryDefect::CommitDecidesOnSnapshot => "commit-decides-on-snapshot",
             MemoryDefect::KeylessFieldsNull => "keyless-fields-null",
             MemoryDefect::ClaimsDurable => "claims-durable",
+            MemoryDefect::ListsCapped => "lists-capped",
         }
     }
 
@@ -273,6 +279,20 @@ impl MemoryStore {
         })
     }
 }
+
+impl MemoryStore {
+    /// `list`, or only its last [`CAPPED_LIST`] entries for the
+    /// `lists-capped` defect.
+    fn capped<T>(&self, mut list: Vec<T>) -> Vec<T> {
+        if self.defect == Some(MemoryDefect::ListsCapped) && list.len() > CAPPED_LIST {
+            list.drain(..list.len() - CAPPED_LIST);
+        }
+        list
+    }
+}
+
+/// How many entries the `lists-capped` defect keeps.
+const CAPPED_LIST: usize = 256;
 
 #[async_trait]
 impl SessionStateStore for MemoryStore {
@@ -440,12 +460,13 @@ impl SessionStateStore for MemoryStore {
     }
 
     async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
-        Ok(self
+        let runs: Vec<RunMetadata> = self
             .lock(session_id)
             .sessions
             .get(session_id)
             .map(|s| s.runs().cloned().collect())
-            .unwrap_or_default())
+            .unwrap_or_default();
+        Ok(self.capped(runs))
     }
 
     async fn get_run_by_request_key(
@@ -469,7 +490,7 @@ impl SessionStateStore for MemoryStore {
                 inputs.insert((*after).min(inputs.len()), entry.clone());
             }
         }
-        Ok(inputs)
+        Ok(self.capped(inputs))
     }
 
     async fn set_run_status(
