@@ -55,7 +55,7 @@ fn record_path() -> std::path::PathBuf {
 const ONLY_AFTER_A_RESTART: [MemoryDefect; 1] = [MemoryDefect::ClaimsDurable];
 
 /// The scenario named after each defect's rule: the defect must fail it.
-const NAMED_AFTER: [(&str, &str); 22] = [
+const NAMED_AFTER: [(&str, &str); 23] = [
     ("no-key-rule", "request-key.taken-names-holder"),
     ("key-rule-after-cas", "request-key.key-rule-before-cas"),
     ("no-replay-first", "request-key.replay-before-key-rule"),
@@ -84,6 +84,7 @@ const NAMED_AFTER: [(&str, &str); 22] = [
     ("commit-decides-on-snapshot", "store.keyless-cas-race"),
     ("keyless-fields-null", "store.keyless-run-exact-on-the-wire"),
     ("lists-capped", "store.counts.past-common-caps"),
+    ("joined-key-index", "store.collisions.joined-ids"),
 ];
 
 /// The mixed-histories stage races random programs: whether it meets a

@@ -102,10 +102,15 @@ pub enum MemoryDefect {
     /// a capped list (a Redis `LTRIM` ring, a `LIMIT`) does: correct for
     /// every session of fewer runs (`[[store.reads.list-runs-order]]`).
     ListsCapped,
+    /// Key holders are found through one index keyed `{sessionId}:{key}`,
+    /// as a Redis key or a concatenated column often is: `:` is in both
+    /// alphabets, so session `a:x` with key `y` and session `a` with key
+    /// `x:y` share an entry (`[[store.key.per-session]]`).
+    JoinedKeyIndex,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 23] = [
+    pub const ALL: [MemoryDefect; 24] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -129,6 +134,7 @@ impl MemoryDefect {
         MemoryDefect::KeylessFieldsNull,
         MemoryDefect::ClaimsDurable,
         MemoryDefect::ListsCapped,
+        MemoryDefect::JoinedKeyIndex,
     ];
 
     pub fn name(self) -> &'static str {
@@ -156,6 +162,7 @@ impl MemoryDefect {
             MemoryDefect::KeylessFieldsNull => "keyless-fields-null",
             MemoryDefect::ClaimsDurable => "claims-durable",
             MemoryDefect::ListsCapped => "lists-capped",
+            MemoryDefect::JoinedKeyIndex => "joined-key-index",
         }
     }
 
@@ -248,7 +255,12 @@ impl MemoryStore {
     /// The shard of `session_id`, locked.
     fn lock(&self, session_id: &str) -> MutexGuard<'_, Inner> {
         use std::hash::BuildHasher;
-        let shard = (self.hasher.hash_one(session_id) as usize) % self.shards.len();
+        // One index over every session needs every session in one map.
+        let shard = if self.defect == Some(MemoryDefect::JoinedKeyIndex) {
+            0
+        } else {
+            (self.hasher.hash_one(session_id) as usize) % self.shards.len()
+        };
         // A panic while holding the lock cannot leave a session half-written
         // (every write is applied after its decision), so poison is benign.
         self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
@@ -276,6 +288,22 @@ impl MemoryStore {
                 .leaked_keys
                 .get(&(session_id.to_owned(), key.to_owned()))
                 .cloned()
+        })
+        .or_else(|| {
+            // The bug: one index of joined ids, where two pairs can meet.
+            if self.defect != Some(MemoryDefect::JoinedKeyIndex) {
+                return None;
+            }
+            let joined = format!("{session_id}:{key}");
+            inner.sessions.iter().find_map(|(sid, s)| {
+                s.runs()
+                    .find(|r| {
+                        r.request_key
+                            .as_deref()
+                            .is_some_and(|k| format!("{sid}:{k}") == joined)
+                    })
+                    .cloned()
+            })
         })
     }
 }
