@@ -25,7 +25,7 @@ use reqkey_harness::targets::spec::open_target;
 use reqkey_harness::targets::TargetOptions;
 
 /// Scenarios that need a server which records keys (either policy).
-const KEYED: [&str; 24] = [
+const KEYED: [&str; 25] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -33,6 +33,7 @@ const KEYED: [&str; 24] = [
     "agent.chat-retried-send-attaches",
     "agent.chat-tool-result-is-keyless",
     "agent.chat-unidentified-run-is-transport-error",
+    "agent.collisions.keys-differing-past-64-characters",
     "agent.concurrent-duplicate-chats",
     "agent.concurrent-duplicate-resumes",
     "agent.concurrent-duplicates",
@@ -380,7 +381,7 @@ const PROFILE_MISMATCHES: [(&str, &str); 4] = [
     ("reference-agent:interrupt-previous", "default"),
 ];
 
-const NAMED_AFTER: [(&str, &str); 31] = [
+const NAMED_AFTER: [(&str, &str); 32] = [
     ("policy-before-key", "agent.keyed-retries-skip-refusals"),
     ("no-replan-after-key-taken", "agent.concurrent-duplicates"),
     ("ignore-digest", "agent.key-conflict"),
@@ -407,6 +408,10 @@ const NAMED_AFTER: [(&str, &str); 31] = [
     ("no-cas-redecide", "agent.concurrent-keyless-starts"),
     ("wait-while-live", "agent.wait-answers-at-once"),
     ("tool-send-keyed", "agent.chat-tool-result-is-keyless"),
+    (
+        "key-truncated-at-64",
+        "agent.collisions.keys-differing-past-64-characters",
+    ),
     (
         "stale-current-after-delete",
         "agent.race.delete-keyed-entries",

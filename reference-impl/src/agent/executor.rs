@@ -58,8 +58,9 @@ use std::time::Duration;
 
 use reqkey_model::plan::{STATE_REQUEST_ALREADY_COMPLETED, STATE_REQUEST_KEY_CONFLICT};
 use reqkey_model::{
-    execute_request_digest, plan_keyed_entry, resume_request_digest, retry_request_digest,
-    KeyedEntryPlan, RequestKey, RunMetadata, RunStartRejection, RunStatus, StartRun, StoreError,
+    execute_request_digest, parse_request_key, plan_keyed_entry, resume_request_digest,
+    retry_request_digest, KeyedEntryPlan, RequestKey, RunMetadata, RunStartRejection, RunStatus,
+    StartRun, StoreError,
 };
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
@@ -235,10 +236,14 @@ pub enum ExecutorDefect {
     /// included, instead of following the run to its end
     /// (`[[agent.chat.reconnect]]` through a second replica).
     StoreStreamDoesNotWait,
+    /// Keys are kept to their first 64 characters, as a `VARCHAR(64)`
+    /// column keeps them: two keys that differ only past the 64th are one
+    /// key (`[[key.compare.byte-exact]]`).
+    KeyTruncatedAt64,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 40] = [
+    pub const ALL: [ExecutorDefect; 41] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -279,6 +284,7 @@ impl ExecutorDefect {
         ExecutorDefect::KeylessRefusedByOrphan,
         ExecutorDefect::ClaimsDurable,
         ExecutorDefect::StoreStreamDoesNotWait,
+        ExecutorDefect::KeyTruncatedAt64,
     ];
 
     pub fn name(self) -> &'static str {
@@ -323,6 +329,7 @@ impl ExecutorDefect {
             ExecutorDefect::KeylessRefusedByOrphan => "keyless-refused-by-orphan",
             ExecutorDefect::ClaimsDurable => "claims-durable",
             ExecutorDefect::StoreStreamDoesNotWait => "store-stream-does-not-wait",
+            ExecutorDefect::KeyTruncatedAt64 => "key-truncated-at-64",
         }
     }
 
@@ -706,6 +713,13 @@ impl Executor {
 
     /// The key this executor honours: all of them, or none (warning once).
     fn effective_key(&self, key: Option<RequestKey>) -> Option<RequestKey> {
+        if self.has_defect(ExecutorDefect::KeyTruncatedAt64) {
+            // The bug: a column as wide as common keys, not as the spec's.
+            return key.map(|k| match k.as_str().get(..64) {
+                Some(head) if k.as_str().len() > 64 => parse_request_key(head).unwrap_or(k),
+                _ => k,
+            });
+        }
         if self.config.supports_request_key
             || self.has_defect(ExecutorDefect::DedupesWhileIgnoringKeys)
         {
