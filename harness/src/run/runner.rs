@@ -507,15 +507,6 @@ pub fn shares_no_session(scenario: &Scenario) -> bool {
     scenario.steps.iter().all(step_ok)
 }
 
-/// Does any step (a group's items included) strike a process?
-fn strikes(steps: &[Step]) -> bool {
-    steps.iter().any(|step| match &step.action {
-        Action::Fault(_) => true,
-        Action::Parallel(items) => strikes(items),
-        _ => false,
-    })
-}
-
 /// A stable per-scenario seed: the run seed mixed with the scenario id.
 fn scenario_seed(seed: u64, id: &str) -> u64 {
     id.bytes().fold(seed ^ 0x9e37_79b9_7f4a_7c15, |h, b| {
@@ -623,8 +614,9 @@ async fn run_scenario(
         let mut outcome = trial.run_steps(&scenario.steps).await;
         // A trial that struck processes leaves the deployment whole again,
         // whatever its verdict: a failure before its own `cont` or
-        // `restart` must not decide the next scenario's.
-        if strikes(&scenario.steps) {
+        // `restart` must not decide the next scenario's. (The loader lets
+        // only a scenario that declares `faults: true` strike.)
+        if scenario.requires.faults == Some(true) {
             if let Err(e) = target.heal().await {
                 if outcome.is_ok() {
                     let failure = Failure {

@@ -169,8 +169,7 @@ impl Owned {
         let mut restarted = Vec::new();
         for index in 0..self.started.len() {
             if self.exited_one(index).is_some() {
-                let line = self.started[index].command.clone();
-                self.started[index].child = start_one(&line)?;
+                self.restart(index)?;
                 restarted.push(index);
             } else {
                 self.signal(index, Signal::SIGCONT)?;
@@ -416,13 +415,19 @@ mod tests {
         assert_eq!(live_in_group(pid), Vec::<u32>::new(), "group {pid}");
     }
 
+    /// The fields of `/proc/PID/stat` after `pid (comm)` (comm may hold
+    /// spaces): state, ppid, pgrp, ...
+    fn stat_fields(proc_dir: &std::path::Path) -> Option<Vec<String>> {
+        let stat = std::fs::read_to_string(proc_dir.join("stat")).ok()?;
+        let after = stat.rfind(')').map(|i| &stat[i + 2..])?;
+        Some(after.split_whitespace().map(str::to_owned).collect())
+    }
+
     /// The state letter of process `pid` (`S`, `T` stopped, `Z`...).
     fn state(pid: u32) -> String {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        stat.rfind(')')
-            .and_then(|i| stat[i + 2..].split_whitespace().next())
-            .unwrap_or("?")
-            .to_owned()
+        stat_fields(std::path::Path::new(&format!("/proc/{pid}")))
+            .and_then(|f| f.into_iter().next())
+            .unwrap_or_else(|| "?".into())
     }
 
     #[test]
@@ -461,14 +466,9 @@ mod tests {
     fn live_in_group(pgid: u32) -> Vec<u32> {
         let mut live = Vec::new();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            let Some(fields) = stat_fields(&entry.path()) else {
                 continue;
             };
-            // pid (comm) state ppid pgrp ...: comm may hold spaces.
-            let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-                continue;
-            };
-            let fields: Vec<&str> = after.split_whitespace().collect();
             if fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z" {
                 live.push(entry.file_name().to_string_lossy().parse().unwrap_or(0));
             }

@@ -49,24 +49,29 @@ pub fn run_crash(
         .args(crash_files())
         .current_dir(root());
     let out = cmd.output().expect("reqkey run runs");
-    let verdicts = std::fs::read_to_string(&json)
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .and_then(|doc| {
-            doc["scenarios"].as_array().map(|list| {
-                list.iter()
-                    .map(|s| {
-                        (
-                            s["id"].as_str().unwrap_or("?").to_owned(),
-                            s["verdict"].as_str().unwrap_or("?").to_owned(),
-                        )
-                    })
-                    .collect()
-            })
-        })
-        .unwrap_or_default();
-    let _ = std::fs::remove_file(&json);
+    let verdicts = verdicts(&json);
     (out, verdicts)
+}
+
+/// Each scenario's verdict in a `reqkey-results/1` file (`pass`, `fail`,
+/// ...; `not_applicable` for one the run set aside), which is then
+/// removed; empty when the run wrote none.
+pub fn verdicts(json: &Path) -> BTreeMap<String, String> {
+    let doc: serde_json::Value = std::fs::read_to_string(json)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let _ = std::fs::remove_file(json);
+    let mut verdicts = BTreeMap::new();
+    for s in doc["scenarios"].as_array().into_iter().flatten() {
+        let id = s["id"].as_str().unwrap_or("?").to_owned();
+        verdicts.insert(id, s["verdict"].as_str().unwrap_or("?").to_owned());
+    }
+    for n in doc["not_applicable"].as_array().into_iter().flatten() {
+        let id = n["id"].as_str().unwrap_or("?").to_owned();
+        verdicts.insert(id, "not_applicable".to_owned());
+    }
+    verdicts
 }
 
 pub fn sqlite(tag: &str) -> String {
