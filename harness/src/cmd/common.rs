@@ -170,6 +170,10 @@ pub fn start_owned(
     Ok((Some(owned), filled))
 }
 
+/// How long a started target's processes must stay up after it first
+/// answered, before the run trusts that the answer was theirs.
+const START_SETTLE_MS: u64 = 500;
+
 /// Opens the target; when the harness started it, tries again until it
 /// answers, the command exits, or `start_timeout_ms` passes (bounded), and
 /// hands the processes to the target ([`OwnedTarget`]: fault steps reach
@@ -187,11 +191,22 @@ pub async fn open_started(
     loop {
         match spec.open(opts).await {
             Ok(target) => {
+                // Something answered on the chosen ports; it may not be
+                // what was started: another process can take a port
+                // between its choice and the command's bind, and the
+                // command then exits at once. A target that is not the
+                // one started is no verdict (exit 2), never a failure.
+                tokio::time::sleep(Duration::from_millis(START_SETTLE_MS)).await;
+                if let Some(exited) = owned.exited() {
+                    return Err(TargetError::Unreachable(format!(
+                        "the started target stopped while another process answered on its port: {exited}"
+                    )));
+                }
                 return Ok(Arc::new(crate::targets::owned::OwnedTarget::new(
                     target,
                     owned,
                     start_timeout_ms,
-                )))
+                )));
             }
             Err(e) if !e.is_silence() => return Err(e),
             Err(e) => {

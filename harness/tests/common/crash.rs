@@ -35,22 +35,32 @@ pub fn run_crash(
     let bin = env!("CARGO_BIN_EXE_reqkey");
     let variant = variant.map_or_else(String::new, |v| format!(" --variant {v}"));
     let json = std::env::temp_dir().join(format!("reqkey-crash-{}-{tag}.json", std::process::id()));
-    let mut cmd = Command::new(bin);
-    cmd.arg("run");
-    let mut targets = Vec::new();
-    for i in 0..replicas {
-        cmd.arg("--start").arg(format!(
-            "{bin} serve agent --store {store} --lease-ms 2000{variant} --listen 127.0.0.1:{{port}}"
-        ));
-        targets.push(format!("http://127.0.0.1:{{port{i}}}"));
+    // The tests run several of these at once, each choosing free ports:
+    // two may choose the same one, and a server that could not listen
+    // leaves its port to another run's. That collision is the test
+    // machine's, not the target's: run again (a bounded number of times).
+    for attempt in 1..=3 {
+        let mut cmd = Command::new(bin);
+        cmd.arg("run");
+        let mut targets = Vec::new();
+        for i in 0..replicas {
+            cmd.arg("--start").arg(format!(
+                "{bin} serve agent --store {store} --lease-ms 2000{variant} --listen 127.0.0.1:{{port}}"
+            ));
+            targets.push(format!("http://127.0.0.1:{{port{i}}}"));
+        }
+        cmd.args(["--target", &targets.join(","), "--seed", "26", "--json"])
+            .arg(&json)
+            .args(crash_files())
+            .current_dir(root());
+        let out = cmd.output().expect("reqkey run runs");
+        let verdicts = verdicts(&json);
+        let collided = String::from_utf8_lossy(&out.stderr).contains("Address already in use");
+        if !collided || attempt == 3 {
+            return (out, verdicts);
+        }
     }
-    cmd.args(["--target", &targets.join(","), "--seed", "26", "--json"])
-        .arg(&json)
-        .args(crash_files())
-        .current_dir(root());
-    let out = cmd.output().expect("reqkey run runs");
-    let verdicts = verdicts(&json);
-    (out, verdicts)
+    unreachable!("the last attempt returns")
 }
 
 /// Each scenario's verdict in a `reqkey-results/1` file (`pass`, `fail`,
