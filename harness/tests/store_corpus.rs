@@ -55,7 +55,7 @@ fn record_path() -> std::path::PathBuf {
 const ONLY_AFTER_A_RESTART: [MemoryDefect; 1] = [MemoryDefect::ClaimsDurable];
 
 /// The scenario named after each defect's rule: the defect must fail it.
-const NAMED_AFTER: [(&str, &str); 23] = [
+const NAMED_AFTER: [(&str, &str); 28] = [
     ("no-key-rule", "request-key.taken-names-holder"),
     ("key-rule-after-cas", "request-key.key-rule-before-cas"),
     ("no-replay-first", "request-key.replay-before-key-rule"),
@@ -85,6 +85,14 @@ const NAMED_AFTER: [(&str, &str); 23] = [
     ("keyless-fields-null", "store.keyless-run-exact-on-the-wire"),
     ("lists-capped", "store.counts.past-common-caps"),
     ("joined-key-index", "store.collisions.joined-ids"),
+    ("key-prefix-match", "store.collisions.prefixes-and-suffixes"),
+    ("ids-case-insensitive", "store.collisions.case-folded-ids"),
+    ("empty-fields-absent", "store.fields.empty-absent-null"),
+    ("joined-run-index", "store.collisions.joined-ids"),
+    (
+        "prefix-index-64",
+        "store.collisions.long-ids-differing-at-the-end",
+    ),
 ];
 
 /// The mixed-histories stage races random programs: whether it meets a

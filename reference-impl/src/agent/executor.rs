@@ -240,10 +240,23 @@ pub enum ExecutorDefect {
     /// column keeps them: two keys that differ only past the 64th are one
     /// key (`[[key.compare.byte-exact]]`).
     KeyTruncatedAt64,
+    /// The server percent-decodes the request path once more after its
+    /// router did: `/sessions/ab%2578` names the session `abx` instead
+    /// of the id `ab%78`, which is outside the limits and refused
+    /// (`[[agent.path.percent-decoded-once]]`).
+    PathIdsDecodedTwice,
+    /// Keys are read after a Unicode compatibility fold (NFKC's, on the
+    /// fullwidth forms U+FF01-U+FF5E): the fullwidth `ｋ１` is taken for
+    /// the key `k1` instead of being refused (`[[key.parse.charset]]`).
+    KeysFullwidthFolded,
+    /// The snapshot lists the session's last 256 runs and inputs, as a
+    /// query with `LIMIT 256` does: right for every session of fewer runs
+    /// (`[[agent.route.snapshot]]`).
+    SnapshotCapped,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 41] = [
+    pub const ALL: [ExecutorDefect; 44] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -285,6 +298,9 @@ impl ExecutorDefect {
         ExecutorDefect::ClaimsDurable,
         ExecutorDefect::StoreStreamDoesNotWait,
         ExecutorDefect::KeyTruncatedAt64,
+        ExecutorDefect::PathIdsDecodedTwice,
+        ExecutorDefect::KeysFullwidthFolded,
+        ExecutorDefect::SnapshotCapped,
     ];
 
     pub fn name(self) -> &'static str {
@@ -330,6 +346,9 @@ impl ExecutorDefect {
             ExecutorDefect::ClaimsDurable => "claims-durable",
             ExecutorDefect::StoreStreamDoesNotWait => "store-stream-does-not-wait",
             ExecutorDefect::KeyTruncatedAt64 => "key-truncated-at-64",
+            ExecutorDefect::PathIdsDecodedTwice => "path-ids-decoded-twice",
+            ExecutorDefect::KeysFullwidthFolded => "keys-fullwidth-folded",
+            ExecutorDefect::SnapshotCapped => "snapshot-capped",
         }
     }
 

@@ -121,6 +121,58 @@ type AppState = Arc<Executor>;
 
 /// The router of SPEC 7 over one executor.
 pub fn router(executor: Arc<Executor>) -> Router {
+    let routes = routes(executor.clone());
+    if executor.has_defect(ExecutorDefect::PathIdsDecodedTwice) {
+        // The bug: the path decoded once before the router decodes it.
+        return Router::new().fallback(move |mut request: axum::extract::Request| {
+            let routes = routes.clone();
+            async move {
+                decode_path_once(&mut request);
+                let inner = hyper_util::service::TowerToHyperService::new(routes);
+                match hyper::service::Service::call(&inner, request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            }
+        });
+    }
+    routes
+}
+
+/// [`ExecutorDefect::PathIdsDecodedTwice`]: every `%XX` of the path
+/// decoded (a path that would no longer parse is left as it was).
+fn decode_path_once(request: &mut axum::extract::Request) {
+    let uri = request.uri();
+    let path = uri.path().as_bytes();
+    let mut decoded = Vec::with_capacity(path.len());
+    let mut i = 0;
+    while i < path.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            path[i],
+            path.get(i + 1).copied().and_then(hex),
+            path.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                decoded.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                decoded.push(b);
+                i += 1;
+            }
+        }
+    }
+    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+    let Ok(text) = String::from_utf8(decoded) else {
+        return;
+    };
+    if let Ok(new) = format!("{text}{query}").parse::<axum::http::Uri>() {
+        *request.uri_mut() = new;
+    }
+}
+
+fn routes(executor: Arc<Executor>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/sessions/{id}", get(snapshot).delete(delete_session))
@@ -374,6 +426,15 @@ fn entry_key(ex: &Executor, headers: &HeaderMap) -> Result<Option<RequestKey>, A
         return parse_request_key_header(first.into_iter())
             .map_err(|e| ApiError::validation(format!("malformed {REQUEST_KEY_HEADER}: {e}")));
     }
+    if ex.has_defect(ExecutorDefect::KeysFullwidthFolded) {
+        let folded: Vec<String> = headers
+            .get_all(REQUEST_KEY_HEADER)
+            .iter()
+            .map(|v| fold_fullwidth(v.as_bytes().trim_ascii()))
+            .collect();
+        return parse_request_key_header(folded.iter().map(String::as_bytes))
+            .map_err(|e| ApiError::validation(format!("malformed {REQUEST_KEY_HEADER}: {e}")));
+    }
     request_key(headers).map_err(|mut e| {
         if ex.has_defect(ExecutorDefect::EchoMalformedKey) {
             for v in headers.get_all(REQUEST_KEY_HEADER) {
@@ -383,6 +444,18 @@ fn entry_key(ex: &Executor, headers: &HeaderMap) -> Result<Option<RequestKey>, A
         }
         e
     })
+}
+
+/// [`ExecutorDefect::KeysFullwidthFolded`]: the fullwidth forms
+/// U+FF01-U+FF5E folded to ASCII, as NFKC does.
+fn fold_fullwidth(raw: &[u8]) -> String {
+    String::from_utf8_lossy(raw)
+        .chars()
+        .map(|c| match c {
+            '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
+            c => c,
+        })
+        .collect()
 }
 
 /// The body limit of `ex` (`ExecutorDefect::NoBodyLimit` has none short
@@ -686,7 +759,14 @@ async fn snapshot(
     if runs.is_empty() {
         return Err(ApiError::session_not_found());
     }
-    let inputs = ex.store().list_inputs(&session_id).await?;
+    let mut inputs = ex.store().list_inputs(&session_id).await?;
+    let mut runs = runs;
+    if ex.has_defect(ExecutorDefect::SnapshotCapped) {
+        // The bug: `ORDER BY start_sequence DESC LIMIT 256`, put back in order.
+        const CAP: usize = 256;
+        runs.drain(..runs.len().saturating_sub(CAP));
+        inputs.drain(..inputs.len().saturating_sub(CAP));
+    }
     Ok(
         axum::Json(json!({"sessionId": session_id, "runs": runs, "inputs": inputs}))
             .into_response(),

@@ -150,6 +150,15 @@ pub trait SessionStateStore: Send + Sync + std::fmt::Debug {
     fn skip_argument_checks(&self) -> bool {
         false
     }
+
+    /// The operation as this store reads it, before [`dispatch`] checks
+    /// it. Every correct store reads it as sent; only a deliberately
+    /// broken test store (`MemoryDefect::EmptyFieldsAbsent`,
+    /// `IdsCaseInsensitive`) rewrites it, as a careless parser or a
+    /// case-insensitive collation would.
+    fn prepare_op(&self, op: StoreOp) -> StoreOp {
+        op
+    }
 }
 
 /// Is a lease that expires at `expires_at` (none: never taken) over at `now`?
@@ -162,6 +171,7 @@ pub async fn dispatch(
     store: &dyn SessionStateStore,
     op: StoreOp,
 ) -> Result<StoreReply, StoreError> {
+    let op = store.prepare_op(op);
     if !store.skip_argument_checks() {
         op.validate()?;
     }

@@ -20,7 +20,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use reqkey_model::rules::{KeyRule, RuleVariant};
-use reqkey_model::seq::SessionState;
+use reqkey_model::seq::{SessionState, StoreOp};
 use reqkey_model::{CommitResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError};
 
 use super::api::{lease_over, SessionStateStore};
@@ -107,10 +107,36 @@ pub enum MemoryDefect {
     /// alphabets, so session `a:x` with key `y` and session `a` with key
     /// `x:y` share an entry (`[[store.key.per-session]]`).
     JoinedKeyIndex,
+    /// Key holders are found by prefix, as a SQL `LIKE key || '%'` or a
+    /// Redis `SCAN` over `key*` does: the exact holder when there is one,
+    /// else any run whose key starts with the one asked for, so `k` is
+    /// "held" by the run keyed `k1` (`[[key.compare.byte-exact]]`).
+    KeyPrefixMatch,
+    /// Session and run ids compare ASCII case-insensitively, as under a
+    /// case-insensitive collation (MySQL's default `_ci` ones): `aX` is
+    /// the session `ax` first written, under that spelling
+    /// (`[[terms.session-id.syntax]]`, `[[store.session.isolation]]`).
+    IdsCaseInsensitive,
+    /// An empty `requestKey` or `requestDigest` is read as absent before
+    /// the checks, as a truthiness test (`if (args.requestKey)`) does:
+    /// either one empty alone is still refused (the other is then half a
+    /// key), so only the pair shows it - an empty key with an empty digest
+    /// starts a keyless run (`[[wire.store.invalid-argument]]`).
+    EmptyFieldsAbsent,
+    /// Runs are found through one index keyed `{sessionId}:{runId}`:
+    /// session `a:x`'s run `y` is also session `a`'s run `x:y`
+    /// (`[[store.session.isolation]]`).
+    JoinedRunIndex,
+    /// Key holders and runs are found through an index on the first 64
+    /// characters (a MySQL prefix index, `request_key(64)`), the whole
+    /// value stored: a key or a run id that shares its first 64 with
+    /// another finds the other (`[[key.compare.byte-exact]]`,
+    /// `[[store.reads.by-key]]`).
+    PrefixIndex64,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 24] = [
+    pub const ALL: [MemoryDefect; 29] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -135,6 +161,11 @@ impl MemoryDefect {
         MemoryDefect::ClaimsDurable,
         MemoryDefect::ListsCapped,
         MemoryDefect::JoinedKeyIndex,
+        MemoryDefect::KeyPrefixMatch,
+        MemoryDefect::IdsCaseInsensitive,
+        MemoryDefect::EmptyFieldsAbsent,
+        MemoryDefect::JoinedRunIndex,
+        MemoryDefect::PrefixIndex64,
     ];
 
     pub fn name(self) -> &'static str {
@@ -163,6 +194,11 @@ impl MemoryDefect {
             MemoryDefect::ClaimsDurable => "claims-durable",
             MemoryDefect::ListsCapped => "lists-capped",
             MemoryDefect::JoinedKeyIndex => "joined-key-index",
+            MemoryDefect::KeyPrefixMatch => "key-prefix-match",
+            MemoryDefect::IdsCaseInsensitive => "ids-case-insensitive",
+            MemoryDefect::EmptyFieldsAbsent => "empty-fields-absent",
+            MemoryDefect::JoinedRunIndex => "joined-run-index",
+            MemoryDefect::PrefixIndex64 => "prefix-index-64",
         }
     }
 
@@ -227,6 +263,10 @@ pub struct MemoryStore {
     shards: Box<[Mutex<Inner>]>,
     hasher: std::hash::RandomState,
     defect: Option<MemoryDefect>,
+    /// Only with [`MemoryDefect::IdsCaseInsensitive`]: the first spelling
+    /// of each id, by its ASCII-lowercased form (session ids by
+    /// themselves, run ids under their session's).
+    first_spellings: Mutex<HashMap<String, String>>,
 }
 
 impl Default for MemoryStore {
@@ -235,6 +275,7 @@ impl Default for MemoryStore {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: std::hash::RandomState::new(),
             defect: None,
+            first_spellings: Mutex::default(),
         }
     }
 }
@@ -279,6 +320,22 @@ impl MemoryStore {
                             .is_some_and(|k| k.eq_ignore_ascii_case(key))
                     })
                     .cloned()
+            } else if self.defect == Some(MemoryDefect::PrefixIndex64) {
+                // The bug: the index holds the first 64 characters only.
+                s.runs()
+                    .find(|r| {
+                        r.request_key
+                            .as_deref()
+                            .is_some_and(|k| prefix_64(k) == prefix_64(key))
+                    })
+                    .cloned()
+            } else if self.defect == Some(MemoryDefect::KeyPrefixMatch) {
+                // The bug: `WHERE request_key LIKE key || '%'`.
+                s.run_by_request_key(key).cloned().or_else(|| {
+                    s.runs()
+                        .find(|r| r.request_key.as_deref().is_some_and(|k| k.starts_with(key)))
+                        .cloned()
+                })
             } else {
                 s.run_by_request_key(key).cloned()
             }
@@ -322,6 +379,66 @@ impl MemoryStore {
 /// How many entries the `lists-capped` defect keeps.
 const CAPPED_LIST: usize = 256;
 
+/// The first 64 characters of an id (the `prefix-index-64` defect).
+fn prefix_64(id: &str) -> &str {
+    id.char_indices().nth(64).map_or(id, |(at, _)| &id[..at])
+}
+
+/// The `empty-fields-absent` defect: `""` read as absent.
+fn empty_fields_absent(mut op: StoreOp) -> StoreOp {
+    if let StoreOp::CommitRunStart(a) = &mut op {
+        let start = &mut a.start_run;
+        for field in [&mut start.request_key, &mut start.request_digest] {
+            if field.as_deref() == Some("") {
+                *field = None;
+            }
+        }
+    }
+    op
+}
+
+impl MemoryStore {
+    /// The `ids-case-insensitive` defect: every session and run id the
+    /// operation names becomes the first spelling seen of its lowercased
+    /// form (a commit records the spellings it brings).
+    fn first_spelling_of_ids(&self, mut op: StoreOp) -> StoreOp {
+        let mut seen = self
+            .first_spellings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut spell = |scope: &str, id: &mut String| {
+            let folded = format!("{scope}\u{0}{}", id.to_ascii_lowercase());
+            let first = seen.entry(folded).or_insert_with(|| id.clone());
+            id.clone_from(first);
+        };
+        match &mut op {
+            StoreOp::CommitRunStart(a) => {
+                let start = &mut a.start_run;
+                spell("", &mut start.session_id);
+                let session = start.session_id.clone();
+                spell(&session, &mut start.run_id);
+                if let Some(expected) = &mut start.expected_current_run_id {
+                    spell(&session, expected);
+                }
+            }
+            StoreOp::GetRun(a) => {
+                spell("", &mut a.session_id);
+                spell(&a.session_id.clone(), &mut a.run_id);
+            }
+            StoreOp::SetRunStatus(a) => {
+                spell("", &mut a.session_id);
+                spell(&a.session_id.clone(), &mut a.run_id);
+            }
+            StoreOp::GetRunByRequestKey(a) => spell("", &mut a.session_id),
+            StoreOp::GetCurrentRun(a)
+            | StoreOp::ListRuns(a)
+            | StoreOp::ListInputs(a)
+            | StoreOp::DeleteSession(a) => spell("", &mut a.session_id),
+        }
+        op
+    }
+}
+
 #[async_trait]
 impl SessionStateStore for MemoryStore {
     fn backend(&self) -> &'static str {
@@ -338,6 +455,14 @@ impl SessionStateStore for MemoryStore {
             self.defect,
             Some(MemoryDefect::NoArgumentChecks | MemoryDefect::HalfKeyStartsKeyless)
         )
+    }
+
+    fn prepare_op(&self, op: StoreOp) -> StoreOp {
+        match self.defect {
+            Some(MemoryDefect::EmptyFieldsAbsent) => empty_fields_absent(op),
+            Some(MemoryDefect::IdsCaseInsensitive) => self.first_spelling_of_ids(op),
+            _ => op,
+        }
     }
 
     async fn commit_run_start(&self, mut start: StartRun) -> Result<CommitResult, StoreError> {
@@ -468,6 +593,30 @@ impl SessionStateStore for MemoryStore {
             .get(session_id)
             .and_then(|s| s.run(run_id))
             .cloned();
+        if self.defect == Some(MemoryDefect::PrefixIndex64) {
+            // The bug: the index holds the first 64 characters only.
+            return Ok(self
+                .lock(session_id)
+                .sessions
+                .get(session_id)
+                .and_then(|s| {
+                    s.runs()
+                        .find(|r| prefix_64(&r.run_id) == prefix_64(run_id))
+                        .cloned()
+                }));
+        }
+        if own.is_none() && self.defect == Some(MemoryDefect::JoinedRunIndex) {
+            // The bug: one index of joined ids, where two pairs can meet.
+            let joined = format!("{session_id}:{run_id}");
+            return Ok(self.shards.iter().find_map(|shard| {
+                let inner = shard.lock().unwrap_or_else(|p| p.into_inner());
+                inner.sessions.iter().find_map(|(sid, s)| {
+                    s.runs()
+                        .find(|r| format!("{sid}:{}", r.run_id) == joined)
+                        .cloned()
+                })
+            }));
+        }
         if own.is_none() && self.defect == Some(MemoryDefect::GlobalRunIds) {
             // One shard locked at a time (the session's was released).
             return Ok(self.shards.iter().find_map(|shard| {
