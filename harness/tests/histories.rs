@@ -279,3 +279,69 @@ fn certify_exports_store_histories_and_no_agent_exchanges() {
     assert!(text(&o).contains("wrote 0 histories"), "{}", text(&o));
     assert_eq!(std::fs::read_dir(&agent).unwrap().count(), 0);
 }
+
+/// `reqkey bench lin --export-histories DIR` writes every history it checks,
+/// named by its shape and store, in the form `check history` reads; each
+/// file gets the verdict its store calls for, and `--verdict-only` times
+/// the check alone (what the Porcupine comparison of docs/benchmarks.md
+/// compares).
+#[test]
+fn bench_lin_exports_the_histories_it_checks() {
+    let dir = scratch("bench-lin");
+    let out_dir = dir.join("lin");
+    let o = reqkey(&[
+        "bench",
+        "lin",
+        "--quick",
+        "--export-histories",
+        out_dir.to_str().unwrap(),
+    ]);
+    let printed = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{printed}");
+    let mut names: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "lin-ops1000-clients16-sessions1-seed1-correct.json",
+            "lin-ops1000-clients16-sessions1-seed1-not.json",
+            "lin-ops1000-clients8-sessions1-seed1-correct.json",
+            "lin-ops1000-clients8-sessions1-seed1-not.json",
+        ]
+    );
+    for name in &names {
+        let file = out_dir.join(name);
+        assert!(
+            printed.contains(&format!("history: {}", file.display())),
+            "{printed}"
+        );
+        let history: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+        assert_eq!(history.len(), 1000, "{name}");
+        let (code, out) = check(&file, &["--verdict-only"]);
+        let expected = if name.ends_with("-correct.json") {
+            0
+        } else {
+            1
+        };
+        assert_eq!(code, Some(expected), "{name}: {out}");
+        assert!(out.contains("1000 operations"), "{out}");
+        assert!(out.contains(" ms, checked in "), "{out}");
+        // Verdict only: no shrunk subset is printed.
+        assert!(!out.contains("smallest failing subset"), "{out}");
+        // The full check agrees with the verdict-only one.
+        assert_eq!(check(&file, &[]).0, Some(expected), "{name}");
+    }
+    let o = reqkey(&[
+        "bench",
+        "checker",
+        "--export-histories",
+        dir.join("other").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("bench lin"), "{}", text(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -18,6 +18,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use reqkey_check::history;
 use reqkey_check::lin::{self, CheckOptions, Verdict};
 
 use crate::run::record::{random_history, simulated_history, SimulatedStore, Workload};
@@ -285,6 +286,43 @@ pub fn lin_workloads(quick: bool, seed: u64) -> Vec<(Workload, SimulatedStore)> 
         }
     }
     out
+}
+
+/// The file name of a `reqkey bench lin` history written by
+/// `--export-histories`: its operations, clients, sessions, seed and the
+/// store that produced it (`correct`, or `not` for the one that skips the
+/// key rule once), e.g. `lin-ops10000-clients16-sessions1-seed1-not.json`.
+pub fn lin_history_file_name(w: &Workload, store: SimulatedStore) -> String {
+    format!(
+        "lin-ops{}-clients{}-sessions{}-seed{}-{}.json",
+        w.ops_total,
+        w.clients,
+        w.sessions,
+        w.seed,
+        match store {
+            SimulatedStore::Correct => "correct",
+            SimulatedStore::SkipsKeyRuleOnce => "not",
+        }
+    )
+}
+
+/// Writes the history `reqkey bench lin` checks for `(w, store)` into
+/// `dir`, in reqkey's JSON history form (the one `reqkey check history`
+/// reads, docs/race-safety.md), so that another checker can be run on the
+/// very same operations. Returns the file's path.
+pub fn export_lin_history(
+    dir: &std::path::Path,
+    w: &Workload,
+    store: SimulatedStore,
+) -> Result<std::path::PathBuf, String> {
+    let history = simulated_history(w, store);
+    let path = dir.join(lin_history_file_name(w, store));
+    std::fs::write(
+        &path,
+        history::write_history(&history, history::HistoryFormat::Json),
+    )
+    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
 }
 
 /// The sessions of the many-session history of `reqkey bench lin`.

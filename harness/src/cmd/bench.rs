@@ -8,7 +8,8 @@ use clap::Args;
 
 use crate::bench::backends::{backend_lookup_benchmark, chase_ns, Backend, BackendLookupConfig};
 use crate::bench::checker::{
-    checker_benchmark, default_workload, detection_benchmark, lin_benchmark, lin_workloads,
+    checker_benchmark, default_workload, detection_benchmark, export_lin_history, lin_benchmark,
+    lin_workloads,
 };
 use crate::bench::failover::{failover_benchmark, FailoverConfig};
 use crate::bench::lookup::{lookup_benchmark, LookupConfig};
@@ -138,6 +139,14 @@ pub struct BenchArgs {
     /// The servers to soak (repeatable; default all three).
     #[arg(long = "server", value_enum)]
     pub servers: Vec<SoakServer>,
+    /// lin: also write each history it checks into DIR (created), in the
+    /// JSON form `reqkey check history` reads, one file per history named
+    /// by its operations, clients, sessions, seed and store
+    /// (`lin-ops10000-clients16-sessions1-seed1-not.json`), so that another
+    /// checker (Porcupine, docs/benchmarks.md) judges the same
+    /// operations. Each file's path is printed before its figures.
+    #[arg(long, value_name = "DIR")]
+    pub export_histories: Option<PathBuf>,
 }
 
 /// `reqkey bench soak`: prints each server's figures; exit 1 when a
@@ -314,6 +323,9 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
     if args.kind == BenchKind::Lin {
         return lin_bench(&args);
     }
+    if args.export_histories.is_some() {
+        return harness_error("--export-histories is an option of `reqkey bench lin` only");
+    }
     rt.block_on(async move {
         if args.kind == BenchKind::Lookup {
             return lookup_bench(&args).await;
@@ -366,7 +378,18 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
 fn lin_bench(args: &BenchArgs) -> ExitCode {
     let mut mismatch = false;
     let mut unknown = false;
+    if let Some(dir) = &args.export_histories {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return harness_error(format!("cannot create {}: {e}", dir.display()));
+        }
+    }
     for (w, store) in lin_workloads(args.quick, args.seed) {
+        if let Some(dir) = &args.export_histories {
+            match export_lin_history(dir, &w, store) {
+                Ok(path) => println!("history: {}", path.display()),
+                Err(e) => return harness_error(e),
+            }
+        }
         let repeats = if args.quick || w.ops_total > 10_000 {
             1
         } else {

@@ -13,6 +13,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Instant;
 
 use clap::{Args, Subcommand};
 use reqkey_check::history::{self, HistoryFormat, MAX_HISTORY_BYTES};
@@ -45,6 +46,13 @@ pub struct HistoryArgs {
     /// to hand a run's history to another checker or read one in.
     #[arg(long, value_name = "json|jepsen")]
     pub convert_to: Option<HistoryFormat>,
+    /// The verdict alone, timed: no counterexample shrinking, and the
+    /// parse into the checker's types and the check are timed apart (as
+    /// `reqkey bench lin` times them; a benchmark against another checker
+    /// on the same file, docs/benchmarks.md). Prints
+    /// `parsed in X ms, checked in Y ms` under the verdict.
+    #[arg(long, conflicts_with = "convert_to")]
+    pub verdict_only: bool,
 }
 
 pub fn run(command: CheckCommand) -> ExitCode {
@@ -98,6 +106,9 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
         emit(&history::write_history(&history, format));
         return ExitCode::SUCCESS;
     }
+    if args.verdict_only {
+        return verdict_only(&shown, &history, args.budget_steps);
+    }
     let report = lin::check_with(
         &history,
         CheckOptions {
@@ -130,6 +141,52 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
                     .collect::<Vec<_>>()
                     .join(", "),
                 inert::lines_kept(&c.to_string())
+            ));
+            ExitCode::from(1)
+        }
+        Verdict::Unknown { reason } => harness_error(format!(
+            "{shown}: no verdict: {reason} (raise --budget-steps)"
+        )),
+    }
+}
+
+/// `--verdict-only`: the history parsed into the checker's types, then
+/// checked without shrinking, each timed apart.
+fn verdict_only(shown: &str, history: &[Operation], budget_steps: u64) -> ExitCode {
+    let started = Instant::now();
+    let parsed = lin::PreparedHistory::new(history);
+    let parse_ms = started.elapsed().as_secs_f64() * 1e3;
+    let started = Instant::now();
+    let report = lin::check_prepared(
+        &parsed,
+        CheckOptions {
+            budget_steps,
+            minimize: false,
+            ..CheckOptions::default()
+        },
+    );
+    let check_ms = started.elapsed().as_secs_f64() * 1e3;
+    let timings = format!(
+        "  parsed in {parse_ms:.1} ms, checked in {check_ms:.1} ms ({} search steps, {} thread{})\n",
+        report.steps,
+        report.threads,
+        if report.threads == 1 { "" } else { "s" }
+    );
+    let shown = inert::terminal(shown);
+    match report.verdict {
+        Verdict::Linearizable => {
+            emit(&format!(
+                "reqkey: {shown}: linearizable ({} operations, {} sessions)\n{timings}",
+                history.len(),
+                report.partitions
+            ));
+            ExitCode::SUCCESS
+        }
+        Verdict::NotLinearizable(c) => {
+            emit(&format!(
+                "reqkey: {shown}: NOT linearizable ({} operations): {}\n{timings}",
+                history.len(),
+                inert::terminal(&c.reason)
             ));
             ExitCode::from(1)
         }
