@@ -45,8 +45,45 @@ pub struct Owned {
     pub ports: Vec<u16>,
 }
 
-/// A free loopback port (bound, then released for the command to take).
+/// The lowest port a started command is given: below it are the ports
+/// services commonly take.
+const FIRST_CHOSEN_PORT: u16 = 10_000;
+/// How many random ports are tried before falling back to one the kernel
+/// picks.
+const PORT_TRIES: usize = 64;
+
+/// The kernel's ephemeral port range (`/proc/sys/net/ipv4/ip_local_port_range`;
+/// Linux's default when it cannot be read).
+fn ephemeral_range() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut bounds = text.split_whitespace().map(str::parse::<u16>);
+            Some((bounds.next()?.ok()?, bounds.next()?.ok()?))
+        })
+        .unwrap_or((32_768, 60_999))
+}
+
+/// A free loopback port for a started command (bound, then released for
+/// the command to take), chosen at random BELOW the kernel's ephemeral
+/// range: the kernel never hands such a port to a `bind(0)` or an
+/// outgoing connection, so between its choice and the command's bind (and
+/// while a restarted replica is down) no other process is given it by
+/// chance - only one that asks for that very port. (A port from `bind(0)`
+/// was taken that way by a concurrent run and answered for the target.)
+/// Not a test decision, so not from the run's seed.
 fn free_port() -> std::io::Result<u16> {
+    use rand::{RngExt, SeedableRng};
+    let (low, _) = ephemeral_range();
+    if low > FIRST_CHOSEN_PORT + 1_000 {
+        let mut rng = rand::rngs::SmallRng::from_rng(&mut rand::rng());
+        for _ in 0..PORT_TRIES {
+            let port = rng.random_range(FIRST_CHOSEN_PORT..low);
+            if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+                return Ok(listener.local_addr()?.port());
+            }
+        }
+    }
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }
@@ -377,6 +414,22 @@ fn start_one(line: &str) -> Result<std::process::Child, String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_chosen_port_is_free_and_below_the_ephemeral_range() {
+        let (low, _) = ephemeral_range();
+        for _ in 0..20 {
+            let port = free_port().unwrap();
+            if low > FIRST_CHOSEN_PORT + 1_000 {
+                assert!(
+                    (FIRST_CHOSEN_PORT..low).contains(&port),
+                    "{port} is not in {FIRST_CHOSEN_PORT}..{low}"
+                );
+            }
+            // Free: the command can bind it.
+            std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
+    }
 
     #[test]
     fn ports_and_replicas_are_filled_in() {
