@@ -231,7 +231,7 @@ pub fn check(history: &[Operation]) -> CheckReport {
 ///
 /// The raw history is either borrowed ([`PreparedHistory::new`], for a
 /// history already held as [`Operation`]s) or owned compactly
-/// ([`PreparedHistory::from_prepared`], for one read from a file): one
+/// ([`PreparedHistoryBuilder`], for one read from a file): one
 /// [`CompactOperation`] per operation, its request and answer kept as
 /// JSON text, so no `serde_json::Value` lives as long as the history.
 #[derive(Debug)]
