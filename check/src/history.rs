@@ -29,7 +29,12 @@
 //!
 //! Reading either form gives [`Operation`]s; writing either form from
 //! them and reading it back gives the same operations (tested), so a
-//! history judged in a run is judged the same from its file.
+//! history judged in a run is judged the same from its file. To judge a
+//! file, [`parse_prepared`] reads it straight into the checker's form
+//! (each entry typed as it is read, its request and answer kept only as
+//! JSON text for a report), never holding the history as `Operation`s:
+//! the same operations and the same report (tested), in a fraction of
+//! the memory (docs/benchmarks.md).
 //!
 //! # Errors
 //!
