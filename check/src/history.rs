@@ -29,7 +29,12 @@
 //!
 //! Reading either form gives [`Operation`]s; writing either form from
 //! them and reading it back gives the same operations (tested), so a
-//! history judged in a run is judged the same from its file.
+//! history judged in a run is judged the same from its file. To judge a
+//! file, [`parse_prepared`] reads it straight into the checker's form
+//! (each entry typed as it is read, its request and answer kept only as
+//! JSON text for a report), never holding the history as `Operation`s:
+//! the same operations and the same report (tested), in a fraction of
+//! the memory (docs/benchmarks.md).
 //!
 //! # Errors
 //!
@@ -45,7 +50,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::lin::Operation;
+use crate::lin::{Operation, PreparedHistory, PreparedHistoryBuilder};
 
 /// The most bytes a history file may hold (a caller reads no more).
 pub const MAX_HISTORY_BYTES: u64 = 64 << 20;
@@ -137,6 +142,43 @@ pub fn parse_history(
     text: &str,
     format: Option<HistoryFormat>,
 ) -> Result<Vec<Operation>, HistoryError> {
+    let mut history: Vec<Operation> = Vec::new();
+    parse_history_into(
+        text,
+        format,
+        &mut |index, op| match history.get_mut(index) {
+            Some(slot) => *slot = op,
+            None => history.push(op),
+        },
+    )?;
+    Ok(history)
+}
+
+/// Reads a history straight into the checker's form: each operation is
+/// prepared ([`PreparedHistoryBuilder::set`]: its request and answer
+/// typed, and kept as compact text for a report) as soon as it is read,
+/// so the history is never held as [`Operation`]s (JSON values). The same
+/// operations, and the same mistakes at the same places, as
+/// [`parse_history`].
+pub fn parse_prepared(
+    text: &str,
+    format: Option<HistoryFormat>,
+) -> Result<PreparedHistory<'static>, HistoryError> {
+    let mut builder = PreparedHistoryBuilder::default();
+    parse_history_into(text, format, &mut |index, op| builder.set(index, &op))?;
+    Ok(builder.finish())
+}
+
+/// Reads a history in `format`, giving each operation to `sink` with its
+/// index (the file's order of operations, the indices a report names):
+/// `sink(n, op)` with `n` the number given so far adds an operation;
+/// with a smaller `n` it replaces one given before (in Jepsen's form an
+/// operation is given when invoked, unanswered, and again completed).
+fn parse_history_into(
+    text: &str,
+    format: Option<HistoryFormat>,
+    sink: &mut dyn FnMut(usize, Operation),
+) -> Result<(), HistoryError> {
     let format = match format.or_else(|| HistoryFormat::detect(text)) {
         Some(f) => f,
         None if text.trim().is_empty() => {
@@ -151,18 +193,18 @@ pub fn parse_history(
             ));
         }
     };
-    let history = match format {
-        HistoryFormat::Json => parse_json(text)?,
-        HistoryFormat::Jepsen => parse_jepsen(text)?,
+    let count = match format {
+        HistoryFormat::Json => parse_json(text, sink)?,
+        HistoryFormat::Jepsen => parse_jepsen(text, sink)?,
     };
-    if history.is_empty() {
+    if count == 0 {
         return Err(HistoryError::at(
             1,
             1,
             "the history has no operations: nothing to judge",
         ));
     }
-    Ok(history)
+    Ok(())
 }
 
 fn first_non_space(text: &str) -> (usize, usize) {
@@ -260,7 +302,8 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, before[line_start..].chars().count() + 1)
 }
 
-fn parse_json(text: &str) -> Result<Vec<Operation>, HistoryError> {
+/// Gives each operation to `sink`; returns how many there are.
+fn parse_json(text: &str, sink: &mut dyn FnMut(usize, Operation)) -> Result<usize, HistoryError> {
     // The array first, each entry kept as its text: an entry's mistakes
     // are then placed in the file, not after the entry.
     let raws: Vec<&serde_json::value::RawValue> =
@@ -275,7 +318,6 @@ fn parse_json(text: &str) -> Result<Vec<Operation>, HistoryError> {
             ),
         ));
     }
-    let mut history = Vec::with_capacity(raws.len());
     for (k, raw) in raws.iter().enumerate() {
         let piece = raw.get();
         // `piece` is a slice of `text` (a borrowed raw value).
@@ -299,9 +341,9 @@ fn parse_json(text: &str) -> Result<Vec<Operation>, HistoryError> {
             let (line, column) = at();
             HistoryError::at(line, column, format!("operation {k}: {m}"))
         })?;
-        history.push(op);
+        sink(k, op);
     }
-    Ok(history)
+    Ok(raws.len())
 }
 
 /// What an event says happened.
@@ -313,10 +355,13 @@ enum EventType {
     Info,
 }
 
-fn parse_jepsen(text: &str) -> Result<Vec<Operation>, HistoryError> {
-    // Open operations by process: (index into `history`, f).
-    let mut open: BTreeMap<String, (usize, Value)> = BTreeMap::new();
-    let mut history: Vec<Operation> = Vec::new();
+/// Gives each operation to `sink` when invoked (unanswered: what it
+/// stays if it never completes) and again when it completes; returns how
+/// many there are.
+fn parse_jepsen(text: &str, sink: &mut dyn FnMut(usize, Operation)) -> Result<usize, HistoryError> {
+    // Open operations by process: (index, f, the operation so far).
+    let mut open: BTreeMap<String, (usize, Value, Operation)> = BTreeMap::new();
+    let mut count = 0usize;
     let mut timed: Option<bool> = None;
     let mut last_time = 0u64;
     for (n, line) in text.lines().enumerate() {
@@ -386,7 +431,7 @@ fn parse_jepsen(text: &str) -> Result<Vec<Operation>, HistoryError> {
                         "process {process} invokes again before its operation completed"
                     )));
                 }
-                if history.len() >= MAX_OPERATIONS {
+                if count >= MAX_OPERATIONS {
                     return Err(err(format!(
                         "more than the {MAX_OPERATIONS} operations a history may hold"
                     )));
@@ -400,17 +445,19 @@ fn parse_jepsen(text: &str) -> Result<Vec<Operation>, HistoryError> {
                     }
                     (op, args) => request_of(op.clone(), args.cloned()),
                 };
-                open.insert(process.clone(), (history.len(), f));
-                history.push(Operation {
-                    client: process,
+                let op = Operation {
+                    client: process.clone(),
                     request,
                     invoke_ns: instant,
                     return_ns: instant,
                     answer: None,
-                });
+                };
+                sink(count, op.clone());
+                open.insert(process, (count, f, op));
+                count += 1;
             }
             completion => {
-                let Some((index, opened)) = open.remove(&process) else {
+                let Some((index, opened, mut op)) = open.remove(&process) else {
                     return Err(err(format!(
                         "process {process} completes an operation it never invoked"
                     )));
@@ -436,13 +483,14 @@ fn parse_jepsen(text: &str) -> Result<Vec<Operation>, HistoryError> {
                             .unwrap_or(Value::Null),
                     )),
                 };
-                let op = &mut history[index];
                 op.return_ns = instant;
                 op.answer = answer;
+                sink(index, op);
             }
         }
     }
-    Ok(history)
+    // An operation never completed stays as given when invoked.
+    Ok(count)
 }
 
 fn object(key: &str, value: Value) -> Value {
@@ -728,6 +776,123 @@ mod tests {
         for format in [HistoryFormat::Json, HistoryFormat::Jepsen] {
             let back = parse_history(&write_history(&h, format), None).unwrap();
             assert!(!check(&back).verdict.is_linearizable(), "{}", format.name());
+        }
+    }
+
+    /// The report `reqkey check history` gives from a file (the history
+    /// read straight into the checker's form) is the one the same history
+    /// gets checked in memory as `Operation`s: verdict, steps, the
+    /// operations named, the shrunk subset and the timelines.
+    #[test]
+    fn a_history_read_from_a_file_gets_the_in_memory_report() {
+        use crate::lin::{check_prepared, check_with, CheckOptions, CheckReport, Verdict};
+        fn same(a: &CheckReport, b: &CheckReport, what: &str) {
+            assert_eq!(a.steps, b.steps, "{what}");
+            assert_eq!(a.partitions, b.partitions, "{what}");
+            match (&a.verdict, &b.verdict) {
+                (Verdict::Linearizable, Verdict::Linearizable) => {}
+                (Verdict::NotLinearizable(x), Verdict::NotLinearizable(y)) => {
+                    assert_eq!(x.session, y.session, "{what}");
+                    assert_eq!(x.reason, y.reason, "{what}");
+                    assert_eq!(x.partition, y.partition, "{what}");
+                    assert_eq!(x.minimal, y.minimal, "{what}");
+                    assert_eq!(x.minimal_in_flight, y.minimal_in_flight, "{what}");
+                    assert_eq!(x.timeline, y.timeline, "{what}");
+                    assert_eq!(x.minimal_timeline, y.minimal_timeline, "{what}");
+                    assert_eq!(x.to_string(), y.to_string(), "{what}");
+                }
+                (x, y) => panic!("{what}: {x:?} against {y:?}"),
+            }
+        }
+        let get = |session: &str, run: &str| json!({"op": "getRun", "args": {"sessionId": session, "runId": run}});
+        let run_of =
+            |session: &str, run: &str, key: &str| started(session, run, key)["ok"]["run"].clone();
+        // Two sessions: `t` fine, `s` with both commits of one key started
+        // (the key rule broken), reads around them and an unanswered op,
+        // so the shrinking drops some and keeps the rest.
+        let broken = vec![
+            op(
+                "a",
+                commit("t", "r1", "k"),
+                0,
+                10,
+                Some(started("t", "r1", "k")),
+            ),
+            op(
+                "a",
+                commit("s", "r1", "k"),
+                11,
+                20,
+                Some(started("s", "r1", "k")),
+            ),
+            op(
+                "b",
+                get("s", "r1"),
+                12,
+                25,
+                Some(json!({"ok": run_of("s", "r1", "k")})),
+            ),
+            op(
+                "c",
+                commit("s", "r2", "k"),
+                13,
+                30,
+                Some(started("s", "r2", "k")),
+            ),
+            op("d", commit("s", "r3", "k"), 14, 40, None),
+            op(
+                "b",
+                get("t", "r1"),
+                31,
+                45,
+                Some(json!({"ok": run_of("t", "r1", "k")})),
+            ),
+            op("e", get("s", "r9"), 50, 60, Some(json!({"ok": null}))),
+        ];
+        let correct: Vec<Operation> = broken.iter().take(3).cloned().collect();
+        let histories = [
+            ("broken", broken),
+            ("correct", correct),
+            ("a lone bad answer", varied()),
+        ];
+        for (name, h) in &histories {
+            for format in [HistoryFormat::Json, HistoryFormat::Jepsen] {
+                let text = write_history(h, format);
+                let in_memory = parse_history(&text, Some(format)).unwrap();
+                if format == HistoryFormat::Json {
+                    assert_eq!(&in_memory, h, "{name}");
+                }
+                let from_file = parse_prepared(&text, Some(format)).unwrap();
+                assert_eq!(from_file.len(), in_memory.len());
+                for (i, o) in in_memory.iter().enumerate() {
+                    assert_eq!(from_file.operation(i).as_deref(), Some(o), "{name} #{i}");
+                }
+                for minimize in [true, false] {
+                    let opts = CheckOptions {
+                        minimize,
+                        threads: 1,
+                        ..CheckOptions::default()
+                    };
+                    let what = format!("{name}, {}, minimize {minimize}", format.name());
+                    let a = check_with(&in_memory, opts);
+                    let b = check_prepared(&from_file, opts);
+                    same(&a, &b, &what);
+                    assert_eq!(a.verdict.is_linearizable(), *name == "correct", "{what}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn reading_prepared_places_mistakes_as_reading_operations_does() {
+        for text in [
+            "[\n{\"process\": \"a\", \"call_ns\": 1, \"op\": \"getRun\", \"answr\": {}}\n]",
+            "{\"process\": 0, \"type\": \"invoke\", \"f\": \"getRun\"}\n{\"process\": 0, \"type\": \"ok\", \"f\": \"listRuns\"}",
+            "[]",
+        ] {
+            let a = parse_history(text, None).expect_err(text);
+            let b = parse_prepared(text, None).expect_err(text);
+            assert_eq!(a, b, "{text}");
         }
     }
 

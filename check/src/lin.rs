@@ -35,7 +35,11 @@
 //!   `listInputs` answer are kept as canonical text only). Callers that
 //!   time the check (`reqkey bench lin`) parse before they start the clock
 //!   and call [`check_prepared`]; the raw [`Operation`]s are read again
-//!   only to render a counterexample.
+//!   only to render a counterexample. A history read from a file
+//!   ([`crate::history::parse_prepared`]) is never held as `Operation`s:
+//!   each entry is prepared as it is read and kept for the report as a
+//!   [`CompactOperation`] (its request and answer as JSON text), rebuilt
+//!   only for the operations a report shows.
 //! - **Search with memoization** (Wing & Gong, with Lowe's cache, the way
 //!   Porcupine does it): walk the calls and returns in time order; at a call,
 //!   try to linearize the operation now (apply it to the spec; its answer
@@ -70,6 +74,7 @@
 //! except by the cut: dropping a commit would make a later read of its run
 //! fail for a reason the target is not guilty of.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::{self, Write as _};
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -223,10 +228,126 @@ pub fn check(history: &[Operation]) -> CheckReport {
 /// A history parsed once for checking: each operation's request and
 /// answer in the model's types, its instants, and the raw history (read
 /// again only to render a counterexample).
+///
+/// The raw history is either borrowed ([`PreparedHistory::new`], for a
+/// history already held as [`Operation`]s) or owned compactly
+/// ([`PreparedHistoryBuilder`], for one read from a file): one
+/// [`CompactOperation`] per operation, its request and answer kept as
+/// JSON text, so no `serde_json::Value` lives as long as the history.
 #[derive(Debug)]
 pub struct PreparedHistory<'a> {
-    history: &'a [Operation],
+    source: Source<'a>,
     prepared: Vec<Prepared>,
+}
+
+/// Where a prepared history's raw operations are.
+#[derive(Debug)]
+enum Source<'a> {
+    Borrowed(&'a [Operation]),
+    Compact(Vec<CompactOperation>),
+}
+
+/// One operation kept for reporting only: its client and instants, its
+/// request and answer as compact JSON text (what [`Operation`] holds as
+/// `Value`s, a few times smaller). [`CompactOperation::to_operation`]
+/// gives the operation back, equal to the one it was made from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactOperation {
+    client: Box<str>,
+    request: Box<str>,
+    invoke_ns: u64,
+    return_ns: u64,
+    answer: Option<Box<str>>,
+}
+
+impl CompactOperation {
+    pub fn new(o: &Operation) -> Self {
+        Self {
+            client: o.client.as_str().into(),
+            request: o.request.to_string().into_boxed_str(),
+            invoke_ns: o.invoke_ns,
+            return_ns: o.return_ns,
+            answer: o.answer.as_ref().map(|a| a.to_string().into_boxed_str()),
+        }
+    }
+
+    /// The operation again, its request and answer parsed back.
+    pub fn to_operation(&self) -> Operation {
+        Operation {
+            client: self.client.to_string(),
+            request: reparse(&self.request),
+            invoke_ns: self.invoke_ns,
+            return_ns: self.return_ns,
+            answer: self.answer.as_deref().map(reparse),
+        }
+    }
+
+    pub fn client(&self) -> &str {
+        &self.client
+    }
+
+    pub fn invoke_ns(&self) -> u64 {
+        self.invoke_ns
+    }
+
+    pub fn return_ns(&self) -> u64 {
+        self.return_ns
+    }
+
+    pub fn is_answered(&self) -> bool {
+        self.answer.is_some()
+    }
+}
+
+/// JSON text written by `Value`'s own `Display` (so it always parses, to
+/// an equal value: numbers are kept as written, `arbitrary_precision`).
+fn reparse(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+/// Builds a [`PreparedHistory`] one operation at a time, each prepared
+/// (typed for the check, kept as compact text for a report) as it comes,
+/// so that a reader never holds the whole history as [`Operation`]s.
+#[derive(Debug, Default)]
+pub struct PreparedHistoryBuilder {
+    compact: Vec<CompactOperation>,
+    prepared: Vec<Prepared>,
+}
+
+impl PreparedHistoryBuilder {
+    /// Operations given so far.
+    pub fn len(&self) -> usize {
+        self.prepared.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.prepared.is_empty()
+    }
+
+    /// Sets operation `index` (0-based, the index a report names) to `o`:
+    /// replaces it when it was given before (an operation that completes
+    /// after others were read), else appends it.
+    pub fn set(&mut self, index: usize, o: &Operation) {
+        let compact = CompactOperation::new(o);
+        let prepared = prepare(o);
+        match (self.compact.get_mut(index), self.prepared.get_mut(index)) {
+            (Some(c), Some(p)) => {
+                *c = compact;
+                *p = prepared;
+            }
+            _ => {
+                self.compact.push(compact);
+                self.prepared.push(prepared);
+            }
+        }
+    }
+
+    pub fn finish(self) -> PreparedHistory<'static> {
+        PreparedHistory {
+            source: Source::Compact(self.compact),
+            prepared: self.prepared,
+        }
+    }
 }
 
 impl<'a> PreparedHistory<'a> {
@@ -234,7 +355,7 @@ impl<'a> PreparedHistory<'a> {
     /// does not pay again).
     pub fn new(history: &'a [Operation]) -> Self {
         Self {
-            history,
+            source: Source::Borrowed(history),
             prepared: history.iter().map(prepare).collect(),
         }
     }
@@ -246,6 +367,40 @@ impl<'a> PreparedHistory<'a> {
     pub fn is_empty(&self) -> bool {
         self.prepared.is_empty()
     }
+
+    /// Operation `i` as recorded (rebuilt from its text when the history
+    /// is held compactly).
+    pub fn operation(&self, i: usize) -> Option<Cow<'_, Operation>> {
+        match &self.source {
+            Source::Borrowed(h) => h.get(i).map(Cow::Borrowed),
+            Source::Compact(h) => h.get(i).map(|c| Cow::Owned(c.to_operation())),
+        }
+    }
+
+    /// [`render_timeline`] of these operations (only the lines shown are
+    /// rebuilt from their text).
+    pub fn render_timeline(&self, indices: &[usize], in_flight: &[usize]) -> String {
+        match &self.source {
+            Source::Borrowed(h) => render_timeline(h, indices, in_flight),
+            Source::Compact(h) => render_with(
+                indices,
+                in_flight,
+                |i| TimelineOp {
+                    client: &h[i].client,
+                    invoke_ns: h[i].invoke_ns,
+                    return_ns: h[i].return_ns,
+                    answered: h[i].answer.is_some(),
+                },
+                |i| {
+                    let o = h[i].to_operation();
+                    (
+                        summarize_request(&o.request),
+                        o.answer.as_ref().map(summarize_answer),
+                    )
+                },
+            ),
+        }
+    }
 }
 
 /// Checks a history (against a store that starts empty).
@@ -255,7 +410,6 @@ pub fn check_with(history: &[Operation], opts: CheckOptions) -> CheckReport {
 
 /// Checks a history parsed beforehand.
 pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> CheckReport {
-    let history = parsed.history;
     let prepared = &parsed.prepared;
 
     // Lone operations: the spec's answer to them does not depend on state.
@@ -274,7 +428,7 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
             _ => None,
         };
         if let Some(reason) = reason {
-            let timeline = render_timeline(history, &[i], &[]);
+            let timeline = parsed.render_timeline(&[i], &[]);
             return CheckReport {
                 verdict: Verdict::NotLinearizable(Box::new(Counterexample {
                     session: p.op.as_ref().map(|o| o.session_id().to_owned()),
@@ -364,8 +518,8 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
             reason:
                 "no order of the operations consistent with real time gives every answer the spec's"
                     .to_owned(),
-            timeline: render_timeline(history, indices, &[]),
-            minimal_timeline: render_timeline(history, &minimal, &in_flight),
+            timeline: parsed.render_timeline(indices, &[]),
+            minimal_timeline: parsed.render_timeline(&minimal, &in_flight),
             partition: indices.clone(),
             minimal,
             minimal_in_flight: in_flight,
@@ -1203,21 +1357,48 @@ fn greedy(
 /// A readable timeline: one line per op, ordered by invocation, times in
 /// µs from the first invocation, and a bar showing the overlap.
 pub fn render_timeline(history: &[Operation], indices: &[usize], in_flight: &[usize]) -> String {
+    render_with(
+        indices,
+        in_flight,
+        |i| TimelineOp {
+            client: &history[i].client,
+            invoke_ns: history[i].invoke_ns,
+            return_ns: history[i].return_ns,
+            answered: history[i].answer.is_some(),
+        },
+        |i| {
+            (
+                summarize_request(&history[i].request),
+                history[i].answer.as_ref().map(summarize_answer),
+            )
+        },
+    )
+}
+
+/// What a timeline reads of every operation it places.
+struct TimelineOp<'h> {
+    client: &'h str,
+    invoke_ns: u64,
+    return_ns: u64,
+    answered: bool,
+}
+
+/// [`render_timeline`] over `meta` (every op placed) and `texts` (the
+/// summaries of its request and answer, read for the lines shown only).
+fn render_with<'h>(
+    indices: &[usize],
+    in_flight: &[usize],
+    meta: impl Fn(usize) -> TimelineOp<'h>,
+    texts: impl Fn(usize) -> (String, Option<String>),
+) -> String {
     const BAR_COLS: usize = 24;
     const MAX_LINES: usize = 200;
-    let mut idx: Vec<usize> = indices.to_vec();
-    idx.sort_by_key(|&i| (history[i].invoke_ns, i));
-    let t0 = idx.iter().map(|&i| history[i].invoke_ns).min().unwrap_or(0);
+    let mut idx: Vec<(usize, TimelineOp<'h>)> = indices.iter().map(|&i| (i, meta(i))).collect();
+    idx.sort_by_key(|(i, o)| (o.invoke_ns, *i));
+    let t0 = idx.iter().map(|(_, o)| o.invoke_ns).min().unwrap_or(0);
     let t1 = idx
         .iter()
-        .map(|&i| {
-            let o = &history[i];
-            if o.answer.is_some() {
-                o.return_ns
-            } else {
-                o.invoke_ns
-            }
-        })
+        .map(|(_, o)| if o.answered { o.return_ns } else { o.invoke_ns })
         .max()
         .unwrap_or(t0)
         .max(t0 + 1);
@@ -1225,18 +1406,18 @@ pub fn render_timeline(history: &[Operation], indices: &[usize], in_flight: &[us
     let col = |t: u64| (((t.saturating_sub(t0)) as f64 / span) * (BAR_COLS - 1) as f64) as usize;
     let client_w = idx
         .iter()
-        .map(|&i| history[i].client.len())
+        .map(|(_, o)| o.client.len())
         .max()
         .unwrap_or(0)
         .min(16);
     let mut out = String::new();
-    for (line, &i) in idx.iter().enumerate() {
+    for (line, (i, o)) in idx.iter().enumerate() {
+        let i = *i;
         if line == MAX_LINES {
             let _ = writeln!(out, "  ... {} more", idx.len() - MAX_LINES);
             break;
         }
-        let o = &history[i];
-        let pending = o.answer.is_none() || in_flight.contains(&i);
+        let pending = !o.answered || in_flight.contains(&i);
         let a = col(o.invoke_ns);
         let b = if pending {
             BAR_COLS - 1
@@ -1251,23 +1432,22 @@ pub fn render_timeline(history: &[Operation], indices: &[usize], in_flight: &[us
         bar[b] = if pending { '>' } else { '|' };
         let bar: String = bar.into_iter().collect();
         let us = |t: u64| t.saturating_sub(t0) as f64 / 1000.0;
-        let when = if o.answer.is_none() {
+        let when = if !o.answered {
             format!("{:>9.1} .. (no answer)", us(o.invoke_ns))
         } else {
             format!("{:>9.1} .. {:>9.1}", us(o.invoke_ns), us(o.return_ns))
         };
-        let answer = match &o.answer {
+        let (request, answer) = texts(i);
+        let answer = match answer {
             None => "(no answer)".to_owned(),
-            Some(a) if in_flight.contains(&i) => {
-                format!("(counted in flight) {}", summarize_answer(a))
-            }
-            Some(a) => summarize_answer(a),
+            Some(a) if in_flight.contains(&i) => format!("(counted in flight) {a}"),
+            Some(a) => a,
         };
         let _ = writeln!(
             out,
             "  #{i:<4} {:<client_w$} [{bar}] {when} µs  {}  =>  {}",
-            truncate(&o.client, 16),
-            truncate(&summarize_request(&o.request), 90),
+            truncate(o.client, 16),
+            truncate(&request, 90),
             truncate(&answer, 110),
         );
     }

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand};
 use reqkey_check::history::{self, HistoryFormat, MAX_HISTORY_BYTES};
-use reqkey_check::lin::{self, CheckOptions, Operation, Verdict};
+use reqkey_check::lin::{self, CheckOptions, Verdict};
 
 use crate::cmd::common::harness_error;
 use crate::report::inert;
@@ -47,9 +47,9 @@ pub struct HistoryArgs {
     #[arg(long, value_name = "json|jepsen")]
     pub convert_to: Option<HistoryFormat>,
     /// The verdict alone, timed: no counterexample shrinking, and the
-    /// parse into the checker's types and the check are timed apart (as
-    /// `reqkey bench lin` times them; a benchmark against another checker
-    /// on the same file, docs/benchmarks.md). Prints
+    /// parse (the file's text into the checker's types) and the check are
+    /// timed apart (as `reqkey bench lin` times them; a benchmark against
+    /// another checker on the same file, docs/benchmarks.md). Prints
     /// `parsed in X ms, checked in Y ms` under the verdict.
     #[arg(long, conflicts_with = "convert_to")]
     pub verdict_only: bool,
@@ -98,19 +98,30 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return harness_error(e),
     };
-    let history = match history::parse_history(&text, args.format) {
-        Ok(h) => h,
-        Err(e) => return harness_error(format!("{shown}:{e}")),
-    };
     if let Some(format) = args.convert_to {
+        let history = match history::parse_history(&text, args.format) {
+            Ok(h) => h,
+            Err(e) => return harness_error(format!("{shown}:{e}")),
+        };
         emit(&history::write_history(&history, format));
         return ExitCode::SUCCESS;
     }
+    // Read straight into the checker's form (typed, each operation's
+    // request and answer kept as text for the report): the history is
+    // never held as JSON values, and the file's text goes once parsed.
+    let started = Instant::now();
+    let parsed = history::parse_prepared(&text, args.format);
+    let parse_ms = started.elapsed().as_secs_f64() * 1e3;
+    drop(text);
+    let parsed = match parsed {
+        Ok(h) => h,
+        Err(e) => return harness_error(format!("{shown}:{e}")),
+    };
     if args.verdict_only {
-        return verdict_only(&shown, &history, args.budget_steps);
+        return verdict_only(&shown, &parsed, parse_ms, args.budget_steps);
     }
-    let report = lin::check_with(
-        &history,
+    let report = lin::check_prepared(
+        &parsed,
         CheckOptions {
             budget_steps: args.budget_steps,
             minimize: true,
@@ -122,7 +133,7 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
             emit(&format!(
                 "reqkey: {}: linearizable ({} operations, {} sessions, {} search steps)\n",
                 inert::terminal(&shown),
-                history.len(),
+                parsed.len(),
                 report.partitions,
                 report.steps
             ));
@@ -132,9 +143,9 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
             emit(&format!(
                 "reqkey: {}: NOT linearizable ({} operations): {}\n  breaks {}\n  the smallest failing subset: operations {} of the file (0-based)\n{}",
                 inert::terminal(&shown),
-                history.len(),
+                parsed.len(),
                 inert::terminal(&c.reason),
-                clauses_broken(&history, &c.minimal),
+                clauses_broken(&parsed, &c.minimal),
                 c.minimal
                     .iter()
                     .map(|i| format!("#{i}"))
@@ -150,15 +161,17 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
     }
 }
 
-/// `--verdict-only`: the history parsed into the checker's types, then
-/// checked without shrinking, each timed apart.
-fn verdict_only(shown: &str, history: &[Operation], budget_steps: u64) -> ExitCode {
-    let started = Instant::now();
-    let parsed = lin::PreparedHistory::new(history);
-    let parse_ms = started.elapsed().as_secs_f64() * 1e3;
+/// `--verdict-only`: the check without shrinking, timed apart from the
+/// parse (`parse_ms`: the file's text read into the checker's types).
+fn verdict_only(
+    shown: &str,
+    parsed: &lin::PreparedHistory<'_>,
+    parse_ms: f64,
+    budget_steps: u64,
+) -> ExitCode {
     let started = Instant::now();
     let report = lin::check_prepared(
-        &parsed,
+        parsed,
         CheckOptions {
             budget_steps,
             minimize: false,
@@ -177,7 +190,7 @@ fn verdict_only(shown: &str, history: &[Operation], budget_steps: u64) -> ExitCo
         Verdict::Linearizable => {
             emit(&format!(
                 "reqkey: {shown}: linearizable ({} operations, {} sessions)\n{timings}",
-                history.len(),
+                parsed.len(),
                 report.partitions
             ));
             ExitCode::SUCCESS
@@ -185,7 +198,7 @@ fn verdict_only(shown: &str, history: &[Operation], budget_steps: u64) -> ExitCo
         Verdict::NotLinearizable(c) => {
             emit(&format!(
                 "reqkey: {shown}: NOT linearizable ({} operations): {}\n{timings}",
-                history.len(),
+                parsed.len(),
                 inert::terminal(&c.reason)
             ));
             ExitCode::from(1)
@@ -206,11 +219,12 @@ fn emit(text: &str) {
 
 /// The clauses of spec/SPEC.md a non-linearizable subset breaks: SPEC 4's
 /// "one atomic step" of each kind of write in it.
-pub fn clauses_broken(history: &[Operation], subset: &[usize]) -> String {
+pub fn clauses_broken(history: &lin::PreparedHistory<'_>, subset: &[usize]) -> String {
     let mut clauses: Vec<&str> = Vec::new();
     for &i in subset {
-        let op = history
-            .get(i)
+        let op = history.operation(i);
+        let op = op
+            .as_ref()
             .and_then(|o| o.request.get("op"))
             .and_then(|v| v.as_str());
         let clause = match op {
