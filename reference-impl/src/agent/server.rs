@@ -755,12 +755,11 @@ async fn snapshot(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
-    let runs = ex.list_runs(&session_id).await?;
+    let mut runs = ex.list_runs(&session_id).await?;
     if runs.is_empty() {
         return Err(ApiError::session_not_found());
     }
     let mut inputs = ex.store().list_inputs(&session_id).await?;
-    let mut runs = runs;
     if ex.has_defect(ExecutorDefect::SnapshotCapped) {
         // The bug: `ORDER BY start_sequence DESC LIMIT 256`, put back in order.
         const CAP: usize = 256;
