@@ -31,9 +31,10 @@
 //! - **a fresh client**: every 100 ms a new connection asks `GET /health`;
 //!   its latency (2 s bound; a timeout counts as 2,000 ms and a failure).
 //!
-//! RSS is read from `/proc/PID/status` of the server process it started
-//! (`VmRSS` every 250 ms, and `VmHWM`, the kernel's own peak), and once
-//! more after the load stopped and `settle_s` passed. Every loop ends at
+//! RSS is read from `/proc/PID/status` of the server process it started:
+//! the start `settle_s` after the warm-up, then `VmRSS` every 250 ms and
+//! `VmHWM` (the kernel's own peak), and once more after the load stopped
+//! and `settle_s` passed. Every loop ends at
 //! the deadline, every call has a timeout, and every connection count is
 //! fixed, so the benchmark is bounded in time and in sockets.
 
@@ -79,6 +80,9 @@ pub struct SoakConfig {
     pub duration_s: u64,
     /// How long after the load the final RSS is read.
     pub settle_s: u64,
+    /// How long after the warm-up the start RSS is read (`settle_s` for
+    /// figures that compare the two; 0 where they are not judged).
+    pub start_settle_s: u64,
     pub servers: Vec<SoakServer>,
 }
 
@@ -773,10 +777,14 @@ async fn soak_one(server: SoakServer, cfg: &SoakConfig) -> Result<SoakFigures, S
     let addr = proc_.addr().to_owned();
     let pid = proc_.pid();
     fat_session(&addr, wire).await?;
-    // Warm up with honest requests only, then read the start.
+    // Warm up with honest requests only, then read the start as the final
+    // RSS is read: a settle after the last request. An allocator that
+    // gives freed memory back after a delay (the binary's, issue 29) would
+    // otherwise count the warm-up's garbage in the start.
     for i in 0..20 {
         let _ = honest_once(&addr, wire, 99, i).await;
     }
+    tokio::time::sleep(Duration::from_secs(cfg.start_settle_s)).await;
     let (start_rss_kb, _) = rss_kb(pid).ok_or("cannot read the server's /proc status")?;
     let counters = Arc::new(Counters::default());
     let deadline = Instant::now() + Duration::from_secs(cfg.duration_s);

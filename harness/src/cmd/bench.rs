@@ -132,8 +132,9 @@ pub struct BenchArgs {
     /// Seconds of load on each server (soak; --quick: 5).
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub duration_s: u64,
-    /// Seconds between the end of the load and the final RSS (soak;
-    /// --quick: 12; past the 10 s write and head timeouts).
+    /// Seconds between the end of the load and the final RSS, and between
+    /// the warm-up and the start RSS (soak; --quick: 12 and 0; past the
+    /// 10 s write and head timeouts).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=600))]
     pub settle_s: u64,
     /// The servers to soak (repeatable; default all three).
@@ -155,6 +156,7 @@ async fn soak_bench(args: &BenchArgs) -> ExitCode {
     let cfg = SoakConfig {
         duration_s: if args.quick { 5 } else { args.duration_s },
         settle_s: if args.quick { 12 } else { args.settle_s },
+        start_settle_s: if args.quick { 0 } else { args.settle_s },
         servers: if args.servers.is_empty() {
             SoakServer::ALL.to_vec()
         } else {

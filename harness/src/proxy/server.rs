@@ -345,6 +345,7 @@ async fn process(
     } else {
         Fault::None
     };
+    let (body_digest, tool_result) = body_facts(&body, entry.is_some()).await;
     let mut ex = Exchange {
         index,
         at_ms,
@@ -353,8 +354,8 @@ async fn process(
         session,
         entry,
         key,
-        body_digest: body_digest(&body),
-        tool_result: entry.is_some() && is_tool_result(&body),
+        body_digest,
+        tool_result,
         fault,
         forwarded: 0,
         upstream_statuses: Vec::new(),
@@ -378,6 +379,35 @@ async fn process(
     }
     recorder.push(ex);
     result
+}
+
+/// Bodies from this size on are parsed for the record on the blocking
+/// pool, as the reference servers parse theirs (issue 29): 1 MiB bodies
+/// and 3.6 MB snapshots parsed on the async workers kept a fresh client's
+/// `GET /health` waiting behind them.
+pub const BLOCKING_PARSE_BYTES: usize = 64 * 1024;
+
+/// Runs `f` over `bytes`: on the blocking pool when they are large, else
+/// here (and here too should the pool's task fail).
+async fn parse_off_workers<T: Send + 'static>(bytes: &Bytes, f: fn(&[u8]) -> T) -> T {
+    if bytes.len() < BLOCKING_PARSE_BYTES {
+        return f(bytes);
+    }
+    let owned = bytes.clone();
+    match tokio::task::spawn_blocking(move || f(&owned)).await {
+        Ok(v) => v,
+        Err(_) => f(bytes),
+    }
+}
+
+/// The record's digest of a request body and whether it is a tool-result
+/// chat send (an entry's only).
+async fn body_facts(body: &Bytes, entry: bool) -> (String, bool) {
+    if entry {
+        parse_off_workers(body, |b| (body_digest(b), is_tool_result(b))).await
+    } else {
+        (parse_off_workers(body, body_digest).await, false)
+    }
 }
 
 /// Applies the fault of `ex` and returns what the client gets (an `Err`
@@ -412,7 +442,7 @@ async fn respond(
     ex.forwarded = 1;
     let first = match first {
         Ok(up) => {
-            note_answer(ex, &up);
+            note_answer(ex, &up).await;
             up
         }
         Err(e) => {
@@ -437,7 +467,7 @@ async fn respond(
         Fault::Duplicate if server_dedupes(ex) => {
             ex.forwarded = 2;
             match forward(client, config, method, path, headers, body).await {
-                Ok(up) => note_answer(ex, &up),
+                Ok(up) => note_answer(ex, &up).await,
                 Err(e) => ex.upstream_error = Some(format!("the duplicate: {e}")),
             }
         }
@@ -459,7 +489,7 @@ fn server_dedupes(ex: &Exchange) -> bool {
 
 /// Records one upstream answer: its status, the run a `2xx` entry answer
 /// names, and what a `200` snapshot read showed.
-fn note_answer(ex: &mut Exchange, up: &Upstream) {
+async fn note_answer(ex: &mut Exchange, up: &Upstream) {
     ex.upstream_statuses.push(up.status);
     if !(200..300).contains(&up.status) {
         return;
@@ -469,7 +499,7 @@ fn note_answer(ex: &mut Exchange, up: &Upstream) {
             ex.run_ids.push(run);
         }
     } else if is_snapshot_path(&ex.method, &ex.path) {
-        ex.snapshot_inputs = snapshot_input_runs(&up.body);
+        ex.snapshot_inputs = parse_off_workers(&up.body, snapshot_input_runs).await;
     }
 }
 

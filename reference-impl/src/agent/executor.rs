@@ -770,11 +770,19 @@ impl Executor {
     }
 
     /// Runs one entry (SPEC 5 and 7).
-    pub async fn enter(&self, req: EntryRequest) -> Result<EntryOutcome, EntryError> {
+    pub async fn enter(&self, mut req: EntryRequest) -> Result<EntryOutcome, EntryError> {
         let mut key = self.effective_key(req.request_key.clone());
         let mut digest = key
             .as_ref()
             .map(|_| Self::request_digest(req.kind, &req.input));
+        // The entry's input moves into its first commit (issue 29: a large
+        // input is held once, not once by the request and once more by the
+        // commit). A decision that comes round again (a CAS mismatch, a
+        // key holder deleted meanwhile) parses it back from its written
+        // form, which keeps every number's spelling and is a fraction of
+        // the parsed value's size.
+        let mut own_input = Some(std::mem::take(&mut req.input));
+        let mut written_input: Option<String> = None;
         let session = req.session_id.as_str();
         // Held until this entry is decided (committed or refused).
         let _admission = self.admit(session, req.kind, key.is_some()).await?;
@@ -858,7 +866,19 @@ impl Executor {
                     };
                     picked.map(|e| e.input).ok_or(EntryError::SessionNotFound)?
                 }
-                _ => req.input.clone(),
+                _ => match own_input.take() {
+                    Some(input) => {
+                        written_input = Some(reqkey_model::written_json(&input));
+                        input
+                    }
+                    // Its own output always parses; were it ever not to,
+                    // the entry is refused, never committed with another
+                    // input.
+                    None => written_input
+                        .as_deref()
+                        .and_then(|w| serde_json::from_str(w).ok())
+                        .ok_or(EntryError::Contended)?,
+                },
             };
             // The test agent's `[admit:N]`: a slow admission (SPEC 7,
             // `[[agent.test-agent.admit]]`), before the lease is taken so a
@@ -1645,11 +1665,15 @@ mod tests {
     }
 
     /// A store on which a DELETE lands between an entry's read of the
-    /// current run and its holder lookup (once, when armed).
+    /// current run and its holder lookup (once, when armed), and which
+    /// refuses a commit as a lost CAS race (once, when `lose_commit` is
+    /// set), counting the commits it is asked for.
     #[derive(Debug, Default)]
     struct DeleteBeforeLookup {
         inner: MemoryStore,
         armed: std::sync::atomic::AtomicBool,
+        lose_commit: std::sync::atomic::AtomicBool,
+        commits: AtomicU64,
     }
 
     #[async_trait::async_trait]
@@ -1658,6 +1682,13 @@ mod tests {
             "memory"
         }
         async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+            self.commits.fetch_add(1, Ordering::SeqCst);
+            if self.lose_commit.swap(false, Ordering::SeqCst) {
+                return Err(RunStartRejection::CasMismatch {
+                    current_run_id: None,
+                }
+                .into());
+            }
             self.inner.commit_run_start(start).await
         }
         async fn get_run(&self, s: &str, r: &str) -> Result<Option<RunMetadata>, StoreError> {
@@ -1709,6 +1740,37 @@ mod tests {
             now: u64,
         ) -> Result<Option<RunMetadata>, StoreError> {
             self.inner.expire_lease(s, r, now).await
+        }
+    }
+
+    /// Issue 29: an entry's input moves into its first commit; when that
+    /// commit loses a CAS race the entry decides again and commits the
+    /// same input, every number spelled as sent.
+    #[tokio::test]
+    async fn an_entry_deciding_again_after_a_lost_cas_commits_the_same_input() {
+        // Keys in serde_json's order (sorted), so the text compares whole.
+        let written = r#"{"n":[18446744073709551616,-9223372036854775809,1e+400,-0,1e-400,1.50],"text":"big"}"#;
+        for key in [None, Some("k")] {
+            let store = Arc::new(DeleteBeforeLookup::default());
+            let ex = Executor::new(store.clone(), ExecutorConfig::default());
+            let input: Value = serde_json::from_str(written).unwrap();
+            store.lose_commit.store(true, Ordering::SeqCst);
+            let started = ex
+                .enter(EntryRequest {
+                    session_id: "s".into(),
+                    kind: EntryKind::Start,
+                    input: input.clone(),
+                    request_key: key.map(|k| parse_request_key(k).unwrap()),
+                })
+                .await
+                .unwrap();
+            assert!(!started.attached());
+            assert_eq!(store.commits.load(Ordering::SeqCst), 2, "key {key:?}");
+            let inputs = ex.store().list_inputs("s").await.unwrap();
+            assert_eq!(inputs.len(), 1);
+            assert_eq!(inputs[0].run_id, started.run().run_id);
+            assert_eq!(inputs[0].input, input);
+            assert_eq!(reqkey_model::written_json(&inputs[0].input), written);
         }
     }
 

@@ -652,16 +652,20 @@ async fn chat(
     // A tool-result send is keyless in this release.
     let keyless = role == "tool" && !ex.has_defect(ExecutorDefect::ToolSendKeyed);
     let request_key = if keyless { None } else { request_key };
+    let lose_run = content.contains(LOSE_RUN_MARKER);
+    // The content moves into the input (not a copy: issue 29).
+    let mut input = serde_json::Map::new();
+    input.insert("text".to_owned(), Value::String(content));
     let outcome = ex
         .enter(EntryRequest {
             session_id: session_id.clone(),
             kind: EntryKind::Chat,
-            input: json!({ "text": content }),
+            input: Value::Object(input),
             request_key,
         })
         .await?;
     let attached = outcome.attached();
-    if !attached && content.contains(LOSE_RUN_MARKER) {
+    if !attached && lose_run {
         return lost_run(&ex, &session_id).await;
     }
     let run = outcome.run();
