@@ -7,7 +7,8 @@
  */
 export * from "./types.js";
 export * from "./errors.js";
-export { canonicalJson, requestDigest, sha256Hex, startDigest } from "./canonical.js";
+export { canonicalJson, canonicalNumber, requestDigest, sha256Hex, startDigest } from "./canonical.js";
+export { JsonNumber, cloneJson, parseJson, stringifyJson } from "./json.js";
 export { BadRequest, dispatch, parseRequest, parseStartRun, wireRun, type WireAnswer } from "./protocol.js";
 export { createAdapterServer, listen, PROTOCOL, type AdapterOptions } from "./server.js";
 export { MemorySessionStore, type MemoryDefect } from "./stores/memory.js";

@@ -13,6 +13,7 @@
  * certification judges the store and not this adapter.
  */
 import { type ErrorClassifier, type WireError, toWireError } from "./errors.js";
+import { JsonNumber } from "./json.js";
 import { type InputRecord, type RunMetadata, type RunStatus, type SessionStateStore, type StartRun, isRunStatus } from "./types.js";
 
 /** Session ids (SPEC 1). */
@@ -40,7 +41,7 @@ export class BadRequest extends Error {
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
+  return v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof JsonNumber);
 }
 
 /** `args` with exactly the `required` fields and maybe the `optional` ones, nothing else. */

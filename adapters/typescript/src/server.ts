@@ -6,12 +6,15 @@
  *
  * Every /rpc answer is 200, even for a body that is not JSON (that is an
  * `invalid_argument`): SPEC 6 calls any other status a broken adapter.
+ * Bodies are parsed and answers written by json.ts, so every number in an
+ * `input` goes back to the client exactly as it was written.
  * Requests are served concurrently: each handler awaits the store, so
  * eight racing commits reach the store at once and the store's own
  * atomicity (a transaction, a lock) is what the race scenarios judge.
  */
 import { type IncomingMessage, type Server, type ServerResponse, createServer } from "node:http";
 import type { ErrorClassifier } from "./errors.js";
+import { parseJson, stringifyJson } from "./json.js";
 import { dispatch } from "./protocol.js";
 import type { SessionStateStore } from "./types.js";
 
@@ -30,7 +33,7 @@ export interface AdapterOptions {
 }
 
 function send(res: ServerResponse, code: number, body: unknown): void {
-  const text = JSON.stringify(body);
+  const text = stringifyJson(body);
   res.writeHead(code, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
   res.end(text);
 }
@@ -51,6 +54,20 @@ function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
   });
 }
 
+/**
+ * Why `body` is not JSON: `JSON.parse`'s own words when it refuses the text
+ * too (so the messages are the ones Node gives), else the lossless parser's
+ * (nesting deeper than it allows).
+ */
+function notJson(body: Buffer, e: unknown): string {
+  try {
+    JSON.parse(body.toString("utf8"));
+  } catch (native) {
+    return native instanceof Error ? native.message : String(native);
+  }
+  return e instanceof Error ? e.message : String(e);
+}
+
 async function handleRpc(store: SessionStateStore, opts: AdapterOptions, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const body = await readBody(req);
   if (body === undefined) {
@@ -58,9 +75,9 @@ async function handleRpc(store: SessionStateStore, opts: AdapterOptions, req: In
   }
   let request: unknown;
   try {
-    request = JSON.parse(body.toString("utf8"));
+    request = parseJson(body.toString("utf8"));
   } catch (e) {
-    return send(res, 200, { error: { kind: "invalid_argument", message: `the body is not JSON: ${e instanceof Error ? e.message : String(e)}` } });
+    return send(res, 200, { error: { kind: "invalid_argument", message: `the body is not JSON: ${notJson(body, e)}` } });
   }
   const answer = await dispatch(store, request, opts.classifyError);
   if ("error" in answer && answer.error.kind === "internal") opts.onInternalError?.(answer.error.message);

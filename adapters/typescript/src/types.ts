@@ -35,7 +35,12 @@ export interface RunMetadata {
   requestDigest?: string;
 }
 
-/** The argument of the run-start commit (SPEC 4). */
+/**
+ * The argument of the run-start commit (SPEC 4). `input` is JSON as the
+ * adapter parsed it: a number not written in its ECMAScript form (`1.50`,
+ * `-0`, `1e400`) is a `JsonNumber` holding its text (json.ts), to be kept
+ * and answered as written.
+ */
 export interface StartRun {
   sessionId: string;
   runId: string;

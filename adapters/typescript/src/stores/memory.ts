@@ -6,7 +6,8 @@
  * a method that does all of that without an `await` in between cannot
  * interleave with another request, even though the adapter serves many at
  * once: that is the whole concurrency story here. Every read returns
- * copies, so no caller can change the store's state.
+ * copies, so no caller can change the store's state. Inputs are kept as
+ * given, numbers written as the client wrote them (`JsonNumber`) included.
  *
  * `broken` deliberately breaks it, to prove the certification suite can
  * fail: `no-key-rule` skips rule 2; `racy` reads the key's holder, awaits
@@ -14,6 +15,7 @@
  * gets by reading the holder outside its transaction).
  */
 import { startDigest } from "../canonical.js";
+import { cloneJson } from "../json.js";
 import { InvalidTransitionError, NotFoundError, RunStartRejectedError } from "../errors.js";
 import { type CommitRunStartResult, type InputRecord, type RunMetadata, type RunStatus, type SessionStateStore, type StartRun, isFinished } from "../types.js";
 
@@ -78,7 +80,7 @@ export class MemorySessionStore implements SessionStateStore {
     s.runs.push(run);
     s.byRunId.set(run.runId, run);
     s.startDigests.set(run.runId, startDigest(start));
-    s.inputs.push({ runId: run.runId, input: copy(start.input) });
+    s.inputs.push({ runId: run.runId, input: cloneJson(start.input) });
     return { outcome: "started", run: copy(run) };
   }
 
@@ -111,7 +113,7 @@ export class MemorySessionStore implements SessionStateStore {
   }
 
   async listInputs(sessionId: string): Promise<InputRecord[]> {
-    return copy(this.sessions.get(sessionId)?.inputs ?? []);
+    return (this.sessions.get(sessionId)?.inputs ?? []).map((i) => ({ runId: i.runId, input: cloneJson(i.input) }));
   }
 
   /** Live -> any status; a finished run refuses every change, to its own status too. */

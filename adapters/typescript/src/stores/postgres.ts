@@ -21,7 +21,12 @@
  * it does not even create the session.
  *
  * The input log is the runs' `input` column in `start_sequence` order: each
- * commit appends exactly one input, with its run.
+ * commit appends exactly one input, with its run. The column is `json`,
+ * which keeps the text it is given, and the input goes in as
+ * `stringifyJson` writes it (numbers as the client wrote them) and comes
+ * out as text (`input::text`, never `pg`'s own JSON.parse) through
+ * `parseJson`, so `1.50`, `-0`, `1e400` and `18446744073709551616` come
+ * back as they went in.
  *
  * `broken` breaks it on purpose, to prove the suite catches it:
  * `no-key-rule` skips rule 2 (the holder read); the backstop still turns a
@@ -32,6 +37,7 @@
  */
 import pg from "pg";
 import { startDigest } from "../canonical.js";
+import { parseJson, stringifyJson } from "../json.js";
 import { InvalidArgumentError, InvalidTransitionError, NotFoundError, RunStartRejectedError } from "../errors.js";
 import {
   type CommitRunStartResult,
@@ -185,7 +191,7 @@ export class PostgresSessionStore implements SessionStateStore {
     if (start.requestKey !== undefined) storable("requestKey", start.requestKey);
     if (start.requestDigest !== undefined) storable("requestDigest", start.requestDigest);
     // JSON text may not hold U+0000 in a Postgres `json` value either.
-    const input = JSON.stringify(start.input ?? null);
+    const input = stringifyJson(start.input ?? null);
     if (input.includes("\\u0000")) throw new InvalidArgumentError("input contains U+0000, which PostgreSQL json cannot store");
     const digest = startDigest(start);
 
@@ -282,11 +288,12 @@ export class PostgresSessionStore implements SessionStateStore {
   }
 
   async listInputs(sessionId: string): Promise<InputRecord[]> {
-    const r = await this.pool.query<{ run_id: string; input: unknown }>(
-      `SELECT run_id, input FROM ${this.runs} WHERE session_id = $1 ORDER BY start_sequence`,
+    // As text: pg's type parser for json would JSON.parse it and respell the numbers.
+    const r = await this.pool.query<{ run_id: string; input: string }>(
+      `SELECT run_id, input::text AS input FROM ${this.runs} WHERE session_id = $1 ORDER BY start_sequence`,
       [sessionId],
     );
-    return r.rows.map((row) => ({ runId: row.run_id, input: row.input }));
+    return r.rows.map((row) => ({ runId: row.run_id, input: parseJson(row.input) }));
   }
 
   /**
