@@ -683,35 +683,13 @@ impl reqkey_harness::targets::Target for Watching {
             // The id a segment names is the segment decoded once (SPEC 7
             // `[[agent.path.percent-decoded-once]]`); one that decodes to
             // no valid id names no session at all.
-            let id = percent_decoded_once(segment);
+            let id = reqkey_model::rules::path_id(segment).unwrap_or_default();
             if reqkey_model::rules::validate_session_id(&id).is_ok() {
                 self.seen.lock().unwrap().insert(id);
             }
         }
         self.inner.http(request).await
     }
-}
-
-/// `segment` with each `%XX` decoded once (a test's reading, not a
-/// server's: anything else is kept as it is).
-fn percent_decoded_once(segment: &str) -> String {
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: Option<&u8>| b.and_then(|b| (*b as char).to_digit(16));
-        match (bytes[i], hex(bytes.get(i + 1)), hex(bytes.get(i + 2))) {
-            (b'%', Some(hi), Some(lo)) => {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            (b, _, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// After a green run every session the run created fresh is gone from the

@@ -78,6 +78,30 @@ pub fn validate_session_id(session_id: &str) -> Result<(), StoreError> {
     validate_id("sessionId", session_id)
 }
 
+/// An id in an agent request's path: its segment with each `%XX`
+/// decoded exactly once (SPEC 7 `[[agent.path.percent-decoded-once]]`);
+/// `None` when the bytes decoded are not UTF-8. The limits of SPEC 1 apply
+/// to what this returns, so `a%62` is `ab` and `a%2562` the invalid `a%62`.
+pub fn path_id(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let hex = |at: usize| bytes.get(at).and_then(|b| (*b as char).to_digit(16));
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 /// Checks a run id (`runId`, `expectedCurrentRunId`): 1 to 256 characters
 /// of `[A-Za-z0-9._:-]`, the limits of a session id (SPEC 1).
 ///
@@ -255,6 +279,16 @@ pub fn check_status_transition(run: &RunMetadata, to: RunStatus) -> Result<(), S
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_path_id_is_its_segment_decoded_once() {
+        assert_eq!(path_id("a%62").as_deref(), Some("ab"));
+        assert_eq!(path_id("a%2562").as_deref(), Some("a%62"));
+        assert_eq!(path_id("a%6").as_deref(), Some("a%6"));
+        assert_eq!(path_id("a%zz:b").as_deref(), Some("a%zz:b"));
+        assert_eq!(path_id("%ff"), None);
+        assert!(validate_session_id(&path_id("s%2578").unwrap_or_default()).is_err());
+    }
+
     use super::*;
     use serde_json::json;
 

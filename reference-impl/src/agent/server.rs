@@ -140,31 +140,12 @@ pub fn router(executor: Arc<Executor>) -> Router {
 }
 
 /// [`ExecutorDefect::PathIdsDecodedTwice`]: every `%XX` of the path
-/// decoded (a path that would no longer parse is left as it was).
+/// decoded once more, by the model's own decoding (a path that would no
+/// longer parse is left as it was).
 fn decode_path_once(request: &mut axum::extract::Request) {
     let uri = request.uri();
-    let path = uri.path().as_bytes();
-    let mut decoded = Vec::with_capacity(path.len());
-    let mut i = 0;
-    while i < path.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match (
-            path[i],
-            path.get(i + 1).copied().and_then(hex),
-            path.get(i + 2).copied().and_then(hex),
-        ) {
-            (b'%', Some(hi), Some(lo)) => {
-                decoded.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            (b, _, _) => {
-                decoded.push(b);
-                i += 1;
-            }
-        }
-    }
     let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
-    let Ok(text) = String::from_utf8(decoded) else {
+    let Some(text) = reqkey_model::rules::path_id(uri.path()) else {
         return;
     };
     if let Ok(new) = format!("{text}{query}").parse::<axum::http::Uri>() {
