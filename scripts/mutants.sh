@@ -3,7 +3,7 @@
 #
 #   scripts/mutants.sh            # the full run (docs/mutation.md): every mutant
 #   scripts/mutants.sh --sample   # CI's fixed sample (one mutant, a few minutes)
-#   scripts/mutants.sh -f model/src/spec/plan.rs   # any further cargo-mutants flags
+#   scripts/mutants.sh -f model/src/contract/plan.rs   # any further cargo-mutants flags
 #
 # What is mutated (the --file list below): the model's rules and planning
 # code, the reference stores and executor. What judges a mutant
@@ -31,14 +31,14 @@ if [ "${1:-}" = "--sample" ]; then
   # attaches instead of conflicting). One, because each mutant costs a
   # rebuild and an oracle run (over a minute together on two cores). In place: CI
   # has just built this tree, so no copy and no rebuild from scratch.
-  set -- --in-place --file model/src/spec/plan.rs --re 'replace != with == in plan_keyed_entry' "$@"
+  set -- --in-place --file model/src/contract/plan.rs --re 'replace != with == in plan_keyed_entry' "$@"
 fi
 # Without a --file of the caller's, the whole scope of issue 13.
 case " $* " in
   *" -f "* | *" --file "* | *" --re "*) ;;
   *)
-    for f in model/src/spec/rules.rs model/src/spec/plan.rs model/src/spec/seq.rs model/src/spec/key.rs \
-      model/src/spec/digest.rs 'reference-impl/src/store/*.rs' reference-impl/src/agent/executor.rs; do
+    for f in model/src/contract/rules.rs model/src/contract/plan.rs model/src/contract/seq.rs model/src/contract/key.rs \
+      model/src/contract/digest.rs 'reference-impl/src/store/*.rs' reference-impl/src/agent/executor.rs; do
       args+=(--file "$f")
     done
     ;;

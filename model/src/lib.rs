@@ -5,7 +5,7 @@
 //! the workspace — the reference stores, the executor, the harness checks —
 //! *calls* these functions; nobody restates them.
 //!
-//! Two folders: [`spec`] holds the spec's functions and types, [`checker`]
+//! Two folders: [`contract`] holds the spec's functions and types, [`checker`]
 //! the stateright model built on them. What lives here, and why it is pure:
 //!
 //! - [`key`]: `parse_request_key` (SPEC 2). A malformed key never reaches a
@@ -31,12 +31,12 @@
 //! those is not a rule but an implementation.
 
 pub mod checker;
-pub mod spec;
+pub mod contract;
 
 // The flat paths every other crate uses (`reqkey_model::seq::SeqStore`):
 // the folders are for readers of this crate, not a second vocabulary.
 pub use checker::{bridge, check, compact, export, inline, mutants, props, system};
-pub use spec::{clauses, digest, error, key, linspec, plan, rules, seq, types, vocab};
+pub use contract::{clauses, digest, error, key, linspec, plan, rules, seq, types, vocab};
 
 pub use digest::{
     canonical_json, execute_request_digest, request_digest, resume_request_digest,

@@ -29,12 +29,12 @@ use crate::checker::compact::{
 };
 use crate::checker::inline::Inline;
 use crate::checker::mutants::Mutant;
-use crate::spec::digest::execute_request_digest;
-use crate::spec::error::{RunStartRejection, StoreError};
-use crate::spec::plan::{plan_keyed_entry, KeyedEntryPlan};
-use crate::spec::rules::{KeyRule, RuleVariant};
-use crate::spec::seq::SessionState;
-use crate::spec::types::{CommitOutcome, RunMetadata, RunStatus, StartRun};
+use crate::contract::digest::execute_request_digest;
+use crate::contract::error::{RunStartRejection, StoreError};
+use crate::contract::plan::{plan_keyed_entry, KeyedEntryPlan};
+use crate::contract::rules::{KeyRule, RuleVariant};
+use crate::contract::seq::SessionState;
+use crate::contract::types::{CommitOutcome, RunMetadata, RunStatus, StartRun};
 
 /// The strings behind the model's integers.
 #[derive(Debug, Clone)]

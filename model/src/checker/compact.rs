@@ -8,7 +8,7 @@ use std::fmt;
 
 use crate::checker::inline::Inline;
 use crate::checker::mutants::Mutant;
-use crate::spec::types::RunStatus;
+use crate::contract::types::RunStatus;
 
 /// Most sessions, clients, keys and inputs (ids are small integers).
 pub const MAX_SESSIONS: usize = 8;
@@ -239,7 +239,7 @@ pub struct Meta {
     pub run: Run,
 }
 
-/// One session of the store, as [`crate::spec::seq::SessionState`] has it: the
+/// One session of the store, as [`crate::contract::seq::SessionState`] has it: the
 /// runs in start order (the input log holds one entry per run, so it
 /// follows), plus the indexes that `SessionState` derived from them, which
 /// like there take no part in equality and hashing.

@@ -24,8 +24,8 @@ use crate::checker::check::shortest_path;
 use crate::checker::mutants::Mutant;
 use crate::checker::props;
 use crate::checker::system::{Action, Config, KeyedEntryModel, SystemState};
-use crate::spec::error::StoreError;
-use crate::spec::seq::{KeyArgs, SeqStore, SessionArgs, StoreOp};
+use crate::contract::error::StoreError;
+use crate::contract::seq::{KeyArgs, SeqStore, SessionArgs, StoreOp};
 
 /// One exported scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,7 +165,7 @@ fn op_args(op: &StoreOp) -> Value {
 
 /// The expectation: the oracle's wire answer, with absent key fields spelt
 /// `$absent` and error messages left out (they are free text).
-fn expectation(op: &StoreOp, answer: &Result<crate::spec::seq::StoreReply, StoreError>) -> Value {
+fn expectation(op: &StoreOp, answer: &Result<crate::contract::seq::StoreReply, StoreError>) -> Value {
     match answer {
         Ok(reply) => {
             let mut ok = serde_json::to_value(reply).unwrap_or(Value::Null);
@@ -252,7 +252,7 @@ pub fn ids(scenarios: &[ExportedScenario]) -> Vec<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::spec::seq::StoreReply;
+    use crate::contract::seq::StoreReply;
 
     #[test]
     fn every_sometimes_property_and_every_mutant_gets_a_scenario() {
@@ -281,10 +281,10 @@ mod tests {
 
     #[test]
     fn keyless_runs_are_expected_without_key_fields() {
-        let mut v = serde_json::to_value(StoreReply::Run(Some(crate::spec::types::RunMetadata {
+        let mut v = serde_json::to_value(StoreReply::Run(Some(crate::contract::types::RunMetadata {
             session_id: "s0".into(),
             run_id: "c2r1".into(),
-            status: crate::spec::types::RunStatus::Running,
+            status: crate::contract::types::RunStatus::Running,
             start_sequence: 1,
             request_key: None,
             request_digest: None,

@@ -1,5 +1,5 @@
 //! The stateright model of the keyed-entry protocol: its compact state,
-//! the bridge that asks [`crate::spec`] for every decision (never restating
+//! the bridge that asks [`crate::contract`] for every decision (never restating
 //! a rule), its properties, the single-bug mutants that prove each
 //! property can fail, running it, and exporting its paths as scenarios.
 

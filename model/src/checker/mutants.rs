@@ -8,12 +8,12 @@
 //! property and that the correct model yields none.
 //!
 //! Store-side mutants still decide through `reqkey_model`'s rules
-//! ([`crate::spec::seq::SessionState::decide`] with a wrong holder, or a
-//! [`crate::spec::rules::RuleVariant`]); executor-side mutants still plan through
-//! [`crate::spec::plan::plan_keyed_entry`] with a wrong argument. No rule is
+//! ([`crate::contract::seq::SessionState::decide`] with a wrong holder, or a
+//! [`crate::contract::rules::RuleVariant`]); executor-side mutants still plan through
+//! [`crate::contract::plan::plan_keyed_entry`] with a wrong argument. No rule is
 //! restated, only mis-fed.
 
-use crate::spec::rules::{KeyRule, RuleVariant};
+use crate::contract::rules::{KeyRule, RuleVariant};
 
 /// One deliberate bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

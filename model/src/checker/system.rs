@@ -60,8 +60,8 @@
 //! dozens of allocations and SHA-256 digests per step. Every decision is
 //! still taken by the crate's rules: [`crate::checker::bridge`] turns the compact
 //! values into `RunMetadata`, `StartRun` and `SessionState`, asks
-//! [`plan_keyed_entry`](crate::spec::plan::plan_keyed_entry) and
-//! [`SessionState::decide`](crate::spec::seq::SessionState::decide) /
+//! [`plan_keyed_entry`](crate::contract::plan::plan_keyed_entry) and
+//! [`SessionState::decide`](crate::contract::seq::SessionState::decide) /
 //! `apply` / `set_run_status`, and turns the answer back, remembering it
 //! per thread (the rules are pure functions, so a remembered answer is the
 //! answer). The indexes a session keeps (the key index, the current run)
@@ -78,8 +78,8 @@ pub use crate::checker::compact::{
 use crate::checker::inline::Inline;
 use crate::checker::mutants::Mutant;
 use crate::checker::props;
-use crate::spec::seq::{CommitArgs, KeyArgs, RunArgs, SessionArgs, StatusArgs, StoreOp};
-use crate::spec::types::RunStatus;
+use crate::contract::seq::{CommitArgs, KeyArgs, RunArgs, SessionArgs, StatusArgs, StoreOp};
+use crate::contract::types::RunStatus;
 
 /// A session: the store's part and the model's bookkeeping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -393,7 +393,7 @@ impl KeyedEntryModel {
         }
     }
 
-    /// Plans with [`plan_keyed_entry`](crate::spec::plan::plan_keyed_entry) and
+    /// Plans with [`plan_keyed_entry`](crate::contract::plan::plan_keyed_entry) and
     /// turns the plan into the task's next phase (New: commit expecting the
     /// current run read with the holder) or its answer.
     fn plan_step(

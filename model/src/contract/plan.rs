@@ -5,7 +5,7 @@
 //! digest comparison comes first: a different input under a taken key is a
 //! conflict whatever the holder's status.
 
-use crate::spec::types::RunMetadata;
+use crate::contract::types::RunMetadata;
 
 /// The wire code of a keyed request whose input differs from its holder's.
 pub const STATE_REQUEST_KEY_CONFLICT: &str = "state_request_key_conflict";
@@ -60,7 +60,7 @@ pub fn plan_keyed_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::types::RunStatus;
+    use crate::contract::types::RunStatus;
 
     fn holder(status: RunStatus) -> RunMetadata {
         RunMetadata {

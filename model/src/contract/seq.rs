@@ -14,14 +14,14 @@ use std::hash::{Hash, Hasher};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::spec::digest::{canonical_json, start_digest, written_json};
-use crate::spec::error::StoreError;
-use crate::spec::rules::{
+use crate::contract::digest::{canonical_json, start_digest, written_json};
+use crate::contract::error::StoreError;
+use crate::contract::rules::{
     apply_run_start_rules_variant, apply_validated_run_start_rules, check_status_transition,
     validate_run_id, validate_session_id, validate_start_run, RuleVariant, RunStartContext,
     RunStartDecision,
 };
-use crate::spec::types::{
+use crate::contract::types::{
     CommitOutcome, CommitResult, DeleteResult, InputEntry, RunMetadata, RunStatus, StartRun,
 };
 
@@ -522,10 +522,10 @@ impl StoreOp {
     pub fn validate(&self) -> Result<(), StoreError> {
         validate_session_id(self.session_id())?;
         match self {
-            StoreOp::CommitRunStart(a) => crate::spec::rules::validate_start_run(&a.start_run),
+            StoreOp::CommitRunStart(a) => crate::contract::rules::validate_start_run(&a.start_run),
             StoreOp::GetRun(a) => validate_run_id("runId", &a.run_id),
             StoreOp::SetRunStatus(a) => validate_run_id("runId", &a.run_id),
-            StoreOp::GetRunByRequestKey(a) => crate::spec::key::parse_request_key(&a.request_key)
+            StoreOp::GetRunByRequestKey(a) => crate::contract::key::parse_request_key(&a.request_key)
                 .map(drop)
                 .map_err(|e| StoreError::invalid_argument(e.to_string())),
             StoreOp::GetCurrentRun(_)

@@ -10,7 +10,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 
-use crate::spec::types::StartRun;
+use crate::contract::types::StartRun;
 
 /// The kind of entry a request digest fingerprints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -11,10 +11,10 @@
 //! the model catch a store that applies the rules in another order or not at
 //! all. Production code uses [`RuleVariant::SPEC`].
 
-use crate::spec::digest::start_digest;
-use crate::spec::error::{RunStartRejection, StoreError};
-use crate::spec::key::parse_request_key;
-use crate::spec::types::{RunMetadata, RunStatus, StartRun};
+use crate::contract::digest::start_digest;
+use crate::contract::error::{RunStartRejection, StoreError};
+use crate::contract::key::parse_request_key;
+use crate::contract::types::{RunMetadata, RunStatus, StartRun};
 
 /// The longest session id or run id (SPEC 1).
 pub const ID_MAX_LEN: usize = 256;
@@ -121,7 +121,7 @@ fn validate_id(field: &str, id: &str) -> Result<(), StoreError> {
             "{field} must be 1 to {ID_MAX_LEN} characters"
         )));
     }
-    if !id.bytes().all(crate::spec::key::is_key_byte) {
+    if !id.bytes().all(crate::contract::key::is_key_byte) {
         return Err(StoreError::invalid_argument(format!(
             "{field} has a character outside [A-Za-z0-9._:-]"
         )));
@@ -380,14 +380,14 @@ mod tests {
         };
         assert_eq!((run.start_sequence, run.status), (2, RunStatus::Running));
         assert_eq!(run.request_key.as_deref(), Some("k"));
-        assert_eq!(sd, crate::spec::digest::start_digest(&s));
+        assert_eq!(sd, crate::contract::digest::start_digest(&s));
     }
 
     #[test]
     fn replay_comes_before_the_key_rule() {
         let s = start("r1", None, Some("k"));
         let holder = run("r1", 1, Some("k"));
-        let sd = crate::spec::digest::start_digest(&s);
+        let sd = crate::contract::digest::start_digest(&s);
         let r = apply_run_start_rules(&s, ctx(Some((&holder, &sd)), Some(&holder), Some("r1")));
         assert_eq!(cause(r), "replayed");
     }

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
-use crate::spec::vocab::Level;
+use crate::contract::vocab::Level;
 
 /// The spec's text, embedded when the crate is built.
 pub const SPEC_TEXT: &str = include_str!("../../../spec/SPEC.md");

@@ -13,8 +13,8 @@
 
 use stateright::semantics::SequentialSpec;
 
-use crate::spec::error::StoreError;
-use crate::spec::seq::{SeqStore, StoreOp, StoreReply};
+use crate::contract::error::StoreError;
+use crate::contract::seq::{SeqStore, StoreOp, StoreReply};
 
 /// What a store operation answers.
 pub type StoreAnswer = Result<StoreReply, StoreError>;
@@ -57,9 +57,9 @@ impl SequentialSpec for StoreSpec {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::spec::error::RunStartRejection;
-    use crate::spec::seq::CommitArgs;
-    use crate::spec::types::{CommitOutcome, CommitResult, RunMetadata, RunStatus, StartRun};
+    use crate::contract::error::RunStartRejection;
+    use crate::contract::seq::CommitArgs;
+    use crate::contract::types::{CommitOutcome, CommitResult, RunMetadata, RunStatus, StartRun};
     use serde_json::json;
     use stateright::semantics::{ConsistencyTester, LinearizabilityTester};
 
