@@ -13,10 +13,13 @@
 //! `--export-histories`.
 
 pub mod agent_steps;
+pub mod config;
 pub mod event;
+pub mod expectations;
 pub mod expected;
 pub mod export;
 pub mod fuzz;
+pub mod group;
 pub mod mixed;
 pub mod partition;
 pub mod record;
@@ -24,3 +27,5 @@ pub mod request;
 pub mod runner;
 pub mod select;
 pub mod suite;
+pub mod trial;
+pub mod trials;

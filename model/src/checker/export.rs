@@ -165,7 +165,10 @@ fn op_args(op: &StoreOp) -> Value {
 
 /// The expectation: the oracle's wire answer, with absent key fields spelt
 /// `$absent` and error messages left out (they are free text).
-fn expectation(op: &StoreOp, answer: &Result<crate::contract::seq::StoreReply, StoreError>) -> Value {
+fn expectation(
+    op: &StoreOp,
+    answer: &Result<crate::contract::seq::StoreReply, StoreError>,
+) -> Value {
     match answer {
         Ok(reply) => {
             let mut ok = serde_json::to_value(reply).unwrap_or(Value::Null);
@@ -281,15 +284,16 @@ mod tests {
 
     #[test]
     fn keyless_runs_are_expected_without_key_fields() {
-        let mut v = serde_json::to_value(StoreReply::Run(Some(crate::contract::types::RunMetadata {
-            session_id: "s0".into(),
-            run_id: "c2r1".into(),
-            status: crate::contract::types::RunStatus::Running,
-            start_sequence: 1,
-            request_key: None,
-            request_digest: None,
-        })))
-        .unwrap();
+        let mut v =
+            serde_json::to_value(StoreReply::Run(Some(crate::contract::types::RunMetadata {
+                session_id: "s0".into(),
+                run_id: "c2r1".into(),
+                status: crate::contract::types::RunStatus::Running,
+                start_sequence: 1,
+                request_key: None,
+                request_digest: None,
+            })))
+            .unwrap();
         mark_absent_keys(&mut v);
         assert_eq!(v["requestKey"], "$absent");
         assert_eq!(v["requestDigest"], "$absent");

@@ -525,9 +525,11 @@ impl StoreOp {
             StoreOp::CommitRunStart(a) => crate::contract::rules::validate_start_run(&a.start_run),
             StoreOp::GetRun(a) => validate_run_id("runId", &a.run_id),
             StoreOp::SetRunStatus(a) => validate_run_id("runId", &a.run_id),
-            StoreOp::GetRunByRequestKey(a) => crate::contract::key::parse_request_key(&a.request_key)
-                .map(drop)
-                .map_err(|e| StoreError::invalid_argument(e.to_string())),
+            StoreOp::GetRunByRequestKey(a) => {
+                crate::contract::key::parse_request_key(&a.request_key)
+                    .map(drop)
+                    .map_err(|e| StoreError::invalid_argument(e.to_string()))
+            }
             StoreOp::GetCurrentRun(_)
             | StoreOp::ListRuns(_)
             | StoreOp::ListInputs(_)

@@ -1,0 +1,456 @@
+//! One trial of a scenario: its state (variables, answers, history, clock),
+//! the sequential steps and the requests they send. Parallel groups are
+//! `group.rs`, expectations `expectations.rs`: more `impl Trial` blocks.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use serde_json::{json, Value};
+
+use crate::run::config::RunConfig;
+use crate::run::event::{FailingSubset, Failure};
+use crate::run::record::Clock;
+use crate::run::request::Request;
+use crate::targets::{HttpRequest, Level, Target, TargetError};
+use reqkey_check::lin::{self};
+use reqkey_scenario::vars::Vars;
+use reqkey_scenario::{Action, Step};
+
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The answer's name (`as`, with `.i` for copies) or `#k`.
+    pub name: String,
+    /// The request as sent (`{"op", "args"}` for store steps).
+    pub request: Value,
+    pub invoke: Instant,
+    pub ret: Instant,
+    pub answer: Value,
+}
+
+/// Why a trial stopped.
+#[derive(Debug)]
+pub(super) enum Stop {
+    Fail(Box<Failure>),
+    /// Not judged, with the typed reason.
+    Harness(Box<Failure>, &'static str),
+}
+
+impl Stop {
+    pub(super) fn fail(f: Failure) -> Stop {
+        Stop::Fail(Box::new(f))
+    }
+    pub(super) fn harness(f: Failure) -> Stop {
+        Stop::Harness(Box::new(f), "harness")
+    }
+}
+
+pub(super) fn fail(step: &str, message: impl Into<String>) -> Stop {
+    Stop::fail(Failure {
+        trial: 0,
+        step: step.to_owned(),
+        message: message.into(),
+        expected: None,
+        actual: None,
+        detail: None,
+    })
+}
+
+pub(super) struct Trial<'a> {
+    pub(super) target: &'a Arc<dyn Target>,
+    pub(super) cfg: &'a RunConfig,
+    pub(super) vars: Vars,
+    pub(super) answers: HashMap<String, Value>,
+    pub(super) rng: SmallRng,
+    pub(super) overlapped: bool,
+    pub(super) had_group: bool,
+    /// The trial's monotonic clock and every store operation so far.
+    pub(super) clock: Clock,
+    pub(super) history: Vec<lin::Operation>,
+    /// Every parallel-group request of the trial: (name, invoke, return).
+    pub(super) spans: Vec<(String, Instant, Instant)>,
+    /// Sessions this trial created fresh (under the run's namespace), to
+    /// delete when it passes.
+    pub(super) sessions: BTreeSet<String>,
+    /// This trial's seed (the run's, mixed with the scenario and trial).
+    pub(super) seed: u64,
+    /// What a `mixed_histories` step did, for the report.
+    pub(super) note: Option<String>,
+    /// The widest spread of send instants of any parallel group so far.
+    pub(super) max_send_spread_us: Option<u64>,
+    /// How late, at most, an item of a parallel group left after the
+    /// instant the group was to start together (a busy machine schedules
+    /// a thread late; the scenario's timing premise then did not hold).
+    pub(super) max_late_us: u64,
+    /// How far past the barrier this trial's groups start (see
+    /// [`GROUP_START_SPIN_US`]).
+    pub(super) group_lead_us: u64,
+    /// Indices into `history` of the operations sequential steps sent
+    /// (the runner's own flow: one lane of the viewer).
+    pub(super) sequential: BTreeSet<usize>,
+    /// The failing subset of a `linearizable` group's check, into `history`.
+    pub(super) judged: Option<FailingSubset>,
+    /// What a `mixed_histories` step shows the viewer: one program's
+    /// operations (the failing one, or the first), and its failing subset.
+    pub(super) mixed_view: Option<(Vec<lin::Operation>, Option<FailingSubset>, BTreeSet<usize>)>,
+}
+
+/// How many times its trial count a race scenario may run more trials
+/// looking for one in which its requests overlap.
+pub const EXTRA_TRIALS_FACTOR: u32 = 5;
+/// The most operations a trial records (a bound, not a limit in practice).
+pub(super) const MAX_HISTORY_OPS: usize = 100_000;
+/// How far past the barrier the items of a parallel group start, together
+/// (the lead), at first; on a busy machine, where items of a trial left
+/// late and did not overlap, the next trial's lead grows to twice the
+/// lateness seen, up to [`MAX_GROUP_LEAD_US`]: every item then has time
+/// to be scheduled before the common start. Items sleep until
+/// [`GROUP_SPIN_US`] before it and spin the rest.
+pub(super) const GROUP_START_SPIN_US: u64 = 200;
+/// The longest lead a group's start may get.
+pub const MAX_GROUP_LEAD_US: u64 = 50_000;
+/// How long, at most, an item spins before the common start.
+pub(super) const GROUP_SPIN_US: u64 = 2_000;
+/// An item that leaves this much after its group's start did not race as
+/// the scenario meant: a trial that fails with such an item is run again.
+pub const LATE_ITEM_US: u64 = 25_000;
+/// How many failing trials with a late item a scenario runs again before
+/// the failure stands (bounded, so a loaded machine still ends the run).
+pub const MAX_LATE_RETRIES: u32 = 3;
+/// The most sessions a trial cleans up after itself.
+pub(super) const MAX_CLEANUP_SESSIONS: usize = 1_000;
+/// After this many scenarios in a row that could not be judged because
+
+/// Builds the wire request of a store step from its (substituted) args.
+pub(super) fn store_request(op: &str, args: Value) -> Value {
+    let args = if op == "commitRunStart" {
+        object([("startRun", args)])
+    } else {
+        args
+    };
+    object([("op", Value::from(op)), ("args", args)])
+}
+
+/// An object of `pairs`, the values moved in as they are. Not `json!`,
+/// which re-serialises a `Value` it is given: with serde_json's
+/// `arbitrary_precision` that respells a number's exponent (`2E+3` becomes
+/// `2e+3`), and a body must reach the target as the scenario wrote it.
+pub(super) fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+}
+
+/// The invariants every agent answer keeps, whatever its step expects
+/// ([`reqkey_check::answer`]): a violation fails the step, naming its clause.
+pub(super) fn universal(
+    path: &str,
+    step: &Step,
+    sent: &Request,
+    request: &Value,
+    answer: &Value,
+) -> Result<(), Stop> {
+    let http = match sent {
+        Request::Http { request, .. } => Some(request),
+        Request::WaitRun { .. } => None,
+        _ => return Ok(()),
+    };
+    match reqkey_check::answer::check_answer(http, answer, step.may_be_cut) {
+        None => Ok(()),
+        Some(v) => Err(Stop::fail(Failure {
+            trial: 0,
+            step: path.to_owned(),
+            message: format!("[[{}]] (checked on every answer): {}", v.clause, v.message),
+            expected: None,
+            actual: Some(json!({"request": request, "answer": answer})),
+            detail: None,
+        })),
+    }
+}
+
+pub(super) fn target_stop(step: &str, request: &Request, e: TargetError) -> Stop {
+    let failure = Failure {
+        trial: 0,
+        step: step.to_owned(),
+        message: e.to_string(),
+        expected: None,
+        actual: Some(json!({"request": request.shown()})),
+        detail: None,
+    };
+    if e.is_harness_error() {
+        Stop::Harness(Box::new(failure), e.reason())
+    } else {
+        Stop::fail(failure)
+    }
+}
+
+impl Trial<'_> {
+    pub(super) async fn run_steps(&mut self, steps: &[Step]) -> Result<(), Stop> {
+        for (i, step) in steps.iter().enumerate() {
+            let path = format!("steps[{i}] {}", step.action.label());
+            match &step.action {
+                Action::Parallel(items) => self.run_group(&path, step, items).await?,
+                Action::ExpectOneOf(alternatives) => self.expect_one_of(&path, alternatives)?,
+                Action::SleepMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+                Action::Fault(fault) => {
+                    let request = Request::Fault(fault.clone());
+                    request
+                        .send(self.target.as_ref(), self.cfg.call_timeout_ms)
+                        .await
+                        .map_err(|e| target_stop(&path, &request, e))?;
+                }
+                Action::MixedHistories {
+                    programs,
+                    in_flight,
+                } => self.mixed_histories(&path, *programs, *in_flight).await?,
+                Action::Store { .. }
+                | Action::Rpc(_)
+                | Action::Raw(_)
+                | Action::Http(_)
+                | Action::WaitRun(_) => {
+                    let request = self.request(&path, step)?;
+                    let invoke_ns = self.clock.now_ns();
+                    let answer = match request
+                        .send(self.target.as_ref(), self.cfg.call_timeout_ms)
+                        .await
+                    {
+                        Ok(answer) => answer,
+                        // A fault cut it, as the scenario allows: nothing
+                        // was answered to judge.
+                        Err(e) if step.may_be_cut && e.is_silence() => continue,
+                        Err(e) => return Err(target_stop(&path, &request, e)),
+                    };
+                    let return_ns = self.clock.now_ns();
+                    let client = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
+                    if self.history.len() < MAX_HISTORY_OPS {
+                        self.sequential.insert(self.history.len());
+                    }
+                    self.record(client, request.shown(), invoke_ns, return_ns, &answer);
+                    self.check_answer(&path, step, &request, answer)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A `mixed_histories` step: random concurrent programs, each history
+    /// checked for linearizability ([`crate::run::mixed`]), seeded by the
+    /// trial (so by the run's `--seed`), on sessions under the run's
+    /// namespace.
+    pub(super) async fn mixed_histories(
+        &mut self,
+        path: &str,
+        programs: u32,
+        in_flight: u32,
+    ) -> Result<(), Stop> {
+        use crate::run::mixed::{run_mixed_recorded, MixedOptions, MixedOutcome};
+        if self.target.level() != Level::Store {
+            return Err(fail(
+                path,
+                "mixed_histories runs store operations; this is not a store target",
+            ));
+        }
+        let opts = MixedOptions {
+            seed: self.seed,
+            programs,
+            in_flight,
+            namespace: self
+                .vars
+                .resolve("mixed")
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            lin_budget_steps: self.cfg.lin_budget_steps,
+            call_timeout_ms: self.cfg.call_timeout_ms,
+            clock: self.clock,
+        };
+        let (outcome, history) = run_mixed_recorded(self.target, &opts).await;
+        self.mixed_view = Some(mixed_view(&outcome, &history));
+        // The programs' histories join the trial's, for --export-histories
+        // (on sessions of their own, they change no other check's verdict).
+        // Whole or not at all: a cut history could be judged otherwise.
+        if self.cfg.export_histories.is_some()
+            && self.history.len() + history.len() <= MAX_HISTORY_OPS
+        {
+            self.history.extend(history);
+        }
+        let stats = match &outcome {
+            MixedOutcome::Passed(stats) | MixedOutcome::Failed { stats, .. } => *stats,
+            MixedOutcome::Error(reason) => {
+                return Err(Stop::harness(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!("mixed histories (seed {}): {reason}", self.seed),
+                    expected: None,
+                    actual: None,
+                    detail: None,
+                }))
+            }
+        };
+        self.had_group = true;
+        self.overlapped |= stats.totals.batches_overlapped > 0;
+        self.note = Some(stats.describe());
+        for index in 0..programs as usize {
+            for session in crate::run::mixed::program_sessions(&opts.namespace, index) {
+                if self.sessions.len() < MAX_CLEANUP_SESSIONS {
+                    self.sessions.insert(session);
+                }
+            }
+        }
+        if let MixedOutcome::Failed {
+            program,
+            steps,
+            sessions,
+            reason,
+            ..
+        } = outcome
+        {
+            return Err(Stop::fail(Failure {
+                trial: 0,
+                step: path.to_owned(),
+                message: format!(
+                    "program {program} of seed {} is not linearizable (SPEC 4: every operation is one atomic step, under any concurrency)",
+                    self.seed
+                ),
+                expected: None,
+                actual: Some(json!({"sessions": sessions, "program": format!("{steps:?}")})),
+                detail: Some(reason),
+            }));
+        }
+        Ok(())
+    }
+
+    /// The request of a sending step, its variables filled in. Only what
+    /// a variable brings can fail here (the step's shape was checked when
+    /// the scenario loaded): a harness error, not a verdict.
+    pub(super) fn request(&mut self, path: &str, step: &Step) -> Result<Request, Stop> {
+        let vars = &mut self.vars;
+        let mut fill = |v: &Value| vars.substitute(v);
+        let request = match &step.action {
+            Action::Store { op, args } => Request::Store(store_request(op, fill(args))),
+            Action::Rpc(raw) => Request::Store(fill(raw)),
+            Action::Raw(text) => Request::Raw(match fill(&Value::String(text.clone())) {
+                Value::String(t) => t,
+                other => other.to_string(),
+            }),
+            Action::Http(http) => {
+                let request = http.instantiate(&mut fill).map_err(|message| {
+                    Stop::harness(Failure {
+                        trial: 0,
+                        step: path.to_owned(),
+                        message,
+                        expected: None,
+                        actual: None,
+                        detail: None,
+                    })
+                })?;
+                Request::Http {
+                    request,
+                    delay_ms: http.delay_ms,
+                    shown: object([("http", fill(&http.source))]),
+                }
+            }
+            Action::WaitRun(wait) => Request::wait_run(wait, &mut fill),
+            Action::Fault(fault) => Request::Fault(fault.clone()),
+            other => {
+                return Err(Stop::harness(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!("`{}` sends no request", other.label()),
+                    expected: None,
+                    actual: None,
+                    detail: None,
+                }))
+            }
+        };
+        self.note_session(&request);
+        Ok(request)
+    }
+
+    /// Remembers the session a request names, if the run made it fresh:
+    /// only ids under the run's namespace are ever cleaned up, so a
+    /// scenario that names a literal session never deletes someone's data.
+    pub(super) fn note_session(&mut self, request: &Request) {
+        let Some(session) = request.session() else {
+            return;
+        };
+        let fresh = session
+            .strip_prefix(self.cfg.namespace.as_str())
+            .is_some_and(|rest| rest.starts_with('.'));
+        if fresh && self.sessions.len() < MAX_CLEANUP_SESSIONS {
+            self.sessions.insert(session);
+        }
+    }
+
+    /// Deletes the sessions a passing trial created, so that certifying a
+    /// shared database leaves nothing behind (`deleteSession` on a store,
+    /// `DELETE /sessions/{id}` on an agent server). Best effort: these
+    /// calls are not part of the verdict, and the first one the target
+    /// does not answer ends the cleanup (a target that went away is not
+    /// waited on once per session). A failing trial keeps its sessions for
+    /// inspection; its failure names them.
+    pub(super) async fn clean_up(&mut self) {
+        let sessions = std::mem::take(&mut self.sessions);
+        for session in sessions {
+            let request = match self.target.level() {
+                Level::Store => Request::Store(store_request(
+                    "deleteSession",
+                    json!({ "sessionId": session }),
+                )),
+                Level::Agent => Request::Http {
+                    request: HttpRequest {
+                        method: "DELETE".into(),
+                        path: format!("/sessions/{session}"),
+                        ..HttpRequest::default()
+                    },
+                    delay_ms: 0,
+                    shown: Value::Null,
+                },
+            };
+            let answered = request
+                .send(self.target.as_ref(), self.cfg.call_timeout_ms)
+                .await;
+            if answered.is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// What the viewer shows of a `mixed_histories` stage: the failing
+/// program's operations (checked again, alone, for its failing subset),
+/// or the first program's.
+fn mixed_view(
+    outcome: &crate::run::mixed::MixedOutcome,
+    history: &[lin::Operation],
+) -> (Vec<lin::Operation>, Option<FailingSubset>, BTreeSet<usize>) {
+    let program = match outcome {
+        crate::run::mixed::MixedOutcome::Failed { program, .. } => *program,
+        _ => 0,
+    };
+    let prefix = format!("p{program}.");
+    let ops: Vec<lin::Operation> = history
+        .iter()
+        .filter(|o| o.client.starts_with(&prefix))
+        .cloned()
+        .collect();
+    // A program's single steps (`p<n>.step<k>`) are its own sequential
+    // flow; a batch's operations (`p<n>.step<k>.<j>`) each a client.
+    let sequential: BTreeSet<usize> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| !o.client[prefix.len()..].contains('.'))
+        .map(|(i, _)| i)
+        .collect();
+    if !matches!(outcome, crate::run::mixed::MixedOutcome::Failed { .. }) {
+        return (ops, None, sequential);
+    }
+    let judged = match lin::check(&ops).verdict {
+        lin::Verdict::NotLinearizable(c) => Some(FailingSubset {
+            partition: c.partition,
+            minimal: c.minimal,
+            session: c.session,
+        }),
+        _ => None,
+    };
+    (ops, judged, sequential)
+}
