@@ -1,0 +1,175 @@
+//! A step, typed: its one action (`Action`) and its modifiers, and the
+//! lists of keys a step may carry.
+
+use std::collections::BTreeMap;
+
+use serde::de::{self};
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use crate::scenario::STORE_ACTIONS;
+use crate::{agent_step, fault};
+
+/// What a step does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// A `reqkey-store/1` operation; `args` is the op's args template.
+    Store { op: String, args: Value },
+    /// A raw `{op, args}` request, sent verbatim (malformed-request cases).
+    Rpc(Value),
+    /// A store request as text, sent byte for byte (`scenario::raw`).
+    Raw(String),
+    /// Steps started together behind a barrier.
+    Parallel(Vec<Step>),
+    /// Alternatives over named answers.
+    ExpectOneOf(Vec<BTreeMap<String, Value>>),
+    /// A pause.
+    SleepMs(u64),
+    /// A fault the harness does to a process it started.
+    Fault(fault::FaultStep),
+    /// An HTTP exchange with an agent server, typed at load.
+    Http(agent_step::HttpStep),
+    /// Wait until a run of an agent server reaches a status, typed at load.
+    WaitRun(agent_step::WaitRunStep),
+    /// Random concurrent programs over every store operation, each
+    /// history checked for linearizability (`crate::check::mixed`).
+    MixedHistories { programs: u32, in_flight: u32 },
+}
+
+impl Action {
+    pub fn label(&self) -> String {
+        match self {
+            Action::Store { op, .. } => op.clone(),
+            Action::Rpc(v) => format!("rpc {}", v.get("op").and_then(Value::as_str).unwrap_or("?")),
+            Action::Raw(_) => "raw".into(),
+            Action::Parallel(items) => format!("parallel ({} items)", items.len()),
+            Action::ExpectOneOf(_) => "expect_one_of".into(),
+            Action::SleepMs(ms) => format!("sleep_ms {ms}"),
+            Action::Fault(f) => f.label(),
+            Action::Http(step) => step.label(),
+            Action::WaitRun(_) => "wait_run".into(),
+            Action::MixedHistories { programs, .. } => {
+                format!("mixed_histories ({programs} programs)")
+            }
+        }
+    }
+}
+
+/// One rule of an `expect_group`.
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GroupRule {
+    pub count: GroupCount,
+    /// The pattern each consumed answer matches.
+    #[serde(rename = "match")]
+    pub pattern: Value,
+    /// Binds variables from the first answer the rule consumed.
+    #[serde(default)]
+    pub bind: BTreeMap<String, String>,
+}
+
+/// How many answers a group rule consumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupCount {
+    Exactly(u32),
+    Rest,
+}
+
+impl<'de> Deserialize<'de> for GroupCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Number(n) => n
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .map(GroupCount::Exactly)
+                .ok_or_else(|| de::Error::custom("count must be a whole number or `rest`")),
+            Value::String(s) if s == "rest" => Ok(GroupCount::Rest),
+            _ => Err(de::Error::custom("count must be a whole number or `rest`")),
+        }
+    }
+}
+
+/// One step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    pub action: Action,
+    /// `as`: the name of this step's answer.
+    pub name: Option<String>,
+    /// Inside `parallel`: expand into this many items, `${i}` = 0..N-1.
+    pub copies: Option<u32>,
+    pub expect: Option<Value>,
+    pub bind: BTreeMap<String, String>,
+    /// On `parallel`: check the recorded history for linearizability.
+    pub linearizable: bool,
+    /// On `parallel`: rules over all the group's answers.
+    pub expect_group: Vec<GroupRule>,
+    /// Values that must appear nowhere in the answer's body or headers.
+    pub expect_not_echoed: Vec<Value>,
+    /// `expect: any`: the step's answer is deliberately not checked (a
+    /// setup step). Without it, an operation with no expectation is a load
+    /// error, so that a scenario cannot pass by checking nothing.
+    pub expect_any: bool,
+    /// `expect_raw: TEXT`: the answer (a store step's wire answer, an
+    /// `http` step's body) must be exactly this JSON: the same keys (an
+    /// absent key is not a `null` one), key order irrelevant, numbers
+    /// compared by value.
+    pub expect_raw: Option<String>,
+    /// `may_be_cut: true`: the exchange may end with its connection closed
+    /// or refused, because a `fault` killed or restarted the process
+    /// answering it; that end is then accepted (nothing was answered to
+    /// judge). An answer that arrives whole is judged as usual.
+    pub may_be_cut: bool,
+}
+
+impl Step {
+    /// Does this step say what its answer must be (or that it need not)?
+    /// `as` counts: a named answer is judged by a later `expect_one_of`
+    /// (the loader checks that one names it).
+    pub(crate) fn has_expectation(&self) -> bool {
+        self.expect.is_some()
+            || self.expect_any
+            || self.expect_raw.is_some()
+            || !self.expect_not_echoed.is_empty()
+            || self.name.is_some()
+            || matches!(self.action, Action::WaitRun(_) | Action::Fault(_))
+    }
+}
+
+/// Actions besides the store operations (the schema reads this too).
+pub const OTHER_ACTIONS: [&str; 9] = [
+    "fault",
+    "rpc",
+    "raw",
+    "parallel",
+    "expect_one_of",
+    "sleep_ms",
+    "http",
+    "wait_run",
+    "mixed_histories",
+];
+
+/// Modifiers: the keys a step may carry besides its one action.
+pub const MODIFIERS: [&str; 9] = [
+    "as",
+    "may_be_cut",
+    "copies",
+    "expect",
+    "expect_raw",
+    "bind",
+    "linearizable",
+    "expect_group",
+    "expect_not_echoed",
+];
+
+/// Every key a step may have: actions and modifiers (the schema is built from this).
+pub fn all_step_keys() -> &'static [&'static str] {
+    static KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+        STORE_ACTIONS
+            .iter()
+            .chain(&OTHER_ACTIONS)
+            .chain(&MODIFIERS)
+            .copied()
+            .collect()
+    });
+    &KEYS
+}
