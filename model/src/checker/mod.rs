@@ -9,5 +9,7 @@ pub mod compact;
 pub mod export;
 pub mod inline;
 pub mod mutants;
+pub mod predicates;
 pub mod props;
+pub mod state;
 pub mod system;

@@ -67,10 +67,9 @@
 //! answer). The indexes a session keeps (the key index, the current run)
 //! are copied from the `SessionState` the rules produced.
 
-use stateright::{Model, Property, Representative};
+use stateright::{Model, Property};
 
 use crate::checker::bridge::{CommitOut, Names, PlanOut, RuleCache};
-use crate::checker::compact::{pack_opt_ref, pack_ref};
 pub use crate::checker::compact::{
     session_name, AnswerKind, Config, Meta, Request, Run, RunRef, StoreSession, MAX_CLIENTS,
     MAX_KEYS, MAX_RUNS, MAX_SESSIONS, MAX_TASKS,
@@ -78,164 +77,9 @@ pub use crate::checker::compact::{
 use crate::checker::inline::Inline;
 use crate::checker::mutants::Mutant;
 use crate::checker::props;
+pub use crate::checker::state::{Action, Answer, Client, Phase, Session, SystemState, Task};
 use crate::contract::seq::{CommitArgs, KeyArgs, RunArgs, SessionArgs, StatusArgs, StoreOp};
 use crate::contract::types::RunStatus;
-
-/// A session: the store's part and the model's bookkeeping.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Session {
-    pub store: StoreSession,
-    /// Deletes so far.
-    pub epoch: u8,
-    /// Ghost: a bit per key held at some delete.
-    pub freed: u8,
-    /// Only under [`Mutant::DeleteKeepsKeys`]: the key index a delete left.
-    pub zombie_keys: Inline<(u8, Meta), MAX_KEYS>,
-}
-
-/// A client-visible answer plus ghost facts about the moment it was given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Answer {
-    pub kind: AnswerKind,
-    /// The run the answer names (started, attached, replayed, 409).
-    pub run: Option<RunRef>,
-    /// The answer came from the re-plan after `request_key_taken`.
-    pub replanned: bool,
-    /// The session's epoch (deletes so far) when the answer was given.
-    pub epoch: u8,
-    /// Ghost: the named run was the key's holder in this session.
-    pub names_holder: bool,
-    /// Ghost: the named run carries this request's digest.
-    pub same_input: bool,
-    /// Ghost: a started run took a key that an earlier epoch held.
-    pub reused_key: bool,
-    /// Ghost: the session was deleted while the entry was in flight.
-    pub deleted_meanwhile: bool,
-}
-
-/// Where an executor task is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub enum Phase {
-    #[default]
-    Lookup,
-    ReadCurrent,
-    Commit {
-        expected: Option<RunRef>,
-    },
-    /// Only under [`Mutant::HolderReadOutsideCommit`]: the holder was read,
-    /// the decision and write come later.
-    CommitWrite {
-        expected: Option<RunRef>,
-        stale_holder: Option<Meta>,
-    },
-    Replan {
-        holder: RunRef,
-    },
-    Done(Answer),
-}
-
-/// One attempt (HTTP request) of a client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Task {
-    pub run: RunRef,
-    /// The session's epoch when the attempt was sent.
-    pub epoch: u8,
-    pub cas_tries: u8,
-    pub replanned: bool,
-    pub phase: Phase,
-}
-
-/// A client: where it is in its script, and the attempts of the current
-/// request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Client {
-    /// The client's role: its script, shared with its twins.
-    pub role: u8,
-    pub request: u8,
-    pub sent: u8,
-    pub tasks: Inline<Task, MAX_TASKS>,
-}
-
-/// The whole system. Sessions and clients are the two heap vectors, sized
-/// by the configuration; everything inside them is inline.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SystemState {
-    /// One store session per session index (the store is a map of these).
-    pub sessions: Vec<Session>,
-    pub deletes_left: u8,
-    pub retries_left: u8,
-    /// Lease expiries still possible.
-    pub expiries_left: u8,
-    /// Run ids handed out so far, per role.
-    pub role_counters: Inline<u8, MAX_CLIENTS>,
-    pub clients: Vec<Client>,
-    /// Ghost: some keyed commit was answered other than "request_key_taken
-    /// naming the holder" exactly when another run held its key.
-    pub key_refusal_wrong: bool,
-}
-
-impl Answer {
-    /// 35 bits.
-    fn pack(&self) -> u64 {
-        let kind = self.kind as u64;
-        kind << 32
-            | pack_opt_ref(self.run) << 15
-            | u64::from(self.epoch) << 4
-            | u64::from(self.replanned) << 3
-            | u64::from(self.names_holder) << 2
-            | u64::from(self.same_input) << 1
-            | u64::from(self.reused_key)
-            | u64::from(self.deleted_meanwhile) << 35
-    }
-}
-
-impl std::hash::Hash for Task {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let (tag, payload) = match self.phase {
-            Phase::Lookup => (0, 0),
-            Phase::ReadCurrent => (1, 0),
-            Phase::Commit { expected } => (2, pack_opt_ref(expected)),
-            Phase::CommitWrite {
-                expected,
-                stale_holder,
-            } => (
-                3,
-                pack_opt_ref(expected) << 45 | stale_holder.map_or(0, |m| 1 << 44 | m.pack()),
-            ),
-            Phase::Replan { holder } => (4, pack_ref(holder)),
-            Phase::Done(a) => (5, a.pack()),
-        };
-        state.write_u64(
-            pack_ref(self.run) << 32
-                | u64::from(self.epoch) << 16
-                | u64::from(self.cas_tries) << 8
-                | u64::from(self.replanned) << 3
-                | tag,
-        );
-        state.write_u64(payload);
-    }
-}
-
-/// Which client (and task) moves, or which environment event happens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Action {
-    /// The client sends its current request (again, after a lost response).
-    Send { client: u8 },
-    /// One executor step of a task.
-    Step { client: u8, task: u8 },
-    /// The client moves on to its next request.
-    Next { client: u8 },
-    /// A live run completes.
-    Finish { session: u8, run: RunRef },
-    /// `deleteSession`.
-    Delete { session: u8 },
-    /// The executor of a running run died; its lease ran out and a reader
-    /// (any replica) set the run `interrupted` in one atomic step that
-    /// compares the lease (SPEC 5, `[[lease.expire.compare]]`). The dead
-    /// executor's own finish is then no longer possible: `interrupted` is
-    /// final.
-    Expire { session: u8, run: RunRef },
-}
 
 /// The model: a configuration and the names it uses.
 #[derive(Debug, Clone)]
@@ -304,7 +148,7 @@ impl KeyedEntryModel {
     }
 
     /// The request a client is working on, if its script is not done.
-    fn current_request(&self, state: &SystemState, client: usize) -> Option<Request> {
+    pub(super) fn current_request(&self, state: &SystemState, client: usize) -> Option<Request> {
         let client = &state.clients[client];
         self.role_scripts[client.role as usize]
             .get(client.request as usize)
@@ -317,7 +161,7 @@ impl KeyedEntryModel {
 
     /// The store's key index: what `getRunByRequestKey` answers and what the
     /// store's commit sees as the holder. Correct: the session's own index.
-    fn read_holder(&self, state: &SystemState, session: u8, key: u8) -> Option<Meta> {
+    pub(super) fn read_holder(&self, state: &SystemState, session: u8, key: u8) -> Option<Meta> {
         let own = state.sessions[session as usize]
             .store
             .run_by_request_key(session, key);
@@ -780,7 +624,7 @@ impl KeyedEntryModel {
         })
     }
 
-    fn is_keyed(&self, state: &SystemState, client: usize) -> bool {
+    pub(super) fn is_keyed(&self, state: &SystemState, client: usize) -> bool {
         self.current_request(state, client)
             .is_some_and(|r| r.key.is_some())
     }
@@ -909,126 +753,5 @@ impl Model for KeyedEntryModel {
             ));
         }
         properties
-    }
-}
-
-impl KeyedEntryModel {
-    fn base_properties(&self) -> Vec<Property<Self>> {
-        vec![
-            Property::always(props::ONE_RUN_PER_KEY, |_, st: &SystemState| {
-                st.sessions.iter().all(|s| {
-                    let mut seen = 0u16;
-                    s.store.runs.iter().filter_map(|r| r.key).all(|k| {
-                        let bit = 1u16 << k;
-                        let fresh = seen & bit == 0;
-                        seen |= bit;
-                        fresh
-                    })
-                })
-            }),
-            Property::always(props::INPUT_ONCE, |m: &Self, st: &SystemState| {
-                st.clients.iter().enumerate().all(|(c, client)| {
-                    let Some(r) = m.current_request(st, c) else {
-                        return true;
-                    };
-                    let epoch = st.sessions[r.session as usize].epoch;
-                    r.key.is_none()
-                        || client
-                            .tasks
-                            .iter()
-                            .filter(|t| {
-                                matches!(&t.phase, Phase::Done(a)
-                                    if a.kind == AnswerKind::Started && a.epoch == epoch)
-                            })
-                            .count()
-                            <= 1
-                })
-            }),
-            Property::always(props::KEY_PER_SESSION, |m: &Self, st: &SystemState| {
-                (0..m.config.sessions as u8).all(|s| {
-                    (0..m.config.keys as u8)
-                        .all(|k| m.read_holder(st, s, k).is_none_or(|h| h.session == s))
-                })
-            }),
-            Property::always(props::NAMES_HOLDER, |m: &Self, st: &SystemState| {
-                m.answers(st).all(|(_, a)| match a.kind {
-                    AnswerKind::Attached
-                    | AnswerKind::Replayed
-                    | AnswerKind::KeyConflict
-                    | AnswerKind::AlreadyCompleted => a.names_holder,
-                    _ => true,
-                })
-            }),
-            Property::always(props::DELETE_FREES_KEYS, |m: &Self, st: &SystemState| {
-                (0..m.config.sessions as u8).all(|s| {
-                    !st.sessions[s as usize].store.is_empty()
-                        || (0..m.config.keys as u8).all(|k| m.read_holder(st, s, k).is_none())
-                })
-            }),
-            Property::always(
-                props::KEYLESS_NEVER_ATTACHED,
-                |m: &Self, st: &SystemState| {
-                    m.answers(st).all(|(c, a)| {
-                        m.is_keyed(st, c)
-                            || !matches!(a.kind, AnswerKind::Attached | AnswerKind::Replayed)
-                    })
-                },
-            ),
-            Property::always(props::ATTACH_SAME_INPUT, |m: &Self, st: &SystemState| {
-                m.answers(st).all(|(_, a)| {
-                    !matches!(a.kind, AnswerKind::Attached | AnswerKind::Replayed) || a.same_input
-                })
-            }),
-            Property::always(props::KEY_REFUSAL, |_, st: &SystemState| {
-                !st.key_refusal_wrong
-            }),
-            Property::always(props::LOST_RACE_ATTACHES, |m: &Self, st: &SystemState| {
-                m.answers(st)
-                    .all(|(_, a)| a.kind != AnswerKind::KeyTaken || a.deleted_meanwhile)
-            }),
-            Property::sometimes(props::SOMETIMES_NEW, |m: &Self, st: &SystemState| {
-                m.answers(st)
-                    .any(|(c, a)| a.kind == AnswerKind::Started && m.is_keyed(st, c))
-            }),
-            Property::sometimes(props::SOMETIMES_ATTACH, |m: &Self, st: &SystemState| {
-                m.answers(st).any(|(_, a)| a.kind == AnswerKind::Attached)
-            }),
-            Property::sometimes(props::SOMETIMES_REPLAY, |m: &Self, st: &SystemState| {
-                m.answers(st).any(|(_, a)| a.kind == AnswerKind::Replayed)
-            }),
-            Property::sometimes(props::SOMETIMES_CONFLICT, |m: &Self, st: &SystemState| {
-                m.answers(st)
-                    .any(|(_, a)| a.kind == AnswerKind::KeyConflict)
-            }),
-            Property::sometimes(
-                props::SOMETIMES_ALREADY_COMPLETED,
-                |m: &Self, st: &SystemState| {
-                    m.answers(st)
-                        .any(|(_, a)| a.kind == AnswerKind::AlreadyCompleted)
-                },
-            ),
-            Property::sometimes(props::SOMETIMES_LOST_RACE, |m: &Self, st: &SystemState| {
-                m.answers(st).any(|(_, a)| {
-                    a.replanned && matches!(a.kind, AnswerKind::Attached | AnswerKind::Replayed)
-                })
-            }),
-            Property::sometimes(props::SOMETIMES_REUSED, |m: &Self, st: &SystemState| {
-                m.answers(st)
-                    .any(|(_, a)| a.kind == AnswerKind::Started && a.reused_key)
-            }),
-        ]
-    }
-}
-
-impl Representative for SystemState {
-    /// Sorts the clients. A client's behaviour depends only on its own
-    /// fields (its role names its script), and run ids are per role, so any
-    /// permutation of the client vector is an equivalent state; sorting
-    /// picks one per class. Only twins (same role) really move: `role` is
-    /// the first field of the order.
-    fn representative(&self) -> Self {
-        let mut rep = self.clone();
-        rep.clients.sort_unstable();
-        rep
     }
 }
