@@ -56,16 +56,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use reqkey_model::plan::{STATE_REQUEST_ALREADY_COMPLETED, STATE_REQUEST_KEY_CONFLICT};
 use reqkey_model::{
     execute_request_digest, parse_request_key, plan_keyed_entry, resume_request_digest,
     retry_request_digest, KeyedEntryPlan, RequestKey, RunMetadata, RunStartRejection, RunStatus,
     StartRun, StoreError,
 };
 use serde_json::Value;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
-use super::test_agent::{input_text, parse_script, RunEvent, RunLog, MAX_SLEEP_MS};
+use super::test_agent::{input_text, parse_script, RunLog};
+pub use crate::agent::config::*;
+pub use crate::agent::entry::*;
 use crate::store::SessionStateStore;
 
 /// How many times one entry decides from a fresh read before it gives up
@@ -92,513 +93,60 @@ pub const MAX_WAITING_POLLS: usize = 64;
 /// How often a wait or a log-less follower re-reads the store.
 pub const STORE_POLL_MS: u64 = 25;
 
-/// What the executor does when a new entry meets a `running` current run:
-/// the spec's word for it (`concurrentEntry`), shared with the harness.
-pub use reqkey_model::vocab::ConcurrentEntry;
-
-/// A deliberate bug, for testing the tests. Never a default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ExecutorDefect {
-    /// The concurrency policy runs before the key lookup, so a keyed retry
-    /// of a start or a resume meets `state_session_exists` /
-    /// `state_already_running` instead of attaching.
-    PolicyBeforeKey,
-    /// After `request_key_taken` the entry decides again without the key,
-    /// so a duplicate that lost the race is refused instead of attaching.
-    NoReplanAfterKeyTaken,
-    /// The holder is planned against its own digest: a different input
-    /// under a taken key attaches instead of answering the conflict.
-    IgnoreDigest,
-    /// An attached chat stream starts at the holder's *current* position,
-    /// not at its start, so a retried send misses events it should replay.
-    AttachStreamsFromNow,
-    /// Declares `supportsRequestKey: false` (keys ignored) but records and
-    /// dedupes keys anyway: a server claiming a profile it does not keep.
-    DedupesWhileIgnoringKeys,
-    /// Under `interrupt_previous`, a keyless chat send interrupts the
-    /// running run too, where it must be refused `state_already_running`.
-    InterruptsKeylessChat,
-    /// A retry re-runs the session's first input instead of its last.
-    RetryRerunsFirstInput,
-    /// A keyed entry that is not a duplicate skips the session-exists and
-    /// already-running refusals (as if every keyed entry were a retry).
-    KeyedSkipsPolicy,
-    /// A finished holder always replays, even behind a later run (no
-    /// `state_request_already_completed`).
-    FinishedHolderReplays,
-    /// A resume while the current run is `running` completes it and starts
-    /// (no `state_already_running`).
-    ResumeWhileRunning,
-    /// The server's 400 for a malformed key quotes the raw header value.
-    EchoMalformedKey,
-    /// The server reads bodies over 1 MiB (no 413).
-    NoBodyLimit,
-    /// The server's `/health` lacks `supportsRequestKey`.
-    HealthWithoutKeyFlag,
-    /// An unknown run of a known session is 404 `state_session_not_found`.
-    UnknownRunIsUnknownSession,
-    /// A commit refused `cas_mismatch` is not decided again: the entry
-    /// answers the retryable contention refusal instead of the policy's.
-    NoCasRedecide,
-    /// `waitMs` waits while the run is live (suspended too), not only while
-    /// it is `running`.
-    WaitWhileLive,
-    /// Runs are looked up by run id alone (run ids are unique anyway, the
-    /// bug reasons): `GET /sessions/{B}/runs/{a run of A}` answers A's run.
-    RunLookupIgnoresSession,
-    /// A chat send whose last message has role `tool` honours its key
-    /// (it must be keyless): a retried tool result attaches or conflicts.
-    ToolSendKeyed,
-    /// The policy trusts the current run read before the holder lookup even
-    /// when the session changed in between (a pause between the two reads
-    /// lets a DELETE land there): a keyed duplicate racing a DELETE is
-    /// refused `state_session_exists` by runs that are gone.
-    StaleCurrentAfterDelete,
-    /// A chat reconnect (`GET /sessions/{id}/chat`) is handled as a send of
-    /// the session's last input: it reads and plans the key and starts a
-    /// run (SPEC 7: a reconnect reads no key and starts nothing).
-    ReconnectIsASend,
-    /// A chat reconnect parses the key header and refuses a malformed one
-    /// 400 (SPEC 7: a reconnect ignores a key, valid or not).
-    ReconnectRefusesMalformedKey,
-    /// A send whose run cannot be identified (the test agent's
-    /// `[lose-run]`) streams the session's current run from the stream
-    /// head instead of answering `transport_error`.
-    LostRunStreamsFromHead,
-    /// Declares `entryWaitMs` but answers a keyed entry that meets another
-    /// admission busy at once (SPEC 7: it waits for the admission).
-    BusyAtOnce,
-    /// Declares `entryWaitMs` and makes a keyless entry that meets another
-    /// admission wait too (SPEC 7: it is answered busy at once).
-    KeylessWaits,
-    /// Every 409 refusal's `message` is an object (`{"text": ...}`), not
-    /// a string (SPEC 7 `[[agent.error.shape]]`): a bug only the universal
-    /// invariants see, as scenarios match messages with `$any`.
-    ErrorMessageNotString,
-    /// A chat send's stream goes on after its `finish` with an empty
-    /// `text` event (SPEC 7 `[[agent.chat.sse-events]]`: `finish` is last).
-    EventAfterFinish,
-    /// A correlation layer copies the request's `X-Helix-Request-Key`
-    /// into an `x-request-key` header of every successful answer, the
-    /// malformed key a chat reconnect ignores included (SPEC 2
-    /// `[[key.parse.not-echoed]]`).
-    EchoKeyHeader,
-    /// Reads the key header only in the lower-case spelling its HTTP
-    /// library sends (a raw header list compared byte for byte): a key
-    /// sent as `X-HELIX-REQUEST-KEY` is not seen (RFC 9110: names are
-    /// case-insensitive; SPEC 7 `[[agent.keys.wire-forms]]`).
-    KeyHeaderCaseSensitive,
-    /// Keeps blanks beyond the first space around the key header's value
-    /// as part of it, so `X-Helix-Request-Key:  k ` is malformed (RFC
-    /// 9110 OWS is not part of a value; `[[agent.keys.wire-forms]]`).
-    KeyKeepsBlanks,
-    /// Reads only the first of repeated key header lines (SPEC 7
-    /// `[[agent.keys.repeated-header]]`: two lines are 400).
-    FirstKeyHeaderWins,
-    /// Routes by the raw request target: an absolute-form target
-    /// (`POST http://host/sessions/...`) is 404 `not_found`
-    /// (`[[agent.keys.wire-forms]]`).
-    AbsoluteFormNotFound,
-    /// Orphaned runs are never expired: a run whose server died stays
-    /// `running` forever (SPEC 5, `[[plan.orphaned.not-running-forever]]`).
-    NoOrphanExpiry,
-    /// A reader that finds a `running` run it does not execute renews its
-    /// lease in the owner's name instead of expiring it: a renewal by a
-    /// non-owner, so an orphan read now and then never runs out
-    /// (`[[lease.renew.owner-only]]`).
-    ReaderRenewsLease,
-    /// A reader expires a `running` run it does not execute without
-    /// comparing its lease: a live replica's run is interrupted by the
-    /// first read from another replica (`[[lease.expire.compare]]`).
-    ExpiryWithoutLeaseCompare,
-    /// The owner takes the lease once and never renews it: a run longer
-    /// than the lease is interrupted by a reader while its owner lives
-    /// (`[[lease.length]]`).
-    NeverRenews,
-    /// The lease is taken only at the first renewal, a third of the lease
-    /// after the commit, not before it: a run is `running` without a
-    /// lease, and a reader in that window interrupts it
-    /// (`[[lease.taken-before-commit]]`).
-    LeaseAfterCommit,
-    /// A keyed entry whose holder is `interrupted` runs its input again,
-    /// keyless, instead of replaying the holder
-    /// (`[[plan.orphaned.retry-replays]]`).
-    OrphanRetryReexecutes,
-    /// A keyless entry decides on the current run as read, without expiring
-    /// an orphan first: it is refused `state_already_running` by a run
-    /// whose server died (`[[plan.orphaned.retry-replays]]`).
-    KeylessRefusedByOrphan,
-    /// `/health` declares `durable: true` whatever the store (over the
-    /// memory store, a restart loses every key; `[[agent.durable]]`).
-    ClaimsDurable,
-    /// The stream of a run another replica executes is built from one read
-    /// of the store: it ends at once with the status read, `running`
-    /// included, instead of following the run to its end
-    /// (`[[agent.chat.reconnect]]` through a second replica).
-    StoreStreamDoesNotWait,
-    /// Keys are kept to their first 64 characters, as a `VARCHAR(64)`
-    /// column keeps them: two keys that differ only past the 64th are one
-    /// key (`[[key.compare.byte-exact]]`).
-    KeyTruncatedAt64,
-    /// The server percent-decodes the request path once more after its
-    /// router did: `/sessions/ab%2578` names the session `abx` instead
-    /// of the id `ab%78`, which is outside the limits and refused
-    /// (`[[agent.path.percent-decoded-once]]`).
-    PathIdsDecodedTwice,
-    /// Keys are read after a Unicode compatibility fold (NFKC's, on the
-    /// fullwidth forms U+FF01-U+FF5E): the fullwidth `ｋ１` is taken for
-    /// the key `k1` instead of being refused (`[[key.parse.charset]]`).
-    KeysFullwidthFolded,
-    /// The snapshot lists the session's last 256 runs and inputs, as a
-    /// query with `LIMIT 256` does: right for every session of fewer runs
-    /// (`[[agent.route.snapshot]]`).
-    SnapshotCapped,
-}
-
-impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 44] = [
-        ExecutorDefect::PolicyBeforeKey,
-        ExecutorDefect::NoReplanAfterKeyTaken,
-        ExecutorDefect::IgnoreDigest,
-        ExecutorDefect::AttachStreamsFromNow,
-        ExecutorDefect::DedupesWhileIgnoringKeys,
-        ExecutorDefect::InterruptsKeylessChat,
-        ExecutorDefect::RetryRerunsFirstInput,
-        ExecutorDefect::KeyedSkipsPolicy,
-        ExecutorDefect::FinishedHolderReplays,
-        ExecutorDefect::ResumeWhileRunning,
-        ExecutorDefect::EchoMalformedKey,
-        ExecutorDefect::NoBodyLimit,
-        ExecutorDefect::HealthWithoutKeyFlag,
-        ExecutorDefect::UnknownRunIsUnknownSession,
-        ExecutorDefect::NoCasRedecide,
-        ExecutorDefect::WaitWhileLive,
-        ExecutorDefect::RunLookupIgnoresSession,
-        ExecutorDefect::ToolSendKeyed,
-        ExecutorDefect::StaleCurrentAfterDelete,
-        ExecutorDefect::ReconnectIsASend,
-        ExecutorDefect::ReconnectRefusesMalformedKey,
-        ExecutorDefect::LostRunStreamsFromHead,
-        ExecutorDefect::BusyAtOnce,
-        ExecutorDefect::KeylessWaits,
-        ExecutorDefect::ErrorMessageNotString,
-        ExecutorDefect::EventAfterFinish,
-        ExecutorDefect::EchoKeyHeader,
-        ExecutorDefect::KeyHeaderCaseSensitive,
-        ExecutorDefect::KeyKeepsBlanks,
-        ExecutorDefect::FirstKeyHeaderWins,
-        ExecutorDefect::AbsoluteFormNotFound,
-        ExecutorDefect::NoOrphanExpiry,
-        ExecutorDefect::ReaderRenewsLease,
-        ExecutorDefect::ExpiryWithoutLeaseCompare,
-        ExecutorDefect::NeverRenews,
-        ExecutorDefect::LeaseAfterCommit,
-        ExecutorDefect::OrphanRetryReexecutes,
-        ExecutorDefect::KeylessRefusedByOrphan,
-        ExecutorDefect::ClaimsDurable,
-        ExecutorDefect::StoreStreamDoesNotWait,
-        ExecutorDefect::KeyTruncatedAt64,
-        ExecutorDefect::PathIdsDecodedTwice,
-        ExecutorDefect::KeysFullwidthFolded,
-        ExecutorDefect::SnapshotCapped,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ExecutorDefect::PolicyBeforeKey => "policy-before-key",
-            ExecutorDefect::NoReplanAfterKeyTaken => "no-replan-after-key-taken",
-            ExecutorDefect::IgnoreDigest => "ignore-digest",
-            ExecutorDefect::AttachStreamsFromNow => "attach-streams-from-now",
-            ExecutorDefect::DedupesWhileIgnoringKeys => "dedupes-while-ignoring-keys",
-            ExecutorDefect::InterruptsKeylessChat => "interrupts-keyless-chat",
-            ExecutorDefect::RetryRerunsFirstInput => "retry-reruns-first-input",
-            ExecutorDefect::KeyedSkipsPolicy => "keyed-skips-policy",
-            ExecutorDefect::FinishedHolderReplays => "finished-holder-replays",
-            ExecutorDefect::ResumeWhileRunning => "resume-while-running",
-            ExecutorDefect::EchoMalformedKey => "echo-malformed-key",
-            ExecutorDefect::NoBodyLimit => "no-body-limit",
-            ExecutorDefect::HealthWithoutKeyFlag => "health-without-key-flag",
-            ExecutorDefect::UnknownRunIsUnknownSession => "unknown-run-is-unknown-session",
-            ExecutorDefect::NoCasRedecide => "no-cas-redecide",
-            ExecutorDefect::WaitWhileLive => "wait-while-live",
-            ExecutorDefect::RunLookupIgnoresSession => "run-lookup-ignores-session",
-            ExecutorDefect::ToolSendKeyed => "tool-send-keyed",
-            ExecutorDefect::StaleCurrentAfterDelete => "stale-current-after-delete",
-            ExecutorDefect::ReconnectIsASend => "reconnect-is-a-send",
-            ExecutorDefect::ReconnectRefusesMalformedKey => "reconnect-refuses-malformed-key",
-            ExecutorDefect::LostRunStreamsFromHead => "lost-run-streams-from-head",
-            ExecutorDefect::BusyAtOnce => "busy-at-once",
-            ExecutorDefect::KeylessWaits => "keyless-waits",
-            ExecutorDefect::ErrorMessageNotString => "error-message-not-string",
-            ExecutorDefect::EventAfterFinish => "event-after-finish",
-            ExecutorDefect::EchoKeyHeader => "echo-key-header",
-            ExecutorDefect::KeyHeaderCaseSensitive => "key-header-case-sensitive",
-            ExecutorDefect::KeyKeepsBlanks => "key-keeps-blanks",
-            ExecutorDefect::FirstKeyHeaderWins => "first-key-header-wins",
-            ExecutorDefect::AbsoluteFormNotFound => "absolute-form-not-found",
-            ExecutorDefect::NoOrphanExpiry => "no-orphan-expiry",
-            ExecutorDefect::ReaderRenewsLease => "reader-renews-lease",
-            ExecutorDefect::ExpiryWithoutLeaseCompare => "expiry-without-lease-compare",
-            ExecutorDefect::NeverRenews => "never-renews",
-            ExecutorDefect::LeaseAfterCommit => "lease-after-commit",
-            ExecutorDefect::OrphanRetryReexecutes => "orphan-retry-reexecutes",
-            ExecutorDefect::KeylessRefusedByOrphan => "keyless-refused-by-orphan",
-            ExecutorDefect::ClaimsDurable => "claims-durable",
-            ExecutorDefect::StoreStreamDoesNotWait => "store-stream-does-not-wait",
-            ExecutorDefect::KeyTruncatedAt64 => "key-truncated-at-64",
-            ExecutorDefect::PathIdsDecodedTwice => "path-ids-decoded-twice",
-            ExecutorDefect::KeysFullwidthFolded => "keys-fullwidth-folded",
-            ExecutorDefect::SnapshotCapped => "snapshot-capped",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|d| d.name() == name)
-    }
-
-    /// The configuration this defect is a broken version of: a server
-    /// that claims keys are ignored, or one on `interrupt_previous`.
-    pub fn config(self) -> ExecutorConfig {
-        let mut config = ExecutorConfig {
-            defect: Some(self),
-            // Widen the decide-to-commit window so races really happen.
-            commit_delay_ms: 2,
-            ..ExecutorConfig::default()
-        };
-        match self {
-            ExecutorDefect::DedupesWhileIgnoringKeys => config.supports_request_key = false,
-            ExecutorDefect::InterruptsKeylessChat => {
-                config.policy = ConcurrentEntry::InterruptPrevious;
-            }
-            ExecutorDefect::BusyAtOnce | ExecutorDefect::KeylessWaits => {
-                config.entry_wait_ms = Some(ENTRY_WAIT_MS);
-            }
-            ExecutorDefect::NoOrphanExpiry => config.orphans = OrphanRule::Never,
-            _ => {}
-        }
-        config
-    }
-}
-
-/// The default lease on a running run, in ms (SPEC 5, `[[lease.length]]`).
-pub const LEASE_MS: u64 = 3_000;
-
-/// Who decides that a `running` run is orphaned (SPEC 5, `[[lease.expire.any-reader]]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum OrphanRule {
-    /// A `running` run this executor is not executing is orphaned when its
-    /// lease is absent or expired (its executor died or stopped renewing):
-    /// the store's `expire_lease` makes it `interrupted`. Safe with any
-    /// number of replicas over one store.
-    #[default]
-    Lease,
-    /// Never: a `running` run of another process is left as it is (only
-    /// the tests use this, to see the lease rule matter).
-    Never,
-}
-
-/// How an executor behaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExecutorConfig {
-    pub policy: ConcurrentEntry,
-    /// `false` is the `--no-request-keys` mode: keys are ignored (with one
-    /// `request_key.ignored` warning per executor), never half-honoured.
-    pub supports_request_key: bool,
-    pub defect: Option<ExecutorDefect>,
-    /// A pause between an entry's decision and its commit, in ms. A real
-    /// store has latency there; a test widens the window with it so that
-    /// concurrent duplicates really race (0: only a task yield).
-    pub commit_delay_ms: u64,
-    /// How orphaned runs are recognised.
-    pub orphans: OrphanRule,
-    /// The lease on a running run, in ms; renewed every third of it.
-    pub lease_ms: u64,
-    /// `Some(ms)`: entries are admitted one at a time per session (SPEC 7,
-    /// `entryWaitMs`); a keyed entry waits up to `ms` for another entry's
-    /// admission, a keyless one is answered busy at once. `None` (the
-    /// default): no admission claim; the store's CAS and key rule arbitrate
-    /// concurrent entries, and `/health` declares no `entryWaitMs`.
-    pub entry_wait_ms: Option<u64>,
-}
-
-impl Default for ExecutorConfig {
-    fn default() -> Self {
-        Self {
-            policy: ConcurrentEntry::Reject,
-            supports_request_key: true,
-            defect: None,
-            commit_delay_ms: 0,
-            orphans: OrphanRule::Lease,
-            lease_ms: LEASE_MS,
-            entry_wait_ms: None,
-        }
-    }
-}
-
-/// The admission wait of the reference's `entry-wait` configuration, in ms
-/// (what its `/health` declares as `entryWaitMs`).
-pub const ENTRY_WAIT_MS: u64 = 2_000;
-
-/// The four entries of SPEC 7.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EntryKind {
-    Start,
-    Resume,
-    Retry,
-    /// A chat send; its input is `{"text": <last message content>}`.
-    Chat,
-}
-
-/// One entry as the HTTP layer (or any caller) hands it over.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EntryRequest {
-    pub session_id: String,
-    pub kind: EntryKind,
-    /// The entry's input (ignored on retry, which re-runs the last input).
-    pub input: Value,
-    /// Already parsed: a malformed key never gets this far.
-    pub request_key: Option<RequestKey>,
-}
-
-/// How an entry ended when it was not refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EntryOutcome {
-    /// A new run started (HTTP 201 `started`).
-    Started(RunMetadata),
-    /// The key's holder answers (HTTP 200 `attached`): attach or replay.
-    Attached(RunMetadata),
-}
-
-impl EntryOutcome {
-    pub fn run(&self) -> &RunMetadata {
-        match self {
-            EntryOutcome::Started(r) | EntryOutcome::Attached(r) => r,
-        }
-    }
-
-    pub fn attached(&self) -> bool {
-        matches!(self, EntryOutcome::Attached(_))
-    }
-}
-
-/// Why an entry was refused. Nothing was written.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum EntryError {
-    #[error("the session already has runs")]
-    SessionExists,
-    #[error("the session does not exist")]
-    SessionNotFound,
-    #[error("the session's current run is still running")]
-    AlreadyRunning,
-    #[error("the request key is held by a run with a different input")]
-    KeyConflict { run_id: String },
-    #[error("the request key's run has finished and a later run exists")]
-    AlreadyCompleted { run_id: String },
-    #[error("the session changed too often under this entry; retry")]
-    Contended,
-    #[error("store: {0}")]
-    Store(StoreError),
-}
-
-impl EntryError {
-    /// The wire code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            EntryError::SessionExists => "state_session_exists",
-            EntryError::SessionNotFound => "state_session_not_found",
-            EntryError::AlreadyRunning => "state_already_running",
-            EntryError::KeyConflict { .. } => STATE_REQUEST_KEY_CONFLICT,
-            EntryError::AlreadyCompleted { .. } => STATE_REQUEST_ALREADY_COMPLETED,
-            EntryError::Contended => "state_contended",
-            EntryError::Store(StoreError::InvalidArgument(_)) => "validation_error",
-            EntryError::Store(_) => "store_unavailable",
-        }
-    }
-
-    /// The HTTP status. Never 500: a store failure is 503.
-    pub fn http_status(&self) -> u16 {
-        match self {
-            EntryError::SessionNotFound => 404,
-            EntryError::SessionExists
-            | EntryError::AlreadyRunning
-            | EntryError::KeyConflict { .. }
-            | EntryError::AlreadyCompleted { .. } => 409,
-            EntryError::Store(StoreError::InvalidArgument(_)) => 400,
-            EntryError::Contended | EntryError::Store(_) => 503,
-        }
-    }
-
-    /// The run the two keyed 409s name (and only they).
-    pub fn run_id(&self) -> Option<&str> {
-        match self {
-            EntryError::KeyConflict { run_id } | EntryError::AlreadyCompleted { run_id } => {
-                Some(run_id)
-            }
-            _ => None,
-        }
-    }
-}
-
-impl From<StoreError> for EntryError {
-    fn from(e: StoreError) -> Self {
-        EntryError::Store(e)
-    }
-}
-
 /// What the policy decided for a `New` entry.
 #[derive(Debug)]
-struct Prepared {
-    expected_current_run_id: Option<String>,
+pub(super) struct Prepared {
+    pub(super) expected_current_run_id: Option<String>,
     /// The previous run's transition, applied after a successful commit.
-    previous: Option<(String, RunStatus)>,
+    pub(super) previous: Option<(String, RunStatus)>,
 }
 
 #[derive(Debug)]
-struct TrackedRun {
-    log: Arc<RunLog>,
-    stop: watch::Sender<bool>,
+pub(super) struct TrackedRun {
+    pub(super) log: Arc<RunLog>,
+    pub(super) stop: watch::Sender<bool>,
     /// The bytes of its log's text, counted in [`Registry::log_bytes`].
-    log_bytes: usize,
+    pub(super) log_bytes: usize,
 }
 
 #[derive(Debug, Default)]
-struct Registry {
+pub(super) struct Registry {
     /// session id -> run id -> run.
-    sessions: HashMap<String, HashMap<String, TrackedRun>>,
-    tracked: usize,
+    pub(super) sessions: HashMap<String, HashMap<String, TrackedRun>>,
+    pub(super) tracked: usize,
     /// The sum of the tracked runs' `log_bytes`.
-    log_bytes: usize,
+    pub(super) log_bytes: usize,
     /// `(session, run)` in the order they were tracked, for eviction a few
     /// at a time; entries already untracked are skipped when met.
-    order: VecDeque<(String, String)>,
+    pub(super) order: VecDeque<(String, String)>,
 }
 
 /// The reference executor: entries, the test agent's runs, streams, waits.
 #[derive(Debug)]
 pub struct Executor {
-    store: Arc<dyn SessionStateStore>,
-    config: ExecutorConfig,
-    registry: Mutex<Registry>,
-    warned_ignored_key: AtomicBool,
-    ignored_key_warnings: AtomicU64,
-    run_counter: AtomicU64,
-    run_id_prefix: String,
-    shutdown: watch::Sender<bool>,
+    pub(super) store: Arc<dyn SessionStateStore>,
+    pub(super) config: ExecutorConfig,
+    pub(super) registry: Mutex<Registry>,
+    pub(super) warned_ignored_key: AtomicBool,
+    pub(super) ignored_key_warnings: AtomicU64,
+    pub(super) run_counter: AtomicU64,
+    pub(super) run_id_prefix: String,
+    pub(super) shutdown: watch::Sender<bool>,
     /// Per session, the claim an entry holds while it is being admitted
     /// (only with `entry_wait_ms`). An entry leaves the map when nobody
     /// holds or waits for its claim, so it holds at most one per session
     /// with an entry in flight.
-    admissions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    pub(super) admissions: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Polls waiting right now (at most [`MAX_WAITING_POLLS`]).
-    waiting_polls: Arc<tokio::sync::Semaphore>,
+    pub(super) waiting_polls: Arc<tokio::sync::Semaphore>,
 }
 
 /// An entry's admission claim on its session; released (and the session's
 /// entry dropped once unused) when the entry has been decided.
-struct Admission<'a> {
-    executor: &'a Executor,
-    session: String,
-    claim: Option<tokio::sync::OwnedMutexGuard<()>>,
+pub(super) struct Admission<'a> {
+    pub(super) executor: &'a Executor,
+    pub(super) session: String,
+    pub(super) claim: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl Drop for Admission<'_> {
@@ -657,7 +205,9 @@ impl Executor {
         self.config.lease_ms
     }
 
-    fn admissions_map(&self) -> MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<()>>>> {
+    pub(super) fn admissions_map(
+        &self,
+    ) -> MutexGuard<'_, HashMap<String, Arc<tokio::sync::Mutex<()>>>> {
         // Single inserts/removes; poison is benign.
         self.admissions.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -667,7 +217,7 @@ impl Executor {
     /// admission up to `entryWaitMs`, a keyless one does not wait. Either
     /// is answered busy when the claim stays held: the refusal it would get
     /// once the admitted run runs. Without `entry_wait_ms`, no claim.
-    async fn admit(
+    pub(super) async fn admit(
         &self,
         session: &str,
         kind: EntryKind,
@@ -725,13 +275,13 @@ impl Executor {
         self.config.defect == Some(d)
     }
 
-    fn registry(&self) -> MutexGuard<'_, Registry> {
+    pub(super) fn registry(&self) -> MutexGuard<'_, Registry> {
         // Registry updates are single inserts/removes; poison is benign.
         self.registry.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The key this executor honours: all of them, or none (warning once).
-    fn effective_key(&self, key: Option<RequestKey>) -> Option<RequestKey> {
+    pub(super) fn effective_key(&self, key: Option<RequestKey>) -> Option<RequestKey> {
         if self.has_defect(ExecutorDefect::KeyTruncatedAt64) {
             // The bug: a column as wide as common keys, not as the spec's.
             return key.map(|k| match k.as_str().get(..64) {
@@ -761,7 +311,7 @@ impl Executor {
         self.ignored_key_warnings.load(Ordering::Relaxed)
     }
 
-    fn request_digest(kind: EntryKind, input: &Value) -> String {
+    pub(super) fn request_digest(kind: EntryKind, input: &Value) -> String {
         match kind {
             EntryKind::Start | EntryKind::Chat => execute_request_digest(input),
             EntryKind::Resume => resume_request_digest(input),
@@ -973,7 +523,7 @@ impl Executor {
     /// executor started it (its run ids carry the instance prefix): a run
     /// committed while a concurrent delete dropped its pending log has no
     /// log for a moment, and must not be taken for an orphan meanwhile.
-    fn executing(&self, session: &str, run_id: &str) -> bool {
+    pub(super) fn executing(&self, session: &str, run_id: &str) -> bool {
         let started_here = run_id
             .strip_prefix(self.run_id_prefix.as_str())
             .is_some_and(|rest| rest.starts_with('-'));
@@ -1026,11 +576,11 @@ impl Executor {
     }
 
     /// When a lease taken or renewed now expires.
-    fn lease_deadline(&self) -> u64 {
+    pub(super) fn lease_deadline(&self) -> u64 {
         now_ms().saturating_add(self.config.lease_ms)
     }
 
-    async fn reclaim_opt(
+    pub(super) async fn reclaim_opt(
         &self,
         run: Option<RunMetadata>,
     ) -> Result<Option<RunMetadata>, StoreError> {
@@ -1050,7 +600,7 @@ impl Executor {
     }
 
     /// Plans against a holder and answers: attach / replay, or a 409.
-    async fn answer_holder(
+    pub(super) async fn answer_holder(
         &self,
         session: &str,
         holder: &RunMetadata,
@@ -1096,7 +646,7 @@ impl Executor {
     /// under either policy (a retried keyless send must not kill its own
     /// original run). Resume and retry are native entries and follow the
     /// policy keyed or not (SPEC 7, `agent.interrupt-previous.entry-interrupts`).
-    fn policy(
+    pub(super) fn policy(
         &self,
         kind: EntryKind,
         keyed: bool,
@@ -1146,297 +696,25 @@ impl Executor {
 
     /// Ends the run a new run replaced. A refusal means it ended by itself
     /// meanwhile, which is fine.
-    async fn end_previous(&self, session: &str, run_id: &str, status: RunStatus) {
+    pub(super) async fn end_previous(&self, session: &str, run_id: &str, status: RunStatus) {
         let _ = self.store.set_run_status(session, run_id, status).await;
         if status == RunStatus::Interrupted {
             self.signal_stop(session, Some(run_id));
         }
     }
 
-    fn next_run_id(&self) -> String {
+    pub(super) fn next_run_id(&self) -> String {
         let n = self.run_counter.fetch_add(1, Ordering::Relaxed);
         format!("{}-{n}", self.run_id_prefix)
     }
+}
 
-    fn track(&self, session: &str, run_id: &str) -> (Arc<RunLog>, watch::Receiver<bool>) {
-        let log = Arc::new(RunLog::new());
-        let (stop, stop_rx) = watch::channel(false);
-        let mut reg = self.registry();
-        evict_some(&mut reg);
-        reg.order.push_back((session.to_owned(), run_id.to_owned()));
-        reg.sessions.entry(session.to_owned()).or_default().insert(
-            run_id.to_owned(),
-            TrackedRun {
-                log: log.clone(),
-                stop,
-                log_bytes: 0,
-            },
-        );
-        reg.tracked += 1;
-        (log, stop_rx)
-    }
-
-    /// A delete that ran between `track` and the commit stopped and dropped
-    /// the pending log, but the commit landed after it (in the session's new
-    /// life): give the run a fresh log so it runs and reports normally.
-    fn still_tracked(
-        &self,
-        session: &str,
-        run_id: &str,
-        log: Arc<RunLog>,
-        stop_rx: watch::Receiver<bool>,
-    ) -> (Arc<RunLog>, watch::Receiver<bool>) {
-        let tracked = self
-            .registry()
-            .sessions
-            .get(session)
-            .and_then(|runs| runs.get(run_id))
-            .is_some_and(|r| Arc::ptr_eq(&r.log, &log));
-        if tracked {
-            (log, stop_rx)
-        } else {
-            self.track(session, run_id)
-        }
-    }
-
-    fn untrack(&self, session: &str, run_id: &str) {
-        let mut reg = self.registry();
-        let Some(runs) = reg.sessions.get_mut(session) else {
-            return;
-        };
-        let removed = runs.remove(run_id);
-        if runs.is_empty() {
-            reg.sessions.remove(session);
-        }
-        if let Some(run) = removed {
-            reg.tracked = reg.tracked.saturating_sub(1);
-            reg.log_bytes = reg.log_bytes.saturating_sub(run.log_bytes);
-        }
-    }
-
-    /// The session a tracked run belongs to. Only
-    /// [`ExecutorDefect::RunLookupIgnoresSession`] asks: a correct server
-    /// never resolves a run outside the session it was named in.
-    fn session_of_tracked_run(&self, run_id: &str) -> Option<String> {
-        self.registry()
-            .sessions
-            .iter()
-            .find(|(_, runs)| runs.contains_key(run_id))
-            .map(|(s, _)| s.clone())
-    }
-
-    fn log_of(&self, session: &str, run_id: &str) -> Option<Arc<RunLog>> {
-        self.registry()
-            .sessions
-            .get(session)
-            .and_then(|runs| runs.get(run_id))
-            .map(|r| r.log.clone())
-    }
-
-    /// Signals the stop of one run, or of every run of the session.
-    fn signal_stop(&self, session: &str, run_id: Option<&str>) {
-        let reg = self.registry();
-        if let Some(runs) = reg.sessions.get(session) {
-            for (id, run) in runs {
-                if run_id.is_none_or(|want| want == id) {
-                    run.stop.send_replace(true);
-                }
-            }
-        }
-    }
-
-    /// Runs the test agent for one committed run, as a task.
-    fn spawn_run(
-        &self,
-        session: &str,
-        run_id: &str,
-        text: String,
-        log: Arc<RunLog>,
-        mut stop: watch::Receiver<bool>,
-    ) {
-        {
-            let mut reg = self.registry();
-            let counted = reg
-                .sessions
-                .get_mut(session)
-                .and_then(|runs| runs.get_mut(run_id))
-                .filter(|r| Arc::ptr_eq(&r.log, &log))
-                .map(|r| {
-                    r.log_bytes = text.len();
-                    text.len()
-                });
-            reg.log_bytes = reg.log_bytes.saturating_add(counted.unwrap_or(0));
-        }
-        let store = self.store.clone();
-        let session = session.to_owned();
-        let run_id = run_id.to_owned();
-        let owner = self.run_id_prefix.clone();
-        let lease_ms = self.config.lease_ms.max(3);
-        let renews = !self.has_defect(ExecutorDefect::NeverRenews);
-        tokio::spawn(async move {
-            let script = parse_script(&text);
-            log.push_text(format!("echo: {text}"));
-            let sleep = tokio::time::sleep(Duration::from_millis(script.sleep_ms));
-            // Renewed every third of the lease while the run executes
-            // ([[lease.renew.owner-only]]); a refused or failed renewal is not
-            // fatal here: if the lease is lost the run was interrupted, and
-            // its finish below reports what the store holds.
-            let renew = async {
-                let mut tick = tokio::time::interval(Duration::from_millis(lease_ms / 3));
-                tick.tick().await;
-                if !renews {
-                    std::future::pending::<()>().await;
-                }
-                loop {
-                    tick.tick().await;
-                    let _ = store
-                        .renew_lease(&session, &run_id, &owner, now_ms().saturating_add(lease_ms))
-                        .await;
-                }
-            };
-            let stopped = tokio::select! {
-                () = sleep => false,
-                r = stop.wait_for(|s| *s) => r.is_ok(),
-                () = renew => false,
-            };
-            if stopped {
-                // Whoever stopped us wrote the status (or deleted the session).
-                log.finish(RunStatus::Interrupted);
-                return;
-            }
-            let status = match store.set_run_status(&session, &run_id, script.end).await {
-                Ok(run) => run.status,
-                // Interrupted or deleted meanwhile: report what the store holds.
-                Err(_) => match store.get_run(&session, &run_id).await {
-                    Ok(Some(run)) if run.status.is_finished() => run.status,
-                    _ => RunStatus::Interrupted,
-                },
-            };
-            log.finish(status);
-        });
-    }
-
-    /// Deletes a session: keys freed at once (the store), live runs stopped.
-    pub async fn delete_session(&self, session: &str) -> Result<bool, StoreError> {
-        let deleted = self.store.delete_session(session).await?;
-        self.signal_stop(session, None);
-        let removed = self.registry().sessions.remove(session);
-        if let Some(runs) = removed {
-            for run in runs.values() {
-                // A suspended run's log already finished; a running one's task
-                // finishes it on the stop signal. Finish here too, in case the
-                // task has not been scheduled yet.
-                if !run.log.is_finished() {
-                    run.log.finish(RunStatus::Interrupted);
-                }
-            }
-            let mut reg = self.registry();
-            reg.tracked = reg.tracked.saturating_sub(runs.len());
-            let bytes: usize = runs.values().map(|r| r.log_bytes).sum();
-            reg.log_bytes = reg.log_bytes.saturating_sub(bytes);
-        }
-        Ok(deleted)
-    }
-
-    /// Reads a run, waiting up to `wait_ms` while it is `running`.
-    pub async fn wait_run(
-        &self,
-        session: &str,
-        run_id: &str,
-        wait_ms: u64,
-    ) -> Result<Option<RunMetadata>, StoreError> {
-        let owner;
-        let session = match self.has_defect(ExecutorDefect::RunLookupIgnoresSession) {
-            true => {
-                owner = self.session_of_tracked_run(run_id);
-                owner.as_deref().unwrap_or(session)
-            }
-            false => session,
-        };
-        // Over MAX_WAITING_POLLS waiting at once, answer as it is now.
-        let _slot;
-        let wait_ms = match self.waiting_polls.clone().try_acquire_owned() {
-            Ok(slot) if wait_ms > 0 => {
-                _slot = slot;
-                wait_ms
-            }
-            _ => 0,
-        };
-        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms);
-        let mut changes = self.log_of(session, run_id).map(|l| l.subscribe());
-        let shutdown = self.shutdown.subscribe();
-        // Bounded: every round waits at least until the next poll tick or
-        // the deadline, and the deadline is finite. A shutdown answers at
-        // once, so a graceful shutdown never waits out a long `waitMs`.
-        loop {
-            let run = self.store.get_run(session, run_id).await?;
-            let Some(run) = self.reclaim_opt(run).await? else {
-                return Ok(None);
-            };
-            let now = tokio::time::Instant::now();
-            let waiting = if self.has_defect(ExecutorDefect::WaitWhileLive) {
-                run.status.is_live()
-            } else {
-                run.status == RunStatus::Running
-            };
-            if !waiting || now >= deadline || *shutdown.borrow() {
-                return Ok(Some(run));
-            }
-            let tick = (now + Duration::from_millis(STORE_POLL_MS)).min(deadline);
-            match changes.as_mut() {
-                Some(rx) => {
-                    let _ = tokio::time::timeout_at(tick, rx.changed()).await;
-                }
-                None => tokio::time::sleep_until(tick).await,
-            }
-        }
-    }
-
-    /// The events of one run for a chat stream: from its start (or, with
-    /// [`ExecutorDefect::AttachStreamsFromNow`] on an attach, from now),
-    /// then live, ending after `finish` or at shutdown. The channel is
-    /// bounded; the feeding task ends when the receiver is dropped.
-    pub fn follow_run(&self, run: &RunMetadata, attached: bool) -> mpsc::Receiver<RunEvent> {
-        let (tx, rx) = mpsc::channel(8);
-        let log = self.log_of(&run.session_id, &run.run_id);
-        let mut shutdown = self.shutdown.subscribe();
-        let from_now = attached && self.has_defect(ExecutorDefect::AttachStreamsFromNow);
-        let store = self.store.clone();
-        let run = run.clone();
-        // Without a log (and not started here) nobody here executes it.
-        let reclaim = self.config.orphans == OrphanRule::Lease
-            && !self.executing(&run.session_id, &run.run_id);
-        let store_waits = !self.has_defect(ExecutorDefect::StoreStreamDoesNotWait);
-        tokio::spawn(async move {
-            let fed = async {
-                match log {
-                    Some(log) => follow_log(&log, from_now, &tx).await,
-                    None => {
-                        if reclaim && run.status == RunStatus::Running {
-                            let _ = reclaim_orphan(store.as_ref(), run.clone()).await;
-                        }
-                        follow_store(store.as_ref(), &run, store_waits, &tx).await;
-                    }
-                }
-            };
-            tokio::select! {
-                () = fed => {}
-                _ = shutdown.wait_for(|s| *s) => {}
-            }
-        });
-        rx
-    }
-
-    /// Ends every open stream and wait (graceful shutdown).
-    pub fn shutdown(&self) {
-        self.shutdown.send_replace(true);
-    }
-
-    /// A future that resolves once [`Executor::shutdown`] was called.
-    pub async fn until_shutdown(&self) {
-        let mut rx = self.shutdown.subscribe();
-        let _ = rx.wait_for(|s| *s).await;
-    }
+/// Milliseconds since the Unix epoch: the clock leases are written in
+/// (replicas must share it within a small fraction of the lease).
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Expires the lease of a `running` run this executor is not executing,
@@ -1447,7 +725,7 @@ impl Executor {
 /// `running` whose lease is absent or expired becomes `interrupted`; a run
 /// whose replica is renewing is answered `running`. Deleted meanwhile: the
 /// run as read.
-async fn reclaim_orphan(
+pub(super) async fn reclaim_orphan(
     store: &dyn SessionStateStore,
     run: RunMetadata,
 ) -> Result<RunMetadata, StoreError> {
@@ -1469,116 +747,11 @@ async fn reclaim_orphan(
     }
 }
 
-/// Milliseconds since the Unix epoch: the clock leases are written in
-/// (replicas must share it within a small fraction of the lease).
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The most queue entries one `track` looks at for eviction.
-const EVICT_PER_TRACK: usize = 4;
-
-/// Over [`MAX_TRACKED_RUNS`], forgets the oldest finished runs, a few per
-/// newly tracked run (amortized O(1); evicting all finished runs at once
-/// held the registry's lock for hundreds of ms at 100k runs and stalled
-/// every request behind it). Live runs go to the back of the queue;
-/// entries of runs already untracked are dropped, which also keeps the
-/// queue itself bounded.
-fn evict_some(reg: &mut Registry) {
-    for _ in 0..EVICT_PER_TRACK {
-        let over = reg.tracked >= MAX_TRACKED_RUNS || reg.log_bytes > MAX_TRACKED_LOG_BYTES;
-        if !over && reg.order.len() <= 2 * MAX_TRACKED_RUNS {
-            return;
-        }
-        let Some((session, run_id)) = reg.order.pop_front() else {
-            return;
-        };
-        let Some(runs) = reg.sessions.get_mut(&session) else {
-            continue;
-        };
-        match runs.get(&run_id) {
-            None => {}
-            Some(run) if over && run.log.is_finished() => {
-                let bytes = run.log_bytes;
-                runs.remove(&run_id);
-                if runs.is_empty() {
-                    reg.sessions.remove(&session);
-                }
-                reg.tracked = reg.tracked.saturating_sub(1);
-                reg.log_bytes = reg.log_bytes.saturating_sub(bytes);
-            }
-            Some(_) => reg.order.push_back((session, run_id)),
-        }
-    }
-}
-
-async fn follow_log(log: &RunLog, from_now: bool, tx: &mpsc::Sender<RunEvent>) {
-    let mut changes = log.subscribe();
-    let mut next = if from_now { log.len() } else { 0 };
-    // Bounded: a log holds at most MAX_EVENTS_PER_RUN events and ends with
-    // `finish`; every round consumes at least one change.
-    loop {
-        let (events, finished) = log.events_from(next);
-        next += events.len();
-        for event in events {
-            if tx.send(event).await.is_err() {
-                return;
-            }
-        }
-        if finished {
-            return;
-        }
-        if changes.changed().await.is_err() {
-            return;
-        }
-    }
-}
-
-/// A stream for a run this executor has no log of (another process
-/// started it, or its log was evicted): rebuilt from the store.
-async fn follow_store(
-    store: &dyn SessionStateStore,
-    run: &RunMetadata,
-    waits: bool,
-    tx: &mpsc::Sender<RunEvent>,
-) {
-    let input = store
-        .list_inputs(&run.session_id)
-        .await
-        .ok()
-        .and_then(|inputs| inputs.into_iter().find(|e| e.run_id == run.run_id))
-        .map(|e| e.input)
-        .unwrap_or(Value::Null);
-    if tx
-        .send(RunEvent::Text(format!("echo: {}", input_text(&input))))
-        .await
-        .is_err()
-    {
-        return;
-    }
-    let max_rounds = (MAX_SLEEP_MS / STORE_POLL_MS) + 200;
-    let mut status = RunStatus::Interrupted;
-    for _ in 0..max_rounds {
-        match store.get_run(&run.session_id, &run.run_id).await {
-            Ok(Some(r)) if waits && r.status == RunStatus::Running => {
-                tokio::time::sleep(Duration::from_millis(STORE_POLL_MS)).await;
-            }
-            Ok(Some(r)) => {
-                status = r.status;
-                break;
-            }
-            _ => break,
-        }
-    }
-    let _ = tx.send(RunEvent::Finish(status)).await;
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use super::super::test_agent::RunEvent;
     use crate::store::MemoryStore;
     use reqkey_model::parse_request_key;
     use reqkey_model::{CommitResult, InputEntry};

@@ -9,7 +9,10 @@
 //! - [`server`]: `reqkey-agent/1` over axum; the only module here that knows
 //!   HTTP.
 
+pub mod config;
+pub mod entry;
 pub mod executor;
+pub mod runs;
 pub mod server;
 pub mod test_agent;
 

@@ -1,0 +1,350 @@
+//! How an executor behaves: its policy, key support, leases, admission,
+//! and the deliberately broken variants (`ExecutorDefect`) that prove the
+//! agent corpus has teeth.
+
+/// What the executor does when a new entry meets a `running` current run:
+/// the spec's word for it (`concurrentEntry`), shared with the harness.
+pub use reqkey_model::vocab::ConcurrentEntry;
+
+/// A deliberate bug, for testing the tests. Never a default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ExecutorDefect {
+    /// The concurrency policy runs before the key lookup, so a keyed retry
+    /// of a start or a resume meets `state_session_exists` /
+    /// `state_already_running` instead of attaching.
+    PolicyBeforeKey,
+    /// After `request_key_taken` the entry decides again without the key,
+    /// so a duplicate that lost the race is refused instead of attaching.
+    NoReplanAfterKeyTaken,
+    /// The holder is planned against its own digest: a different input
+    /// under a taken key attaches instead of answering the conflict.
+    IgnoreDigest,
+    /// An attached chat stream starts at the holder's *current* position,
+    /// not at its start, so a retried send misses events it should replay.
+    AttachStreamsFromNow,
+    /// Declares `supportsRequestKey: false` (keys ignored) but records and
+    /// dedupes keys anyway: a server claiming a profile it does not keep.
+    DedupesWhileIgnoringKeys,
+    /// Under `interrupt_previous`, a keyless chat send interrupts the
+    /// running run too, where it must be refused `state_already_running`.
+    InterruptsKeylessChat,
+    /// A retry re-runs the session's first input instead of its last.
+    RetryRerunsFirstInput,
+    /// A keyed entry that is not a duplicate skips the session-exists and
+    /// already-running refusals (as if every keyed entry were a retry).
+    KeyedSkipsPolicy,
+    /// A finished holder always replays, even behind a later run (no
+    /// `state_request_already_completed`).
+    FinishedHolderReplays,
+    /// A resume while the current run is `running` completes it and starts
+    /// (no `state_already_running`).
+    ResumeWhileRunning,
+    /// The server's 400 for a malformed key quotes the raw header value.
+    EchoMalformedKey,
+    /// The server reads bodies over 1 MiB (no 413).
+    NoBodyLimit,
+    /// The server's `/health` lacks `supportsRequestKey`.
+    HealthWithoutKeyFlag,
+    /// An unknown run of a known session is 404 `state_session_not_found`.
+    UnknownRunIsUnknownSession,
+    /// A commit refused `cas_mismatch` is not decided again: the entry
+    /// answers the retryable contention refusal instead of the policy's.
+    NoCasRedecide,
+    /// `waitMs` waits while the run is live (suspended too), not only while
+    /// it is `running`.
+    WaitWhileLive,
+    /// Runs are looked up by run id alone (run ids are unique anyway, the
+    /// bug reasons): `GET /sessions/{B}/runs/{a run of A}` answers A's run.
+    RunLookupIgnoresSession,
+    /// A chat send whose last message has role `tool` honours its key
+    /// (it must be keyless): a retried tool result attaches or conflicts.
+    ToolSendKeyed,
+    /// The policy trusts the current run read before the holder lookup even
+    /// when the session changed in between (a pause between the two reads
+    /// lets a DELETE land there): a keyed duplicate racing a DELETE is
+    /// refused `state_session_exists` by runs that are gone.
+    StaleCurrentAfterDelete,
+    /// A chat reconnect (`GET /sessions/{id}/chat`) is handled as a send of
+    /// the session's last input: it reads and plans the key and starts a
+    /// run (SPEC 7: a reconnect reads no key and starts nothing).
+    ReconnectIsASend,
+    /// A chat reconnect parses the key header and refuses a malformed one
+    /// 400 (SPEC 7: a reconnect ignores a key, valid or not).
+    ReconnectRefusesMalformedKey,
+    /// A send whose run cannot be identified (the test agent's
+    /// `[lose-run]`) streams the session's current run from the stream
+    /// head instead of answering `transport_error`.
+    LostRunStreamsFromHead,
+    /// Declares `entryWaitMs` but answers a keyed entry that meets another
+    /// admission busy at once (SPEC 7: it waits for the admission).
+    BusyAtOnce,
+    /// Declares `entryWaitMs` and makes a keyless entry that meets another
+    /// admission wait too (SPEC 7: it is answered busy at once).
+    KeylessWaits,
+    /// Every 409 refusal's `message` is an object (`{"text": ...}`), not
+    /// a string (SPEC 7 `[[agent.error.shape]]`): a bug only the universal
+    /// invariants see, as scenarios match messages with `$any`.
+    ErrorMessageNotString,
+    /// A chat send's stream goes on after its `finish` with an empty
+    /// `text` event (SPEC 7 `[[agent.chat.sse-events]]`: `finish` is last).
+    EventAfterFinish,
+    /// A correlation layer copies the request's `X-Helix-Request-Key`
+    /// into an `x-request-key` header of every successful answer, the
+    /// malformed key a chat reconnect ignores included (SPEC 2
+    /// `[[key.parse.not-echoed]]`).
+    EchoKeyHeader,
+    /// Reads the key header only in the lower-case spelling its HTTP
+    /// library sends (a raw header list compared byte for byte): a key
+    /// sent as `X-HELIX-REQUEST-KEY` is not seen (RFC 9110: names are
+    /// case-insensitive; SPEC 7 `[[agent.keys.wire-forms]]`).
+    KeyHeaderCaseSensitive,
+    /// Keeps blanks beyond the first space around the key header's value
+    /// as part of it, so `X-Helix-Request-Key:  k ` is malformed (RFC
+    /// 9110 OWS is not part of a value; `[[agent.keys.wire-forms]]`).
+    KeyKeepsBlanks,
+    /// Reads only the first of repeated key header lines (SPEC 7
+    /// `[[agent.keys.repeated-header]]`: two lines are 400).
+    FirstKeyHeaderWins,
+    /// Routes by the raw request target: an absolute-form target
+    /// (`POST http://host/sessions/...`) is 404 `not_found`
+    /// (`[[agent.keys.wire-forms]]`).
+    AbsoluteFormNotFound,
+    /// Orphaned runs are never expired: a run whose server died stays
+    /// `running` forever (SPEC 5, `[[plan.orphaned.not-running-forever]]`).
+    NoOrphanExpiry,
+    /// A reader that finds a `running` run it does not execute renews its
+    /// lease in the owner's name instead of expiring it: a renewal by a
+    /// non-owner, so an orphan read now and then never runs out
+    /// (`[[lease.renew.owner-only]]`).
+    ReaderRenewsLease,
+    /// A reader expires a `running` run it does not execute without
+    /// comparing its lease: a live replica's run is interrupted by the
+    /// first read from another replica (`[[lease.expire.compare]]`).
+    ExpiryWithoutLeaseCompare,
+    /// The owner takes the lease once and never renews it: a run longer
+    /// than the lease is interrupted by a reader while its owner lives
+    /// (`[[lease.length]]`).
+    NeverRenews,
+    /// The lease is taken only at the first renewal, a third of the lease
+    /// after the commit, not before it: a run is `running` without a
+    /// lease, and a reader in that window interrupts it
+    /// (`[[lease.taken-before-commit]]`).
+    LeaseAfterCommit,
+    /// A keyed entry whose holder is `interrupted` runs its input again,
+    /// keyless, instead of replaying the holder
+    /// (`[[plan.orphaned.retry-replays]]`).
+    OrphanRetryReexecutes,
+    /// A keyless entry decides on the current run as read, without expiring
+    /// an orphan first: it is refused `state_already_running` by a run
+    /// whose server died (`[[plan.orphaned.retry-replays]]`).
+    KeylessRefusedByOrphan,
+    /// `/health` declares `durable: true` whatever the store (over the
+    /// memory store, a restart loses every key; `[[agent.durable]]`).
+    ClaimsDurable,
+    /// The stream of a run another replica executes is built from one read
+    /// of the store: it ends at once with the status read, `running`
+    /// included, instead of following the run to its end
+    /// (`[[agent.chat.reconnect]]` through a second replica).
+    StoreStreamDoesNotWait,
+    /// Keys are kept to their first 64 characters, as a `VARCHAR(64)`
+    /// column keeps them: two keys that differ only past the 64th are one
+    /// key (`[[key.compare.byte-exact]]`).
+    KeyTruncatedAt64,
+    /// The server percent-decodes the request path once more after its
+    /// router did: `/sessions/ab%2578` names the session `abx` instead
+    /// of the id `ab%78`, which is outside the limits and refused
+    /// (`[[agent.path.percent-decoded-once]]`).
+    PathIdsDecodedTwice,
+    /// Keys are read after a Unicode compatibility fold (NFKC's, on the
+    /// fullwidth forms U+FF01-U+FF5E): the fullwidth `ｋ１` is taken for
+    /// the key `k1` instead of being refused (`[[key.parse.charset]]`).
+    KeysFullwidthFolded,
+    /// The snapshot lists the session's last 256 runs and inputs, as a
+    /// query with `LIMIT 256` does: right for every session of fewer runs
+    /// (`[[agent.route.snapshot]]`).
+    SnapshotCapped,
+}
+
+impl ExecutorDefect {
+    pub const ALL: [ExecutorDefect; 44] = [
+        ExecutorDefect::PolicyBeforeKey,
+        ExecutorDefect::NoReplanAfterKeyTaken,
+        ExecutorDefect::IgnoreDigest,
+        ExecutorDefect::AttachStreamsFromNow,
+        ExecutorDefect::DedupesWhileIgnoringKeys,
+        ExecutorDefect::InterruptsKeylessChat,
+        ExecutorDefect::RetryRerunsFirstInput,
+        ExecutorDefect::KeyedSkipsPolicy,
+        ExecutorDefect::FinishedHolderReplays,
+        ExecutorDefect::ResumeWhileRunning,
+        ExecutorDefect::EchoMalformedKey,
+        ExecutorDefect::NoBodyLimit,
+        ExecutorDefect::HealthWithoutKeyFlag,
+        ExecutorDefect::UnknownRunIsUnknownSession,
+        ExecutorDefect::NoCasRedecide,
+        ExecutorDefect::WaitWhileLive,
+        ExecutorDefect::RunLookupIgnoresSession,
+        ExecutorDefect::ToolSendKeyed,
+        ExecutorDefect::StaleCurrentAfterDelete,
+        ExecutorDefect::ReconnectIsASend,
+        ExecutorDefect::ReconnectRefusesMalformedKey,
+        ExecutorDefect::LostRunStreamsFromHead,
+        ExecutorDefect::BusyAtOnce,
+        ExecutorDefect::KeylessWaits,
+        ExecutorDefect::ErrorMessageNotString,
+        ExecutorDefect::EventAfterFinish,
+        ExecutorDefect::EchoKeyHeader,
+        ExecutorDefect::KeyHeaderCaseSensitive,
+        ExecutorDefect::KeyKeepsBlanks,
+        ExecutorDefect::FirstKeyHeaderWins,
+        ExecutorDefect::AbsoluteFormNotFound,
+        ExecutorDefect::NoOrphanExpiry,
+        ExecutorDefect::ReaderRenewsLease,
+        ExecutorDefect::ExpiryWithoutLeaseCompare,
+        ExecutorDefect::NeverRenews,
+        ExecutorDefect::LeaseAfterCommit,
+        ExecutorDefect::OrphanRetryReexecutes,
+        ExecutorDefect::KeylessRefusedByOrphan,
+        ExecutorDefect::ClaimsDurable,
+        ExecutorDefect::StoreStreamDoesNotWait,
+        ExecutorDefect::KeyTruncatedAt64,
+        ExecutorDefect::PathIdsDecodedTwice,
+        ExecutorDefect::KeysFullwidthFolded,
+        ExecutorDefect::SnapshotCapped,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ExecutorDefect::PolicyBeforeKey => "policy-before-key",
+            ExecutorDefect::NoReplanAfterKeyTaken => "no-replan-after-key-taken",
+            ExecutorDefect::IgnoreDigest => "ignore-digest",
+            ExecutorDefect::AttachStreamsFromNow => "attach-streams-from-now",
+            ExecutorDefect::DedupesWhileIgnoringKeys => "dedupes-while-ignoring-keys",
+            ExecutorDefect::InterruptsKeylessChat => "interrupts-keyless-chat",
+            ExecutorDefect::RetryRerunsFirstInput => "retry-reruns-first-input",
+            ExecutorDefect::KeyedSkipsPolicy => "keyed-skips-policy",
+            ExecutorDefect::FinishedHolderReplays => "finished-holder-replays",
+            ExecutorDefect::ResumeWhileRunning => "resume-while-running",
+            ExecutorDefect::EchoMalformedKey => "echo-malformed-key",
+            ExecutorDefect::NoBodyLimit => "no-body-limit",
+            ExecutorDefect::HealthWithoutKeyFlag => "health-without-key-flag",
+            ExecutorDefect::UnknownRunIsUnknownSession => "unknown-run-is-unknown-session",
+            ExecutorDefect::NoCasRedecide => "no-cas-redecide",
+            ExecutorDefect::WaitWhileLive => "wait-while-live",
+            ExecutorDefect::RunLookupIgnoresSession => "run-lookup-ignores-session",
+            ExecutorDefect::ToolSendKeyed => "tool-send-keyed",
+            ExecutorDefect::StaleCurrentAfterDelete => "stale-current-after-delete",
+            ExecutorDefect::ReconnectIsASend => "reconnect-is-a-send",
+            ExecutorDefect::ReconnectRefusesMalformedKey => "reconnect-refuses-malformed-key",
+            ExecutorDefect::LostRunStreamsFromHead => "lost-run-streams-from-head",
+            ExecutorDefect::BusyAtOnce => "busy-at-once",
+            ExecutorDefect::KeylessWaits => "keyless-waits",
+            ExecutorDefect::ErrorMessageNotString => "error-message-not-string",
+            ExecutorDefect::EventAfterFinish => "event-after-finish",
+            ExecutorDefect::EchoKeyHeader => "echo-key-header",
+            ExecutorDefect::KeyHeaderCaseSensitive => "key-header-case-sensitive",
+            ExecutorDefect::KeyKeepsBlanks => "key-keeps-blanks",
+            ExecutorDefect::FirstKeyHeaderWins => "first-key-header-wins",
+            ExecutorDefect::AbsoluteFormNotFound => "absolute-form-not-found",
+            ExecutorDefect::NoOrphanExpiry => "no-orphan-expiry",
+            ExecutorDefect::ReaderRenewsLease => "reader-renews-lease",
+            ExecutorDefect::ExpiryWithoutLeaseCompare => "expiry-without-lease-compare",
+            ExecutorDefect::NeverRenews => "never-renews",
+            ExecutorDefect::LeaseAfterCommit => "lease-after-commit",
+            ExecutorDefect::OrphanRetryReexecutes => "orphan-retry-reexecutes",
+            ExecutorDefect::KeylessRefusedByOrphan => "keyless-refused-by-orphan",
+            ExecutorDefect::ClaimsDurable => "claims-durable",
+            ExecutorDefect::StoreStreamDoesNotWait => "store-stream-does-not-wait",
+            ExecutorDefect::KeyTruncatedAt64 => "key-truncated-at-64",
+            ExecutorDefect::PathIdsDecodedTwice => "path-ids-decoded-twice",
+            ExecutorDefect::KeysFullwidthFolded => "keys-fullwidth-folded",
+            ExecutorDefect::SnapshotCapped => "snapshot-capped",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// The configuration this defect is a broken version of: a server
+    /// that claims keys are ignored, or one on `interrupt_previous`.
+    pub fn config(self) -> ExecutorConfig {
+        let mut config = ExecutorConfig {
+            defect: Some(self),
+            // Widen the decide-to-commit window so races really happen.
+            commit_delay_ms: 2,
+            ..ExecutorConfig::default()
+        };
+        match self {
+            ExecutorDefect::DedupesWhileIgnoringKeys => config.supports_request_key = false,
+            ExecutorDefect::InterruptsKeylessChat => {
+                config.policy = ConcurrentEntry::InterruptPrevious;
+            }
+            ExecutorDefect::BusyAtOnce | ExecutorDefect::KeylessWaits => {
+                config.entry_wait_ms = Some(ENTRY_WAIT_MS);
+            }
+            ExecutorDefect::NoOrphanExpiry => config.orphans = OrphanRule::Never,
+            _ => {}
+        }
+        config
+    }
+}
+
+/// The default lease on a running run, in ms (SPEC 5, `[[lease.length]]`).
+pub const LEASE_MS: u64 = 3_000;
+
+/// Who decides that a `running` run is orphaned (SPEC 5, `[[lease.expire.any-reader]]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OrphanRule {
+    /// A `running` run this executor is not executing is orphaned when its
+    /// lease is absent or expired (its executor died or stopped renewing):
+    /// the store's `expire_lease` makes it `interrupted`. Safe with any
+    /// number of replicas over one store.
+    #[default]
+    Lease,
+    /// Never: a `running` run of another process is left as it is (only
+    /// the tests use this, to see the lease rule matter).
+    Never,
+}
+
+/// How an executor behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecutorConfig {
+    pub policy: ConcurrentEntry,
+    /// `false` is the `--no-request-keys` mode: keys are ignored (with one
+    /// `request_key.ignored` warning per executor), never half-honoured.
+    pub supports_request_key: bool,
+    pub defect: Option<ExecutorDefect>,
+    /// A pause between an entry's decision and its commit, in ms. A real
+    /// store has latency there; a test widens the window with it so that
+    /// concurrent duplicates really race (0: only a task yield).
+    pub commit_delay_ms: u64,
+    /// How orphaned runs are recognised.
+    pub orphans: OrphanRule,
+    /// The lease on a running run, in ms; renewed every third of it.
+    pub lease_ms: u64,
+    /// `Some(ms)`: entries are admitted one at a time per session (SPEC 7,
+    /// `entryWaitMs`); a keyed entry waits up to `ms` for another entry's
+    /// admission, a keyless one is answered busy at once. `None` (the
+    /// default): no admission claim; the store's CAS and key rule arbitrate
+    /// concurrent entries, and `/health` declares no `entryWaitMs`.
+    pub entry_wait_ms: Option<u64>,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            policy: ConcurrentEntry::Reject,
+            supports_request_key: true,
+            defect: None,
+            commit_delay_ms: 0,
+            orphans: OrphanRule::Lease,
+            lease_ms: LEASE_MS,
+            entry_wait_ms: None,
+        }
+    }
+}
+
+/// The admission wait of the reference's `entry-wait` configuration, in ms
+/// (what its `/health` declares as `entryWaitMs`).
+pub const ENTRY_WAIT_MS: u64 = 2_000;
