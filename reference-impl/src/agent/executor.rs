@@ -750,8 +750,8 @@ pub(super) async fn reclaim_orphan(
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
-    use super::*;
     use super::super::test_agent::RunEvent;
+    use super::*;
     use crate::store::MemoryStore;
     use reqkey_model::parse_request_key;
     use reqkey_model::{CommitResult, InputEntry};

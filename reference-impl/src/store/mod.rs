@@ -6,14 +6,16 @@
 //! one path.
 
 pub mod api;
-#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
-mod common;
 pub mod legacy;
 pub mod memory;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
+mod pool;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
+mod rows;
 pub mod spec;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

@@ -46,7 +46,8 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::api::LegacyRun;
 use super::api::{lease_over, OpenError, SessionStateStore};
-use super::common::{input_entry, pending_migrations, seq_to_sql, Pool, RunRow};
+use super::pool::Pool;
+use super::rows::{input_entry, pending_migrations, seq_to_sql, RunRow};
 
 /// How long a connection waits for another writer before giving up.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
