@@ -14,7 +14,9 @@ use crate::bench::checker::{
 use crate::bench::failover::{failover_benchmark, FailoverConfig};
 use crate::bench::lookup::{lookup_benchmark, LookupConfig};
 use crate::bench::soak::{soak_benchmark, SoakConfig, SoakServer};
-use crate::cmd::common::{filter_by_tags, harness_error, runtime};
+use crate::cmd::exit::harness_error;
+use crate::cmd::runtime::runtime;
+use crate::run::select::filter_by_tags;
 
 /// Which benchmark to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

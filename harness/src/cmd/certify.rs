@@ -8,11 +8,11 @@ use clap::{Args, Subcommand};
 
 use reqkey_model::vocab::Level;
 
-use crate::cmd::common::{
-    execute, fresh_seed, harness_error, health, not_judged, not_judged_because, open_started,
-    select_by_profile, start_owned, with_runtime_interruptible, write_reports, Outputs, StartArgs,
-};
 use crate::cmd::coverage::suite_record;
+use crate::cmd::exit::{fresh_seed, harness_error};
+use crate::cmd::judging::{self, Identity, Judge, StartArgs};
+use crate::cmd::outputs::{write_reports, Outputs};
+use crate::cmd::runtime::with_runtime_interruptible;
 use crate::report::{merge, ClauseCoverage, ReportContext};
 use crate::run::partition::Partition;
 use crate::run::runner::RunConfig;
@@ -178,14 +178,11 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
     };
-    let (owned, target_text) = match start_owned(&args.start, &target_spec) {
+    let started = match judging::start(&args.start, &target_spec) {
         Ok(started) => started,
         Err(e) => return harness_error(e),
     };
-    let spec = match TargetSpec::parse(&target_text) {
-        Ok(s) => s,
-        Err(e) => return harness_error(e),
-    };
+    let spec = &started.spec;
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let outputs = Outputs {
         junit: Some(args.out.join(JUNIT_FILE)),
@@ -234,7 +231,15 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         }
         None => scenarios,
     };
-    let legacy = match (args.seed_legacy, &spec) {
+    if let Some(s) = scenarios.iter().find(|s| s.level != spec.level()) {
+        return harness_error(format!(
+            "{}: a {} scenario in the {} suite",
+            s.file.display(),
+            s.level,
+            spec.level()
+        ));
+    }
+    let legacy = match (args.seed_legacy, spec) {
         (None, _) => None,
         (Some(n), TargetSpec::Store(store)) => match legacy::seed_legacy(store, n).await {
             Ok(seed) => {
@@ -253,48 +258,23 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
             )
         }
     };
-    let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await {
-        Ok(t) => t,
-        Err(e) => return not_judged(&ctx, &outputs, seed, &e),
-    };
-    if let Some(s) = scenarios.iter().find(|s| s.level != target.level()) {
-        return harness_error(format!(
-            "{}: a {} scenario in the {} suite",
-            s.file.display(),
-            s.level,
-            target.level()
-        ));
-    }
-    // A certificate names the target's identity: without one, no verdict.
-    let identity = match health(target.as_ref(), args.timeout_ms).await {
-        Ok(h) => h,
-        Err(e) => return not_judged(&ctx, &outputs, seed, &e),
-    };
-    let (profile, scenarios, not_applicable) = match select_by_profile(
-        target.as_ref(),
-        args.profile.as_deref(),
-        scenarios,
-        args.timeout_ms,
-        args.quiet,
-    )
-    .await
-    {
-        Ok(selected) => selected,
-        Err(e) => {
-            ctx.health = Some(identity);
-            return not_judged_because(&ctx, &outputs, seed, "no_profile", e);
-        }
-    };
     let mut cfg = RunConfig::new(seed);
     cfg.call_timeout_ms = args.timeout_ms;
     cfg.export_histories = args
         .export_histories
         .as_ref()
         .map(|_| std::sync::Arc::new(crate::run::export::HistorySink::new()));
-    ctx.health = Some(identity);
-    ctx.profile = Some(profile);
-    ctx.not_applicable = not_applicable;
-    let mut code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
+    let how = Judge {
+        opts,
+        start_timeout_ms: args.start.start_timeout_ms,
+        stated_profile: args.profile.as_deref(),
+        // A certificate names the target's identity: without one, no verdict.
+        identity: Identity::Required,
+        quiet: args.quiet,
+        seed,
+        outputs: &outputs,
+    };
+    let mut code = started.judge(how, ctx, scenarios, Ok, &cfg).await;
     if let Some((store, seed)) = &legacy {
         match check_upgraded(store, seed).await {
             Ok(()) => eprintln!(

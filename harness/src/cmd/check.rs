@@ -19,7 +19,7 @@ use clap::{Args, Subcommand};
 use reqkey_check::history::{self, HistoryFormat, MAX_HISTORY_BYTES};
 use reqkey_check::lin::{self, CheckOptions, Verdict};
 
-use crate::cmd::common::harness_error;
+use crate::cmd::exit::harness_error;
 use crate::report::inert;
 
 #[derive(Debug, Subcommand)]

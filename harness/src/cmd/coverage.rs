@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::Args;
 use reqkey_model::clauses::{self, Certified};
 
-use crate::cmd::common::harness_error;
+use crate::cmd::exit::harness_error;
 use crate::run::suite;
 use crate::targets::Level;
 use reqkey_check::coverage::{self, parse_record, read_record, FalsificationRecord, RECORD_FILE};

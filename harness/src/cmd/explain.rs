@@ -10,8 +10,8 @@ use clap::Args;
 use reqkey_model::clauses::{self, Certified};
 use reqkey_model::vocab::Level;
 
-use crate::cmd::common::harness_error;
 use crate::cmd::coverage::{level_coverage, suite_record};
+use crate::cmd::exit::harness_error;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::cmd::common::{fresh_seed, harness_error, runtime};
+use crate::cmd::exit::{fresh_seed, harness_error};
+use crate::cmd::runtime::runtime;
 use crate::run::runner::RunConfig;
 use crate::targets::spec::open_target;
 use crate::targets::{Level, TargetOptions};

@@ -15,13 +15,16 @@
 pub mod bench;
 pub mod certify;
 pub mod check;
-pub mod common;
 pub mod coverage;
+pub mod exit;
 pub mod explain;
 pub mod fuzz;
+pub mod judging;
 pub mod model;
+pub mod outputs;
 pub mod proxy;
 pub mod run;
+pub mod runtime;
 pub mod serve;
 pub mod serve_agent;
 pub mod suite;
@@ -33,8 +36,8 @@ use clap::{Parser, Subcommand};
 
 use self::bench::BenchArgs;
 use self::certify::CertifyArgs;
-use self::common::{target_help, EXIT_CODES};
 use self::coverage::CoverageArgs;
+use self::exit::{target_help, EXIT_CODES};
 use self::fuzz::FuzzArgs;
 use self::run::RunArgs;
 

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use crate::cmd::common::{create, fresh_seed, harness_error, with_runtime};
+use crate::cmd::exit::{fresh_seed, harness_error};
+use crate::cmd::outputs::create;
+use crate::cmd::runtime::with_runtime;
 use crate::cmd::serve::stop_signal;
 use crate::proxy::server::{read_snapshots, serve, ProxyConfig, Recorder};
 use crate::report::client::{

@@ -6,16 +6,15 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::cmd::common::{
-    check_tags_exist, execute, filter_by_tags, fresh_seed, harness_error, health, not_judged,
-    not_judged_because, open_started, select_by_profile, start_owned, with_runtime_interruptible,
-    Outputs, StartArgs,
-};
+use crate::cmd::exit::{fresh_seed, harness_error};
+use crate::cmd::judging::{self, Identity, Judge, StartArgs};
+use crate::cmd::outputs::Outputs;
+use crate::cmd::runtime::with_runtime_interruptible;
 use crate::report::ReportContext;
 use crate::run::partition::Partition;
 use crate::run::runner::RunConfig;
+use crate::run::select::{check_tags_exist, filter_by_tags};
 use crate::run::suite;
-use crate::targets::spec::TargetSpec;
 use crate::targets::TargetOptions;
 use reqkey_scenario::{self as scenario, Scenario};
 
@@ -152,17 +151,14 @@ async fn run_async(args: RunArgs) -> ExitCode {
     let defaulted = args.target.is_none();
     // Parsed once, here; from now on only the typed spec and its redacted
     // display name exist (a secret in the string reaches no output).
-    let (owned, target_text) = match start_owned(
+    let started = match judging::start(
         &args.start,
         args.target.as_deref().unwrap_or(DEFAULT_TARGET),
     ) {
         Ok(started) => started,
         Err(e) => return harness_error(e),
     };
-    let spec = match TargetSpec::parse(&target_text) {
-        Ok(s) => s,
-        Err(e) => return harness_error(e),
-    };
+    let spec = &started.spec;
     let target_name = spec.display_name();
     println!("{}", judging_line(&target_name, defaulted));
     let seed = args.seed.unwrap_or_else(fresh_seed);
@@ -215,10 +211,6 @@ async fn run_async(args: RunArgs) -> ExitCode {
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
     ctx.partition = args.partition;
-    let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await {
-        Ok(t) => t,
-        Err(e) => return not_judged(&ctx, &outputs, seed, &e),
-    };
     let expected = match &args.expected_failures {
         Some(file) => {
             match crate::run::expected::load(file, scenarios.iter().map(|s| s.id.as_str())) {
@@ -237,35 +229,15 @@ async fn run_async(args: RunArgs) -> ExitCode {
         None => scenarios,
     };
     let loaded = scenarios.len();
-    let (applicable, other): (Vec<Scenario>, Vec<Scenario>) = scenarios
-        .into_iter()
-        .partition(|s| s.level == target.level());
+    let (applicable, other): (Vec<Scenario>, Vec<Scenario>) =
+        scenarios.into_iter().partition(|s| s.level == spec.level());
     if !other.is_empty() {
         eprintln!(
             "reqkey: note: {} of {loaded} scenarios are of another level than {} ({}) and were not run",
             other.len(),
-            target.describe(),
-            target.level()
+            target_name,
+            spec.level()
         );
-    }
-    let (profile, applicable, not_applicable) = match select_by_profile(
-        target.as_ref(),
-        args.profile.as_deref(),
-        applicable,
-        args.timeout_ms,
-        args.quiet,
-    )
-    .await
-    {
-        Ok(selected) => selected,
-        Err(e) => {
-            ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
-            return not_judged_because(&ctx, &outputs, seed, "no_profile", e);
-        }
-    };
-    let selected = filter_by_tags(applicable, &args.tag, &args.skip_tag);
-    if selected.is_empty() && args.partition.is_none() {
-        return harness_error("no scenario to run after filtering by level, profile and tags");
     }
     let mut cfg = RunConfig::new(seed);
     cfg.repeat_override = args.repeat;
@@ -279,18 +251,26 @@ async fn run_async(args: RunArgs) -> ExitCode {
         .export_histories
         .as_ref()
         .map(|_| std::sync::Arc::new(crate::run::export::HistorySink::new()));
-
-    if outputs.junit.is_some()
-        || outputs.json.is_some()
-        || outputs.report.is_some()
-        || outputs.html.is_some()
-    {
-        ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
-    }
-    ctx.profile = Some(profile);
-    ctx.not_applicable = not_applicable;
     ctx.expected_failures = expected;
-    execute(target, &selected, &cfg, &ctx, &outputs, args.quiet).await
+    let how = Judge {
+        opts,
+        start_timeout_ms: args.start.start_timeout_ms,
+        stated_profile: args.profile.as_deref(),
+        identity: Identity::ForReports,
+        quiet: args.quiet,
+        seed,
+        outputs: &outputs,
+    };
+    // Tags narrow what the profile admits; an empty selection is a mistake
+    // (a shard may be empty).
+    let narrow = |applicable: Vec<Scenario>| {
+        let selected = filter_by_tags(applicable, &args.tag, &args.skip_tag);
+        if selected.is_empty() && args.partition.is_none() {
+            return Err("no scenario to run after filtering by level, profile and tags".to_owned());
+        }
+        Ok(selected)
+    };
+    started.judge(how, ctx, applicable, narrow, &cfg).await
 }
 
 /// The scenarios `--scenario` names (all of them when it names none); an

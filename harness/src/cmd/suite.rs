@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::Subcommand;
 
-use crate::cmd::common::harness_error;
+use crate::cmd::exit::harness_error;
 use crate::run::suite;
 use crate::targets::Level;
 

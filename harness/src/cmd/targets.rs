@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use reqkey_model::vocab::Level;
 
-use crate::cmd::common::harness_error;
 use crate::cmd::coverage::suite_record;
+use crate::cmd::exit::harness_error;
 use crate::targets::spec::{builtin_variants, TARGET_HELP};
 
 pub fn targets_command() -> ExitCode {

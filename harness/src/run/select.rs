@@ -59,3 +59,44 @@ pub fn reasons(not: &[NotApplicable]) -> Vec<String> {
         .map(|(why, n)| format!("{n} require {why}"))
         .collect()
 }
+
+/// Refuses a `--tag` or `--skip-tag` that no loaded scenario carries: a
+/// mistyped `--skip-tag rcae` would otherwise skip nothing, silently.
+pub fn check_tags_exist(
+    scenarios: &[Scenario],
+    tags: &[String],
+    skip_tags: &[String],
+) -> Result<(), String> {
+    let known: std::collections::BTreeSet<&str> = scenarios
+        .iter()
+        .flat_map(|s| s.tags.iter().map(String::as_str))
+        .collect();
+    let unknown: Vec<String> = tags
+        .iter()
+        .map(|t| ("--tag", t))
+        .chain(skip_tags.iter().map(|t| ("--skip-tag", t)))
+        .filter(|(_, t)| !known.contains(t.as_str()))
+        .map(|(flag, t)| format!("{flag} {t}"))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{} names a tag no loaded scenario has (known tags: {})",
+        unknown.join(", "),
+        known.into_iter().collect::<Vec<_>>().join(", ")
+    ))
+}
+
+/// Keeps the scenarios selected by `--tag` / `--skip-tag`.
+pub fn filter_by_tags(
+    scenarios: Vec<Scenario>,
+    tags: &[String],
+    skip_tags: &[String],
+) -> Vec<Scenario> {
+    scenarios
+        .into_iter()
+        .filter(|s| tags.is_empty() || s.tags.iter().any(|t| tags.contains(t)))
+        .filter(|s| !s.tags.iter().any(|t| skip_tags.contains(t)))
+        .collect()
+}
