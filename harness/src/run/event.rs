@@ -109,48 +109,18 @@ pub const MAX_TIMELINE_TRIALS: usize = 100;
 /// viewer (the smallest failing subset always among them).
 pub const MAX_VIEW_OPS: usize = 60;
 
-/// A request, briefly: a store op as the checker summarizes it, an HTTP
-/// exchange as `METHOD path`.
-fn label_request(request: &serde_json::Value) -> String {
-    match request.get("http") {
-        Some(h) => format!(
-            "{} {}",
-            h.get("method")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("GET"),
-            h.get("path")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("?")
-        ),
-        None => reqkey_check::lin::summarize_request(request),
-    }
-}
-
-/// An answer, briefly: a store answer as the checker summarizes it, an
-/// HTTP answer as its status and what its JSON body says of the run
-/// (`201 started r1`, `409 request_key_in_use`).
-fn label_answer(answer: &serde_json::Value) -> String {
-    let Some(status) = answer.get("status").filter(|_| answer.get("ok").is_none()) else {
-        return reqkey_check::lin::summarize_answer(answer);
-    };
-    let mut out = status.to_string();
-    let json = answer.get("json");
-    let text =
-        |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_str).map(str::to_owned);
-    let said = [
-        text(json.and_then(|j| j.get("status"))),
-        text(json.and_then(|j| j.get("runId"))),
-        text(
-            json.and_then(|j| j.get("error"))
-                .and_then(|e| e.get("code")),
-        )
-        .or_else(|| text(json.and_then(|j| j.get("error")))),
-    ];
-    for word in said.into_iter().flatten() {
-        out.push(' ');
-        out.push_str(&word);
-    }
-    out
+/// One recorded operation as its level shows it (the level's rules make
+/// it from the typed request and its answer: `run::levels`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpShown {
+    /// The request, briefly (`commitRunStart r2 exp=null key=k`,
+    /// `POST /sessions/s/runs`).
+    pub request: String,
+    /// The answer, briefly (`ok started r2#1 running key=k`, `201 started
+    /// r1`), or `(no answer)`.
+    pub answer: String,
+    /// The session it names, if any.
+    pub session: Option<String>,
 }
 
 /// The viewer's lane of a scenario's sequential steps.
@@ -208,20 +178,22 @@ pub struct HistoryView {
     pub id_prefix: Option<String>,
 }
 
-/// The session an operation's request names (`args.sessionId`, or
-/// `args.startRun.sessionId` for a commit).
-fn session_of(request: &serde_json::Value) -> Option<&str> {
-    if let Some(path) = request
-        .get("http")
-        .and_then(|h| h.get("path"))
-        .and_then(serde_json::Value::as_str)
-    {
-        return path.split("/sessions/").nth(1)?.split('/').next();
+/// The session operation `i` names, as its level showed it.
+fn session_of(shown_as: &[OpShown], i: usize) -> Option<&str> {
+    shown_as.get(i).and_then(|s| s.session.as_deref())
+}
+
+/// How operation `i` is shown; an operation recorded without a label
+/// (never: the runner records one with each) shows as unknown.
+fn label_of(shown_as: &[OpShown], i: usize) -> std::borrow::Cow<'_, OpShown> {
+    match shown_as.get(i) {
+        Some(s) => std::borrow::Cow::Borrowed(s),
+        None => std::borrow::Cow::Owned(OpShown {
+            request: "?".to_owned(),
+            answer: "?".to_owned(),
+            session: None,
+        }),
     }
-    let args = request.get("args")?;
-    args.get("sessionId")
-        .or_else(|| args.get("startRun").and_then(|s| s.get("sessionId")))
-        .and_then(serde_json::Value::as_str)
 }
 
 impl HistoryView {
@@ -235,6 +207,7 @@ impl HistoryView {
         trial: u32,
         failed: bool,
         history: &[reqkey_check::lin::Operation],
+        shown_as: &[OpShown],
         failing: Option<&FailingSubset>,
         sequential: &std::collections::BTreeSet<usize>,
     ) -> HistoryView {
@@ -266,13 +239,13 @@ impl HistoryView {
         // every drawn operation's session starts with it.
         let id_prefix = shown
             .first()
-            .and_then(|&i| session_of(&history[i].request))
+            .and_then(|&i| session_of(shown_as, i))
             .and_then(|s| s.rfind('.').map(|dot| s[..=dot].to_owned()))
             .filter(|p| p.len() >= 6)
             .filter(|p| {
-                shown.iter().all(|&i| {
-                    session_of(&history[i].request).is_none_or(|s| s.starts_with(p.as_str()))
-                })
+                shown
+                    .iter()
+                    .all(|&i| session_of(shown_as, i).is_none_or(|s| s.starts_with(p.as_str())))
             });
         let short = |text: String| match &id_prefix {
             Some(p) => text.replace(p.as_str(), ""),
@@ -282,24 +255,25 @@ impl HistoryView {
             .iter()
             .map(|&i| {
                 let o = &history[i];
+                let label = label_of(shown_as, i);
                 let (client, request) = if sequential.contains(&i) {
                     (
                         SEQUENTIAL_LANE.to_owned(),
-                        format!("{}: {}", o.client, label_request(&o.request)),
+                        format!("{}: {}", o.client, label.request),
                     )
                 } else {
-                    (o.client.clone(), label_request(&o.request))
+                    (o.client.clone(), label.request.clone())
                 };
                 ViewOp {
                     client: short(client),
                     call_ns: o.invoke_ns - t0,
                     return_ns: o.answer.as_ref().map(|_| o.return_ns.max(o.invoke_ns) - t0),
                     request: short(request),
-                    answer: short(
-                        o.answer
-                            .as_ref()
-                            .map_or_else(|| "(no answer)".to_owned(), label_answer),
-                    ),
+                    answer: short(if o.answer.is_some() {
+                        label.answer.clone()
+                    } else {
+                        "(no answer)".to_owned()
+                    }),
                     failing: minimal.contains(&i),
                 }
             })
@@ -496,8 +470,16 @@ mod tests {
             minimal: vec![97, 98],
             session: Some("rk1.0.0.s".into()),
         };
+        let shown: Vec<OpShown> = history
+            .iter()
+            .map(|_| OpShown {
+                request: "getRun rk1.0.0.s.r".into(),
+                answer: "ok null".into(),
+                session: Some("rk1.0.0.s".into()),
+            })
+            .collect();
         let sequential: std::collections::BTreeSet<usize> = [0, 1].into();
-        let v = HistoryView::of(2, true, &history, Some(&failing), &sequential);
+        let v = HistoryView::of(2, true, &history, &shown, Some(&failing), &sequential);
         assert_eq!(v.ops.len(), MAX_VIEW_OPS);
         assert_eq!(v.omitted, 100 - MAX_VIEW_OPS);
         assert_eq!(v.ops.iter().filter(|o| o.failing).count(), 2);
@@ -507,7 +489,14 @@ mod tests {
         assert_eq!(v.ops[2].client, "c.2");
         assert_eq!(v.id_prefix.as_deref(), Some("rk1.0.0."));
         // Without a failure, every operation (up to the bound), none red.
-        let v = HistoryView::of(0, false, &history[..10], None, &Default::default());
+        let v = HistoryView::of(
+            0,
+            false,
+            &history[..10],
+            &shown[..10],
+            None,
+            &Default::default(),
+        );
         assert_eq!((v.ops.len(), v.omitted), (10, 0));
         assert!(v
             .ops

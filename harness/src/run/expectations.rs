@@ -20,7 +20,7 @@ impl Trial<'_> {
         answer: Value,
     ) -> Result<(), Stop> {
         let request = &sent.shown();
-        universal(path, step, sent, request, &answer)?;
+        universal(self.rules, path, step, sent, request, &answer)?;
         if let Action::WaitRun(wait) = &step.action {
             if answer.get("reached") == Some(&json!(true)) {
                 return self.check_expectations(path, step, sent, request, answer);

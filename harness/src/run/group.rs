@@ -184,32 +184,32 @@ impl Trial<'_> {
             self.max_send_spread_us = Some(self.max_send_spread_us.unwrap_or(0).max(spread));
         }
         // Faults are not operations of the history.
-        let recorded: Vec<Recorded> = prepared
+        let recorded: Vec<(Recorded, &Request)> = prepared
             .iter()
             .zip(outcomes)
             .filter(|((_, _, request, _), _)| !matches!(request, Request::Fault(_)))
             .filter_map(|((name, _, request, _), o)| {
-                o.map(|(invoke, ret, answer)| Recorded {
-                    name: name.clone(),
-                    request: request.shown(),
-                    invoke,
-                    ret,
-                    answer,
+                o.map(|(invoke, ret, answer)| {
+                    (
+                        Recorded {
+                            name: name.clone(),
+                            request: request.shown(),
+                            invoke,
+                            ret,
+                            answer,
+                        },
+                        request,
+                    )
                 })
             })
             .collect();
+        let (recorded, sent): (Vec<Recorded>, Vec<&Request>) = recorded.into_iter().unzip();
         self.overlapped |= overlapped(&recorded);
         self.spans
             .extend(recorded.iter().map(|r| (r.name.clone(), r.invoke, r.ret)));
-        for r in &recorded {
+        for (r, request) in recorded.iter().zip(sent) {
             let (invoke_ns, return_ns) = (self.clock.ns_at(r.invoke), self.clock.ns_at(r.ret));
-            self.record(
-                r.name.clone(),
-                r.request.clone(),
-                invoke_ns,
-                return_ns,
-                &r.answer,
-            );
+            self.record(r.name.clone(), request, invoke_ns, return_ns, &r.answer);
         }
         if group.linearizable {
             self.check_linearizable(path)?;
@@ -233,19 +233,21 @@ impl Trial<'_> {
     }
 
     /// Appends one answered request to the trial's history (a raw request
-    /// as what it says, when it is JSON: see [`Request::shown`]).
+    /// as what it says, when it is JSON: see [`Request::shown`]), and how
+    /// its level shows it.
     pub(super) fn record(
         &mut self,
         client: String,
-        request: Value,
+        request: &Request,
         invoke_ns: u64,
         return_ns: u64,
         answer: &Value,
     ) {
         if self.history.len() < MAX_HISTORY_OPS {
+            self.shown.push(self.rules.shown(request, Some(answer)));
             self.history.push(lin::Operation {
                 client,
-                request,
+                request: request.shown(),
                 invoke_ns,
                 return_ns,
                 answer: Some(answer.clone()),

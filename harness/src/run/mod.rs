@@ -20,6 +20,7 @@ pub mod expected;
 pub mod export;
 pub mod fuzz;
 pub mod group;
+pub mod levels;
 pub mod mixed;
 pub mod partition;
 pub mod record;

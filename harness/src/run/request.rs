@@ -43,6 +43,17 @@ pub enum Request {
 }
 
 impl Request {
+    /// A store operation `op` with its (filled-in) args, as the wire
+    /// carries it (`commitRunStart` wraps its args in `startRun`).
+    pub fn store(op: &str, args: Value) -> Request {
+        let args = if op == "commitRunStart" {
+            object([("startRun", args)])
+        } else {
+            args
+        };
+        Request::Store(object([("op", Value::from(op)), ("args", args)]))
+    }
+
     /// A `wait_run` step, filled in.
     pub fn wait_run(step: &WaitRunStep, fill: &mut dyn FnMut(&Value) -> Value) -> Request {
         let (session_id, run_id) = step.instantiate(&mut *fill);
@@ -129,6 +140,14 @@ impl Request {
             Request::Fault(step) => target.fault(step).await.map(|()| self.shown()),
         }
     }
+}
+
+/// An object of `pairs`, the values moved in as they are. Not `json!`,
+/// which re-serialises a `Value` it is given: with serde_json's
+/// `arbitrary_precision` that respells a number's exponent (`2E+3` becomes
+/// `2e+3`), and a body must reach the target as the scenario wrote it.
+pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
 }
 
 /// The session id of a store request's args, if any.

@@ -68,7 +68,7 @@ pub enum SuiteError {
 
 /// The suite directory of a level under a scenarios root.
 pub fn level_dir(root: &Path, level: Level) -> PathBuf {
-    root.join(level.to_string())
+    root.join(level.info().suite_dir)
 }
 
 /// Reads the suite version from `root/VERSION` (one line).
@@ -149,7 +149,7 @@ pub fn whole_suite(root: &Path, level: Level) -> Result<(SuiteInfo, Vec<PathBuf>
 /// The embedded suite's files of `level`: (path relative to the level
 /// directory, text).
 fn embedded_level(level: Level) -> Vec<(&'static str, &'static str)> {
-    let prefix = format!("{level}/");
+    let prefix = format!("{}/", level.info().suite_dir);
     EMBEDDED_FILES
         .iter()
         .filter_map(|(path, text)| path.strip_prefix(prefix.as_str()).map(|rel| (rel, *text)))

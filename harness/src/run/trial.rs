@@ -10,10 +10,13 @@ use rand::rngs::SmallRng;
 use serde_json::{json, Value};
 
 use crate::run::config::RunConfig;
+use crate::run::event::OpShown;
 use crate::run::event::{FailingSubset, Failure};
+use crate::run::levels::{store, LevelRules};
 use crate::run::record::Clock;
+use crate::run::request;
 use crate::run::request::Request;
-use crate::targets::{HttpRequest, Level, Target, TargetError};
+use crate::targets::{Level, Target, TargetError};
 use reqkey_check::lin::{self};
 use reqkey_scenario::vars::Vars;
 use reqkey_scenario::{Action, Step};
@@ -68,6 +71,10 @@ pub(super) struct Trial<'a> {
     /// The trial's monotonic clock and every store operation so far.
     pub(super) clock: Clock,
     pub(super) history: Vec<lin::Operation>,
+    /// How each operation of `history` is shown (its level's labels).
+    pub(super) shown: Vec<OpShown>,
+    /// The rules of the scenario's level.
+    pub(super) rules: &'static dyn LevelRules,
     /// Every parallel-group request of the trial: (name, invoke, return).
     pub(super) spans: Vec<(String, Instant, Instant)>,
     /// Sessions this trial created fresh (under the run's namespace), to
@@ -122,39 +129,18 @@ pub const MAX_LATE_RETRIES: u32 = 3;
 pub(super) const MAX_CLEANUP_SESSIONS: usize = 1_000;
 /// After this many scenarios in a row that could not be judged because
 
-/// Builds the wire request of a store step from its (substituted) args.
-pub(super) fn store_request(op: &str, args: Value) -> Value {
-    let args = if op == "commitRunStart" {
-        object([("startRun", args)])
-    } else {
-        args
-    };
-    object([("op", Value::from(op)), ("args", args)])
-}
-
-/// An object of `pairs`, the values moved in as they are. Not `json!`,
-/// which re-serialises a `Value` it is given: with serde_json's
-/// `arbitrary_precision` that respells a number's exponent (`2E+3` becomes
-/// `2e+3`), and a body must reach the target as the scenario wrote it.
-pub(super) fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
-    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
-}
-
-/// The invariants every agent answer keeps, whatever its step expects
-/// ([`reqkey_check::answer`]): a violation fails the step, naming its clause.
+/// The invariants every answer of the trial's level keeps, whatever its
+/// step expects ([`LevelRules::check_answer`]): a violation fails the
+/// step, naming its clause.
 pub(super) fn universal(
+    rules: &dyn LevelRules,
     path: &str,
     step: &Step,
     sent: &Request,
     request: &Value,
     answer: &Value,
 ) -> Result<(), Stop> {
-    let http = match sent {
-        Request::Http { request, .. } => Some(request),
-        Request::WaitRun { .. } => None,
-        _ => return Ok(()),
-    };
-    match reqkey_check::answer::check_answer(http, answer, step.may_be_cut) {
+    match rules.check_answer(sent, answer, step.may_be_cut) {
         None => Ok(()),
         Some(v) => Err(Stop::fail(Failure {
             trial: 0,
@@ -224,7 +210,7 @@ impl Trial<'_> {
                     if self.history.len() < MAX_HISTORY_OPS {
                         self.sequential.insert(self.history.len());
                     }
-                    self.record(client, request.shown(), invoke_ns, return_ns, &answer);
+                    self.record(client, &request, invoke_ns, return_ns, &answer);
                     self.check_answer(&path, step, &request, answer)?;
                 }
             }
@@ -271,6 +257,8 @@ impl Trial<'_> {
         if self.cfg.export_histories.is_some()
             && self.history.len() + history.len() <= MAX_HISTORY_OPS
         {
+            self.shown
+                .extend(history.iter().map(store::shown_operation));
             self.history.extend(history);
         }
         let stats = match &outcome {
@@ -326,7 +314,7 @@ impl Trial<'_> {
         let vars = &mut self.vars;
         let mut fill = |v: &Value| vars.substitute(v);
         let request = match &step.action {
-            Action::Store { op, args } => Request::Store(store_request(op, fill(args))),
+            Action::Store { op, args } => Request::store(op, fill(args)),
             Action::Rpc(raw) => Request::Store(fill(raw)),
             Action::Raw(text) => Request::Raw(match fill(&Value::String(text.clone())) {
                 Value::String(t) => t,
@@ -346,7 +334,7 @@ impl Trial<'_> {
                 Request::Http {
                     request,
                     delay_ms: http.delay_ms,
-                    shown: object([("http", fill(&http.source))]),
+                    shown: request::object([("http", fill(&http.source))]),
                 }
             }
             Action::WaitRun(wait) => Request::wait_run(wait, &mut fill),
@@ -391,21 +379,7 @@ impl Trial<'_> {
     pub(super) async fn clean_up(&mut self) {
         let sessions = std::mem::take(&mut self.sessions);
         for session in sessions {
-            let request = match self.target.level() {
-                Level::Store => Request::Store(store_request(
-                    "deleteSession",
-                    json!({ "sessionId": session }),
-                )),
-                Level::Agent => Request::Http {
-                    request: HttpRequest {
-                        method: "DELETE".into(),
-                        path: format!("/sessions/{session}"),
-                        ..HttpRequest::default()
-                    },
-                    delay_ms: 0,
-                    shown: Value::Null,
-                },
-            };
+            let request = self.rules.delete_session(&session);
             let answered = request
                 .send(self.target.as_ref(), self.cfg.call_timeout_ms)
                 .await;

@@ -13,12 +13,13 @@ use crate::run::config::RunConfig;
 use crate::run::event::{Failure, HistoryView, ScenarioResult, Verdict, MAX_TIMELINE_TRIALS};
 use crate::run::export::TrialHistory;
 use crate::run::group::timeline;
+use crate::run::levels::{self, store};
 use crate::run::record::Clock;
 use crate::run::trial::{
     Stop, Trial, EXTRA_TRIALS_FACTOR, GROUP_START_SPIN_US, LATE_ITEM_US, MAX_GROUP_LEAD_US,
     MAX_LATE_RETRIES,
 };
-use crate::targets::{Level, Target};
+use crate::targets::Target;
 use reqkey_scenario::vars::Vars;
 use reqkey_scenario::{Action, Scenario};
 
@@ -115,6 +116,8 @@ pub(super) async fn run_scenario(
             had_group: false,
             clock: Clock::new(),
             history: Vec::new(),
+            shown: Vec::new(),
+            rules: levels::rules(scenario.level),
             spans: Vec::new(),
             sessions: BTreeSet::new(),
             seed: base_seed.wrapping_add(u64::from(trial_index)),
@@ -200,12 +203,21 @@ pub(super) async fn run_scenario(
             let failed = outcome.is_err();
             let view = match trial.mixed_view.take() {
                 Some((ops, judged, sequential)) => {
-                    HistoryView::of(trial_index, failed, &ops, judged.as_ref(), &sequential)
+                    let shown: Vec<_> = ops.iter().map(store::shown_operation).collect();
+                    HistoryView::of(
+                        trial_index,
+                        failed,
+                        &ops,
+                        &shown,
+                        judged.as_ref(),
+                        &sequential,
+                    )
                 }
                 None => HistoryView::of(
                     trial_index,
                     failed,
                     &trial.history,
+                    &trial.shown,
                     trial.judged.as_ref(),
                     &trial.sequential,
                 ),
@@ -218,7 +230,7 @@ pub(super) async fn run_scenario(
         // trial the harness could not judge).
         // (Store histories only: an agent's HTTP exchanges are not store
         // operations a store history's checker could judge.)
-        let store_level = scenario.level == Level::Store;
+        let store_level = levels::rules(scenario.level).store_histories();
         if let Some(sink) = cfg
             .export_histories
             .as_ref()

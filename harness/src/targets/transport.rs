@@ -127,18 +127,12 @@ pub fn headers_of(response: &reqwest::Response) -> Vec<(String, String)> {
 
 /// The protocol a level's targets name in `/health`.
 pub fn protocol_of(level: Level) -> &'static str {
-    match level {
-        Level::Store => "reqkey-store/1",
-        Level::Agent => "reqkey-agent/1",
-    }
+    level.info().protocol
 }
 
 /// How `--target` must be written for a server of `level`.
 fn scheme_of(level: Level) -> &'static str {
-    match level {
-        Level::Store => "store+http://HOST:PORT",
-        Level::Agent => "http://HOST:PORT",
-    }
+    level.info().target_form
 }
 
 /// Checks that a target opened as `level` does not name the other
@@ -148,11 +142,10 @@ fn scheme_of(level: Level) -> &'static str {
 /// left to the scenarios to judge.
 pub fn check_protocol(level: Level, health: &Value) -> Result<(), TargetError> {
     let named = health.get("protocol").and_then(Value::as_str);
-    let other = match level {
-        Level::Store => Level::Agent,
-        Level::Agent => Level::Store,
-    };
-    if named == Some(protocol_of(other)) {
+    let other = named
+        .and_then(Level::of_protocol)
+        .filter(|other| *other != level);
+    if let Some(other) = other {
         return Err(TargetError::WrongProtocol {
             expected: protocol_of(level),
             found: protocol_of(other),

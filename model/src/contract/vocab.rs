@@ -17,14 +17,56 @@ pub enum Level {
     Agent,
 }
 
+/// What the workspace knows of a level, in one row: adding a level is a
+/// variant of [`Level`] and its row here (ARCHITECTURE.md, "Adding a
+/// protocol level", lists the files that follow).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LevelInfo {
+    /// The word scenarios, clauses and reports use (`level: store`).
+    pub name: &'static str,
+    /// The protocol a target of this level names in its `/health`.
+    pub protocol: &'static str,
+    /// How `--target` is written for an implementation of this level
+    /// reached over HTTP.
+    pub target_form: &'static str,
+    /// The folder of its scenarios under a scenarios root.
+    pub suite_dir: &'static str,
+    /// What its implementations are called, in the plural (`stores`).
+    pub implementations: &'static str,
+}
+
 impl Level {
     pub const ALL: [Level; 2] = [Level::Store, Level::Agent];
 
-    pub fn name(self) -> &'static str {
+    /// The level's row: its names, protocol and forms.
+    pub const fn info(self) -> LevelInfo {
         match self {
-            Level::Store => "store",
-            Level::Agent => "agent",
+            Level::Store => LevelInfo {
+                name: "store",
+                protocol: "reqkey-store/1",
+                target_form: "store+http://HOST:PORT",
+                suite_dir: "store",
+                implementations: "stores",
+            },
+            Level::Agent => LevelInfo {
+                name: "agent",
+                protocol: "reqkey-agent/1",
+                target_form: "http://HOST:PORT",
+                suite_dir: "agent",
+                implementations: "agent servers",
+            },
         }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    /// The level whose protocol a `/health` names, if any.
+    pub fn of_protocol(protocol: &str) -> Option<Level> {
+        Level::ALL
+            .into_iter()
+            .find(|l| l.info().protocol == protocol)
     }
 
     pub fn parse(name: &str) -> Option<Level> {
@@ -39,10 +81,23 @@ impl schemars::JsonSchema for Level {
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
-            "description": "Which contract the scenario speaks: `store` (reqkey-store/1) or `agent` (reqkey-agent/1).",
+            "description": format!("Which contract the scenario speaks: {}.", spoken_list()),
             "type": "string",
-            "enum": ["store", "agent"]
+            "enum": Level::ALL.iter().map(|l| l.name()).collect::<Vec<_>>()
         })
+    }
+}
+
+/// "`store` (reqkey-store/1) or `agent` (reqkey-agent/1)": every level.
+fn spoken_list() -> String {
+    let items: Vec<String> = Level::ALL
+        .iter()
+        .map(|l| format!("`{}` ({})", l.name(), l.info().protocol))
+        .collect();
+    match items.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 
