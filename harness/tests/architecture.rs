@@ -551,9 +551,68 @@ fn architecture_md_names_every_crate_and_room() {
         "How to add a step kind",
         "How to add a report format",
         "How to add a clause",
+        "Adding a protocol level",
     ] {
         assert!(text.contains(list), "ARCHITECTURE.md: {list}");
     }
+}
+
+/// Lines of production code in a Rust file: everything before its
+/// `#[cfg(test)]` module.
+fn production_lines(text: &str) -> usize {
+    text.lines()
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .count()
+}
+
+/// The files of `src` with more than `limit` lines of production code.
+fn oversized(src: &Path, limit: usize) -> Vec<(PathBuf, usize)> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files
+        .into_iter()
+        .filter_map(|f| {
+            let n = production_lines(&std::fs::read_to_string(&f).unwrap());
+            (n > limit).then_some((f, n))
+        })
+        .collect()
+}
+
+/// A reader who wants one job finds it in a file of a few hundred lines,
+/// not among a thousand lines of others (issue 36).
+const MAX_PRODUCTION_LINES: usize = 1_000;
+
+#[test]
+fn no_production_file_is_over_a_thousand_lines() {
+    let mut big = Vec::new();
+    for (_, dir, _) in CRATES {
+        big.extend(oversized(
+            &workspace().join(dir).join("src"),
+            MAX_PRODUCTION_LINES,
+        ));
+    }
+    assert!(
+        big.is_empty(),
+        "split these by job (each new file with a one-line opening comment naming its job): {big:#?}"
+    );
+}
+
+#[test]
+fn the_size_check_fails_on_a_long_file_and_counts_no_tests() {
+    let dir = std::env::temp_dir().join(format!("reqkey-arch-size-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let long = "fn f() {}\n".repeat(MAX_PRODUCTION_LINES + 1);
+    std::fs::write(dir.join("long.rs"), &long).unwrap();
+    let tested = format!(
+        "fn g() {{}}\n#[cfg(test)]\nmod tests {{\n{}}}\n",
+        "    fn t() {}\n".repeat(2 * MAX_PRODUCTION_LINES)
+    );
+    std::fs::write(dir.join("tested.rs"), tested).unwrap();
+    let found = oversized(&dir, MAX_PRODUCTION_LINES);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].0.ends_with("long.rs"));
+    assert_eq!(found[0].1, MAX_PRODUCTION_LINES + 1);
 }
 
 /// Every `.rs` file of the workspace's crates is named in ARCHITECTURE.md's

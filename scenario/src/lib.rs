@@ -30,9 +30,11 @@ pub use load::{
 pub use requires::Requires;
 pub use scenario::{
     ClauseRef, MixedHistoriesSpec, Scenario, MAX_COPIES, MAX_MIXED_IN_FLIGHT, MAX_MIXED_PROGRAMS,
-    MAX_REPEAT, MAX_SLEEP_MS, STORE_ACTIONS,
+    MAX_REPEAT, MAX_SLEEP_MS,
 };
-pub use step::{all_step_keys, Action, GroupCount, GroupRule, Step, MODIFIERS, OTHER_ACTIONS};
+pub use step::{
+    all_step_keys, Action, GroupCount, GroupRule, Step, MODIFIERS, OTHER_ACTIONS, STORE_ACTIONS,
+};
 
 #[cfg(test)]
 mod tests {

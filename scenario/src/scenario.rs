@@ -11,9 +11,6 @@ use crate::requires::Requires;
 use crate::step::Step;
 use reqkey_model::vocab::Level;
 
-/// Store operations a step may name directly.
-pub const STORE_ACTIONS: [&str; 8] = reqkey_model::seq::STORE_OPS;
-
 /// Upper bounds that keep a scenario's cost bounded.
 pub const MAX_REPEAT: u32 = 10_000;
 pub const MAX_COPIES: u32 = 256;

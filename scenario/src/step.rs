@@ -7,7 +7,6 @@ use serde::de::{self};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use crate::scenario::STORE_ACTIONS;
 use crate::{agent_step, fault};
 
 /// What a step does.
@@ -134,6 +133,9 @@ impl Step {
             || matches!(self.action, Action::WaitRun(_) | Action::Fault(_))
     }
 }
+
+/// Store operations a step may name directly.
+pub const STORE_ACTIONS: [&str; 8] = reqkey_model::seq::STORE_OPS;
 
 /// Actions besides the store operations (the schema reads this too).
 pub const OTHER_ACTIONS: [&str; 9] = [

@@ -11,9 +11,8 @@ use serde_json::Value;
 
 use crate::scenario::{
     MixedHistoriesSpec, MAX_COPIES, MAX_MIXED_IN_FLIGHT, MAX_MIXED_PROGRAMS, MAX_SLEEP_MS,
-    STORE_ACTIONS,
 };
-use crate::step::{all_step_keys, Action, Step, OTHER_ACTIONS};
+use crate::step::{all_step_keys, Action, Step, OTHER_ACTIONS, STORE_ACTIONS};
 
 std::thread_local! {
     /// How many `parallel` groups the step being read is inside: an item

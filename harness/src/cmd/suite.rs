@@ -27,7 +27,7 @@ pub fn run(cmd: SuiteCommand) -> ExitCode {
     match cmd {
         SuiteCommand::Info => {
             println!("embedded suite, version {}", suite::embedded_version());
-            for level in [Level::Store, Level::Agent] {
+            for level in Level::ALL {
                 match suite::embedded_suite(level) {
                     Ok((info, scenarios)) => println!(
                         "{level}: {} files, {} scenarios, {}",
