@@ -38,6 +38,7 @@ failed=0; total=0
 while read -r lib storages; do
   case "$lib" in ''|'#'*) continue ;; esac
   for storage in $storages; do
+    storage="${storage%!}"
     total=$((total + 1))
     port="$(free_port)"
     log="$logs/$lib-$storage.log"
