@@ -22,12 +22,14 @@ function usageError(message) {
 
 /**
  * Parses `--port P --storage memory|redis --redis-url URL --expiry-ms MS --effects-file F --key-prefix S`.
- * `storages` lists what the library has; `expiry` says whether it can set one.
+ * `storages` lists what the library has; `expiry` says whether it can set one;
+ * `flags` are the wrapper's own valueless options (in `opts.flags`).
  */
-function parseOptions(argv, { storages, expiry }) {
-  const opts = { port: null, storage: 'memory', redisUrl: 'redis://127.0.0.1:6379', expiryMs: null, effectsFile: null, keyPrefix: 'reqkey-idem' };
+function parseOptions(argv, { storages, expiry, flags = [] }) {
+  const opts = { port: null, storage: storages[0], redisUrl: 'redis://127.0.0.1:6379', expiryMs: null, effectsFile: null, keyPrefix: 'reqkey-idem', flags: new Set() };
   const names = { '--port': 'port', '--storage': 'storage', '--redis-url': 'redisUrl', '--expiry-ms': 'expiryMs', '--effects-file': 'effectsFile', '--key-prefix': 'keyPrefix' };
   for (let i = 0; i < argv.length; i += 2) {
+    if (flags.includes(argv[i])) { opts.flags.add(argv[i]); i -= 1; continue; }
     const field = names[argv[i]];
     if (!field) usageError(`unknown option ${JSON.stringify(argv[i])}`);
     if (i + 1 >= argv.length) usageError(`${argv[i]} needs a value`);
@@ -48,7 +50,12 @@ function parseOptions(argv, { storages, expiry }) {
 
 /** The version of an installed package, read from its own package.json (never hard-coded). */
 function installedVersion(pkg) {
-  return require(`${pkg}/package.json`).version;
+  // Read from the module search path: some packages do not export ./package.json.
+  for (const dir of require.resolve.paths(pkg) || []) {
+    const file = path.join(dir, pkg, 'package.json');
+    if (fs.existsSync(file)) return JSON.parse(fs.readFileSync(file, 'utf8')).version;
+  }
+  return 'unknown';
 }
 
 /**
@@ -104,6 +111,12 @@ function keyOf(headers) {
   return typeof k === 'string' ? k : null;
 }
 
+/** The request's JSON body, or null when it is empty or not JSON. */
+function parseBody(raw) {
+  if (!raw || raw.length === 0) return null;
+  try { return JSON.parse(raw.toString('utf8')); } catch { return null; }
+}
+
 /** How long `/orders/slow` sleeps: `sleepMs` from the body, default 1000, capped at 10000. */
 function slowMs(body) {
   const v = body && typeof body === 'object' ? body.sleepMs : undefined;
@@ -120,4 +133,4 @@ function health(name, version, storage, profile) {
   return { protocol: PROTOCOL, implementation: { name, version, storage }, profile };
 }
 
-module.exports = { parseOptions, installedVersion, Effects, callerOf, keyOf, slowMs, sleep, health, usageError };
+module.exports = { parseOptions, installedVersion, Effects, callerOf, keyOf, parseBody, slowMs, sleep, health, usageError };
