@@ -5,13 +5,15 @@
 #
 # For each line of libraries.txt and each storage: first the wrapper is
 # started once to save its /.reqkey/health (health.json: what it declares,
-# even if certification cannot judge it), then
-#   $REQKEY certify --start 'run.sh LIB --port {port} --storage S ...' \
+# even if certification cannot judge it), then it is started on a free port
+# and judged with
+#   $REQKEY certify --target idem+http://127.0.0.1:PORT --out OUT_DIR/LIB-S
+# With CERTIFY_START=1 the harness starts it instead, so that it can kill and
+# restart it for the crash scenarios:
+#   $REQKEY certify --start 'run.sh LIB --storage S ... --port {port}' \
 #                   --target 'idem+http://127.0.0.1:{port}' --out OUT_DIR/LIB-S
-# (the harness starts, kills and restarts it for the crash scenarios; the
-# effects oracle is kept in OUT_DIR/LIB-S/effects.jsonl so it survives a
-# restart). With CERTIFY_START=0 the script starts the wrapper itself and
-# passes only --target idem+http://127.0.0.1:PORT (no crash scenarios).
+# Either way the effects oracle is kept in OUT_DIR/LIB-S/effects.jsonl, so
+# it survives a restart.
 # LIBRARIES="a b" keeps only those run.sh names (default: every line).
 # Each wrapper runs with --expiry-ms $EXPIRY_MS (default 2000) where the
 # library can set an expiry, so expiry scenarios take seconds.
@@ -40,7 +42,7 @@ case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 doc="${DOC:-$repo/docs/conformance/idempotency-key.md}"
 expiry_ms="${EXPIRY_MS:-2000}"
 redis_url="${REQKEY_REDIS_URL:-redis://127.0.0.1:6379/0}"
-use_start="${CERTIFY_START:-1}"
+use_start="${CERTIFY_START:-0}"
 health_timeout_s=30
 mkdir -p "$out"
 

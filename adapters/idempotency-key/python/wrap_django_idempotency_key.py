@@ -6,6 +6,7 @@ served by Django's own threaded WSGI server (`ThreadedWSGIServer`).
 
 from __future__ import annotations
 
+import sys
 import time
 
 import django
@@ -34,7 +35,8 @@ if OPTS.storage == "redis":
     }
 else:
     if OPTS.expiry_ms is not None:
-        raise SystemExit(f"{NAME}: --expiry-ms: the memory storage (MemoryKeyStorage) never expires; use --storage redis")
+        print(f"{NAME}: --expiry-ms: the memory storage (MemoryKeyStorage) never expires; use --storage redis", file=sys.stderr)
+        sys.exit(2)
     EXPIRY_MS = None
     STORAGE = {"CLASS": "idempotency_key.storage.MemoryKeyStorage"}
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

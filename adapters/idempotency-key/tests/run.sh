@@ -9,7 +9,9 @@
 # 4. certify-all.sh driven by tests/fake_reqkey.py (a TEST DOUBLE, not the
 #    judge) on express-idempotency and django-idempotency-key: the table is
 #    written to a temporary file (never docs/), names django's concurrent
-#    double execution with its seed and replay command, and express as passing.
+#    double execution with its seed and replay command, and express as passing;
+# 5. the same with CERTIFY_START=1 (the --start command, quoted as the harness
+#    gets it) on asgi-idempotency-header.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 tmp="$(mktemp -d)"
@@ -36,4 +38,10 @@ grep -q -- "--seed 7" "$tmp/table.md" || fail "replay command with the seed"
 grep -q '&lt;b&gt;&#124;x&#124;&lt;/b&gt;' "$tmp/table.md" || fail "target text escaped"
 [ "$(grep -c '^| ' "$tmp/table.md")" -ge 10 ] || fail "tables"
 echo "ok   certify-all.sh + fake reqkey: table written, violation with seed and replay, text escaped"
+
+# The --start form: the fake starts the quoted command itself, as the harness would.
+CERTIFY_START=1 LIBRARIES="asgi-idempotency-header" DOC="$tmp/start.md" REQKEY="$here/tests/fake_reqkey.py" \
+  "$here/certify-all.sh" "$tmp/start" >"$tmp/start.log" 2>&1 || { cat "$tmp/start.log" >&2; fail "certify-all.sh CERTIFY_START=1"; }
+grep -q '^| asgi-idempotency-header | 0.2.0 | redis | CONFORMS |' "$tmp/start.md" || { cat "$tmp/start.log" >&2; fail "CERTIFY_START=1 row"; }
+echo "ok   certify-all.sh CERTIFY_START=1: the --start command starts the wrapper"
 echo "tests/run.sh: all passed"
