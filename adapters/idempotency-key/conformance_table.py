@@ -1,0 +1,273 @@
+"""Writes docs/conformance/idempotency-key.md from the certify-all.sh output: one reqkey-results/1 per library x storage.
+
+    conformance_table.py --results OUT_DIR --out FILE.md
+
+OUT_DIR holds one directory per wrapper x storage, as certify-all.sh leaves
+them: wrapper.json ({wrapper, storage}), replay-args.txt (run.sh arguments for a replay), health.json (what
+the wrapper declared), exit-code, certify.log, seconds, and results.json
+when `reqkey certify` wrote one (see docs/reports.md for its fields: per
+scenario `verdict`, `checks` = the clause ids, `failure`; the run's `seed`).
+
+Everything a target or a library wrote (messages, names, versions, the
+profile) is data: it is escaped for Markdown and HTML before it reaches the
+page, and long text is cut. Exit 2 when OUT_DIR has no wrapper directory or
+the page cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+from typing import Any, Optional
+
+PROFILE_FIELDS = [
+    "keyRequired", "keySyntax", "invalidKeyStatus", "fingerprint", "mismatchStatus", "concurrent",
+    "concurrentStatus", "errors", "scope", "expiryMs", "lockMs", "replayHeader", "durable",
+]
+MAX_CELL_CHARS = 300
+# How a scenario verdict counts for each clause it checks; the worst wins.
+CLAUSE_RANK = {"pass": 0, "expected_fail": 0, "not judged": 1, "FAIL": 2}
+SCENARIO_TO_CLAUSE = {
+    "pass": "pass", "expected_fail": "pass",
+    "fail": "FAIL", "unexpected_pass": "FAIL",
+    "error": "not judged", "indefinite": "not judged",
+}
+
+
+def md(value: Any, limit: int = MAX_CELL_CHARS) -> str:
+    """Target text as inert Markdown table-cell text: no markup, no new cells, no line breaks."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) > limit:
+        text = text[:limit] + "…"
+    for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "&#124;"), ("`", "&#96;"),
+                 ("*", "&#42;"), ("_", "&#95;"), ("[", "&#91;"), ("]", "&#93;"), ("\\", "&#92;")):
+        text = text.replace(a, b)
+    return " ".join(text.split())
+
+
+def code(text: str) -> str:
+    """A command in a code span (our own text: the start command, seed and file)."""
+    fence = "``" if "`" in text else "`"
+    return f"{fence}{text.replace('|', '&#124;')}{fence}"
+
+
+def read_json(path: str) -> Optional[Any]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_text(path: str, default: str = "") -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+class Target:
+    """One wrapper x storage as certify-all.sh left it."""
+
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        w = read_json(os.path.join(directory, "wrapper.json")) or {}
+        self.wrapper = str(w.get("wrapper", os.path.basename(directory)))
+        self.storage = str(w.get("storage", "?"))
+        self.replay_args = read_text(os.path.join(directory, "replay-args.txt")).strip()
+        self.results = read_json(os.path.join(directory, "results.json"))
+        if not isinstance(self.results, dict) or self.results.get("schema") != "reqkey-results/1":
+            self.results = None
+        exit_text = read_text(os.path.join(directory, "exit-code")).strip()
+        self.exit_code = int(exit_text) if exit_text.isdigit() else None
+        self.seconds = read_text(os.path.join(directory, "seconds")).strip()
+        # What it declared: the /health certify read, else the one saved before.
+        health = None
+        if self.results:
+            health = (self.results.get("target") or {}).get("health")
+        if not isinstance(health, dict) or "profile" not in health:
+            health = read_json(os.path.join(directory, "health.json"))
+        self.health = health if isinstance(health, dict) else {}
+        impl = self.health.get("implementation")
+        self.impl = impl if isinstance(impl, dict) else {}
+        profile = self.health.get("profile")
+        self.profile = profile if isinstance(profile, dict) else None
+
+    @property
+    def name(self) -> str:
+        return str(self.impl.get("name") or self.wrapper)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} / {self.storage}"
+
+    def scenarios(self) -> list[dict]:
+        s = (self.results or {}).get("scenarios")
+        return [x for x in s if isinstance(x, dict)] if isinstance(s, list) else []
+
+    def verdict(self) -> str:
+        if self.results is None:
+            return "NOT JUDGED"
+        code_ = self.results.get("exit_code")
+        return {0: "CONFORMS", 1: "DOES NOT CONFORM"}.get(code_, "NOT JUDGED")
+
+    def not_judged_reason(self) -> str:
+        if self.results and isinstance(self.results.get("indefinite"), dict):
+            ind = self.results["indefinite"]
+            return f"{ind.get('reason')}: {ind.get('message')}"
+        if self.results is None:
+            lines = [ln for ln in read_text(os.path.join(self.dir, "certify.log")).splitlines() if ln.strip()]
+            last = lines[-1] if lines else "no certify.log"
+            return f"no results.json (certify exit {self.exit_code}): {last}"
+        return ""
+
+    def clause_verdicts(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for s in self.scenarios():
+            v = SCENARIO_TO_CLAUSE.get(str(s.get("verdict")), "not judged")
+            for clause in s.get("checks") or []:
+                clause = str(clause)
+                if clause not in out or CLAUSE_RANK[v] > CLAUSE_RANK[out[clause]]:
+                    out[clause] = v
+        return out
+
+    def replay(self, scenario: dict) -> str:
+        f = str(scenario.get("file", ""))
+        if f.startswith("embedded/"):
+            f = "scenarios/" + f[len("embedded/"):]
+        seed = (self.results or {}).get("seed")
+        args = self.replay_args or f"{self.wrapper} --storage {self.storage}"
+        # The effects file is named once, by the caller's shell, so that it
+        # outlives the restarts of a crash scenario.
+        start = f"adapters/idempotency-key/run.sh {args} --effects-file $(mktemp -u) --port {{port}}"
+        return f"\"$REQKEY\" run {f} --start \"{start}\" --target 'idem+http://127.0.0.1:{{port}}' --seed {seed}"
+
+
+def profile_cell(p: Optional[dict], field: str) -> str:
+    if p is None or field not in p:
+        return "—"
+    v = p[field]
+    if isinstance(v, list):
+        return md("[" + ", ".join(str(x) for x in v) + "]")
+    return md(v)
+
+
+def render(targets: list[Target], now: str) -> str:
+    lines: list[str] = []
+    add = lines.append
+    add("# Idempotency-Key libraries: conformance table")
+    add("")
+    add("Written by `adapters/idempotency-key/certify-all.sh` (do not edit by hand): each library people install,")
+    add("wrapped in a `reqkey-idem/1` app (`adapters/idempotency-key/`), certified by `reqkey certify` over each storage")
+    add("its wrapper has. The judge holds each library to the profile it DECLARES (the second table: what its docs and")
+    add("configuration say it does); the one requirement of every profile is that a side effect runs at most once per")
+    add("key, payload and scope while the key lives. See `adapters/idempotency-key/README.md` for what each declared")
+    add("field is based on.")
+    add("")
+    versions = sorted({str(t.results.get("reqkey_version")) for t in targets if t.results})
+    digests = sorted({str((t.results.get("suite") or {}).get("digest")) for t in targets if t.results})
+    add(f"- generated: {md(now)}")
+    add(f"- reqkey: {', '.join(md(v) for v in versions) or 'none ran'}; suite digest: {', '.join(md(d) for d in digests) or '—'}")
+    add("- clause verdicts: `pass` (every scenario checking it passed), **FAIL** (a scenario checking it failed),")
+    add("  `not judged` (a scenario checking it could not be judged), `—` (no scenario checking it ran for that target:")
+    add("  not applicable to the declared profile, or nothing ran)")
+    add("")
+    add("## Verdicts")
+    add("")
+    add("| library | version | storage | verdict | passed | failed | not judged | not applicable | seed | time (s) |")
+    add("|---|---|---|---|---|---|---|---|---|---|")
+    for t in targets:
+        c = (t.results or {}).get("counts") or {}
+        na = len((t.results or {}).get("not_applicable") or [])
+        verdict = t.verdict()
+        if verdict == "NOT JUDGED":
+            verdict = f"NOT JUDGED: {md(t.not_judged_reason(), 200)}"
+        elif verdict == "DOES NOT CONFORM":
+            verdict = "**DOES NOT CONFORM**"
+        nj = (c.get("errored", 0) or 0) + (c.get("indefinite", 0) or 0) if t.results else "—"
+        add(f"| {md(t.name)} | {md(t.impl.get('version', '?'))} | {md(t.storage)} | {verdict} | "
+            f"{c.get('passed', '—')} | {c.get('failed', '—')} | {nj} | {na if t.results else '—'} | "
+            f"{md((t.results or {}).get('seed', '—'))} | {md(t.seconds or '—')} |")
+    add("")
+    add("## Declared profiles")
+    add("")
+    add("| library | storage | " + " | ".join(PROFILE_FIELDS) + " |")
+    add("|---|---|" + "---|" * len(PROFILE_FIELDS))
+    for t in targets:
+        add(f"| {md(t.name)} | {md(t.storage)} | " + " | ".join(profile_cell(t.profile, f) for f in PROFILE_FIELDS) + " |")
+    add("")
+    add("## Clause by clause")
+    add("")
+    per_target = [t.clause_verdicts() for t in targets]
+    clauses = sorted({c for v in per_target for c in v})
+    if not clauses:
+        add("No scenario ran against any target: nothing to show clause by clause.")
+    else:
+        add("| clause | " + " | ".join(md(t.label) for t in targets) + " |")
+        add("|---|" + "---|" * len(targets))
+        for clause in clauses:
+            cells = []
+            for v in per_target:
+                x = v.get(clause)
+                cells.append("**FAIL**" if x == "FAIL" else (f"`{x}`" if x else "—"))
+            add(f"| `{md(clause)}` | " + " | ".join(cells) + " |")
+    add("")
+    add("## Violations")
+    add("")
+    any_violation = False
+    for t in targets:
+        failed = [s for s in t.scenarios() if s.get("verdict") in ("fail", "unexpected_pass")]
+        if not failed:
+            continue
+        any_violation = True
+        add(f"### {md(t.label)} {md(t.impl.get('version', ''))}")
+        add("")
+        for s in failed:
+            f = s.get("failure") if isinstance(s.get("failure"), dict) else {}
+            clauses_ = ", ".join(f"`{md(c)}`" for c in s.get("checks") or []) or "—"
+            add(f"- **{md(s.get('id'))}** ({clauses_}): {md(f.get('message', s.get('verdict')))}")
+            add(f"  - trial {md(f.get('trial', '—'))}, step {md(f.get('step', '—'))}; seed {md((t.results or {}).get('seed'))}")
+            if f.get("expected") is not None:
+                add(f"  - expected: {md(f.get('expected'))}")
+            if f.get("actual") is not None:
+                add(f"  - actual: {md(f.get('actual'))}")
+            add(f"  - replay: {code(t.replay(s))}")
+        add("")
+    if not any_violation:
+        add("No scenario failed.")
+        add("")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="conformance_table.py")
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--date", default=None, help="the generation date to print (default: now, UTC)")
+    a = ap.parse_args()
+    try:
+        dirs = sorted(d for d in os.listdir(a.results) if os.path.isfile(os.path.join(a.results, d, "wrapper.json")))
+    except OSError as e:
+        print(f"conformance_table.py: cannot read {a.results}: {e}", file=sys.stderr)
+        return 2
+    if not dirs:
+        print(f"conformance_table.py: no wrapper directory (with wrapper.json) in {a.results}", file=sys.stderr)
+        return 2
+    targets = [Target(os.path.join(a.results, d)) for d in dirs]
+    now = a.date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    page = render(targets, now)
+    try:
+        with open(a.out, "w", encoding="utf-8") as f:
+            f.write(page + "\n")
+    except OSError as e:
+        print(f"conformance_table.py: cannot write {a.out}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

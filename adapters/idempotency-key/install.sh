@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the judged libraries by name and pinned version from npm and PyPI into .deps/ (git-ignored; nothing vendored).
+#
+#   adapters/idempotency-key/install.sh [--force]
+#
+# npm: node/package.json + node/package-lock.json (`npm ci` in .deps/node).
+# PyPI: python/requirements.txt, every version pinned, into the venv .deps/venv.
+# A stamp of those three files skips a second install; --force redoes it.
+# Exits 2 when node, npm or python3 is missing, 1 when an install fails.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+deps="$here/.deps"
+force=0
+[ "${1:-}" = "--force" ] && force=1
+
+for tool in node npm python3; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "install.sh: $tool is needed" >&2; exit 2; }
+done
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+[ "$node_major" -ge 18 ] || { echo "install.sh: node 18+ is needed (have $(node --version))" >&2; exit 2; }
+
+stamp="$(cat "$here/node/package.json" "$here/node/package-lock.json" "$here/python/requirements.txt" | sha256sum | cut -d' ' -f1)"
+if [ "$force" = 0 ] && [ -f "$deps/stamp" ] && [ "$(cat "$deps/stamp")" = "$stamp" ]; then
+  echo "install.sh: .deps is up to date"
+  exit 0
+fi
+rm -f "$deps/stamp"
+mkdir -p "$deps/node"
+
+echo "install.sh: npm ci (node/package-lock.json)"
+cp "$here/node/package.json" "$here/node/package-lock.json" "$deps/node/"
+(cd "$deps/node" && npm ci --no-audit --no-fund --loglevel=error)
+
+echo "install.sh: pip install -r python/requirements.txt into .deps/venv"
+[ -x "$deps/venv/bin/python" ] || python3 -m venv "$deps/venv"
+"$deps/venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/python/requirements.txt"
+
+echo "$stamp" > "$deps/stamp"
+echo "install.sh: done"

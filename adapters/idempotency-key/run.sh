@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Starts one wrapper app by library name: run.sh LIBRARY --port P [--storage memory|redis] [--expiry-ms MS] ...
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+lib="${1:-}"; shift || true
+case "$lib" in
+  express-idempotency|node-idempotency-nestjs|powertools-idempotency-middy)
+    [ -d "$here/.deps/node/node_modules" ] || { echo "run.sh: run install.sh first" >&2; exit 2; }
+    NODE_PATH="$here/.deps/node/node_modules" exec node "$here/node/$lib.js" "$@" ;;
+  fastapi-idempotency-key|fastapi-idempotency|asgi-idempotency-header|django-idempotency-key)
+    [ -x "$here/.deps/venv/bin/python" ] || { echo "run.sh: run install.sh first" >&2; exit 2; }
+    exec "$here/.deps/venv/bin/python" "$here/python/wrap_${lib//-/_}.py" "$@" ;;
+  *) echo "run.sh: unknown library '$lib' (express-idempotency, node-idempotency-nestjs, powertools-idempotency-middy, fastapi-idempotency-key, fastapi-idempotency, asgi-idempotency-header, django-idempotency-key)" >&2; exit 2 ;;
+esac

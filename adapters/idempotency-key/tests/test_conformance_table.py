@@ -1,0 +1,113 @@
+"""Unit tests of conformance_table.py on hand-made reqkey-results/1 documents (verdict ranking, not judged, escaping)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+import conformance_table as ct  # noqa: E402
+
+PROFILE = {"keyRequired": False, "keySyntax": "any", "invalidKeyStatus": None, "fingerprint": "none",
+           "mismatchStatus": None, "concurrent": "conflict", "concurrentStatus": 409, "errors": "stored",
+           "scope": [], "expiryMs": 2000, "lockMs": None, "replayHeader": "idempotent-replayed", "durable": False}
+
+
+def health(name="lib<script>", version="1.0|0"):
+    return {"protocol": "reqkey-idem/1", "implementation": {"name": name, "version": version, "storage": "memory"},
+            "profile": PROFILE}
+
+
+def scenario(sid, verdict, checks, message="m"):
+    failure = None if verdict == "pass" else {"trial": 3, "step": "steps[2] post", "message": message,
+                                              "expected": {"status": 201}, "actual": {"status": 409}, "detail": None,
+                                              "reason": None}
+    return {"id": sid, "file": f"embedded/idempotency-key/{sid}.yaml", "checks": checks, "verdict": verdict,
+            "failure": failure}
+
+
+def results(scenarios, exit_code, indefinite=None):
+    return {"schema": "reqkey-results/1", "reqkey_version": "0.1.0", "target": {"health": health()},
+            "suite": {"digest": "sha256:abc"}, "seed": 42, "exit_code": exit_code, "indefinite": indefinite,
+            "counts": {"passed": 1, "failed": 1, "errored": 1, "indefinite": 0}, "not_applicable": [],
+            "scenarios": scenarios}
+
+
+def write_target(root, name, storage, res=None, health_doc=None, log="", code=None):
+    d = os.path.join(root, f"{name}-{storage}")
+    os.makedirs(d)
+    with open(os.path.join(d, "wrapper.json"), "w") as f:
+        json.dump({"wrapper": name, "storage": storage}, f)
+    with open(os.path.join(d, "replay-args.txt"), "w") as f:
+        f.write(f"{name} --storage {storage} --expiry-ms 2000")
+    if res is not None:
+        with open(os.path.join(d, "results.json"), "w") as f:
+            json.dump(res, f)
+    if health_doc is not None:
+        with open(os.path.join(d, "health.json"), "w") as f:
+            json.dump(health_doc, f)
+    with open(os.path.join(d, "certify.log"), "w") as f:
+        f.write(log)
+    if code is not None:
+        with open(os.path.join(d, "exit-code"), "w") as f:
+            f.write(str(code))
+    return d
+
+
+class TableTests(unittest.TestCase):
+    def test_worst_verdict_wins_per_clause(self):
+        with tempfile.TemporaryDirectory() as root:
+            d = write_target(root, "a", "memory", results([
+                scenario("s1", "pass", ["idem.x", "idem.y"]),
+                scenario("s2", "fail", ["idem.y"]),
+                scenario("s3", "error", ["idem.x", "idem.z"]),
+            ], 1))
+            v = ct.Target(d).clause_verdicts()
+            self.assertEqual(v, {"idem.x": "not judged", "idem.y": "FAIL", "idem.z": "not judged"})
+
+    def test_page_names_violation_seed_and_replay_and_escapes_target_text(self):
+        with tempfile.TemporaryDirectory() as root:
+            write_target(root, "a", "memory", results([
+                scenario("s2", "fail", ["idem.y"], message="<img src=x> | `rm` *bold* [link](http://x)"),
+            ], 1))
+            page = ct.render([ct.Target(os.path.join(root, "a-memory"))], "now")
+            self.assertIn("**DOES NOT CONFORM**", page)
+            self.assertIn("| `idem.y` | **FAIL** |", page)
+            self.assertIn("seed 42", page)
+            self.assertIn("run scenarios/idempotency-key/s2.yaml", page)
+            self.assertIn("--seed 42", page)
+            self.assertIn("adapters/idempotency-key/run.sh a --storage memory --expiry-ms 2000", page)
+            for raw in ("<img", "<script>", "| `rm`", "*bold*", "[link]", "1.0|0"):
+                self.assertNotIn(raw, page)
+            self.assertIn("&lt;img src=x&gt; &#124; &#96;rm&#96;", page)
+            self.assertIn("lib&lt;script&gt;", page)
+
+    def test_no_results_is_not_judged_with_the_log_line_and_profile_from_health_json(self):
+        with tempfile.TemporaryDirectory() as root:
+            write_target(root, "b", "redis", None, health(name="b"), log="x\nreqkey: error: unsupported target\n", code=2)
+            page = ct.render([ct.Target(os.path.join(root, "b-redis"))], "now")
+            self.assertIn("NOT JUDGED: no results.json (certify exit 2): reqkey: error: unsupported target", page)
+            self.assertIn("| b | redis | false | any | null | none | null | conflict | 409 | stored |", page)
+            self.assertIn("No scenario ran against any target", page)
+
+    def test_indefinite_run_gives_its_reason(self):
+        with tempfile.TemporaryDirectory() as root:
+            write_target(root, "c", "memory", results([], 2, {"reason": "unreachable", "message": "refused"}))
+            page = ct.render([ct.Target(os.path.join(root, "c-memory"))], "now")
+            self.assertIn("NOT JUDGED: unreachable: refused", page)
+
+    def test_cli_exit_2_on_an_empty_results_dir(self):
+        with tempfile.TemporaryDirectory() as root:
+            r = subprocess.run([sys.executable, os.path.join(HERE, "..", "conformance_table.py"), "--results", root,
+                                "--out", os.path.join(root, "x.md")], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(root, "x.md")))
+
+
+if __name__ == "__main__":
+    unittest.main()
