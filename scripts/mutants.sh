@@ -38,7 +38,8 @@ case " $* " in
   *" -f "* | *" --file "* | *" --re "*) ;;
   *)
     for f in model/src/contract/rules.rs model/src/contract/plan.rs model/src/contract/seq.rs model/src/contract/key.rs \
-      model/src/contract/digest.rs 'reference-impl/src/store/*.rs' reference-impl/src/agent/executor.rs; do
+      model/src/contract/digest.rs 'reference-impl/src/store/*.rs' 'reference-impl/src/store/postgres/*.rs' \
+      reference-impl/src/agent/executor.rs reference-impl/src/agent/runs.rs reference-impl/src/agent/config.rs; do
       args+=(--file "$f")
     done
     ;;
