@@ -1,0 +1,480 @@
+//! The Wing & Gong search with Lowe's memoization over one session's operations.
+
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
+#[cfg(doc)]
+use reqkey_model::seq::SeqStore;
+use reqkey_model::seq::{SessionState, StoreOp, StoreReply};
+use reqkey_model::{CommitOutcome, DeleteResult, RunMetadata, RunStatus, StoreError};
+
+use super::prepare::{answers_match, writes_nothing, Observed, Prepared};
+
+/// One operation as the search sees it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Item<'a> {
+    pub(super) prepared: &'a Prepared,
+    /// Counted as unanswered (in flight at a cut): matches any answer.
+    pub(super) in_flight: bool,
+    pub(super) invoke_ns: u64,
+    pub(super) end_ns: u64,
+}
+
+pub(super) const PENDING: Observed = Observed::Pending;
+
+impl<'a> Item<'a> {
+    /// `in_flight` forces the op to count as unanswered.
+    pub(super) fn of(prepared: &'a [Prepared], i: usize, in_flight: bool) -> Self {
+        let p = &prepared[i];
+        Item {
+            prepared: p,
+            in_flight,
+            invoke_ns: p.invoke_ns,
+            end_ns: if in_flight { u64::MAX } else { p.end_ns },
+        }
+    }
+
+    fn observed(&self) -> &'a Observed {
+        if self.in_flight {
+            &PENDING
+        } else {
+            &self.prepared.observed
+        }
+    }
+
+    /// Does the recorded answer claim the op wrote nothing? Such an op,
+    /// when its answer matches, leaves the spec state as it was.
+    fn quiet(&self) -> bool {
+        !matches!(self.observed(), Observed::Pending) && writes_nothing(self.prepared)
+    }
+}
+
+#[derive(Debug)]
+pub(super) enum Search {
+    Linearizable,
+    NotLinearizable,
+    OutOfBudget,
+}
+
+pub(super) const NONE: usize = usize::MAX;
+
+/// How to take back one linearized operation.
+#[derive(Debug)]
+pub(super) enum Undo {
+    /// The op left the state as it was.
+    Nothing,
+    /// It started a run (the last one).
+    Start,
+    /// It changed the status of the run at this index from this one.
+    Status(usize, RunStatus),
+    /// It deleted the session, which was this.
+    Session(Box<SessionState>),
+}
+
+pub(super) fn undo(state: &mut SessionState, undo: Undo) {
+    match undo {
+        Undo::Nothing => {}
+        Undo::Start => state.undo_last_start(),
+        Undo::Status(index, status) => state.undo_status_change(index, status),
+        Undo::Session(old) => *state = *old,
+    }
+}
+
+/// Applies `item`'s operation to `state` (one session) if the spec's answer
+/// there matches the recorded one; updates `fp`, the state's fingerprint.
+/// `None`: no match, and `state` and `fp` are as they were. Every answer
+/// comes from the model's [`SessionState`], the same methods [`SeqStore`]
+/// calls (`the_session_evaluation_agrees_with_seq_store` checks it); reads
+/// are compared in place instead of cloned.
+pub(super) fn evaluate(state: &mut SessionState, fp: &mut u128, item: &Item<'_>) -> Option<Undo> {
+    let observed = item.observed();
+    let p = item.prepared;
+    let op = p.op.as_ref()?;
+    let pending = matches!(observed, Observed::Pending);
+    let read_ok = |spec: Option<&RunMetadata>| match observed {
+        Observed::Pending => true,
+        Observed::Answer(Ok(StoreReply::Run(o))) => o.as_ref() == spec,
+        _ => false,
+    };
+    let matched = match op {
+        StoreOp::CommitRunStart(_) => {
+            let prepared = p.commit.as_ref()?;
+            let spec = state.commit_prepared(prepared);
+            let started = matches!(&spec, Ok(c) if c.outcome == CommitOutcome::Started);
+            let ok = pending || answers_match(&spec.map(StoreReply::Commit), observed);
+            if !started {
+                return ok.then_some(Undo::Nothing);
+            }
+            if !ok {
+                state.undo_last_start();
+                return None;
+            }
+            let index = state.run_count() - 1;
+            *fp = fp.wrapping_add(entry_term(state, index));
+            return Some(Undo::Start);
+        }
+        StoreOp::GetRun(a) => read_ok(state.run(&a.run_id)),
+        StoreOp::GetCurrentRun(_) => read_ok(state.current_run()),
+        StoreOp::GetRunByRequestKey(a) => read_ok(state.run_by_request_key(&a.request_key)),
+        StoreOp::ListRuns(_) => match observed {
+            Observed::Pending => true,
+            Observed::Answer(Ok(StoreReply::Runs(v))) => v.iter().eq(state.runs()),
+            _ => false,
+        },
+        StoreOp::ListInputs(_) => match (observed, &p.inputs) {
+            (Observed::Pending, _) => true,
+            (Observed::Answer(Ok(StoreReply::Inputs(_))), Some(inputs)) => inputs
+                .iter()
+                .map(|(r, i)| (r.as_str(), i.as_str()))
+                .eq(state.inputs_canonical()),
+            _ => false,
+        },
+        StoreOp::SetRunStatus(a) => {
+            let Some(index) = state.run_index(&a.run_id) else {
+                let spec = Err(StoreError::NotFound(String::new()));
+                return (pending || answers_match(&spec, observed)).then_some(Undo::Nothing);
+            };
+            let before_term = entry_term(state, index);
+            let before = state.entry(index).map(|(m, _, _)| m.status)?;
+            let spec = state.set_run_status(&a.run_id, a.status);
+            let changed = spec.is_ok() && before != a.status;
+            let ok = pending || answers_match(&spec.map(|r| StoreReply::Run(Some(r))), observed);
+            if !changed {
+                if !ok {
+                    // A same-status change writes nothing; nothing to undo.
+                    return None;
+                }
+                return Some(Undo::Nothing);
+            }
+            if !ok {
+                state.undo_status_change(index, before);
+                return None;
+            }
+            *fp = fp
+                .wrapping_sub(before_term)
+                .wrapping_add(entry_term(state, index));
+            return Some(Undo::Status(index, before));
+        }
+        StoreOp::DeleteSession(_) => {
+            let deleted = !state.is_empty();
+            let spec = Ok(StoreReply::Deleted(DeleteResult { deleted }));
+            if !(pending || answers_match(&spec, observed)) {
+                return None;
+            }
+            if !deleted {
+                return Some(Undo::Nothing);
+            }
+            *fp = 0;
+            return Some(Undo::Session(Box::new(std::mem::take(state))));
+        }
+    };
+    matched.then_some(Undo::Nothing)
+}
+
+/// One linearized operation on the search's stack.
+#[derive(Debug)]
+pub(super) struct Frame {
+    /// Its call entry.
+    entry: usize,
+    /// Linearized because it was callable, matched and wrote nothing: then
+    /// it may come first among what is left, so if the configuration after
+    /// it fails, so does the one before it (see [`search`]).
+    forced: bool,
+    undo: Undo,
+    fp_before: u128,
+}
+
+/// Wing & Gong search with Lowe's memoization over one partition.
+/// Returns the outcome and the steps spent.
+///
+/// On top of the plain search, **quiet operations go first**: at a
+/// configuration reached for the first time, a callable operation that
+/// matches and leaves the state as it is (a read, a refusal, a replay)
+/// is linearized at once, and if what follows fails, the configuration
+/// fails too without trying anything else. That is complete: in any
+/// linearization extending the configuration, that op can be moved to
+/// the front (it is callable, so nothing left precedes it in real time;
+/// it answers the same on the same state; and it changes nothing, so
+/// every later answer stays). The same argument lets the ordinary
+/// iteration skip quiet ops: at a configuration where none matched, none
+/// will.
+pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usize) {
+    let n = items.len();
+    if n == 0 {
+        return (Search::Linearizable, 0, 0);
+    }
+    // Entries: 2 per op. Entry 2i is the call of op i, 2i+1 its return.
+    // Time order; at equal instants calls come first (ties overlap).
+    let mut order: Vec<usize> = (0..2 * n).collect();
+    order.sort_by_key(|&e| {
+        let it = &items[e / 2];
+        if e % 2 == 0 {
+            (it.invoke_ns, 0u8, e)
+        } else {
+            (it.end_ns, 1u8, e)
+        }
+    });
+    // A doubly linked list over the entries, with a head sentinel at 2n.
+    let head = 2 * n;
+    let mut next = vec![NONE; 2 * n + 1];
+    let mut prev = vec![NONE; 2 * n + 1];
+    let mut last = head;
+    for &e in &order {
+        next[last] = e;
+        prev[e] = last;
+        last = e;
+    }
+    let quiet: Vec<bool> = items.iter().map(Item::quiet).collect();
+
+    // The configuration: the linearized set as a Zobrist hash (the XOR of
+    // one random 128-bit word per linearized op, updated in O(1)) and the
+    // state with its fingerprint (a sum of one term per run, also
+    // updated in O(1)); the cache holds 16 bytes per configuration.
+    let mut linearized: u128 = 0;
+    let mut state = SessionState::default();
+    let mut fp: u128 = 0;
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut cache: HashSet<u128, BuildHasherDefault<FoldHasher>> = HashSet::default();
+    let key = |linearized: u128, fp: u128| linearized ^ mix128(fp);
+    let mut steps = 0u64;
+    let mut entry = next[head];
+    // A configuration reached for the first time: look for a quiet op.
+    let mut fresh = true;
+
+    macro_rules! lift {
+        ($e:expr) => {
+            for e in [$e, $e + 1] {
+                next[prev[e]] = next[e];
+                if next[e] != NONE {
+                    prev[next[e]] = prev[e];
+                }
+            }
+        };
+    }
+    // Backtracks to the last configuration not known to fail; `false`
+    // when there is none (the history is not linearizable).
+    macro_rules! backtrack {
+        () => {{
+            let mut resumed = false;
+            while let Some(frame) = stack.pop() {
+                let call = frame.entry;
+                linearized ^= zobrist(call / 2);
+                undo(&mut state, frame.undo);
+                fp = frame.fp_before;
+                // Put the return back, then the call (reverse of lifting).
+                for e in [call + 1, call] {
+                    if next[e] != NONE {
+                        prev[next[e]] = e;
+                    }
+                    next[prev[e]] = e;
+                }
+                if !frame.forced {
+                    entry = next[call];
+                    resumed = true;
+                    break;
+                }
+            }
+            resumed
+        }};
+    }
+
+    while next[head] != NONE {
+        steps += 1;
+        if steps > budget_steps {
+            return (Search::OutOfBudget, steps - 1, cache.len());
+        }
+        if fresh {
+            fresh = false;
+            let mut e = next[head];
+            let mut forced = None;
+            while e != NONE && e % 2 == 0 {
+                if quiet[e / 2] {
+                    let fp_before = fp;
+                    match evaluate(&mut state, &mut fp, &items[e / 2]) {
+                        Some(Undo::Nothing) => {
+                            forced = Some(e);
+                            break;
+                        }
+                        Some(other) => {
+                            // Not quiet after all (cannot happen for a
+                            // matched answer that claims no write).
+                            undo(&mut state, other);
+                            fp = fp_before;
+                        }
+                        None => {}
+                    }
+                }
+                e = next[e];
+            }
+            if let Some(e) = forced {
+                let bits = linearized ^ zobrist(e / 2);
+                if cache.insert(key(bits, fp)) {
+                    stack.push(Frame {
+                        entry: e,
+                        forced: true,
+                        undo: Undo::Nothing,
+                        fp_before: fp,
+                    });
+                    linearized = bits;
+                    lift!(e);
+                    fresh = true;
+                } else if !backtrack!() {
+                    // Explored before and failed: so does this one.
+                    return (Search::NotLinearizable, steps, cache.len());
+                }
+                continue;
+            }
+            entry = next[head];
+            continue;
+        }
+        if entry == NONE {
+            // Cannot happen: a list that is not empty ends with a return.
+            return (Search::NotLinearizable, steps, cache.len());
+        }
+        if entry % 2 == 0 {
+            let i = entry / 2;
+            if !quiet[i] {
+                let fp_before = fp;
+                if let Some(u) = evaluate(&mut state, &mut fp, &items[i]) {
+                    let bits = linearized ^ zobrist(i);
+                    if cache.insert(key(bits, fp)) {
+                        stack.push(Frame {
+                            entry,
+                            forced: false,
+                            undo: u,
+                            fp_before,
+                        });
+                        linearized = bits;
+                        lift!(entry);
+                        fresh = true;
+                        continue;
+                    }
+                    undo(&mut state, u);
+                    fp = fp_before;
+                }
+            }
+            entry = next[entry];
+        } else if !backtrack!() {
+            // A return whose call is still in the list, and nothing to
+            // take back.
+            return (Search::NotLinearizable, steps, cache.len());
+        }
+    }
+    (Search::Linearizable, steps, cache.len())
+}
+
+/// The fingerprint term of the run at `index`: a 128-bit hash of everything
+/// the state's equality looks at for it, and of its position.
+pub(super) fn entry_term(state: &SessionState, index: usize) -> u128 {
+    let mut h = Hash128::new(0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344);
+    index.hash(&mut h);
+    if let Some((meta, digest, input)) = state.entry(index) {
+        meta.hash(&mut h);
+        digest.hash(&mut h);
+        input.hash(&mut h);
+    }
+    h.finish128()
+}
+
+/// The Zobrist word of op `i`: two rounds of splitmix64 per half.
+pub(super) fn zobrist(i: usize) -> u128 {
+    let i = i as u64;
+    (u128::from(splitmix(i ^ 0x9e37_79b9_7f4a_7c15)) << 64)
+        | u128::from(splitmix(i.rotate_left(32) ^ 0xd1b5_4a32_d192_ed03))
+}
+
+pub(super) fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Mixes a state fingerprint before it meets the Zobrist word, so that the
+/// two additive/XOR structures do not line up.
+pub(super) fn mix128(x: u128) -> u128 {
+    let (hi, lo) = ((x >> 64) as u64, x as u64);
+    (u128::from(splitmix(hi ^ lo.rotate_left(17))) << 64)
+        | u128::from(splitmix(lo ^ 0x5851_f42d_4c95_7f2d ^ hi))
+}
+
+/// A fast 128-bit hasher for fingerprint terms (two multiply-rotate lanes,
+/// finished with splitmix); the data is the checker's own, not an
+/// adversary's, so it needs spread, not resistance.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Hash128 {
+    a: u64,
+    b: u64,
+}
+
+impl Hash128 {
+    fn new(a: u64, b: u64) -> Self {
+        Self { a, b }
+    }
+
+    fn word(&mut self, w: u64) {
+        self.a = (self.a ^ w)
+            .wrapping_mul(0x9fb2_1c65_1e98_df25)
+            .rotate_left(29);
+        self.b = (self.b ^ w.rotate_left(32))
+            .wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+            .rotate_left(31);
+    }
+
+    fn finish128(&self) -> u128 {
+        (u128::from(splitmix(self.a ^ self.b.rotate_left(7))) << 64)
+            | u128::from(splitmix(self.b ^ 0x2545_f491_4f6c_dd1d ^ self.a))
+    }
+}
+
+impl Hasher for Hash128 {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.word(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        self.word(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
+    }
+
+    fn write_u8(&mut self, i: u8) {
+        self.word(u64::from(i) | 0x100);
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.word(i);
+    }
+
+    fn write_usize(&mut self, i: usize) {
+        self.word(i as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.finish128() as u64
+    }
+}
+
+/// The cache's hasher: its keys are already uniform 128-bit words, so it
+/// folds them instead of hashing them again.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct FoldHasher(u64);
+
+impl Hasher for FoldHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u128(&mut self, i: u128) {
+        self.0 ^= (i as u64) ^ ((i >> 64) as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
