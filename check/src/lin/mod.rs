@@ -87,6 +87,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod minimize;
+mod pending;
 mod prepare;
 mod search;
 mod timeline;
@@ -493,10 +494,11 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
     if matches!(outcome.search, Search::OutOfBudget) {
         return CheckReport {
             verdict: Verdict::Unknown {
-                reason: format!(
-                    "gave up after {} search steps (session {session}, {} operations)",
+                reason: pending::out_of_budget_reason(
+                    prepared,
+                    session,
+                    indices,
                     opts.budget_steps,
-                    indices.len()
                 ),
             },
             steps,

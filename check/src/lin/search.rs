@@ -8,6 +8,7 @@ use reqkey_model::seq::SeqStore;
 use reqkey_model::seq::{SessionState, StoreOp, StoreReply};
 use reqkey_model::{CommitOutcome, DeleteResult, RunMetadata, RunStatus, StoreError};
 
+use super::pending::{role, PendingPool, Role};
 use super::prepare::{answers_match, writes_nothing, Observed, Prepared};
 
 /// One operation as the search sees it.
@@ -34,7 +35,7 @@ impl<'a> Item<'a> {
         }
     }
 
-    fn observed(&self) -> &'a Observed {
+    pub(super) fn observed(&self) -> &'a Observed {
         if self.in_flight {
             &PENDING
         } else {
@@ -171,11 +172,21 @@ pub(super) fn evaluate(state: &mut SessionState, fp: &mut u128, item: &Item<'_>)
     matched.then_some(Undo::Nothing)
 }
 
+/// Where one linearized operation came from, and so where the search
+/// resumes when it is taken back.
+#[derive(Debug, Clone, Copy)]
+enum At {
+    /// An answered op: its call entry in the list.
+    List(usize),
+    /// An unanswered write: its position in the pool, the instant of the
+    /// first return at the configuration it was tried at, and the pass.
+    Pool(usize, u64, Pass),
+}
+
 /// One linearized operation on the search's stack.
 #[derive(Debug)]
 pub(super) struct Frame {
-    /// Its call entry.
-    entry: usize,
+    at: At,
     /// Linearized because it was callable, matched and wrote nothing: then
     /// it may come first among what is left, so if the configuration after
     /// it fails, so does the one before it (see [`search`]).
@@ -184,8 +195,41 @@ pub(super) struct Frame {
     fp_before: u128,
 }
 
+/// Where the ordinary iteration is at a configuration: an answered call
+/// in the list, or (once the list's callable ops are exhausted) a
+/// position in the pool of unanswered writes callable by `limit_ns`.
+#[derive(Debug, Clone, Copy)]
+enum Cursor {
+    List(usize),
+    Pool {
+        from: usize,
+        limit_ns: u64,
+        pass: Pass,
+    },
+}
+
+/// The pool is walked twice at a configuration: first the unanswered
+/// writes after which some callable answered op matches (the likely
+/// ones: a read that sees a timed-out commit finds it at once), then the
+/// others. Every candidate is in exactly one pass, so the search stays
+/// complete; the order only makes a witness come sooner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    Enabling,
+    Rest,
+}
+
+/// The most configurations the cache keeps (about 16-32 bytes each):
+/// past it the search goes on without remembering more, slower but in
+/// bounded memory (the cache only prunes; the verdict does not need it).
+pub(super) const MAX_CACHE_ENTRIES: usize = 1 << 24;
+
+/// Entries a fresh configuration's scan for a quiet op may walk per step
+/// counted: a scan longer than this costs a step more per this many.
+const SCAN_ENTRIES_PER_STEP: u64 = 32;
+
 /// Wing & Gong search with Lowe's memoization over one partition.
-/// Returns the outcome and the steps spent.
+/// Returns the outcome, the steps spent and the configurations cached.
 ///
 /// On top of the plain search, **quiet operations go first**: at a
 /// configuration reached for the first time, a callable operation that
@@ -198,14 +242,31 @@ pub(super) struct Frame {
 /// every later answer stays). The same argument lets the ordinary
 /// iteration skip quiet ops: at a configuration where none matched, none
 /// will.
+///
+/// **Unanswered operations are a class** ([`super::pending`]): reads
+/// dropped, writes kept out of the list in a pool tried after the list's
+/// callable ops, one per class of equal requests, and only when they
+/// would change the state. The list then holds answered ops only, and
+/// the search ends linearizable when it is empty.
+///
+/// **Bounded whatever the history**: every configuration visited, every
+/// pool position looked at, and every [`SCAN_ENTRIES_PER_STEP`] entries
+/// a scan walks count as steps, so `budget_steps` bounds the time; the
+/// cache holds at most `budget_steps` and [`MAX_CACHE_ENTRIES`]
+/// configurations, the stack at most one frame per op.
 pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usize) {
     let n = items.len();
-    if n == 0 {
+    let mut pool = PendingPool::new(items);
+    let listed: Vec<usize> = (0..n)
+        .filter(|&i| role(&items[i]) == Role::Listed)
+        .collect();
+    if listed.is_empty() {
         return (Search::Linearizable, 0, 0);
     }
     // Entries: 2 per op. Entry 2i is the call of op i, 2i+1 its return.
     // Time order; at equal instants calls come first (ties overlap).
-    let mut order: Vec<usize> = (0..2 * n).collect();
+    // Only answered ops are listed (the others are in `pool` or dropped).
+    let mut order: Vec<usize> = listed.iter().flat_map(|&i| [2 * i, 2 * i + 1]).collect();
     order.sort_by_key(|&e| {
         let it = &items[e / 2];
         if e % 2 == 0 {
@@ -235,9 +296,21 @@ pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usi
     let mut fp: u128 = 0;
     let mut stack: Vec<Frame> = Vec::new();
     let mut cache: HashSet<u128, BuildHasherDefault<FoldHasher>> = HashSet::default();
-    let key = |linearized: u128, fp: u128| linearized ^ mix128(fp);
+    let cache_cap = usize::try_from(budget_steps)
+        .unwrap_or(usize::MAX)
+        .min(MAX_CACHE_ENTRIES);
+    // `true` for a configuration not seen before (and now remembered,
+    // while there is room; past it, every one counts as new).
+    let remember = |cache: &mut HashSet<_, _>, linearized: u128, fp: u128| {
+        let key = linearized ^ mix128(fp);
+        if cache.len() < cache_cap {
+            cache.insert(key)
+        } else {
+            !cache.contains(&key)
+        }
+    };
     let mut steps = 0u64;
-    let mut entry = next[head];
+    let mut cursor = Cursor::List(next[head]);
     // A configuration reached for the first time: look for a quiet op.
     let mut fresh = true;
 
@@ -257,19 +330,32 @@ pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usi
         () => {{
             let mut resumed = false;
             while let Some(frame) = stack.pop() {
-                let call = frame.entry;
-                linearized ^= zobrist(call / 2);
                 undo(&mut state, frame.undo);
                 fp = frame.fp_before;
-                // Put the return back, then the call (reverse of lifting).
-                for e in [call + 1, call] {
-                    if next[e] != NONE {
-                        prev[next[e]] = e;
+                match frame.at {
+                    At::List(call) => {
+                        linearized ^= zobrist(call / 2);
+                        // Put the return back, then the call (reverse of
+                        // lifting).
+                        for e in [call + 1, call] {
+                            if next[e] != NONE {
+                                prev[next[e]] = e;
+                            }
+                            next[prev[e]] = e;
+                        }
+                        cursor = Cursor::List(next[call]);
                     }
-                    next[prev[e]] = e;
+                    At::Pool(k, limit_ns, pass) => {
+                        linearized ^= zobrist(pool.item(k));
+                        pool.set_done(k, false);
+                        cursor = Cursor::Pool {
+                            from: k + 1,
+                            limit_ns,
+                            pass,
+                        };
+                    }
                 }
                 if !frame.forced {
-                    entry = next[call];
                     resumed = true;
                     break;
                 }
@@ -281,13 +367,15 @@ pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usi
     while next[head] != NONE {
         steps += 1;
         if steps > budget_steps {
-            return (Search::OutOfBudget, steps - 1, cache.len());
+            return (Search::OutOfBudget, budget_steps, cache.len());
         }
         if fresh {
             fresh = false;
             let mut e = next[head];
             let mut forced = None;
+            let mut walked = 0u64;
             while e != NONE && e % 2 == 0 {
+                walked += 1;
                 if quiet[e / 2] {
                     let fp_before = fp;
                     match evaluate(&mut state, &mut fp, &items[e / 2]) {
@@ -306,11 +394,12 @@ pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usi
                 }
                 e = next[e];
             }
+            steps += walked / SCAN_ENTRIES_PER_STEP;
             if let Some(e) = forced {
                 let bits = linearized ^ zobrist(e / 2);
-                if cache.insert(key(bits, fp)) {
+                if remember(&mut cache, bits, fp) {
                     stack.push(Frame {
-                        entry: e,
+                        at: At::List(e),
                         forced: true,
                         undo: Undo::Nothing,
                         fp_before: fp,
@@ -324,43 +413,138 @@ pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usi
                 }
                 continue;
             }
-            entry = next[head];
+            cursor = Cursor::List(next[head]);
             continue;
         }
-        if entry == NONE {
-            // Cannot happen: a list that is not empty ends with a return.
-            return (Search::NotLinearizable, steps, cache.len());
-        }
-        if entry % 2 == 0 {
-            let i = entry / 2;
-            if !quiet[i] {
-                let fp_before = fp;
-                if let Some(u) = evaluate(&mut state, &mut fp, &items[i]) {
-                    let bits = linearized ^ zobrist(i);
-                    if cache.insert(key(bits, fp)) {
-                        stack.push(Frame {
-                            entry,
-                            forced: false,
-                            undo: u,
-                            fp_before,
-                        });
-                        linearized = bits;
-                        lift!(entry);
-                        fresh = true;
-                        continue;
+        match cursor {
+            Cursor::List(NONE) => {
+                // Cannot happen: a list that is not empty ends with a return.
+                return (Search::NotLinearizable, steps, cache.len());
+            }
+            Cursor::List(entry) if entry % 2 == 0 => {
+                let i = entry / 2;
+                if !quiet[i] {
+                    let fp_before = fp;
+                    if let Some(u) = evaluate(&mut state, &mut fp, &items[i]) {
+                        let bits = linearized ^ zobrist(i);
+                        if remember(&mut cache, bits, fp) {
+                            stack.push(Frame {
+                                at: At::List(entry),
+                                forced: false,
+                                undo: u,
+                                fp_before,
+                            });
+                            linearized = bits;
+                            lift!(entry);
+                            fresh = true;
+                            continue;
+                        }
+                        undo(&mut state, u);
+                        fp = fp_before;
                     }
-                    undo(&mut state, u);
-                    fp = fp_before;
+                }
+                cursor = Cursor::List(next[entry]);
+            }
+            Cursor::List(entry) => {
+                // The first return: the answered calls before it are
+                // tried; now the unanswered writes called by then.
+                cursor = Cursor::Pool {
+                    from: 0,
+                    limit_ns: items[entry / 2].end_ns,
+                    pass: Pass::Enabling,
+                };
+            }
+            Cursor::Pool {
+                from,
+                limit_ns,
+                pass,
+            } => {
+                let (candidate, looked) = if pool.is_empty() {
+                    (None, 0)
+                } else {
+                    pool.next_candidate(from, limit_ns)
+                };
+                steps += looked.saturating_sub(1);
+                let Some(k) = candidate else {
+                    if pass == Pass::Enabling && !pool.is_empty() {
+                        cursor = Cursor::Pool {
+                            from: 0,
+                            limit_ns,
+                            pass: Pass::Rest,
+                        };
+                    } else if !backtrack!() {
+                        // The first return's call is still in the list,
+                        // and nothing to take back.
+                        return (Search::NotLinearizable, steps, cache.len());
+                    }
+                    continue;
+                };
+                cursor = Cursor::Pool {
+                    from: k + 1,
+                    limit_ns,
+                    pass,
+                };
+                let i = pool.item(k);
+                let fp_before = fp;
+                match evaluate(&mut state, &mut fp, &items[i]) {
+                    // Changes nothing here: no use (see `pending`).
+                    Some(Undo::Nothing) | None => {}
+                    Some(u) => {
+                        // In the pass it belongs to? (The callable answered
+                        // ops are walked once more: counted.)
+                        let mut fp_probe = fp;
+                        let (enabling, walked) =
+                            enables(&mut state, &mut fp_probe, items, &next, head);
+                        steps += walked / SCAN_ENTRIES_PER_STEP;
+                        if enabling != (pass == Pass::Enabling) {
+                            undo(&mut state, u);
+                            fp = fp_before;
+                            continue;
+                        }
+                        let bits = linearized ^ zobrist(i);
+                        if remember(&mut cache, bits, fp) {
+                            stack.push(Frame {
+                                at: At::Pool(k, limit_ns, pass),
+                                forced: false,
+                                undo: u,
+                                fp_before,
+                            });
+                            linearized = bits;
+                            pool.set_done(k, true);
+                            fresh = true;
+                            continue;
+                        }
+                        undo(&mut state, u);
+                        fp = fp_before;
+                    }
                 }
             }
-            entry = next[entry];
-        } else if !backtrack!() {
-            // A return whose call is still in the list, and nothing to
-            // take back.
-            return (Search::NotLinearizable, steps, cache.len());
         }
     }
     (Search::Linearizable, steps, cache.len())
+}
+
+/// Does some callable answered op (a call before the list's first
+/// return) match in `state`? The state is left as it was. Returns the
+/// answer and the entries walked.
+fn enables(
+    state: &mut SessionState,
+    fp: &mut u128,
+    items: &[Item<'_>],
+    next: &[usize],
+    head: usize,
+) -> (bool, u64) {
+    let mut e = next[head];
+    let mut walked = 0u64;
+    while e != NONE && e % 2 == 0 {
+        walked += 1;
+        if let Some(u) = evaluate(state, fp, &items[e / 2]) {
+            undo(state, u);
+            return (true, walked);
+        }
+        e = next[e];
+    }
+    (false, walked)
 }
 
 /// The fingerprint term of the run at `index`: a 128-bit hash of everything

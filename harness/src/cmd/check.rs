@@ -156,7 +156,7 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
             ExitCode::from(1)
         }
         Verdict::Unknown { reason } => harness_error(format!(
-            "{shown}: no verdict: {reason} (raise --budget-steps)"
+            "{shown}: no verdict: {reason}"
         )),
     }
 }
@@ -204,7 +204,7 @@ fn verdict_only(
             ExitCode::from(1)
         }
         Verdict::Unknown { reason } => harness_error(format!(
-            "{shown}: no verdict: {reason} (raise --budget-steps)"
+            "{shown}: no verdict: {reason}"
         )),
     }
 }
