@@ -40,6 +40,16 @@
 //!   each entry is prepared as it is read and kept for the report as a
 //!   [`CompactOperation`] (its request and answer as JSON text), rebuilt
 //!   only for the operations a report shows.
+//! - **Streamed by session** (issue 39): a file of any size is read by
+//!   [`crate::stream::read_partitioned`] into a [`PartitionedHistory`]:
+//!   the typed operations only, grouped by session as they are read;
+//!   [`check_partitioned`] lets each session go once it is decided and
+//!   asks the caller for the operations a report shows (read again from
+//!   the file).
+//! - **Unanswered operations as a class** (`lin/pending.rs`): an unanswered
+//!   read is left out, unanswered writes wait in a pool tried only where
+//!   the answered operations cannot go on, equal ones as one; 200,000
+//!   unanswered reads are no longer 200,000 entries every step walks.
 //! - **Search with memoization** (Wing & Gong, with Lowe's cache, the way
 //!   Porcupine does it): walk the calls and returns in time order; at a call,
 //!   try to linearize the operation now (apply it to the spec; its answer
@@ -47,8 +57,12 @@
 //!   The cache of (linearized set, spec state) — kept as a 128-bit
 //!   fingerprint, 16 bytes an entry — prunes every configuration
 //!   already explored, which keeps ordinary histories linear in practice.
-//! - **Bounded.** Every step counts against `budget_steps`; an exhausted
-//!   budget is the verdict [`Verdict::Unknown`], never a hang.
+//! - **Bounded.** Every step counts against `budget_steps` (every
+//!   configuration, every pool position looked at, every 32 entries a
+//!   scan walks), so the budget bounds the time; the cache holds at most
+//!   the budget's and 2^24 configurations. An exhausted budget is the
+//!   verdict [`Verdict::Unknown`], never a hang, with a reason that names
+//!   the overlapping writes that made the session hard.
 //! - **Requests the spec refuses.** A request that does not parse
 //!   (`StoreOp::from_wire` fails) is answered `invalid_argument` by the spec
 //!   whatever the state and changes nothing, so it is checked on its own.
@@ -87,12 +101,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod minimize;
+mod partitioned;
 mod pending;
 mod prepare;
 mod search;
 mod timeline;
 
 use minimize::minimize;
+pub use partitioned::{check_partitioned, Fetch, PartitionedHistory, PartitionedHistoryBuilder};
 pub use prepare::answer_conforms;
 use prepare::{prepare, Observed, Prepared};
 use search::{search, Item, Search};
@@ -423,20 +439,7 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
 
     // Lone operations: the spec's answer to them does not depend on state.
     for (i, p) in prepared.iter().enumerate() {
-        let reason = match (&p.op, &p.observed) {
-            (_, Observed::Malformed(why)) => Some(format!("malformed answer: {why}")),
-            (None, Observed::Answer(Err(e))) if e.kind() == "invalid_argument" => None,
-            (None, Observed::Pending) => None,
-            (None, _) => Some(
-                "the request is malformed, so the spec answers invalid_argument, but the target answered otherwise"
-                    .to_owned(),
-            ),
-            (Some(_), Observed::Answer(Err(StoreError::Internal(_)))) => {
-                Some("the target answered `internal`, which the spec never does".to_owned())
-            }
-            _ => None,
-        };
-        if let Some(reason) = reason {
+        if let Some(reason) = lone_failure(p) {
             let timeline = parsed.render_timeline(&[i], &[]);
             return CheckReport {
                 verdict: Verdict::NotLinearizable(Box::new(Counterexample {
@@ -542,6 +545,25 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
     }
 }
 
+/// Why an operation fails on its own, whatever the state: a malformed
+/// answer, a malformed request not answered `invalid_argument`, or an
+/// `internal` error (which the spec never gives).
+fn lone_failure(p: &Prepared) -> Option<String> {
+    match (&p.op, &p.observed) {
+        (_, Observed::Malformed(why)) => Some(format!("malformed answer: {why}")),
+        (None, Observed::Answer(Err(e))) if e.kind() == "invalid_argument" => None,
+        (None, Observed::Pending) => None,
+        (None, _) => Some(
+            "the request is malformed, so the spec answers invalid_argument, but the target answered otherwise"
+                .to_owned(),
+        ),
+        (Some(_), Observed::Answer(Err(StoreError::Internal(_)))) => {
+            Some("the target answered `internal`, which the spec never does".to_owned())
+        }
+        _ => None,
+    }
+}
+
 /// What the search of one partition found.
 #[derive(Debug)]
 struct PartitionOutcome {
@@ -569,17 +591,37 @@ fn search_partitions(
     partitions: &[(&str, Vec<usize>)],
     opts: &CheckOptions,
 ) -> (Vec<Option<PartitionOutcome>>, usize) {
+    let sizes: Vec<usize> = partitions.iter().map(|(_, p)| p.len()).collect();
+    let search_one = |k: usize, remaining: u64| {
+        let items: Vec<Item<'_>> = partitions[k]
+            .1
+            .iter()
+            .map(|&i| Item::of(prepared, i, false))
+            .collect();
+        search(&items, remaining)
+    };
+    search_each(&sizes, opts, &search_one)
+}
+
+/// The threads of [`search_partitions`]: `search_one(k, remaining)`
+/// searches partition `k` (of `sizes[k]` operations) within `remaining`
+/// steps.
+fn search_each(
+    sizes: &[usize],
+    opts: &CheckOptions,
+    search_one: &(dyn Fn(usize, u64) -> (Search, u64, usize) + Sync),
+) -> (Vec<Option<PartitionOutcome>>, usize) {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let wanted = if opts.threads == 0 {
         cores
     } else {
         opts.threads
     };
-    let threads = wanted.min(partitions.len()).clamp(1, MAX_THREADS);
-    let mut order: Vec<usize> = (0..partitions.len()).collect();
-    order.sort_by_key(|&k| (std::cmp::Reverse(partitions[k].1.len()), k));
+    let threads = wanted.min(sizes.len()).clamp(1, MAX_THREADS);
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&k| (std::cmp::Reverse(sizes[k]), k));
     let results: Vec<OnceLock<PartitionOutcome>> =
-        (0..partitions.len()).map(|_| OnceLock::new()).collect();
+        (0..sizes.len()).map(|_| OnceLock::new()).collect();
     let cursor = AtomicUsize::new(0);
     let stop_at = AtomicUsize::new(usize::MAX);
     let spent = AtomicU64::new(0);
@@ -593,15 +635,10 @@ fn search_partitions(
             if k > stop_at.load(Ordering::Acquire) {
                 continue;
             }
-            let items: Vec<Item<'_>> = partitions[k]
-                .1
-                .iter()
-                .map(|&i| Item::of(prepared, i, false))
-                .collect();
             let remaining = opts
                 .budget_steps
                 .saturating_sub(spent.load(Ordering::Relaxed));
-            let (search, used, cached) = search(&items, remaining);
+            let (search, used, cached) = search_one(k, remaining);
             spent.fetch_add(used, Ordering::Relaxed);
             if !matches!(search, Search::Linearizable) {
                 stop_at.fetch_min(k, Ordering::AcqRel);

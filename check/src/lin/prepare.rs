@@ -16,7 +16,7 @@ use super::Operation;
 #[derive(Debug)]
 pub(super) struct Prepared {
     pub(super) op: Option<StoreOp>,
-    pub(super) commit: Option<PreparedCommit>,
+    pub(super) commit: Option<Box<PreparedCommit>>,
     pub(super) observed: Observed,
     pub(super) inputs: Option<Vec<(String, String)>>,
     pub(super) invoke_ns: u64,
@@ -39,7 +39,7 @@ pub(super) fn prepare(o: &Operation) -> Prepared {
     };
     let commit = match &mut op {
         Some(StoreOp::CommitRunStart(a)) => {
-            let prepared = PreparedCommit::new(&a.start_run).ok();
+            let prepared = PreparedCommit::new(&a.start_run).ok().map(Box::new);
             // Kept canonical in `prepared`; the search never reads it here.
             a.start_run.input = Value::Null;
             prepared
