@@ -42,7 +42,9 @@
 //! [`HistoryError`] with the 1-based line and column it was found at
 //! (serde's position for JSON, the line and column 1 for an event that
 //! does not pair up). Bounded by [`MAX_OPERATIONS`]; the caller bounds
-//! the bytes it reads ([`MAX_HISTORY_BYTES`]).
+//! the bytes it reads ([`MAX_HISTORY_BYTES`]). A file of any size is read
+//! by [`crate::stream`] instead, one entry at a time, with the same entry
+//! parser ([`entry_operation`], [`parse_jepsen_lines`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -118,7 +120,7 @@ impl fmt::Display for HistoryError {
 impl std::error::Error for HistoryError {}
 
 impl HistoryError {
-    fn at(line: usize, column: usize, message: impl Into<String>) -> Self {
+    pub(crate) fn at(line: usize, column: usize, message: impl Into<String>) -> Self {
         Self {
             line,
             column,
@@ -328,22 +330,36 @@ fn parse_json(text: &str, sink: &mut dyn FnMut(usize, Operation)) -> Result<usiz
                 (piece.as_ptr() as usize).saturating_sub(text.as_ptr() as usize),
             )
         };
-        let entry: RawEntry = serde_json::from_str(piece).map_err(|e| {
-            let (line, column) = at();
-            let mut placed = HistoryError::of_json(&e, line - 1);
-            if e.line() <= 1 {
-                placed.column += column - 1;
-            }
-            placed.message = format!("operation {k}: {}", placed.message);
-            placed
-        })?;
-        let op = entry.into_operation().map_err(|m| {
-            let (line, column) = at();
-            HistoryError::at(line, column, format!("operation {k}: {m}"))
-        })?;
-        sink(k, op);
+        sink(k, entry_operation(k, piece, at)?);
     }
     Ok(raws.len())
+}
+
+/// Entry `k` of reqkey's form (`piece`, its JSON text) as an operation;
+/// `at()` places the entry (1-based line and column of its first byte),
+/// asked only on a mistake.
+pub(crate) fn entry_operation(
+    k: usize,
+    piece: &str,
+    at: impl Fn() -> (usize, usize),
+) -> Result<Operation, HistoryError> {
+    let entry: RawEntry = serde_json::from_str(piece).map_err(|e| {
+        let (line, column) = at();
+        let mut placed = HistoryError::of_json(&e, line - 1);
+        if e.line() <= 1 {
+            placed.column += column - 1;
+        }
+        // A mistake of JSON itself is the file's (as when the whole
+        // array is parsed at once); one of the entry's fields, the entry's.
+        if !(e.is_syntax() || e.is_eof()) {
+            placed.message = format!("operation {k}: {}", placed.message);
+        }
+        placed
+    })?;
+    entry.into_operation().map_err(|m| {
+        let (line, column) = at();
+        HistoryError::at(line, column, format!("operation {k}: {m}"))
+    })
 }
 
 /// What an event says happened.
@@ -359,12 +375,24 @@ enum EventType {
 /// stays if it never completes) and again when it completes; returns how
 /// many there are.
 fn parse_jepsen(text: &str, sink: &mut dyn FnMut(usize, Operation)) -> Result<usize, HistoryError> {
+    parse_jepsen_lines(text.lines().map(Ok), MAX_OPERATIONS, sink)
+}
+
+/// [`parse_jepsen`] over lines as they are read (a line that cannot be
+/// read is its error), with at most `max_operations` operations.
+pub(crate) fn parse_jepsen_lines<L: AsRef<str>>(
+    lines: impl Iterator<Item = Result<L, HistoryError>>,
+    max_operations: usize,
+    sink: &mut dyn FnMut(usize, Operation),
+) -> Result<usize, HistoryError> {
     // Open operations by process: (index, f, the operation so far).
     let mut open: BTreeMap<String, (usize, Value, Operation)> = BTreeMap::new();
     let mut count = 0usize;
     let mut timed: Option<bool> = None;
     let mut last_time = 0u64;
-    for (n, line) in text.lines().enumerate() {
+    for (n, line) in lines.enumerate() {
+        let line = line?;
+        let line = line.as_ref();
         let line_no = n + 1;
         let trimmed = line.trim();
         if trimmed.is_empty() {
@@ -431,9 +459,9 @@ fn parse_jepsen(text: &str, sink: &mut dyn FnMut(usize, Operation)) -> Result<us
                         "process {process} invokes again before its operation completed"
                     )));
                 }
-                if count >= MAX_OPERATIONS {
+                if count >= max_operations {
                     return Err(err(format!(
-                        "more than the {MAX_OPERATIONS} operations a history may hold"
+                        "more than the {max_operations} operations a history may hold"
                     )));
                 }
                 let request = match (&f, event.get("value")) {
@@ -877,6 +905,15 @@ mod tests {
                     let a = check_with(&in_memory, opts);
                     let b = check_prepared(&from_file, opts);
                     same(&a, &b, &what);
+                    // Streamed by session, the report's operations read again.
+                    let by_session =
+                        crate::stream::read_partitioned(text.as_bytes(), Some(format)).unwrap();
+                    let mut fetch = |at: &[usize]| {
+                        crate::stream::read_operations_at(text.as_bytes(), Some(format), at)
+                            .unwrap()
+                    };
+                    let c = crate::lin::check_partitioned(by_session, opts, Some(&mut fetch));
+                    same(&a, &c, &format!("{what}, streamed"));
                     assert_eq!(a.verdict.is_linearizable(), *name == "correct", "{what}");
                 }
             }

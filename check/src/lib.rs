@@ -26,4 +26,5 @@ pub mod coverage;
 pub mod history;
 pub mod lin;
 pub mod plan;
+pub mod stream;
 pub mod trace;

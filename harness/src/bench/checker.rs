@@ -288,6 +288,33 @@ pub fn lin_workloads(quick: bool, seed: u64) -> Vec<(Workload, SimulatedStore)> 
     out
 }
 
+/// One workload of `reqkey bench lin --lin-ops`: `ops` operations from
+/// `clients` clients over `sessions` sessions, from a correct store and
+/// from one that skips the key rule once.
+pub fn lin_workload_of(
+    ops: u64,
+    sessions: u64,
+    clients: u64,
+    seed: u64,
+) -> Vec<(Workload, SimulatedStore)> {
+    let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    [SimulatedStore::Correct, SimulatedStore::SkipsKeyRuleOnce]
+        .into_iter()
+        .map(|store| {
+            (
+                Workload {
+                    clients: as_usize(clients),
+                    sessions: as_usize(sessions),
+                    ops_total: as_usize(ops),
+                    seed,
+                    namespace: format!("lin-{seed}"),
+                },
+                store,
+            )
+        })
+        .collect()
+}
+
 /// The file name of a `reqkey bench lin` history written by
 /// `--export-histories`: its operations, clients, sessions, seed and the
 /// store that produced it (`correct`, or `not` for the one that skips the

@@ -9,7 +9,7 @@ use clap::Args;
 use crate::bench::backends::{backend_lookup_benchmark, chase_ns, Backend, BackendLookupConfig};
 use crate::bench::checker::{
     checker_benchmark, default_workload, detection_benchmark, export_lin_history, lin_benchmark,
-    lin_workloads,
+    lin_workload_of, lin_workloads,
 };
 use crate::bench::failover::{failover_benchmark, FailoverConfig};
 use crate::bench::lookup::{lookup_benchmark, LookupConfig};
@@ -150,6 +150,19 @@ pub struct BenchArgs {
     /// operations. Each file's path is printed before its figures.
     #[arg(long, value_name = "DIR")]
     pub export_histories: Option<PathBuf>,
+    /// lin: instead of the fixed set, one workload of this many
+    /// operations (a correct store and one that skips the key rule once),
+    /// over `--lin-sessions` sessions from `--lin-clients` clients: a
+    /// generator of large histories (with --export-histories, e.g. the
+    /// 1M-operation, 2,560-session one of docs/benchmarks.md).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub lin_ops: Option<u64>,
+    /// lin, with --lin-ops: the sessions.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub lin_sessions: u64,
+    /// lin, with --lin-ops: the clients.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub lin_clients: u64,
 }
 
 /// `reqkey bench soak`: prints each server's figures; exit 1 when a
@@ -387,7 +400,11 @@ fn lin_bench(args: &BenchArgs) -> ExitCode {
             return harness_error(format!("cannot create {}: {e}", dir.display()));
         }
     }
-    for (w, store) in lin_workloads(args.quick, args.seed) {
+    let workloads = match args.lin_ops {
+        Some(ops) => lin_workload_of(ops, args.lin_sessions, args.lin_clients, args.seed),
+        None => lin_workloads(args.quick, args.seed),
+    };
+    for (w, store) in workloads {
         if let Some(dir) = &args.export_histories {
             match export_lin_history(dir, &w, store) {
                 Ok(path) => println!("history: {}", path.display()),

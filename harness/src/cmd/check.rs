@@ -10,7 +10,9 @@
 //! clause it breaks); 2: the file cannot be read or judged (a mistake is
 //! placed at file:line:col; an exhausted search budget is no verdict).
 
-use std::io::Read;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -18,6 +20,7 @@ use std::time::Instant;
 use clap::{Args, Subcommand};
 use reqkey_check::history::{self, HistoryFormat, MAX_HISTORY_BYTES};
 use reqkey_check::lin::{self, CheckOptions, Verdict};
+use reqkey_check::stream;
 
 use crate::cmd::exit::harness_error;
 use crate::report::inert;
@@ -94,11 +97,13 @@ fn place(before: &[u8]) -> (usize, usize) {
 
 fn history_command(args: &HistoryArgs) -> ExitCode {
     let shown = args.file.display().to_string();
-    let text = match read_bounded(&args.file) {
-        Ok(t) => t,
-        Err(e) => return harness_error(e),
-    };
     if let Some(format) = args.convert_to {
+        // Converting holds the whole history (the output is sorted), so
+        // it keeps the size bound; judging streams (below).
+        let text = match read_bounded(&args.file) {
+            Ok(t) => t,
+            Err(e) => return harness_error(e),
+        };
         let history = match history::parse_history(&text, args.format) {
             Ok(h) => h,
             Err(e) => return harness_error(format!("{shown}:{e}")),
@@ -106,46 +111,82 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
         emit(&history::write_history(&history, format));
         return ExitCode::SUCCESS;
     }
-    // Read straight into the checker's form (typed, each operation's
-    // request and answer kept as text for the report): the history is
-    // never held as JSON values, and the file's text goes once parsed.
+    // Streamed straight into the checker's form, by session (typed, one
+    // entry's text at a time): no size bound but the typed history's, and
+    // nothing kept for a report; the operations a report shows are read
+    // again from the file.
     let started = Instant::now();
-    let parsed = history::parse_prepared(&text, args.format);
-    let parse_ms = started.elapsed().as_secs_f64() * 1e3;
-    drop(text);
-    let parsed = match parsed {
+    let parsed = match open(&args.file)
+        .and_then(|r| stream::read_partitioned(r, args.format).map_err(|e| format!("{shown}:{e}")))
+    {
         Ok(h) => h,
-        Err(e) => return harness_error(format!("{shown}:{e}")),
+        Err(e) => return harness_error(e),
     };
-    if args.verdict_only {
-        return verdict_only(&shown, &parsed, parse_ms, args.budget_steps);
-    }
-    let report = lin::check_prepared(
-        &parsed,
+    let parse_ms = started.elapsed().as_secs_f64() * 1e3;
+    let (operations, sessions) = (parsed.len(), parsed.sessions());
+    let mut shown_ops: BTreeMap<usize, lin::Operation> = BTreeMap::new();
+    let mut fetch = |at: &[usize]| -> Vec<lin::Operation> {
+        let ops = open(&args.file)
+            .and_then(|r| {
+                stream::read_operations_at(r, args.format, at).map_err(|e| format!("{shown}:{e}"))
+            })
+            .unwrap_or_default();
+        shown_ops.extend(at.iter().copied().zip(ops.iter().cloned()));
+        ops
+    };
+    let started = Instant::now();
+    let report = lin::check_partitioned(
+        parsed,
         CheckOptions {
             budget_steps: args.budget_steps,
-            minimize: true,
+            minimize: !args.verdict_only,
             ..CheckOptions::default()
         },
+        // The verdict alone shows no timeline: nothing to read again.
+        (!args.verdict_only)
+            .then_some(&mut fetch as &mut dyn FnMut(&[usize]) -> Vec<lin::Operation>),
     );
+    let check_ms = started.elapsed().as_secs_f64() * 1e3;
+    let shown = inert::terminal(&shown);
+    if args.verdict_only {
+        let timings = format!(
+            "  parsed in {parse_ms:.1} ms, checked in {check_ms:.1} ms ({} search steps, {} thread{})\n",
+            report.steps,
+            report.threads,
+            if report.threads == 1 { "" } else { "s" }
+        );
+        return match report.verdict {
+            Verdict::Linearizable => {
+                emit(&format!(
+                    "reqkey: {shown}: linearizable ({operations} operations, {sessions} sessions)\n{timings}"
+                ));
+                ExitCode::SUCCESS
+            }
+            Verdict::NotLinearizable(c) => {
+                emit(&format!(
+                    "reqkey: {shown}: NOT linearizable ({operations} operations): {}\n{timings}",
+                    inert::terminal(&c.reason)
+                ));
+                ExitCode::from(1)
+            }
+            Verdict::Unknown { reason } => {
+                harness_error(format!("{shown}: no verdict: {}", inert::terminal(&reason)))
+            }
+        };
+    }
     match report.verdict {
         Verdict::Linearizable => {
             emit(&format!(
-                "reqkey: {}: linearizable ({} operations, {} sessions, {} search steps)\n",
-                inert::terminal(&shown),
-                parsed.len(),
-                report.partitions,
-                report.steps
+                "reqkey: {shown}: linearizable ({operations} operations, {} sessions, {} search steps)\n",
+                report.partitions, report.steps
             ));
             ExitCode::SUCCESS
         }
         Verdict::NotLinearizable(c) => {
             emit(&format!(
-                "reqkey: {}: NOT linearizable ({} operations): {}\n  breaks {}\n  the smallest failing subset: operations {} of the file (0-based)\n{}",
-                inert::terminal(&shown),
-                parsed.len(),
+                "reqkey: {shown}: NOT linearizable ({operations} operations): {}\n  breaks {}\n  the smallest failing subset: operations {} of the file (0-based)\n{}",
                 inert::terminal(&c.reason),
-                clauses_broken(&parsed, &c.minimal),
+                clauses_broken(&|i| shown_ops.get(&i).cloned(), &c.minimal),
                 c.minimal
                     .iter()
                     .map(|i| format!("#{i}"))
@@ -155,58 +196,17 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
             ));
             ExitCode::from(1)
         }
-        Verdict::Unknown { reason } => harness_error(format!(
-            "{shown}: no verdict: {reason} (raise --budget-steps)"
-        )),
+        Verdict::Unknown { reason } => {
+            harness_error(format!("{shown}: no verdict: {}", inert::terminal(&reason)))
+        }
     }
 }
 
-/// `--verdict-only`: the check without shrinking, timed apart from the
-/// parse (`parse_ms`: the file's text read into the checker's types).
-fn verdict_only(
-    shown: &str,
-    parsed: &lin::PreparedHistory<'_>,
-    parse_ms: f64,
-    budget_steps: u64,
-) -> ExitCode {
-    let started = Instant::now();
-    let report = lin::check_prepared(
-        parsed,
-        CheckOptions {
-            budget_steps,
-            minimize: false,
-            ..CheckOptions::default()
-        },
-    );
-    let check_ms = started.elapsed().as_secs_f64() * 1e3;
-    let timings = format!(
-        "  parsed in {parse_ms:.1} ms, checked in {check_ms:.1} ms ({} search steps, {} thread{})\n",
-        report.steps,
-        report.threads,
-        if report.threads == 1 { "" } else { "s" }
-    );
-    let shown = inert::terminal(shown);
-    match report.verdict {
-        Verdict::Linearizable => {
-            emit(&format!(
-                "reqkey: {shown}: linearizable ({} operations, {} sessions)\n{timings}",
-                parsed.len(),
-                report.partitions
-            ));
-            ExitCode::SUCCESS
-        }
-        Verdict::NotLinearizable(c) => {
-            emit(&format!(
-                "reqkey: {shown}: NOT linearizable ({} operations): {}\n{timings}",
-                parsed.len(),
-                inert::terminal(&c.reason)
-            ));
-            ExitCode::from(1)
-        }
-        Verdict::Unknown { reason } => harness_error(format!(
-            "{shown}: no verdict: {reason} (raise --budget-steps)"
-        )),
-    }
+/// `path` opened for reading, buffered.
+fn open(path: &Path) -> Result<BufReader<File>, String> {
+    File::open(path)
+        .map(|f| BufReader::with_capacity(1 << 16, f))
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Writes `text` to stdout; a reader that went away (`| head`) is not an
@@ -219,10 +219,13 @@ fn emit(text: &str) {
 
 /// The clauses of spec/SPEC.md a non-linearizable subset breaks: SPEC 4's
 /// "one atomic step" of each kind of write in it.
-pub fn clauses_broken(history: &lin::PreparedHistory<'_>, subset: &[usize]) -> String {
+pub fn clauses_broken(
+    history: &dyn Fn(usize) -> Option<lin::Operation>,
+    subset: &[usize],
+) -> String {
     let mut clauses: Vec<&str> = Vec::new();
     for &i in subset {
-        let op = history.operation(i);
+        let op = history(i);
         let op = op
             .as_ref()
             .and_then(|o| o.request.get("op"))

@@ -40,6 +40,16 @@
 //!   each entry is prepared as it is read and kept for the report as a
 //!   [`CompactOperation`] (its request and answer as JSON text), rebuilt
 //!   only for the operations a report shows.
+//! - **Streamed by session** (issue 39): a file of any size is read by
+//!   [`crate::stream::read_partitioned`] into a [`PartitionedHistory`]:
+//!   the typed operations only, grouped by session as they are read;
+//!   [`check_partitioned`] lets each session go once it is decided and
+//!   asks the caller for the operations a report shows (read again from
+//!   the file).
+//! - **Unanswered operations as a class** (`lin/pending.rs`): an unanswered
+//!   read is left out, unanswered writes wait in a pool tried only where
+//!   the answered operations cannot go on, equal ones as one; 200,000
+//!   unanswered reads are no longer 200,000 entries every step walks.
 //! - **Search with memoization** (Wing & Gong, with Lowe's cache, the way
 //!   Porcupine does it): walk the calls and returns in time order; at a call,
 //!   try to linearize the operation now (apply it to the spec; its answer
@@ -47,8 +57,12 @@
 //!   The cache of (linearized set, spec state) — kept as a 128-bit
 //!   fingerprint, 16 bytes an entry — prunes every configuration
 //!   already explored, which keeps ordinary histories linear in practice.
-//! - **Bounded.** Every step counts against `budget_steps`; an exhausted
-//!   budget is the verdict [`Verdict::Unknown`], never a hang.
+//! - **Bounded.** Every step counts against `budget_steps` (every
+//!   configuration, every pool position looked at, every 32 entries a
+//!   scan walks), so the budget bounds the time; the cache holds at most
+//!   the budget's and 2^24 configurations. An exhausted budget is the
+//!   verdict [`Verdict::Unknown`], never a hang, with a reason that names
+//!   the overlapping writes that made the session hard.
 //! - **Requests the spec refuses.** A request that does not parse
 //!   (`StoreOp::from_wire` fails) is answered `invalid_argument` by the spec
 //!   whatever the state and changes nothing, so it is checked on its own.
@@ -75,20 +89,31 @@
 //! fail for a reason the target is not guilty of.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
-use std::fmt::{self, Write as _};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::collections::BTreeMap;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 #[cfg(doc)]
 use reqkey_model::seq::SeqStore;
-use reqkey_model::seq::{PreparedCommit, SessionState, StoreOp, StoreReply};
-use reqkey_model::{
-    canonical_json, CommitOutcome, DeleteResult, RunMetadata, RunStatus, StoreError,
-};
+use reqkey_model::StoreError;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+mod minimize;
+mod partitioned;
+mod pending;
+mod prepare;
+mod search;
+mod timeline;
+
+use minimize::minimize;
+pub use partitioned::{check_partitioned, Fetch, PartitionedHistory, PartitionedHistoryBuilder};
+pub use prepare::answer_conforms;
+use prepare::{prepare, Observed, Prepared};
+use search::{search, Item, Search};
+pub use timeline::{render_timeline, summarize_answer, summarize_request};
+use timeline::{render_with, TimelineOp};
 
 /// The default search budget (steps across all partitions).
 pub const DEFAULT_BUDGET_STEPS: u64 = 2_000_000;
@@ -414,20 +439,7 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
 
     // Lone operations: the spec's answer to them does not depend on state.
     for (i, p) in prepared.iter().enumerate() {
-        let reason = match (&p.op, &p.observed) {
-            (_, Observed::Malformed(why)) => Some(format!("malformed answer: {why}")),
-            (None, Observed::Answer(Err(e))) if e.kind() == "invalid_argument" => None,
-            (None, Observed::Pending) => None,
-            (None, _) => Some(
-                "the request is malformed, so the spec answers invalid_argument, but the target answered otherwise"
-                    .to_owned(),
-            ),
-            (Some(_), Observed::Answer(Err(StoreError::Internal(_)))) => {
-                Some("the target answered `internal`, which the spec never does".to_owned())
-            }
-            _ => None,
-        };
-        if let Some(reason) = reason {
+        if let Some(reason) = lone_failure(p) {
             let timeline = parsed.render_timeline(&[i], &[]);
             return CheckReport {
                 verdict: Verdict::NotLinearizable(Box::new(Counterexample {
@@ -485,10 +497,11 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
     if matches!(outcome.search, Search::OutOfBudget) {
         return CheckReport {
             verdict: Verdict::Unknown {
-                reason: format!(
-                    "gave up after {} search steps (session {session}, {} operations)",
+                reason: pending::out_of_budget_reason(
+                    prepared,
+                    session,
+                    indices,
                     opts.budget_steps,
-                    indices.len()
                 ),
             },
             steps,
@@ -532,6 +545,25 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
     }
 }
 
+/// Why an operation fails on its own, whatever the state: a malformed
+/// answer, a malformed request not answered `invalid_argument`, or an
+/// `internal` error (which the spec never gives).
+fn lone_failure(p: &Prepared) -> Option<String> {
+    match (&p.op, &p.observed) {
+        (_, Observed::Malformed(why)) => Some(format!("malformed answer: {why}")),
+        (None, Observed::Answer(Err(e))) if e.kind() == "invalid_argument" => None,
+        (None, Observed::Pending) => None,
+        (None, _) => Some(
+            "the request is malformed, so the spec answers invalid_argument, but the target answered otherwise"
+                .to_owned(),
+        ),
+        (Some(_), Observed::Answer(Err(StoreError::Internal(_)))) => {
+            Some("the target answered `internal`, which the spec never does".to_owned())
+        }
+        _ => None,
+    }
+}
+
 /// What the search of one partition found.
 #[derive(Debug)]
 struct PartitionOutcome {
@@ -559,17 +591,37 @@ fn search_partitions(
     partitions: &[(&str, Vec<usize>)],
     opts: &CheckOptions,
 ) -> (Vec<Option<PartitionOutcome>>, usize) {
+    let sizes: Vec<usize> = partitions.iter().map(|(_, p)| p.len()).collect();
+    let search_one = |k: usize, remaining: u64| {
+        let items: Vec<Item<'_>> = partitions[k]
+            .1
+            .iter()
+            .map(|&i| Item::of(prepared, i, false))
+            .collect();
+        search(&items, remaining)
+    };
+    search_each(&sizes, opts, &search_one)
+}
+
+/// The threads of [`search_partitions`]: `search_one(k, remaining)`
+/// searches partition `k` (of `sizes[k]` operations) within `remaining`
+/// steps.
+fn search_each(
+    sizes: &[usize],
+    opts: &CheckOptions,
+    search_one: &(dyn Fn(usize, u64) -> (Search, u64, usize) + Sync),
+) -> (Vec<Option<PartitionOutcome>>, usize) {
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let wanted = if opts.threads == 0 {
         cores
     } else {
         opts.threads
     };
-    let threads = wanted.min(partitions.len()).clamp(1, MAX_THREADS);
-    let mut order: Vec<usize> = (0..partitions.len()).collect();
-    order.sort_by_key(|&k| (std::cmp::Reverse(partitions[k].1.len()), k));
+    let threads = wanted.min(sizes.len()).clamp(1, MAX_THREADS);
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&k| (std::cmp::Reverse(sizes[k]), k));
     let results: Vec<OnceLock<PartitionOutcome>> =
-        (0..partitions.len()).map(|_| OnceLock::new()).collect();
+        (0..sizes.len()).map(|_| OnceLock::new()).collect();
     let cursor = AtomicUsize::new(0);
     let stop_at = AtomicUsize::new(usize::MAX);
     let spent = AtomicU64::new(0);
@@ -583,15 +635,10 @@ fn search_partitions(
             if k > stop_at.load(Ordering::Acquire) {
                 continue;
             }
-            let items: Vec<Item<'_>> = partitions[k]
-                .1
-                .iter()
-                .map(|&i| Item::of(prepared, i, false))
-                .collect();
             let remaining = opts
                 .budget_steps
                 .saturating_sub(spent.load(Ordering::Relaxed));
-            let (search, used, cached) = search(&items, remaining);
+            let (search, used, cached) = search_one(k, remaining);
             spent.fetch_add(used, Ordering::Relaxed);
             if !matches!(search, Search::Linearizable) {
                 stop_at.fetch_min(k, Ordering::AcqRel);
@@ -619,966 +666,14 @@ fn search_partitions(
     )
 }
 
-/// An operation parsed once, into what every evaluation needs: the op, its
-/// commit validated and digested, the recorded answer typed, and a
-/// recorded input log in canonical form.
-///
-/// No `serde_json::Value` stays in it: a commit's input is kept canonical
-/// in `commit` (the op's own copy is dropped), and a `listInputs` answer
-/// only as `inputs` (its `Observed` entries are emptied).
-#[derive(Debug)]
-struct Prepared {
-    op: Option<StoreOp>,
-    commit: Option<PreparedCommit>,
-    observed: Observed,
-    inputs: Option<Vec<(String, String)>>,
-    invoke_ns: u64,
-    /// The return instant, `u64::MAX` for an unanswered op.
-    end_ns: u64,
-}
-
-#[derive(Debug)]
-enum Observed {
-    Answer(Result<StoreReply, StoreError>),
-    Malformed(String),
-    Pending,
-}
-
-fn prepare(o: &Operation) -> Prepared {
-    let mut op = StoreOp::from_wire(&o.request).ok();
-    let mut observed = match &o.answer {
-        None => Observed::Pending,
-        Some(answer) => parse_answer(op.as_ref().map(StoreOp::name), answer),
-    };
-    let commit = match &mut op {
-        Some(StoreOp::CommitRunStart(a)) => {
-            let prepared = PreparedCommit::new(&a.start_run).ok();
-            // Kept canonical in `prepared`; the search never reads it here.
-            a.start_run.input = Value::Null;
-            prepared
-        }
-        _ => None,
-    };
-    let inputs = match &mut observed {
-        Observed::Answer(Ok(StoreReply::Inputs(v))) => {
-            let canonical = v
-                .iter()
-                .map(|e| (e.run_id.clone(), canonical_json(&e.input)))
-                .collect();
-            *v = Vec::new();
-            Some(canonical)
-        }
-        _ => None,
-    };
-    Prepared {
-        op,
-        commit,
-        observed,
-        inputs,
-        invoke_ns: o.invoke_ns,
-        end_ns: o.end_ns(),
-    }
-}
-
-fn parse_answer(op_name: Option<&str>, answer: &Value) -> Observed {
-    let Some(obj) = answer.as_object() else {
-        return Observed::Malformed("not a JSON object".into());
-    };
-    if obj.len() != 1 {
-        return Observed::Malformed("needs exactly one of `ok` or `error`".into());
-    }
-    if let Some(err) = obj.get("error") {
-        return match StoreError::from_wire(err) {
-            Some(e) => Observed::Answer(Err(e)),
-            None => Observed::Malformed(format!("not a reqkey-store/1 error: {err}")),
-        };
-    }
-    let Some(ok) = obj.get("ok") else {
-        return Observed::Malformed("needs exactly one of `ok` or `error`".into());
-    };
-    let Some(name) = op_name else {
-        // The request was malformed; the lone-op check reports it.
-        return Observed::Answer(Ok(StoreReply::Run(None)));
-    };
-    match StoreReply::from_wire(name, ok.clone()) {
-        Ok(r) => Observed::Answer(Ok(r)),
-        Err(e) => Observed::Malformed(format!("`ok` is not a {name} result: {e}")),
-    }
-}
-
-/// Does `observed` (the wire answer to `request`) conform to `spec`, the
-/// spec's answer? Typed comparison, as in the linearizability check.
-pub fn answer_conforms(
-    request: &Value,
-    spec: &Result<StoreReply, StoreError>,
-    observed: &Value,
-) -> bool {
-    let name = StoreOp::from_wire(request).ok().map(|o| o.name());
-    answers_match(spec, &parse_answer(name, observed))
-}
-
-/// Does the spec's answer match the observed one?
-fn answers_match(spec: &Result<StoreReply, StoreError>, observed: &Observed) -> bool {
-    match (spec, observed) {
-        (_, Observed::Pending) => true,
-        (_, Observed::Malformed(_)) => false,
-        (Ok(a), Observed::Answer(Ok(b))) => a == b,
-        (
-            Err(StoreError::RunStartRejected(a)),
-            Observed::Answer(Err(StoreError::RunStartRejected(b))),
-        ) => a == b,
-        (Err(a), Observed::Answer(Err(b))) => a.kind() == b.kind(),
-        _ => false,
-    }
-}
-
-/// Does this observed answer claim that the op wrote nothing? (A matched
-/// answer of that shape means the spec wrote nothing either.)
-fn claims_no_write(observed: &Observed) -> bool {
-    match observed {
-        Observed::Answer(Err(_)) => true,
-        Observed::Answer(Ok(StoreReply::Commit(c))) => c.outcome == CommitOutcome::Replayed,
-        Observed::Answer(Ok(StoreReply::Deleted(d))) => !d.deleted,
-        // setRunStatus answers a Run too, but it writes: only reads of
-        // those shapes are free, and a read is known by its op.
-        Observed::Answer(Ok(StoreReply::Run(_))) => false,
-        Observed::Answer(Ok(StoreReply::Runs(_) | StoreReply::Inputs(_))) => true,
-        Observed::Malformed(_) | Observed::Pending => false,
-    }
-}
-
-/// Can dropping this op from a failing history only keep it failing? Yes
-/// for reads and for answers that claim no write: in any linearization of
-/// the whole history the op left the spec state as it was.
-fn writes_nothing(p: &Prepared) -> bool {
-    p.op.as_ref().is_some_and(is_read) || claims_no_write(&p.observed)
-}
-
-fn is_read(op: &StoreOp) -> bool {
-    !matches!(
-        op,
-        StoreOp::CommitRunStart(_) | StoreOp::SetRunStatus(_) | StoreOp::DeleteSession(_)
-    )
-}
-
-/// One operation as the search sees it.
-#[derive(Debug, Clone, Copy)]
-struct Item<'a> {
-    prepared: &'a Prepared,
-    /// Counted as unanswered (in flight at a cut): matches any answer.
-    in_flight: bool,
-    invoke_ns: u64,
-    end_ns: u64,
-}
-
-const PENDING: Observed = Observed::Pending;
-
-impl<'a> Item<'a> {
-    /// `in_flight` forces the op to count as unanswered.
-    fn of(prepared: &'a [Prepared], i: usize, in_flight: bool) -> Self {
-        let p = &prepared[i];
-        Item {
-            prepared: p,
-            in_flight,
-            invoke_ns: p.invoke_ns,
-            end_ns: if in_flight { u64::MAX } else { p.end_ns },
-        }
-    }
-
-    fn observed(&self) -> &'a Observed {
-        if self.in_flight {
-            &PENDING
-        } else {
-            &self.prepared.observed
-        }
-    }
-
-    /// Does the recorded answer claim the op wrote nothing? Such an op,
-    /// when its answer matches, leaves the spec state as it was.
-    fn quiet(&self) -> bool {
-        !matches!(self.observed(), Observed::Pending) && writes_nothing(self.prepared)
-    }
-}
-
-#[derive(Debug)]
-enum Search {
-    Linearizable,
-    NotLinearizable,
-    OutOfBudget,
-}
-
-const NONE: usize = usize::MAX;
-
-/// How to take back one linearized operation.
-#[derive(Debug)]
-enum Undo {
-    /// The op left the state as it was.
-    Nothing,
-    /// It started a run (the last one).
-    Start,
-    /// It changed the status of the run at this index from this one.
-    Status(usize, RunStatus),
-    /// It deleted the session, which was this.
-    Session(Box<SessionState>),
-}
-
-fn undo(state: &mut SessionState, undo: Undo) {
-    match undo {
-        Undo::Nothing => {}
-        Undo::Start => state.undo_last_start(),
-        Undo::Status(index, status) => state.undo_status_change(index, status),
-        Undo::Session(old) => *state = *old,
-    }
-}
-
-/// Applies `item`'s operation to `state` (one session) if the spec's answer
-/// there matches the recorded one; updates `fp`, the state's fingerprint.
-/// `None`: no match, and `state` and `fp` are as they were. Every answer
-/// comes from the model's [`SessionState`], the same methods [`SeqStore`]
-/// calls (`the_session_evaluation_agrees_with_seq_store` checks it); reads
-/// are compared in place instead of cloned.
-fn evaluate(state: &mut SessionState, fp: &mut u128, item: &Item<'_>) -> Option<Undo> {
-    let observed = item.observed();
-    let p = item.prepared;
-    let op = p.op.as_ref()?;
-    let pending = matches!(observed, Observed::Pending);
-    let read_ok = |spec: Option<&RunMetadata>| match observed {
-        Observed::Pending => true,
-        Observed::Answer(Ok(StoreReply::Run(o))) => o.as_ref() == spec,
-        _ => false,
-    };
-    let matched = match op {
-        StoreOp::CommitRunStart(_) => {
-            let prepared = p.commit.as_ref()?;
-            let spec = state.commit_prepared(prepared);
-            let started = matches!(&spec, Ok(c) if c.outcome == CommitOutcome::Started);
-            let ok = pending || answers_match(&spec.map(StoreReply::Commit), observed);
-            if !started {
-                return ok.then_some(Undo::Nothing);
-            }
-            if !ok {
-                state.undo_last_start();
-                return None;
-            }
-            let index = state.run_count() - 1;
-            *fp = fp.wrapping_add(entry_term(state, index));
-            return Some(Undo::Start);
-        }
-        StoreOp::GetRun(a) => read_ok(state.run(&a.run_id)),
-        StoreOp::GetCurrentRun(_) => read_ok(state.current_run()),
-        StoreOp::GetRunByRequestKey(a) => read_ok(state.run_by_request_key(&a.request_key)),
-        StoreOp::ListRuns(_) => match observed {
-            Observed::Pending => true,
-            Observed::Answer(Ok(StoreReply::Runs(v))) => v.iter().eq(state.runs()),
-            _ => false,
-        },
-        StoreOp::ListInputs(_) => match (observed, &p.inputs) {
-            (Observed::Pending, _) => true,
-            (Observed::Answer(Ok(StoreReply::Inputs(_))), Some(inputs)) => inputs
-                .iter()
-                .map(|(r, i)| (r.as_str(), i.as_str()))
-                .eq(state.inputs_canonical()),
-            _ => false,
-        },
-        StoreOp::SetRunStatus(a) => {
-            let Some(index) = state.run_index(&a.run_id) else {
-                let spec = Err(StoreError::NotFound(String::new()));
-                return (pending || answers_match(&spec, observed)).then_some(Undo::Nothing);
-            };
-            let before_term = entry_term(state, index);
-            let before = state.entry(index).map(|(m, _, _)| m.status)?;
-            let spec = state.set_run_status(&a.run_id, a.status);
-            let changed = spec.is_ok() && before != a.status;
-            let ok = pending || answers_match(&spec.map(|r| StoreReply::Run(Some(r))), observed);
-            if !changed {
-                if !ok {
-                    // A same-status change writes nothing; nothing to undo.
-                    return None;
-                }
-                return Some(Undo::Nothing);
-            }
-            if !ok {
-                state.undo_status_change(index, before);
-                return None;
-            }
-            *fp = fp
-                .wrapping_sub(before_term)
-                .wrapping_add(entry_term(state, index));
-            return Some(Undo::Status(index, before));
-        }
-        StoreOp::DeleteSession(_) => {
-            let deleted = !state.is_empty();
-            let spec = Ok(StoreReply::Deleted(DeleteResult { deleted }));
-            if !(pending || answers_match(&spec, observed)) {
-                return None;
-            }
-            if !deleted {
-                return Some(Undo::Nothing);
-            }
-            *fp = 0;
-            return Some(Undo::Session(Box::new(std::mem::take(state))));
-        }
-    };
-    matched.then_some(Undo::Nothing)
-}
-
-/// One linearized operation on the search's stack.
-#[derive(Debug)]
-struct Frame {
-    /// Its call entry.
-    entry: usize,
-    /// Linearized because it was callable, matched and wrote nothing: then
-    /// it may come first among what is left, so if the configuration after
-    /// it fails, so does the one before it (see [`search`]).
-    forced: bool,
-    undo: Undo,
-    fp_before: u128,
-}
-
-/// Wing & Gong search with Lowe's memoization over one partition.
-/// Returns the outcome and the steps spent.
-///
-/// On top of the plain search, **quiet operations go first**: at a
-/// configuration reached for the first time, a callable operation that
-/// matches and leaves the state as it is (a read, a refusal, a replay)
-/// is linearized at once, and if what follows fails, the configuration
-/// fails too without trying anything else. That is complete: in any
-/// linearization extending the configuration, that op can be moved to
-/// the front (it is callable, so nothing left precedes it in real time;
-/// it answers the same on the same state; and it changes nothing, so
-/// every later answer stays). The same argument lets the ordinary
-/// iteration skip quiet ops: at a configuration where none matched, none
-/// will.
-fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usize) {
-    let n = items.len();
-    if n == 0 {
-        return (Search::Linearizable, 0, 0);
-    }
-    // Entries: 2 per op. Entry 2i is the call of op i, 2i+1 its return.
-    // Time order; at equal instants calls come first (ties overlap).
-    let mut order: Vec<usize> = (0..2 * n).collect();
-    order.sort_by_key(|&e| {
-        let it = &items[e / 2];
-        if e % 2 == 0 {
-            (it.invoke_ns, 0u8, e)
-        } else {
-            (it.end_ns, 1u8, e)
-        }
-    });
-    // A doubly linked list over the entries, with a head sentinel at 2n.
-    let head = 2 * n;
-    let mut next = vec![NONE; 2 * n + 1];
-    let mut prev = vec![NONE; 2 * n + 1];
-    let mut last = head;
-    for &e in &order {
-        next[last] = e;
-        prev[e] = last;
-        last = e;
-    }
-    let quiet: Vec<bool> = items.iter().map(Item::quiet).collect();
-
-    // The configuration: the linearized set as a Zobrist hash (the XOR of
-    // one random 128-bit word per linearized op, updated in O(1)) and the
-    // state with its fingerprint (a sum of one term per run, also
-    // updated in O(1)); the cache holds 16 bytes per configuration.
-    let mut linearized: u128 = 0;
-    let mut state = SessionState::default();
-    let mut fp: u128 = 0;
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut cache: HashSet<u128, BuildHasherDefault<FoldHasher>> = HashSet::default();
-    let key = |linearized: u128, fp: u128| linearized ^ mix128(fp);
-    let mut steps = 0u64;
-    let mut entry = next[head];
-    // A configuration reached for the first time: look for a quiet op.
-    let mut fresh = true;
-
-    macro_rules! lift {
-        ($e:expr) => {
-            for e in [$e, $e + 1] {
-                next[prev[e]] = next[e];
-                if next[e] != NONE {
-                    prev[next[e]] = prev[e];
-                }
-            }
-        };
-    }
-    // Backtracks to the last configuration not known to fail; `false`
-    // when there is none (the history is not linearizable).
-    macro_rules! backtrack {
-        () => {{
-            let mut resumed = false;
-            while let Some(frame) = stack.pop() {
-                let call = frame.entry;
-                linearized ^= zobrist(call / 2);
-                undo(&mut state, frame.undo);
-                fp = frame.fp_before;
-                // Put the return back, then the call (reverse of lifting).
-                for e in [call + 1, call] {
-                    if next[e] != NONE {
-                        prev[next[e]] = e;
-                    }
-                    next[prev[e]] = e;
-                }
-                if !frame.forced {
-                    entry = next[call];
-                    resumed = true;
-                    break;
-                }
-            }
-            resumed
-        }};
-    }
-
-    while next[head] != NONE {
-        steps += 1;
-        if steps > budget_steps {
-            return (Search::OutOfBudget, steps - 1, cache.len());
-        }
-        if fresh {
-            fresh = false;
-            let mut e = next[head];
-            let mut forced = None;
-            while e != NONE && e % 2 == 0 {
-                if quiet[e / 2] {
-                    let fp_before = fp;
-                    match evaluate(&mut state, &mut fp, &items[e / 2]) {
-                        Some(Undo::Nothing) => {
-                            forced = Some(e);
-                            break;
-                        }
-                        Some(other) => {
-                            // Not quiet after all (cannot happen for a
-                            // matched answer that claims no write).
-                            undo(&mut state, other);
-                            fp = fp_before;
-                        }
-                        None => {}
-                    }
-                }
-                e = next[e];
-            }
-            if let Some(e) = forced {
-                let bits = linearized ^ zobrist(e / 2);
-                if cache.insert(key(bits, fp)) {
-                    stack.push(Frame {
-                        entry: e,
-                        forced: true,
-                        undo: Undo::Nothing,
-                        fp_before: fp,
-                    });
-                    linearized = bits;
-                    lift!(e);
-                    fresh = true;
-                } else if !backtrack!() {
-                    // Explored before and failed: so does this one.
-                    return (Search::NotLinearizable, steps, cache.len());
-                }
-                continue;
-            }
-            entry = next[head];
-            continue;
-        }
-        if entry == NONE {
-            // Cannot happen: a list that is not empty ends with a return.
-            return (Search::NotLinearizable, steps, cache.len());
-        }
-        if entry % 2 == 0 {
-            let i = entry / 2;
-            if !quiet[i] {
-                let fp_before = fp;
-                if let Some(u) = evaluate(&mut state, &mut fp, &items[i]) {
-                    let bits = linearized ^ zobrist(i);
-                    if cache.insert(key(bits, fp)) {
-                        stack.push(Frame {
-                            entry,
-                            forced: false,
-                            undo: u,
-                            fp_before,
-                        });
-                        linearized = bits;
-                        lift!(entry);
-                        fresh = true;
-                        continue;
-                    }
-                    undo(&mut state, u);
-                    fp = fp_before;
-                }
-            }
-            entry = next[entry];
-        } else if !backtrack!() {
-            // A return whose call is still in the list, and nothing to
-            // take back.
-            return (Search::NotLinearizable, steps, cache.len());
-        }
-    }
-    (Search::Linearizable, steps, cache.len())
-}
-
-/// The fingerprint term of the run at `index`: a 128-bit hash of everything
-/// the state's equality looks at for it, and of its position.
-fn entry_term(state: &SessionState, index: usize) -> u128 {
-    let mut h = Hash128::new(0x243f_6a88_85a3_08d3, 0x1319_8a2e_0370_7344);
-    index.hash(&mut h);
-    if let Some((meta, digest, input)) = state.entry(index) {
-        meta.hash(&mut h);
-        digest.hash(&mut h);
-        input.hash(&mut h);
-    }
-    h.finish128()
-}
-
-/// The Zobrist word of op `i`: two rounds of splitmix64 per half.
-fn zobrist(i: usize) -> u128 {
-    let i = i as u64;
-    (u128::from(splitmix(i ^ 0x9e37_79b9_7f4a_7c15)) << 64)
-        | u128::from(splitmix(i.rotate_left(32) ^ 0xd1b5_4a32_d192_ed03))
-}
-
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// Mixes a state fingerprint before it meets the Zobrist word, so that the
-/// two additive/XOR structures do not line up.
-fn mix128(x: u128) -> u128 {
-    let (hi, lo) = ((x >> 64) as u64, x as u64);
-    (u128::from(splitmix(hi ^ lo.rotate_left(17))) << 64)
-        | u128::from(splitmix(lo ^ 0x5851_f42d_4c95_7f2d ^ hi))
-}
-
-/// A fast 128-bit hasher for fingerprint terms (two multiply-rotate lanes,
-/// finished with splitmix); the data is the checker's own, not an
-/// adversary's, so it needs spread, not resistance.
-#[derive(Debug, Clone, Copy)]
-struct Hash128 {
-    a: u64,
-    b: u64,
-}
-
-impl Hash128 {
-    fn new(a: u64, b: u64) -> Self {
-        Self { a, b }
-    }
-
-    fn word(&mut self, w: u64) {
-        self.a = (self.a ^ w)
-            .wrapping_mul(0x9fb2_1c65_1e98_df25)
-            .rotate_left(29);
-        self.b = (self.b ^ w.rotate_left(32))
-            .wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
-            .rotate_left(31);
-    }
-
-    fn finish128(&self) -> u128 {
-        (u128::from(splitmix(self.a ^ self.b.rotate_left(7))) << 64)
-            | u128::from(splitmix(self.b ^ 0x2545_f491_4f6c_dd1d ^ self.a))
-    }
-}
-
-impl Hasher for Hash128 {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.word(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        self.word(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.word(u64::from(i) | 0x100);
-    }
-
-    fn write_u64(&mut self, i: u64) {
-        self.word(i);
-    }
-
-    fn write_usize(&mut self, i: usize) {
-        self.word(i as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.finish128() as u64
-    }
-}
-
-/// The cache's hasher: its keys are already uniform 128-bit words, so it
-/// folds them instead of hashing them again.
-#[derive(Debug, Default, Clone, Copy)]
-struct FoldHasher(u64);
-
-impl Hasher for FoldHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u128(&mut self, i: u128) {
-        self.0 ^= (i as u64) ^ ((i >> 64) as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// Shrinks a failing partition; returns (subset, the subset's in-flight ops).
-fn minimize(
-    prepared: &[Prepared],
-    partition: &[usize],
-    budget_steps: u64,
-    per_check_steps: u64,
-    spent: &mut u64,
-) -> (Vec<usize>, Vec<usize>) {
-    // Is `subset` (with `in_flight` counted unanswered) provably failing?
-    // `None`: the budget ran out (not shown to fail).
-    let mut fails = |subset: &[usize], in_flight: &[usize], spent: &mut u64| -> Option<bool> {
-        let remaining = budget_steps.saturating_sub(*spent).min(per_check_steps);
-        if remaining == 0 {
-            return None;
-        }
-        let items: Vec<Item<'_>> = subset
-            .iter()
-            .map(|&i| Item::of(prepared, i, in_flight.contains(&i)))
-            .collect();
-        let (outcome, used, _) = search(&items, remaining);
-        *spent += used;
-        match outcome {
-            Search::NotLinearizable => Some(true),
-            Search::Linearizable => Some(false),
-            Search::OutOfBudget => None,
-        }
-    };
-
-    // 1. The shortest failing prefix, cut at the k-th return: ops that
-    //    returned by then as recorded, ops invoked by then as in flight,
-    //    except those whose recorded answer claims no write: they are
-    //    dropped (as in step 2) rather than left to match anything, which
-    //    would let the search wander through every order of them.
-    let mut ends: Vec<u64> = partition.iter().map(|&i| prepared[i].end_ns).collect();
-    ends.sort_unstable();
-    let cut = |k: usize| -> (Vec<usize>, Vec<usize>) {
-        let t = ends[k];
-        let subset: Vec<usize> = partition
-            .iter()
-            .copied()
-            .filter(|&i| prepared[i].invoke_ns <= t)
-            .filter(|&i| prepared[i].end_ns <= t || !writes_nothing(&prepared[i]))
-            .collect();
-        let in_flight: Vec<usize> = subset
-            .iter()
-            .copied()
-            .filter(|&i| prepared[i].end_ns > t)
-            .collect();
-        (subset, in_flight)
-    };
-    let (mut lo, mut hi) = (0usize, ends.len().saturating_sub(1));
-    // Invariant: the cut at `hi` fails (the whole partition does).
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        let (s, f) = cut(mid);
-        match fails(&s, &f, spent) {
-            Some(true) => hi = mid,
-            Some(false) | None => lo = mid + 1,
-        }
-        if *spent >= budget_steps {
-            break;
-        }
-    }
-    let (mut subset, in_flight) = cut(hi);
-    if hi == ends.len().saturating_sub(1) {
-        // The full partition, as recorded (no op forced in flight).
-        subset = partition.to_vec();
-        return greedy(subset, vec![], prepared, &mut fails, spent, budget_steps);
-    }
-    greedy(subset, in_flight, prepared, &mut fails, spent, budget_steps)
-}
-
-type FailsFn<'a> = dyn FnMut(&[usize], &[usize], &mut u64) -> Option<bool> + 'a;
-
-/// 2. Drops operations that claim no write while the rest still fails.
-fn greedy(
-    mut subset: Vec<usize>,
-    in_flight: Vec<usize>,
-    prepared: &[Prepared],
-    fails: &mut FailsFn<'_>,
-    spent: &mut u64,
-    budget_steps: u64,
-) -> (Vec<usize>, Vec<usize>) {
-    // An op counted in flight may go too: in the whole history it has its
-    // recorded answer, which claims no write.
-    let mut in_flight = in_flight;
-    let candidates: Vec<usize> = subset
-        .iter()
-        .rev()
-        .copied()
-        .filter(|&i| writes_nothing(&prepared[i]))
-        .collect();
-    // Drop chunks first (halving, as delta debugging does): most
-    // candidates are irrelevant and go in a few checks; the last round
-    // (chunks of one) is the plain greedy pass.
-    let mut candidates = candidates;
-    let mut chunk = candidates.len().div_ceil(2).max(1);
-    'rounds: loop {
-        let mut kept: Vec<usize> = Vec::with_capacity(candidates.len());
-        for group in candidates.chunks(chunk) {
-            let trial: Vec<usize> = subset
-                .iter()
-                .copied()
-                .filter(|i| !group.contains(i))
-                .collect();
-            match fails(&trial, &in_flight, spent) {
-                Some(true) => {
-                    subset = trial;
-                    in_flight.retain(|i| !group.contains(i));
-                }
-                Some(false) => kept.extend_from_slice(group),
-                None if *spent >= budget_steps => break 'rounds,
-                None => kept.extend_from_slice(group),
-            }
-        }
-        candidates = kept;
-        if chunk == 1 || candidates.is_empty() {
-            break;
-        }
-        chunk = chunk.div_ceil(2);
-    }
-    (subset, in_flight)
-}
-
-/// A readable timeline: one line per op, ordered by invocation, times in
-/// µs from the first invocation, and a bar showing the overlap.
-pub fn render_timeline(history: &[Operation], indices: &[usize], in_flight: &[usize]) -> String {
-    render_with(
-        indices,
-        in_flight,
-        |i| TimelineOp {
-            client: &history[i].client,
-            invoke_ns: history[i].invoke_ns,
-            return_ns: history[i].return_ns,
-            answered: history[i].answer.is_some(),
-        },
-        |i| {
-            (
-                summarize_request(&history[i].request),
-                history[i].answer.as_ref().map(summarize_answer),
-            )
-        },
-    )
-}
-
-/// What a timeline reads of every operation it places.
-struct TimelineOp<'h> {
-    client: &'h str,
-    invoke_ns: u64,
-    return_ns: u64,
-    answered: bool,
-}
-
-/// [`render_timeline`] over `meta` (every op placed) and `texts` (the
-/// summaries of its request and answer, read for the lines shown only).
-fn render_with<'h>(
-    indices: &[usize],
-    in_flight: &[usize],
-    meta: impl Fn(usize) -> TimelineOp<'h>,
-    texts: impl Fn(usize) -> (String, Option<String>),
-) -> String {
-    const BAR_COLS: usize = 24;
-    const MAX_LINES: usize = 200;
-    let mut idx: Vec<(usize, TimelineOp<'h>)> = indices.iter().map(|&i| (i, meta(i))).collect();
-    idx.sort_by_key(|(i, o)| (o.invoke_ns, *i));
-    let t0 = idx.iter().map(|(_, o)| o.invoke_ns).min().unwrap_or(0);
-    let t1 = idx
-        .iter()
-        .map(|(_, o)| if o.answered { o.return_ns } else { o.invoke_ns })
-        .max()
-        .unwrap_or(t0)
-        .max(t0 + 1);
-    let span = (t1 - t0) as f64;
-    let col = |t: u64| (((t.saturating_sub(t0)) as f64 / span) * (BAR_COLS - 1) as f64) as usize;
-    let client_w = idx
-        .iter()
-        .map(|(_, o)| o.client.len())
-        .max()
-        .unwrap_or(0)
-        .min(16);
-    let mut out = String::new();
-    for (line, (i, o)) in idx.iter().enumerate() {
-        let i = *i;
-        if line == MAX_LINES {
-            let _ = writeln!(out, "  ... {} more", idx.len() - MAX_LINES);
-            break;
-        }
-        let pending = !o.answered || in_flight.contains(&i);
-        let a = col(o.invoke_ns);
-        let b = if pending {
-            BAR_COLS - 1
-        } else {
-            col(o.return_ns).max(a)
-        };
-        let mut bar = vec![' '; BAR_COLS];
-        for c in bar.iter_mut().take(b + 1).skip(a) {
-            *c = '-';
-        }
-        bar[a] = '|';
-        bar[b] = if pending { '>' } else { '|' };
-        let bar: String = bar.into_iter().collect();
-        let us = |t: u64| t.saturating_sub(t0) as f64 / 1000.0;
-        let when = if !o.answered {
-            format!("{:>9.1} .. (no answer)", us(o.invoke_ns))
-        } else {
-            format!("{:>9.1} .. {:>9.1}", us(o.invoke_ns), us(o.return_ns))
-        };
-        let (request, answer) = texts(i);
-        let answer = match answer {
-            None => "(no answer)".to_owned(),
-            Some(a) if in_flight.contains(&i) => format!("(counted in flight) {a}"),
-            Some(a) => a,
-        };
-        let _ = writeln!(
-            out,
-            "  #{i:<4} {:<client_w$} [{bar}] {when} µs  {}  =>  {}",
-            truncate(o.client, 16),
-            truncate(&request, 90),
-            truncate(&answer, 110),
-        );
-    }
-    out
-}
-
-fn truncate(s: &str, max_chars: usize) -> String {
-    if s.chars().count() <= max_chars {
-        s.to_owned()
-    } else {
-        let mut t: String = s.chars().take(max_chars.saturating_sub(1)).collect();
-        t.push('…');
-        t
-    }
-}
-
-fn s(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "null".into(),
-        other => other.to_string(),
-    }
-}
-
-/// `commitRunStart r1 exp=null key=k1 input={"text":"a"}` and the like.
-pub fn summarize_request(request: &Value) -> String {
-    let op = request.get("op").and_then(Value::as_str).unwrap_or("?");
-    let args = request.get("args").unwrap_or(&Value::Null);
-    let field = |name: &str| args.get(name).map(s);
-    match (op, StoreOp::from_wire(request).is_ok()) {
-        ("commitRunStart", true) => {
-            let sr = &args["startRun"];
-            let mut out = format!(
-                "commitRunStart {} exp={}",
-                s(&sr["runId"]),
-                sr.get("expectedCurrentRunId").map_or("null".into(), s)
-            );
-            if let Some(k) = sr.get("requestKey").filter(|k| !k.is_null()) {
-                let _ = write!(out, " key={}", s(k));
-            }
-            let _ = write!(
-                out,
-                " input={}",
-                sr.get("input").map_or("null".into(), |v| v.to_string())
-            );
-            out
-        }
-        ("getRun", true) => format!("getRun {}", field("runId").unwrap_or_default()),
-        ("getRunByRequestKey", true) => {
-            format!(
-                "getRunByRequestKey {}",
-                field("requestKey").unwrap_or_default()
-            )
-        }
-        ("setRunStatus", true) => format!(
-            "setRunStatus {} -> {}",
-            field("runId").unwrap_or_default(),
-            field("status").unwrap_or_default()
-        ),
-        (name, true) => name.to_owned(),
-        (_, false) => format!("(malformed request) {request}"),
-    }
-}
-
-fn summarize_run(r: &Value) -> String {
-    if r.is_null() {
-        return "null".into();
-    }
-    let mut out = format!(
-        "{}#{} {}",
-        s(&r["runId"]),
-        r.get("startSequence").map_or("?".into(), s),
-        r.get("status").map_or("?".into(), s)
-    );
-    if let Some(k) = r.get("requestKey") {
-        let _ = write!(out, " key={}", s(k));
-    }
-    out
-}
-
-/// `ok started r1#1 running key=k1`, `error request_key_taken {existingRunId: r1}`...
-pub fn summarize_answer(answer: &Value) -> String {
-    if let Some(e) = answer.get("error") {
-        let kind = e.get("kind").map_or("?".into(), s);
-        return match e.get("cause") {
-            Some(c) => format!(
-                "error {} {}",
-                s(c),
-                e.get("details").map_or(String::new(), Value::to_string)
-            ),
-            None => format!("error {kind}"),
-        };
-    }
-    let Some(ok) = answer.get("ok") else {
-        return format!("(malformed answer) {answer}");
-    };
-    if let (Some(outcome), Some(run)) = (ok.get("outcome"), ok.get("run")) {
-        return format!("ok {} {}", s(outcome), summarize_run(run));
-    }
-    if let Some(d) = ok.get("deleted") {
-        return format!("ok deleted={}", s(d));
-    }
-    if let Some(items) = ok.as_array() {
-        let parts: Vec<String> = items
-            .iter()
-            .map(|it| {
-                if it.get("startSequence").is_some() {
-                    summarize_run(it)
-                } else {
-                    format!(
-                        "{}:{}",
-                        it.get("runId").map_or("?".into(), s),
-                        it.get("input").map_or("?".into(), |v| v.to_string())
-                    )
-                }
-            })
-            .collect();
-        return format!("ok [{}]", parts.join(", "));
-    }
-    if ok.get("runId").is_some() || ok.is_null() {
-        return format!("ok {}", summarize_run(ok));
-    }
-    format!("ok {ok}")
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::search::{entry_term, evaluate, undo};
     use super::*;
     use proptest::prelude::*;
     use reqkey_model::seq::SeqStore;
+    use reqkey_model::seq::{SessionState, StoreOp};
     use serde_json::json;
 
     fn commit_req(session: &str, run: &str, expected: Option<&str>, key: Option<&str>) -> Value {

@@ -1,0 +1,352 @@
+//! A history held for checking only, by session, each session let go once it is decided.
+//!
+//! # Why
+//!
+//! [`super::PreparedHistory`] keeps, beside the typed operations the
+//! search walks, each operation's request and answer as text so that a
+//! counterexample can be shown. For a file of a million operations that
+//! copy is most of the memory, and it is read for one session at most
+//! (the failing one). [`PartitionedHistory`] keeps only the typed
+//! operations, grouped by session as they are read; a counterexample's
+//! operations are asked of the caller ([`check_partitioned`]'s `fetch`),
+//! who reads them again from the file. Each session's operations are
+//! dropped as soon as its search says linearizable, so the memory of the
+//! sessions decided goes back to the allocator while the others are
+//! searched.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use super::minimize::minimize;
+use super::pending::out_of_budget_reason;
+use super::prepare::{prepare, Prepared};
+use super::search::{search, Item, Search};
+use super::{
+    lone_failure, render_with, search_each, CheckOptions, CheckReport, Counterexample, Operation,
+    TimelineOp, Verdict, MIN_CHECK_STEPS,
+};
+
+/// Where an operation without a session (a malformed request) is.
+const NOWHERE: (u32, u32) = (u32::MAX, u32::MAX);
+
+/// Operations per chunk while a session is read: a session's operations
+/// are collected in chunks of exactly this many, then moved into one
+/// vector of exactly their number, so a growing vector never holds twice
+/// what it needs (a typed operation is a few hundred bytes).
+const CHUNK: usize = 256;
+
+/// One session's operations: their indices in the history, and typed.
+#[derive(Debug)]
+struct Part {
+    session: Box<str>,
+    indices: Vec<usize>,
+    ops: Vec<Prepared>,
+}
+
+/// A history read for checking only (see the module docs).
+#[derive(Debug)]
+pub struct PartitionedHistory {
+    parts: Vec<Part>,
+    len: usize,
+    /// The first operation (by index) that fails on its own, and why.
+    lone: Option<(usize, String, Option<String>)>,
+}
+
+impl PartitionedHistory {
+    /// Operations read.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sessions (the partitions the check searches).
+    pub fn sessions(&self) -> usize {
+        self.parts.len()
+    }
+}
+
+/// One session's operations while they are read.
+#[derive(Debug)]
+struct Growing {
+    session: Box<str>,
+    indices: Vec<usize>,
+    chunks: Vec<Vec<Prepared>>,
+}
+
+/// Builds a [`PartitionedHistory`] one operation at a time.
+#[derive(Debug, Default)]
+pub struct PartitionedHistoryBuilder {
+    sessions: HashMap<Box<str>, u32>,
+    parts: Vec<Growing>,
+    /// (partition, position) of each operation, by index.
+    located: Vec<(u32, u32)>,
+    lone: Option<(usize, String, Option<String>)>,
+}
+
+impl PartitionedHistoryBuilder {
+    /// Operations given so far.
+    pub fn len(&self) -> usize {
+        self.located.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.located.is_empty()
+    }
+
+    /// Sets operation `index` to `o`: replaces it when it was given
+    /// before, else appends it (as [`super::PreparedHistoryBuilder::set`]).
+    pub fn set(&mut self, index: usize, o: &Operation) {
+        let p = prepare(o);
+        if let Some(reason) = lone_failure(&p) {
+            if self
+                .lone
+                .as_ref()
+                .is_none_or(|(first, _, _)| index < *first)
+            {
+                let session = p.op.as_ref().map(|op| op.session_id().to_owned());
+                self.lone = Some((index, reason, session));
+            }
+        }
+        if let Some(&(part, pos)) = self.located.get(index) {
+            if (part, pos) != NOWHERE {
+                let pos = pos as usize;
+                self.parts[part as usize].chunks[pos / CHUNK][pos % CHUNK] = p;
+            }
+            return;
+        }
+        let Some(op) = &p.op else {
+            self.located.push(NOWHERE);
+            return;
+        };
+        let part = match self.sessions.get(op.session_id()) {
+            Some(&part) => part,
+            None => {
+                let part = u32::try_from(self.parts.len()).unwrap_or(u32::MAX - 1);
+                let session: Box<str> = op.session_id().into();
+                self.sessions.insert(session.clone(), part);
+                self.parts.push(Growing {
+                    session,
+                    indices: Vec::new(),
+                    chunks: Vec::new(),
+                });
+                part
+            }
+        };
+        let target = &mut self.parts[part as usize];
+        let pos = u32::try_from(target.indices.len()).unwrap_or(u32::MAX - 1);
+        target.indices.push(index);
+        match target.chunks.last_mut() {
+            Some(chunk) if chunk.len() < CHUNK => chunk.push(p),
+            _ => {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                chunk.push(p);
+                target.chunks.push(chunk);
+            }
+        }
+        self.located.push((part, pos));
+    }
+
+    pub fn finish(self) -> PartitionedHistory {
+        let len = self.located.len();
+        drop(self.located);
+        drop(self.sessions);
+        let mut parts: Vec<Part> = self
+            .parts
+            .into_iter()
+            .map(|g| {
+                let mut indices = g.indices;
+                indices.shrink_to_fit();
+                // Each chunk moved over and freed in turn: at most one
+                // chunk more than the operations is held.
+                let mut ops = Vec::with_capacity(indices.len());
+                for mut chunk in g.chunks {
+                    ops.append(&mut chunk);
+                }
+                Part {
+                    session: g.session,
+                    indices,
+                    ops,
+                }
+            })
+            .collect();
+        // Session order, as `check_prepared` reports the first failing one.
+        parts.sort_by(|a, b| a.session.cmp(&b.session));
+        PartitionedHistory {
+            parts,
+            len,
+            lone: self.lone,
+        }
+    }
+}
+
+/// Reads the operations at some indices again, for a report.
+pub type Fetch<'a> = dyn FnMut(&[usize]) -> Vec<Operation> + 'a;
+
+/// Checks a history held by session, as [`super::check_prepared`] does
+/// (the same verdict, steps and report); `fetch(indices)` gives the
+/// operations at those indices (sorted), read again for a report's
+/// timelines. Without `fetch` the timelines are left empty (a verdict
+/// alone: nothing is read again).
+pub fn check_partitioned(
+    history: PartitionedHistory,
+    opts: CheckOptions,
+    mut fetch: Option<&mut Fetch<'_>>,
+) -> CheckReport {
+    if let Some((i, reason, session)) = history.lone {
+        let ops = by_index(&[i], &mut fetch);
+        let timeline = render(&ops, &[i], &[]);
+        return CheckReport {
+            verdict: Verdict::NotLinearizable(Box::new(Counterexample {
+                session,
+                reason,
+                partition: vec![i],
+                minimal: vec![i],
+                minimal_in_flight: vec![],
+                timeline: timeline.clone(),
+                minimal_timeline: timeline,
+                minimize_steps: 0,
+            })),
+            steps: 0,
+            partitions: 0,
+            largest_cache: 0,
+            threads: 1,
+        };
+    }
+    let n_partitions = history.parts.len();
+    let sizes: Vec<usize> = history.parts.iter().map(|p| p.ops.len()).collect();
+    let cells: Vec<Mutex<Option<Part>>> = history
+        .parts
+        .into_iter()
+        .map(|p| Mutex::new(Some(p)))
+        .collect();
+    let search_one = |k: usize, remaining: u64| {
+        let Some(part) = cells[k].lock().ok().and_then(|mut c| c.take()) else {
+            return (Search::Linearizable, 0, 0);
+        };
+        let items: Vec<Item<'_>> = (0..part.ops.len())
+            .map(|j| Item::of(&part.ops, j, false))
+            .collect();
+        let outcome = search(&items, remaining);
+        drop(items);
+        if !matches!(outcome.0, Search::Linearizable) {
+            // Kept for the report; a decided session is let go here.
+            if let Ok(mut cell) = cells[k].lock() {
+                *cell = Some(part);
+            }
+        }
+        outcome
+    };
+    let (outcomes, threads) = search_each(&sizes, &opts, &search_one);
+    let mut steps = 0u64;
+    let mut largest_cache = 0usize;
+    for o in outcomes.iter().flatten() {
+        steps += o.used;
+        largest_cache = largest_cache.max(o.cached);
+    }
+    let decisive = outcomes.iter().enumerate().find_map(|(k, o)| match o {
+        Some(o) if !matches!(o.search, Search::Linearizable) => Some((k, o)),
+        _ => None,
+    });
+    let part = decisive.and_then(|(k, _)| cells[k].lock().ok().and_then(|mut c| c.take()));
+    let (Some((_, outcome)), Some(part)) = (decisive, part) else {
+        return CheckReport {
+            verdict: Verdict::Linearizable,
+            steps,
+            partitions: n_partitions,
+            largest_cache,
+            threads,
+        };
+    };
+    drop(cells);
+    let local: Vec<usize> = (0..part.ops.len()).collect();
+    if matches!(outcome.search, Search::OutOfBudget) {
+        return CheckReport {
+            verdict: Verdict::Unknown {
+                reason: out_of_budget_reason(&part.ops, &part.session, &local, opts.budget_steps),
+            },
+            steps,
+            partitions: n_partitions,
+            largest_cache,
+            threads,
+        };
+    }
+    let mut minimize_steps = 0;
+    let (minimal, in_flight) = if opts.minimize {
+        let per_check = outcome.used.saturating_mul(4).max(MIN_CHECK_STEPS);
+        minimize(
+            &part.ops,
+            &local,
+            opts.budget_steps,
+            per_check,
+            &mut minimize_steps,
+        )
+    } else {
+        (local.clone(), vec![])
+    };
+    let global = |l: &[usize]| -> Vec<usize> { l.iter().map(|&j| part.indices[j]).collect() };
+    let (minimal, in_flight) = (global(&minimal), global(&in_flight));
+    let ops = by_index(&part.indices, &mut fetch);
+    CheckReport {
+        verdict: Verdict::NotLinearizable(Box::new(Counterexample {
+            session: Some(part.session.to_string()),
+            reason:
+                "no order of the operations consistent with real time gives every answer the spec's"
+                    .to_owned(),
+            timeline: render(&ops, &part.indices, &[]),
+            minimal_timeline: render(&ops, &minimal, &in_flight),
+            partition: part.indices.clone(),
+            minimal,
+            minimal_in_flight: in_flight,
+            minimize_steps,
+        })),
+        steps,
+        partitions: n_partitions,
+        largest_cache,
+        threads,
+    }
+}
+
+/// The operations at `indices`, by index, as `fetch` reads them (none
+/// without it).
+fn by_index(indices: &[usize], fetch: &mut Option<&mut Fetch<'_>>) -> BTreeMap<usize, Operation> {
+    match fetch {
+        Some(fetch) => indices.iter().copied().zip(fetch(indices)).collect(),
+        None => BTreeMap::new(),
+    }
+}
+
+/// The timeline of `indices` (each in `ops`; one missing is skipped;
+/// none: empty).
+fn render(ops: &BTreeMap<usize, Operation>, indices: &[usize], in_flight: &[usize]) -> String {
+    if ops.is_empty() {
+        return String::new();
+    }
+    let shown: Vec<usize> = indices
+        .iter()
+        .copied()
+        .filter(|i| ops.contains_key(i))
+        .collect();
+    render_with(
+        &shown,
+        in_flight,
+        |i| {
+            let o = &ops[&i];
+            TimelineOp {
+                client: &o.client,
+                invoke_ns: o.invoke_ns,
+                return_ns: o.return_ns,
+                answered: o.answer.is_some(),
+            }
+        },
+        |i| {
+            let o = &ops[&i];
+            (
+                super::summarize_request(&o.request),
+                o.answer.as_ref().map(super::summarize_answer),
+            )
+        },
+    )
+}
