@@ -387,3 +387,60 @@ fn explain_prints_a_clause_and_the_scenarios_that_check_it() {
         text(&o)
     );
 }
+
+#[test]
+fn explain_prints_the_list_a_clause_introduces() {
+    let o = reqkey(&["explain", "store.commit.order"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("in the order listed:"), "{out}");
+    for step in [
+        "1. **Same-runId replay.**",
+        "2. **Key holder.**",
+        "3. **CAS.**",
+        "4. **Write.**",
+    ] {
+        assert!(out.contains(step), "{step} missing: {out}");
+    }
+    assert!(!out.contains("[["), "{out}");
+}
+
+/// Issue 41: `reqkey targets | head -1` panicked (exit 101). Every command
+/// that prints, with its reader gone before it writes a byte: no panic,
+/// and its own exit code.
+#[test]
+fn a_closed_stdout_is_neither_a_panic_nor_an_error() {
+    use std::process::{Command, Stdio};
+    let cases: [(&[&str], i32); 5] = [
+        (&["targets"], 0),
+        (&["coverage"], 0),
+        (&["explain", "store.commit.order"], 0),
+        (&["suite", "info"], 0),
+        (
+            &[
+                "run",
+                "--target",
+                "broken-memory:no-key-rule",
+                "--scenario",
+                "store.key-holder-matrix",
+            ],
+            1,
+        ),
+    ];
+    for (args, code) in cases {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+            .args(args)
+            .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before the child can write: every write fails.
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+    }
+}
