@@ -75,7 +75,9 @@ pub fn redact_url(url: &str) -> String {
     let authority = authority
         .split(',')
         .map(|a| match a.rsplit_once('@') {
-            Some((userinfo, host)) if matches!(scheme, "postgres" | "postgresql") => {
+            Some((userinfo, host))
+                if matches!(scheme, "postgres" | "postgresql" | "postgres+standby-reads") =>
+            {
                 match userinfo.split_once(':') {
                     Some((user, _)) => format!("{user}:{REDACTED}@{host}"),
                     None => format!("{userinfo}@{host}"),

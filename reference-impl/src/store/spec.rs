@@ -353,6 +353,8 @@ mod tests {
             "postgres://user:***@h:5432/db?sslmode=***"
         );
         assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
+        assert_eq!(redact_url("postgres://app@h/db"), "postgres://app@h/db");
+        assert_eq!(redact_url("http://tok@h/"), "http://***@h/");
         assert_eq!(redact_url("sqlite:/tmp/a.db"), "sqlite:/tmp/a.db");
     }
 }
