@@ -226,7 +226,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 max_send_spread_us: r.max_send_spread_us,
                 duration_ms: r.duration_ms,
                 failure: r.failure.as_ref().map(|f| FailureDoc {
-                    trial: f.trial,
+                    trial: f.trial + 1,
                     step: &f.step,
                     message: &f.message,
                     expected: f.expected.as_ref(),

@@ -131,7 +131,7 @@ fn failure_text(r: &ScenarioResult) -> String {
         r.id,
         clause_list(&r.checks),
         r.file.display(),
-        f.trial,
+        f.trial + 1,
         f.step,
         f.message
     );

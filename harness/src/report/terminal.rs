@@ -132,7 +132,8 @@ impl<W: Write + Send> TerminalReporter<W> {
                     r.checks.join(", ")
                 ));
             }
-            text.push_str(&format!("      trial: {}\n", f.trial));
+            // 1-based, as in every report (issue 41).
+            text.push_str(&format!("      trial: {}\n", f.trial + 1));
             text.push_str(&format!("      step:  {}\n", terminal(&f.step)));
             text.push_str(&format!("      why:   {}\n", terminal(&f.message)));
             if let Some(e) = &f.expected {
