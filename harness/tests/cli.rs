@@ -444,3 +444,46 @@ fn a_closed_stdout_is_neither_a_panic_nor_an_error() {
         assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
     }
 }
+
+/// Issue 41: the store guide's first command failed for an installed
+/// binary (it named `scenarios/store`, a directory of the checkout). Run
+/// from a directory that is no checkout, with the reference store in
+/// place of the adapter, it certifies; the old form says where the suite is.
+#[test]
+fn the_store_guides_first_command_works_outside_a_checkout() {
+    use std::process::Command;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let guide = std::fs::read_to_string(root.join("docs/store-adapter.md")).unwrap();
+    let first = guide
+        .lines()
+        .find(|l| l.starts_with("reqkey "))
+        .expect("the guide shows a command");
+    let command = first.split('#').next().unwrap().trim();
+    let args: Vec<&str> = command
+        .split_whitespace()
+        .skip(1)
+        .map(|a| {
+            if a.starts_with("store+http://") {
+                "memory"
+            } else {
+                a
+            }
+        })
+        .collect();
+    let elsewhere =
+        std::env::temp_dir().join(format!("reqkey-cli-{}-nocheckout", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_reqkey"))
+            .args(args)
+            .current_dir(&elsewhere)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "`{command}`: {}", text(&o));
+    let o = run(&["run", "scenarios/store", "--target", "memory"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("built into reqkey"), "{}", text(&o));
+}
