@@ -487,3 +487,21 @@ fn the_store_guides_first_command_works_outside_a_checkout() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("built into reqkey"), "{}", text(&o));
 }
+
+/// Issue 41: a misspelt target form gets the form it resembles, and TLS
+/// is named as unsupported rather than as an unknown form.
+#[test]
+fn a_misspelt_target_gets_a_suggestion_and_tls_a_reason() {
+    for (target, wanted) in [
+        ("memroy", "did you mean `memory`?"),
+        (
+            "store+http//127.0.0.1:7001",
+            "did you mean `store+http://127.0.0.1:7001`?",
+        ),
+        ("store+https://127.0.0.1:7001", "(TLS) is not supported"),
+    ] {
+        let o = reqkey(&["run", "--target", target]);
+        assert_eq!(o.status.code(), Some(2), "{target}: {}", text(&o));
+        assert!(text(&o).contains(wanted), "{target}: {}", text(&o));
+    }
+}

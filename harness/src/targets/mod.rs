@@ -29,6 +29,7 @@ pub mod reference_agent;
 pub mod replicas;
 pub mod spec;
 pub mod store;
+pub mod suggest;
 pub mod transport;
 pub mod wire;
 

@@ -174,8 +174,11 @@ impl TargetSpec {
         match StoreSpec::parse(spec) {
             Ok(store) => Ok(TargetSpec::Store(store)),
             Err(_) => Err(TargetError::BadSpec(format!(
-                "unknown target `{}`; `reqkey targets` lists the forms",
-                redact_url(spec)
+                "unknown target `{}`{}; `reqkey targets` lists the forms",
+                super::suggest::shown(spec),
+                super::suggest::hint(spec)
+                    .map(|h| format!(": {h}"))
+                    .unwrap_or_default()
             ))),
         }
     }
