@@ -505,3 +505,23 @@ fn a_misspelt_target_gets_a_suggestion_and_tls_a_reason() {
         assert!(text(&o).contains(wanted), "{target}: {}", text(&o));
     }
 }
+
+/// Issue 41: a failing `model.*` scenario named no clause; the generated
+/// scenarios declare the clauses of their steps.
+#[test]
+fn a_failing_model_scenario_names_its_clauses() {
+    let o = reqkey(&[
+        "run",
+        "--target",
+        "broken-memory:no-key-rule",
+        "--scenario",
+        "model.counterexample.no-key-rule",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let breaks = text(&o)
+        .lines()
+        .find(|l| l.trim_start().starts_with("breaks:"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(breaks.contains("store.commit.key-holder"), "{}", text(&o));
+}
