@@ -268,6 +268,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     for note in closing_notes(summary) {
         let _ = writeln!(md, "{note}\n");
     }
+    for line in crate::report::context::warning_lines(summary) {
+        let _ = writeln!(md, "**{line}**\n");
+    }
     let _ = writeln!(md, "{}", closing_line(summary));
     md
 }

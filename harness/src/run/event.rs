@@ -384,6 +384,9 @@ pub struct RunSummary {
     /// be opened, or the run stopped early because the target stopped
     /// answering. Exit 2.
     pub indefinite: Option<Indefinite>,
+    /// What the target's answers showed that every report names without
+    /// changing a verdict (the Nagle stall, `targets::latency`).
+    pub warnings: Vec<crate::targets::latency::TargetWarning>,
 }
 
 /// Why a run reached no verdict.
@@ -410,6 +413,7 @@ impl RunSummary {
             duration_ms: 0,
             results: Vec::new(),
             indefinite: Some(indefinite),
+            warnings: Vec::new(),
         }
     }
 }

@@ -83,8 +83,10 @@ fn osa_distance(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    if let Some(first) = d.first_mut() {
+        for (j, cell) in first.iter_mut().enumerate() {
+            *cell = j;
+        }
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {
