@@ -116,7 +116,7 @@ mod tests {
         );
         assert_eq!(
             hint("postgress://u@h/db").as_deref(),
-            Some("did you mean `postgres://u@h/db`?")
+            Some("did you mean `postgres://***@h/db`?")
         );
         assert_eq!(
             hint("broken-memroy:no-cas").as_deref(),
