@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Certifies a target with reqkey and leaves certificate.md, junit.xml and
-# results.json in OUT. The action's "Certify" step (action.yml); CI runs it
+# Certifies a target with reqkey and leaves four reports and a log in OUT:
+# certificate.md, report.html, junit.xml, results.json and reqkey.log (the
+# run's output, with the started target's own output in it). The action's "Certify" step (action.yml); CI runs it
 # against a store too, so what the action does is tested here.
 #
 #   action/certify.sh --target TARGET [--out DIR] [--start COMMAND]
@@ -11,10 +12,12 @@
 # --target        what to certify: store+http://HOST:PORT, http://HOST:PORT
 #                 (an agent), memory, postgres://..., ... (`reqkey certify --help`)
 # --out           where the reports go (default reqkey-certification)
-# --start         a shell command that starts the target; it runs in the
-#                 background (its output in OUT/target.log) and is stopped
-#                 afterwards. certify.sh waits for GET /health of an
-#                 http target, at most --wait-seconds (default 60).
+# --start         a shell command that starts the target, given to
+#                 `reqkey certify --start`: reqkey starts it, waits for it
+#                 (GET /health of an http target, at most --wait-seconds,
+#                 default 60), may kill, pause and restart it (so crash
+#                 behaviour is certified) and stops it afterwards. Its
+#                 output goes to OUT/reqkey.log.
 # --scenarios     a scenarios root to judge by (default: the suite built into reqkey)
 # --partition     judge only shard K of N (one job of a CI matrix); OUT then
 #                 holds a shard's reports, and a later --merge-shards makes
@@ -73,36 +76,8 @@ esac || die2 "the reqkey binary is missing: $reqkey is not an executable (instal
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 
-pid=""
-stop() {
-  if [ -n "$pid" ]; then
-    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-}
-trap stop EXIT
-
-if [ -n "$start" ]; then
-  # Its own process group (where setsid exists), so that stopping it stops what it started.
-  if command -v setsid >/dev/null 2>&1; then
-    setsid bash -c "$start" >"$out/target.log" 2>&1 &
-  else
-    bash -c "$start" >"$out/target.log" 2>&1 &
-  fi
-  pid=$!
-  case "$target" in
-    store+http://*|http://*)
-      base="${target#store+}"; base="${base%/}"
-      command -v curl >/dev/null 2>&1 || die2 "curl is needed to wait for $base/health"
-      deadline=$((SECONDS + wait_seconds))
-      until curl -fsS --max-time 2 -o /dev/null "$base/health" 2>/dev/null; do
-        kill -0 "$pid" 2>/dev/null || { cat "$out/target.log" >&2; die2 "the start command exited before $base/health answered"; }
-        [ "$SECONDS" -lt "$deadline" ] || { cat "$out/target.log" >&2; die2 "$base/health did not answer within $wait_seconds s"; }
-        sleep 0.2
-      done
-      ;;
-  esac
-fi
+start_args=()
+[ -z "$start" ] || start_args=(--start "$start" --start-timeout-ms "$((wait_seconds * 1000))")
 
 rc=0
 suite_args=()
@@ -114,11 +89,18 @@ if [ -n "$merge_shards" ]; then
   done
   [ "${#shards[@]}" -gt 0 ] || die2 "no shard (a directory with results.json) under $merge_shards"
   target="the merged shards of $merge_shards"
-  "$reqkey" certify merge --out "$out" "${suite_args[@]}" --quiet "${shards[@]}" || rc=$?
+  set +e
+  "$reqkey" certify merge --out "$out" "${suite_args[@]}" --quiet "${shards[@]}" 2>&1 | tee "$out/reqkey.log"
+  rc="${PIPESTATUS[0]}"
+  set -e
 else
   [ -z "$partition" ] || suite_args+=(--partition "$partition")
   [ -z "$seed" ] || suite_args+=(--seed "$seed")
-  "$reqkey" certify --target "$target" --out "$out" "${suite_args[@]}" --quiet || rc=$?
+  set +e
+  "$reqkey" certify --target "$target" --out "$out" "${start_args[@]}" "${suite_args[@]}" --quiet 2>&1 \
+    | tee "$out/reqkey.log"
+  rc="${PIPESTATUS[0]}"
+  set -e
 fi
 
 case "$rc" in

@@ -28,6 +28,10 @@
 //! - [`cmd`]: the `reqkey` command line, one file per command; the binary's
 //!   `main` only parses and dispatches.
 
+// First: its print macros shadow std's in every module below.
+#[macro_use]
+mod quiet_print;
+
 pub mod bench;
 pub mod cmd;
 pub mod proxy;

@@ -387,3 +387,141 @@ fn explain_prints_a_clause_and_the_scenarios_that_check_it() {
         text(&o)
     );
 }
+
+#[test]
+fn explain_prints_the_list_a_clause_introduces() {
+    let o = reqkey(&["explain", "store.commit.order"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = text(&o);
+    assert!(out.contains("in the order listed:"), "{out}");
+    for step in [
+        "1. **Same-runId replay.**",
+        "2. **Key holder.**",
+        "3. **CAS.**",
+        "4. **Write.**",
+    ] {
+        assert!(out.contains(step), "{step} missing: {out}");
+    }
+    assert!(!out.contains("[["), "{out}");
+}
+
+/// Issue 41: `reqkey targets | head -1` panicked (exit 101). Every command
+/// that prints, with its reader gone before it writes a byte: no panic,
+/// and its own exit code.
+#[test]
+fn a_closed_stdout_is_neither_a_panic_nor_an_error() {
+    use std::process::{Command, Stdio};
+    let cases: [(&[&str], i32); 5] = [
+        (&["targets"], 0),
+        (&["coverage"], 0),
+        (&["explain", "store.commit.order"], 0),
+        (&["suite", "info"], 0),
+        (
+            &[
+                "run",
+                "--target",
+                "broken-memory:no-key-rule",
+                "--scenario",
+                "store.key-holder-matrix",
+            ],
+            1,
+        ),
+    ];
+    for (args, code) in cases {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+            .args(args)
+            .current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Close the read end before the child can write: every write fails.
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {err}");
+    }
+}
+
+/// Issue 41: the store guide's first command failed for an installed
+/// binary (it named `scenarios/store`, a directory of the checkout). Run
+/// from a directory that is no checkout, with the reference store in
+/// place of the adapter, it certifies; the old form says where the suite is.
+#[test]
+fn the_store_guides_first_command_works_outside_a_checkout() {
+    use std::process::Command;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let guide = std::fs::read_to_string(root.join("docs/store-adapter.md")).unwrap();
+    let first = guide
+        .lines()
+        .find(|l| l.starts_with("reqkey "))
+        .expect("the guide shows a command");
+    let command = first.split('#').next().unwrap().trim();
+    let args: Vec<&str> = command
+        .split_whitespace()
+        .skip(1)
+        .map(|a| {
+            if a.starts_with("store+http://") {
+                "memory"
+            } else {
+                a
+            }
+        })
+        .collect();
+    let elsewhere =
+        std::env::temp_dir().join(format!("reqkey-cli-{}-nocheckout", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_reqkey"))
+            .args(args)
+            .current_dir(&elsewhere)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "`{command}`: {}", text(&o));
+    let o = run(&["run", "scenarios/store", "--target", "memory"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("built into reqkey"), "{}", text(&o));
+}
+
+/// Issue 41: a misspelt target form gets the form it resembles, and TLS
+/// is named as unsupported rather than as an unknown form.
+#[test]
+fn a_misspelt_target_gets_a_suggestion_and_tls_a_reason() {
+    for (target, wanted) in [
+        ("memroy", "did you mean `memory`?"),
+        (
+            "store+http//127.0.0.1:7001",
+            "did you mean `store+http://127.0.0.1:7001`?",
+        ),
+        ("store+https://127.0.0.1:7001", "(TLS) is not supported"),
+    ] {
+        let o = reqkey(&["run", "--target", target]);
+        assert_eq!(o.status.code(), Some(2), "{target}: {}", text(&o));
+        assert!(text(&o).contains(wanted), "{target}: {}", text(&o));
+    }
+}
+
+/// Issue 41: a failing `model.*` scenario named no clause; the generated
+/// scenarios declare the clauses of their steps.
+#[test]
+fn a_failing_model_scenario_names_its_clauses() {
+    let o = reqkey(&[
+        "run",
+        "--target",
+        "broken-memory:no-key-rule",
+        "--scenario",
+        "model.counterexample.no-key-rule",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let breaks = text(&o)
+        .lines()
+        .find(|l| l.trim_start().starts_with("breaks:"))
+        .map(str::to_owned)
+        .unwrap_or_default();
+    assert!(breaks.contains("store.commit.key-holder"), "{}", text(&o));
+}

@@ -195,7 +195,7 @@ fn histories_exported_by_a_passing_run_are_linearizable() {
     }
     assert!(judged
         .iter()
-        .any(|(f, _)| f == "store.mixed-histories.trial-0.json"));
+        .any(|(f, _)| f == "store.mixed-histories.trial-1.json"));
     for (file, code) in &judged {
         assert_eq!(*code, Some(0), "{file}");
     }
@@ -254,7 +254,7 @@ fn certify_exports_store_histories_and_no_agent_exchanges() {
     assert!(
         judged
             .iter()
-            .any(|(f, _)| f == "store.mixed-histories.trial-0.json"),
+            .any(|(f, _)| f == "store.mixed-histories.trial-1.json"),
         "{judged:?}"
     );
     assert!(judged.len() >= 10, "{judged:?}");

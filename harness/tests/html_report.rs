@@ -106,6 +106,7 @@ fn fixed_run() -> (
         duration_ms: 9,
         results: vec![ok, race, down],
         indefinite: None,
+        warnings: Vec::new(),
     };
     (ctx, vec![scenario], summary)
 }

@@ -309,3 +309,26 @@ fn a_run_that_reached_no_verdict_says_why_in_every_format() {
     insta::assert_snapshot!("no_verdict_json", redact(&json.text()));
     insta::assert_snapshot!("no_verdict_markdown", redact(&markdown.text()));
 }
+
+/// Issue 41: trials were numbered from 0 in the terminal, JUnit and JSON
+/// and from 1 in the HTML. Every format names the failing (first) trial
+/// `1`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_format_numbers_trials_from_1() {
+    let out = run_fixtures("broken-memory:delete-keeps-keys", "certify").await;
+    assert!(
+        out.terminal.contains("      trial: 1\n"),
+        "{}",
+        out.terminal
+    );
+    assert!(out.raw_junit.contains("trial: 1\n"), "{}", out.raw_junit);
+    assert!(out.markdown.contains("- trial 1, step"), "{}", out.markdown);
+    let json: serde_json::Value = serde_json::from_str(&out.raw_json).unwrap();
+    let failed = json["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["verdict"] == "fail")
+        .unwrap();
+    assert_eq!(failed["failure"]["trial"], 1, "{failed}");
+}

@@ -117,6 +117,10 @@ fn restore_numbers(
     steps: &mut [Step],
 ) -> Result<(), spelling::SpellingError> {
     for (node, step) in nodes.items().into_iter().zip(steps.iter_mut()) {
+        // The expectation too: `1e400` is a number there, not YAML's string.
+        if let (Some(n), Some(expect)) = (node.get("expect"), step.expect.as_mut()) {
+            n.restore(expect)?;
+        }
         match &mut step.action {
             Action::Store { op, args } => {
                 if let Some(n) = node.get(op) {

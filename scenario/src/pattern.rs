@@ -124,7 +124,12 @@ fn match_at(path: &str, pattern: &Value, actual: Option<&Value>) -> Result<(), M
 
 /// Are two numbers the same number (by value, not by spelling: SPEC 3
 /// `[[digest.numbers]]`)? A scenario's `1.5` matches an answer's `1.50`.
+/// Values are compared as exact decimals, not as doubles: 2^64 is not
+/// `18446744073709552000` (SPEC 8 `[[certify.match.input-exact]]`).
 pub fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
+    if let (Some(x), Some(y)) = (exact_decimal(a.as_str()), exact_decimal(b.as_str())) {
+        return x == y;
+    }
     if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
         return x == y;
     }
@@ -136,6 +141,38 @@ pub fn same_number(a: &serde_json::Number, b: &serde_json::Number) -> bool {
         // Past the doubles (`1e400`): the same spelling or nothing.
         _ => a.as_str() == b.as_str(),
     }
+}
+
+/// A JSON number's exact value as (negative, significant digits without
+/// leading or trailing zeros, exponent of the last digit); zero is
+/// `(false, "", 0)` whatever its sign or spelling. `None` for text that is
+/// no JSON number or an exponent beyond `i64`.
+fn exact_decimal(text: &str) -> Option<(bool, String, i64)> {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(at) => (
+            &rest[..at],
+            rest[at + 1..].trim_start_matches('+').parse::<i64>().ok()?,
+        ),
+        None => (rest, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = format!("{int}{frac}");
+    let frac_len = i64::try_from(frac.len()).ok()?;
+    let mut exponent = exponent.checked_sub(frac_len)?;
+    let trimmed_end = digits.trim_end_matches('0');
+    exponent = exponent.checked_add(i64::try_from(digits.len() - trimmed_end.len()).ok()?)?;
+    let significant = trimmed_end.trim_start_matches('0');
+    if significant.is_empty() {
+        return Some((false, String::new(), 0));
+    }
+    Some((negative, significant.to_owned(), exponent))
 }
 
 /// JSON equality with numbers compared by value.
@@ -267,6 +304,23 @@ mod tests {
         assert!(matches(&json!({"k": "$absent"}), &json!({})).is_ok());
         assert!(matches(&json!({"k": "$absent"}), &json!({"k": null})).is_err());
         assert!(matches(&json!({"k": null}), &json!({})).is_err());
+    }
+
+    #[test]
+    fn numbers_compare_as_exact_decimals() {
+        let j = |s: &str| -> Value { serde_json::from_str(s).unwrap() };
+        let same = |a: &str, b: &str| same_value(&j(a), &j(b));
+        assert!(same("1.50", "1.5"));
+        assert!(same("-0", "0"));
+        assert!(same("1e0", "1.0"));
+        assert!(same("2E+3", "2000"));
+        assert!(same("1e400", "10e399"));
+        assert!(same("18446744073709551616", "18446744073709551616.0"));
+        assert!(!same("18446744073709551616", "18446744073709552000"));
+        assert!(!same("100000000000000000000000000001", "1e29"));
+        assert!(!same("1e400", "null"));
+        assert!(!same("0.1", "0.10000000000000001"));
+        assert!(!same("-1", "1"));
     }
 
     #[test]

@@ -49,7 +49,12 @@ pub fn explain_command(args: ExplainArgs) -> ExitCode {
         "  spec/SPEC.md line {}, section {}",
         clause.line, clause.section
     );
-    println!("  {}", clauses::statement(clause));
+    let list = clauses::introduced_list(clause);
+    let colon = if list.is_empty() { "" } else { ":" };
+    println!("  {}{colon}", clauses::statement(clause));
+    for item in list {
+        println!("    {item}");
+    }
     let levels: Vec<Level> = match &clause.certified {
         Certified::At(levels) => {
             println!(

@@ -178,7 +178,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     // the embedded suite of the target's level.
     let loaded_suite = if explicit_paths {
         scenario::load_paths(&paths)
-            .map_err(|e| e.to_string())
+            .map_err(|e| with_missing_suite_hint(e.to_string(), &paths))
             .and_then(|s| Ok((suite::selection(&paths).map_err(|e| e.to_string())?, s)))
     } else {
         suite::embedded_suite(spec.level()).map_err(|e| e.to_string())
@@ -322,4 +322,17 @@ fn selection_flags(args: &RunArgs, explicit_paths: bool) -> Vec<String> {
         flags.push(p.flag());
     }
     flags
+}
+
+/// A path that does not exist outside a checkout (`reqkey run
+/// scenarios/store` as an old guide wrote it) gets a pointer to the suite
+/// built into the binary (issue 41).
+fn with_missing_suite_hint(error: String, paths: &[std::path::PathBuf]) -> String {
+    match paths.iter().find(|p| !p.exists()) {
+        Some(missing) => format!(
+            "{error}\n  `{}` does not exist here; the scenario suite is built into reqkey: `reqkey run --target T` runs the target's level (`--scenario ID` or `--tag TAG` picks some), `reqkey suite export DIR` writes the suite out",
+            crate::report::inert::terminal(&missing.display().to_string())
+        ),
+        None => error,
+    }
 }

@@ -238,7 +238,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 );
             }
             if let Some(f) = &r.failure {
-                let _ = writeln!(md, "- trial {}, step {}", f.trial, code_span(&f.step));
+                let _ = writeln!(md, "- trial {}, step {}", f.trial + 1, code_span(&f.step));
                 let _ = writeln!(md, "- why: {}", code_span(&f.message));
                 for (name, value) in [("expected", &f.expected), ("actual", &f.actual)] {
                     if let Some(v) = value {
@@ -267,6 +267,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     }
     for note in closing_notes(summary) {
         let _ = writeln!(md, "{note}\n");
+    }
+    for line in crate::report::context::warning_lines(summary) {
+        let _ = writeln!(md, "**{line}**\n");
     }
     let _ = writeln!(md, "{}", closing_line(summary));
     md

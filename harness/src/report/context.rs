@@ -150,6 +150,13 @@ pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
     notes
 }
 
+/// The target's warnings, one line each (`warning[nagle_stall]: ...`):
+/// printed on stderr by the terminal reporter and written into every
+/// report; they never change a verdict.
+pub fn warning_lines(summary: &RunSummary) -> Vec<String> {
+    summary.warnings.iter().map(|w| w.line()).collect()
+}
+
 /// How a verdict reads in a table.
 pub fn verdict_label(v: Verdict) -> &'static str {
     match v {

@@ -478,6 +478,16 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
         "<h1>{title}</h1><p id=\"verdict\" class=\"{class}\" data-verdict=\"{class}\" data-exit-code=\"{code}\">{verdict}</p><p id=\"closing-line\">{}</p>",
         escape(&closing_line(summary))
     );
+    for w in &summary.warnings {
+        let _ = write!(
+            out,
+            "<p class=\"warning\" data-code=\"{}\"><strong>warning[{}]</strong>: {} <strong>Fix:</strong> {}</p>",
+            escape(w.code),
+            escape(w.code),
+            escape(&w.message),
+            escape(&w.fix)
+        );
+    }
     if let Some(i) = &summary.indefinite {
         let _ = write!(
             out,

@@ -40,6 +40,9 @@ struct Document<'a> {
     closing_line: String,
     /// Why the run reached no verdict, when it did not.
     indefinite: Option<IndefiniteDoc<'a>>,
+    /// The target's warnings (`{code, message, fix}`); absent when none.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    warnings: &'a [crate::targets::latency::TargetWarning],
     scenarios: Vec<ScenarioDoc<'a>>,
     /// The shard this run judged (`--partition k/n`); absent for a whole
     /// suite.
@@ -205,6 +208,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         },
         exit_code: summary.exit_code(),
         closing_line: closing_line(summary),
+        warnings: &summary.warnings,
         indefinite: summary.indefinite.as_ref().map(|i| IndefiniteDoc {
             reason: i.reason,
             message: &i.message,
@@ -226,7 +230,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 max_send_spread_us: r.max_send_spread_us,
                 duration_ms: r.duration_ms,
                 failure: r.failure.as_ref().map(|f| FailureDoc {
-                    trial: f.trial,
+                    trial: f.trial + 1,
                     step: &f.step,
                     message: &f.message,
                     expected: f.expected.as_ref(),

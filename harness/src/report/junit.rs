@@ -30,6 +30,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             suite.add_property(("target_defaulted", "true"));
         }
         suite.add_property(("seed", summary.seed.to_string().as_str()));
+        for w in &summary.warnings {
+            suite.add_property(("warning", xml_text(&w.line()).as_str()));
+        }
         if let Some(p) = &ctx.profile {
             suite.add_property(("profile", p.describe().as_str()));
             suite.add_property(("profile_source", p.source.name()));
@@ -131,7 +134,7 @@ fn failure_text(r: &ScenarioResult) -> String {
         r.id,
         clause_list(&r.checks),
         r.file.display(),
-        f.trial,
+        f.trial + 1,
         f.step,
         f.message
     );

@@ -375,6 +375,8 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
         duration_ms: shards.iter().map(|s| s.doc.duration_ms).max().unwrap_or(0),
         results,
         indefinite,
+        // Each shard's report printed its own; a merge has no target.
+        warnings: Vec::new(),
     };
 
     let suite = SuiteInfo {

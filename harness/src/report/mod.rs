@@ -30,7 +30,9 @@ pub mod merge;
 pub mod terminal;
 
 pub use certificate::CertificateReporter;
-pub use context::{closing_line, closing_notes, verdict_label, ClauseCoverage, ReportContext};
+pub use context::{
+    closing_line, closing_notes, verdict_label, warning_lines, ClauseCoverage, ReportContext,
+};
 pub use html::HtmlReporter;
 pub use json::JsonReporter;
 pub use junit::JunitReporter;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::report::context::{closing_line, closing_notes};
+use crate::report::context::{closing_line, closing_notes, warning_lines};
 use crate::report::inert::terminal;
 use crate::run::event::{Event, Reporter, ScenarioResult, Verdict};
 
@@ -132,7 +132,8 @@ impl<W: Write + Send> TerminalReporter<W> {
                     r.checks.join(", ")
                 ));
             }
-            text.push_str(&format!("      trial: {}\n", f.trial));
+            // 1-based, as in every report (issue 41).
+            text.push_str(&format!("      trial: {}\n", f.trial + 1));
             text.push_str(&format!("      step:  {}\n", terminal(&f.step)));
             text.push_str(&format!("      why:   {}\n", terminal(&f.message)));
             if let Some(e) = &f.expected {
@@ -205,6 +206,10 @@ impl<W: Write + Send> Reporter for TerminalReporter<W> {
             Event::RunFinished { summary } => {
                 if let Some(bar) = self.bar.take() {
                     bar.finish_and_clear();
+                }
+                // On stderr: a warning about the target is not a result.
+                for line in warning_lines(summary) {
+                    eprintln!("reqkey: {line}");
                 }
                 let mut text = String::from("\n");
                 for note in closing_notes(summary) {

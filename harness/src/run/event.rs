@@ -358,6 +358,9 @@ pub struct RunSummary {
     /// be opened, or the run stopped early because the target stopped
     /// answering. Exit 2.
     pub indefinite: Option<Indefinite>,
+    /// What the target's answers showed that every report names without
+    /// changing a verdict (the Nagle stall, `targets::latency`).
+    pub warnings: Vec<crate::targets::latency::TargetWarning>,
 }
 
 /// Why a run reached no verdict.
@@ -384,6 +387,7 @@ impl RunSummary {
             duration_ms: 0,
             results: Vec::new(),
             indefinite: Some(indefinite),
+            warnings: Vec::new(),
         }
     }
 }

@@ -35,7 +35,7 @@ pub struct TrialHistory {
 }
 
 impl TrialHistory {
-    /// `<scenario-id>.trial-<n>.json`, any character of the id outside
+    /// `<scenario-id>.trial-<n>.json` (`n` 1-based), any character of the id outside
     /// `[A-Za-z0-9._-]` written `_` (an id from a user's file names no
     /// directory).
     pub fn file_name(&self) -> String {
@@ -50,7 +50,8 @@ impl TrialHistory {
                 }
             })
             .collect();
-        format!("{id}.trial-{}.json", self.trial)
+        // 1-based, as the reports number trials.
+        format!("{id}.trial-{}.json", self.trial + 1)
     }
 }
 
@@ -122,11 +123,11 @@ mod tests {
     fn file_names_name_no_directory() {
         assert_eq!(
             trial("store.race", 3, false).file_name(),
-            "store.race.trial-3.json"
+            "store.race.trial-4.json"
         );
         assert_eq!(
             trial("../x/y z", 0, false).file_name(),
-            ".._x_y_z.trial-0.json"
+            ".._x_y_z.trial-1.json"
         );
     }
 }

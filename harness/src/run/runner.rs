@@ -148,6 +148,7 @@ fn finish(
         duration_ms: started.elapsed().as_millis() as u64,
         results,
         indefinite,
+        warnings: target.warnings(),
     };
     emit(Event::RunFinished {
         summary: summary.clone(),

@@ -15,6 +15,7 @@ use reqkey_reference::agent::ServerHandle;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use crate::targets::latency::{LatencyLog, TargetWarning};
 use crate::targets::transport::HttpBase;
 use crate::targets::{
     transport, HttpRequest, HttpResponse, Level, Target, TargetError, TargetOptions,
@@ -30,6 +31,8 @@ pub struct HttpAgentTarget {
     max_response_bytes: u64,
     /// Keeps an in-process server alive as long as the target.
     _server: Option<ServerHandle>,
+    /// Every answer's timing (streams left out), for the Nagle warning.
+    latency: LatencyLog,
 }
 
 impl HttpAgentTarget {
@@ -42,6 +45,7 @@ impl HttpAgentTarget {
             timeout_ms: opts.call_timeout_ms,
             max_response_bytes: opts.max_response_bytes,
             _server: None,
+            latency: LatencyLog::default(),
         })
     }
 
@@ -85,6 +89,10 @@ impl Target for HttpAgentTarget {
         self.name.clone()
     }
 
+    fn warnings(&self) -> Vec<TargetWarning> {
+        self.latency.warnings()
+    }
+
     async fn health(&self) -> Result<Value, TargetError> {
         let response = self
             .http(HttpRequest {
@@ -122,10 +130,12 @@ impl Target for HttpAgentTarget {
         if let Some(body) = request.body {
             builder = builder.body(body);
         }
+        let sent = std::time::Instant::now();
         let response = builder
             .send()
             .await
             .map_err(|e| transport::classify(&e, &self.base, self.timeout_ms))?;
+        let head = sent.elapsed();
         let status = response.status().as_u16();
         let headers = transport::headers_of(&response);
         let body = transport::read_body(
@@ -135,6 +145,14 @@ impl Target for HttpAgentTarget {
             self.timeout_ms,
         )
         .await?;
+        // A stream's body takes the run's time by design.
+        let streamed = headers.iter().any(|(name, value)| {
+            name.eq_ignore_ascii_case("content-type") && value.contains("text/event-stream")
+        });
+        if !streamed {
+            self.latency
+                .record(head, sent.elapsed().saturating_sub(head), body.len());
+        }
         Ok(HttpResponse {
             status,
             headers,

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use reqkey_model::StoreError;
 use serde_json::Value;
 
+use crate::targets::latency::{LatencyLog, TargetWarning};
 use crate::targets::transport::HttpBase;
 use crate::targets::{transport, Level, Target, TargetError, TargetOptions};
 
@@ -25,6 +26,8 @@ pub struct HttpStore {
     client: reqwest::Client,
     timeout_ms: u64,
     max_response_bytes: u64,
+    /// Every answer's timing, for the Nagle warning.
+    latency: LatencyLog,
 }
 
 impl HttpStore {
@@ -36,6 +39,7 @@ impl HttpStore {
             client: transport::client(opts)?,
             timeout_ms: opts.call_timeout_ms,
             max_response_bytes: opts.max_response_bytes,
+            latency: LatencyLog::default(),
         })
     }
 
@@ -48,7 +52,9 @@ impl HttpStore {
         what: &str,
     ) -> Result<Value, TargetError> {
         let classify = |e: reqwest::Error| transport::classify(&e, &self.base, self.timeout_ms);
+        let sent = std::time::Instant::now();
         let resp = request.send().await.map_err(classify)?;
+        let head = sent.elapsed();
         let status = resp.status();
         let location = resp
             .headers()
@@ -60,6 +66,8 @@ impl HttpStore {
             .map(|c| String::from_utf8_lossy(c.as_bytes()).into_owned());
         let body = transport::read_body(resp, self.max_response_bytes, &self.base, self.timeout_ms)
             .await?;
+        self.latency
+            .record(head, sent.elapsed().saturating_sub(head), body.len());
         if status != reqwest::StatusCode::OK {
             let location = location
                 .map(|l| format!(" with Location: {l} (redirects are not followed)"))
@@ -117,6 +125,10 @@ pub fn check_store_answer(answer: &Value) -> Result<(), TargetError> {
 impl Target for HttpStore {
     fn level(&self) -> Level {
         Level::Store
+    }
+
+    fn warnings(&self) -> Vec<TargetWarning> {
+        self.latency.warnings()
     }
 
     fn describe(&self) -> String {

@@ -23,12 +23,14 @@
 
 pub mod http_agent;
 pub mod http_store;
+pub mod latency;
 pub mod owned;
 pub mod profile;
 pub mod reference_agent;
 pub mod replicas;
 pub mod spec;
 pub mod store;
+pub mod suggest;
 pub mod transport;
 pub mod wire;
 
@@ -125,6 +127,13 @@ pub trait Target: Send + Sync + fmt::Debug {
 
     /// How a report names it (`memory`, `store+http://127.0.0.1:7001`, ...).
     fn describe(&self) -> String;
+
+    /// What the run saw of the target that every report should say
+    /// without changing a verdict (an HTTP target's answers stalling in
+    /// a Nagle shape, [`latency`]).
+    fn warnings(&self) -> Vec<latency::TargetWarning> {
+        Vec::new()
+    }
 
     /// The target's identity: `/health` for HTTP targets, a synthesized
     /// equivalent in process.

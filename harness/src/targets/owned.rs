@@ -347,6 +347,10 @@ impl Target for OwnedTarget {
         self.inner.describe()
     }
 
+    fn warnings(&self) -> Vec<crate::targets::latency::TargetWarning> {
+        self.inner.warnings()
+    }
+
     async fn health(&self) -> Result<Value, TargetError> {
         self.inner.health().await
     }

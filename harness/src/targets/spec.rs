@@ -174,8 +174,11 @@ impl TargetSpec {
         match StoreSpec::parse(spec) {
             Ok(store) => Ok(TargetSpec::Store(store)),
             Err(_) => Err(TargetError::BadSpec(format!(
-                "unknown target `{}`; `reqkey targets` lists the forms",
-                redact_url(spec)
+                "unknown target `{}`{}; `reqkey targets` lists the forms",
+                super::suggest::shown(spec),
+                super::suggest::hint(spec)
+                    .map(|h| format!(": {h}"))
+                    .unwrap_or_default()
             ))),
         }
     }
@@ -397,14 +400,14 @@ mod tests {
     fn the_display_name_is_the_only_name_and_it_carries_no_secret() {
         for (text, shown) in [
             ("memory", "memory"),
-            ("postgres://u:hunter2@h/db", "postgres://***@h/db"),
+            ("postgres://u:hunter2@h/db", "postgres://u:***@h/db"),
             (
                 "reference-agent:ignore-digest@redis://:hunter2@h:1/0",
                 "reference-agent:ignore-digest@redis://***@h:1/0",
             ),
             (
                 "reference-agents:3@postgres://u:hunter2@h/db?password=hunter2",
-                "reference-agents:3@postgres://***@h/db?password=***",
+                "reference-agents:3@postgres://u:***@h/db?password=***",
             ),
             (
                 "http://tok:hunter2@a:1,http://b:2/",

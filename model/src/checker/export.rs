@@ -129,10 +129,12 @@ fn scenario_from_path(
         ops.push(StoreOp::ListInputs(SessionArgs { session_id }));
     }
     let mut oracle = SeqStore::new();
+    let mut checks: BTreeSet<&'static str> = BTreeSet::new();
     let steps: Vec<Value> = ops
         .iter()
         .map(|op| {
             let answer = oracle.apply(op);
+            checks.insert(step_clause(op, &answer));
             let mut step = Map::new();
             step.insert(op.name().to_owned(), variables(op_args(op)));
             step.insert("expect".to_owned(), variables(expectation(op, &answer)));
@@ -148,8 +150,40 @@ fn scenario_from_path(
             "level": "store",
             "tags": ["model"],
             "summary": summary,
+            "checks": checks.into_iter().collect::<Vec<_>>(),
             "steps": steps,
         }),
+    }
+}
+
+/// The clause of spec/SPEC.md a step's expected answer is the rule of:
+/// what the scenario declares (`checks:`), so that a failure names a
+/// clause like any other scenario's (issue 41).
+fn step_clause(
+    op: &StoreOp,
+    answer: &Result<crate::spec::seq::StoreReply, StoreError>,
+) -> &'static str {
+    use crate::spec::error::RunStartRejection as R;
+    use crate::spec::seq::StoreReply;
+    use crate::spec::types::CommitOutcome;
+    match (op, answer) {
+        (StoreOp::CommitRunStart(_), Ok(StoreReply::Commit(c))) => match c.outcome {
+            CommitOutcome::Started => "store.commit.write-run",
+            CommitOutcome::Replayed => "store.commit.replay",
+        },
+        (StoreOp::CommitRunStart(_), Err(StoreError::RunStartRejected(r))) => match r {
+            R::RequestKeyTaken { .. } => "store.commit.key-holder",
+            R::CasMismatch { .. } => "store.commit.cas",
+            R::RunIdConflict { .. } => "store.commit.run-id-conflict",
+        },
+        (StoreOp::CommitRunStart(_), _) => "store.commit.order",
+        (StoreOp::GetRun(_), _) => "store.reads.get-run",
+        (StoreOp::GetCurrentRun(_), _) => "store.reads.current-run",
+        (StoreOp::ListRuns(_), _) => "store.reads.list-runs-order",
+        (StoreOp::GetRunByRequestKey(_), _) => "store.reads.by-key",
+        (StoreOp::ListInputs(_), _) => "store.reads.list-inputs",
+        (StoreOp::SetRunStatus(_), _) => "store.write.status-live-changes",
+        (StoreOp::DeleteSession(_), _) => "store.delete.removes-all",
     }
 }
 
@@ -256,6 +290,31 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::contract::seq::StoreReply;
+
+    #[test]
+    fn every_exported_scenario_declares_the_store_clauses_of_its_steps() {
+        let all = crate::spec::clauses::clauses().unwrap();
+        for s in export_scenarios(&Config::default()) {
+            let checks = s.scenario["checks"].as_array().unwrap();
+            assert!(!checks.is_empty(), "{}", s.file_stem);
+            for c in checks {
+                let id = c.as_str().unwrap();
+                let clause = all.iter().find(|k| k.id == id).unwrap();
+                assert!(
+                    clause.applies_to(crate::spec::vocab::Level::Store),
+                    "{id} is not a store clause"
+                );
+            }
+        }
+        let no_key_rule = export_scenarios(&Config::default())
+            .into_iter()
+            .find(|s| s.file_stem == "counterexample.no-key-rule")
+            .unwrap();
+        assert!(no_key_rule.scenario["checks"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("store.commit.key-holder")));
+    }
 
     #[test]
     fn every_sometimes_property_and_every_mutant_gets_a_scenario() {

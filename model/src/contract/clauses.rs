@@ -101,7 +101,85 @@ pub fn statement(clause: &Clause) -> String {
         }
     }
     out.push_str(rest);
-    out.split_whitespace().collect::<Vec<_>>().join(" ")
+    let joined = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    // The sentence before it may end with its own id and a full stop:
+    // ". It reads..." starts at "It".
+    joined
+        .trim_start_matches(['.', ',', ';', ':', ' '])
+        .to_owned()
+}
+
+/// The list or table a clause introduces, one entry per item or row, ids
+/// dropped: a clause written at the end of a sentence that ends with `:`
+/// or "in this order" (`store.commit.order`, `plan.order`) is defined by
+/// what follows it; empty for any other clause.
+pub fn introduced_list(clause: &Clause) -> Vec<String> {
+    let lines: Vec<&str> = SPEC_TEXT.lines().collect();
+    let marker = format!("[[{}]]", clause.id);
+    let Some(line) = clause.line.checked_sub(1).and_then(|i| lines.get(i)) else {
+        return Vec::new();
+    };
+    let Some(after) = line
+        .find(&marker)
+        .map(|at| line[at + marker.len()..].trim())
+    else {
+        return Vec::new();
+    };
+    if !(after == ":" || (after.is_empty() && line.trim_end().ends_with(&marker))) {
+        return Vec::new();
+    }
+    let is_item = |l: &str| {
+        let t = l.trim_start();
+        let numbered = t
+            .split_once(". ")
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        t.starts_with("- ") || t.starts_with('|') || numbered
+    };
+    let mut items: Vec<String> = Vec::new();
+    let mut i = clause.line;
+    // One blank line may stand between the sentence and its list.
+    if lines.get(i).is_some_and(|l| l.trim().is_empty()) {
+        i += 1;
+    }
+    while let Some(l) = lines.get(i) {
+        let t = l.trim();
+        if is_item(l) {
+            // A table's header separator row (`|---|`) says nothing.
+            if !t.trim_matches(['|', '-', ' ']).is_empty() {
+                items.push(t.to_owned());
+            }
+        } else if !t.is_empty() && l.starts_with(' ') && !items.is_empty() {
+            if let Some(last) = items.last_mut() {
+                last.push(' ');
+                last.push_str(t);
+            }
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if !items.iter().any(|t| !t.starts_with('|')) && items.len() < 2 {
+        return Vec::new();
+    }
+    items
+        .into_iter()
+        .map(|item| {
+            let mut out = String::with_capacity(item.len());
+            let mut rest = item.as_str();
+            while let Some(open) = rest.find("[[") {
+                out.push_str(&rest[..open]);
+                rest = rest[open..]
+                    .find("]]")
+                    .map_or("", |c| &rest[open + c + 2..]);
+            }
+            out.push_str(rest);
+            let joined = out.split_whitespace().collect::<Vec<_>>().join(" ");
+            // "write nothing [[a]]; otherwise" reads "write nothing; otherwise".
+            [".", ",", ";", ":"]
+                .iter()
+                .fold(joined, |t, p| t.replace(&format!(" {p}"), p))
+        })
+        .collect()
 }
 
 /// Why the spec's clauses could not be read.
@@ -330,6 +408,34 @@ mod statement_tests {
         for c in all {
             assert!(!statement(c).is_empty(), "{}", c.id);
         }
+    }
+
+    #[test]
+    fn a_clause_that_introduces_a_list_takes_its_items() {
+        let all = clauses().unwrap();
+        let find = |id: &str| all.iter().find(|c| c.id == id).unwrap();
+        let order = find("store.commit.order");
+        let text = statement(order);
+        assert!(text.starts_with("It reads and decides"), "{text}");
+        let list = introduced_list(order);
+        assert_eq!(list.len(), 4, "{list:?}");
+        assert!(list[0].starts_with("1. **Same-runId replay.**"), "{list:?}");
+        assert!(list[3].starts_with("4. **Write.**"), "{list:?}");
+        assert!(
+            list[3].ends_with("Answer `{outcome: \"started\", run}`."),
+            "{list:?}"
+        );
+        assert!(
+            list[1].ends_with("`{existingRunId: <holder>}`. Nothing is written."),
+            "{list:?}"
+        );
+        assert!(list.iter().all(|i| !i.contains("[[")), "{list:?}");
+        let plan = introduced_list(find("plan.order"));
+        assert_eq!(plan.len(), 6, "header and five rows: {plan:?}");
+        assert!(plan[1].starts_with("| none |"), "{plan:?}");
+        // A clause in the middle of a paragraph introduces nothing.
+        assert!(introduced_list(find("store.commit.cas")).is_empty());
+        assert!(introduced_list(find("store.commit.atomic")).is_empty());
     }
 }
 

@@ -35,13 +35,36 @@ pub enum OpenError {
     },
 }
 
+/// An error with every cause under it, on one line: `tokio_postgres`
+/// shows only `db error` or `error connecting to server` and keeps the
+/// server's own reason (`database "x" does not exist`, `Connection
+/// refused`) in its source.
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    // Bounded: a source chain is short, but nothing promises it ends.
+    for _ in 0..8 {
+        let Some(c) = cause else { break };
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The redacted stand-in for a secret.
 pub const REDACTED: &str = "***";
 
 /// `scheme://USERINFO@host/path?k=v` with the userinfo and every query
 /// value replaced by `***`: a password, a token given as the user name
 /// and a token in the query never reach a message. Text that is not a URL
-/// is returned as it is (it has no userinfo to hide).
+/// is returned as it is (it has no userinfo to hide). A PostgreSQL URL
+/// keeps its user name (a role, never a secret; "which user?" is the
+/// first question when the server refuses it) and hides only the
+/// password: `postgres://app:***@h/db`, `postgres://app@h/db`.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
@@ -52,6 +75,14 @@ pub fn redact_url(url: &str) -> String {
     let authority = authority
         .split(',')
         .map(|a| match a.rsplit_once('@') {
+            Some((userinfo, host))
+                if matches!(scheme, "postgres" | "postgresql" | "postgres+standby-reads") =>
+            {
+                match userinfo.split_once(':') {
+                    Some((user, _)) => format!("{user}:{REDACTED}@{host}"),
+                    None => format!("{userinfo}@{host}"),
+                }
+            }
             Some((_, host)) => format!("{REDACTED}@{host}"),
             None => a.to_owned(),
         })

@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use reqkey_model::rules::{KeyRule, RuleVariant};
 use reqkey_model::seq::{SessionState, StoreOp};
 use reqkey_model::{CommitResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError};
+use serde_json::Value;
 
 use super::api::{lease_over, SessionStateStore};
 
@@ -133,10 +134,16 @@ pub enum MemoryDefect {
     /// another finds the other (`[[key.compare.byte-exact]]`,
     /// `[[store.reads.by-key]]`).
     PrefixIndex64,
+    /// `input` is kept the way a JavaScript store keeps it (`JSON.parse`
+    /// then `JSON.stringify`): every number through a double, so 2^64
+    /// comes back `18446744073709552000`, `1e400` as `null`, `-0` as `0`
+    /// and `1.50` as `1.5` (`[[certify.match.input-exact]]`; the
+    /// TypeScript adapter had this bug, issue 41).
+    NumbersAsDoubles,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 29] = [
+    pub const ALL: [MemoryDefect; 30] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -166,6 +173,7 @@ impl MemoryDefect {
         MemoryDefect::EmptyFieldsAbsent,
         MemoryDefect::JoinedRunIndex,
         MemoryDefect::PrefixIndex64,
+        MemoryDefect::NumbersAsDoubles,
     ];
 
     pub fn name(self) -> &'static str {
@@ -199,6 +207,7 @@ impl MemoryDefect {
             MemoryDefect::EmptyFieldsAbsent => "empty-fields-absent",
             MemoryDefect::JoinedRunIndex => "joined-run-index",
             MemoryDefect::PrefixIndex64 => "prefix-index-64",
+            MemoryDefect::NumbersAsDoubles => "numbers-as-doubles",
         }
     }
 
@@ -379,6 +388,28 @@ impl MemoryStore {
 /// How many entries the `lists-capped` defect keeps.
 const CAPPED_LIST: usize = 256;
 
+/// `value` as `JSON.stringify(JSON.parse(...))` gives it back (the
+/// `numbers-as-doubles` defect): each number through an IEEE 754 double,
+/// written in the ECMAScript form; one beyond the double range is `null`.
+fn through_doubles(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => match n.to_string().parse::<f64>() {
+            Ok(f) if f.is_finite() => {
+                let written = reqkey_model::digest::canonical_json(&Value::from(f));
+                serde_json::from_str(&written).unwrap_or(Value::Null)
+            }
+            _ => Value::Null,
+        },
+        Value::Array(items) => Value::Array(items.iter().map(through_doubles).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), through_doubles(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// The first 64 characters of an id (the `prefix-index-64` defect).
 fn prefix_64(id: &str) -> &str {
     id.char_indices().nth(64).map_or(id, |(at, _)| &id[..at])
@@ -466,6 +497,9 @@ impl SessionStateStore for MemoryStore {
     }
 
     async fn commit_run_start(&self, mut start: StartRun) -> Result<CommitResult, StoreError> {
+        if self.defect == Some(MemoryDefect::NumbersAsDoubles) {
+            start.input = through_doubles(&start.input);
+        }
         if self.defect == Some(MemoryDefect::HalfKeyStartsKeyless)
             && start.request_key.is_some() != start.request_digest.is_some()
         {

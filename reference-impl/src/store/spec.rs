@@ -350,9 +350,11 @@ mod tests {
         }
         assert_eq!(
             redact_url("postgres://user:pw@h:5432/db?sslmode=require"),
-            "postgres://***@h:5432/db?sslmode=***"
+            "postgres://user:***@h:5432/db?sslmode=***"
         );
         assert_eq!(redact_url("postgres://h/db"), "postgres://h/db");
+        assert_eq!(redact_url("postgres://app@h/db"), "postgres://app@h/db");
+        assert_eq!(redact_url("http://tok@h/"), "http://***@h/");
         assert_eq!(redact_url("sqlite:/tmp/a.db"), "sqlite:/tmp/a.db");
     }
 }

@@ -103,7 +103,7 @@ impl PostgresStore {
         let mut client = tokio::time::timeout(CONNECT_TIMEOUT, connect_client(&config))
             .await
             .map_err(|_| backend_err(format!("no answer within {} s", CONNECT_TIMEOUT.as_secs())))?
-            .map_err(|e| backend_err(e.to_string()))?;
+            .map_err(|e| backend_err(super::api::with_causes(&e)))?;
         migrate(&mut client)
             .await
             .map_err(|message| OpenError::Migration {

@@ -1,0 +1,111 @@
+//! The Nagle + delayed-ACK warning (issue 41) against a real socket.
+//!
+//! A tiny `reqkey-store/1` stand-in writes each answer's head and body in
+//! two sends, without TCP_NODELAY, as Python's `http.server` does: every
+//! report of `reqkey run` names the stall and its fix, on stderr and in
+//! the JSON report. The same server writing each answer in one send
+//! draws no warning (the check can fail).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+/// Serves every request with `{"ok": null}` (`/health` with a store
+/// identity), the head and the body in two sends when `split`.
+fn store_stand_in(split: bool) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            std::thread::spawn(move || serve(conn, split));
+        }
+    });
+    port
+}
+
+fn serve(mut conn: TcpStream, split: bool) {
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    while let Some((head, _)) = common::read_http_request(&mut conn) {
+        let body = if head.starts_with("GET /health ") {
+            r#"{"name":"nagle","version":"0","protocol":"reqkey-store/1","durable":false}"#
+        } else {
+            r#"{"ok":null}"#
+        };
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        let sent = if split {
+            conn.write_all(head.as_bytes())
+                .and_then(|()| conn.write_all(body.as_bytes()))
+        } else {
+            conn.write_all(format!("{head}{body}").as_bytes())
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+/// Twenty-four reads of a session that does not exist: answered `null`.
+fn scenario() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("reqkey-nagle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = String::from(
+        "id: nagle.reads\nlevel: store\nsummary: reads of an unknown session\nsteps:\n",
+    );
+    for _ in 0..24 {
+        text.push_str("  - getCurrentRun: {sessionId: $s}\n    expect: {ok: null}\n");
+    }
+    let file = dir.join("reads.yaml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+fn run(port: u16, name: &str) -> (String, serde_json::Value) {
+    let json =
+        std::env::temp_dir().join(format!("reqkey-nagle-{}-{name}.json", std::process::id()));
+    let o = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "run",
+            scenario().to_str().unwrap(),
+            "--target",
+            &format!("store+http://127.0.0.1:{port}"),
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&json);
+    (stderr, report)
+}
+
+#[test]
+fn answers_written_in_two_sends_without_nodelay_are_named_with_the_fix() {
+    let (stderr, report) = run(store_stand_in(true), "split");
+    assert!(stderr.contains("warning[nagle_stall]"), "{stderr}");
+    assert!(stderr.contains("TCP_NODELAY"), "{stderr}");
+    assert_eq!(report["warnings"][0]["code"], "nagle_stall", "{report}");
+    assert!(report["warnings"][0]["fix"]
+        .as_str()
+        .unwrap()
+        .contains("one send"));
+}
+
+#[test]
+fn answers_written_in_one_send_draw_no_warning() {
+    let (stderr, report) = run(store_stand_in(false), "whole");
+    assert!(!stderr.contains("nagle_stall"), "{stderr}");
+    assert!(report.get("warnings").is_none(), "{report}");
+}
