@@ -364,8 +364,8 @@ pub fn write_histories(
 ) -> Result<usize, String> {
     for h in histories {
         let path = dir.join(h.file_name());
-        std::fs::write(&path, reqkey_check::history::write_json(&h.operations))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let text = crate::secrets::scrub(&reqkey_check::history::write_json(&h.operations));
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(histories.len())
 }

@@ -32,6 +32,9 @@ pub const MAX_STARTED: usize = 16;
 /// One started command.
 #[derive(Debug)]
 struct Started {
+    /// The command line as run.
+    line: String,
+    /// How every output names it ([`crate::secrets::redact_command`]).
     command: String,
     child: std::process::Child,
 }
@@ -120,9 +123,11 @@ impl Owned {
         }
         for (i, command) in commands.iter().enumerate() {
             let line = fill(command, &owned.ports, Some(i));
-            let child = start_one(&line)?;
+            let command = crate::secrets::redact_command(&line);
+            let child = start_one(&line, &command)?;
             owned.started.push(Started {
-                command: line,
+                line,
+                command,
                 child,
             });
         }
@@ -195,8 +200,9 @@ impl Owned {
     /// again (the same port): a crash and a restart.
     pub fn restart(&mut self, index: usize) -> Result<(), String> {
         self.kill(index)?;
-        let line = self.started[index].command.clone();
-        self.started[index].child = start_one(&line)?;
+        let s = &self.started[index];
+        let child = start_one(&s.line, &s.command)?;
+        self.started[index].child = child;
         Ok(())
     }
 
@@ -398,16 +404,27 @@ impl Target for OwnedTarget {
     }
 }
 
-fn start_one(line: &str) -> Result<std::process::Child, String> {
+/// Starts one command line; an error names it by its redacted display.
+fn start_one(line: &str, shown: &str) -> Result<std::process::Child, String> {
     use std::os::unix::process::CommandExt;
-    std::process::Command::new("sh")
+    let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(line)
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start `{line}`: {e}"))
+        .map_err(|e| format!("cannot start `{shown}`: {e}"))?;
+    // What the command prints reaches the harness's stderr scrubbed of
+    // the secrets its command line carried (a shell's complaint quotes it).
+    if let Some(out) = child.stdout.take() {
+        crate::secrets::forward_scrubbed(out);
+    }
+    if let Some(err) = child.stderr.take() {
+        crate::secrets::forward_scrubbed(err);
+    }
+    Ok(child)
 }
 
 #[cfg(test)]
