@@ -281,7 +281,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     {
         Ok(selected) => selected,
         Err(e) => {
-            ctx.health = Some(identity);
+            ctx.health = Some(crate::report::bound::value(&identity));
             return not_judged_because(&ctx, &outputs, seed, "no_profile", e);
         }
     };
@@ -291,7 +291,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         .export_histories
         .as_ref()
         .map(|_| std::sync::Arc::new(crate::run::export::HistorySink::new()));
-    ctx.health = Some(identity);
+    ctx.health = Some(crate::report::bound::value(&identity));
     ctx.profile = Some(profile);
     ctx.not_applicable = not_applicable;
     let mut code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;

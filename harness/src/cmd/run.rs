@@ -259,7 +259,10 @@ async fn run_async(args: RunArgs) -> ExitCode {
     {
         Ok(selected) => selected,
         Err(e) => {
-            ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
+            ctx.health = health(target.as_ref(), args.timeout_ms)
+                .await
+                .ok()
+                .map(|h| crate::report::bound::value(&h));
             return not_judged_because(&ctx, &outputs, seed, "no_profile", e);
         }
     };
@@ -285,7 +288,10 @@ async fn run_async(args: RunArgs) -> ExitCode {
         || outputs.report.is_some()
         || outputs.html.is_some()
     {
-        ctx.health = health(target.as_ref(), args.timeout_ms).await.ok();
+        ctx.health = health(target.as_ref(), args.timeout_ms)
+            .await
+            .ok()
+            .map(|h| crate::report::bound::value(&h));
     }
     ctx.profile = Some(profile);
     ctx.not_applicable = not_applicable;
