@@ -268,7 +268,19 @@ pub async fn select_by_profile(
         .map_err(|e| format!("{e} (`run` and `certify` take --profile to state one)"))?;
     let faults = crate::targets::profile::fault_support(target, timeout_ms).await;
     info.crash = Some(faults.describe());
+    let faulty: std::collections::BTreeSet<String> = scenarios
+        .iter()
+        .filter(|s| s.requires.faults == Some(true))
+        .map(|s| s.id.clone())
+        .collect();
     let (apply, not) = by_profile(scenarios, &info.profile, &faults);
+    info.crash_scenarios = faults.started.then(|| {
+        crate::report::crash::crash_scenarios(
+            &faulty,
+            apply.iter().map(|s| s.id.as_str()),
+            not.iter().map(|n| (n.id.as_str(), n.requires.as_str())),
+        )
+    });
     if !quiet {
         println!("reqkey: profile: {}", info.describe());
         println!("reqkey: crash: {}", faults.describe());

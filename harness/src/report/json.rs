@@ -71,9 +71,19 @@ struct ProfileDoc {
     source: &'static str,
     /// What `/health` declared when `--profile` stated another profile.
     declared: Option<String>,
-    /// Whether crash behaviour was certified (the harness started the target).
+    /// Whether crash behaviour was certified: only when the harness started
+    /// the target and every crash scenario that applied (at least one)
+    /// passed (`report::crash::claim`); otherwise why not.
     #[serde(skip_serializing_if = "Option::is_none")]
     crash: Option<String>,
+    /// The run's setup the claim starts from (whether the harness started
+    /// the target), for `certify merge` to make the claim again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    crash_setup: Option<String>,
+    /// With `--start`: the crash scenarios that applied, and why the
+    /// others did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    crash_scenarios: Option<crate::report::crash::CrashScenarios>,
 }
 
 #[derive(Debug, Serialize)]
@@ -167,7 +177,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 .then(|| p.profile.concurrent_entry.name()),
             source: p.source.name(),
             declared: p.declared.map(|d| d.to_string()),
-            crash: p.crash.clone(),
+            crash: crate::report::crash::claim(p, &summary.results),
+            crash_setup: p.crash_scenarios.as_ref().and(p.crash.clone()),
+            crash_scenarios: p.crash_scenarios.clone(),
         }),
         not_applicable: ctx
             .not_applicable

@@ -23,6 +23,7 @@ pub mod bound;
 pub mod certificate;
 pub mod client;
 pub mod context;
+pub mod crash;
 pub mod html;
 pub mod inert;
 pub mod json;

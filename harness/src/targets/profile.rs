@@ -177,6 +177,11 @@ pub struct ProfileInfo {
     /// target (`--start`) or not ([`FaultSupport::describe`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crash: Option<String>,
+    /// When the harness started the target: the crash scenarios that
+    /// applied and why the others did not (the certificate's crash claim
+    /// is made from their results, `report::crash::claim`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crash_scenarios: Option<crate::report::crash::CrashScenarios>,
 }
 
 impl ProfileInfo {
@@ -214,6 +219,7 @@ pub async fn resolve_profile(
                 source: ProfileSource::Fixed,
                 declared: None,
                 crash: None,
+                crash_scenarios: None,
             }),
             Some(_) => Err(ProfileError::StoreProfileFixed),
         };
@@ -236,12 +242,14 @@ pub async fn resolve_profile(
             source: ProfileSource::Stated,
             declared: declared.ok().filter(|d| *d != profile),
             crash: None,
+            crash_scenarios: None,
         }),
         (None, Ok(profile)) => Ok(ProfileInfo {
             profile,
             source: ProfileSource::Declared,
             declared: None,
             crash: None,
+            crash_scenarios: None,
         }),
         (None, Err(e)) => Err(ProfileError::Health(format!(
             "{} declares no profile: {e}",
