@@ -103,6 +103,6 @@ mod tests {
         let s = shown.as_str().unwrap_or_default();
         assert!(s.starts_with("{\"name\":\"nnn"), "{s:.40}");
         assert!(s.len() < MAX_TEXT_BYTES + 100);
-        assert!(s.contains("1048588 bytes"), "{}", &s[s.len() - 60..]);
+        assert!(s.contains("1048587 bytes"), "{}", &s[s.len() - 60..]);
     }
 }
