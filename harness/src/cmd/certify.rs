@@ -294,6 +294,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     ctx.health = Some(crate::report::bound::value(&identity));
     ctx.profile = Some(profile);
     ctx.not_applicable = not_applicable;
+    crate::cmd::interrupt::write_reports_on_interrupt(&ctx, &outputs, seed);
     let mut code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
     if let Some((store, seed)) = &legacy {
         match check_upgraded(store, seed).await {

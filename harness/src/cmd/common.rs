@@ -126,17 +126,12 @@ pub fn with_runtime_interruptible<F: std::future::Future<Output = ExitCode>>(
             };
             tokio::select! {
                 code = f() => code,
-                _ = interrupt.recv() => interrupted(),
-                _ = terminate.recv() => interrupted(),
+                _ = interrupt.recv() => crate::cmd::interrupt::interrupted("SIGINT"),
+                _ = terminate.recv() => crate::cmd::interrupt::interrupted("SIGTERM"),
             }
         }),
         Err(e) => harness_error(format!("cannot start the runtime: {e}")),
     }
-}
-
-fn interrupted() -> ExitCode {
-    eprintln!("reqkey: interrupted; stopping what it started");
-    ExitCode::from(130)
 }
 
 /// `--start CMD` and its bound, shared by `run` and `certify`.
@@ -165,8 +160,9 @@ pub fn start_owned(
     if args.start.is_empty() {
         return Ok((None, target.to_owned()));
     }
-    let owned = crate::targets::owned::Owned::start(&args.start)?;
+    let mut owned = crate::targets::owned::Owned::start(&args.start)?;
     let filled = crate::targets::owned::fill(target, &owned.ports, None);
+    owned.wire_to(&filled)?;
     Ok((Some(owned), filled))
 }
 
@@ -198,10 +194,11 @@ pub async fn open_started(
                 // one started is no verdict (exit 2), never a failure.
                 tokio::time::sleep(Duration::from_millis(START_SETTLE_MS)).await;
                 if let Some(exited) = owned.exited() {
-                    return Err(TargetError::Unreachable(format!(
+                    return Err(TargetError::Wiring(format!(
                         "the started target stopped while another process answered on its port: {exited}"
                     )));
                 }
+                owned.verify_answering().map_err(TargetError::Wiring)?;
                 return Ok(Arc::new(crate::targets::owned::OwnedTarget::new(
                     target,
                     owned,
@@ -227,7 +224,7 @@ pub async fn open_started(
 }
 
 /// Where the report files of a run go.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Outputs {
     pub junit: Option<PathBuf>,
     pub json: Option<PathBuf>,

@@ -19,6 +19,7 @@ pub mod common;
 pub mod coverage;
 pub mod explain;
 pub mod fuzz;
+pub mod interrupt;
 pub mod model;
 pub mod proxy;
 pub mod run;
@@ -101,6 +102,10 @@ pub enum Command {
     /// 502/503 and duplicates from a seeded plan; then the client verdict.
     #[command(after_help = proxy::PROXY_HELP)]
     Proxy(proxy::ProxyArgs),
+    /// Internal: the watchdog a `--start` run leaves behind, which stops
+    /// what the run started when the run ends by any path (even SIGKILL).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog { tag: String },
 }
 
 /// Parses the command line; a usage error is printed and exit 2, `--help`
@@ -135,5 +140,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Suite(command) => suite::run(command),
         Command::Targets => targets::targets_command(),
         Command::Proxy(args) => proxy::proxy_command(args),
+        Command::Watchdog { tag } => crate::targets::reap::watchdog_main(&tag),
     }
 }

@@ -296,6 +296,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     ctx.profile = Some(profile);
     ctx.not_applicable = not_applicable;
     ctx.expected_failures = expected;
+    crate::cmd::interrupt::write_reports_on_interrupt(&ctx, &outputs, seed);
     execute(target, &selected, &cfg, &ctx, &outputs, args.quiet).await
 }
 

@@ -187,6 +187,8 @@ const KNOWN_REASONS: &[&str] = &[
     "too_large",
     "not_http",
     "wrong_protocol",
+    "wiring",
+    "interrupted",
     "stopped_early",
     "harness",
     "wrong_level",

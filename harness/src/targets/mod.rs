@@ -25,6 +25,7 @@ pub mod http_agent;
 pub mod http_store;
 pub mod owned;
 pub mod profile;
+pub mod reap;
 pub mod reference_agent;
 pub mod replicas;
 pub mod spec;
@@ -83,6 +84,11 @@ pub enum TargetError {
         found: &'static str,
         hint: String,
     },
+    /// `--start`: the harness's faults would not reach the target (it
+    /// uses none of the started ports, another process answers on them, a
+    /// killed process's port still accepts, a restarted one died).
+    #[error("the harness's faults do not reach the target: {0}")]
+    Wiring(String),
 }
 
 impl TargetError {
@@ -104,6 +110,7 @@ impl TargetError {
             TargetError::TooLarge { .. } => "too_large",
             TargetError::NotHttp(_) => "not_http",
             TargetError::WrongProtocol { .. } => "wrong_protocol",
+            TargetError::Wiring(_) => "wiring",
         }
     }
 
