@@ -253,6 +253,8 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
             )
         }
     };
+    // A signal from here on still writes the reports, with the reason.
+    crate::cmd::interrupt::write_reports_on_interrupt(&ctx, &outputs, seed);
     let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),

@@ -215,6 +215,8 @@ async fn run_async(args: RunArgs) -> ExitCode {
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
     ctx.partition = args.partition;
+    // A signal from here on still writes the reports, with the reason.
+    crate::cmd::interrupt::write_reports_on_interrupt(&ctx, &outputs, seed);
     let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),

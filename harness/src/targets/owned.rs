@@ -353,6 +353,9 @@ impl Owned {
         for index in 0..self.started.len() {
             kill_marked(Scope::One(index), STOP_GRACE_MS);
         }
+        // Every started handle was waited for: what is left to reap are
+        // orphans the judge took in as subreaper.
+        crate::targets::reap::reap_orphans();
         self.started.clear();
     }
 }

@@ -122,14 +122,14 @@ pub fn signal_marked(scope: Scope, signal: Signal) -> usize {
 }
 
 /// Kills (SIGKILL) every process of `scope` and waits, up to
-/// `timeout_ms`, until none is left; `false` if some still are.
-/// Children of the judge (its own, or orphans it took in as subreaper)
-/// are reaped as they die.
+/// `timeout_ms`, until none is left alive (a zombie counts as gone);
+/// `false` if some still are. Nothing is reaped here: the judge's own
+/// children are waited for by their handles, which must keep their
+/// status ([`reap_orphans`] runs once they are).
 pub fn kill_marked(scope: Scope, timeout_ms: u64) -> bool {
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     loop {
         signal_marked(scope, Signal::SIGKILL);
-        reap_orphans();
         if marked(scope).is_empty() {
             return true;
         }
@@ -141,7 +141,9 @@ pub fn kill_marked(scope: Scope, timeout_ms: u64) -> bool {
 }
 
 /// Reaps any child of the judge that has exited (orphans re-parented to
-/// it as subreaper included); never blocks.
+/// it as subreaper included); never blocks. Called only once every
+/// started command's own handle was waited for (it would take their
+/// status otherwise).
 pub fn reap_orphans() {
     use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
     for _ in 0..MAX_MARKED {
