@@ -59,6 +59,9 @@ struct TargetDoc<'a> {
     /// No `--target` was given: the spec is `run`'s built-in default.
     defaulted: bool,
     health: Option<&'a Value>,
+    /// With `--start`: the target as written, before its ports were chosen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    template: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -170,6 +173,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             spec: &ctx.target,
             defaulted: ctx.target_defaulted,
             health: ctx.health.as_ref(),
+            template: ctx.target_template.as_deref(),
         },
         profile: ctx.profile.as_ref().map(|p| ProfileDoc {
             supports_request_key: p.profile.supports_request_key,

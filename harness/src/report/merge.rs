@@ -63,6 +63,9 @@ pub struct TargetDoc {
     #[serde(default)]
     pub defaulted: bool,
     pub health: Option<Value>,
+    /// A `--start` shard's target before its ports were chosen.
+    #[serde(default)]
+    pub template: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -325,7 +328,14 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
     }
     same(&shards, "suite digest", suite_digest)?;
     same(&shards, "suite", |d| d.suite.clone())?;
-    same(&shards, "target", |d| d.target.spec.clone())?;
+    // Shards of one `--start` target each chose their own ports: they
+    // are compared as written, before the ports were filled in.
+    same(&shards, "target", |d| {
+        d.target
+            .template
+            .clone()
+            .unwrap_or_else(|| d.target.spec.clone())
+    })?;
     same(&shards, "seed (pass the same --seed to every shard)", |d| {
         d.seed
     })?;
@@ -418,7 +428,11 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
         files: suite_doc.files,
         embedded: suite_doc.embedded,
     };
-    let mut ctx = ReportContext::new("certify", &first.target.spec);
+    let mut ctx = ReportContext::new(
+        "certify",
+        first.target.template.as_ref().unwrap_or(&first.target.spec),
+    );
+    ctx.target_template = first.target.template.clone();
     ctx.reqkey_version = first.reqkey_version.clone();
     ctx.target_defaulted = first.target.defaulted;
     ctx.health = first.target.health.clone();

@@ -29,6 +29,8 @@ pub mod inert;
 pub mod json;
 pub mod junit;
 pub mod merge;
+pub mod merge_check;
+pub mod seal;
 pub mod terminal;
 
 pub use certificate::CertificateReporter;
