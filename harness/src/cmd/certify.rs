@@ -271,7 +271,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         }
     };
     // A signal from here on still writes the reports, with the reason.
-    crate::cmd::interrupt::write_reports_on_interrupt(&ctx, &outputs, seed);
+    crate::cmd::interrupt_reports::write_reports_on_interrupt(&ctx, &outputs, seed);
     let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
@@ -300,7 +300,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     {
         Ok(selected) => selected,
         Err(e) => {
-            ctx.health = Some(crate::report::bound::value(&identity));
+            ctx.health = Some(crate::run::bound::value(&identity));
             return not_judged_because(&ctx, &outputs, seed, "no_profile", e);
         }
     };
@@ -310,10 +310,10 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         .export_histories
         .as_ref()
         .map(|_| std::sync::Arc::new(crate::run::export::HistorySink::new()));
-    ctx.health = Some(crate::report::bound::value(&identity));
+    ctx.health = Some(crate::run::bound::value(&identity));
     ctx.profile = Some(profile);
     ctx.not_applicable = not_applicable;
-    crate::cmd::interrupt::write_reports_on_interrupt(&ctx, &outputs, seed);
+    crate::cmd::interrupt_reports::write_reports_on_interrupt(&ctx, &outputs, seed);
     let mut code = execute(target, &scenarios, &cfg, &ctx, &outputs, args.quiet).await;
     if let Some((store, seed)) = &legacy {
         match check_upgraded(store, seed).await {

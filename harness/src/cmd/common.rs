@@ -441,7 +441,7 @@ pub fn not_judged_because(
     reason: &'static str,
     message: String,
 ) -> ExitCode {
-    let message = crate::report::bound::text(&message);
+    let message = crate::run::bound::text(&message);
     let code = harness_error(format_args!("no verdict ({reason}): {message}"));
     let summary = RunSummary::not_judged(ctx.target.clone(), seed, Indefinite { reason, message });
     match write_reports(ctx, outputs, &[], &summary) {

@@ -18,37 +18,19 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 
-use crate::cmd::common::{write_reports, Outputs};
-use crate::report::ReportContext;
-use crate::run::event::{Indefinite, RunSummary};
 use crate::targets::reap::{kill_marked, marked, signal_marked, Scope};
 
 /// How long started processes get to exit on SIGTERM before SIGKILL.
 const STOP_GRACE_MS: u64 = 2_000;
 
-type Hook = Box<dyn FnOnce(&str) + Send>;
+/// What runs after the processes are stopped, given the signal's name.
+pub type Hook = Box<dyn FnOnce(&str) + Send>;
 
 static ON_INTERRUPT: Mutex<Option<Hook>> = Mutex::new(None);
 
-/// After a signal, writes `outputs` as a run of `ctx` with no verdict,
-/// saying which signal ended it.
-pub fn write_reports_on_interrupt(ctx: &ReportContext, outputs: &Outputs, seed: u64) {
-    let (ctx, outputs) = (ctx.clone(), outputs.clone());
-    let hook: Hook = Box::new(move |signal: &str| {
-        let summary = RunSummary::not_judged(
-            ctx.target.clone(),
-            seed,
-            Indefinite {
-                reason: "interrupted",
-                message: format!(
-                    "reqkey received {signal}: the run stopped before a verdict, and every process it started was stopped"
-                ),
-            },
-        );
-        if let Err(e) = write_reports(&ctx, &outputs, &[], &summary) {
-            eprintln!("reqkey: error: {}", crate::report::inert::terminal(&e));
-        }
-    });
+/// Sets what a signal does after the processes are stopped (write the
+/// reports, `cmd::interrupt_reports`); the last set wins.
+pub fn on_interrupt(hook: Hook) {
     *ON_INTERRUPT
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(hook);

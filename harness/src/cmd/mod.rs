@@ -20,6 +20,7 @@ pub mod coverage;
 pub mod explain;
 pub mod fuzz;
 pub mod interrupt;
+pub mod interrupt_reports;
 pub mod model;
 pub mod proxy;
 pub mod run;

@@ -216,7 +216,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
     ctx.suite = Some(suite_info);
     ctx.partition = args.partition;
     // A signal from here on still writes the reports, with the reason.
-    crate::cmd::interrupt::write_reports_on_interrupt(&ctx, &outputs, seed);
+    crate::cmd::interrupt_reports::write_reports_on_interrupt(&ctx, &outputs, seed);
     let target = match open_started(&spec, opts, owned, args.start.start_timeout_ms).await {
         Ok(t) => t,
         Err(e) => return not_judged(&ctx, &outputs, seed, &e),
@@ -264,7 +264,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
             ctx.health = health(target.as_ref(), args.timeout_ms)
                 .await
                 .ok()
-                .map(|h| crate::report::bound::value(&h));
+                .map(|h| crate::run::bound::value(&h));
             return not_judged_because(&ctx, &outputs, seed, "no_profile", e);
         }
     };
@@ -293,12 +293,12 @@ async fn run_async(args: RunArgs) -> ExitCode {
         ctx.health = health(target.as_ref(), args.timeout_ms)
             .await
             .ok()
-            .map(|h| crate::report::bound::value(&h));
+            .map(|h| crate::run::bound::value(&h));
     }
     ctx.profile = Some(profile);
     ctx.not_applicable = not_applicable;
     ctx.expected_failures = expected;
-    crate::cmd::interrupt::write_reports_on_interrupt(&ctx, &outputs, seed);
+    crate::cmd::interrupt_reports::write_reports_on_interrupt(&ctx, &outputs, seed);
     execute(target, &selected, &cfg, &ctx, &outputs, args.quiet).await
 }
 

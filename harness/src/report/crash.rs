@@ -8,42 +8,9 @@
 //! crash scenario (one with `requires: {faults: true}`) applied and every
 //! one that applied passed; otherwise the certificate says why not.
 
-use serde::Serialize;
-
 use crate::run::event::{ScenarioResult, Verdict};
 use crate::targets::profile::ProfileInfo;
-
-/// The crash scenarios of a run whose target the harness started.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct CrashScenarios {
-    /// The ids of the crash scenarios that applied (and so ran).
-    pub applied: Vec<String>,
-    /// Why the others did not apply (each reason once, in order).
-    pub unmet: Vec<String>,
-}
-
-/// The crash scenarios of a run: which of `faulty` (the ids of the
-/// suite's crash scenarios) are among `applied`, and the reasons that
-/// kept the others out (`not_applied`: id and reason).
-pub fn crash_scenarios<'a>(
-    faulty: &std::collections::BTreeSet<String>,
-    applied: impl Iterator<Item = &'a str>,
-    not_applied: impl Iterator<Item = (&'a str, &'a str)>,
-) -> CrashScenarios {
-    let mut out = CrashScenarios {
-        applied: applied
-            .filter(|id| faulty.contains(*id))
-            .map(str::to_owned)
-            .collect(),
-        unmet: Vec::new(),
-    };
-    for (id, why) in not_applied {
-        if faulty.contains(id) && !out.unmet.iter().any(|u| u == why) {
-            out.unmet.push(why.to_owned());
-        }
-    }
-    out
-}
+pub use crate::targets::profile::{crash_scenarios, CrashScenarios};
 
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })

@@ -100,7 +100,7 @@ pub fn check_identity(shards: &[Shard]) -> Result<(), String> {
         let got = identity(s);
         if got != want {
             let show = |i: &Option<(String, String, String)>| match i {
-                Some((n, v, p)) => crate::report::inert::terminal(&crate::report::bound::text(
+                Some((n, v, p)) => crate::report::inert::terminal(&crate::run::bound::text(
                     &format!("{n} {v} ({p})"),
                 )),
                 None => "no identity".to_owned(),

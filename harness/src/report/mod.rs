@@ -19,7 +19,6 @@
 //! `N passed, N failed` ([`closing_line`]), where "failed" counts every
 //! scenario that turns the run red.
 
-pub mod bound;
 pub mod certificate;
 pub mod client;
 pub mod context;

@@ -13,6 +13,7 @@
 //! `--export-histories`.
 
 pub mod agent_steps;
+pub mod bound;
 pub mod event;
 pub mod expected;
 pub mod export;

@@ -521,9 +521,7 @@ async fn run_scenario(
     cfg: &RunConfig,
 ) -> ScenarioResult {
     // Cut before any reporter keeps it: a target's texts are bounded.
-    crate::report::bound::scenario_result(
-        run_scenario_unbounded(target, scenario, index, cfg).await,
-    )
+    crate::run::bound::scenario_result(run_scenario_unbounded(target, scenario, index, cfg).await)
 }
 
 async fn run_scenario_unbounded(

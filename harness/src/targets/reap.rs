@@ -206,7 +206,12 @@ pub fn listeners(port: u16) -> Option<Vec<i32>> {
 /// A process's command name, for a message.
 pub fn command_name(pid: i32) -> String {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|c| c.trim().to_owned())
+        .map(|c| {
+            c.trim()
+                .chars()
+                .map(|ch| if ch.is_control() { '?' } else { ch })
+                .collect()
+        })
         .unwrap_or_else(|_| "?".to_owned())
 }
 
@@ -223,12 +228,7 @@ pub fn answered_by_started(port: u16, scope: Scope) -> Result<(), String> {
     }
     let named: Vec<String> = holders
         .iter()
-        .map(|p| {
-            format!(
-                "pid {p} ({})",
-                crate::report::inert::terminal(&command_name(*p))
-            )
-        })
+        .map(|p| format!("pid {p} ({})", command_name(*p)))
         .collect();
     Err(format!(
         "port {port} is held by {}, which the harness did not start",
