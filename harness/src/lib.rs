@@ -25,6 +25,8 @@
 //!   pure and live in `reqkey-check`).
 //! - [`bench`]: the benchmarks (`reqkey bench`, `cargo bench`), a room of
 //!   their own.
+//! - [`secrets`]: the one redacted display of targets and command lines,
+//!   and the scrub every output goes through.
 //! - [`cmd`]: the `reqkey` command line, one file per command; the binary's
 //!   `main` only parses and dispatches.
 
@@ -37,6 +39,7 @@ pub mod cmd;
 pub mod proxy;
 pub mod report;
 pub mod run;
+pub mod secrets;
 pub mod targets;
 
 // The pure crates under their room names, for the tests and for embedders

@@ -308,6 +308,11 @@ fn a_merge_of_shards_that_are_not_one_certification_is_refused() {
     let mut doc = results(&dirs[1]);
     doc["suite"]["digest"] = "sha256:0000".into();
     std::fs::write(other.join("results.json"), doc.to_string()).unwrap();
+    // Unsealed: refused for that before anything else.
+    let o = merge(&[&dirs[0], &other]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("results.json.seal"), "{}", text(&o));
+    reqkey_harness::report::seal::write_seal(&other, None).unwrap();
     let o = merge(&[&dirs[0], &other]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("suite digest"), "{}", text(&o));

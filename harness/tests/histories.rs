@@ -72,7 +72,19 @@ fn check_history_exits_0_1_and_2() {
     let (code, out) = check(&bad, &[]);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("NOT linearizable"), "{out}");
-    assert!(out.contains("[[store.commit.atomic]]"), "{out}");
+    // The rule broken is the key holder's (issue 38: it was named
+    // `store.commit.atomic`), explained by the first impossible answer.
+    assert!(
+        out.contains("breaks [[store.commit.key-holder]] (the key holder rule"),
+        "{out}"
+    );
+    assert!(!out.contains("[[store.commit.atomic]]"), "{out}");
+    assert!(
+        out.contains("the first answer no order can give: #1 ")
+            && out.contains("placed after #0")
+            && out.contains("request_key_taken"),
+        "{out}"
+    );
     assert!(out.contains("operations #0, #1 of the file"), "{out}");
     assert!(out.contains("smallest non-linearizable subset"), "{out}");
 

@@ -137,11 +137,13 @@ pub struct FaultSupport {
 }
 
 impl FaultSupport {
-    /// What a run says about crash certification, for every report.
+    /// What a run says about crash certification before it runs: without
+    /// `--start` none; with it, the reports add what the crash scenarios
+    /// showed (harness `report::crash::claim`).
     pub fn describe(&self) -> String {
         if self.started {
             format!(
-                "the harness started the target ({} process{}); crash behaviour (kill, pause, restart) is certified",
+                "the harness started the target ({} process{})",
                 self.processes,
                 if self.processes == 1 { "" } else { "es" }
             )

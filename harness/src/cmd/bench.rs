@@ -266,7 +266,12 @@ async fn failover_bench(args: &BenchArgs) -> ExitCode {
 /// each beside its primitive; exit 1 only when `--max-ratio` is given and
 /// a ratio of ratios is above it.
 async fn backends_lookup_bench(args: &BenchArgs, samples: usize) -> ExitCode {
-    let env_or = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+    // An environment URL may carry a password: remembered, so no output shows it.
+    let env_or = |name: &str, default: &str| {
+        let value = std::env::var(name).unwrap_or_else(|_| default.into());
+        crate::secrets::register_target(&value);
+        value
+    };
     let (small, large, per, samples) = if args.quick {
         (100, 10_000, 100, 200)
     } else {

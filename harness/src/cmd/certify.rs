@@ -90,9 +90,11 @@ pub enum CertifyCommand {
     /// Merge the shards of one certification (`certify --partition K/N`,
     /// each shard's --out directory) into one certificate: certificate.md,
     /// report.html, junit.xml and results.json. Refused (exit 2) when a
-    /// shard is missing or given twice, or the shards differ in suite
-    /// digest, target, seed, profile or reqkey version. Exit 0, 1 or 2 by
-    /// the merged verdict otherwise.
+    /// shard is missing or given twice, its results.json.seal does not hold
+    /// (keyed by REQKEY_SEAL_KEY when set), its scenarios are not its share
+    /// of the suite the shards claim, or the shards differ in suite digest,
+    /// target, server identity, seed, profile or reqkey version. Exit 0, 1
+    /// or 2 by the merged verdict otherwise.
     Merge(MergeArgs),
 }
 
@@ -166,7 +168,19 @@ async fn check_upgraded(
 pub fn certify_entry(args: CertifyArgs) -> ExitCode {
     match args.command {
         Some(CertifyCommand::Merge(merge)) => merge_command(&merge),
-        None => with_runtime_interruptible(|| certify_command(args)),
+        None => {
+            let (shard, out) = (args.partition.is_some(), args.out.clone());
+            let code = with_runtime_interruptible(|| certify_command(args));
+            // A shard's results travel to `certify merge`: sealed, keyed
+            // when REQKEY_SEAL_KEY is set.
+            if shard && out.join(RESULTS_FILE).is_file() {
+                let key = crate::report::seal::key_from_env();
+                if let Err(e) = crate::report::seal::write_seal(&out, key.as_deref()) {
+                    return harness_error(e);
+                }
+            }
+            code
+        }
     }
 }
 
@@ -207,6 +221,9 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Err(e) => return harness_error(e),
     };
     let mut ctx = ReportContext::new("certify", &spec.display_name());
+    if !args.start.start.is_empty() {
+        ctx.target_template = Some(reqkey_reference::store::redact_url(&target_spec));
+    }
     ctx.suite = Some(suite);
     // Coverage is the whole suite's (not narrowed by the profile).
     ctx.clause_coverage = match suite_coverage(args.scenarios.as_deref(), spec.level(), &scenarios)
@@ -297,47 +314,89 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     code
 }
 
-/// The shard directories' `results.json` files, read.
+/// The shard directories' `results.json` files, each read only once its
+/// seal (`results.json.seal`) holds: keyed by `REQKEY_SEAL_KEY` when set.
 fn read_shards(dirs: &[PathBuf]) -> Result<Vec<merge::Shard>, String> {
+    use crate::report::seal;
+    let key = seal::key_from_env();
     dirs.iter()
         .map(|dir| {
+            let origin = dir.display().to_string();
             let file = dir.join(RESULTS_FILE);
-            let text = std::fs::read_to_string(&file)
-                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-            merge::parse_shard(&dir.display().to_string(), &text)
+            let bytes =
+                std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            let seal_file = dir.join(seal::SEAL_FILE);
+            let seal_text = match std::fs::metadata(&seal_file) {
+                Ok(m) if m.len() <= seal::MAX_SEAL_BYTES => std::fs::read_to_string(&seal_file)
+                    .map_err(|e| format!("cannot read {}: {e}", seal_file.display()))?,
+                Ok(_) => return Err(format!("{}: larger than a seal", seal_file.display())),
+                Err(_) => {
+                    return Err(format!(
+                        "{origin} has no {} (results of `reqkey certify --partition` are sealed): \
+                         its results cannot be trusted",
+                        seal::SEAL_FILE
+                    ))
+                }
+            };
+            seal::verify(&origin, &bytes, &seal_text, key.as_deref())?;
+            let text = String::from_utf8(bytes)
+                .map_err(|e| format!("{}: not UTF-8: {e}", file.display()))?;
+            merge::parse_shard(&origin, &text)
         })
         .collect()
 }
 
-/// The scenarios of the merged suite, for the steps the HTML page shows:
-/// the embedded suite or `--scenarios ROOT`, if its digest is the shards';
-/// otherwise none (the page then lists results without steps).
-fn merged_scenarios(
-    merged: &merge::Merged,
+/// The suite the shards claim (by the first shard's level and digest),
+/// loaded from this binary or `--scenarios ROOT`; refused when the suite
+/// at hand is another, since the shards' scenarios could not be checked.
+fn claimed_suite(
+    shards: &[merge::Shard],
     root: Option<&std::path::Path>,
-) -> Vec<reqkey_scenario::Scenario> {
-    let Some(level) = merged.level else {
-        return Vec::new();
-    };
+) -> Result<Vec<reqkey_scenario::Scenario>, String> {
+    let first = shards.first().ok_or("no shard to merge")?;
+    let digest = first
+        .doc
+        .suite
+        .as_ref()
+        .map(|s| s.digest.clone())
+        .ok_or("a shard names no suite: cannot tell the shards ran the same one")?;
+    let level = first
+        .doc
+        .clause_coverage
+        .as_ref()
+        .and_then(|c| crate::targets::Level::parse(&c.level))
+        .or_else(|| {
+            first
+                .doc
+                .scenarios
+                .first()
+                .and_then(|r| crate::targets::Level::parse(&r.level))
+        })
+        .ok_or("a shard names no level")?;
     let loaded = match root {
-        Some(root) => suite::disk_suite(root, level).map_err(|e| e.to_string()),
-        None => suite::embedded_suite(level).map_err(|e| e.to_string()),
+        Some(root) => suite::disk_suite(root, level).map_err(|e| e.to_string())?,
+        None => suite::embedded_suite(level).map_err(|e| e.to_string())?,
     };
-    match loaded {
-        Ok((info, scenarios)) if info.digest == merged.suite.digest => scenarios,
-        _ => {
-            eprintln!(
-                "reqkey: note: the suite at hand is not the shards' ({}); report.html shows no steps",
-                merged.suite.digest
-            );
-            Vec::new()
-        }
+    if loaded.0.digest != digest {
+        return Err(format!(
+            "the shards claim the {level} suite {digest}, but the suite at hand is {} ({}): \
+             pass --scenarios ROOT holding the shards' suite, so that their scenarios can be checked",
+            loaded.0.digest,
+            root.map_or_else(|| "embedded in this binary".to_owned(), |r| r.display().to_string())
+        ));
     }
+    Ok(loaded.1)
 }
 
 /// `reqkey certify merge DIR...`.
 pub fn merge_command(args: &MergeArgs) -> ExitCode {
-    let merged = match read_shards(&args.shards).and_then(merge::merge) {
+    let checked = read_shards(&args.shards).and_then(|shards| {
+        let scenarios = claimed_suite(&shards, args.scenarios.as_deref())?;
+        crate::report::merge_check::check_against_suite(&shards, &scenarios)?;
+        crate::report::merge_check::check_identity(&shards)?;
+        Ok((merge::merge(shards)?, scenarios))
+    });
+    let (merged, scenarios) = match checked {
         Ok(m) => m,
         Err(e) => return harness_error(format!("certify merge: {e}")),
     };
@@ -348,7 +407,6 @@ pub fn merge_command(args: &MergeArgs) -> ExitCode {
         html: Some(args.out.join(HTML_FILE)),
         histories: None,
     };
-    let scenarios = merged_scenarios(&merged, args.scenarios.as_deref());
     if let Err(e) = write_reports(&merged.ctx, &outputs, &scenarios, &merged.summary) {
         return harness_error(e);
     }

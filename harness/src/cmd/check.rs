@@ -186,7 +186,7 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
             emit(&format!(
                 "reqkey: {shown}: NOT linearizable ({operations} operations): {}\n  breaks {}\n  the smallest failing subset: operations {} of the file (0-based)\n{}",
                 inert::terminal(&c.reason),
-                clauses_broken(&|i| shown_ops.get(&i).cloned(), &c.minimal),
+                explained_breaks(&|i| shown_ops.get(&i).cloned(), &c),
                 c.minimal
                     .iter()
                     .map(|i| format!("#{i}"))
@@ -215,6 +215,39 @@ fn emit(text: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// What a non-linearizable history breaks: the rule that forbids the
+/// first answer no order of the smallest failing subset can give, with
+/// its clause and that answer ([`reqkey_check::anomaly`]); when no single
+/// rule explains it, SPEC 4's atomicity clauses ([`clauses_broken`]).
+fn explained_breaks(
+    history: &dyn Fn(usize) -> Option<lin::Operation>,
+    c: &lin::Counterexample,
+) -> String {
+    let ops: Vec<(usize, lin::Operation)> = c
+        .minimal
+        .iter()
+        .filter_map(|&i| {
+            let mut o = history(i)?;
+            // Counted as in flight at the cut: it may have taken effect or not.
+            if c.minimal_in_flight.contains(&i) {
+                o.answer = None;
+            }
+            Some((i, o))
+        })
+        .collect();
+    let refs: Vec<(usize, &lin::Operation)> = ops.iter().map(|(i, o)| (*i, o)).collect();
+    match reqkey_check::anomaly::first_impossible_answer(&refs) {
+        Some(a) => format!(
+            "[[{}]] ({}; `reqkey explain {}`)\n  {}",
+            a.clause,
+            a.rule,
+            a.clause,
+            inert::terminal(&a.to_string())
+        ),
+        None => clauses_broken(history, &c.minimal),
+    }
 }
 
 /// The clauses of spec/SPEC.md a non-linearizable subset breaks: SPEC 4's

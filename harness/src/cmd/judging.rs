@@ -10,11 +10,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cmd::exit::harness_error;
+use crate::cmd::interrupt_reports::write_reports_on_interrupt;
 use crate::cmd::outputs::{
     file_reporters, not_judged, not_judged_because, write_histories, Outputs,
 };
 use crate::report::terminal::progress_wanted;
 use crate::report::{ReportContext, TerminalReporter};
+use crate::run::bound;
 use crate::run::event::Reporter;
 use crate::run::runner::{self, RunConfig};
 use crate::run::select::{by_profile, reasons, NotApplicable};
@@ -50,8 +52,9 @@ pub fn start_owned(
     if args.start.is_empty() {
         return Ok((None, target.to_owned()));
     }
-    let owned = crate::targets::owned::Owned::start(&args.start)?;
+    let mut owned = crate::targets::owned::Owned::start(&args.start)?;
     let filled = crate::targets::owned::fill(target, &owned.ports, None);
+    owned.wire_to(&filled)?;
     Ok((Some(owned), filled))
 }
 
@@ -83,10 +86,11 @@ pub async fn open_started(
                 // one started is no verdict (exit 2), never a failure.
                 tokio::time::sleep(Duration::from_millis(START_SETTLE_MS)).await;
                 if let Some(exited) = owned.exited() {
-                    return Err(TargetError::Unreachable(format!(
+                    return Err(TargetError::Wiring(format!(
                         "the started target stopped while another process answered on its port: {exited}"
                     )));
                 }
+                owned.verify_answering().map_err(TargetError::Wiring)?;
                 return Ok(Arc::new(crate::targets::owned::OwnedTarget::new(
                     target,
                     owned,
@@ -131,7 +135,19 @@ pub async fn select_by_profile(
         .map_err(|e| format!("{e} (`run` and `certify` take --profile to state one)"))?;
     let faults = crate::targets::profile::fault_support(target, timeout_ms).await;
     info.crash = Some(faults.describe());
+    let faulty: std::collections::BTreeSet<String> = scenarios
+        .iter()
+        .filter(|s| s.requires.faults == Some(true))
+        .map(|s| s.id.clone())
+        .collect();
     let (apply, not) = by_profile(scenarios, &info.profile, &faults);
+    info.crash_scenarios = faults.started.then(|| {
+        crate::report::crash::crash_scenarios(
+            &faulty,
+            apply.iter().map(|s| s.id.as_str()),
+            not.iter().map(|n| (n.id.as_str(), n.requires.as_str())),
+        )
+    });
     if !quiet {
         println!("reqkey: profile: {}", info.describe());
         println!("reqkey: crash: {}", faults.describe());
@@ -260,6 +276,8 @@ impl Started {
         cfg: &RunConfig,
     ) -> ExitCode {
         let timeout_ms = how.opts.call_timeout_ms;
+        // A signal from here on still writes the reports, with the reason.
+        write_reports_on_interrupt(&ctx, how.outputs, how.seed);
         let target =
             match open_started(&self.spec, how.opts, self.owned, how.start_timeout_ms).await {
                 Ok(t) => t,
@@ -267,7 +285,7 @@ impl Started {
             };
         let identity = match how.identity {
             Identity::Required => match health(target.as_ref(), timeout_ms).await {
-                Ok(h) => Some(h),
+                Ok(h) => Some(bound::value(&h)),
                 Err(e) => return not_judged(&ctx, how.outputs, how.seed, &e),
             },
             Identity::ForReports => None,
@@ -285,7 +303,10 @@ impl Started {
             Err(e) => {
                 ctx.health = match identity {
                     Some(h) => Some(h),
-                    None => health(target.as_ref(), timeout_ms).await.ok(),
+                    None => health(target.as_ref(), timeout_ms)
+                        .await
+                        .ok()
+                        .map(|h| bound::value(&h)),
                 };
                 return not_judged_because(&ctx, how.outputs, how.seed, "no_profile", e);
             }
@@ -296,11 +317,15 @@ impl Started {
         };
         ctx.health = match identity {
             Some(h) => Some(h),
-            None if how.outputs.wants_reports() => health(target.as_ref(), timeout_ms).await.ok(),
+            None if how.outputs.wants_reports() => health(target.as_ref(), timeout_ms)
+                .await
+                .ok()
+                .map(|h| bound::value(&h)),
             None => None,
         };
         ctx.profile = Some(profile);
         ctx.not_applicable = not_applicable;
+        write_reports_on_interrupt(&ctx, how.outputs, how.seed);
         execute(target, &scenarios, cfg, &ctx, how.outputs, how.quiet).await
     }
 }

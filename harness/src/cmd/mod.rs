@@ -19,6 +19,8 @@ pub mod coverage;
 pub mod exit;
 pub mod explain;
 pub mod fuzz;
+pub mod interrupt;
+pub mod interrupt_reports;
 pub mod judging;
 pub mod model;
 pub mod outputs;
@@ -104,6 +106,10 @@ pub enum Command {
     /// 502/503 and duplicates from a seeded plan; then the client verdict.
     #[command(after_help = proxy::PROXY_HELP)]
     Proxy(proxy::ProxyArgs),
+    /// Internal: the watchdog a `--start` run leaves behind, which stops
+    /// what the run started when the run ends by any path (even SIGKILL).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog { tag: String },
 }
 
 /// Parses the command line; a usage error is printed and exit 2, `--help`
@@ -138,5 +144,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Suite(command) => suite::run(command),
         Command::Targets => targets::targets_command(),
         Command::Proxy(args) => proxy::proxy_command(args),
+        Command::Watchdog { tag } => crate::targets::reap::watchdog_main(&tag),
     }
 }

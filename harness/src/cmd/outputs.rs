@@ -16,7 +16,7 @@ use crate::targets::TargetError;
 use reqkey_scenario::Scenario;
 
 /// Where the report files of a run go.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Outputs {
     pub junit: Option<PathBuf>,
     pub json: Option<PathBuf>,
@@ -60,8 +60,8 @@ pub fn write_histories(
 ) -> Result<usize, String> {
     for h in histories {
         let path = dir.join(h.file_name());
-        std::fs::write(&path, reqkey_check::history::write_json(&h.operations))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let text = crate::secrets::scrub(&reqkey_check::history::write_json(&h.operations));
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(histories.len())
 }
@@ -128,6 +128,7 @@ pub fn not_judged_because(
     reason: &'static str,
     message: String,
 ) -> ExitCode {
+    let message = crate::run::bound::text(&message);
     let code = harness_error(format_args!("no verdict ({reason}): {message}"));
     let summary = RunSummary::not_judged(ctx.target.clone(), seed, Indefinite { reason, message });
     match write_reports(ctx, outputs, &[], &summary) {

@@ -37,15 +37,10 @@ pub fn with_runtime_interruptible<F: std::future::Future<Output = ExitCode>>(
             };
             tokio::select! {
                 code = f() => code,
-                _ = interrupt.recv() => interrupted(),
-                _ = terminate.recv() => interrupted(),
+                _ = interrupt.recv() => crate::cmd::interrupt::interrupted("SIGINT"),
+                _ = terminate.recv() => crate::cmd::interrupt::interrupted("SIGTERM"),
             }
         }),
         Err(e) => harness_error(format!("cannot start the runtime: {e}")),
     }
-}
-
-fn interrupted() -> ExitCode {
-    eprintln!("reqkey: interrupted; stopping what it started");
-    ExitCode::from(130)
 }

@@ -107,8 +107,8 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     }
     if let Some(p) = &ctx.profile {
         let _ = writeln!(md, "| profile | {} |", cell(&p.describe()));
-        if let Some(crash) = &p.crash {
-            let _ = writeln!(md, "| crash behaviour | {} |", cell(crash));
+        if let Some(crash) = crate::report::crash::claim(p, &summary.results) {
+            let _ = writeln!(md, "| crash behaviour | {} |", cell(&crash));
         }
     }
     if !ctx.not_applicable.is_empty() {

@@ -45,6 +45,10 @@ pub struct ReportContext {
     /// The shard of the suite this run judged (`--partition k/n`); `None`
     /// for a whole suite, and for the certificate `certify merge` makes.
     pub partition: Option<Partition>,
+    /// With `--start`: the `--target` as written, before the chosen ports
+    /// were filled in (redacted): what shards of one started target have
+    /// in common (`certify merge` compares it, not the ports).
+    pub target_template: Option<String>,
 }
 
 /// The clause coverage of a suite: `covered` of the `total` clauses of
@@ -73,6 +77,7 @@ impl ReportContext {
             not_applicable: Vec::new(),
             clause_coverage: None,
             partition: None,
+            target_template: None,
         }
     }
 

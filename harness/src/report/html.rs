@@ -513,10 +513,10 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             "profile",
             format!("<span id=\"profile\">{}</span>", escape(&p.describe())),
         );
-        if let Some(crash) = &p.crash {
+        if let Some(crash) = crate::report::crash::claim(p, &summary.results) {
             fact(
                 "crash behaviour",
-                format!("<span id=\"crash\">{}</span>", escape(crash)),
+                format!("<span id=\"crash\">{}</span>", escape(&crash)),
             );
         }
     }

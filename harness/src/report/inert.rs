@@ -16,6 +16,10 @@
 //! - JUnit XML: [`xml_text`] (quick-junit escapes markup; characters XML
 //!   1.0 cannot carry are shown escaped instead of breaking the file).
 //! - Terminal: [`terminal`] (one line, no escape sequence reaches the tty).
+//!
+//! Each primitive also hides any secret the user typed that reappears in
+//! the text (`crate::secrets::scrub`): error messages quote URLs and
+//! command lines from sources that cannot all be audited.
 
 /// Is `c` a character that acts instead of showing: a C0 or C1 control,
 /// DEL, a bidi control or isolate, a zero-width or invisible formatter, a
@@ -44,6 +48,7 @@ fn escaped(c: char) -> String {
 
 /// One line: every active character shown as an escape.
 pub fn one_line(text: &str) -> String {
+    let text = crate::secrets::scrub(text);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if is_active(c) {
@@ -115,6 +120,7 @@ pub fn fenced(lang: &str, text: &str) -> String {
 
 /// HTML text: markup escaped, control characters shown.
 pub fn html(text: &str) -> String {
+    let text = crate::secrets::scrub(text);
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -144,6 +150,7 @@ pub fn xml_text(text: &str) -> String {
 /// file sees no reordered or hidden text. (Outside strings JSON is ASCII,
 /// so every such character stands inside a string.)
 pub fn json_text(serialized: &str) -> String {
+    let serialized = crate::secrets::scrub(serialized);
     let mut out = String::with_capacity(serialized.len());
     for c in serialized.chars() {
         if is_active(c) && !matches!(c, '\n' | '\r' | '\t' | ' ') && u32::from(c) >= 0x20 {

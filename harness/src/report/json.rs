@@ -62,6 +62,9 @@ struct TargetDoc<'a> {
     /// No `--target` was given: the spec is `run`'s built-in default.
     defaulted: bool,
     health: Option<&'a Value>,
+    /// With `--start`: the target as written, before its ports were chosen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    template: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -74,9 +77,19 @@ struct ProfileDoc {
     source: &'static str,
     /// What `/health` declared when `--profile` stated another profile.
     declared: Option<String>,
-    /// Whether crash behaviour was certified (the harness started the target).
+    /// Whether crash behaviour was certified: only when the harness started
+    /// the target and every crash scenario that applied (at least one)
+    /// passed (`report::crash::claim`); otherwise why not.
     #[serde(skip_serializing_if = "Option::is_none")]
     crash: Option<String>,
+    /// The run's setup the claim starts from (whether the harness started
+    /// the target), for `certify merge` to make the claim again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    crash_setup: Option<String>,
+    /// With `--start`: the crash scenarios that applied, and why the
+    /// others did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    crash_scenarios: Option<crate::report::crash::CrashScenarios>,
 }
 
 #[derive(Debug, Serialize)]
@@ -163,6 +176,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             spec: &ctx.target,
             defaulted: ctx.target_defaulted,
             health: ctx.health.as_ref(),
+            template: ctx.target_template.as_deref(),
         },
         profile: ctx.profile.as_ref().map(|p| ProfileDoc {
             supports_request_key: p.profile.supports_request_key,
@@ -170,7 +184,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 .then(|| p.profile.concurrent_entry.name()),
             source: p.source.name(),
             declared: p.declared.map(|d| d.to_string()),
-            crash: p.crash.clone(),
+            crash: crate::report::crash::claim(p, &summary.results),
+            crash_setup: p.crash_scenarios.as_ref().and(p.crash.clone()),
+            crash_scenarios: p.crash_scenarios.clone(),
         }),
         not_applicable: ctx
             .not_applicable

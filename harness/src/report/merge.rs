@@ -63,6 +63,9 @@ pub struct TargetDoc {
     #[serde(default)]
     pub defaulted: bool,
     pub health: Option<Value>,
+    /// A `--start` shard's target before its ports were chosen.
+    #[serde(default)]
+    pub template: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -74,6 +77,36 @@ pub struct ProfileDoc {
     pub declared: Option<String>,
     #[serde(default)]
     pub crash: Option<String>,
+    /// The setup a `--start` run's crash claim starts from.
+    #[serde(default)]
+    pub crash_setup: Option<String>,
+    /// A `--start` shard's crash scenarios (its share of them).
+    #[serde(default)]
+    pub crash_scenarios: Option<CrashScenariosDoc>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct CrashScenariosDoc {
+    #[serde(default)]
+    pub applied: Vec<String>,
+    #[serde(default)]
+    pub unmet: Vec<String>,
+}
+
+impl ProfileDoc {
+    /// What must be the same in every shard: the profile and the crash
+    /// setup, not the claim or the crash scenarios (each shard holds its
+    /// share; merge unites them and makes the claim again).
+    fn comparable(&self) -> ProfileDoc {
+        ProfileDoc {
+            crash: self.crash_setup.clone().or_else(|| self.crash.clone()),
+            crash_scenarios: self
+                .crash_scenarios
+                .as_ref()
+                .map(|_| CrashScenariosDoc::default()),
+            ..self.clone()
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -157,6 +190,8 @@ const KNOWN_REASONS: &[&str] = &[
     "too_large",
     "not_http",
     "wrong_protocol",
+    "wiring",
+    "interrupted",
     "stopped_early",
     "harness",
     "wrong_level",
@@ -293,12 +328,21 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
     }
     same(&shards, "suite digest", suite_digest)?;
     same(&shards, "suite", |d| d.suite.clone())?;
-    same(&shards, "target", |d| d.target.spec.clone())?;
+    // Shards of one `--start` target each chose their own ports: they
+    // are compared as written, before the ports were filled in.
+    same(&shards, "target", |d| {
+        d.target
+            .template
+            .clone()
+            .unwrap_or_else(|| d.target.spec.clone())
+    })?;
     same(&shards, "seed (pass the same --seed to every shard)", |d| {
         d.seed
     })?;
     same(&shards, "reqkey version", |d| d.reqkey_version.clone())?;
-    same(&shards, "profile", |d| d.profile.clone())?;
+    same(&shards, "profile", |d| {
+        d.profile.as_ref().map(ProfileDoc::comparable)
+    })?;
     same(&shards, "expected failures", |d| {
         d.expected_failures.clone()
     })?;
@@ -386,7 +430,11 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
         files: suite_doc.files,
         embedded: suite_doc.embedded,
     };
-    let mut ctx = ReportContext::new("certify", &first.target.spec);
+    let mut ctx = ReportContext::new(
+        "certify",
+        first.target.template.as_ref().unwrap_or(&first.target.spec),
+    );
+    ctx.target_template = first.target.template.clone();
     ctx.reqkey_version = first.reqkey_version.clone();
     ctx.target_defaulted = first.target.defaulted;
     ctx.health = first.target.health.clone();
@@ -398,6 +446,9 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
         .min()
         .unwrap_or_default();
     ctx.profile = first.profile.as_ref().map(profile_info).transpose()?;
+    if let Some(p) = ctx.profile.as_mut() {
+        p.crash_scenarios = united_crash_scenarios(&shards);
+    }
     ctx.not_applicable = not_applicable;
     ctx.clause_coverage = first.clause_coverage.as_ref().map(|c| ClauseCoverage {
         level: c.level.clone(),
@@ -477,8 +528,29 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
         profile,
         source,
         declared,
-        crash: p.crash.clone(),
+        crash: p.crash_setup.clone().or_else(|| p.crash.clone()),
+        crash_scenarios: None,
     })
+}
+
+/// The crash scenarios of every shard together (`None` when the target
+/// was not started): the merged certificate makes its crash claim from
+/// them and the merged results.
+fn united_crash_scenarios(shards: &[Shard]) -> Option<crate::report::crash::CrashScenarios> {
+    let mut out: Option<crate::report::crash::CrashScenarios> = None;
+    for doc in shards
+        .iter()
+        .filter_map(|s| s.doc.profile.as_ref()?.crash_scenarios.as_ref())
+    {
+        let united = out.get_or_insert_with(Default::default);
+        united.applied.extend(doc.applied.iter().cloned());
+        for why in &doc.unmet {
+            if !united.unmet.contains(why) {
+                united.unmet.push(why.clone());
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -589,6 +661,8 @@ mod tests {
             source: "stated".into(),
             declared: Some("supportsRequestKey: false, concurrentEntry: reject".into()),
             crash: None,
+            crash_setup: None,
+            crash_scenarios: None,
         };
         let info = profile_info(&p).unwrap();
         assert!(!info.declared.unwrap().supports_request_key);

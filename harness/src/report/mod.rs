@@ -22,11 +22,14 @@
 pub mod certificate;
 pub mod client;
 pub mod context;
+pub mod crash;
 pub mod html;
 pub mod inert;
 pub mod json;
 pub mod junit;
 pub mod merge;
+pub mod merge_check;
+pub mod seal;
 pub mod terminal;
 
 pub use certificate::CertificateReporter;

@@ -36,6 +36,16 @@ pub(super) async fn run_scenario(
     index: usize,
     cfg: &RunConfig,
 ) -> ScenarioResult {
+    // Cut before any reporter keeps it: a target's texts are bounded.
+    crate::run::bound::scenario_result(run_scenario_unbounded(target, scenario, index, cfg).await)
+}
+
+async fn run_scenario_unbounded(
+    target: &Arc<dyn Target>,
+    scenario: &Scenario,
+    index: usize,
+    cfg: &RunConfig,
+) -> ScenarioResult {
     let started = Instant::now();
     let trials = cfg.repeat_override.unwrap_or(scenario.repeat).max(1);
     let mut result = ScenarioResult {

@@ -26,6 +26,7 @@ pub mod http_store;
 pub mod latency;
 pub mod owned;
 pub mod profile;
+pub mod reap;
 pub mod reference_agent;
 pub mod replicas;
 pub mod spec;
@@ -85,6 +86,11 @@ pub enum TargetError {
         found: &'static str,
         hint: String,
     },
+    /// `--start`: the harness's faults would not reach the target (it
+    /// uses none of the started ports, another process answers on them, a
+    /// killed process's port still accepts, a restarted one died).
+    #[error("the harness's faults do not reach the target: {0}")]
+    Wiring(String),
 }
 
 impl TargetError {
@@ -106,6 +112,7 @@ impl TargetError {
             TargetError::TooLarge { .. } => "too_large",
             TargetError::NotHttp(_) => "not_http",
             TargetError::WrongProtocol { .. } => "wrong_protocol",
+            TargetError::Wiring(_) => "wiring",
         }
     }
 

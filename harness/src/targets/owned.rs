@@ -9,6 +9,15 @@
 //! `{port}` in a command is a free loopback port chosen for it, and
 //! `{replica}` its index; the `--target` string may name the ports as
 //! `{port}` (the first command's) or `{port0}`, `{port1}`...
+//!
+//! The harness does not trust that what it started is what it judges
+//! (issue 38): a `--target` naming none of the started ports is a wiring
+//! error before any scenario; a kill reaches every process the command
+//! spawned (new group or session included, found by their marker,
+//! [`crate::targets::reap`]) and is followed by the port refusing
+//! connections; a restarted process must still be alive after the same
+//! settle as the first start and hold its port. Each failure is
+//! [`TargetError::Wiring`] (exit 2), never a verdict.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -28,10 +37,17 @@ pub const MAX_START_TIMEOUT_MS: u64 = 600_000;
 const STOP_GRACE_MS: u64 = 2_000;
 /// The most commands one run may start.
 pub const MAX_STARTED: usize = 16;
+/// How long a started (or restarted) target's processes must stay up
+/// after it first answered, before the run trusts that the answer was
+/// theirs.
+pub const SETTLE_MS: u64 = 500;
 
 /// One started command.
 #[derive(Debug)]
 struct Started {
+    /// The command line as run.
+    line: String,
+    /// How every output names it ([`crate::secrets::redact_command`]).
     command: String,
     child: std::process::Child,
 }
@@ -43,6 +59,9 @@ pub struct Owned {
     started: Vec<Started>,
     /// The port chosen for each command, by index.
     pub ports: Vec<u16>,
+    /// Whether `--target` names each command's port (set by
+    /// [`Owned::wire_to`]): only a named port is checked after a fault.
+    used: Vec<bool>,
 }
 
 /// The lowest port a started command is given: below it are the ports
@@ -112,6 +131,9 @@ impl Owned {
         if commands.len() > MAX_STARTED {
             return Err(format!("at most {MAX_STARTED} --start commands"));
         }
+        // Before anything starts: a SIGKILL of the judge from here on
+        // still stops what it starts (the watchdog).
+        crate::targets::reap::guard_the_judge()?;
         let mut owned = Owned::default();
         for _ in commands {
             owned
@@ -120,13 +142,52 @@ impl Owned {
         }
         for (i, command) in commands.iter().enumerate() {
             let line = fill(command, &owned.ports, Some(i));
-            let child = start_one(&line)?;
+            let command = crate::secrets::redact_command(&line);
+            let child = start_one(&line, &command, i)?;
             owned.started.push(Started {
-                command: line,
+                line,
+                command,
                 child,
             });
         }
         Ok(owned)
+    }
+
+    /// Records which started ports `target` (the filled `--target` text)
+    /// names; naming none is a wiring error: the faults would reach
+    /// processes that are not the target.
+    pub fn wire_to(&mut self, target: &str) -> Result<(), String> {
+        self.used = self.ports.iter().map(|p| names_port(target, *p)).collect();
+        if self.used.iter().any(|u| *u) {
+            return Ok(());
+        }
+        Err(format!(
+            "--target names none of the ports the harness chose for --start ({}): \
+             write `{{port}}` (or `{{port0}}`, `{{port1}}`...) where the target listens, \
+             so that the faults reach the processes that were started",
+            self.ports
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    }
+
+    /// Is each port the target names held by the command it was chosen
+    /// for (when the holder can be placed)? The first that is not.
+    pub fn verify_answering(&self) -> Result<(), String> {
+        for (index, port) in self.ports.iter().enumerate() {
+            if self.used.get(index).copied().unwrap_or(false) {
+                crate::targets::reap::answered_by_started(
+                    *port,
+                    crate::targets::reap::Scope::One(index),
+                )
+                .map_err(|e| {
+                    format!("{e} (`{}` was started for it)", self.started[index].command)
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// Has a started command already exited? Its command and status.
@@ -169,34 +230,70 @@ impl Owned {
     /// Sends `signal` to the process group of command `index`.
     pub fn signal(&mut self, index: usize, signal: Signal) -> Result<(), String> {
         let (pid, command) = self.group(index)?;
-        killpg(pid, signal).map_err(|e| format!("cannot send {signal} to `{command}`: {e}"))
+        let sent =
+            killpg(pid, signal).map_err(|e| format!("cannot send {signal} to `{command}`: {e}"));
+        // Those that left the group (a new session) get it too.
+        crate::targets::reap::signal_marked(crate::targets::reap::Scope::One(index), signal);
+        sent
     }
 
     /// Kills command `index`'s group (SIGKILL: a crash) and reaps its
     /// leader, within [`STOP_GRACE_MS`]. A group already gone is no error.
+    /// Every process the command spawned dies with it (found by its
+    /// marker, whatever group or session it moved to), and the port the
+    /// target names for it must then refuse connections: a port that
+    /// still accepts is held by a process the kill did not reach.
     pub fn kill(&mut self, index: usize) -> Result<(), String> {
         let (pid, _) = self.group(index)?;
         let _ = killpg(pid, Signal::SIGKILL);
+        let all_dead = crate::targets::reap::kill_marked(
+            crate::targets::reap::Scope::One(index),
+            STOP_GRACE_MS,
+        );
         let s = &mut self.started[index];
         let deadline = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
+        let mut reaped = false;
         while Instant::now() < deadline {
             match s.child.try_wait() {
-                Ok(Some(_)) | Err(_) => return Ok(()),
+                Ok(Some(_)) | Err(_) => {
+                    reaped = true;
+                    break;
+                }
                 Ok(None) => std::thread::sleep(Duration::from_millis(10)),
             }
         }
-        Err(format!(
-            "`{}` did not die within {STOP_GRACE_MS} ms of SIGKILL",
-            s.command
-        ))
+        if !reaped || !all_dead {
+            return Err(format!(
+                "`{}` did not die within {STOP_GRACE_MS} ms of SIGKILL",
+                s.command
+            ));
+        }
+        if self.used.get(index).copied().unwrap_or(false) {
+            let port = self.ports[index];
+            let deadline = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
+            while crate::targets::reap::accepts(port) {
+                if Instant::now() >= deadline {
+                    return Err(format!(
+                        "after SIGKILL of `{}` and everything it started, port {port} still \
+                         accepts connections: the process answering there is not one the \
+                         harness started (a server that detached from its environment, or \
+                         another process on the port)",
+                        self.started[index].command
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        Ok(())
     }
 
     /// Kills command `index` if it runs, and starts the same command line
     /// again (the same port): a crash and a restart.
     pub fn restart(&mut self, index: usize) -> Result<(), String> {
         self.kill(index)?;
-        let line = self.started[index].command.clone();
-        self.started[index].child = start_one(&line)?;
+        let s = &self.started[index];
+        let child = start_one(&s.line, &s.command, index)?;
+        self.started[index].child = child;
         Ok(())
     }
 
@@ -228,11 +325,15 @@ impl Owned {
     /// SIGKILL. Bounded; idempotent. A paused group is resumed first, so
     /// that it can hear SIGTERM.
     pub fn stop(&mut self) {
-        for s in &self.started {
+        use crate::targets::reap::{kill_marked, signal_marked, Scope};
+        for (index, s) in self.started.iter().enumerate() {
             if let Ok(pid) = i32::try_from(s.child.id()) {
                 let _ = killpg(Pid::from_raw(pid), Signal::SIGCONT);
                 let _ = killpg(Pid::from_raw(pid), Signal::SIGTERM);
             }
+            // Those that left the group (a new session) hear it too.
+            signal_marked(Scope::One(index), Signal::SIGCONT);
+            signal_marked(Scope::One(index), Signal::SIGTERM);
         }
         let deadline = Instant::now() + Duration::from_millis(STOP_GRACE_MS);
         for s in &mut self.started {
@@ -249,6 +350,12 @@ impl Owned {
             let _ = s.child.kill();
             let _ = s.child.wait();
         }
+        for index in 0..self.started.len() {
+            kill_marked(Scope::One(index), STOP_GRACE_MS);
+        }
+        // Every started handle was waited for: what is left to reap are
+        // orphans the judge took in as subreaper.
+        crate::targets::reap::reap_orphans();
         self.started.clear();
     }
 }
@@ -298,6 +405,22 @@ impl OwnedTarget {
         })
         .await
         .map_err(|e| TargetError::Unreachable(format!("a fault's task failed: {e}")))
+    }
+
+    /// A restarted process is trusted as the first start was: still alive
+    /// after [`SETTLE_MS`], and holding the port the target names for it
+    /// (a copy that failed to bind exits, and an old process that kept
+    /// answering is not the one started).
+    async fn settled(&self, index: usize) -> Result<(), TargetError> {
+        tokio::time::sleep(Duration::from_millis(SETTLE_MS)).await;
+        self.with_owned(move |o| match o.exited_one(index) {
+            Some(exited) => Err(format!(
+                "the restarted target stopped within {SETTLE_MS} ms of answering: {exited}"
+            )),
+            None => o.verify_answering(),
+        })
+        .await?
+        .map_err(TargetError::Wiring)
     }
 
     /// Waits, within `--start-timeout-ms`, until restarted process `index`
@@ -383,9 +506,10 @@ impl Target for OwnedTarget {
             FaultAction::Restart => o.restart(index),
         })
         .await?
-        .map_err(TargetError::Unreachable)?;
+        .map_err(TargetError::Wiring)?;
         if action == FaultAction::Restart {
             self.await_health(index).await?;
+            self.settled(index).await?;
         }
         Ok(())
     }
@@ -397,21 +521,50 @@ impl Target for OwnedTarget {
             .map_err(TargetError::Unreachable)?;
         for index in restarted {
             self.await_health(index).await?;
+            self.settled(index).await?;
         }
         Ok(())
     }
 }
 
-fn start_one(line: &str) -> Result<std::process::Child, String> {
+/// Does `target` name `port` (`:PORT` not followed by another digit)?
+fn names_port(target: &str, port: u16) -> bool {
+    let needle = format!(":{port}");
+    target.match_indices(&needle).any(|(at, _)| {
+        !target[at + needle.len()..]
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_digit())
+    })
+}
+
+/// Starts one command line, marked as command `index`'s (its every
+/// descendant inherits the marker); an error names it by its redacted
+/// display.
+fn start_one(line: &str, shown: &str, index: usize) -> Result<std::process::Child, String> {
     use std::os::unix::process::CommandExt;
-    std::process::Command::new("sh")
+    let mut child = std::process::Command::new("sh")
         .arg("-c")
         .arg(line)
+        .env(
+            crate::targets::reap::OWNED_ENV,
+            crate::targets::reap::marker(index),
+        )
         .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start `{line}`: {e}"))
+        .map_err(|e| format!("cannot start `{shown}`: {e}"))?;
+    // What the command prints reaches the harness's stderr scrubbed of
+    // the secrets its command line carried (a shell's complaint quotes it).
+    if let Some(out) = child.stdout.take() {
+        crate::secrets::forward_scrubbed(out);
+    }
+    if let Some(err) = child.stderr.take() {
+        crate::secrets::forward_scrubbed(err);
+    }
+    Ok(child)
 }
 
 #[cfg(test)]

@@ -177,6 +177,11 @@ pub struct ProfileInfo {
     /// target (`--start`) or not ([`FaultSupport::describe`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crash: Option<String>,
+    /// When the harness started the target: the crash scenarios that
+    /// applied and why the others did not (the certificate's crash claim
+    /// is made from their results, `report::crash::claim`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub crash_scenarios: Option<CrashScenarios>,
 }
 
 impl ProfileInfo {
@@ -214,6 +219,7 @@ pub async fn resolve_profile(
                 source: ProfileSource::Fixed,
                 declared: None,
                 crash: None,
+                crash_scenarios: None,
             }),
             Some(_) => Err(ProfileError::StoreProfileFixed),
         };
@@ -236,18 +242,52 @@ pub async fn resolve_profile(
             source: ProfileSource::Stated,
             declared: declared.ok().filter(|d| *d != profile),
             crash: None,
+            crash_scenarios: None,
         }),
         (None, Ok(profile)) => Ok(ProfileInfo {
             profile,
             source: ProfileSource::Declared,
             declared: None,
             crash: None,
+            crash_scenarios: None,
         }),
         (None, Err(e)) => Err(ProfileError::Health(format!(
             "{} declares no profile: {e}",
             target.describe()
         ))),
     }
+}
+
+/// The crash scenarios of a run whose target the harness started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct CrashScenarios {
+    /// The ids of the crash scenarios that applied (and so ran).
+    pub applied: Vec<String>,
+    /// Why the others did not apply (each reason once, in order).
+    pub unmet: Vec<String>,
+}
+
+/// The crash scenarios of a run: which of `faulty` (the ids of the
+/// suite's crash scenarios) are among `applied`, and the reasons that
+/// kept the others out (`not_applied`: id and reason).
+pub fn crash_scenarios<'a>(
+    faulty: &std::collections::BTreeSet<String>,
+    applied: impl Iterator<Item = &'a str>,
+    not_applied: impl Iterator<Item = (&'a str, &'a str)>,
+) -> CrashScenarios {
+    let mut out = CrashScenarios {
+        applied: applied
+            .filter(|id| faulty.contains(*id))
+            .map(str::to_owned)
+            .collect(),
+        unmet: Vec::new(),
+    };
+    for (id, why) in not_applied {
+        if faulty.contains(id) && !out.unmet.iter().any(|u| u == why) {
+            out.unmet.push(why.to_owned());
+        }
+    }
+    out
 }
 
 /// What a run offers fault scenarios: how many processes the harness

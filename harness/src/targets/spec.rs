@@ -125,6 +125,7 @@ impl TargetSpec {
     /// Parses a `--target` string; an unknown form or defect is
     /// [`TargetError::BadSpec`] (exit 2), naming the string redacted.
     pub fn parse(spec: &str) -> Result<Self, TargetError> {
+        crate::secrets::register_target(spec);
         let bad = |what: &str| TargetError::BadSpec(format!("`{}`: {what}", redact_url(spec)));
         if let Some(authority) = spec.strip_prefix("store+http://") {
             if authority.is_empty() || authority.contains('/') {

@@ -51,7 +51,7 @@ pub fn classify(e: &reqwest::Error, base: &str, timeout_ms: u64) -> TargetError 
     if e.is_timeout() {
         return TargetError::Timeout { timeout_ms };
     }
-    let message = format!("{base}: {}", full_message(e));
+    let message = crate::secrets::scrub(&format!("{}: {}", redact_url(base), full_message(e)));
     if e.is_connect() {
         return TargetError::Unreachable(message);
     }

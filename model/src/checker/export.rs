@@ -161,11 +161,11 @@ fn scenario_from_path(
 /// clause like any other scenario's (issue 41).
 fn step_clause(
     op: &StoreOp,
-    answer: &Result<crate::spec::seq::StoreReply, StoreError>,
+    answer: &Result<crate::contract::seq::StoreReply, StoreError>,
 ) -> &'static str {
-    use crate::spec::error::RunStartRejection as R;
-    use crate::spec::seq::StoreReply;
-    use crate::spec::types::CommitOutcome;
+    use crate::contract::error::RunStartRejection as R;
+    use crate::contract::seq::StoreReply;
+    use crate::contract::types::CommitOutcome;
     match (op, answer) {
         (StoreOp::CommitRunStart(_), Ok(StoreReply::Commit(c))) => match c.outcome {
             CommitOutcome::Started => "store.commit.write-run",
@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn every_exported_scenario_declares_the_store_clauses_of_its_steps() {
-        let all = crate::spec::clauses::clauses().unwrap();
+        let all = crate::contract::clauses::clauses().unwrap();
         for s in export_scenarios(&Config::default()) {
             let checks = s.scenario["checks"].as_array().unwrap();
             assert!(!checks.is_empty(), "{}", s.file_stem);
@@ -301,7 +301,7 @@ mod tests {
                 let id = c.as_str().unwrap();
                 let clause = all.iter().find(|k| k.id == id).unwrap();
                 assert!(
-                    clause.applies_to(crate::spec::vocab::Level::Store),
+                    clause.applies_to(crate::contract::vocab::Level::Store),
                     "{id} is not a store clause"
                 );
             }

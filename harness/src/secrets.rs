@@ -1,0 +1,235 @@
+//! The one redacted display of what the user typed that can carry a secret
+//! (a target, a `--start` command line, an environment value), and the
+//! last line of defence that keeps those secrets out of every output.
+//!
+//! Why two layers: every output names a target by its redacted display
+//! (`TargetSpec::display_name`) and a started command by
+//! [`redact_command`], but error messages are built from many sources (an
+//! HTTP client's error quoting its URL, a shell's complaint quoting its
+//! command line) that cannot all be audited by hand. So the secrets those
+//! displays hide are also remembered here, once, when the text is parsed,
+//! and [`scrub`] replaces any that still appears with `***` in every
+//! output primitive (`report::inert`, which every report format and the
+//! terminal go through, and the exported histories).
+//!
+//! What counts as a secret (docs/reports.md, "Secrets"): in a URL the
+//! userinfo (the password, or the user when it stands alone: a token) and
+//! every query value; in a command line, every URL in it as above, the
+//! value of a `NAME=VALUE` word whose name looks secret (`PASSWORD`,
+//! `TOKEN`, `SECRET`, `KEY`, `AUTH`, `CRED`...), and the word after a flag
+//! whose name looks secret (`--password X`). A remembered secret shorter
+//! than [`MIN_SECRET_CHARS`] is not scrubbed from free text (it would
+//! garble every word that holds it); the displays hide it all the same.
+
+use std::sync::Mutex;
+
+use reqkey_reference::store::redact_url;
+
+/// What a hidden part is shown as.
+pub const REDACTED: &str = "***";
+/// The shortest remembered secret [`scrub`] replaces in free text.
+pub const MIN_SECRET_CHARS: usize = 4;
+/// The most secrets remembered (a bounded list; later ones are still
+/// hidden by the displays).
+const MAX_SECRETS: usize = 256;
+
+static SECRETS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn remember(secret: &str) {
+    let secret = secret.trim_matches(|c| c == '\'' || c == '"');
+    if secret.chars().count() < MIN_SECRET_CHARS || secret == REDACTED {
+        return;
+    }
+    let mut secrets = SECRETS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if secrets.len() < MAX_SECRETS && !secrets.iter().any(|s| s == secret) {
+        secrets.push(secret.to_owned());
+        // Longest first, so that a secret holding another is replaced whole.
+        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    }
+}
+
+/// `text` with every remembered secret replaced by `***`.
+pub fn scrub(text: &str) -> String {
+    let secrets = SECRETS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut out = text.to_owned();
+    for s in secrets.iter() {
+        if out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), REDACTED);
+        }
+    }
+    out
+}
+
+/// The secrets of one URL: its userinfo's password (or the user when no
+/// password follows: a token) and its query values.
+fn url_secrets(url: &str) -> Vec<String> {
+    let Some((_, rest)) = url.split_once("://") else {
+        return Vec::new();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let mut found = Vec::new();
+    for one in authority.split(',') {
+        if let Some((userinfo, _)) = one.rsplit_once('@') {
+            match userinfo.split_once(':') {
+                Some((user, password)) => {
+                    found.push(password.to_owned());
+                    found.push(userinfo.to_owned());
+                    // A user with an empty password is a token.
+                    if password.is_empty() {
+                        found.push(user.to_owned());
+                    }
+                }
+                None => found.push(userinfo.to_owned()),
+            }
+        }
+    }
+    if let Some((_, query)) = tail.split_once('?') {
+        let query = query.split('#').next().unwrap_or(query);
+        for pair in query.split('&') {
+            if let Some((_, value)) = pair.split_once('=') {
+                found.push(value.to_owned());
+            }
+        }
+    }
+    found
+}
+
+/// Remembers the secrets of a target text (one URL, or a comma-separated
+/// list of them, or a form that embeds one after `@`), so that [`scrub`]
+/// hides them wherever they reappear.
+pub fn register_target(text: &str) {
+    // `reference-agent@postgres://u:p@h/db`: the URL starts at its scheme.
+    let from = text.find("://").map_or(0, |i| {
+        text[..i]
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+            .map_or(0, |j| j + 1)
+    });
+    for url in text[from..].split(",http://") {
+        let url = if url.contains("://") {
+            url.to_owned()
+        } else {
+            format!("http://{url}")
+        };
+        for s in url_secrets(&url) {
+            remember(&s);
+        }
+    }
+}
+
+/// Does a variable or flag name look like it names a secret?
+fn secret_name(name: &str) -> bool {
+    let name = name.trim_start_matches('-').to_ascii_lowercase();
+    [
+        "pass", "pwd", "secret", "token", "key", "auth", "cred", "cookie", "private", "session",
+        "bearer", "apikey",
+    ]
+    .iter()
+    .any(|w| name.contains(w))
+}
+
+/// The one display of a `--start` command line (and of any environment
+/// value given as one): every URL in it redacted (userinfo, query
+/// values), the value of a `NAME=VALUE` word whose name looks secret
+/// hidden, and the word after a flag whose name looks secret hidden. The
+/// hidden parts are remembered for [`scrub`].
+pub fn redact_command(line: &str) -> String {
+    let mut hide_next = false;
+    let words: Vec<String> = line
+        .split(' ')
+        .map(|word| {
+            if word.is_empty() {
+                return String::new();
+            }
+            if std::mem::take(&mut hide_next) {
+                remember(word);
+                return REDACTED.to_owned();
+            }
+            if word.contains("://") {
+                register_target(word);
+                return redact_url(word);
+            }
+            if let Some((name, value)) = word.split_once('=') {
+                if secret_name(name) && !value.is_empty() {
+                    remember(value);
+                    return format!("{name}={REDACTED}");
+                }
+                return word.to_owned();
+            }
+            if word.starts_with('-') && secret_name(word) {
+                hide_next = true;
+            }
+            word.to_owned()
+        })
+        .collect();
+    words.join(" ")
+}
+
+/// The longest line [`forward_scrubbed`] passes on whole; a longer one
+/// is passed on in pieces of this size.
+const MAX_FORWARDED_LINE_BYTES: u64 = 64 * 1024;
+
+/// Copies what a started command prints to the harness's stderr, line by
+/// line (each at most [`MAX_FORWARDED_LINE_BYTES`]), through [`scrub`].
+/// A thread of its own ends when the command's end of the pipe closes.
+pub fn forward_scrubbed(stream: impl std::io::Read + Send + 'static) {
+    use std::io::{BufRead, Read, Write};
+    std::thread::spawn(move || {
+        let mut reader = std::io::BufReader::new(stream);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match (&mut reader)
+                .take(MAX_FORWARDED_LINE_BYTES)
+                .read_until(b'\n', &mut line)
+            {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    let text = scrub(&String::from_utf8_lossy(&line));
+                    let _ = std::io::stderr().write_all(text.as_bytes());
+                }
+            }
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_line_shows_no_secret_and_remembers_each() {
+        let line = "DB_PASSWORD=s3cr3t-a server --token s3cr3t-b --port 7001 \
+                    --db postgres://u:s3cr3t-c@h/db?sslpassword=s3cr3t-d --name=x";
+        let shown = redact_command(line);
+        assert_eq!(
+            shown,
+            "DB_PASSWORD=*** server --token *** --port 7001 \
+             --db postgres://***@h/db?sslpassword=*** --name=x"
+        );
+        for s in ["s3cr3t-a", "s3cr3t-b", "s3cr3t-c", "s3cr3t-d"] {
+            assert_eq!(scrub(&format!("said {s}!")), "said ***!", "{s}");
+        }
+        assert_eq!(scrub("port 7001"), "port 7001");
+    }
+
+    #[test]
+    fn a_target_remembers_its_password_its_token_and_its_query_values() {
+        register_target("reference-agent@postgres://u:pw-one-xyz@h/db?password=pw-two-xyz");
+        register_target("http://tok-three-xyz@a:1,http://b:2");
+        register_target("store+http://:tok-four-xyz@127.0.0.1:9");
+        for s in ["pw-one-xyz", "pw-two-xyz", "tok-three-xyz", "tok-four-xyz"] {
+            assert_eq!(scrub(s), REDACTED, "{s}");
+        }
+    }
+
+    #[test]
+    fn short_words_are_not_scrubbed_from_free_text() {
+        register_target("http://ab:cd@h:1");
+        assert_eq!(scrub("ab cd"), "ab cd");
+    }
+}

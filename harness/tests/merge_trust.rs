@@ -1,0 +1,228 @@
+//! `certify merge` cannot be fooled (issue 38): a shard edited after its
+//! run fails its seal (keyed by REQKEY_SEAL_KEY when set); a shard whose
+//! scenarios are not its share of the suite it claims (an invented id,
+//! deleted scenarios with the file count lowered) or that judged another
+//! server is refused with the reason; and shards of one `--start` target
+//! merge although each chose its own port.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::text;
+use reqkey_harness::report::seal;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir =
+        std::env::temp_dir().join(format!("reqkey-merge-trust-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn reqkey(args: &[&str], key: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_reqkey"));
+    cmd.args(args)
+        .env("NO_COLOR", "1")
+        .env_remove(seal::SEAL_KEY_ENV);
+    if let Some(k) = key {
+        cmd.env(seal::SEAL_KEY_ENV, k);
+    }
+    cmd.output().unwrap()
+}
+
+/// Two shards of `target` into `root/shard1`, `root/shard2`.
+fn shards(root: &Path, target: &str, key: Option<&str>) -> Vec<PathBuf> {
+    (1..=2)
+        .map(|k| {
+            let dir = root.join(format!("shard{k}"));
+            let o = reqkey(
+                &[
+                    "certify",
+                    "--quiet",
+                    "--seed",
+                    "5",
+                    "--target",
+                    target,
+                    "--partition",
+                    &format!("{k}/2"),
+                    "--out",
+                    dir.to_str().unwrap(),
+                ],
+                key,
+            );
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+            assert!(dir.join(seal::SEAL_FILE).is_file(), "a shard is sealed");
+            dir
+        })
+        .collect()
+}
+
+fn merge(root: &Path, dirs: &[PathBuf], key: Option<&str>) -> Output {
+    let out = root.join("merged");
+    let mut args = vec![
+        "certify",
+        "merge",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    reqkey(&args, key)
+}
+
+fn doc(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap()
+}
+
+/// Writes `doc` as the shard's results; re-sealed (as a forger who knows
+/// how would) with `key`, or left with its old seal.
+fn forge(dir: &Path, doc: &serde_json::Value, reseal: Option<Option<&str>>) {
+    std::fs::write(dir.join("results.json"), doc.to_string()).unwrap();
+    if let Some(key) = reseal {
+        seal::write_seal(dir, key.map(str::as_bytes)).unwrap();
+    }
+}
+
+fn refused(o: &Output, why: &str) {
+    assert_eq!(o.status.code(), Some(2), "{}", text(o));
+    assert!(text(o).contains(why), "want `{why}`: {}", text(o));
+}
+
+/// Every failure of a shard flipped to a pass.
+fn flipped(mut d: serde_json::Value) -> serde_json::Value {
+    for s in d["scenarios"].as_array_mut().unwrap() {
+        if s["verdict"] == "fail" {
+            s["verdict"] = "pass".into();
+            s.as_object_mut().unwrap().remove("failure");
+        }
+    }
+    d
+}
+
+#[test]
+fn flipped_verdicts_fail_the_seal_and_a_key_holds_against_a_resealer() {
+    let root = scratch("flipped");
+    let dirs = shards(&root, "broken-memory:no-key-rule", None);
+    assert_eq!(merge(&root, &dirs, None).status.code(), Some(1));
+    let honest = doc(&dirs[0]);
+    forge(&dirs[0], &flipped(honest.clone()), None);
+    refused(&merge(&root, &dirs, None), "does not match its seal");
+    forge(&dirs[0], &honest, None);
+
+    // Keyed: the shards were sealed with the CI secret.
+    let root = scratch("flipped-keyed");
+    let dirs = shards(&root, "broken-memory:no-key-rule", Some("ci-secret"));
+    assert_eq!(
+        merge(&root, &dirs, Some("ci-secret")).status.code(),
+        Some(1)
+    );
+    refused(&merge(&root, &dirs, None), "is sealed with a key");
+    refused(
+        &merge(&root, &dirs, Some("another")),
+        "does not match its seal",
+    );
+    let forged = flipped(doc(&dirs[0]));
+    forge(&dirs[0], &forged, Some(None));
+    refused(
+        &merge(&root, &dirs, Some("ci-secret")),
+        "sealed without a key",
+    );
+    forge(&dirs[0], &forged, Some(Some("guessed")));
+    refused(
+        &merge(&root, &dirs, Some("ci-secret")),
+        "does not match its seal",
+    );
+}
+
+#[test]
+fn a_shard_without_its_share_of_the_claimed_suite_is_refused() {
+    let root = scratch("share");
+    let dirs = shards(&root, "broken-memory:no-key-rule", None);
+    let honest = doc(&dirs[1]);
+
+    // A real scenario renamed to an invented id.
+    let mut renamed = honest.clone();
+    renamed["scenarios"][0]["id"] = "store.invented-and-passing".into();
+    renamed["scenarios"][0]["verdict"] = "pass".into();
+    forge(&dirs[1], &renamed, Some(None));
+    refused(
+        &merge(&root, &dirs, None),
+        "reports scenarios its share of the suite does not hold: store.invented-and-passing",
+    );
+
+    // The failing scenarios deleted and the file count lowered to match.
+    let mut deleted = honest.clone();
+    let before = deleted["scenarios"].as_array().unwrap().len();
+    deleted["scenarios"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|s| s["verdict"] != "fail");
+    let gone = before - deleted["scenarios"].as_array().unwrap().len();
+    assert!(gone > 0, "the broken store fails some scenario of shard 2");
+    let files = deleted["suite"]["files"].as_u64().unwrap();
+    deleted["suite"]["files"] = (files - gone as u64).into();
+    forge(&dirs[1], &deleted, Some(None));
+    refused(&merge(&root, &dirs, None), "lacks");
+
+    forge(&dirs[1], &honest, Some(None));
+    assert_eq!(merge(&root, &dirs, None).status.code(), Some(1));
+}
+
+#[test]
+fn shards_of_two_different_servers_are_refused() {
+    let root = scratch("servers");
+    let dirs = shards(&root, "memory", None);
+    let mut other = doc(&dirs[1]);
+    other["target"]["health"]["name"] = "another-store".into();
+    forge(&dirs[1], &other, Some(None));
+    refused(
+        &merge(&root, &dirs, None),
+        "the shards judged different servers",
+    );
+}
+
+#[test]
+fn shards_of_one_started_target_merge_although_their_ports_differ() {
+    let root = scratch("started");
+    let start = format!(
+        "exec {} serve store --store memory --listen 127.0.0.1:{{port}}",
+        env!("CARGO_BIN_EXE_reqkey")
+    );
+    let dirs: Vec<PathBuf> = (1..=2)
+        .map(|k| {
+            let dir = root.join(format!("shard{k}"));
+            let o = reqkey(
+                &[
+                    "certify",
+                    "--quiet",
+                    "--seed",
+                    "5",
+                    "--start",
+                    &start,
+                    "--target",
+                    "store+http://127.0.0.1:{port}",
+                    "--partition",
+                    &format!("{k}/2"),
+                    "--out",
+                    dir.to_str().unwrap(),
+                ],
+                None,
+            );
+            assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+            dir
+        })
+        .collect();
+    assert_ne!(
+        doc(&dirs[0])["target"]["spec"],
+        doc(&dirs[1])["target"]["spec"],
+        "each shard chose its own port"
+    );
+    let o = merge(&root, &dirs, None);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let merged = doc(&root.join("merged"));
+    assert_eq!(merged["target"]["spec"], "store+http://127.0.0.1:{port}");
+}
