@@ -31,6 +31,7 @@
 //! those is not a rule but an implementation.
 
 pub mod checker;
+pub mod idem_profile;
 pub mod spec;
 
 // The flat paths every other crate uses (`reqkey_model::seq::SeqStore`):

@@ -1130,6 +1130,8 @@ impl Trial<'_> {
                     delay_ms: 0,
                     shown: Value::Null,
                 },
+                // An idem app has no sessions to delete (SPEC 10).
+                Level::Idem => continue,
             };
             let answered = request
                 .send(self.target.as_ref(), self.cfg.call_timeout_ms)

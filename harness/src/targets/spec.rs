@@ -343,6 +343,7 @@ pub fn builtin_variants(level: Level) -> Vec<String> {
             .iter()
             .map(|d| format!("reference-agent:{}", d.name()))
             .collect(),
+        Level::Idem => Vec::new(),
     }
 }
 

@@ -130,6 +130,7 @@ pub fn protocol_of(level: Level) -> &'static str {
     match level {
         Level::Store => "reqkey-store/1",
         Level::Agent => "reqkey-agent/1",
+        Level::Idem => "reqkey-idem/1",
     }
 }
 
@@ -138,6 +139,7 @@ fn scheme_of(level: Level) -> &'static str {
     match level {
         Level::Store => "store+http://HOST:PORT",
         Level::Agent => "http://HOST:PORT",
+        Level::Idem => "idem+http://HOST:PORT",
     }
 }
 
@@ -148,11 +150,10 @@ fn scheme_of(level: Level) -> &'static str {
 /// left to the scenarios to judge.
 pub fn check_protocol(level: Level, health: &Value) -> Result<(), TargetError> {
     let named = health.get("protocol").and_then(Value::as_str);
-    let other = match level {
-        Level::Store => Level::Agent,
-        Level::Agent => Level::Store,
-    };
-    if named == Some(protocol_of(other)) {
+    let other = Level::ALL
+        .into_iter()
+        .find(|l| *l != level && named == Some(protocol_of(*l)));
+    if let Some(other) = other {
         return Err(TargetError::WrongProtocol {
             expected: protocol_of(level),
             found: protocol_of(other),

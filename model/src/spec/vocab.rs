@@ -15,15 +15,18 @@ pub enum Level {
     Store,
     /// `reqkey-agent/1`: the SPEC 7 HTTP API.
     Agent,
+    /// `reqkey-idem/1`: an app behind an `Idempotency-Key` implementation (SPEC 10).
+    Idem,
 }
 
 impl Level {
-    pub const ALL: [Level; 2] = [Level::Store, Level::Agent];
+    pub const ALL: [Level; 3] = [Level::Store, Level::Agent, Level::Idem];
 
     pub fn name(self) -> &'static str {
         match self {
             Level::Store => "store",
             Level::Agent => "agent",
+            Level::Idem => "idem",
         }
     }
 
@@ -39,9 +42,9 @@ impl schemars::JsonSchema for Level {
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
-            "description": "Which contract the scenario speaks: `store` (reqkey-store/1) or `agent` (reqkey-agent/1).",
+            "description": "Which contract the scenario speaks: `store` (reqkey-store/1), `agent` (reqkey-agent/1) or `idem` (reqkey-idem/1).",
             "type": "string",
-            "enum": ["store", "agent"]
+            "enum": ["store", "agent", "idem"]
         })
     }
 }
