@@ -24,6 +24,7 @@ pub mod proxy;
 pub mod run;
 pub mod serve;
 pub mod serve_agent;
+pub mod serve_idem;
 pub mod suite;
 pub mod targets;
 
