@@ -6,6 +6,7 @@
 //! key, two actions, none — is a serde error raised while the YAML parser
 //! still knows where it is, and so reaches the user as `file:line:col`.
 
+pub mod idem;
 pub mod agent_step;
 pub mod fault;
 pub mod limits;
@@ -143,6 +144,9 @@ pub struct Requires {
     /// The most `leaseMs` the server may declare (SPEC 5): the scenario
     /// waits longer than this for a lease to run out.
     pub lease_ms: Option<u64>,
+    /// An idem scenario's needs of the declared `Idempotency-Key`
+    /// profile (SPEC 10; `idem.rs`).
+    pub idem: Option<idem::IdemRequires>,
 }
 
 impl Requires {
@@ -155,6 +159,7 @@ impl Requires {
             && self.replicas.is_none()
             && self.durable.is_none()
             && self.lease_ms.is_none()
+            && self.idem.is_none()
     }
 
     /// What a run without the right [`fault::FaultSupport`] lacks, or
@@ -886,6 +891,13 @@ fn validate(s: &Scenario) -> Result<(), Invalid> {
             "requires",
             "a store scenario requires only faults, replicas or durable: a store's profile is fixed (every store records keys)"
                 .into(),
+        ));
+    }
+    let idem = s.level == Level::Idem;
+    if (!idem && s.requires.idem.is_some()) || (idem && profile_fields) {
+        return Err(top(
+            "requires",
+            "`requires: {idem: ...}` is for idem scenarios, which take no agent profile fields".into(),
         ));
     }
     let mut declared = BTreeSet::new();

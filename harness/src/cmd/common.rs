@@ -268,7 +268,9 @@ pub async fn select_by_profile(
         .map_err(|e| format!("{e} (`run` and `certify` take --profile to state one)"))?;
     let faults = crate::targets::profile::fault_support(target, timeout_ms).await;
     info.crash = Some(faults.describe());
-    let (apply, not) = by_profile(scenarios, &info.profile, &faults);
+    let (apply, mut not) = by_profile(scenarios, &info.profile, &faults);
+    let (apply, not_idem) = crate::run::select::by_idem_profile(apply, info.idem.as_ref());
+    not.extend(not_idem);
     if !quiet {
         println!("reqkey: profile: {}", info.describe());
         println!("reqkey: crash: {}", faults.describe());

@@ -476,6 +476,7 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
         source,
         declared,
         crash: p.crash.clone(),
+        idem: None,
     })
 }
 

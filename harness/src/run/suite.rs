@@ -68,7 +68,16 @@ pub enum SuiteError {
 
 /// The suite directory of a level under a scenarios root.
 pub fn level_dir(root: &Path, level: Level) -> PathBuf {
-    root.join(level.to_string())
+    root.join(level_folder(level))
+}
+
+/// The folder of a level's scenarios: its name, but the idem level's names
+/// the header it certifies (SPEC 10).
+pub fn level_folder(level: Level) -> &'static str {
+    match level {
+        Level::Idem => "idempotency-key",
+        _ => level.name(),
+    }
 }
 
 /// Reads the suite version from `root/VERSION` (one line).
@@ -149,7 +158,7 @@ pub fn whole_suite(root: &Path, level: Level) -> Result<(SuiteInfo, Vec<PathBuf>
 /// The embedded suite's files of `level`: (path relative to the level
 /// directory, text).
 fn embedded_level(level: Level) -> Vec<(&'static str, &'static str)> {
-    let prefix = format!("{level}/");
+    let prefix = format!("{}/", level_folder(level));
     EMBEDDED_FILES
         .iter()
         .filter_map(|(path, text)| path.strip_prefix(prefix.as_str()).map(|rel| (rel, *text)))
@@ -178,7 +187,7 @@ pub fn embedded_version() -> String {
 pub fn embedded_suite(level: Level) -> Result<(SuiteInfo, Vec<Scenario>), SuiteError> {
     let files = embedded_level(level);
     let digest = digest_named(files.iter().map(|(rel, text)| (*rel, text.as_bytes())));
-    let base = Path::new(EMBEDDED_SOURCE).join(level.to_string());
+    let base = Path::new(EMBEDDED_SOURCE).join(level_folder(level));
     let texts: Vec<(PathBuf, &str)> = files
         .iter()
         .map(|(rel, text)| (base.join(rel), *text))
@@ -186,7 +195,7 @@ pub fn embedded_suite(level: Level) -> Result<(SuiteInfo, Vec<Scenario>), SuiteE
     let scenarios = scenario::parse_all(&texts)?;
     Ok((
         SuiteInfo {
-            source: format!("{EMBEDDED_SOURCE}/{level}"),
+            source: format!("{EMBEDDED_SOURCE}/{}", level_folder(level)),
             version: Some(embedded_version()),
             digest,
             files: files.len(),

@@ -177,11 +177,18 @@ pub struct ProfileInfo {
     /// target (`--start`) or not ([`FaultSupport::describe`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crash: Option<String>,
+    /// An idem target's declared `Idempotency-Key` profile (SPEC 10);
+    /// `profile` is then unused (the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idem: Option<reqkey_model::idem_profile::IdemProfile>,
 }
 
 impl ProfileInfo {
     /// One line for people: the profile and where it came from.
     pub fn describe(&self) -> String {
+        if let Some(idem) = &self.idem {
+            return format!("{idem} (declared by /.reqkey/health)");
+        }
         match self.source {
             ProfileSource::Fixed => {
                 "supportsRequestKey: true (fixed: every store records keys)".to_owned()
@@ -207,6 +214,9 @@ pub async fn resolve_profile(
     stated: Option<Profile>,
     timeout_ms: u64,
 ) -> Result<ProfileInfo, ProfileError> {
+    if target.level() == Level::Idem {
+        return crate::targets::idem::resolve_profile(target, stated.is_some(), timeout_ms).await;
+    }
     if target.level() == Level::Store {
         return match stated {
             None => Ok(ProfileInfo {
@@ -214,6 +224,7 @@ pub async fn resolve_profile(
                 source: ProfileSource::Fixed,
                 declared: None,
                 crash: None,
+                idem: None,
             }),
             Some(_) => Err(ProfileError::StoreProfileFixed),
         };
@@ -236,12 +247,14 @@ pub async fn resolve_profile(
             source: ProfileSource::Stated,
             declared: declared.ok().filter(|d| *d != profile),
             crash: None,
+            idem: None,
         }),
         (None, Ok(profile)) => Ok(ProfileInfo {
             profile,
             source: ProfileSource::Declared,
             declared: None,
             crash: None,
+            idem: None,
         }),
         (None, Err(e)) => Err(ProfileError::Health(format!(
             "{} declares no profile: {e}",
