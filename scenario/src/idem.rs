@@ -58,6 +58,11 @@ pub struct IdemRequires {
     pub replay_header: Option<bool>,
     /// `true`: `lockMs` is null (the lock lasts until completion).
     pub lock_until_completion: Option<bool>,
+    /// The exact statuses the scenario expects for a malformed key, another
+    /// payload, and a duplicate in flight.
+    pub invalid_key_status: Option<u16>,
+    pub mismatch_status: Option<u16>,
+    pub concurrent_status: Option<u16>,
 }
 
 impl IdemRequires {
@@ -140,6 +145,15 @@ impl IdemRequires {
                 profile.lock_ms.is_none() == w,
                 format!("lockMs {}", if w { "null" } else { "an integer" }),
             );
+        }
+        for (name, req, is) in [
+            ("invalidKeyStatus", self.invalid_key_status, profile.invalid_key_status),
+            ("mismatchStatus", self.mismatch_status, profile.mismatch_status),
+            ("concurrentStatus", self.concurrent_status, profile.concurrent_status),
+        ] {
+            if let Some(w) = req {
+                want(is == Some(w), format!("{name}: {w}"));
+            }
         }
         (!unmet.is_empty()).then(|| format!("idem {}", unmet.join(", ")))
     }
