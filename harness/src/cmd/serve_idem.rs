@@ -25,8 +25,9 @@ pub struct ServeIdemArgs {
     /// `expiryMs` to declare and honour (0: keys never expire).
     #[arg(long, default_value_t = idem::DEFAULT_EXPIRY_MS)]
     pub expiry_ms: u64,
-    /// The profile: `default`, `wait` (duplicates in flight wait) or
-    /// `released` (an error answer frees the key); or a deliberately broken
+    /// The profile: `default`, `wait` (duplicates in flight wait),
+    /// `released` (an error answer frees the key) or `optional` (a keyless
+    /// request runs); or a deliberately broken
     /// middleware, `broken-idem:DEFECT` (`reqkey targets` lists them).
     #[arg(long, default_value = "default")]
     pub profile_variant: String,
@@ -52,7 +53,7 @@ pub fn config_of(args: &ServeIdemArgs) -> Result<IdemConfig, String> {
         }
         None => (
             IdemVariant::parse(&args.profile_variant).ok_or_else(|| {
-                "--profile-variant takes default, wait, released or broken-idem:DEFECT".to_owned()
+                "--profile-variant takes default, wait, released, optional or broken-idem:DEFECT".to_owned()
             })?,
             None,
         ),

@@ -76,7 +76,9 @@ impl IdemSpec {
             v => v
                 .strip_prefix(':')
                 .and_then(IdemVariant::parse)
-                .ok_or_else(|| bad("expected reference-idem[:default|wait|released][@redis://...]"))?,
+                .ok_or_else(|| {
+                    bad("expected reference-idem[:default|wait|released|optional][@redis://...]")
+                })?,
         };
         Ok(Some(IdemSpec::Reference {
             variant,

@@ -103,10 +103,11 @@ fn fingerprint_of(layer: &IdemLayer, body: &[u8]) -> String {
 fn scope_key(layer: &IdemLayer, req: &Request, caller: &str, key: &[u8]) -> String {
     let p = &layer.profile;
     let by_caller = p.scoped_by(ScopeBy::Caller) && !layer.has(IdemDefect::UnscopedCaller);
+    let by_route = !layer.has(IdemDefect::UnscopedRoute);
     let parts = json!([
         if by_caller { caller } else { "" },
-        if p.scoped_by(ScopeBy::Method) { req.method().as_str() } else { "" },
-        if p.scoped_by(ScopeBy::Path) { req.uri().path() } else { "" },
+        if p.scoped_by(ScopeBy::Method) && by_route { req.method().as_str() } else { "" },
+        if p.scoped_by(ScopeBy::Path) && by_route { req.uri().path() } else { "" },
         hex_sha256(key),
     ]);
     hex_sha256(parts.to_string().as_bytes())
@@ -150,7 +151,10 @@ pub async fn idempotency(State(layer): State<Arc<IdemLayer>>, req: Request, next
     let p = &layer.profile;
     let key = match read_key(&layer, &req) {
         Ok(Some(k)) => k,
-        Ok(None) if p.key_required => return refuse(400, "an Idempotency-Key header is required"),
+        Ok(None) if p.key_required && !layer.has(IdemDefect::MissingKeyPasses) => {
+            return refuse(400, "an Idempotency-Key header is required")
+        }
+        Ok(None) if layer.has(IdemDefect::KeylessDeduplicated) => Vec::new(),
         Ok(None) => return next.run(req).await,
         Err(()) => {
             let status = p.invalid_key_status.unwrap_or(400);

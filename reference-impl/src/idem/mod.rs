@@ -38,16 +38,19 @@ pub enum IdemVariant {
     Wait,
     /// A 4xx/5xx answer frees the key; a retry runs again.
     Released,
+    /// A request without a key passes through and runs (`keyRequired: false`).
+    Optional,
 }
 
 impl IdemVariant {
-    pub const ALL: [IdemVariant; 3] = [Self::Default, Self::Wait, Self::Released];
+    pub const ALL: [IdemVariant; 4] = [Self::Default, Self::Wait, Self::Released, Self::Optional];
 
     pub fn name(self) -> &'static str {
         match self {
             Self::Default => "default",
             Self::Wait => "wait",
             Self::Released => "released",
+            Self::Optional => "optional",
         }
     }
 
@@ -67,6 +70,7 @@ impl IdemVariant {
                 p.concurrent_status = None;
             }
             Self::Released => p.errors = Errors::Released,
+            Self::Optional => p.key_required = false,
         }
         p
     }
@@ -106,10 +110,18 @@ pub enum IdemDefect {
     LockKeptAfterError,
     /// Takes an empty key (`""`) as a key instead of refusing it.
     EmptyKeyAccepted,
+    /// Declares `keyRequired: true` but lets a keyless request through.
+    MissingKeyPasses,
+    /// Declares `scope: method, path` but keys by caller and key alone:
+    /// the same key on another route replays the first route's answer.
+    UnscopedRoute,
+    /// Declares `keyRequired: false` but treats a keyless request as the
+    /// empty key: the second keyless order is a replay of the first.
+    KeylessDeduplicated,
 }
 
 impl IdemDefect {
-    pub const ALL: [IdemDefect; 13] = [
+    pub const ALL: [IdemDefect; 16] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -123,6 +135,9 @@ impl IdemDefect {
         Self::TrimmedKey,
         Self::LockKeptAfterError,
         Self::EmptyKeyAccepted,
+        Self::MissingKeyPasses,
+        Self::UnscopedRoute,
+        Self::KeylessDeduplicated,
     ];
 
     pub fn name(self) -> &'static str {
@@ -140,6 +155,9 @@ impl IdemDefect {
             Self::TrimmedKey => "trimmed-key",
             Self::LockKeptAfterError => "lock-kept-after-error",
             Self::EmptyKeyAccepted => "empty-key-accepted",
+            Self::MissingKeyPasses => "missing-key-passes",
+            Self::UnscopedRoute => "unscoped-route",
+            Self::KeylessDeduplicated => "keyless-deduplicated",
         }
     }
 
@@ -151,6 +169,7 @@ impl IdemDefect {
     pub fn declares(self) -> IdemVariant {
         match self {
             Self::StoresReleasedErrors | Self::LockKeptAfterError => IdemVariant::Released,
+            Self::KeylessDeduplicated => IdemVariant::Optional,
             _ => IdemVariant::Default,
         }
     }

@@ -1,0 +1,164 @@
+//! The idem corpus (`scenarios/idempotency-key/`, SPEC 10) through the real
+//! loader, runner and HTTP: green on the reference middleware of each
+//! profile it declares (the draft's defaults over memory and over Redis,
+//! `wait`, `released`), and red on each `broken-idem:DEFECT` exactly on the
+//! scenarios `scenarios/falsification.json` records for it, including the
+//! one named after its bug. `REQKEY_BLESS=1` rewrites the idem part of the
+//! record from what each variant failed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{assert_failures_are_verdicts, failing, load_corpus};
+use reqkey_harness::run::event::RunSummary;
+use reqkey_harness::run::runner::{self, RunConfig};
+use reqkey_harness::run::select::by_idem_profile;
+use reqkey_harness::targets::idem::resolve_profile;
+use reqkey_harness::targets::spec::open_target;
+use reqkey_harness::targets::TargetOptions;
+use reqkey_reference::idem::IdemDefect;
+
+/// Each defect and the scenario aimed at it.
+const NAMED_AFTER: [(&str, &str); 16] = [
+    ("check-then-set", "idem.concurrent-burst-conflict"),
+    ("unscoped-caller", "idem.another-caller-same-key"),
+    ("no-fingerprint", "idem.other-payload-after-completion"),
+    ("fingerprint-raw-bytes", "idem.json-fingerprint-ignores-member-order"),
+    ("replay-drops-status", "idem.retry-after-error-stored"),
+    ("replay-drops-headers", "idem.replay-after-completion"),
+    ("stores-released-errors", "idem.retry-after-error-released"),
+    ("lock-timeout", "idem.slow-handler-outlives-timeouts"),
+    ("expiry-ignored", "idem.burst-after-expiry"),
+    ("case-insensitive-key", "idem.keys-are-case-sensitive"),
+    ("trimmed-key", "idem.blanks-inside-the-key-count"),
+    ("lock-kept-after-error", "idem.retry-after-error-released"),
+    ("empty-key-accepted", "idem.empty-key-refused"),
+    ("missing-key-passes", "idem.missing-key-required"),
+    ("unscoped-route", "idem.another-path-same-key"),
+    ("keyless-deduplicated", "idem.missing-key-optional"),
+];
+
+/// Failures that depend on scheduling: the racy variant on a burst beyond
+/// the two it fails every time, and a replay in a burst (whether a
+/// duplicate arrives after the fast failing handler completed). Allowed,
+/// never recorded.
+const RACES: [(&str, &str); 2] = [
+    ("check-then-set", "idem.burst-after-expiry"),
+    ("replay-drops-status", "idem.concurrent-burst-failing-handler"),
+];
+
+fn racy(variant: &str, id: &str) -> bool {
+    RACES.contains(&(variant, id))
+}
+
+fn redis_url() -> String {
+    std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// The idem corpus on `spec`, the scenarios its declared profile admits,
+/// and how many did not apply.
+async fn run_idem(spec: String, seed: u64) -> (String, RunSummary, usize) {
+    let target = open_target(&spec, TargetOptions::default())
+        .await
+        .expect("target opens");
+    let info = resolve_profile(target.as_ref(), false, 10_000)
+        .await
+        .expect("the idem profile is declared");
+    let (apply, not) = by_idem_profile(load_corpus("idempotency-key"), info.idem.as_ref());
+    let summary = runner::run(target, &apply, &RunConfig::new(seed), &mut []).await;
+    (spec, summary, not.len())
+}
+
+async fn run_all(specs: Vec<String>, seed: u64) -> Vec<(String, RunSummary, usize)> {
+    let handles: Vec<_> = specs
+        .into_iter()
+        .map(|s| tokio::spawn(run_idem(s, seed)))
+        .collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("a corpus run panicked"));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_reference_middleware_conforms_under_every_profile_it_declares() {
+    let specs = vec![
+        "reference-idem".to_owned(),
+        "reference-idem:wait".to_owned(),
+        "reference-idem:released".to_owned(),
+        "reference-idem:optional".to_owned(),
+        format!("reference-idem@{}", redis_url()),
+    ];
+    let total = load_corpus("idempotency-key").len();
+    for (spec, summary, not) in run_all(specs, 7).await {
+        assert!(
+            failing(&summary).is_empty(),
+            "{spec} failed {:?}",
+            failing(&summary)
+        );
+        assert_eq!(summary.exit_code(), 0, "{spec}");
+        assert_eq!(summary.results.len() + not, total, "{spec}");
+        assert!(summary.results.len() >= 18, "{spec} ran too few");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_broken_middleware_fails_the_scenarios_aimed_at_its_bug() {
+    let root = common::corpus("idempotency-key")
+        .parent()
+        .unwrap()
+        .to_owned();
+    let mut record = reqkey_harness::check::coverage::read_record(&root)
+        .expect("the falsification record reads");
+    let bless = std::env::var_os("REQKEY_BLESS").is_some();
+    assert_eq!(IdemDefect::ALL.len(), NAMED_AFTER.len());
+    let specs: Vec<String> = IdemDefect::ALL
+        .iter()
+        .map(|d| format!("broken-idem:{}", d.name()))
+        .collect();
+    let results = run_all(specs.clone(), 11).await;
+    for (spec, summary, _) in results {
+        assert_failures_are_verdicts(&spec, &summary);
+        let failed: BTreeSet<String> = failing(&summary).into_iter().map(str::to_owned).collect();
+        let name = spec.trim_start_matches("broken-idem:");
+        let (_, named) = NAMED_AFTER.iter().find(|(d, _)| *d == name).unwrap();
+        assert!(failed.contains(*named), "{spec} passed {named}; failed {failed:?}");
+        let steady: BTreeSet<String> = failed
+            .iter()
+            .filter(|id| !racy(name, id))
+            .cloned()
+            .collect();
+        if bless {
+            record.idem.insert(spec.clone(), steady);
+            continue;
+        }
+        let recorded = record.idem.get(&spec).cloned().unwrap_or_default();
+        let wrong = "scenarios/falsification.json is wrong (REQKEY_BLESS=1 rewrites it)";
+        assert!(
+            recorded.is_subset(&failed),
+            "{spec} passed a recorded scenario: failed {failed:?}; {wrong}"
+        );
+        for id in &failed {
+            assert!(
+                recorded.contains(id) || racy(name, id),
+                "{spec} failed {id}, which the record does not list; {wrong}"
+            );
+        }
+    }
+    if bless {
+        record.idem.retain(|v, _| specs.contains(v));
+        let text = serde_json::to_string_pretty(&record).unwrap();
+        std::fs::write(
+            root.join(reqkey_harness::check::coverage::RECORD_FILE),
+            format!("{text}\n"),
+        )
+        .unwrap();
+    }
+    for variant in record.idem.keys() {
+        assert!(specs.contains(variant), "the record names {variant}");
+    }
+}
