@@ -16,7 +16,7 @@ use common::{assert_failures_are_verdicts, failing, load_corpus};
 use reqkey_harness::run::event::RunSummary;
 use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::run::select::by_idem_profile;
-use reqkey_harness::targets::idem::resolve_profile;
+use reqkey_harness::targets::profile::resolve_profile;
 use reqkey_harness::targets::spec::open_target;
 use reqkey_harness::targets::TargetOptions;
 use reqkey_reference::idem::IdemDefect;
@@ -64,7 +64,7 @@ async fn run_idem(spec: String, seed: u64) -> (String, RunSummary, usize) {
     let target = open_target(&spec, TargetOptions::default())
         .await
         .expect("target opens");
-    let info = resolve_profile(target.as_ref(), false, 10_000)
+    let info = resolve_profile(target.as_ref(), None, 10_000)
         .await
         .expect("the idem profile is declared");
     let (apply, not) = by_idem_profile(load_corpus("idempotency-key"), info.idem.as_ref());

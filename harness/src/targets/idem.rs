@@ -13,18 +13,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use reqkey_model::idem_profile::parse_health;
 use reqkey_reference::idem::{self, IdemConfig, IdemDefect, IdemHandle, IdemVariant};
 use reqkey_reference::store::redact_url;
 use serde_json::Value;
 
 use crate::targets::http_agent::HttpAgentTarget;
-use crate::targets::profile::{ProfileError, ProfileInfo, ProfileSource};
 use crate::targets::transport::{check_protocol, HttpBase};
 use crate::targets::{HttpRequest, HttpResponse, Level, Target, TargetError, TargetOptions};
 
 /// The path an idem app answers its identity and profile on.
-pub const HEALTH_PATH: &str = "/.reqkey/health";
+pub use crate::targets::profile::IDEM_HEALTH_PATH as HEALTH_PATH;
 
 /// An idem `--target`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -206,41 +204,6 @@ impl Target for IdemTarget {
     async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
         self.inner.http(request).await
     }
-}
-
-/// The profile an idem target declares (SPEC 10 `[[idem.profile.declared]]`):
-/// read from `/.reqkey/health`, never stated; a health that cannot say
-/// is an error (exit 2), never a verdict.
-pub async fn resolve_profile(
-    target: &dyn Target,
-    stated: bool,
-    timeout_ms: u64,
-) -> Result<ProfileInfo, ProfileError> {
-    if stated {
-        return Err(ProfileError::Health(
-            "an idem app's profile is declared by /.reqkey/health; --profile applies to agent targets"
-                .into(),
-        ));
-    }
-    let health = tokio::time::timeout(std::time::Duration::from_millis(timeout_ms), target.health())
-        .await
-        .map_err(|_| {
-            ProfileError::Health(format!("GET {HEALTH_PATH} did not answer within {timeout_ms} ms"))
-        })?
-        .map_err(|e| ProfileError::Health(format!("GET {HEALTH_PATH}: {e}")))?;
-    let parsed = parse_health(&health).map_err(|e| {
-        ProfileError::Health(format!(
-            "{} declares no profile: GET {HEALTH_PATH}: {e}",
-            target.describe()
-        ))
-    })?;
-    Ok(ProfileInfo {
-        profile: Default::default(),
-        source: ProfileSource::Declared,
-        declared: None,
-        crash: None,
-        idem: Some(parsed.profile),
-    })
 }
 
 #[cfg(test)]

@@ -215,7 +215,7 @@ pub async fn resolve_profile(
     timeout_ms: u64,
 ) -> Result<ProfileInfo, ProfileError> {
     if target.level() == Level::Idem {
-        return crate::targets::idem::resolve_profile(target, stated.is_some(), timeout_ms).await;
+        return resolve_idem_profile(target, stated.is_some(), timeout_ms).await;
     }
     if target.level() == Level::Store {
         return match stated {
@@ -261,6 +261,44 @@ pub async fn resolve_profile(
             target.describe()
         ))),
     }
+}
+
+/// Where an idem app (SPEC 10) answers its identity and profile.
+pub const IDEM_HEALTH_PATH: &str = "/.reqkey/health";
+
+/// The profile an idem target declares (SPEC 10 `[[idem.profile.declared]]`):
+/// read from `/.reqkey/health`, never stated; a health that cannot say
+/// is an error (exit 2), never a verdict.
+async fn resolve_idem_profile(
+    target: &dyn Target,
+    stated: bool,
+    timeout_ms: u64,
+) -> Result<ProfileInfo, ProfileError> {
+    if stated {
+        return Err(ProfileError::Health(
+            "an idem app's profile is declared by /.reqkey/health; --profile applies to agent targets"
+                .into(),
+        ));
+    }
+    let health = tokio::time::timeout(std::time::Duration::from_millis(timeout_ms), target.health())
+        .await
+        .map_err(|_| {
+            ProfileError::Health(format!("GET {IDEM_HEALTH_PATH} did not answer within {timeout_ms} ms"))
+        })?
+        .map_err(|e| ProfileError::Health(format!("GET {IDEM_HEALTH_PATH}: {e}")))?;
+    let parsed = reqkey_model::idem_profile::parse_health(&health).map_err(|e| {
+        ProfileError::Health(format!(
+            "{} declares no profile: GET {IDEM_HEALTH_PATH}: {e}",
+            target.describe()
+        ))
+    })?;
+    Ok(ProfileInfo {
+        profile: Default::default(),
+        source: ProfileSource::Declared,
+        declared: None,
+        crash: None,
+        idem: Some(parsed.profile),
+    })
 }
 
 /// What a run offers fault scenarios: how many processes the harness
