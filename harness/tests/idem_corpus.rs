@@ -26,7 +26,10 @@ const NAMED_AFTER: [(&str, &str); 16] = [
     ("check-then-set", "idem.concurrent-burst-conflict"),
     ("unscoped-caller", "idem.another-caller-same-key"),
     ("no-fingerprint", "idem.other-payload-after-completion"),
-    ("fingerprint-raw-bytes", "idem.json-fingerprint-ignores-member-order"),
+    (
+        "fingerprint-raw-bytes",
+        "idem.json-fingerprint-ignores-member-order",
+    ),
     ("replay-drops-status", "idem.retry-after-error-stored"),
     ("replay-drops-headers", "idem.replay-after-completion"),
     ("stores-released-errors", "idem.retry-after-error-released"),
@@ -47,7 +50,10 @@ const NAMED_AFTER: [(&str, &str); 16] = [
 /// never recorded.
 const RACES: [(&str, &str); 2] = [
     ("check-then-set", "idem.burst-after-expiry"),
-    ("replay-drops-status", "idem.concurrent-burst-failing-handler"),
+    (
+        "replay-drops-status",
+        "idem.concurrent-burst-failing-handler",
+    ),
 ];
 
 fn racy(variant: &str, id: &str) -> bool {
@@ -126,7 +132,10 @@ async fn each_broken_middleware_fails_the_scenarios_aimed_at_its_bug() {
         let failed: BTreeSet<String> = failing(&summary).into_iter().map(str::to_owned).collect();
         let name = spec.trim_start_matches("broken-idem:");
         let (_, named) = NAMED_AFTER.iter().find(|(d, _)| *d == name).unwrap();
-        assert!(failed.contains(*named), "{spec} passed {named}; failed {failed:?}");
+        assert!(
+            failed.contains(*named),
+            "{spec} passed {named}; failed {failed:?}"
+        );
         let steady: BTreeSet<String> = failed
             .iter()
             .filter(|id| !racy(name, id))

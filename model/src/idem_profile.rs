@@ -197,7 +197,11 @@ fn shown(v: &Value) -> String {
     }
 }
 
-fn get<'a>(obj: &'a Map<String, Value>, at: &str, field: &str) -> Result<&'a Value, IdemProfileError> {
+fn get<'a>(
+    obj: &'a Map<String, Value>,
+    at: &str,
+    field: &str,
+) -> Result<&'a Value, IdemProfileError> {
     obj.get(field).ok_or_else(|| IdemProfileError::Missing {
         field: format!("{at}{field}"),
     })
@@ -230,7 +234,12 @@ fn status_or_null(obj: &Map<String, Value>, field: &str) -> Result<Option<u16>, 
         Value::Null => Ok(None),
         v => match v.as_u64() {
             Some(n @ 100..=599) => Ok(Some(n as u16)),
-            _ => Err(ill("profile.", field, "an HTTP status (100-599) or null", v)),
+            _ => Err(ill(
+                "profile.",
+                field,
+                "an HTTP status (100-599) or null",
+                v,
+            )),
         },
     }
 }
@@ -295,14 +304,17 @@ pub fn parse_profile(obj: &Map<String, Value>) -> Result<IdemProfile, IdemProfil
         "any" => Some(KeySyntax::Any),
         _ => None,
     })?;
-    let fingerprint = word(obj, "fingerprint", "\"none\", \"bytes\" or \"json\"", |s| {
-        match s {
+    let fingerprint = word(
+        obj,
+        "fingerprint",
+        "\"none\", \"bytes\" or \"json\"",
+        |s| match s {
             "none" => Some(Fingerprint::None),
             "bytes" => Some(Fingerprint::Bytes),
             "json" => Some(Fingerprint::Json),
             _ => None,
-        }
-    })?;
+        },
+    )?;
     let concurrent = word(obj, "concurrent", "\"conflict\" or \"wait\"", |s| match s {
         "conflict" => Some(Concurrent::Conflict),
         "wait" => Some(Concurrent::Wait),

@@ -119,7 +119,10 @@ impl IdemRequires {
         ] {
             if let Some(w) = req {
                 let has = if w { "holds" } else { "lacks" };
-                want(profile.scoped_by(by) == w, format!("scope {has} {}", by.name()));
+                want(
+                    profile.scoped_by(by) == w,
+                    format!("scope {has} {}", by.name()),
+                );
             }
         }
         if let Some(most) = self.expiry_ms_at_most {
@@ -147,9 +150,21 @@ impl IdemRequires {
             );
         }
         for (name, req, is) in [
-            ("invalidKeyStatus", self.invalid_key_status, profile.invalid_key_status),
-            ("mismatchStatus", self.mismatch_status, profile.mismatch_status),
-            ("concurrentStatus", self.concurrent_status, profile.concurrent_status),
+            (
+                "invalidKeyStatus",
+                self.invalid_key_status,
+                profile.invalid_key_status,
+            ),
+            (
+                "mismatchStatus",
+                self.mismatch_status,
+                profile.mismatch_status,
+            ),
+            (
+                "concurrentStatus",
+                self.concurrent_status,
+                profile.concurrent_status,
+            ),
         ] {
             if let Some(w) = req {
                 want(is == Some(w), format!("{name}: {w}"));

@@ -6,9 +6,9 @@
 //! key, two actions, none — is a serde error raised while the YAML parser
 //! still knows where it is, and so reaches the user as `file:line:col`.
 
-pub mod idem;
 pub mod agent_step;
 pub mod fault;
+pub mod idem;
 pub mod limits;
 pub mod locate;
 pub mod pattern;
@@ -897,7 +897,8 @@ fn validate(s: &Scenario) -> Result<(), Invalid> {
     if (!idem && s.requires.idem.is_some()) || (idem && profile_fields) {
         return Err(top(
             "requires",
-            "`requires: {idem: ...}` is for idem scenarios, which take no agent profile fields".into(),
+            "`requires: {idem: ...}` is for idem scenarios, which take no agent profile fields"
+                .into(),
         ));
     }
     let mut declared = BTreeSet::new();

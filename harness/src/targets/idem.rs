@@ -86,7 +86,11 @@ impl IdemSpec {
     }
 
     /// Opens it (starting the reference app when it is one).
-    pub async fn open(&self, name: String, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
+    pub async fn open(
+        &self,
+        name: String,
+        opts: TargetOptions,
+    ) -> Result<Arc<dyn Target>, TargetError> {
         match self {
             IdemSpec::Http { base } => {
                 let inner = HttpAgentTarget::new(base, opts)?;
@@ -134,7 +138,11 @@ impl fmt::Display for IdemSpec {
         match self {
             IdemSpec::Http { base } => {
                 let shown = base.to_string();
-                write!(f, "idem+http://{}", shown.strip_prefix("http://").unwrap_or(&shown))
+                write!(
+                    f,
+                    "idem+http://{}",
+                    shown.strip_prefix("http://").unwrap_or(&shown)
+                )
             }
             IdemSpec::Reference {
                 variant,

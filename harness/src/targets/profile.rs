@@ -280,12 +280,17 @@ async fn resolve_idem_profile(
                 .into(),
         ));
     }
-    let health = tokio::time::timeout(std::time::Duration::from_millis(timeout_ms), target.health())
-        .await
-        .map_err(|_| {
-            ProfileError::Health(format!("GET {IDEM_HEALTH_PATH} did not answer within {timeout_ms} ms"))
-        })?
-        .map_err(|e| ProfileError::Health(format!("GET {IDEM_HEALTH_PATH}: {e}")))?;
+    let health = tokio::time::timeout(
+        std::time::Duration::from_millis(timeout_ms),
+        target.health(),
+    )
+    .await
+    .map_err(|_| {
+        ProfileError::Health(format!(
+            "GET {IDEM_HEALTH_PATH} did not answer within {timeout_ms} ms"
+        ))
+    })?
+    .map_err(|e| ProfileError::Health(format!("GET {IDEM_HEALTH_PATH}: {e}")))?;
     let parsed = reqkey_model::idem_profile::parse_health(&health).map_err(|e| {
         ProfileError::Health(format!(
             "{} declares no profile: GET {IDEM_HEALTH_PATH}: {e}",

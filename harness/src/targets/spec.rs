@@ -380,10 +380,12 @@ pub fn is_builtin_variant(level: Level, name: &str) -> bool {
             Ok(TargetSpec::ReferenceAgent { store: None, .. })
         ) | (
             Level::Idem,
-            Ok(TargetSpec::Idem(crate::targets::idem::IdemSpec::Reference {
-                redis_url: None,
-                ..
-            }))
+            Ok(TargetSpec::Idem(
+                crate::targets::idem::IdemSpec::Reference {
+                    redis_url: None,
+                    ..
+                }
+            ))
         )
     )
 }

@@ -106,8 +106,16 @@ fn scope_key(layer: &IdemLayer, req: &Request, caller: &str, key: &[u8]) -> Stri
     let by_route = !layer.has(IdemDefect::UnscopedRoute);
     let parts = json!([
         if by_caller { caller } else { "" },
-        if p.scoped_by(ScopeBy::Method) && by_route { req.method().as_str() } else { "" },
-        if p.scoped_by(ScopeBy::Path) && by_route { req.uri().path() } else { "" },
+        if p.scoped_by(ScopeBy::Method) && by_route {
+            req.method().as_str()
+        } else {
+            ""
+        },
+        if p.scoped_by(ScopeBy::Path) && by_route {
+            req.uri().path()
+        } else {
+            ""
+        },
         hex_sha256(key),
     ]);
     hex_sha256(parts.to_string().as_bytes())
@@ -147,7 +155,11 @@ fn read_key(layer: &IdemLayer, req: &Request) -> Result<Option<Vec<u8>>, ()> {
 }
 
 /// The axum middleware function.
-pub async fn idempotency(State(layer): State<Arc<IdemLayer>>, req: Request, next: axum::middleware::Next) -> Response {
+pub async fn idempotency(
+    State(layer): State<Arc<IdemLayer>>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
     let p = &layer.profile;
     let key = match read_key(&layer, &req) {
         Ok(Some(k)) => k,
@@ -193,7 +205,10 @@ pub async fn idempotency(State(layer): State<Arc<IdemLayer>>, req: Request, next
         let compares = p.fingerprint != Fingerprint::None && !layer.has(IdemDefect::NoFingerprint);
         match held {
             None => return run_and_keep(&layer, &skey, &fp, req, next).await,
-            Some(Slot::Done { fingerprint, answer }) => {
+            Some(Slot::Done {
+                fingerprint,
+                answer,
+            }) => {
                 if compares && fingerprint != fp {
                     return refuse(
                         p.mismatch_status.unwrap_or(422),
@@ -203,7 +218,10 @@ pub async fn idempotency(State(layer): State<Arc<IdemLayer>>, req: Request, next
                 return replay(&layer, &answer);
             }
             Some(Slot::InFlight { fingerprint }) => {
-                if let Some(status) = p.concurrent_status.filter(|_| p.concurrent == Concurrent::Conflict) {
+                if let Some(status) = p
+                    .concurrent_status
+                    .filter(|_| p.concurrent == Concurrent::Conflict)
+                {
                     return refuse(status, "a request with this Idempotency-Key is in flight");
                 }
                 if compares && fingerprint != fp {
