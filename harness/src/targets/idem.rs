@@ -24,8 +24,9 @@ use crate::targets::{HttpRequest, HttpResponse, Level, Target, TargetError, Targ
 /// The path an idem app answers its identity and profile on.
 pub use crate::targets::profile::IDEM_HEALTH_PATH as HEALTH_PATH;
 
-/// An idem `--target`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An idem `--target`. Its `Debug` is its redacted display name (a Redis
+/// URL may carry a password).
+#[derive(Clone, PartialEq, Eq)]
 pub enum IdemSpec {
     /// `idem+http://HOST:PORT`.
     Http { base: HttpBase },
@@ -49,6 +50,9 @@ impl IdemSpec {
             let base = HttpBase::parse(&format!("http://{authority}"))
                 .map_err(|_| bad("expected idem+http://HOST:PORT"))?;
             return Ok(Some(IdemSpec::Http { base }));
+        }
+        if !(spec.starts_with("reference-idem") || spec.starts_with("broken-idem:")) {
+            return Ok(None);
         }
         let (head, redis_url) = match spec.split_once('@') {
             Some((h, url)) if url.starts_with("redis://") || url.starts_with("rediss://") => {
@@ -130,6 +134,12 @@ impl IdemSpec {
                 }))
             }
         }
+    }
+}
+
+impl fmt::Debug for IdemSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IdemSpec({self})")
     }
 }
 
@@ -236,6 +246,11 @@ mod tests {
         assert!(IdemSpec::parse("reference-idem:queue").is_err());
         assert!(IdemSpec::parse("reference-idem@sqlite:x").is_err());
         assert!(IdemSpec::parse("idem+http://h:1/x").is_err());
+        assert_eq!(IdemSpec::parse("postgres://u:p@h/db").unwrap(), None);
+        let secret = IdemSpec::parse("reference-idem@redis://:hunter2@h:1/0")
+            .unwrap()
+            .unwrap();
+        assert!(!format!("{secret:?} {secret}").contains("hunter2"));
         assert_eq!(builtin_variants().len(), IdemDefect::ALL.len());
     }
 }
