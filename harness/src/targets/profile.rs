@@ -327,7 +327,11 @@ pub async fn fault_support(target: &dyn Target, timeout_ms: u64) -> FaultSupport
         processes,
         durable: health
             .as_ref()
-            .and_then(|h| h.get("durable"))
+            // An idem app declares it inside its profile (SPEC 10).
+            .and_then(|h| {
+                h.get("durable")
+                    .or_else(|| h.get("profile")?.get("durable"))
+            })
             .and_then(Value::as_bool),
         lease_ms: health
             .as_ref()

@@ -185,7 +185,10 @@ pub async fn idempotency(
     };
     let req = Request::from_parts(parts, Body::from(bytes.clone()));
     let fp = fingerprint_of(&layer, &bytes);
-    let skey = scope_key(&layer, &req, &caller, &key);
+    let mut skey = scope_key(&layer, &req, &caller, &key);
+    if layer.has(IdemDefect::FingerprintInKey) {
+        skey = hex_sha256(format!("{skey}:{fp}").as_bytes());
+    }
     let lock_ms = if layer.has(IdemDefect::LockTimeout) {
         Some(BROKEN_LOCK_MS)
     } else {

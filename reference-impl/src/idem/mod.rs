@@ -118,10 +118,16 @@ pub enum IdemDefect {
     /// Declares `keyRequired: false` but treats a keyless request as the
     /// empty key: the second keyless order is a replay of the first.
     KeylessDeduplicated,
+    /// Keys its records by key and payload together: another payload with
+    /// the key is another record, so it runs (in flight or after), never 409/422.
+    FingerprintInKey,
+    /// Declares `durable: true` over memory storage: a restart forgets
+    /// every key (seen only when the harness restarts it, `--start`).
+    MemoryClaimsDurable,
 }
 
 impl IdemDefect {
-    pub const ALL: [IdemDefect; 16] = [
+    pub const ALL: [IdemDefect; 18] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -138,6 +144,8 @@ impl IdemDefect {
         Self::MissingKeyPasses,
         Self::UnscopedRoute,
         Self::KeylessDeduplicated,
+        Self::FingerprintInKey,
+        Self::MemoryClaimsDurable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -158,6 +166,8 @@ impl IdemDefect {
             Self::MissingKeyPasses => "missing-key-passes",
             Self::UnscopedRoute => "unscoped-route",
             Self::KeylessDeduplicated => "keyless-deduplicated",
+            Self::FingerprintInKey => "fingerprint-in-key",
+            Self::MemoryClaimsDurable => "memory-claims-durable",
         }
     }
 
@@ -212,10 +222,11 @@ pub async fn open_storage(config: &IdemConfig) -> Result<Arc<dyn IdemStorage>, S
 
 /// The app's router for `config` over `storage`.
 pub fn router_for(config: &IdemConfig, storage: Arc<dyn IdemStorage>) -> axum::Router {
+    let durable = storage.durable() || config.defect == Some(IdemDefect::MemoryClaimsDurable);
     let profile = config
         .defect
         .map_or(config.variant, IdemDefect::declares)
-        .profile(config.expiry_ms, storage.durable());
+        .profile(config.expiry_ms, durable);
     let name = match config.defect {
         Some(d) => format!("broken-idem:{}", d.name()),
         None => format!("reference-idem:{}", config.variant.name()),
