@@ -583,7 +583,7 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             scenario_html(r, by_id.get(r.id.as_str()).copied(), &mut out);
         }
     }
-    for level in [Level::Store, Level::Agent] {
+    for level in Level::ALL {
         let results: Vec<&ScenarioResult> = summary
             .results
             .iter()
