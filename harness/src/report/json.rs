@@ -74,6 +74,10 @@ struct ProfileDoc {
     /// Whether crash behaviour was certified (the harness started the target).
     #[serde(skip_serializing_if = "Option::is_none")]
     crash: Option<String>,
+    /// An idem target's declared `Idempotency-Key` profile (SPEC 10), every
+    /// field; `supportsRequestKey` and `concurrentEntry` then mean nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idem: Option<reqkey_model::idem_profile::IdemProfile>,
 }
 
 #[derive(Debug, Serialize)]
@@ -168,6 +172,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             source: p.source.name(),
             declared: p.declared.map(|d| d.to_string()),
             crash: p.crash.clone(),
+            idem: p.idem.clone(),
         }),
         not_applicable: ctx
             .not_applicable
