@@ -74,6 +74,9 @@ pub struct ProfileDoc {
     pub declared: Option<String>,
     #[serde(default)]
     pub crash: Option<String>,
+    /// An idem target's declared profile (SPEC 10), as written.
+    #[serde(default)]
+    pub idem: Option<Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -476,7 +479,18 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
         source,
         declared,
         crash: p.crash.clone(),
-        idem: None,
+        idem: p
+            .idem
+            .as_ref()
+            .map(|v| {
+                v.as_object()
+                    .ok_or_else(|| "profile.idem is not an object".to_owned())
+                    .and_then(|o| {
+                        reqkey_model::idem_profile::parse_profile(o)
+                            .map_err(|e| format!("profile.idem: {e}"))
+                    })
+            })
+            .transpose()?,
     })
 }
 
@@ -588,9 +602,26 @@ mod tests {
             source: "stated".into(),
             declared: Some("supportsRequestKey: false, concurrentEntry: reject".into()),
             crash: None,
+            idem: None,
         };
         let info = profile_info(&p).unwrap();
         assert!(!info.declared.unwrap().supports_request_key);
         assert_eq!(info.source, ProfileSource::Stated);
+    }
+
+    #[test]
+    fn an_idem_profile_reads_back_and_a_broken_one_is_refused() {
+        let draft = reqkey_model::idem_profile::IdemProfile::draft_default();
+        let mut p = ProfileDoc {
+            supports_request_key: true,
+            concurrent_entry: Some("reject".into()),
+            source: "declared".into(),
+            declared: None,
+            crash: None,
+            idem: Some(draft.to_json()),
+        };
+        assert_eq!(profile_info(&p).unwrap().idem, Some(draft));
+        p.idem = Some(serde_json::json!({"keyRequired": "yes"}));
+        assert!(profile_info(&p).unwrap_err().contains("profile.idem"));
     }
 }
