@@ -1,6 +1,6 @@
 //! Embeds the scenario corpus (`../scenarios`: `VERSION`, the
 //! falsification record `falsification.json`, and every
-//! `.yaml`/`.yml` under `store/` and `agent/`) into the binary, so that an
+//! `.yaml`/`.yml` under `store/`, `agent/` and `idempotency-key/`) into the binary, so that an
 //! installed `reqkey` certifies from any directory. Writes
 //! `$OUT_DIR/embedded_suite.rs`: a sorted list of (path relative to the
 //! scenarios root, `include_str!` of the file).
@@ -36,7 +36,7 @@ fn main() {
             files.push(file);
         }
     }
-    for level in ["store", "agent"] {
+    for level in ["store", "agent", "idempotency-key"] {
         collect(&root.join(level), &mut files);
     }
     let mut rows: Vec<(String, String)> = files

@@ -36,6 +36,9 @@ pub struct FalsificationRecord {
     pub about: String,
     pub store: BTreeMap<String, BTreeSet<String>>,
     pub agent: BTreeMap<String, BTreeSet<String>>,
+    /// The `reqkey-idem/1` level's variants (SPEC 10); absent in older records.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub idem: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl FalsificationRecord {
@@ -44,6 +47,7 @@ impl FalsificationRecord {
         match level {
             Level::Store => &self.store,
             Level::Agent => &self.agent,
+            Level::Idem => &self.idem,
         }
     }
 

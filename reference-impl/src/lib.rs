@@ -21,5 +21,6 @@
 
 pub mod agent;
 pub mod http_serve;
+pub mod idem;
 pub mod store;
 pub mod store_server;

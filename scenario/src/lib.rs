@@ -8,6 +8,7 @@
 
 pub mod agent_step;
 pub mod fault;
+pub mod idem;
 pub mod limits;
 pub mod locate;
 pub mod pattern;

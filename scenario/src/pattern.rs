@@ -53,7 +53,11 @@ fn special(pattern: &serde_json::Map<String, Value>) -> Option<(&str, &Value)> {
         return None;
     }
     let (k, v) = pattern.iter().next()?;
-    matches!(k.as_str(), "$exact" | "$length" | "$one_of" | "$at_most").then_some((k.as_str(), v))
+    matches!(
+        k.as_str(),
+        "$exact" | "$length" | "$one_of" | "$at_most" | "$contains" | "$none"
+    )
+    .then_some((k.as_str(), v))
 }
 
 /// Does `actual` match `pattern`? `Ok(())` or the first mismatch.
@@ -227,6 +231,27 @@ fn match_special(path: &str, key: &str, arg: &Value, actual: &Value) -> Result<(
                 _ => fail(format!("expected at most {}, found {n}", short(arg))),
             }
         }
+        "$contains" | "$none" => {
+            let Value::Array(items) = actual else {
+                return fail(format!("expected an array, found {}", short(actual)));
+            };
+            let hit = items
+                .iter()
+                .position(|item| match_at(path, arg, Some(item)).is_ok());
+            match (key, hit) {
+                ("$contains", None) => fail(format!(
+                    "no element of {} matches {}",
+                    items.len(),
+                    short(arg)
+                )),
+                ("$none", Some(i)) => fail(format!(
+                    "element {i} matches {}, which none may: {}",
+                    short(arg),
+                    short(&items[i])
+                )),
+                _ => Ok(()),
+            }
+        }
         "$length" => {
             let Some(want) = arg.as_u64() else {
                 return fail(format!("$length takes a whole number, not {}", short(arg)));
@@ -332,6 +357,15 @@ mod tests {
     #[test]
     fn length_and_one_of() {
         assert!(matches(&json!({"ok": {"$length": 2}}), &json!({"ok": [1, 2]})).is_ok());
+        let has = json!({"e": {"$contains": {"k": "a", "count": 1}}});
+        let none = json!({"e": {"$none": {"k": "a"}}});
+        let list = json!({"e": [{"k": "b", "count": 2}, {"k": "a", "count": 1}]});
+        assert!(matches(&has, &list).is_ok());
+        assert!(matches(&none, &list).is_err());
+        let twice = json!({"e": [{"k": "a", "count": 2}]});
+        assert!(matches(&has, &twice).is_err());
+        assert!(matches(&none, &json!({"e": [{"k": "b"}]})).is_ok());
+        assert!(matches(&has, &json!({"e": {"k": "a"}})).is_err());
         assert!(matches(&json!({"ok": {"$length": 1}}), &json!({"ok": [1, 2]})).is_err());
         let p = json!({"$one_of": [{"ok": null}, {"error": {"kind": "not_found"}}]});
         assert!(matches(&p, &json!({"ok": null})).is_ok());

@@ -30,6 +30,9 @@ pub struct Requires {
     /// The most `leaseMs` the server may declare (SPEC 5): the scenario
     /// waits longer than this for a lease to run out.
     pub lease_ms: Option<u64>,
+    /// An idem scenario's needs of the declared `Idempotency-Key`
+    /// profile (SPEC 10; `idem.rs`).
+    pub idem: Option<crate::idem::IdemRequires>,
 }
 
 impl Requires {
@@ -42,6 +45,7 @@ impl Requires {
             && self.replicas.is_none()
             && self.durable.is_none()
             && self.lease_ms.is_none()
+            && self.idem.is_none()
     }
 
     /// What a run without the right [`fault::FaultSupport`] lacks, or

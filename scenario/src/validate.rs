@@ -46,6 +46,14 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                 .into(),
         ));
     }
+    let idem = s.level == Level::Idem;
+    if (!idem && s.requires.idem.is_some()) || (idem && profile_fields) {
+        return Err(top(
+            "requires",
+            "`requires: {idem: ...}` is for idem scenarios, which take no agent profile fields"
+                .into(),
+        ));
+    }
     let mut declared = BTreeSet::new();
     for clause in &s.checks {
         if !declared.insert(clause) {

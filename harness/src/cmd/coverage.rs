@@ -28,10 +28,11 @@ pub fn suite_record(root: Option<&std::path::Path>) -> Result<FalsificationRecor
 
 #[derive(Debug, Args)]
 pub struct CoverageArgs {
-    /// One level only (default: both).
-    #[arg(long, value_parser = ["store", "agent"])]
+    /// One level only (default: every level).
+    #[arg(long, value_parser = ["store", "agent", "idem"])]
     pub level: Option<String>,
-    /// Judge the suite under ROOT (ROOT/store, ROOT/agent and the
+    /// Judge the suite under ROOT (ROOT/store, ROOT/agent,
+    /// ROOT/idempotency-key and the
     /// falsification record ROOT/falsification.json) instead of the suite
     /// embedded in this binary.
     #[arg(long, value_name = "ROOT")]

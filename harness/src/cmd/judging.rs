@@ -140,7 +140,9 @@ pub async fn select_by_profile(
         .filter(|s| s.requires.faults == Some(true))
         .map(|s| s.id.clone())
         .collect();
-    let (apply, not) = by_profile(scenarios, &info.profile, &faults);
+    let (apply, mut not) = by_profile(scenarios, &info.profile, &faults);
+    let (apply, not_idem) = crate::run::select::by_idem_profile(apply, info.idem.as_ref());
+    not.extend(not_idem);
     info.crash_scenarios = faults.started.then(|| {
         crate::report::crash::crash_scenarios(
             &faulty,

@@ -29,6 +29,7 @@ pub mod run;
 pub mod runtime;
 pub mod serve;
 pub mod serve_agent;
+pub mod serve_idem;
 pub mod suite;
 pub mod targets;
 

@@ -177,9 +177,9 @@ async fn run(args: ProxyArgs) -> ExitCode {
                 Err(e) => return harness_error(e),
             }
         }
-        TargetSpec::Store(_) | TargetSpec::StoreHttp { .. } => {
+        TargetSpec::Store(_) | TargetSpec::StoreHttp { .. } | TargetSpec::Idem(_) => {
             return harness_error(format!(
-                "`{target_name}` is a store; reqkey proxy sits in front of a reqkey-agent/1 \
+                "`{target_name}` is not an agent server; reqkey proxy sits in front of a reqkey-agent/1 \
                  server (http://HOST:PORT or reference-agent)"
             ))
         }

@@ -26,6 +26,8 @@ pub enum ServeCommand {
     /// The reference agent server over reqkey-agent/1.
     #[command(after_help = store_help())]
     Agent(crate::cmd::serve_agent::ServeAgentArgs),
+    /// The reference Idempotency-Key app over reqkey-idem/1 (SPEC 10).
+    Idem(crate::cmd::serve_idem::ServeIdemArgs),
 }
 
 #[derive(Debug, Args)]
@@ -51,6 +53,9 @@ pub fn run(command: ServeCommand) -> ExitCode {
         ServeCommand::Store(args) => rt.block_on(serve_store(args)),
         ServeCommand::Agent(args) => {
             rt.block_on(crate::cmd::serve_agent::serve_agent(args, stop_signal()))
+        }
+        ServeCommand::Idem(args) => {
+            rt.block_on(crate::cmd::serve_idem::serve_idem(args, stop_signal()))
         }
     }
 }

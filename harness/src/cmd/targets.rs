@@ -27,6 +27,9 @@ pub fn targets_command() -> ExitCode {
             Level::Agent => {
                 "broken reference servers (an agent target: the agent suite fails on each)"
             }
+            Level::Idem => {
+                "broken idempotency middlewares (an idem target: the idem suite fails on each)"
+            }
         };
         println!("\nBuilt-in {what}:");
         let recorded = record.level(level);

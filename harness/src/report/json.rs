@@ -90,6 +90,10 @@ struct ProfileDoc {
     /// others did not.
     #[serde(skip_serializing_if = "Option::is_none")]
     crash_scenarios: Option<crate::report::crash::CrashScenarios>,
+    /// An idem target's declared `Idempotency-Key` profile (SPEC 10), every
+    /// field; `supportsRequestKey` and `concurrentEntry` then mean nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idem: Option<reqkey_model::idem_profile::IdemProfile>,
 }
 
 #[derive(Debug, Serialize)]
@@ -187,6 +191,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             crash: crate::report::crash::claim(p, &summary.results),
             crash_setup: p.crash_scenarios.as_ref().and(p.crash.clone()),
             crash_scenarios: p.crash_scenarios.clone(),
+            idem: p.idem.clone(),
         }),
         not_applicable: ctx
             .not_applicable

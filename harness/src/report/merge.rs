@@ -83,6 +83,9 @@ pub struct ProfileDoc {
     /// A `--start` shard's crash scenarios (its share of them).
     #[serde(default)]
     pub crash_scenarios: Option<CrashScenariosDoc>,
+    /// An idem target's declared profile (SPEC 10), as written.
+    #[serde(default)]
+    pub idem: Option<Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -530,6 +533,18 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
         declared,
         crash: p.crash_setup.clone().or_else(|| p.crash.clone()),
         crash_scenarios: None,
+        idem: p
+            .idem
+            .as_ref()
+            .map(|v| {
+                v.as_object()
+                    .ok_or_else(|| "profile.idem is not an object".to_owned())
+                    .and_then(|o| {
+                        reqkey_model::idem_profile::parse_profile(o)
+                            .map_err(|e| format!("profile.idem: {e}"))
+                    })
+            })
+            .transpose()?,
     })
 }
 
@@ -663,9 +678,28 @@ mod tests {
             crash: None,
             crash_setup: None,
             crash_scenarios: None,
+            idem: None,
         };
         let info = profile_info(&p).unwrap();
         assert!(!info.declared.unwrap().supports_request_key);
         assert_eq!(info.source, ProfileSource::Stated);
+    }
+
+    #[test]
+    fn an_idem_profile_reads_back_and_a_broken_one_is_refused() {
+        let draft = reqkey_model::idem_profile::IdemProfile::draft_default();
+        let mut p = ProfileDoc {
+            supports_request_key: true,
+            concurrent_entry: Some("reject".into()),
+            source: "declared".into(),
+            declared: None,
+            crash: None,
+            crash_setup: None,
+            crash_scenarios: None,
+            idem: Some(draft.to_json()),
+        };
+        assert_eq!(profile_info(&p).unwrap().idem, Some(draft));
+        p.idem = Some(serde_json::json!({"keyRequired": "yes"}));
+        assert!(profile_info(&p).unwrap_err().contains("profile.idem"));
     }
 }

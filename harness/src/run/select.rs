@@ -48,6 +48,29 @@ pub fn by_profile(
     (apply, not)
 }
 
+/// Splits `scenarios` by what they require of an idem target's declared
+/// profile (SPEC 10); with no idem profile (another level) all apply.
+pub fn by_idem_profile(
+    scenarios: Vec<Scenario>,
+    idem: Option<&reqkey_model::idem_profile::IdemProfile>,
+) -> (Vec<Scenario>, Vec<NotApplicable>) {
+    let Some(profile) = idem else {
+        return (scenarios, Vec::new());
+    };
+    let (mut apply, mut not) = (Vec::with_capacity(scenarios.len()), Vec::new());
+    for s in scenarios {
+        match s.requires.idem.as_ref().and_then(|r| r.unmet(profile)) {
+            None => apply.push(s),
+            Some(requires) => not.push(NotApplicable {
+                id: s.id,
+                file: s.file,
+                requires,
+            }),
+        }
+    }
+    (apply, not)
+}
+
 /// One line per distinct requirement: `12 require supportsRequestKey: true`.
 pub fn reasons(not: &[NotApplicable]) -> Vec<String> {
     let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();

@@ -178,7 +178,7 @@ pub fn embedded_version() -> String {
 pub fn embedded_suite(level: Level) -> Result<(SuiteInfo, Vec<Scenario>), SuiteError> {
     let files = embedded_level(level);
     let digest = digest_named(files.iter().map(|(rel, text)| (*rel, text.as_bytes())));
-    let base = Path::new(EMBEDDED_SOURCE).join(level.to_string());
+    let base = Path::new(EMBEDDED_SOURCE).join(level.info().suite_dir);
     let texts: Vec<(PathBuf, &str)> = files
         .iter()
         .map(|(rel, text)| (base.join(rel), *text))
@@ -186,7 +186,7 @@ pub fn embedded_suite(level: Level) -> Result<(SuiteInfo, Vec<Scenario>), SuiteE
     let scenarios = scenario::parse_all(&texts)?;
     Ok((
         SuiteInfo {
-            source: format!("{EMBEDDED_SOURCE}/{level}"),
+            source: format!("{EMBEDDED_SOURCE}/{}", level.info().suite_dir),
             version: Some(embedded_version()),
             digest,
             files: files.len(),

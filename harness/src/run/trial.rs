@@ -379,7 +379,9 @@ impl Trial<'_> {
     pub(super) async fn clean_up(&mut self) {
         let sessions = std::mem::take(&mut self.sessions);
         for session in sessions {
-            let request = self.rules.delete_session(&session);
+            let Some(request) = self.rules.delete_session(&session) else {
+                continue;
+            };
             let answered = request
                 .send(self.target.as_ref(), self.cfg.call_timeout_ms)
                 .await;

@@ -23,6 +23,7 @@
 
 pub mod http_agent;
 pub mod http_store;
+pub mod idem;
 pub mod latency;
 pub mod owned;
 pub mod profile;

@@ -440,6 +440,15 @@ impl OwnedTarget {
                     .await
                     .map(|r| r.status == 200),
                 Level::Store => self.inner.health().await.map(|_| true),
+                Level::Idem => self
+                    .inner
+                    .http(HttpRequest {
+                        method: "GET".into(),
+                        path: "/.reqkey/health".into(),
+                        ..HttpRequest::default()
+                    })
+                    .await
+                    .map(|r| r.status == 200),
             };
             if matches!(answered, Ok(true)) {
                 return Ok(());

@@ -182,11 +182,18 @@ pub struct ProfileInfo {
     /// is made from their results, `report::crash::claim`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crash_scenarios: Option<CrashScenarios>,
+    /// An idem target's declared `Idempotency-Key` profile (SPEC 10);
+    /// `profile` is then unused (the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idem: Option<reqkey_model::idem_profile::IdemProfile>,
 }
 
 impl ProfileInfo {
     /// One line for people: the profile and where it came from.
     pub fn describe(&self) -> String {
+        if let Some(idem) = &self.idem {
+            return format!("{idem} (declared by /.reqkey/health)");
+        }
         match self.source {
             ProfileSource::Fixed => {
                 "supportsRequestKey: true (fixed: every store records keys)".to_owned()
@@ -212,6 +219,9 @@ pub async fn resolve_profile(
     stated: Option<Profile>,
     timeout_ms: u64,
 ) -> Result<ProfileInfo, ProfileError> {
+    if target.level() == Level::Idem {
+        return resolve_idem_profile(target, stated.is_some(), timeout_ms).await;
+    }
     if target.level() == Level::Store {
         return match stated {
             None => Ok(ProfileInfo {
@@ -220,6 +230,7 @@ pub async fn resolve_profile(
                 declared: None,
                 crash: None,
                 crash_scenarios: None,
+                idem: None,
             }),
             Some(_) => Err(ProfileError::StoreProfileFixed),
         };
@@ -243,6 +254,7 @@ pub async fn resolve_profile(
             declared: declared.ok().filter(|d| *d != profile),
             crash: None,
             crash_scenarios: None,
+            idem: None,
         }),
         (None, Ok(profile)) => Ok(ProfileInfo {
             profile,
@@ -250,6 +262,7 @@ pub async fn resolve_profile(
             declared: None,
             crash: None,
             crash_scenarios: None,
+            idem: None,
         }),
         (None, Err(e)) => Err(ProfileError::Health(format!(
             "{} declares no profile: {e}",
@@ -290,6 +303,50 @@ pub fn crash_scenarios<'a>(
     out
 }
 
+/// Where an idem app (SPEC 10) answers its identity and profile.
+pub const IDEM_HEALTH_PATH: &str = "/.reqkey/health";
+
+/// The profile an idem target declares (SPEC 10 `[[idem.profile.declared]]`):
+/// read from `/.reqkey/health`, never stated; a health that cannot say
+/// is an error (exit 2), never a verdict.
+async fn resolve_idem_profile(
+    target: &dyn Target,
+    stated: bool,
+    timeout_ms: u64,
+) -> Result<ProfileInfo, ProfileError> {
+    if stated {
+        return Err(ProfileError::Health(
+            "an idem app's profile is declared by /.reqkey/health; --profile applies to agent targets"
+                .into(),
+        ));
+    }
+    let health = tokio::time::timeout(
+        std::time::Duration::from_millis(timeout_ms),
+        target.health(),
+    )
+    .await
+    .map_err(|_| {
+        ProfileError::Health(format!(
+            "GET {IDEM_HEALTH_PATH} did not answer within {timeout_ms} ms"
+        ))
+    })?
+    .map_err(|e| ProfileError::Health(format!("GET {IDEM_HEALTH_PATH}: {e}")))?;
+    let parsed = reqkey_model::idem_profile::parse_health(&health).map_err(|e| {
+        ProfileError::Health(format!(
+            "{} declares no profile: GET {IDEM_HEALTH_PATH}: {e}",
+            target.describe()
+        ))
+    })?;
+    Ok(ProfileInfo {
+        profile: Default::default(),
+        source: ProfileSource::Declared,
+        declared: None,
+        crash: None,
+        crash_scenarios: None,
+        idem: Some(parsed.profile),
+    })
+}
+
 /// What a run offers fault scenarios: how many processes the harness
 /// started, and (only then asked) what `/health` declares of durability
 /// and leases. Bounded by `timeout_ms`; a `/health` that cannot say
@@ -311,7 +368,11 @@ pub async fn fault_support(target: &dyn Target, timeout_ms: u64) -> FaultSupport
         processes,
         durable: health
             .as_ref()
-            .and_then(|h| h.get("durable"))
+            // An idem app declares it inside its profile (SPEC 10).
+            .and_then(|h| {
+                h.get("durable")
+                    .or_else(|| h.get("profile")?.get("durable"))
+            })
             .and_then(Value::as_bool),
         lease_ms: health
             .as_ref()

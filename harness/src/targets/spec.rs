@@ -55,6 +55,14 @@ reference-agent:VARIANT   a variant of it: no-request-keys, interrupt-previous,
 reference-agent[:VARIANT]@STORE
                           the same over another reference store (sqlite:PATH,
                           postgres://..., redis://..., redis+cluster://...)
+idem+http://HOST:PORT     any app speaking reqkey-idem/1: an Idempotency-Key library
+                          wrapped per docs/idempotency-key.md
+reference-idem[:VARIANT][@redis://HOST:PORT]
+                          the reference Idempotency-Key middleware, in process
+                          (default, wait, released, optional), over memory or Redis
+broken-idem:DEFECT[@redis://HOST:PORT]
+                          a deliberately broken middleware (check-then-set,
+                          unscoped-caller, ...: `reqkey targets` lists them)
 reference-agents:N[:VARIANT][@STORE]
                           N (2..16) reference servers in process, round-robin, each
                           with its own connection to STORE (replicas over one store);
@@ -87,6 +95,9 @@ pub enum TargetSpec {
         variant: Option<AgentVariant>,
         store: Option<StoreSpec>,
     },
+    /// An `Idempotency-Key` app (SPEC 10): `idem+http://`, `reference-idem`,
+    /// `broken-idem:DEFECT` (`targets/idem.rs`).
+    Idem(crate::targets::idem::IdemSpec),
 }
 
 /// Splits `[:VARIANT][@STORE]` (the variant never holds an `@`; a store URL
@@ -127,6 +138,9 @@ impl TargetSpec {
     pub fn parse(spec: &str) -> Result<Self, TargetError> {
         crate::secrets::register_target(spec);
         let bad = |what: &str| TargetError::BadSpec(format!("`{}`: {what}", redact_url(spec)));
+        if let Some(idem) = crate::targets::idem::IdemSpec::parse(spec)? {
+            return Ok(TargetSpec::Idem(idem));
+        }
         if let Some(authority) = spec.strip_prefix("store+http://") {
             if authority.is_empty() || authority.contains('/') {
                 return Err(bad("expected store+http://HOST:PORT"));
@@ -204,6 +218,7 @@ impl TargetSpec {
             | TargetSpec::ReferenceAgent { .. }
             | TargetSpec::AgentReplicas { .. }
             | TargetSpec::ReferenceAgents { .. } => Level::Agent,
+            TargetSpec::Idem(_) => Level::Idem,
         }
     }
 
@@ -267,6 +282,7 @@ impl TargetSpec {
                     reference_agents(*count, *variant, store.as_ref(), &one, opts).await?;
                 replicated(ReplicaTarget::new(name, replicas)?).await
             }
+            TargetSpec::Idem(spec) => spec.open(name, opts).await,
         }
     }
 }
@@ -306,6 +322,7 @@ impl fmt::Display for TargetSpec {
                 variant,
                 store,
             } => agent(f, format!("reference-agents:{count}"), variant, store),
+            TargetSpec::Idem(spec) => write!(f, "{spec}"),
         }
     }
 }
@@ -347,6 +364,7 @@ pub fn builtin_variants(level: Level) -> Vec<String> {
             .iter()
             .map(|d| format!("reference-agent:{}", d.name()))
             .collect(),
+        Level::Idem => crate::targets::idem::builtin_variants(),
     }
 }
 
@@ -364,6 +382,14 @@ pub fn is_builtin_variant(level: Level, name: &str) -> bool {
         ) | (
             Level::Agent,
             Ok(TargetSpec::ReferenceAgent { store: None, .. })
+        ) | (
+            Level::Idem,
+            Ok(TargetSpec::Idem(
+                crate::targets::idem::IdemSpec::Reference {
+                    redis_url: None,
+                    ..
+                }
+            ))
         )
     )
 }

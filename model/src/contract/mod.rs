@@ -5,6 +5,7 @@
 pub mod clauses;
 pub mod digest;
 pub mod error;
+pub mod idem_profile;
 pub mod key;
 pub mod linspec;
 pub mod plan;

@@ -15,6 +15,8 @@ pub enum Level {
     Store,
     /// `reqkey-agent/1`: the SPEC 7 HTTP API.
     Agent,
+    /// `reqkey-idem/1`: an app behind an `Idempotency-Key` implementation (SPEC 10).
+    Idem,
 }
 
 /// What the workspace knows of a level, in one row: adding a level is a
@@ -36,7 +38,7 @@ pub struct LevelInfo {
 }
 
 impl Level {
-    pub const ALL: [Level; 2] = [Level::Store, Level::Agent];
+    pub const ALL: [Level; 3] = [Level::Store, Level::Agent, Level::Idem];
 
     /// The level's row: its names, protocol and forms.
     pub const fn info(self) -> LevelInfo {
@@ -54,6 +56,13 @@ impl Level {
                 target_form: "http://HOST:PORT",
                 suite_dir: "agent",
                 implementations: "agent servers",
+            },
+            Level::Idem => LevelInfo {
+                name: "idem",
+                protocol: "reqkey-idem/1",
+                target_form: "idem+http://HOST:PORT",
+                suite_dir: "idempotency-key",
+                implementations: "Idempotency-Key implementations",
             },
         }
     }

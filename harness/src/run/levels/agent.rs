@@ -38,8 +38,8 @@ impl LevelRules for AgentRules {
         reqkey_check::answer::check_answer(http, answer, may_be_cut)
     }
 
-    fn delete_session(&self, session: &str) -> Request {
-        Request::Http {
+    fn delete_session(&self, session: &str) -> Option<Request> {
+        Some(Request::Http {
             request: HttpRequest {
                 method: "DELETE".into(),
                 path: format!("/sessions/{session}"),
@@ -47,7 +47,7 @@ impl LevelRules for AgentRules {
             },
             delay_ms: 0,
             shown: Value::Null,
-        }
+        })
     }
 
     fn store_histories(&self) -> bool {

@@ -11,6 +11,7 @@
 //! a protocol level").
 
 pub mod agent;
+pub mod idem;
 pub mod store;
 
 use std::fmt;
@@ -37,8 +38,9 @@ pub trait LevelRules: Sync + Send + fmt::Debug {
     /// accepts a connection cut by a fault.
     fn check_answer(&self, sent: &Request, answer: &Value, may_be_cut: bool) -> Option<Violation>;
 
-    /// The request that deletes a session a passing trial created.
-    fn delete_session(&self, session: &str) -> Request;
+    /// The request that deletes a session a passing trial created; `None`
+    /// where the level has no sessions to delete.
+    fn delete_session(&self, session: &str) -> Option<Request>;
 
     /// Are this level's recorded operations store operations, which the
     /// linearizability checker judges and `--export-histories` writes?
@@ -50,5 +52,6 @@ pub fn rules(level: Level) -> &'static dyn LevelRules {
     match level {
         Level::Store => &store::StoreRules,
         Level::Agent => &agent::AgentRules,
+        Level::Idem => &idem::IdemRules,
     }
 }

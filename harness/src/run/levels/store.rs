@@ -33,8 +33,11 @@ impl LevelRules for StoreRules {
         None
     }
 
-    fn delete_session(&self, session: &str) -> Request {
-        Request::store("deleteSession", json!({ "sessionId": session }))
+    fn delete_session(&self, session: &str) -> Option<Request> {
+        Some(Request::store(
+            "deleteSession",
+            json!({ "sessionId": session }),
+        ))
     }
 
     fn store_histories(&self) -> bool {

@@ -1,0 +1,94 @@
+//! `reqkey serve idem`: the reference `Idempotency-Key` app (`reqkey-idem/1`,
+//! SPEC 10) as a process.
+//!
+//! The harness certifies it in process (`--target reference-idem`); this
+//! command serves the same app over a real socket so that it can be
+//! certified as `idem+http://ADDR` exactly as a wrapped library is, and
+//! killed and restarted (`--start`). It prints `listening on
+//! idem+http://ADDR` once bound and stops on SIGINT or SIGTERM.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use clap::Args;
+use reqkey_reference::idem::{self, IdemConfig, IdemDefect, IdemVariant};
+
+#[derive(Debug, Args)]
+pub struct ServeIdemArgs {
+    /// Where the middleware keeps keys: `memory` or `redis://HOST:PORT`.
+    #[arg(long, default_value = "memory")]
+    pub storage: String,
+    /// Where to listen (port 0: an ephemeral port, printed on start).
+    #[arg(long, default_value = "127.0.0.1:7080")]
+    pub listen: SocketAddr,
+    /// `expiryMs` to declare and honour (0: keys never expire).
+    #[arg(long, default_value_t = idem::DEFAULT_EXPIRY_MS)]
+    pub expiry_ms: u64,
+    /// The profile: `default`, `wait` (duplicates in flight wait),
+    /// `released` (an error answer frees the key) or `optional` (a keyless
+    /// request runs); or a deliberately broken
+    /// middleware, `broken-idem:DEFECT` (`reqkey targets` lists them).
+    #[arg(long, default_value = "default")]
+    pub profile_variant: String,
+}
+
+fn error(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("reqkey: error: {message}");
+    ExitCode::from(2)
+}
+
+/// Parses `--storage` and `--profile-variant` into a config.
+pub fn config_of(args: &ServeIdemArgs) -> Result<IdemConfig, String> {
+    let redis_url = match args.storage.as_str() {
+        "memory" => None,
+        s if s.starts_with("redis://") || s.starts_with("rediss://") => Some(s.to_owned()),
+        _ => return Err("--storage takes `memory` or `redis://HOST:PORT`".into()),
+    };
+    let (variant, defect) = match args.profile_variant.strip_prefix("broken-idem:") {
+        Some(name) => {
+            let d = IdemDefect::parse(name)
+                .ok_or_else(|| format!("no broken-idem variant `{name}` (`reqkey targets` lists them)"))?;
+            (d.declares(), Some(d))
+        }
+        None => (
+            IdemVariant::parse(&args.profile_variant).ok_or_else(|| {
+                "--profile-variant takes default, wait, released, optional or broken-idem:DEFECT".to_owned()
+            })?,
+            None,
+        ),
+    };
+    Ok(IdemConfig {
+        variant,
+        defect,
+        redis_url,
+        expiry_ms: (args.expiry_ms > 0).then_some(args.expiry_ms),
+    })
+}
+
+/// Runs `reqkey serve idem` until `shutdown`; returns the exit code.
+pub async fn serve_idem(
+    args: ServeIdemArgs,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> ExitCode {
+    let config = match config_of(&args) {
+        Ok(c) => c,
+        Err(e) => return error(e),
+    };
+    let listener = match reqkey_reference::http_serve::bind(args.listen).await {
+        Ok(l) => l,
+        Err(e) => return error(format!("cannot listen on {}: {e}", args.listen)),
+    };
+    let addr = listener
+        .local_addr()
+        .map_or_else(|_| args.listen.to_string(), |a| a.to_string());
+    println!("listening on idem+http://{addr}");
+    let _ = std::io::stdout().flush();
+    match idem::serve(&config, listener, shutdown).await {
+        Ok(()) => {
+            eprintln!("reqkey: idem app stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => error(format!("the idem app failed: {e}")),
+    }
+}

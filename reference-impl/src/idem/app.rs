@@ -1,0 +1,201 @@
+//! The `reqkey-idem/1` app (SPEC 10): the routes behind the idempotency
+//! layer, each doing a counted side effect, and the two control routes
+//! outside it (`/.reqkey/health`, `/.reqkey/effects`).
+//!
+//! The effects are recorded by the handlers, not by the layer: they are
+//! the oracle of what really ran, whatever the layer answered.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use reqkey_model::idem_profile::IDEM_PROTOCOL;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::middleware::{idempotency, IdemLayer, CALLER_HEADER, KEY_HEADER};
+
+/// `POST /orders/slow` sleeps this long by default, and at most the cap.
+pub const SLOW_DEFAULT_MS: u64 = 1000;
+pub const SLOW_CAP_MS: u64 = 10_000;
+/// The most distinct effect entries kept (a bound on memory; past it new
+/// entries are counted in one overflow entry with a null path).
+pub const MAX_EFFECT_ENTRIES: usize = 100_000;
+
+type EffectKey = (String, String, String, Option<String>, String);
+
+/// The app's own state: the global order counter and the effects.
+#[derive(Debug, Default)]
+pub struct AppState {
+    order: AtomicU64,
+    effects: Mutex<BTreeMap<EffectKey, u64>>,
+}
+
+impl AppState {
+    /// Records one side effect and answers its order number.
+    fn effect(&self, method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> u64 {
+        let n = self.order.fetch_add(1, Ordering::SeqCst) + 1;
+        let key = (
+            method.as_str().to_owned(),
+            uri.path().to_owned(),
+            caller(headers),
+            headers
+                .get(KEY_HEADER)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
+            Sha256::digest(body)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        );
+        if let Ok(mut map) = self.effects.lock() {
+            let full = map.len() >= MAX_EFFECT_ENTRIES && !map.contains_key(&key);
+            let key = if full {
+                (key.0, String::new(), String::new(), None, String::new())
+            } else {
+                key
+            };
+            *map.entry(key).or_default() += 1;
+        }
+        n
+    }
+
+    fn effects_json(&self) -> Value {
+        let list: Vec<Value> = self
+            .effects
+            .lock()
+            .map(|map| {
+                map.iter()
+                    .map(|((method, path, caller, key, sha), count)| {
+                        json!({"method": method, "path": path, "caller": caller,
+                               "key": key, "bodySha256": sha, "count": count})
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        json!({ "effects": list })
+    }
+}
+
+fn caller(headers: &HeaderMap) -> String {
+    headers
+        .get(CALLER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[derive(Clone)]
+struct Ctx {
+    app: Arc<AppState>,
+    health: Arc<Value>,
+}
+
+fn bad_body() -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({"error": "the body must be a JSON object"})),
+    )
+        .into_response()
+}
+
+fn object(body: &[u8]) -> Option<Value> {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .filter(Value::is_object)
+}
+
+async fn create(
+    State(ctx): State<Ctx>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(echo) = object(&body) else {
+        return bad_body();
+    };
+    let n = ctx.app.effect(&method, &uri, &headers, &body);
+    let mut r = (
+        StatusCode::CREATED,
+        axum::Json(json!({"order": n, "caller": caller(&headers), "echo": echo})),
+    )
+        .into_response();
+    r.headers_mut().insert("x-reqkey-order", n.into());
+    r
+}
+
+async fn fail(
+    State(ctx): State<Ctx>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if object(&body).is_none() {
+        return bad_body();
+    }
+    let n = ctx.app.effect(&method, &uri, &headers, &body);
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        axum::Json(json!({"error": "failed after effect", "order": n, "caller": caller(&headers)})),
+    )
+        .into_response()
+}
+
+async fn slow(
+    State(ctx): State<Ctx>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(parsed) = object(&body) else {
+        return bad_body();
+    };
+    let ms = parsed
+        .get("sleepMs")
+        .and_then(Value::as_u64)
+        .unwrap_or(SLOW_DEFAULT_MS)
+        .min(SLOW_CAP_MS);
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    create(State(ctx), method, uri, headers, body).await
+}
+
+/// The whole app: the routes behind `layer`, the control routes beside it.
+pub fn router(layer: Arc<IdemLayer>, implementation: Value) -> Router {
+    let app = Arc::new(AppState::default());
+    let health = json!({
+        "protocol": IDEM_PROTOCOL,
+        "implementation": implementation,
+        "profile": layer.profile.to_json(),
+    });
+    let ctx = Ctx {
+        app,
+        health: Arc::new(health),
+    };
+    let guarded = Router::new()
+        .route("/orders", post(create).put(create))
+        .route("/orders/fail", post(fail))
+        .route("/orders/slow", post(slow))
+        .route("/payments", post(create))
+        .layer(axum::middleware::from_fn_with_state(layer, idempotency))
+        .with_state(ctx.clone());
+    let control = Router::new()
+        .route(
+            "/.reqkey/health",
+            get(|State(c): State<Ctx>| async move { axum::Json((*c.health).clone()) }),
+        )
+        .route(
+            "/.reqkey/effects",
+            get(|State(c): State<Ctx>| async move { axum::Json(c.app.effects_json()) }),
+        )
+        .with_state(ctx);
+    guarded.merge(control)
+}

@@ -1,0 +1,344 @@
+//! The reference `Idempotency-Key` middleware (SPEC 10): an axum layer in
+//! front of any handlers, over an [`IdemStorage`].
+//!
+//! Per request: read the key as the declared `keySyntax` says (draft 2.1),
+//! fingerprint the payload (2.4), scope the key by what `scope` declares,
+//! then take the key atomically: a free key runs the handler and keeps its
+//! answer (an error answer freed instead under `errors: released`), a key
+//! in flight is refused `concurrentStatus` or waited for, a completed key
+//! is replayed, or refused `mismatchStatus` for another payload (2.6, 2.7).
+//! Each [`IdemDefect`] switches in one bug a middleware author makes; a
+//! correct variant has none.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use reqkey_model::digest::canonical_json;
+use reqkey_model::idem_profile::{
+    key_of, Concurrent, Errors, Fingerprint, IdemProfile, KeySyntax, ScopeBy,
+};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::storage::{IdemStorage, Slot, StoredAnswer};
+use super::IdemDefect;
+
+/// The request header carrying the key (draft 2).
+pub const KEY_HEADER: &str = "idempotency-key";
+/// The app's caller header (reqkey-idem/1).
+pub const CALLER_HEADER: &str = "x-reqkey-caller";
+/// The largest request body the layer reads (larger: 413).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The largest handler answer kept for replay.
+pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
+/// Under `concurrent: wait`, how long a duplicate waits at most (then 503).
+pub const WAIT_LIMIT_MS: u64 = 30_000;
+/// How often a waiting duplicate looks again.
+pub const WAIT_POLL_MS: u64 = 20;
+/// The lock length the `lock-timeout` variant uses while declaring none.
+pub const BROKEN_LOCK_MS: u64 = 300;
+/// Where the refusals' bodies point (draft 2.7: "a link pointing to
+/// relevant documentation"); the workspace's `repository` URL plus the page).
+pub const DOCS_URL: &str = "https://example.invalid/reqkey/docs/idempotency-key.md";
+
+/// The layer's state: what it declares, where it keeps keys, its one bug.
+pub struct IdemLayer {
+    pub profile: IdemProfile,
+    pub storage: Arc<dyn IdemStorage>,
+    pub defect: Option<IdemDefect>,
+}
+
+impl std::fmt::Debug for IdemLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdemLayer")
+            .field("profile", &self.profile)
+            .field("storage", &self.storage.name())
+            .field("defect", &self.defect)
+            .finish()
+    }
+}
+
+impl IdemLayer {
+    fn has(&self, d: IdemDefect) -> bool {
+        self.defect == Some(d)
+    }
+}
+
+/// A refusal: `application/problem+json` with a link to the docs.
+fn refuse(status: u16, title: &str) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+    let body = json!({"type": DOCS_URL, "title": title, "status": code.as_u16()});
+    let mut r = (code, body.to_string()).into_response();
+    r.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("application/problem+json"),
+    );
+    r
+}
+
+fn hex_sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The payload's fingerprint as `fingerprint` declares it (draft 2.4).
+fn fingerprint_of(layer: &IdemLayer, body: &[u8]) -> String {
+    let by_json = layer.profile.fingerprint == Fingerprint::Json
+        && !layer.has(IdemDefect::FingerprintRawBytes);
+    if by_json {
+        if let Ok(v) = serde_json::from_slice::<Value>(body) {
+            return format!("json:{}", hex_sha256(canonical_json(&v).as_bytes()));
+        }
+    }
+    format!("bytes:{}", hex_sha256(body))
+}
+
+/// The storage key: the key and what `scope` declares, hashed.
+fn scope_key(layer: &IdemLayer, req: &Request, caller: &str, key: &[u8]) -> String {
+    let p = &layer.profile;
+    let by_caller = p.scoped_by(ScopeBy::Caller) && !layer.has(IdemDefect::UnscopedCaller);
+    let by_route = !layer.has(IdemDefect::UnscopedRoute);
+    let parts = json!([
+        if by_caller { caller } else { "" },
+        if p.scoped_by(ScopeBy::Method) && by_route {
+            req.method().as_str()
+        } else {
+            ""
+        },
+        if p.scoped_by(ScopeBy::Path) && by_route {
+            req.uri().path()
+        } else {
+            ""
+        },
+        hex_sha256(key),
+    ]);
+    hex_sha256(parts.to_string().as_bytes())
+}
+
+/// The key of a request: `Ok(None)` without the header, `Err` for a
+/// malformed one (draft 2.1), as the profile and the defect read it.
+fn read_key(layer: &IdemLayer, req: &Request) -> Result<Option<Vec<u8>>, ()> {
+    let mut values = req.headers().get_all(KEY_HEADER).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(());
+    }
+    let mut raw = first.as_bytes().to_vec();
+    if layer.has(IdemDefect::TrimmedKey) {
+        raw = raw.trim_ascii().to_vec();
+        if layer.profile.key_syntax == KeySyntax::SfString {
+            if let Some(inner) = raw.strip_prefix(b"\"").and_then(|r| r.strip_suffix(b"\"")) {
+                raw = [b"\"", inner.trim_ascii(), b"\""].concat();
+            }
+        }
+    }
+    let key = match key_of(&raw, layer.profile.key_syntax) {
+        Some(k) => k,
+        None if layer.has(IdemDefect::EmptyKeyAccepted) && (raw == b"\"\"" || raw.is_empty()) => {
+            Vec::new()
+        }
+        None if layer.profile.invalid_key_status.is_none() => raw,
+        None => return Err(()),
+    };
+    if layer.has(IdemDefect::CaseInsensitiveKey) {
+        return Ok(Some(key.to_ascii_lowercase()));
+    }
+    Ok(Some(key))
+}
+
+/// The axum middleware function.
+pub async fn idempotency(
+    State(layer): State<Arc<IdemLayer>>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let p = &layer.profile;
+    let key = match read_key(&layer, &req) {
+        Ok(Some(k)) => k,
+        Ok(None) if p.key_required && !layer.has(IdemDefect::MissingKeyPasses) => {
+            return refuse(400, "an Idempotency-Key header is required")
+        }
+        Ok(None) if layer.has(IdemDefect::KeylessDeduplicated) => Vec::new(),
+        Ok(None) => return next.run(req).await,
+        Err(()) => {
+            let status = p.invalid_key_status.unwrap_or(400);
+            return refuse(status, "the Idempotency-Key header is malformed");
+        }
+    };
+    let caller = req
+        .headers()
+        .get(CALLER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        return refuse(413, "the request body is too large or was cut");
+    };
+    let req = Request::from_parts(parts, Body::from(bytes.clone()));
+    let fp = fingerprint_of(&layer, &bytes);
+    let mut skey = scope_key(&layer, &req, &caller, &key);
+    if layer.has(IdemDefect::FingerprintInKey) {
+        skey = hex_sha256(format!("{skey}:{fp}").as_bytes());
+    }
+    let lock_ms = if layer.has(IdemDefect::LockTimeout) {
+        Some(BROKEN_LOCK_MS)
+    } else {
+        p.lock_ms
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(WAIT_LIMIT_MS);
+    loop {
+        let held = if layer.has(IdemDefect::CheckThenSet) {
+            check_then_set(&layer, &skey, &fp, lock_ms).await
+        } else {
+            layer.storage.try_lock(&skey, &fp, lock_ms).await
+        };
+        let held = match held {
+            Ok(h) => h,
+            Err(_) => return refuse(503, "the idempotency storage did not answer"),
+        };
+        let compares = p.fingerprint != Fingerprint::None && !layer.has(IdemDefect::NoFingerprint);
+        match held {
+            None => return run_and_keep(&layer, &skey, &fp, req, next).await,
+            Some(Slot::Done {
+                fingerprint,
+                answer,
+            }) => {
+                if compares && fingerprint != fp {
+                    return refuse(
+                        p.mismatch_status.unwrap_or(422),
+                        "the Idempotency-Key was used with another payload",
+                    );
+                }
+                return replay(&layer, &answer);
+            }
+            Some(Slot::InFlight { fingerprint }) => {
+                if let Some(status) = p
+                    .concurrent_status
+                    .filter(|_| p.concurrent == Concurrent::Conflict)
+                {
+                    return refuse(status, "a request with this Idempotency-Key is in flight");
+                }
+                if compares && fingerprint != fp {
+                    return refuse(
+                        p.mismatch_status.unwrap_or(422),
+                        "the Idempotency-Key is in flight with another payload",
+                    );
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return refuse(503, "waited too long for the request in flight");
+                }
+                tokio::time::sleep(Duration::from_millis(WAIT_POLL_MS)).await;
+            }
+        }
+    }
+}
+
+/// The `check-then-set` bug: look, then (a round trip later) take.
+async fn check_then_set(
+    layer: &IdemLayer,
+    skey: &str,
+    fp: &str,
+    lock_ms: Option<u64>,
+) -> Result<Option<Slot>, super::storage::StorageError> {
+    if let Some(held) = layer.storage.peek(skey).await? {
+        return Ok(Some(held));
+    }
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    layer.storage.put_lock(skey, fp, lock_ms).await?;
+    Ok(None)
+}
+
+/// Runs the handler under the lock and keeps (or frees) its answer.
+async fn run_and_keep(
+    layer: &IdemLayer,
+    skey: &str,
+    fp: &str,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let p = &layer.profile;
+    let response = next.run(req).await;
+    let (parts, body) = response.into_parts();
+    let bytes: Bytes = match axum::body::to_bytes(body, MAX_ANSWER_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            let _ = layer.storage.release(skey).await;
+            return refuse(502, "the handler's answer could not be read");
+        }
+    };
+    let status = parts.status.as_u16();
+    let kept = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| (name.to_owned(), v.to_owned()))
+    };
+    let answer = StoredAnswer {
+        status,
+        headers: ["content-type", "x-reqkey-order"]
+            .into_iter()
+            .filter_map(kept)
+            .collect(),
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    };
+    let release = status >= 400
+        && p.errors == Errors::Released
+        && !layer.has(IdemDefect::StoresReleasedErrors);
+    let stored = if release {
+        if layer.has(IdemDefect::LockKeptAfterError) {
+            Ok(())
+        } else {
+            layer.storage.release(skey).await
+        }
+    } else {
+        let expiry = if layer.has(IdemDefect::ExpiryIgnored) {
+            None
+        } else {
+            p.expiry_ms
+        };
+        layer.storage.complete(skey, fp, &answer, expiry).await
+    };
+    // A storage that fails here leaves the key in flight: duplicates are
+    // refused rather than run a second time (at most once before
+    // availability); the first caller still gets its answer.
+    drop(stored);
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// A kept answer, replayed.
+fn replay(layer: &IdemLayer, answer: &StoredAnswer) -> Response {
+    let status = if layer.has(IdemDefect::ReplayDropsStatus) {
+        200
+    } else {
+        answer.status
+    };
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+    let mut r = (code, answer.body.clone()).into_response();
+    for (name, value) in &answer.headers {
+        if layer.has(IdemDefect::ReplayDropsHeaders) && name != "content-type" {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            axum::http::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            r.headers_mut().insert(n, v);
+        }
+    }
+    if let Some(h) = &layer.profile.replay_header {
+        if let Ok(n) = axum::http::HeaderName::from_bytes(h.as_bytes()) {
+            r.headers_mut().insert(n, HeaderValue::from_static("true"));
+        }
+    }
+    r
+}

@@ -1,0 +1,295 @@
+//! `reference-idem`: a reference `Idempotency-Key` middleware and the
+//! `reqkey-idem/1` app it guards (SPEC 10).
+//!
+//! It exists so the idem level has something correct to certify under each
+//! profile it declares (the draft's defaults, `wait` for concurrent
+//! duplicates, `released` for error answers), over memory and over Redis,
+//! and so that each [`IdemDefect`] — one bug a middleware author really
+//! ships — shows the suite catching it. The pieces:
+//! [`storage`] (the trait and the memory backend), `redis_storage`,
+//! [`middleware`] (the layer), [`app`] (the routes and the effects oracle).
+
+pub mod app;
+pub mod middleware;
+#[cfg(feature = "redis")]
+pub mod redis_storage;
+pub mod storage;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use reqkey_model::idem_profile::{Concurrent, Errors, IdemProfile};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+use crate::http_serve::{self, ServerLimits};
+use storage::{IdemStorage, MemoryStorage};
+
+/// The default `expiryMs` the reference declares (short, so expiry
+/// scenarios stay fast); `--expiry-ms` sets another.
+pub const DEFAULT_EXPIRY_MS: u64 = 2000;
+
+/// A correct profile the reference serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdemVariant {
+    /// The draft's defaults: 409 while in flight, errors replayed.
+    Default,
+    /// A duplicate in flight waits and gets the replay.
+    Wait,
+    /// A 4xx/5xx answer frees the key; a retry runs again.
+    Released,
+    /// A request without a key passes through and runs (`keyRequired: false`).
+    Optional,
+}
+
+impl IdemVariant {
+    pub const ALL: [IdemVariant; 4] = [Self::Default, Self::Wait, Self::Released, Self::Optional];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::Wait => "wait",
+            Self::Released => "released",
+            Self::Optional => "optional",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.name() == name)
+    }
+
+    /// The profile this variant declares.
+    pub fn profile(self, expiry_ms: Option<u64>, durable: bool) -> IdemProfile {
+        let mut p = IdemProfile::draft_default();
+        p.expiry_ms = expiry_ms;
+        p.durable = durable;
+        match self {
+            Self::Default => {}
+            Self::Wait => {
+                p.concurrent = Concurrent::Wait;
+                p.concurrent_status = None;
+            }
+            Self::Released => p.errors = Errors::Released,
+            Self::Optional => p.key_required = false,
+        }
+        p
+    }
+}
+
+/// One deliberate bug of an idempotency middleware (`broken-idem:NAME`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IdemDefect {
+    /// Looks the key up, then takes it a round trip later (no atomic NX):
+    /// concurrent duplicates both run.
+    CheckThenSet,
+    /// Declares `scope: caller` but keys by key alone: another caller gets
+    /// the first caller's answer.
+    UnscopedCaller,
+    /// Never compares payloads: another payload gets the first answer, no 422.
+    NoFingerprint,
+    /// Declares `fingerprint: json` but hashes the raw bytes: the same JSON
+    /// with its members reordered is refused 422.
+    FingerprintRawBytes,
+    /// A replay answers 200 whatever the first status was.
+    ReplayDropsStatus,
+    /// A replay drops the handler's headers (`X-Reqkey-Order`).
+    ReplayDropsHeaders,
+    /// Declares `errors: released` but keeps (and replays) 5xx answers.
+    StoresReleasedErrors,
+    /// Declares `lockMs: null` but its lock lapses after 300 ms while the
+    /// handler still runs: a slow handler's duplicate runs too.
+    LockTimeout,
+    /// Declares `expiryMs` but never forgets a key.
+    ExpiryIgnored,
+    /// Folds keys to lower case: `Ab` replays `ab`'s answer.
+    CaseInsensitiveKey,
+    /// Trims blanks inside the quotes: `"k "` replays `"k"`'s answer.
+    TrimmedKey,
+    /// Declares `errors: released` but never frees the lock after an error
+    /// answer: every retry is 409 forever.
+    LockKeptAfterError,
+    /// Takes an empty key (`""`) as a key instead of refusing it.
+    EmptyKeyAccepted,
+    /// Declares `keyRequired: true` but lets a keyless request through.
+    MissingKeyPasses,
+    /// Declares `scope: method, path` but keys by caller and key alone:
+    /// the same key on another route replays the first route's answer.
+    UnscopedRoute,
+    /// Declares `keyRequired: false` but treats a keyless request as the
+    /// empty key: the second keyless order is a replay of the first.
+    KeylessDeduplicated,
+    /// Keys its records by key and payload together: another payload with
+    /// the key is another record, so it runs (in flight or after), never 409/422.
+    FingerprintInKey,
+    /// Declares `durable: true` over memory storage: a restart forgets
+    /// every key (seen only when the harness restarts it, `--start`).
+    MemoryClaimsDurable,
+}
+
+impl IdemDefect {
+    pub const ALL: [IdemDefect; 18] = [
+        Self::CheckThenSet,
+        Self::UnscopedCaller,
+        Self::NoFingerprint,
+        Self::FingerprintRawBytes,
+        Self::ReplayDropsStatus,
+        Self::ReplayDropsHeaders,
+        Self::StoresReleasedErrors,
+        Self::LockTimeout,
+        Self::ExpiryIgnored,
+        Self::CaseInsensitiveKey,
+        Self::TrimmedKey,
+        Self::LockKeptAfterError,
+        Self::EmptyKeyAccepted,
+        Self::MissingKeyPasses,
+        Self::UnscopedRoute,
+        Self::KeylessDeduplicated,
+        Self::FingerprintInKey,
+        Self::MemoryClaimsDurable,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::CheckThenSet => "check-then-set",
+            Self::UnscopedCaller => "unscoped-caller",
+            Self::NoFingerprint => "no-fingerprint",
+            Self::FingerprintRawBytes => "fingerprint-raw-bytes",
+            Self::ReplayDropsStatus => "replay-drops-status",
+            Self::ReplayDropsHeaders => "replay-drops-headers",
+            Self::StoresReleasedErrors => "stores-released-errors",
+            Self::LockTimeout => "lock-timeout",
+            Self::ExpiryIgnored => "expiry-ignored",
+            Self::CaseInsensitiveKey => "case-insensitive-key",
+            Self::TrimmedKey => "trimmed-key",
+            Self::LockKeptAfterError => "lock-kept-after-error",
+            Self::EmptyKeyAccepted => "empty-key-accepted",
+            Self::MissingKeyPasses => "missing-key-passes",
+            Self::UnscopedRoute => "unscoped-route",
+            Self::KeylessDeduplicated => "keyless-deduplicated",
+            Self::FingerprintInKey => "fingerprint-in-key",
+            Self::MemoryClaimsDurable => "memory-claims-durable",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// The correct profile the broken variant declares (and breaks).
+    pub fn declares(self) -> IdemVariant {
+        match self {
+            Self::StoresReleasedErrors | Self::LockKeptAfterError => IdemVariant::Released,
+            Self::KeylessDeduplicated => IdemVariant::Optional,
+            _ => IdemVariant::Default,
+        }
+    }
+}
+
+/// What to serve: a profile, a storage, at most one bug.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdemConfig {
+    pub variant: IdemVariant,
+    pub defect: Option<IdemDefect>,
+    /// `None`: memory; `Some(url)`: Redis.
+    pub redis_url: Option<String>,
+    pub expiry_ms: Option<u64>,
+}
+
+impl Default for IdemConfig {
+    fn default() -> Self {
+        Self {
+            variant: IdemVariant::Default,
+            defect: None,
+            redis_url: None,
+            expiry_ms: Some(DEFAULT_EXPIRY_MS),
+        }
+    }
+}
+
+/// Opens the storage `config` names.
+pub async fn open_storage(config: &IdemConfig) -> Result<Arc<dyn IdemStorage>, String> {
+    match &config.redis_url {
+        None => Ok(Arc::new(MemoryStorage::new())),
+        #[cfg(feature = "redis")]
+        Some(url) => redis_storage::RedisStorage::connect(url)
+            .await
+            .map(|s| Arc::new(s) as Arc<dyn IdemStorage>)
+            .map_err(|e| e.to_string()),
+        #[cfg(not(feature = "redis"))]
+        Some(_) => Err("this build has no Redis backend".into()),
+    }
+}
+
+/// The app's router for `config` over `storage`.
+pub fn router_for(config: &IdemConfig, storage: Arc<dyn IdemStorage>) -> axum::Router {
+    let durable = storage.durable() || config.defect == Some(IdemDefect::MemoryClaimsDurable);
+    let profile = config
+        .defect
+        .map_or(config.variant, IdemDefect::declares)
+        .profile(config.expiry_ms, durable);
+    let name = match config.defect {
+        Some(d) => format!("broken-idem:{}", d.name()),
+        None => format!("reference-idem:{}", config.variant.name()),
+    };
+    let implementation = json!({"name": name, "version": env!("CARGO_PKG_VERSION"),
+                                "storage": storage.name()});
+    let layer = Arc::new(middleware::IdemLayer {
+        profile,
+        storage,
+        defect: config.defect,
+    });
+    app::router(layer, implementation)
+}
+
+/// Serves `config` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    config: &IdemConfig,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let storage = open_storage(config).await?;
+    http_serve::serve(
+        listener,
+        router_for(config, storage),
+        ServerLimits::default(),
+        shutdown,
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// An app running as a task; dropping the handle shuts it down.
+#[derive(Debug)]
+pub struct IdemHandle {
+    pub addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl Drop for IdemHandle {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Starts the app on `addr` (port 0: ephemeral) as a task.
+pub async fn spawn(config: IdemConfig, addr: SocketAddr) -> Result<IdemHandle, String> {
+    let storage = open_storage(&config).await?;
+    let listener = http_serve::bind(addr).await.map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let (tx, rx) = oneshot::channel::<()>();
+    let router = router_for(&config, storage);
+    tokio::spawn(http_serve::serve(
+        listener,
+        router,
+        ServerLimits::default(),
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    Ok(IdemHandle {
+        addr,
+        shutdown: Some(tx),
+    })
+}
