@@ -20,15 +20,18 @@ case "$reqkey" in */*) [ -f "$reqkey" ] && [ -x "$reqkey" ] ;; *) command -v "$r
   exit 2
 }
 command -v python3 >/dev/null 2>&1 || { echo "check-python-adapter.sh: python3 is needed" >&2; exit 2; }
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+# start() runs in a command substitution (a subshell): it records the
+# adapters' pids in a file, which the cleanup reads (an array set there
+# would be lost, and the adapters left running).
+pidfile="$(mktemp)"
+cleanup() { while read -r p; do kill "$p" 2>/dev/null || true; done <"$pidfile"; rm -f "$pidfile"; }
 trap cleanup EXIT
 
 # Starts the adapter with the given flags on a free port; prints the port.
 start() {
   local log; log="$(mktemp)"
   python3 docs/examples/store_adapter.py --port 0 "$@" >"$log" 2>&1 &
-  pids+=($!)
+  echo $! >>"$pidfile"
   for _ in $(seq 1 100); do
     port="$(sed -n 's/^listening on http:\/\/127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' "$log")"
     [ -n "$port" ] && { echo "$port"; return 0; }

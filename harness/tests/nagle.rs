@@ -69,9 +69,13 @@ fn scenario() -> std::path::PathBuf {
     file
 }
 
-fn run(port: u16, name: &str) -> (String, serde_json::Value) {
-    let json =
-        std::env::temp_dir().join(format!("reqkey-nagle-{}-{name}.json", std::process::id()));
+/// Runs the reads against the stand-in; stderr, the JSON report, and the
+/// JUnit, Markdown and HTML reports' text.
+fn run(port: u16, name: &str) -> (String, serde_json::Value, String) {
+    let file = |ext: &str| {
+        std::env::temp_dir().join(format!("reqkey-nagle-{}-{name}.{ext}", std::process::id()))
+    };
+    let (json, junit, md, html) = (file("json"), file("xml"), file("md"), file("html"));
     let o = Command::new(env!("CARGO_BIN_EXE_reqkey"))
         .args([
             "run",
@@ -80,6 +84,12 @@ fn run(port: u16, name: &str) -> (String, serde_json::Value) {
             &format!("store+http://127.0.0.1:{port}"),
             "--json",
             json.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+            "--report",
+            md.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
         ])
         .env("NO_COLOR", "1")
         .output()
@@ -87,13 +97,24 @@ fn run(port: u16, name: &str) -> (String, serde_json::Value) {
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     let report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&json);
-    (stderr, report)
+    let mut others = String::new();
+    for f in [&junit, &md, &html] {
+        others.push_str(&std::fs::read_to_string(f).unwrap());
+    }
+    for f in [&json, &junit, &md, &html] {
+        let _ = std::fs::remove_file(f);
+    }
+    (stderr, report, others)
 }
 
 #[test]
 fn answers_written_in_two_sends_without_nodelay_are_named_with_the_fix() {
-    let (stderr, report) = run(store_stand_in(true), "split");
+    let (stderr, report, others) = run(store_stand_in(true), "split");
+    assert_eq!(
+        others.matches("nagle_stall").count(),
+        4,
+        "JUnit (a property), Markdown (a line), HTML (code and data attribute): {others}"
+    );
     assert!(stderr.contains("warning[nagle_stall]"), "{stderr}");
     assert!(stderr.contains("TCP_NODELAY"), "{stderr}");
     assert_eq!(report["warnings"][0]["code"], "nagle_stall", "{report}");
@@ -105,7 +126,8 @@ fn answers_written_in_two_sends_without_nodelay_are_named_with_the_fix() {
 
 #[test]
 fn answers_written_in_one_send_draw_no_warning() {
-    let (stderr, report) = run(store_stand_in(false), "whole");
+    let (stderr, report, others) = run(store_stand_in(false), "whole");
     assert!(!stderr.contains("nagle_stall"), "{stderr}");
+    assert!(!others.contains("nagle_stall"), "{others}");
     assert!(report.get("warnings").is_none(), "{report}");
 }

@@ -119,13 +119,14 @@ pub fn introduced_list(clause: &Clause) -> Vec<String> {
     let Some(line) = clause.line.checked_sub(1).and_then(|i| lines.get(i)) else {
         return Vec::new();
     };
-    let Some(after) = line
-        .find(&marker)
-        .map(|at| line[at + marker.len()..].trim())
-    else {
+    let Some(at) = line.find(&marker) else {
         return Vec::new();
     };
-    if !(after == ":" || (after.is_empty() && line.trim_end().ends_with(&marker))) {
+    // `...in the order listed [[id]]:` or `...as follows: [[id]]` at the
+    // end of its line: the sentence introduces what follows.
+    let after = line[at + marker.len()..].trim();
+    let before = line[..at].trim_end();
+    if !(after == ":" || (after.is_empty() && before.ends_with(':'))) {
         return Vec::new();
     }
     let is_item = |l: &str| {
@@ -436,6 +437,14 @@ mod statement_tests {
         // A clause in the middle of a paragraph introduces nothing.
         assert!(introduced_list(find("store.commit.cas")).is_empty());
         assert!(introduced_list(find("store.commit.atomic")).is_empty());
+        // A list item whose id ends its line does not take the next items.
+        assert!(introduced_list(find("lease.taken-before-commit")).is_empty());
+        let with_lists: Vec<&str> = all
+            .iter()
+            .filter(|c| !introduced_list(c).is_empty())
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(with_lists, ["store.commit.order", "plan.order"]);
     }
 }
 
