@@ -319,6 +319,25 @@ mod tests {
     }
 
     #[test]
+    fn two_keyless_starts_from_no_current_run_break_the_cas_rule() {
+        let keyless = |client: &str, run: &str, at: u64| Operation {
+            client: client.into(),
+            request: json!({"op": "commitRunStart", "args": {"startRun": {
+                "sessionId": "s", "runId": run, "input": {"text": run}}}}),
+            invoke_ns: at,
+            return_ns: at + 10,
+            answer: Some(
+                json!({"ok": {"outcome": "started", "run": {"sessionId": "s",
+                "runId": run, "status": "running", "startSequence": 1}}}),
+            ),
+        };
+        let (a, b) = (keyless("a", "r1", 0), keyless("b", "r2", 100));
+        let found = first_impossible_answer(&[(0, &a), (1, &b)]).unwrap();
+        assert_eq!((found.index, found.clause), (1, "store.commit.cas"));
+        assert!(found.spec.contains("cas_mismatch"), "{}", found.spec);
+    }
+
+    #[test]
     fn a_linearizable_subset_has_no_anomaly() {
         let a = commit("a", "r1", 0, started("r1"));
         let taken = json!({"error": {"kind": "run_start_rejected", "cause": "request_key_taken",

@@ -64,6 +64,31 @@ pub fn scrub(text: &str) -> String {
     out
 }
 
+/// [`scrub`] for serialized JSON: the document stays valid JSON. A
+/// secret is replaced as it stands inside a string (JSON-escaped when it
+/// holds a quote, a backslash or a control character); an all-digit
+/// secret is left, since it cannot be told from the document's numbers.
+pub fn scrub_json(serialized: &str) -> String {
+    let secrets = SECRETS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut out = serialized.to_owned();
+    for s in secrets.iter() {
+        if s.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let quoted = serde_json::to_string(s).unwrap_or_default();
+        let inner = quoted
+            .strip_prefix('"')
+            .and_then(|q| q.strip_suffix('"'))
+            .unwrap_or(s);
+        if out.contains(inner) {
+            out = out.replace(inner, REDACTED);
+        }
+    }
+    out
+}
+
 /// The secrets of one URL: its userinfo's password (or the user when no
 /// password follows: a token) and its query values.
 fn url_secrets(url: &str) -> Vec<String> {
@@ -225,6 +250,16 @@ mod tests {
         for s in ["pw-one-xyz", "pw-two-xyz", "tok-three-xyz", "tok-four-xyz"] {
             assert_eq!(scrub(s), REDACTED, "{s}");
         }
+    }
+
+    #[test]
+    fn scrubbed_json_stays_json() {
+        register_target("http://u:9876543210@h:1?k=q%22uo%5Ct%22e&t=a\"b\\c");
+        let doc = serde_json::json!({"seed": 9_876_543_210_u64, "said": "a\"b\\c and a\"b\\c"});
+        let text = scrub_json(&doc.to_string());
+        let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back["seed"], 9_876_543_210_u64);
+        assert_eq!(back["said"], "*** and ***");
     }
 
     #[test]

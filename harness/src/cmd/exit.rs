@@ -15,7 +15,10 @@ Exit codes:
      levels deep, bad arguments, a target unreachable, hung, closing
      connections, answering over --max-response-bytes, not HTTP or speaking
      the other protocol, 3 silent scenarios in a row (the run stops early), an
-     --expected-failures id not in the suite, a report not written";
+     --expected-failures id not in the suite, a report not written, a --start
+     whose faults would not reach the target (reason `wiring`)
+130  interrupted (SIGINT, SIGTERM): what --start started is stopped and the
+     reports say `interrupted`";
 
 pub fn target_help() -> String {
     format!("Targets (--target):\n{}\n\n{EXIT_CODES}", TARGET_HELP)

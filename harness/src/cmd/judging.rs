@@ -200,6 +200,15 @@ pub async fn execute(
         }
     }
     let summary = runner::run(target, scenarios, cfg, &mut reporters).await;
+    // The crash claim is made from what ran (report::crash), so said after.
+    if let Some(claim) = ctx
+        .profile
+        .as_ref()
+        .and_then(|p| crate::report::crash::claim(p, &summary.results))
+        .filter(|_| !quiet)
+    {
+        println!("reqkey: crash: {claim}");
+    }
     if let Some(i) = &summary.indefinite {
         eprintln!(
             "reqkey: error: no verdict ({}): {}",

@@ -60,7 +60,7 @@ pub fn write_histories(
 ) -> Result<usize, String> {
     for h in histories {
         let path = dir.join(h.file_name());
-        let text = crate::secrets::scrub(&reqkey_check::history::write_json(&h.operations));
+        let text = crate::secrets::scrub_json(&reqkey_check::history::write_json(&h.operations));
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(histories.len())

@@ -150,7 +150,7 @@ pub fn xml_text(text: &str) -> String {
 /// file sees no reordered or hidden text. (Outside strings JSON is ASCII,
 /// so every such character stands inside a string.)
 pub fn json_text(serialized: &str) -> String {
-    let serialized = crate::secrets::scrub(serialized);
+    let serialized = crate::secrets::scrub_json(serialized);
     let mut out = String::with_capacity(serialized.len());
     for c in serialized.chars() {
         if is_active(c) && !matches!(c, '\n' | '\r' | '\t' | ' ') && u32::from(c) >= 0x20 {

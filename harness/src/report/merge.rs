@@ -10,6 +10,11 @@
 //! (digest), targets, seeds, profiles or reqkey versions, a scenario
 //! reported by two shards, or scenarios unaccounted for (every file of the
 //! suite must be run or reported not applicable by exactly one shard).
+//! Before this, the command verifies each shard's seal
+//! ([`crate::report::seal`]), that each holds exactly its share of the
+//! suite it claims and that all judged one server
+//! ([`crate::report::merge_check`]); shards of one `--start` target are
+//! compared by the target as written, not by the ports each chose.
 //!
 //! What the merged certificate cannot have: race timelines (not part of
 //! `results.json`), so the merged HTML page draws none. Its date is the
