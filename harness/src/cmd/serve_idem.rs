@@ -92,3 +92,39 @@ pub async fn serve_idem(
         Err(e) => error(format!("the idem app failed: {e}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn args(storage: &str, variant: &str, expiry_ms: u64) -> ServeIdemArgs {
+        ServeIdemArgs {
+            storage: storage.into(),
+            listen: "127.0.0.1:0".parse().unwrap(),
+            expiry_ms,
+            profile_variant: variant.into(),
+        }
+    }
+
+    #[test]
+    fn storage_and_variant_parse_into_a_config_and_mistakes_are_refused() {
+        let c = config_of(&args("memory", "wait", 0)).unwrap();
+        assert_eq!(
+            (c.variant, c.defect, c.expiry_ms),
+            (IdemVariant::Wait, None, None)
+        );
+        let c = config_of(&args(
+            "redis://127.0.0.1:6379",
+            "broken-idem:lock-kept-after-error",
+            500,
+        ))
+        .unwrap();
+        assert_eq!(c.defect, Some(IdemDefect::LockKeptAfterError));
+        assert_eq!(c.variant, IdemVariant::Released);
+        assert_eq!(c.expiry_ms, Some(500));
+        assert!(config_of(&args("sqlite:x", "default", 1)).is_err());
+        assert!(config_of(&args("memory", "queue", 1)).is_err());
+        assert!(config_of(&args("memory", "broken-idem:nope", 1)).is_err());
+    }
+}
