@@ -81,15 +81,48 @@ impl<R: BufRead> Cursor<R> {
         Ok(b)
     }
 
+    /// Moves the position over `b` (already consumed).
+    fn advance(line: &mut usize, column: &mut usize, b: u8) {
+        if b == b'\n' {
+            *line += 1;
+            *column = 1;
+        } else if b & 0xC0 != 0x80 {
+            *column += 1;
+        }
+    }
+
     /// Skips JSON whitespace; the next byte after it.
     fn skip_space(&mut self) -> Result<Option<u8>, HistoryError> {
-        while let Some(b) = self.peek()? {
-            if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-                return Ok(Some(b));
+        loop {
+            let buf = match self.reader.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(HistoryError::at(
+                        self.line,
+                        self.column,
+                        format!("cannot read the file: {e}"),
+                    ))
+                }
+            };
+            if buf.is_empty() {
+                return Ok(None);
             }
-            self.bump(b);
+            let mut n = 0;
+            let mut found = None;
+            for &b in buf {
+                if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                    found = Some(b);
+                    break;
+                }
+                Self::advance(&mut self.line, &mut self.column, b);
+                n += 1;
+            }
+            self.reader.consume(n);
+            if found.is_some() {
+                return Ok(found);
+            }
         }
-        Ok(None)
     }
 
     fn here(&self, message: impl Into<String>) -> HistoryError {
@@ -97,49 +130,83 @@ impl<R: BufRead> Cursor<R> {
     }
 
     /// One JSON value's text into `out` (its structure only: brackets
-    /// and strings matched; the entry parser judges the rest).
+    /// and strings matched; the entry parser judges the rest), a buffer
+    /// at a time.
     fn value(&mut self, out: &mut Vec<u8>) -> Result<(), HistoryError> {
-        let eof = |c: &Self| c.here("EOF while parsing a value");
         let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+        let mut started = !out.is_empty();
         loop {
-            let Some(b) = self.peek()? else {
-                return if depth == 0 && !in_string && !out.is_empty() {
+            let buf = match self.reader.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(HistoryError::at(
+                        self.line,
+                        self.column,
+                        format!("cannot read the file: {e}"),
+                    ))
+                }
+            };
+            if buf.is_empty() {
+                return if depth == 0 && !in_string && started {
                     Ok(())
                 } else {
-                    Err(eof(self))
+                    Err(self.here("EOF while parsing a value"))
                 };
-            };
-            if !in_string && depth == 0 && !out.is_empty() && is_delimiter(b) {
-                // The end of a scalar.
-                return Ok(());
             }
-            self.bump(b);
-            out.push(b);
-            if in_string {
-                match (escaped, b) {
-                    (true, _) => escaped = false,
-                    (false, b'\\') => escaped = true,
-                    (false, b'"') => {
-                        in_string = false;
+            // How much of `buf` belongs to the value, and whether it ends
+            // there (or is a mistake).
+            let mut n = 0;
+            let mut done = false;
+            let mut broken = false;
+            for &b in buf {
+                if !in_string && depth == 0 && started && is_delimiter(b) {
+                    // The end of a scalar (the delimiter is not its).
+                    done = true;
+                    break;
+                }
+                started = true;
+                n += 1;
+                Self::advance(&mut self.line, &mut self.column, b);
+                if in_string {
+                    match (escaped, b) {
+                        (true, _) => escaped = false,
+                        (false, b'\\') => escaped = true,
+                        (false, b'"') => {
+                            in_string = false;
+                            if depth == 0 {
+                                done = true;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    continue;
+                }
+                match b {
+                    b'"' => in_string = true,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' if depth == 0 => {
+                        broken = true;
+                        break;
+                    }
+                    b'}' | b']' => {
+                        depth -= 1;
                         if depth == 0 {
-                            return Ok(());
+                            done = true;
+                            break;
                         }
                     }
                     _ => {}
                 }
-                continue;
             }
-            match b {
-                b'"' => in_string = true,
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' if depth == 0 => return Err(self.here("expected value")),
-                b'}' | b']' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Ok(());
-                    }
-                }
-                _ => {}
+            out.extend_from_slice(&buf[..n]);
+            self.reader.consume(n);
+            if broken {
+                return Err(self.here("expected value"));
+            }
+            if done {
+                return Ok(());
             }
         }
     }

@@ -26,10 +26,7 @@
 //!   connections never starves a fresh client. Idle means no request in
 //!   flight and no response being streamed, *or* a write stalled for
 //!   [`ServerLimits::stalled_write_idle`] (the client stopped reading: such
-//!   a connection is closed at once, its answer dropped), or part of a
-//!   request head read [`PARTIAL_HEAD_IDLE`] ago with no request in flight
-//!   (a half-sent head: also closed at once, since hyper would wait for
-//!   the rest of it until the header read timeout). Open connections
+//!   a connection is closed at once, its answer dropped). Open connections
 //!   stay below `max_connections +` [`EVICTION_SLACK`] (those closing
 //!   included): when every connection is busy, a new one waits up to
 //!   [`ServerLimits::admission_wait`] for a slot in a task of its own (at
@@ -65,15 +62,6 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 /// The bytes a stalled write must get through before its write deadline
 /// is lifted (see [`ServerLimits::write_timeout`]).
 pub const WRITE_PROGRESS_BYTES: usize = 64 * 1024;
-
-/// How long a request head may have been arriving, part of it read and
-/// no request in flight, before the connection counts as idle for the
-/// cap (and is closed at once when evicted): a client that sends half a
-/// head and stops holds a slot as an idle one does, and hyper, asked to
-/// close it gracefully, would wait for the rest of the head until the
-/// header read timeout. The grace keeps a head that is arriving right
-/// now (its packets a few ms apart) from being cut.
-pub const PARTIAL_HEAD_IDLE: Duration = Duration::from_millis(20);
 
 /// How long a failed `accept` (other than a descriptor shortage) pauses
 /// the loop before it accepts again.
@@ -162,9 +150,6 @@ struct ConnShared {
     /// Since when (ms from the loop's epoch, plus one) a write has been
     /// pending without progress; 0 while none is.
     stalled_since_ms: AtomicU64,
-    /// Since when (ms from the loop's epoch, plus one) part of a request
-    /// head has been read with no request in flight; 0 while none has.
-    head_since_ms: AtomicU64,
     /// Asks the connection to close once idle (eviction or shutdown).
     close: Notify,
     /// The close asked is immediate (a stalled write): drop, not drain.
@@ -179,11 +164,6 @@ struct Conn {
     closing: bool,
     /// Already asked to close at once.
     forced: bool,
-    /// Its slot (a semaphore permit): given back when the connection
-    /// ends, or at once when it is closed at once (its socket goes with
-    /// its task a moment later), so that a client waiting for a slot gets
-    /// it now.
-    permit: Option<OwnedSemaphorePermit>,
 }
 
 /// The open connections, by id; ids grow, so the first is the oldest.
@@ -214,33 +194,19 @@ impl Table {
 
     /// Asks the oldest idle connection to close; `false` if none is idle.
     /// A connection without a request in flight is asked to close
-    /// gracefully; one whose write stalled is closed at once. Every
-    /// half-sent head ([`PARTIAL_HEAD_IDLE`]) is closed at once, all of
-    /// them: a flood of them is what fills the slots, and each is as
-    /// good as closed already (hyper would only wait for the rest).
+    /// gracefully; one whose write stalled is closed at once.
     fn evict_oldest_idle(&self) -> bool {
         let now = self.now_ms();
         let stalled_after = self.stalled_write_idle_ms;
         let mut conns = self.lock();
-        let mut freed = false;
-        for conn in conns.values_mut() {
-            let head = conn.shared.head_since_ms.load(Ordering::Acquire);
-            let half_head = head != 0
-                && now.saturating_sub(head - 1) >= duration_ms(PARTIAL_HEAD_IDLE)
-                && conn.shared.in_flight.load(Ordering::Acquire) == 0;
-            if half_head && !conn.forced {
-                force_close(conn);
-                freed = true;
-            }
-        }
-        if freed {
-            return true;
-        }
         for conn in conns.values_mut() {
             let since = conn.shared.stalled_since_ms.load(Ordering::Acquire);
             let stalled = since != 0 && now.saturating_sub(since - 1) >= stalled_after;
             if stalled && !conn.forced {
-                force_close(conn);
+                conn.forced = true;
+                conn.closing = true;
+                conn.shared.force.store(true, Ordering::Release);
+                conn.shared.close.notify_one();
                 return true;
             }
             if !conn.closing && conn.shared.in_flight.load(Ordering::Acquire) == 0 {
@@ -263,15 +229,6 @@ impl Table {
             conn.shared.close.notify_one();
         }
     }
-}
-
-/// Asks `conn` to close at once, and gives its slot back now.
-fn force_close(conn: &mut Conn) {
-    conn.forced = true;
-    conn.closing = true;
-    conn.permit = None;
-    conn.shared.force.store(true, Ordering::Release);
-    conn.shared.close.notify_one();
 }
 
 fn duration_ms(d: Duration) -> u64 {
@@ -474,7 +431,6 @@ fn spawn_connection<H: Handler>(
     let shared = Arc::new(ConnShared {
         in_flight: AtomicUsize::new(0),
         stalled_since_ms: AtomicU64::new(0),
-        head_since_ms: AtomicU64::new(0),
         close: Notify::new(),
         force: AtomicBool::new(false),
     });
@@ -485,7 +441,6 @@ fn spawn_connection<H: Handler>(
             shared: shared.clone(),
             closing: false,
             forced: false,
-            permit: Some(permit),
         },
     );
     let handler = acceptor.handler.clone();
@@ -493,8 +448,6 @@ fn spawn_connection<H: Handler>(
     let counter = shared.clone();
     let service = service_fn(move |req: Request<Incoming>| {
         let guard = InFlight::enter(&counter);
-        // The head is complete: no longer a half-sent one.
-        counter.head_since_ms.store(0, Ordering::Release);
         let req = req.map(|body| DeadlineBody::new(body, body_read_timeout));
         let answer = handler.clone().call(req);
         async move {
@@ -514,6 +467,7 @@ fn spawn_connection<H: Handler>(
     io.rewrite = acceptor.rewrite;
     let conn = acceptor.builder.serve_connection(TokioIo::new(io), service);
     tokio::spawn(async move {
+        let _permit = permit;
         tokio::pin!(conn);
         let mut draining = false;
         // Bounded: each round ends the connection or consumes one close
@@ -656,16 +610,6 @@ impl AsyncRead for TimedIo {
         let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
         if let (Some(rewrite), Poll::Ready(Ok(()))) = (self.rewrite, &polled) {
             rewrite(&mut buf.filled_mut()[before..]);
-        }
-        let read_some = matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before;
-        if read_some
-            && self.shared.in_flight.load(Ordering::Acquire) == 0
-            && self.shared.head_since_ms.load(Ordering::Acquire) == 0
-        {
-            // The first bytes of a request head (the service, called once
-            // the head is complete, clears the mark).
-            let since = self.table.now_ms().saturating_add(1);
-            self.shared.head_since_ms.store(since, Ordering::Release);
         }
         polled
     }
