@@ -32,7 +32,10 @@ cd "$(dirname "$0")/.."
 # /health declares. `reference-agent-crash` is three reference servers over
 # one PostgreSQL database, started by the harness (`--start`), so that the
 # crash scenarios (kill, pause, restart) run: the certificate of crash
-# behaviour.
+# behaviour. `reference-idem` is the reference Idempotency-Key middleware
+# (SPEC 10) in process over memory; `reference-idem-redis-crash` the same
+# over Redis, started by the harness, so that its crash scenario (a
+# completed key survives a restart) runs.
 SQLITE_FILE="${TMPDIR:-/tmp}/reqkey-certify.sqlite"
 HTTP_LISTEN="127.0.0.1:7311"
 declare -A TARGETS=(
@@ -46,8 +49,10 @@ declare -A TARGETS=(
   [reference-agent-interrupt-previous]="reference-agent:interrupt-previous"
   [reference-agent-entry-wait]="reference-agent:entry-wait"
   [reference-agent-crash]="http://127.0.0.1:{port0},http://127.0.0.1:{port1},http://127.0.0.1:{port2}"
+  [reference-idem]="reference-idem"
+  [reference-idem-redis-crash]="idem+http://127.0.0.1:{port}"
 )
-ORDER=(memory sqlite postgres redis memory-http reference-agent reference-agent-no-request-keys reference-agent-interrupt-previous reference-agent-entry-wait reference-agent-crash)
+ORDER=(memory sqlite postgres redis memory-http reference-agent reference-agent-no-request-keys reference-agent-interrupt-previous reference-agent-entry-wait reference-agent-crash reference-idem reference-idem-redis-crash)
 
 rm_sqlite() { rm -f "$SQLITE_FILE" "$SQLITE_FILE-wal" "$SQLITE_FILE-shm"; }
 server_pid=""
@@ -81,6 +86,10 @@ for name in "${names[@]}"; do
   if [ "$name" = reference-agent-crash ]; then
     pg="${REQKEY_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/test}"
     for _ in 1 2 3; do start+=(--start "$bin serve agent --store $pg --listen 127.0.0.1:{port}"); done
+  fi
+  if [ "$name" = reference-idem-redis-crash ]; then
+    redis="${REQKEY_REDIS_URL:-redis://127.0.0.1:6379/}"
+    start+=(--start "$bin serve idem --storage $redis --listen 127.0.0.1:{port}")
   fi
   "$bin" certify "${start[@]}" --target "$target" --out "reports/$name" --quiet || rc=$?
   [ "$name" = memory-http ] && stop_server

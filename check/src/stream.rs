@@ -389,7 +389,9 @@ pub fn read_operations_at(
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::history::{parse_history, write_history};
+    use crate::history::fixtures::*;
+    use crate::history::{parse_history, parse_prepared, write_history};
+    use serde_json::json;
 
     /// Every history the in-memory reader reads, and every mistake it
     /// places, the streaming reader reads and places the same, in both
@@ -525,6 +527,117 @@ mod tests {
             let e = read_history(text.as_bytes(), None, &mut |_, _| {}).expect_err(text);
             assert_eq!((e.line, e.column), (line, column), "{text}: {e}");
             assert!(e.message.contains(says), "{text}: {e}");
+        }
+    }
+
+    /// The report `reqkey check history` gives from a file (the history
+    /// read straight into the checker's form) is the one the same history
+    /// gets checked in memory as `Operation`s: verdict, steps, the
+    /// operations named, the shrunk subset and the timelines.
+    #[test]
+    fn a_history_read_from_a_file_gets_the_in_memory_report() {
+        use crate::lin::{check_prepared, check_with, CheckOptions, CheckReport, Verdict};
+        fn same(a: &CheckReport, b: &CheckReport, what: &str) {
+            assert_eq!(a.steps, b.steps, "{what}");
+            assert_eq!(a.partitions, b.partitions, "{what}");
+            match (&a.verdict, &b.verdict) {
+                (Verdict::Linearizable, Verdict::Linearizable) => {}
+                (Verdict::NotLinearizable(x), Verdict::NotLinearizable(y)) => {
+                    assert_eq!(x.session, y.session, "{what}");
+                    assert_eq!(x.reason, y.reason, "{what}");
+                    assert_eq!(x.partition, y.partition, "{what}");
+                    assert_eq!(x.minimal, y.minimal, "{what}");
+                    assert_eq!(x.minimal_in_flight, y.minimal_in_flight, "{what}");
+                    assert_eq!(x.timeline, y.timeline, "{what}");
+                    assert_eq!(x.minimal_timeline, y.minimal_timeline, "{what}");
+                    assert_eq!(x.to_string(), y.to_string(), "{what}");
+                }
+                (x, y) => panic!("{what}: {x:?} against {y:?}"),
+            }
+        }
+        let get = |session: &str, run: &str| json!({"op": "getRun", "args": {"sessionId": session, "runId": run}});
+        let run_of =
+            |session: &str, run: &str, key: &str| started(session, run, key)["ok"]["run"].clone();
+        // Two sessions: `t` fine, `s` with both commits of one key started
+        // (the key rule broken), reads around them and an unanswered op,
+        // so the shrinking drops some and keeps the rest.
+        let broken = vec![
+            op(
+                "a",
+                commit("t", "r1", "k"),
+                0,
+                10,
+                Some(started("t", "r1", "k")),
+            ),
+            op(
+                "a",
+                commit("s", "r1", "k"),
+                11,
+                20,
+                Some(started("s", "r1", "k")),
+            ),
+            op(
+                "b",
+                get("s", "r1"),
+                12,
+                25,
+                Some(json!({"ok": run_of("s", "r1", "k")})),
+            ),
+            op(
+                "c",
+                commit("s", "r2", "k"),
+                13,
+                30,
+                Some(started("s", "r2", "k")),
+            ),
+            op("d", commit("s", "r3", "k"), 14, 40, None),
+            op(
+                "b",
+                get("t", "r1"),
+                31,
+                45,
+                Some(json!({"ok": run_of("t", "r1", "k")})),
+            ),
+            op("e", get("s", "r9"), 50, 60, Some(json!({"ok": null}))),
+        ];
+        let correct: Vec<Operation> = broken.iter().take(3).cloned().collect();
+        let histories = [
+            ("broken", broken),
+            ("correct", correct),
+            ("a lone bad answer", varied()),
+        ];
+        for (name, h) in &histories {
+            for format in [HistoryFormat::Json, HistoryFormat::Jepsen] {
+                let text = write_history(h, format);
+                let in_memory = parse_history(&text, Some(format)).unwrap();
+                if format == HistoryFormat::Json {
+                    assert_eq!(&in_memory, h, "{name}");
+                }
+                let from_file = parse_prepared(&text, Some(format)).unwrap();
+                assert_eq!(from_file.len(), in_memory.len());
+                for (i, o) in in_memory.iter().enumerate() {
+                    assert_eq!(from_file.operation(i).as_deref(), Some(o), "{name} #{i}");
+                }
+                for minimize in [true, false] {
+                    let opts = CheckOptions {
+                        minimize,
+                        threads: 1,
+                        ..CheckOptions::default()
+                    };
+                    let what = format!("{name}, {}, minimize {minimize}", format.name());
+                    let a = check_with(&in_memory, opts);
+                    let b = check_prepared(&from_file, opts);
+                    same(&a, &b, &what);
+                    // Streamed by session, the report's operations read again.
+                    let by_session = read_partitioned(text.as_bytes(), Some(format)).unwrap();
+                    let mut fetch = |at: &[usize]| {
+                        read_operations_at(text.as_bytes(), Some(format), at).unwrap()
+                    };
+                    let c = crate::lin::check_partitioned(by_session, opts, Some(&mut fetch));
+                    same(&a, &c, &format!("{what}, streamed"));
+                    assert_eq!(a.verdict.is_linearizable(), *name == "correct", "{what}");
+                }
+            }
         }
     }
 }

@@ -40,6 +40,8 @@ fn every_reference_backend_has_a_committed_certificate() {
         "reference-agent-no-request-keys",
         "reference-agent-interrupt-previous",
         "reference-agent-crash",
+        "reference-idem",
+        "reference-idem-redis-crash",
     ] {
         assert!(names.contains(&backend.to_owned()), "{backend}: {names:?}");
     }

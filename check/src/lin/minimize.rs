@@ -1,7 +1,8 @@
 //! Shrinking a failing session to a small non-linearizable subset.
 
+use super::item::Item;
 use super::prepare::{writes_nothing, Prepared};
-use super::search::{search, Item, Search};
+use super::search::{search, Search};
 
 /// Shrinks a failing partition; returns (subset, the subset's in-flight ops).
 pub(super) fn minimize(

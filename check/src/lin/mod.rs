@@ -90,160 +90,34 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 #[cfg(doc)]
 use reqkey_model::seq::SeqStore;
-use reqkey_model::StoreError;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod each;
+mod item;
 mod minimize;
 mod partitioned;
 mod pending;
 mod prepare;
 mod search;
 mod timeline;
+mod types;
 
+use each::{lone_failure, search_partitions};
 use minimize::minimize;
 pub use partitioned::{check_partitioned, Fetch, PartitionedHistory, PartitionedHistoryBuilder};
 pub use prepare::answer_conforms;
-use prepare::{prepare, Observed, Prepared};
-use search::{search, Item, Search};
+use prepare::{prepare, Prepared};
+use search::Search;
 pub use timeline::{render_timeline, summarize_answer, summarize_request};
 use timeline::{render_with, TimelineOp};
-
-/// The default search budget (steps across all partitions).
-pub const DEFAULT_BUDGET_STEPS: u64 = 2_000_000;
-
-/// The most threads one check starts, whatever `CheckOptions::threads`
-/// asks.
-pub const MAX_THREADS: usize = 64;
-
-/// The least budget of one trial search while minimizing.
-const MIN_CHECK_STEPS: u64 = 10_000;
-
-/// One completed (or unanswered) operation of a history.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Operation {
-    /// Who issued it (`c.3`, `client 2`): only for the report.
-    pub client: String,
-    /// The raw request `{"op", "args"}`, possibly malformed on purpose.
-    pub request: Value,
-    /// Monotonic instant of the invocation, in nanoseconds.
-    pub invoke_ns: u64,
-    /// Monotonic instant of the return, in nanoseconds (ignored when
-    /// `answer` is `None`).
-    pub return_ns: u64,
-    /// The wire answer `{"ok": ..}` / `{"error": ..}`; `None` when the call
-    /// never answered (timeout): it may or may not have taken effect.
-    pub answer: Option<Value>,
-}
-
-impl Operation {
-    fn end_ns(&self) -> u64 {
-        if self.answer.is_some() {
-            self.return_ns
-        } else {
-            u64::MAX
-        }
-    }
-}
-
-/// Options of a check.
-#[derive(Debug, Clone, Copy)]
-pub struct CheckOptions {
-    /// The bound on search steps, for the check and (separately) for the
-    /// minimization of a counterexample.
-    pub budget_steps: u64,
-    /// Whether to shrink a counterexample (costs further searches).
-    pub minimize: bool,
-    /// Threads checking partitions at once; 0: one per available core.
-    /// The verdict is the same whatever the number (see the module docs).
-    pub threads: usize,
-}
-
-impl Default for CheckOptions {
-    fn default() -> Self {
-        Self {
-            budget_steps: DEFAULT_BUDGET_STEPS,
-            minimize: true,
-            threads: 0,
-        }
-    }
-}
-
-/// The outcome of a check.
-#[derive(Debug, Clone)]
-pub enum Verdict {
-    Linearizable,
-    NotLinearizable(Box<Counterexample>),
-    /// The budget ran out before a verdict.
-    Unknown {
-        reason: String,
-    },
-}
-
-impl Verdict {
-    pub fn is_linearizable(&self) -> bool {
-        matches!(self, Verdict::Linearizable)
-    }
-}
-
-/// What a check found, with its cost.
-#[derive(Debug, Clone)]
-pub struct CheckReport {
-    pub verdict: Verdict,
-    /// Search steps spent deciding (minimization excluded).
-    pub steps: u64,
-    /// Sessions the history was split into.
-    pub partitions: usize,
-    /// Configurations in the largest partition's cache (16 bytes each plus
-    /// the hash table's overhead): the search's memory.
-    pub largest_cache: usize,
-    /// Threads that checked partitions (1 when the check was sequential).
-    pub threads: usize,
-}
-
-/// Why a history is not linearizable, readably.
-#[derive(Debug, Clone)]
-pub struct Counterexample {
-    /// The session whose sub-history fails (`None` for a lone bad op).
-    pub session: Option<String>,
-    /// What is wrong, in one sentence.
-    pub reason: String,
-    /// Indices (into the checked history) of the failing partition.
-    pub partition: Vec<usize>,
-    /// Indices of the smallest non-linearizable subset found.
-    pub minimal: Vec<usize>,
-    /// Indices in `minimal` counted as unanswered (in flight at the cut).
-    pub minimal_in_flight: Vec<usize>,
-    /// The failing partition as a timeline.
-    pub timeline: String,
-    /// The minimal subset as a timeline.
-    pub minimal_timeline: String,
-    /// Search steps spent shrinking (bounded by the check's budget).
-    pub minimize_steps: u64,
-}
-
-impl fmt::Display for Counterexample {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "not linearizable: {}", self.reason)?;
-        if let Some(s) = &self.session {
-            writeln!(f, "session {s}, {} operations:", self.partition.len())?;
-        }
-        f.write_str(&self.timeline)?;
-        writeln!(
-            f,
-            "smallest non-linearizable subset found ({} of {} operations):",
-            self.minimal.len(),
-            self.partition.len()
-        )?;
-        f.write_str(&self.minimal_timeline)
-    }
-}
+use types::MIN_CHECK_STEPS;
+pub use types::{
+    CheckOptions, CheckReport, Counterexample, Operation, Verdict, DEFAULT_BUDGET_STEPS,
+    MAX_THREADS,
+};
 
 /// Checks a history with the default options.
 pub fn check(history: &[Operation]) -> CheckReport {
@@ -545,130 +419,10 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
     }
 }
 
-/// Why an operation fails on its own, whatever the state: a malformed
-/// answer, a malformed request not answered `invalid_argument`, or an
-/// `internal` error (which the spec never gives).
-fn lone_failure(p: &Prepared) -> Option<String> {
-    match (&p.op, &p.observed) {
-        (_, Observed::Malformed(why)) => Some(format!("malformed answer: {why}")),
-        (None, Observed::Answer(Err(e))) if e.kind() == "invalid_argument" => None,
-        (None, Observed::Pending) => None,
-        (None, _) => Some(
-            "the request is malformed, so the spec answers invalid_argument, but the target answered otherwise"
-                .to_owned(),
-        ),
-        (Some(_), Observed::Answer(Err(StoreError::Internal(_)))) => {
-            Some("the target answered `internal`, which the spec never does".to_owned())
-        }
-        _ => None,
-    }
-}
-
-/// What the search of one partition found.
-#[derive(Debug)]
-struct PartitionOutcome {
-    search: Search,
-    used: u64,
-    cached: usize,
-}
-
-/// Searches every partition, on up to `opts.threads` threads (0: one per
-/// available core, never more than there are partitions). Returns each
-/// partition's outcome, in the order given (`None`: skipped, because a
-/// partition before it in that order was already decisive), and the
-/// number of threads used.
-///
-/// Threads take partitions largest first from a shared cursor (so one big
-/// partition does not start last); a decisive outcome (not linearizable,
-/// or out of budget) at position `k` lowers `stop_at` to `k`, and a thread
-/// skips a partition only when its position is after `stop_at`. So every
-/// partition before the first decisive one (in the order given) is
-/// searched, whatever the interleaving, and the report is the sequential
-/// check's. The budget is shared: each partition gets what the others
-/// have not spent when it starts.
-fn search_partitions(
-    prepared: &[Prepared],
-    partitions: &[(&str, Vec<usize>)],
-    opts: &CheckOptions,
-) -> (Vec<Option<PartitionOutcome>>, usize) {
-    let sizes: Vec<usize> = partitions.iter().map(|(_, p)| p.len()).collect();
-    let search_one = |k: usize, remaining: u64| {
-        let items: Vec<Item<'_>> = partitions[k]
-            .1
-            .iter()
-            .map(|&i| Item::of(prepared, i, false))
-            .collect();
-        search(&items, remaining)
-    };
-    search_each(&sizes, opts, &search_one)
-}
-
-/// The threads of [`search_partitions`]: `search_one(k, remaining)`
-/// searches partition `k` (of `sizes[k]` operations) within `remaining`
-/// steps.
-fn search_each(
-    sizes: &[usize],
-    opts: &CheckOptions,
-    search_one: &(dyn Fn(usize, u64) -> (Search, u64, usize) + Sync),
-) -> (Vec<Option<PartitionOutcome>>, usize) {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let wanted = if opts.threads == 0 {
-        cores
-    } else {
-        opts.threads
-    };
-    let threads = wanted.min(sizes.len()).clamp(1, MAX_THREADS);
-    let mut order: Vec<usize> = (0..sizes.len()).collect();
-    order.sort_by_key(|&k| (std::cmp::Reverse(sizes[k]), k));
-    let results: Vec<OnceLock<PartitionOutcome>> =
-        (0..sizes.len()).map(|_| OnceLock::new()).collect();
-    let cursor = AtomicUsize::new(0);
-    let stop_at = AtomicUsize::new(usize::MAX);
-    let spent = AtomicU64::new(0);
-    let worker = || {
-        // Bounded: each turn takes the cursor one partition further.
-        loop {
-            let turn = cursor.fetch_add(1, Ordering::Relaxed);
-            let Some(&k) = order.get(turn) else {
-                break;
-            };
-            if k > stop_at.load(Ordering::Acquire) {
-                continue;
-            }
-            let remaining = opts
-                .budget_steps
-                .saturating_sub(spent.load(Ordering::Relaxed));
-            let (search, used, cached) = search_one(k, remaining);
-            spent.fetch_add(used, Ordering::Relaxed);
-            if !matches!(search, Search::Linearizable) {
-                stop_at.fetch_min(k, Ordering::AcqRel);
-            }
-            // Each position is taken once (the cursor), so the cell is empty.
-            let _ = results[k].set(PartitionOutcome {
-                search,
-                used,
-                cached,
-            });
-        }
-    };
-    if threads == 1 {
-        worker();
-    } else {
-        std::thread::scope(|scope| {
-            for _ in 0..threads {
-                scope.spawn(worker);
-            }
-        });
-    }
-    (
-        results.into_iter().map(OnceLock::into_inner).collect(),
-        threads,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::item::Item;
     use super::search::{entry_term, evaluate, undo};
     use super::*;
     use proptest::prelude::*;

@@ -17,13 +17,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
+use super::each::{lone_failure, search_each};
+use super::item::Item;
 use super::minimize::minimize;
 use super::pending::out_of_budget_reason;
 use super::prepare::{prepare, Prepared};
-use super::search::{search, Item, Search};
-use super::{
-    lone_failure, render_with, search_each, CheckOptions, CheckReport, Counterexample, Operation,
-    TimelineOp, Verdict, MIN_CHECK_STEPS,
+use super::search::{search, Search};
+use super::timeline::{render_with, TimelineOp};
+use super::types::{
+    CheckOptions, CheckReport, Counterexample, Operation, Verdict, MIN_CHECK_STEPS,
 };
 
 /// Where an operation without a session (a malformed request) is.
@@ -344,8 +346,8 @@ fn render(ops: &BTreeMap<usize, Operation>, indices: &[usize], in_flight: &[usiz
         |i| {
             let o = &ops[&i];
             (
-                super::summarize_request(&o.request),
-                o.answer.as_ref().map(super::summarize_answer),
+                super::timeline::summarize_request(&o.request),
+                o.answer.as_ref().map(super::timeline::summarize_answer),
             )
         },
     )

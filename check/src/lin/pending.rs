@@ -34,8 +34,8 @@
 
 use std::collections::HashMap;
 
+use super::item::{Item, NONE};
 use super::prepare::{is_read, Observed, Prepared};
-use super::search::{Item, NONE};
 
 /// The unanswered writes of one partition, by call instant.
 #[derive(Debug)]

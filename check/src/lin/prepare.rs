@@ -4,7 +4,7 @@ use reqkey_model::seq::{PreparedCommit, StoreOp, StoreReply};
 use reqkey_model::{canonical_json, CommitOutcome, StoreError};
 use serde_json::Value;
 
-use super::Operation;
+use super::types::Operation;
 
 /// An operation parsed once, into what every evaluation needs: the op, its
 /// commit validated and digested, the recorded answer typed, and a

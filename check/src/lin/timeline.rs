@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use reqkey_model::seq::StoreOp;
 use serde_json::Value;
 
-use super::Operation;
+use super::types::Operation;
 
 /// A readable timeline: one line per op, ordered by invocation, times in
 /// µs from the first invocation, and a bar showing the overlap.
