@@ -31,12 +31,6 @@ use super::types::{
 /// Where an operation without a session (a malformed request) is.
 const NOWHERE: (u32, u32) = (u32::MAX, u32::MAX);
 
-/// Operations per chunk while a session is read: a session's operations
-/// are collected in chunks of exactly this many, then moved into one
-/// vector of exactly their number, so a growing vector never holds twice
-/// what it needs (a typed operation is a few hundred bytes).
-const CHUNK: usize = 256;
-
 /// One session's operations: their indices in the history, and typed.
 #[derive(Debug)]
 struct Part {
@@ -70,19 +64,11 @@ impl PartitionedHistory {
     }
 }
 
-/// One session's operations while they are read.
-#[derive(Debug)]
-struct Growing {
-    session: Box<str>,
-    indices: Vec<usize>,
-    chunks: Vec<Vec<Prepared>>,
-}
-
 /// Builds a [`PartitionedHistory`] one operation at a time.
 #[derive(Debug, Default)]
 pub struct PartitionedHistoryBuilder {
     sessions: HashMap<Box<str>, u32>,
-    parts: Vec<Growing>,
+    parts: Vec<Part>,
     /// (partition, position) of each operation, by index.
     located: Vec<(u32, u32)>,
     lone: Option<(usize, String, Option<String>)>,
@@ -114,8 +100,7 @@ impl PartitionedHistoryBuilder {
         }
         if let Some(&(part, pos)) = self.located.get(index) {
             if (part, pos) != NOWHERE {
-                let pos = pos as usize;
-                self.parts[part as usize].chunks[pos / CHUNK][pos % CHUNK] = p;
+                self.parts[part as usize].ops[pos as usize] = p;
             }
             return;
         }
@@ -129,25 +114,18 @@ impl PartitionedHistoryBuilder {
                 let part = u32::try_from(self.parts.len()).unwrap_or(u32::MAX - 1);
                 let session: Box<str> = op.session_id().into();
                 self.sessions.insert(session.clone(), part);
-                self.parts.push(Growing {
+                self.parts.push(Part {
                     session,
                     indices: Vec::new(),
-                    chunks: Vec::new(),
+                    ops: Vec::new(),
                 });
                 part
             }
         };
         let target = &mut self.parts[part as usize];
-        let pos = u32::try_from(target.indices.len()).unwrap_or(u32::MAX - 1);
+        let pos = u32::try_from(target.ops.len()).unwrap_or(u32::MAX - 1);
         target.indices.push(index);
-        match target.chunks.last_mut() {
-            Some(chunk) if chunk.len() < CHUNK => chunk.push(p),
-            _ => {
-                let mut chunk = Vec::with_capacity(CHUNK);
-                chunk.push(p);
-                target.chunks.push(chunk);
-            }
-        }
+        target.ops.push(p);
         self.located.push((part, pos));
     }
 
@@ -155,25 +133,13 @@ impl PartitionedHistoryBuilder {
         let len = self.located.len();
         drop(self.located);
         drop(self.sessions);
-        let mut parts: Vec<Part> = self
-            .parts
-            .into_iter()
-            .map(|g| {
-                let mut indices = g.indices;
-                indices.shrink_to_fit();
-                // Each chunk moved over and freed in turn: at most one
-                // chunk more than the operations is held.
-                let mut ops = Vec::with_capacity(indices.len());
-                for mut chunk in g.chunks {
-                    ops.append(&mut chunk);
-                }
-                Part {
-                    session: g.session,
-                    indices,
-                    ops,
-                }
-            })
-            .collect();
+        let mut parts = self.parts;
+        for part in &mut parts {
+            // In place for a large vector (the allocator shrinks the
+            // extent): no second copy of a session is made.
+            part.indices.shrink_to_fit();
+            part.ops.shrink_to_fit();
+        }
         // Session order, as `check_prepared` reports the first failing one.
         parts.sort_by(|a, b| a.session.cmp(&b.session));
         PartitionedHistory {
