@@ -234,7 +234,7 @@ mod tests {
         assert_eq!(
             shown,
             "DB_PASSWORD=*** server --token *** --port 7001 \
-             --db postgres://***@h/db?sslpassword=*** --name=x"
+             --db postgres://u:***@h/db?sslpassword=*** --name=x"
         );
         for s in ["s3cr3t-a", "s3cr3t-b", "s3cr3t-c", "s3cr3t-d"] {
             assert_eq!(scrub(&format!("said {s}!")), "said ***!", "{s}");
