@@ -551,7 +551,7 @@ async fn a_tool_result_resent_without_a_reread_is_caught_by_its_clause() {
 fn the_binary_refuses_what_it_cannot_judge_with_exit_2() {
     let o = reqkey(&["proxy", "--target", "memory", "--", "true"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(text(&o).contains("is a store"), "{}", text(&o));
+    assert!(text(&o).contains("is not an agent server"), "{}", text(&o));
     let o = reqkey(&["proxy", "--target", "reference-agent", "--plan", "boom=0.5"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("unknown fault `boom`"), "{}", text(&o));
