@@ -21,6 +21,7 @@ use reqkey_check::lin::{self};
 use reqkey_scenario::vars::Vars;
 use reqkey_scenario::{Action, Step};
 
+/// One operation of a parallel group as it happened.
 #[derive(Debug, Clone)]
 pub struct Recorded {
     /// The answer's name (`as`, with `.i` for copies) or `#k`.
