@@ -65,6 +65,8 @@ async function main(): Promise<void> {
   let store: SessionStateStore;
   let close = async (): Promise<void> => {};
   let name: string;
+  // PostgreSQL keeps what it committed across a restart; memory does not.
+  let durable = false;
   switch (values.store) {
     case "memory": {
       const broken = values.broken;
@@ -91,6 +93,7 @@ async function main(): Promise<void> {
       store = pgStore;
       close = () => pgStore.close();
       name = "reqkey-ts-postgres-store";
+      durable = true;
       break;
     }
     default:
@@ -101,6 +104,7 @@ async function main(): Promise<void> {
   const server = createAdapterServer(store, {
     name,
     version: "0.1.0",
+    durable,
     onInternalError: (message) => console.error(`internal error answered: ${message}`),
   });
   let bound: number;

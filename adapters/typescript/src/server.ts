@@ -26,6 +26,12 @@ export interface AdapterOptions {
   name?: string;
   /** `version` of `/health`. */
   version?: string;
+  /**
+   * `durable` of `/health` (SPEC 6 `[[wire.store.durable]]`): what the store
+   * answered as written survives a restart of the adapter. Left out when
+   * not given (not promised).
+   */
+  durable?: boolean;
   /** Maps the store's own error types; see errors.ts. */
   classifyError?: ErrorClassifier;
   /** Called with every error answer of kind `internal` (for logging). */
@@ -86,7 +92,12 @@ async function handleRpc(store: SessionStateStore, opts: AdapterOptions, req: In
 
 /** An HTTP server serving `store` as `reqkey-store/1`. Call `listen` on it. */
 export function createAdapterServer(store: SessionStateStore, opts: AdapterOptions = {}): Server {
-  const health = { name: opts.name ?? "reqkey-store-adapter", version: opts.version ?? "0.1.0", protocol: PROTOCOL };
+  const health = {
+    name: opts.name ?? "reqkey-store-adapter",
+    version: opts.version ?? "0.1.0",
+    protocol: PROTOCOL,
+    ...(opts.durable === undefined ? {} : { durable: opts.durable }),
+  };
   return createServer((req, res) => {
     if (req.method === "GET" && req.url === "/health") return send(res, 200, health);
     if (req.url !== "/rpc") return send(res, 404, { error: "not found: GET /health, POST /rpc" });
