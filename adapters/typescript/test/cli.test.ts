@@ -45,7 +45,7 @@ test("the memory adapter prints the port it listens on and answers /health there
       });
     });
     const health = await (await fetch(`http://127.0.0.1:${port}/health`, { signal: AbortSignal.timeout(5000) })).json();
-    assert.deepEqual(health, { name: "reqkey-ts-memory-store", version: "0.1.0", protocol: "reqkey-store/1" });
+    assert.deepEqual(health, { name: "reqkey-ts-memory-store", version: "0.1.0", protocol: "reqkey-store/1", durable: false });
   } finally {
     child.kill("SIGTERM");
   }
