@@ -36,7 +36,7 @@ pub mod contract;
 // The flat paths every other crate uses (`reqkey_model::seq::SeqStore`):
 // the folders are for readers of this crate, not a second vocabulary.
 pub use checker::{bridge, check, compact, export, inline, mutants, props, system};
-pub use contract::{clauses, digest, error, key, linspec, plan, rules, seq, types, vocab};
+pub use contract::{agent, clauses, digest, error, key, linspec, plan, rules, seq, types, vocab};
 
 pub use digest::{
     canonical_json, execute_request_digest, request_digest, resume_request_digest,
