@@ -19,6 +19,7 @@ pub mod coverage;
 pub mod exit;
 pub mod explain;
 pub mod fuzz;
+pub mod fuzz_agent;
 pub mod judging;
 pub mod model;
 pub mod outputs;

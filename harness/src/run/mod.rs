@@ -12,6 +12,7 @@
 //! `reqkey_check::lin`. [`export`] keeps the histories a run judged for
 //! `--export-histories`.
 
+pub mod agent_fuzz;
 pub mod agent_steps;
 pub mod config;
 pub mod event;

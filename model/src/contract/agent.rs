@@ -444,6 +444,79 @@ impl AgentModel {
         refusals
     }
 
+    /// A conforming answer to `op` in this state (the first the spec
+    /// allows), a new run named `fresh_run_id`: what a scenario written
+    /// from a program expects.
+    pub fn conforming(&self, op: &AgentOp, fresh_run_id: &str) -> Option<Observed> {
+        let chat = matches!(op, AgentOp::ChatSend { .. } | AgentOp::Reconnect { .. });
+        let stream = |run_id: &str, seq: u64, attached: bool, finish: RunStatus| Observed {
+            status: 200,
+            json: None,
+            body: String::new(),
+            stream: Some(StreamSeen {
+                run_id: Some(run_id.to_owned()),
+                start_sequence: Some(seq),
+                attached: Some(attached),
+                finish: Some(finish.as_str().to_owned()),
+                runs: 1,
+            }),
+        };
+        let body = |status: u16, v: Value| Observed {
+            status,
+            body: v.to_string(),
+            json: Some(v),
+            stream: None,
+        };
+        Some(match self.expect(op).into_iter().next()? {
+            Expect::New {
+                start,
+                start_sequence,
+                end,
+                ..
+            } => {
+                if chat {
+                    stream(
+                        fresh_run_id,
+                        start_sequence,
+                        false,
+                        end.unwrap_or(RunStatus::Completed),
+                    )
+                } else {
+                    body(
+                        201,
+                        json!({"sessionId": start.session_id, "runId": fresh_run_id,
+                               "status": "started", "startSequence": start_sequence}),
+                    )
+                }
+            }
+            Expect::Attach(r) if chat => stream(&r.run_id, r.start_sequence, true, r.status),
+            Expect::Reconnect(r) => stream(&r.run_id, r.start_sequence, true, r.status),
+            Expect::Attach(r) => body(
+                200,
+                json!({"sessionId": r.session_id, "runId": r.run_id,
+                       "status": "attached", "startSequence": r.start_sequence}),
+            ),
+            Expect::Refused {
+                status,
+                code,
+                run_id,
+            } => {
+                let mut v = json!({"code": code, "message": ""});
+                if let Some(r) = run_id {
+                    v["runId"] = json!(r);
+                }
+                body(status, v)
+            }
+            Expect::NotFound(codes) => body(404, json!({"code": codes.first()?, "message": ""})),
+            Expect::Snapshot(v) => body(200, v),
+            Expect::Run(r) => body(200, run_json(&r)),
+            Expect::Deleted => Observed {
+                status: 204,
+                ..Observed::default()
+            },
+        })
+    }
+
     /// The successors of this state after `op` was answered `obs`, with
     /// `sequential`: the harness waited for every run before `op` and
     /// after it (a stream's `finish` then is the run's end). `Err` says
@@ -675,7 +748,8 @@ fn run_json(r: &RunMetadata) -> Value {
     });
     if let Some(k) = &r.request_key {
         v["requestKey"] = json!(k);
-        v["requestDigest"] = json!(true);
+        // Any string: the server's digest is its own business.
+        v["requestDigest"] = json!("");
     }
     v
 }
