@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::run::event::{Event, RunSummary, Verdict};
+use crate::run::fuzz_pass::FuzzPass;
 use crate::run::partition::Partition;
 use crate::run::select::NotApplicable;
 use crate::run::suite::SuiteInfo;
@@ -45,6 +46,8 @@ pub struct ReportContext {
     /// The shard of the suite this run judged (`--partition k/n`); `None`
     /// for a whole suite, and for the certificate `certify merge` makes.
     pub partition: Option<Partition>,
+    /// The certification's bounded fuzz pass (`None`: none ran, as in `run`).
+    pub fuzz: Option<FuzzPass>,
 }
 
 /// The clause coverage of a suite: `covered` of the `total` clauses of
@@ -73,6 +76,7 @@ impl ReportContext {
             not_applicable: Vec::new(),
             clause_coverage: None,
             partition: None,
+            fuzz: None,
         }
     }
 
