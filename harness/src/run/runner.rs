@@ -38,8 +38,7 @@ use crate::run::trials::run_scenario;
 use crate::targets::Target;
 use reqkey_scenario::{Action, Scenario, Step};
 
-/// One operation of a parallel group as it happened.
-
+/// After this many scenarios in a row that could not be judged because
 /// the target did not answer (timeout, unreachable, connection closed),
 /// the run stops: the rest would only wait out the same silence.
 pub const MAX_SILENT_SCENARIOS: usize = 3;

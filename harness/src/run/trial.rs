@@ -127,8 +127,6 @@ pub const LATE_ITEM_US: u64 = 25_000;
 pub const MAX_LATE_RETRIES: u32 = 3;
 /// The most sessions a trial cleans up after itself.
 pub(super) const MAX_CLEANUP_SESSIONS: usize = 1_000;
-/// After this many scenarios in a row that could not be judged because
-
 /// The invariants every answer of the trial's level keeps, whatever its
 /// step expects ([`LevelRules::check_answer`]): a violation fails the
 /// step, naming its clause.
