@@ -149,3 +149,72 @@ fn every_sequence_defect_is_found_and_no_correct_server_flagged_on_three_seeds()
         }
     }
 }
+
+fn certify(
+    target: &str,
+    fuzz_cases: &str,
+    seed: &str,
+) -> (std::process::Output, serde_json::Value, String) {
+    let out = std::env::temp_dir().join(format!(
+        "reqkey-afz-certify-{}-{}-{fuzz_cases}-{seed}",
+        std::process::id(),
+        target.replace(':', "_")
+    ));
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "certify",
+            "--target",
+            target,
+            "--seed",
+            seed,
+            "-q",
+            "--fuzz-cases",
+            fuzz_cases,
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let certificate = std::fs::read_to_string(out.join("certificate.md")).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    (o, results, certificate)
+}
+
+/// Every certification carries its fuzz pass: a terminal line, a
+/// certificate row and the results.json field; a failing program is exit
+/// 1 even where the suite passes, and `--fuzz-cases 0` says it skipped.
+#[test]
+fn certify_reports_its_fuzz_pass_in_every_format() {
+    let (o, results, certificate) = certify("memory", "16", "4");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("fuzz: 16 store programs (seed 4): passed"),
+        "{stdout}"
+    );
+    assert_eq!(results["fuzz"]["verdict"], "passed");
+    assert_eq!(results["fuzz"]["seed"], 4);
+    assert!(certificate.contains("| fuzz | fuzz: 16 store programs (seed 4): passed |"));
+
+    let (o, results, certificate) = certify("memory", "0", "4");
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(results["fuzz"]["verdict"], "skipped");
+    assert!(certificate.contains("| fuzz | fuzz: skipped (--fuzz-cases 0) |"));
+
+    // A sequence defect the suite also fails; the fuzz pass names it too.
+    let (o, results, certificate) = certify("reference-agent:digest-cached-per-key", "32", "3");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("fuzz: 32 agent programs (seed 3): failed"),
+        "{stdout}"
+    );
+    assert_eq!(results["fuzz"]["verdict"], "failed");
+    assert!(results["fuzz"]["scenarioYaml"]
+        .as_str()
+        .unwrap()
+        .contains("id: agent.fuzz.seed-3"));
+    assert!(certificate.contains("| fuzz | fuzz: 32 agent programs (seed 3): failed: `"));
+}
