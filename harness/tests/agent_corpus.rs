@@ -25,7 +25,7 @@ use reqkey_harness::targets::spec::open_target;
 use reqkey_harness::targets::TargetOptions;
 
 /// Scenarios that need a server which records keys (either policy).
-const KEYED: [&str; 28] = [
+const KEYED: [&str; 31] = [
     "agent.already-completed",
     "agent.attach-running",
     "agent.attach-suspended",
@@ -49,6 +49,9 @@ const KEYED: [&str; 28] = [
     "agent.planning-matrix",
     "agent.replay-finished-current",
     "agent.request-digest-is-canonical",
+    "agent.sequence.conflict-names-the-holder",
+    "agent.sequence.key-digest-per-session",
+    "agent.sequence.key-reusable-after-re-create",
     "agent.session-isolation",
     "agent.valid-key-boundaries",
     "agent.wire.absolute-form-target",
@@ -71,7 +74,7 @@ const KEYLESS_REJECT: [&str; 2] = [
 ];
 
 /// Scenarios every SPEC 7 server passes, whatever its profile.
-const ANY_PROFILE: [&str; 11] = [
+const ANY_PROFILE: [&str; 16] = [
     "agent.bad-bodies",
     "agent.chat-reconnect-ignores-the-key",
     "agent.chat-reconnect-streams-the-current-run",
@@ -80,6 +83,11 @@ const ANY_PROFILE: [&str; 11] = [
     "agent.entry-completes-a-suspended-run",
     "agent.health",
     "agent.malformed-keys",
+    "agent.sequence.chat-completes-a-suspended-run",
+    "agent.sequence.deleted-run-not-read",
+    "agent.sequence.fresh-session-after-delete",
+    "agent.sequence.inputs-after-re-create",
+    "agent.sequence.reconnect-after-a-second-run",
     "agent.unknown-things",
     "agent.wait-answers-at-once",
     "agent.wire.repeated-key-headers",
@@ -384,7 +392,7 @@ const PROFILE_MISMATCHES: [(&str, &str); 4] = [
     ("reference-agent:interrupt-previous", "default"),
 ];
 
-const NAMED_AFTER: [(&str, &str); 35] = [
+const NAMED_AFTER: [(&str, &str); 43] = [
     ("policy-before-key", "agent.keyed-retries-skip-refusals"),
     ("no-replan-after-key-taken", "agent.concurrent-duplicates"),
     ("ignore-digest", "agent.key-conflict"),
@@ -424,6 +432,38 @@ const NAMED_AFTER: [(&str, &str); 35] = [
         "agent.collisions.fullwidth-keys-refused",
     ),
     ("snapshot-capped", "agent.counts.past-common-caps"),
+    (
+        "key-cache-kept-on-delete",
+        "agent.sequence.key-reusable-after-re-create",
+    ),
+    (
+        "digest-cached-per-key",
+        "agent.sequence.key-digest-per-session",
+    ),
+    (
+        "inputs-kept-on-delete",
+        "agent.sequence.inputs-after-re-create",
+    ),
+    (
+        "current-run-kept-on-delete",
+        "agent.sequence.fresh-session-after-delete",
+    ),
+    (
+        "deleted-runs-still-read",
+        "agent.sequence.deleted-run-not-read",
+    ),
+    (
+        "reconnect-streams-first-run",
+        "agent.sequence.reconnect-after-a-second-run",
+    ),
+    (
+        "chat-leaves-suspended-run",
+        "agent.sequence.chat-completes-a-suspended-run",
+    ),
+    (
+        "conflict-names-current-run",
+        "agent.sequence.conflict-names-the-holder",
+    ),
     (
         "stale-current-after-delete",
         "agent.race.delete-keyed-entries",

@@ -44,6 +44,12 @@ pub struct CertifyArgs {
     /// The seed of every random choice (printed in the certificate).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Programs of the bounded fuzz pass run after the profile is read
+    /// (`reqkey fuzz` at the target's level, with the certification's
+    /// seed); its result is a line of every report. 0 skips it.
+    #[arg(long, value_name = "N", default_value_t = crate::run::fuzz_pass::DEFAULT_CERTIFY_FUZZ_CASES,
+          value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub fuzz_cases: u32,
     /// Bound on every single call to the target, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
@@ -290,6 +296,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         quiet: args.quiet,
         seed,
         outputs: &outputs,
+        fuzz_cases: Some(args.fuzz_cases),
     };
     let mut code = started.judge(how, ctx, scenarios, Ok, &cfg).await;
     if let Some((store, seed)) = &legacy {

@@ -1,5 +1,6 @@
 //! `reqkey fuzz`: generated programs of store operations against a store
-//! target and the sequential spec (the engine is `check::fuzz`).
+//! target and the sequential spec (the engine is `run::fuzz`); agent
+//! targets go to `cmd/fuzz_agent.rs` (engine `run::agent_fuzz`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,10 +15,11 @@ use crate::targets::{Level, TargetOptions};
 
 #[derive(Debug, Args)]
 pub struct FuzzArgs {
-    /// The store to fuzz (see "Targets" below).
+    /// The store or agent server to fuzz (see "Targets" below).
     #[arg(long, short, default_value = "memory")]
     pub target: String,
     /// Programs to generate.
+    /// (Agent targets: 256 is long; certification runs a few dozen.)
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub cases: u32,
     /// The seed of the generated programs (printed on failure; reproduces them).
@@ -29,6 +31,10 @@ pub struct FuzzArgs {
     /// Bound on every single call to the target, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
+    /// An agent target's profile, as `run --profile` takes it (default:
+    /// what its `/health` declares).
+    #[arg(long)]
+    pub profile: Option<String>,
 }
 
 pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
@@ -45,10 +51,20 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return harness_error(e),
     };
-    if target.level() != Level::Store {
-        return harness_error(format!("{} is not a store target", target.describe()));
-    }
     let seed = args.seed.unwrap_or_else(fresh_seed);
+    if target.level() == Level::Agent {
+        return crate::cmd::fuzz_agent::fuzz_agent_command(
+            &rt,
+            target,
+            &crate::cmd::fuzz_agent::AgentFuzzArgs {
+                cases: args.cases,
+                timeout_ms: args.timeout_ms,
+                profile: args.profile.clone(),
+                out: args.out.clone(),
+            },
+            seed,
+        );
+    }
     let cfg = RunConfig::new(seed);
     let opts = FuzzOptions {
         cases: args.cases,

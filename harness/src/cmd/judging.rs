@@ -233,7 +233,15 @@ pub async fn execute(
             Err(e) => return harness_error(e),
         }
     }
-    ExitCode::from(summary.exit_code())
+    // A failing fuzz program is a proven violation (1), one that could not
+    // judge is no verdict (2); neither hides a suite's own.
+    let fuzz = ctx.fuzz.as_ref().map_or(0, |f| f.exit_code());
+    let code = match (summary.exit_code(), fuzz) {
+        (0, f) => f,
+        (2, 1) => 1,
+        (c, _) => c,
+    };
+    ExitCode::from(code)
 }
 
 /// The first stage: `--start`'s processes (if any) and the target parsed,
@@ -272,6 +280,9 @@ pub struct Judge<'a> {
     pub quiet: bool,
     pub seed: u64,
     pub outputs: &'a Outputs,
+    /// Programs of the certification's fuzz pass (`None`: no pass, as in
+    /// `run`; `Some(0)`: skipped, and the reports say so).
+    pub fuzz_cases: Option<u32>,
 }
 
 impl Started {
@@ -334,6 +345,20 @@ impl Started {
                 .map(|h| bound::value(&h)),
             None => None,
         };
+        if let Some(cases) = how.fuzz_cases {
+            let pass = crate::run::fuzz_pass::fuzz_pass(
+                Arc::clone(&target),
+                profile.profile,
+                cases,
+                how.seed,
+                timeout_ms,
+            )
+            .await;
+            let (line, reason) = pass.line();
+            let reason = reason.and_then(|r| r.lines().next()).unwrap_or("");
+            println!("{line} {}", crate::report::inert::terminal(reason));
+            ctx.fuzz = Some(pass);
+        }
         ctx.profile = Some(profile);
         ctx.not_applicable = not_applicable;
         write_reports_on_interrupt(&ctx, how.outputs, how.seed);

@@ -19,6 +19,7 @@ pub mod coverage;
 pub mod exit;
 pub mod explain;
 pub mod fuzz;
+pub mod fuzz_agent;
 pub mod interrupt;
 pub mod interrupt_reports;
 pub mod judging;

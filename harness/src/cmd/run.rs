@@ -260,6 +260,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
         quiet: args.quiet,
         seed,
         outputs: &outputs,
+        fuzz_cases: None,
     };
     // Tags narrow what the profile admits; an empty selection is a mistake
     // (a shard may be empty).

@@ -145,6 +145,14 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     }
     let _ = writeln!(md, "| reqkey | {} |", ctx.reqkey_version);
     let _ = writeln!(md, "| seed | `{}` |", summary.seed);
+    if let Some(f) = &ctx.fuzz {
+        let (line, reason) = f.line();
+        let reason = reason
+            .and_then(|r| r.lines().next())
+            .map(|r| format!(": {}", crate::report::inert::code_span(r)))
+            .unwrap_or_default();
+        let _ = writeln!(md, "| fuzz | {line}{reason} |");
+    }
     if certification {
         let _ = writeln!(
             md,

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::run::event::{Event, RunSummary, Verdict};
+use crate::run::fuzz_pass::FuzzPass;
 use crate::run::partition::Partition;
 use crate::run::select::NotApplicable;
 use crate::run::suite::SuiteInfo;
@@ -49,6 +50,8 @@ pub struct ReportContext {
     /// were filled in (redacted): what shards of one started target have
     /// in common (`certify merge` compares it, not the ports).
     pub target_template: Option<String>,
+    /// The certification's bounded fuzz pass (`None`: none ran, as in `run`).
+    pub fuzz: Option<FuzzPass>,
 }
 
 /// The clause coverage of a suite: `covered` of the `total` clauses of
@@ -78,6 +81,7 @@ impl ReportContext {
             clause_coverage: None,
             partition: None,
             target_template: None,
+            fuzz: None,
         }
     }
 

@@ -48,6 +48,9 @@ struct Document<'a> {
     /// suite.
     #[serde(skip_serializing_if = "Option::is_none")]
     partition: Option<Partition>,
+    /// The certification's bounded fuzz pass (absent where none ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fuzz: Option<&'a crate::run::fuzz_pass::FuzzPass>,
 }
 
 #[derive(Debug, Serialize)]
@@ -263,6 +266,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             })
             .collect(),
         partition: ctx.partition,
+        fuzz: ctx.fuzz.as_ref(),
     };
     match serde_json::to_string_pretty(&doc) {
         Ok(text) => {

@@ -12,6 +12,7 @@
 //! `reqkey_check::lin`. [`export`] keeps the histories a run judged for
 //! `--export-histories`.
 
+pub mod agent_fuzz;
 pub mod agent_steps;
 pub mod bound;
 pub mod config;
@@ -20,6 +21,7 @@ pub mod expectations;
 pub mod expected;
 pub mod export;
 pub mod fuzz;
+pub mod fuzz_pass;
 pub mod group;
 pub mod levels;
 pub mod mixed;

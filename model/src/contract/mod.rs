@@ -2,6 +2,7 @@
 //! a plain type, once. Stores, executors and checks call these; nothing
 //! restates them. No IO, no async.
 
+pub mod agent;
 pub mod clauses;
 pub mod digest;
 pub mod error;

@@ -163,10 +163,46 @@ pub enum ExecutorDefect {
     /// query with `LIMIT 256` does: right for every session of fewer runs
     /// (`[[agent.route.snapshot]]`).
     SnapshotCapped,
+    /// A key index cached in front of the store is never cleared on a
+    /// delete: after the session is deleted and created again, a keyed
+    /// entry finds the deleted run as its key's holder and replays or
+    /// refuses on it (SPEC 4 `[[store.delete.key-reusable]]`; a sequence:
+    /// keyed start, delete, the same keyed start).
+    KeyCacheKeptOnDelete,
+    /// The request digest of a key is cached per key, not per (session,
+    /// key): once one session used a key, a duplicate in another session
+    /// is planned against the first session's digest and refused as a
+    /// conflict (`[[store.key.per-session]]`, `[[plan.row.attach]]`).
+    DigestCachedPerKey,
+    /// The input log is cached per session id and never cleared on a
+    /// delete: a session created again shows (and a retry may re-run) the
+    /// deleted session's inputs (`[[store.delete.removes-all]]`,
+    /// `[[agent.route.snapshot]]`).
+    InputsKeptOnDelete,
+    /// The current-run pointer is cached per session id and never cleared
+    /// on a delete: a start after the delete meets the deleted run and is
+    /// refused `state_session_exists` (`[[store.delete.fresh-session]]`).
+    CurrentRunKeptOnDelete,
+    /// A run read that misses the store falls back to a cache a delete
+    /// never cleared: a deleted session's run still reads 200
+    /// (`[[agent.route.run]]`, `[[store.delete.removes-all]]`).
+    DeletedRunsStillRead,
+    /// A chat reconnect streams the session's first run instead of its
+    /// current one: right until the session has a second run
+    /// (`[[agent.chat.reconnect.streams-current]]`).
+    ReconnectStreamsFirstRun,
+    /// A chat send over a suspended current run starts its run but leaves
+    /// the suspended one `suspended_input` (a resume completes it): two
+    /// live runs (`[[agent.route.chat]]`).
+    ChatLeavesSuspendedRun,
+    /// A key conflict names the session's current run instead of the
+    /// key's holder: right while the holder is the latest run
+    /// (`[[plan.row.key-conflict]]`, `[[agent.keys.conflict-run-id]]`).
+    ConflictNamesCurrentRun,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 44] = [
+    pub const ALL: [ExecutorDefect; 52] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -211,6 +247,14 @@ impl ExecutorDefect {
         ExecutorDefect::PathIdsDecodedTwice,
         ExecutorDefect::KeysFullwidthFolded,
         ExecutorDefect::SnapshotCapped,
+        ExecutorDefect::KeyCacheKeptOnDelete,
+        ExecutorDefect::DigestCachedPerKey,
+        ExecutorDefect::InputsKeptOnDelete,
+        ExecutorDefect::CurrentRunKeptOnDelete,
+        ExecutorDefect::DeletedRunsStillRead,
+        ExecutorDefect::ReconnectStreamsFirstRun,
+        ExecutorDefect::ChatLeavesSuspendedRun,
+        ExecutorDefect::ConflictNamesCurrentRun,
     ];
 
     pub fn name(self) -> &'static str {
@@ -259,6 +303,14 @@ impl ExecutorDefect {
             ExecutorDefect::PathIdsDecodedTwice => "path-ids-decoded-twice",
             ExecutorDefect::KeysFullwidthFolded => "keys-fullwidth-folded",
             ExecutorDefect::SnapshotCapped => "snapshot-capped",
+            ExecutorDefect::KeyCacheKeptOnDelete => "key-cache-kept-on-delete",
+            ExecutorDefect::DigestCachedPerKey => "digest-cached-per-key",
+            ExecutorDefect::InputsKeptOnDelete => "inputs-kept-on-delete",
+            ExecutorDefect::CurrentRunKeptOnDelete => "current-run-kept-on-delete",
+            ExecutorDefect::DeletedRunsStillRead => "deleted-runs-still-read",
+            ExecutorDefect::ReconnectStreamsFirstRun => "reconnect-streams-first-run",
+            ExecutorDefect::ChatLeavesSuspendedRun => "chat-leaves-suspended-run",
+            ExecutorDefect::ConflictNamesCurrentRun => "conflict-names-current-run",
         }
     }
 

@@ -170,6 +170,8 @@ impl Executor {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let prefix = format!("run-{:x}{:x}", nanos & 0xffff_ffff_ffff, std::process::id());
+        // Only a sequence defect puts a (broken) cache in front of the store.
+        let store = crate::agent::forgetful::wrap(store, config.defect);
         Arc::new(Self {
             store,
             config,
@@ -621,7 +623,12 @@ impl Executor {
                 Ok(EntryOutcome::Attached(run))
             }
             KeyedEntryPlan::Conflict { holder_run_id } => Err(EntryError::KeyConflict {
-                run_id: holder_run_id,
+                run_id: match &current {
+                    Some(c) if self.has_defect(ExecutorDefect::ConflictNamesCurrentRun) => {
+                        c.run_id.clone()
+                    }
+                    _ => holder_run_id,
+                },
             }),
             KeyedEntryPlan::AlreadyCompleted { .. }
                 if self.has_defect(ExecutorDefect::FinishedHolderReplays) =>
@@ -682,6 +689,12 @@ impl Executor {
                     return Err(EntryError::AlreadyRunning);
                 }
                 Some((run.run_id.clone(), RunStatus::Interrupted))
+            }
+            (EntryKind::Chat, Some(run))
+                if run.status.is_live()
+                    && self.has_defect(ExecutorDefect::ChatLeavesSuspendedRun) =>
+            {
+                None
             }
             (EntryKind::Resume | EntryKind::Chat, Some(run)) if run.status.is_live() => {
                 Some((run.run_id.clone(), RunStatus::Completed))

@@ -12,6 +12,7 @@
 pub mod config;
 pub mod entry;
 pub mod executor;
+pub mod forgetful;
 pub mod runs;
 pub mod server;
 pub mod test_agent;

@@ -698,9 +698,15 @@ async fn chat_reconnect(
     if ex.has_defect(ExecutorDefect::ReconnectIsASend) {
         return reconnect_as_send(&ex, session_id, &headers).await;
     }
-    let Some(run) = ex.store().get_current_run(&session_id).await? else {
+    let Some(mut run) = ex.store().get_current_run(&session_id).await? else {
         return Err(ApiError::session_not_found());
     };
+    if ex.has_defect(ExecutorDefect::ReconnectStreamsFirstRun) {
+        // The bug: the session's first run, not its current one.
+        if let Some(first) = ex.store().list_runs(&session_id).await?.into_iter().next() {
+            run = first;
+        }
+    }
     let run = ex.reclaim(run).await?;
     let events = ex.follow_run(&run, true);
     Ok(sse_response(&run, true, events))

@@ -1,0 +1,77 @@
+//! `reqkey fuzz` on an agent target: its profile resolved, the agent fuzzer run, the result printed.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::cmd::exit::harness_error;
+use crate::run::agent_fuzz::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
+use crate::run::runner::RunConfig;
+use crate::targets::profile::{parse_profile_flag, resolve_profile};
+use crate::targets::Target;
+
+/// What `reqkey fuzz` passes on for an agent target.
+#[derive(Debug, Clone)]
+pub struct AgentFuzzArgs {
+    pub cases: u32,
+    pub timeout_ms: u64,
+    pub profile: Option<String>,
+    pub out: Option<std::path::PathBuf>,
+}
+
+pub fn fuzz_agent_command(
+    rt: &tokio::runtime::Runtime,
+    target: Arc<dyn Target>,
+    args: &AgentFuzzArgs,
+    seed: u64,
+) -> ExitCode {
+    let stated = match args.profile.as_deref().map(parse_profile_flag).transpose() {
+        Ok(p) => p,
+        Err(e) => return harness_error(format!("--profile: {e}")),
+    };
+    let info = match rt.block_on(resolve_profile(target.as_ref(), stated, args.timeout_ms)) {
+        Ok(info) => info,
+        Err(e) => return harness_error(e.to_string()),
+    };
+    let cfg = RunConfig::new(seed);
+    let opts = AgentFuzzOptions {
+        cases: args.cases,
+        seed,
+        namespace: format!("{}.afz", cfg.namespace),
+        target_name: target.describe(),
+        profile: info.profile,
+        call_timeout_ms: args.timeout_ms,
+        max_shrink_iters: 512,
+    };
+    println!(
+        "reqkey fuzz: {} agent programs against {} ({}; seed {seed})",
+        args.cases,
+        target.describe(),
+        info.profile
+    );
+    match fuzz_agent(rt, target, &opts) {
+        AgentFuzzOutcome::Passed { cases } => {
+            println!("{cases} programs passed");
+            ExitCode::SUCCESS
+        }
+        AgentFuzzOutcome::Failed(f) => {
+            println!(
+                "FAIL: a program does not conform; shrunk to {} steps",
+                f.program.len()
+            );
+            println!("{}", f.reason);
+            println!("\nseed: {0} (reproduce with --seed {0})", f.seed);
+            println!(
+                "\nthe minimal program as a scenario:\n---\n{}---",
+                f.scenario_yaml
+            );
+            if let Some(out) = &args.out {
+                if let Err(e) = std::fs::write(out, &f.scenario_yaml) {
+                    return harness_error(format!("cannot write {}: {e}", out.display()));
+                }
+                println!("written to {}", out.display());
+            }
+            ExitCode::from(1)
+        }
+        AgentFuzzOutcome::Error(e) => harness_error(e),
+    }
+}

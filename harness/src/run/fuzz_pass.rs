@@ -1,0 +1,178 @@
+//! The bounded fuzz pass of a certification: a fixed budget of generated programs, its seed and verdict for every report.
+//!
+//! A certificate covers the scenarios of the suite; the fuzz pass makes it
+//! cover programs nobody wrote as well: `reqkey certify` runs
+//! `--fuzz-cases` programs (store level: `run::fuzz`; agent level:
+//! `run::agent_fuzz`) with the certification's seed after choosing the
+//! profile, and the result is a line of the terminal output, the
+//! certificate and `results.json`. A failing program turns the
+//! certification red (exit 1); a fuzz pass that could not judge the
+//! target is exit 2. `--fuzz-cases 0` skips it (and every report says so).
+
+use std::sync::Arc;
+
+use reqkey_model::vocab::{Level, Profile};
+use serde::Serialize;
+
+use crate::run::agent_fuzz::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
+use crate::run::fuzz::{fuzz, FuzzOptions, FuzzOutcome};
+use crate::targets::Target;
+
+/// The programs a certification fuzzes by default: a few seconds on an
+/// in-process reference agent, under a second on a store.
+pub const DEFAULT_CERTIFY_FUZZ_CASES: u32 = 32;
+
+/// What a certification's fuzz pass did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FuzzPass {
+    pub level: String,
+    pub cases: u32,
+    pub seed: u64,
+    /// `passed`, `failed`, `error` (no verdict), `skipped` or `none` (the
+    /// level has no fuzzer: the idem level is judged by its scenarios).
+    pub verdict: &'static str,
+    /// Why it failed (the shrunk program's first line) or could not judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The shrunk failing program as a scenario.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scenario_yaml: Option<String>,
+}
+
+impl FuzzPass {
+    /// The pass `--fuzz-cases 0` asks for.
+    pub fn skipped(level: Level, seed: u64) -> Self {
+        Self {
+            level: level.name().to_owned(),
+            cases: 0,
+            seed,
+            verdict: "skipped",
+            reason: None,
+            scenario_yaml: None,
+        }
+    }
+
+    /// The pass of a level that has no fuzzer (the idem level: an app's
+    /// answers depend on timing and a declared profile no sequential
+    /// model of this project holds yet).
+    pub fn none(level: Level, seed: u64) -> Self {
+        Self {
+            verdict: "none",
+            ..Self::skipped(level, seed)
+        }
+    }
+
+    /// The exit code it adds to a run's (0: none).
+    pub fn exit_code(&self) -> u8 {
+        match self.verdict {
+            "failed" => 1,
+            "error" => 2,
+            _ => 0,
+        }
+    }
+
+    /// One line, the same in every report (raw: each format makes the
+    /// reason, which quotes the target, inert its own way).
+    pub fn line(&self) -> (String, Option<&str>) {
+        let head = match self.verdict {
+            "skipped" => return ("fuzz: skipped (--fuzz-cases 0)".to_owned(), None),
+            "none" => {
+                return (
+                    format!(
+                        "fuzz: none at the {} level (judged by its scenarios)",
+                        self.level
+                    ),
+                    None,
+                )
+            }
+            v => format!(
+                "fuzz: {} {} programs (seed {}): {v}",
+                self.cases, self.level, self.seed
+            ),
+        };
+        (head, self.reason.as_deref())
+    }
+}
+
+/// Runs the pass on `target` (blocking work on a thread of its own, so the
+/// caller's runtime keeps serving an in-process target meanwhile).
+pub async fn fuzz_pass(
+    target: Arc<dyn Target>,
+    profile: Profile,
+    cases: u32,
+    seed: u64,
+    call_timeout_ms: u64,
+) -> FuzzPass {
+    let level = target.level();
+    if cases == 0 {
+        return FuzzPass::skipped(level, seed);
+    }
+    if level == Level::Idem {
+        return FuzzPass::none(level, seed);
+    }
+    let name = target.describe();
+    let namespace = format!("certify-fuzz-{seed:x}");
+    let joined = tokio::task::spawn_blocking(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the fuzz runtime: {e}"))?;
+        Ok::<_, String>(match level {
+            Level::Store => match fuzz(
+                &runtime,
+                target,
+                &FuzzOptions {
+                    cases,
+                    seed,
+                    namespace,
+                    target_name: name,
+                    lin_budget_steps: reqkey_check::lin::DEFAULT_BUDGET_STEPS,
+                    call_timeout_ms,
+                    max_shrink_iters: 1_024,
+                },
+            ) {
+                FuzzOutcome::Passed { .. } => (None, None),
+                FuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml)),
+                FuzzOutcome::Error(e) => return Err(e),
+            },
+            Level::Agent => match fuzz_agent(
+                &runtime,
+                target,
+                &AgentFuzzOptions {
+                    cases,
+                    seed,
+                    namespace,
+                    target_name: name,
+                    profile,
+                    call_timeout_ms,
+                    max_shrink_iters: 256,
+                },
+            ) {
+                AgentFuzzOutcome::Passed { .. } => (None, None),
+                AgentFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml)),
+                AgentFuzzOutcome::Error(e) => return Err(e),
+            },
+            Level::Idem => return Err("the idem level has no fuzzer".to_owned()),
+        })
+    })
+    .await;
+    let outcome = match joined {
+        Ok(o) => o,
+        Err(e) => Err(format!("the fuzz pass stopped: {e}")),
+    };
+    let (verdict, reason, scenario_yaml) = match outcome {
+        Ok((None, _)) => ("passed", None, None),
+        Ok((Some(reason), yaml)) => ("failed", Some(reason), yaml),
+        Err(e) => ("error", Some(e), None),
+    };
+    FuzzPass {
+        level: level.name().to_owned(),
+        cases,
+        seed,
+        verdict,
+        reason,
+        scenario_yaml,
+    }
+}

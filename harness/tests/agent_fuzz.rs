@@ -1,0 +1,220 @@
+//! The agent fuzzer has teeth and no false alarms: each sequence defect of
+//! the reference agent is found within the default budget on seeds 1, 2
+//! and 3 and its shrunk scenario fails it under `reqkey run` and passes the
+//! reference; the correct reference servers are never flagged.
+//!
+//! CI runs a subset (two defects, the three correct profiles on one seed);
+//! `scripts/agent-fuzz-variants.sh` runs the `#[ignore]`d test with all
+//! eight defects and the correct servers on all three seeds.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use reqkey_harness::run::agent_fuzz::{
+    fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome, DEFAULT_CASES,
+};
+use reqkey_harness::run::event::Verdict;
+use reqkey_harness::run::runner::{self, RunConfig};
+use reqkey_harness::targets::profile::resolve_profile;
+use reqkey_harness::targets::spec::open_target;
+use reqkey_harness::targets::{Target, TargetOptions};
+use reqkey_scenario::parse_scenario;
+
+/// The eight sequence defects written for the fuzzer.
+const SEQUENCE_DEFECTS: [&str; 8] = [
+    "key-cache-kept-on-delete",
+    "digest-cached-per-key",
+    "inputs-kept-on-delete",
+    "current-run-kept-on-delete",
+    "deleted-runs-still-read",
+    "reconnect-streams-first-run",
+    "chat-leaves-suspended-run",
+    "conflict-names-current-run",
+];
+
+const CORRECT: [&str; 3] = [
+    "reference-agent",
+    "reference-agent:no-request-keys",
+    "reference-agent:interrupt-previous",
+];
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn open(rt: &tokio::runtime::Runtime, spec: &str) -> Arc<dyn Target> {
+    rt.block_on(open_target(spec, TargetOptions::default()))
+        .unwrap()
+}
+
+fn fuzz(rt: &tokio::runtime::Runtime, spec: &str, cases: u32, seed: u64) -> AgentFuzzOutcome {
+    let target = open(rt, spec);
+    let profile = rt
+        .block_on(resolve_profile(target.as_ref(), None, 5_000))
+        .unwrap()
+        .profile;
+    let opts = AgentFuzzOptions {
+        cases,
+        seed,
+        namespace: format!("afz-test-{seed}"),
+        target_name: spec.to_owned(),
+        profile,
+        call_timeout_ms: 10_000,
+        max_shrink_iters: 512,
+    };
+    fuzz_agent(rt, target, &opts)
+}
+
+fn replay(rt: &tokio::runtime::Runtime, yaml: &str, spec: &str) -> Verdict {
+    let scenario = parse_scenario(std::path::Path::new("fuzz.yaml"), yaml).unwrap();
+    let summary = rt.block_on(runner::run(
+        open(rt, spec),
+        &[scenario],
+        &RunConfig::new(1),
+        &mut [],
+    ));
+    summary.results[0].verdict
+}
+
+fn assert_found(rt: &tokio::runtime::Runtime, defect: &str, seed: u64) {
+    let spec = format!("reference-agent:{defect}");
+    let outcome = fuzz(rt, &spec, DEFAULT_CASES, seed);
+    let AgentFuzzOutcome::Failed(f) = outcome else {
+        panic!("fuzzing {spec} with seed {seed} found nothing: {outcome:?}");
+    };
+    assert!(f.program.len() <= 8, "not shrunk: {:#?}", f.program);
+    assert!(f
+        .scenario_yaml
+        .contains(&format!("id: agent.fuzz.seed-{seed}")));
+    // A failure inside a concurrent batch is printed as a group without
+    // expectations (docs/fuzz.md): only sequential ones must replay.
+    if !f.scenario_yaml.contains("parallel:") {
+        assert_eq!(
+            replay(rt, &f.scenario_yaml, &spec),
+            Verdict::Fail,
+            "{}",
+            f.scenario_yaml
+        );
+        assert_eq!(
+            replay(rt, &f.scenario_yaml, "reference-agent"),
+            Verdict::Pass,
+            "{}",
+            f.scenario_yaml
+        );
+    }
+}
+
+fn assert_clean(rt: &tokio::runtime::Runtime, spec: &str, cases: u32, seed: u64) {
+    match fuzz(rt, spec, cases, seed) {
+        AgentFuzzOutcome::Passed { cases: n } => assert_eq!(n, cases),
+        other => panic!("{spec} flagged with seed {seed}: {other:#?}"),
+    }
+}
+
+#[test]
+fn two_sequence_defects_are_found_on_three_seeds_and_replay() {
+    let rt = rt();
+    for defect in ["key-cache-kept-on-delete", "conflict-names-current-run"] {
+        for seed in 1..=3 {
+            assert_found(&rt, defect, seed);
+        }
+    }
+}
+
+#[test]
+fn the_correct_reference_servers_are_never_flagged() {
+    let rt = rt();
+    for spec in CORRECT {
+        assert_clean(&rt, spec, 64, 1);
+    }
+}
+
+#[test]
+#[ignore = "minutes: run by scripts/agent-fuzz-variants.sh"]
+fn every_sequence_defect_is_found_and_no_correct_server_flagged_on_three_seeds() {
+    let rt = rt();
+    for defect in SEQUENCE_DEFECTS {
+        for seed in 1..=3 {
+            assert_found(&rt, defect, seed);
+        }
+    }
+    for spec in CORRECT {
+        for seed in 1..=3 {
+            assert_clean(&rt, spec, DEFAULT_CASES, seed);
+        }
+    }
+}
+
+fn certify(
+    target: &str,
+    fuzz_cases: &str,
+    seed: &str,
+) -> (std::process::Output, serde_json::Value, String) {
+    let out = std::env::temp_dir().join(format!(
+        "reqkey-afz-certify-{}-{}-{fuzz_cases}-{seed}",
+        std::process::id(),
+        target.replace(':', "_")
+    ));
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args([
+            "certify",
+            "--target",
+            target,
+            "--seed",
+            seed,
+            "-q",
+            "--fuzz-cases",
+            fuzz_cases,
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let certificate = std::fs::read_to_string(out.join("certificate.md")).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    (o, results, certificate)
+}
+
+/// Every certification carries its fuzz pass: a terminal line, a
+/// certificate row and the results.json field; a failing program is exit
+/// 1 even where the suite passes, and `--fuzz-cases 0` says it skipped.
+#[test]
+fn certify_reports_its_fuzz_pass_in_every_format() {
+    let (o, results, certificate) = certify("memory", "16", "4");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("fuzz: 16 store programs (seed 4): passed"),
+        "{stdout}"
+    );
+    assert_eq!(results["fuzz"]["verdict"], "passed");
+    assert_eq!(results["fuzz"]["seed"], 4);
+    assert!(certificate.contains("| fuzz | fuzz: 16 store programs (seed 4): passed |"));
+
+    let (o, results, certificate) = certify("memory", "0", "4");
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(results["fuzz"]["verdict"], "skipped");
+    assert!(certificate.contains("| fuzz | fuzz: skipped (--fuzz-cases 0) |"));
+
+    // A sequence defect the suite also fails; the fuzz pass names it too.
+    let (o, results, certificate) = certify("reference-agent:digest-cached-per-key", "32", "3");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("fuzz: 32 agent programs (seed 3): failed"),
+        "{stdout}"
+    );
+    assert_eq!(results["fuzz"]["verdict"], "failed");
+    assert!(results["fuzz"]["scenarioYaml"]
+        .as_str()
+        .unwrap()
+        .contains("id: agent.fuzz.seed-3"));
+    assert!(certificate.contains("| fuzz | fuzz: 32 agent programs (seed 3): failed: `"));
+}
