@@ -117,6 +117,21 @@ pub enum Op {
     Delete {
         s: usize,
     },
+    /// The same request as one sent before (`back` requests back, modulo
+    /// how many there were): a client's retry, the duplicate keys exist for.
+    Again {
+        back: usize,
+    },
+}
+
+/// Resolves `Again` against the requests sent so far (`sent`, oldest
+/// first); with none sent yet it is a snapshot of session 0.
+fn resolve(op: &Op, sent: &[Op]) -> Op {
+    match op {
+        Op::Again { back } if !sent.is_empty() => sent[sent.len() - 1 - back % sent.len()].clone(),
+        Op::Again { .. } => Op::Snapshot { s: 0 },
+        other => other.clone(),
+    }
 }
 
 /// One step: a request alone, or a batch released together.
@@ -126,11 +141,33 @@ pub enum Step {
     Batch(Vec<Op>),
 }
 
-fn key_header(k: usize) -> KeyHeader {
+/// The key header of index `k`; valid keys carry `tag` (a case's own
+/// suffix, so that no state of an earlier case's keys leaks into a case:
+/// each case is then a program that fails on its own).
+fn key_header(k: usize, tag: &str) -> KeyHeader {
     match KEYS.get(k).copied().flatten() {
         None => KeyHeader::None,
         Some(v) if v.contains(' ') => KeyHeader::Malformed(v.to_owned()),
-        Some(v) => KeyHeader::Valid(v.to_owned()),
+        Some(v) => KeyHeader::Valid(format!("{v}{tag}")),
+    }
+}
+
+/// The key suffix of a case whose sessions are `sessions`: `.` and their
+/// namespace (valid key characters, at most 100 of them).
+fn key_tag(sessions: &[String]) -> String {
+    let ns = sessions
+        .first()
+        .and_then(|s| s.rsplit_once('.'))
+        .map_or("", |(ns, _)| ns);
+    let ns: String = ns
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
+        .take(100)
+        .collect();
+    if ns.is_empty() {
+        String::new()
+    } else {
+        format!(".{ns}")
     }
 }
 
@@ -145,6 +182,7 @@ impl Op {
             | Op::Snapshot { s }
             | Op::ReadRun { s, .. }
             | Op::Delete { s } => *s,
+            Op::Again { .. } => 0,
         }
     }
 
@@ -155,8 +193,9 @@ impl Op {
     }
 
     /// The model's request.
-    pub fn model(&self, sessions: &[String], seen: &[String]) -> AgentOp {
+    pub fn model(&self, sessions: &[String], seen: &[String], tag: &str) -> AgentOp {
         let session = sessions.get(self.session()).cloned().unwrap_or_default();
+        let key_header = |k: usize| key_header(k, tag);
         match self {
             Op::Start { key, input: i, .. } => AgentOp::Start {
                 session,
@@ -189,7 +228,7 @@ impl Op {
                 session,
                 run_id: Self::run_id(*run, seen),
             },
-            Op::Delete { .. } => AgentOp::Delete { session },
+            Op::Delete { .. } | Op::Again { .. } => AgentOp::Delete { session },
         }
     }
 }
@@ -320,8 +359,8 @@ fn arb_input() -> impl Strategy<Value = usize> {
 
 /// One request per `op` strategy, weighted toward entries on few values.
 pub fn arb_op() -> impl Strategy<Value = Op> {
-    // Session 0 most often: a session's whole life is what is under test.
-    let s = prop_oneof![3 => Just(0usize), 1 => Just(1usize)];
+    // Session 0 twice as often: a session's whole life is under test, and two sessions sharing keys are too.
+    let s = prop_oneof![2 => Just(0usize), 1 => Just(1usize)];
     let k = prop_oneof![3 => Just(0usize), 3 => Just(1usize), 2 => Just(2usize), 1 => Just(3usize)];
     prop_oneof![
         5 => (s.clone(), k.clone(), arb_input()).prop_map(|(s, key, input)| Op::Start { s, key, input }),
@@ -333,6 +372,7 @@ pub fn arb_op() -> impl Strategy<Value = Op> {
         3 => s.clone().prop_map(|s| Op::Snapshot { s }),
         2 => (s.clone(), 0..4usize).prop_map(|(s, run)| Op::ReadRun { s, run }),
         3 => s.prop_map(|s| Op::Delete { s }),
+        4 => (0..3usize).prop_map(|back| Op::Again { back }),
     ]
 }
 
@@ -413,12 +453,15 @@ pub async fn run_program(
 ) -> Result<(), CaseFailure> {
     let mut states = vec![AgentModel::new(profile)];
     let mut seen: Vec<String> = Vec::new();
+    let tag = key_tag(sessions);
+    let mut sent: Vec<Op> = Vec::new();
     for (k, step) in program.iter().enumerate() {
         let ops: Vec<Op> = match step {
-            Step::Single(op) => vec![op.clone()],
-            Step::Batch(ops) => ops.clone(),
+            Step::Single(op) => vec![resolve(op, &sent)],
+            Step::Batch(ops) => ops.iter().map(|o| resolve(o, &sent)).collect(),
         };
-        let model_ops: Vec<AgentOp> = ops.iter().map(|o| o.model(sessions, &seen)).collect();
+        sent.extend(ops.iter().cloned());
+        let model_ops: Vec<AgentOp> = ops.iter().map(|o| o.model(sessions, &seen, &tag)).collect();
         let mut answers = Vec::with_capacity(ops.len());
         if model_ops.len() == 1 {
             answers.push(exchange(target, &model_ops[0], call_timeout_ms).await?);
@@ -721,6 +764,7 @@ pub fn scenario_yaml(program: &[Step], opts: &AgentFuzzOptions, reason: &str) ->
         .collect();
     let mut model = Some(AgentModel::new(&opts.profile));
     let mut seen: Vec<String> = Vec::new();
+    let mut sent: Vec<Op> = Vec::new();
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -750,7 +794,9 @@ pub fn scenario_yaml(program: &[Step], opts: &AgentFuzzOptions, reason: &str) ->
     for step in program {
         match step {
             Step::Single(op) => {
-                let op = op.model(&sessions, &seen);
+                let op = resolve(op, &sent);
+                sent.push(op.clone());
+                let op = op.model(&sessions, &seen, "");
                 let line = http_line(&op);
                 let Some(state) = model
                     .as_ref()
@@ -792,8 +838,14 @@ pub fn scenario_yaml(program: &[Step], opts: &AgentFuzzOptions, reason: &str) ->
             Step::Batch(ops) => {
                 model = None;
                 let _ = writeln!(out, "  - parallel:");
-                for op in ops {
-                    let _ = writeln!(out, "      - {}", http_line(&op.model(&sessions, &seen)));
+                let ops: Vec<Op> = ops.iter().map(|o| resolve(o, &sent)).collect();
+                sent.extend(ops.iter().cloned());
+                for op in &ops {
+                    let _ = writeln!(
+                        out,
+                        "      - {}",
+                        http_line(&op.model(&sessions, &seen, ""))
+                    );
                 }
             }
         }
