@@ -134,6 +134,18 @@ fn resolve(op: &Op, sent: &[Op]) -> Op {
     }
 }
 
+/// Resolves `op` for a batch: as [`resolve`], but never a snapshot. A
+/// snapshot is two reads (runs, then inputs), and SPEC 7
+/// `[[agent.snapshot.not-one-read]]` does not make it one view beside
+/// writes to its session in flight, so a batch holds none (an unknown
+/// run's read of the same session stands in: it writes nothing either).
+fn resolve_in_batch(op: &Op, sent: &[Op]) -> Op {
+    match resolve(op, sent) {
+        Op::Snapshot { s } => Op::ReadRun { s, run: usize::MAX },
+        other => other,
+    }
+}
+
 /// One step: a request alone, or a batch released together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -458,7 +470,7 @@ pub async fn run_program(
     for (k, step) in program.iter().enumerate() {
         let ops: Vec<Op> = match step {
             Step::Single(op) => vec![resolve(op, &sent)],
-            Step::Batch(ops) => ops.iter().map(|o| resolve(o, &sent)).collect(),
+            Step::Batch(ops) => ops.iter().map(|o| resolve_in_batch(o, &sent)).collect(),
         };
         sent.extend(ops.iter().cloned());
         let model_ops: Vec<AgentOp> = ops.iter().map(|o| o.model(sessions, &seen, &tag)).collect();
@@ -838,7 +850,7 @@ pub fn scenario_yaml(program: &[Step], opts: &AgentFuzzOptions, reason: &str) ->
             Step::Batch(ops) => {
                 model = None;
                 let _ = writeln!(out, "  - parallel:");
-                let ops: Vec<Op> = ops.iter().map(|o| resolve(o, &sent)).collect();
+                let ops: Vec<Op> = ops.iter().map(|o| resolve_in_batch(o, &sent)).collect();
                 sent.extend(ops.iter().cloned());
                 for op in &ops {
                     let _ = writeln!(
