@@ -526,6 +526,22 @@ const RACE_VARIANTS: [(&str, &[&str]); 2] = [
     ),
 ];
 
+/// Scenarios that catch a variant only when a run has ended before the
+/// next request (its stream then has nothing left to show from now): on a
+/// loaded machine the run may still be running, and the catch is missed
+/// (CI missed it once). They may fail the variant; the record leaves them
+/// out, as it does races, since a record must hold on every run.
+const TIMED_CATCHES: [(&str, &str); 1] = [(
+    "reference-agent:attach-streams-from-now",
+    "agent.chat-unidentified-keyless-send-commits-its-input",
+)];
+
+/// Is `id` a catch of `target` that depends on timing (a race, or one of
+/// [`TIMED_CATCHES`])?
+fn timed_catch(target: &str, id: &str) -> bool {
+    TIMED_CATCHES.iter().any(|(v, s)| *v == target && *s == id)
+}
+
 /// Each broken executor, on the profile it declares, fails every scenario
 /// the falsification record `scenarios/falsification.json` lists for it
 /// and the scenario named after its rule, and nothing else but the keyed
@@ -590,6 +606,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         }
         let steady: BTreeSet<String> = failed
             .iter()
+            .filter(|id| !timed_catch(target, id))
             .filter(|id| {
                 !RACES.contains(&id.as_str())
                     || RACE_VARIANTS
@@ -610,7 +627,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         );
         for id in &failed {
             assert!(
-                recorded.contains(id) || RACES.contains(&id.as_str()),
+                recorded.contains(id) || RACES.contains(&id.as_str()) || timed_catch(target, id),
                 "{target} failed {id}, which the record does not list; {wrong}"
             );
         }
