@@ -2,7 +2,7 @@
 # Mutation testing with the conformance corpus as the only oracle.
 #
 #   scripts/mutants.sh            # the full run (docs/mutation.md): every mutant
-#   scripts/mutants.sh --sample   # CI's fixed sample (one mutant, a few minutes)
+#   scripts/mutants.sh --sample   # CI's fixed sample (one mutant, judged by the agent corpus on the reference agent)
 #   scripts/mutants.sh -f model/src/contract/plan.rs   # any further cargo-mutants flags
 #
 # What is mutated (the --file list below): the model's rules and planning
@@ -21,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out="${REQKEY_MUTANTS_OUT:-target/mutants}"
+oracle_filter=()
 mkdir -p "$out"
 args=(--timeout 120 --build-timeout 1800 --output "$out"
   --test-workspace=true --cargo-arg=--test --cargo-arg=mutation_oracle)
@@ -31,7 +32,12 @@ if [ "${1:-}" = "--sample" ]; then
   # attaches instead of conflicting). One, because each mutant costs a
   # rebuild and an oracle run (over a minute together on two cores). In place: CI
   # has just built this tree, so no copy and no rebuild from scratch.
-  set -- --in-place --file model/src/contract/plan.rs --re 'replace != with == in plan_keyed_entry' "$@"
+  # The oracle scoped to the one test that judges the executor's table on
+  # the reference agent (CI's `cargo test --workspace` has just run the
+  # whole oracle on the unmutated tree, so the baseline below needs only it).
+  oracle_filter=(-- --exact agent_corpus_on_the_reference_agent)
+  set -- --in-place --file model/src/contract/plan.rs --re 'replace != with == in plan_keyed_entry' \
+    --cargo-test-arg=-- --cargo-test-arg=--exact --cargo-test-arg=agent_corpus_on_the_reference_agent "$@"
 fi
 # Without a --file of the caller's, the whole scope of issue 13.
 case " $* " in
@@ -59,8 +65,8 @@ command -v cargo-mutants >/dev/null 2>&1 || {
 case " $* " in
   *" --list "* | *" --list-files "*) ;;
   *)
-    echo "baseline: cargo test --workspace --test mutation_oracle (unmutated)"
-    if ! cargo test --workspace --test mutation_oracle; then
+    echo "baseline: cargo test --workspace --test mutation_oracle ${oracle_filter[*]} (unmutated)"
+    if ! cargo test --workspace --test mutation_oracle "${oracle_filter[@]}"; then
       echo "the unmutated tree fails the oracle: no mutant can be judged" >&2
       exit 4
     fi
