@@ -262,11 +262,20 @@ fn three_shards_merged_make_the_certificate_of_one_run() {
             assert_eq!(all[field], one[field], "{field}");
         }
         assert!(all.get("partition").is_none());
+        // Every shard ran the certification's fuzz pass; the merge carries
+        // it (its verdict the worst any shard saw: on the correct store,
+        // the whole run's).
+        assert_eq!(all["fuzz"]["seed"], one["fuzz"]["seed"]);
+        assert_eq!(all["fuzz"]["cases"], one["fuzz"]["cases"]);
+        if code == 0 {
+            assert_eq!(all["fuzz"], one["fuzz"]);
+        }
         let (cert_one, cert_all) = (
             std::fs::read_to_string(whole.join("certificate.md")).unwrap(),
             std::fs::read_to_string(merged.join("certificate.md")).unwrap(),
         );
         assert_eq!(cert_all.lines().last(), cert_one.lines().last());
+        assert!(cert_all.contains("| fuzz | fuzz: "), "{cert_all}");
         assert_eq!(
             cert_all.lines().nth(2),
             cert_one.lines().nth(2),

@@ -425,5 +425,9 @@ pub fn merge_command(args: &MergeArgs) -> ExitCode {
             args.out.join(CERTIFICATE_FILE).display()
         );
     }
-    ExitCode::from(merged.summary.exit_code())
+    // A fuzz program that failed in any shard counts as in one run.
+    ExitCode::from(crate::run::fuzz_pass::FuzzPass::with_suite_exit(
+        merged.summary.exit_code(),
+        merged.ctx.fuzz.as_ref(),
+    ))
 }

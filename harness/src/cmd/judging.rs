@@ -233,15 +233,10 @@ pub async fn execute(
             Err(e) => return harness_error(e),
         }
     }
-    // A failing fuzz program is a proven violation (1), one that could not
-    // judge is no verdict (2); neither hides a suite's own.
-    let fuzz = ctx.fuzz.as_ref().map_or(0, |f| f.exit_code());
-    let code = match (summary.exit_code(), fuzz) {
-        (0, f) => f,
-        (2, 1) => 1,
-        (c, _) => c,
-    };
-    ExitCode::from(code)
+    ExitCode::from(crate::run::fuzz_pass::FuzzPass::with_suite_exit(
+        summary.exit_code(),
+        ctx.fuzz.as_ref(),
+    ))
 }
 
 /// The first stage: `--start`'s processes (if any) and the target parsed,

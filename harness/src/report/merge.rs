@@ -16,7 +16,9 @@
 //! ([`crate::report::merge_check`]); shards of one `--start` target are
 //! compared by the target as written, not by the ports each chose.
 //!
-//! What the merged certificate cannot have: race timelines (not part of
+//! The shards' fuzz passes and warnings are merged too
+//! ([`crate::report::merge_fuzz_warnings`]: the worst fuzz verdict, every
+//! distinct warning). What the merged certificate cannot have: race timelines (not part of
 //! `results.json`), so the merged HTML page draws none. Its date is the
 //! earliest shard's, its duration the longest shard's (the shards ran side
 //! by side), its target identity (`/health`) the first shard's.
@@ -32,6 +34,7 @@ use serde_json::Value;
 
 use crate::report::context::{ClauseCoverage, ReportContext};
 use crate::report::json::SCHEMA;
+use crate::report::merge_fuzz_warnings::{merge_fuzz, merge_warnings, FuzzDoc, WarningDoc};
 use crate::run::event::{Failure, Indefinite, RunSummary, ScenarioResult, Verdict};
 use crate::run::partition::Partition;
 use crate::run::select::NotApplicable;
@@ -60,6 +63,12 @@ pub struct ShardDoc {
     #[serde(default)]
     pub scenarios: Vec<ScenarioDoc>,
     pub partition: Option<PartitionDoc>,
+    /// The certification's fuzz pass (absent from older shards and `run`).
+    #[serde(default)]
+    pub fuzz: Option<FuzzDoc>,
+    /// The target's warnings, as this shard measured them.
+    #[serde(default)]
+    pub warnings: Vec<WarningDoc>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -427,9 +436,21 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
         duration_ms: shards.iter().map(|s| s.doc.duration_ms).max().unwrap_or(0),
         results,
         indefinite,
-        // Each shard's report printed its own; a merge has no target.
-        warnings: Vec::new(),
+        // Each shard measured its own answers; every distinct warning is
+        // kept, naming its shards.
+        warnings: merge_warnings(
+            &shards
+                .iter()
+                .map(|s| (s.origin.as_str(), s.doc.warnings.as_slice()))
+                .collect::<Vec<_>>(),
+        )?,
     };
+    let fuzz = merge_fuzz(
+        &shards
+            .iter()
+            .map(|s| (s.origin.as_str(), s.doc.fuzz.as_ref()))
+            .collect::<Vec<_>>(),
+    )?;
 
     let suite = SuiteInfo {
         source: suite_doc.source.clone(),
@@ -458,6 +479,7 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
         p.crash_scenarios = united_crash_scenarios(&shards);
     }
     ctx.not_applicable = not_applicable;
+    ctx.fuzz = fuzz;
     ctx.clause_coverage = first.clause_coverage.as_ref().map(|c| ClauseCoverage {
         level: c.level.clone(),
         covered: c.covered,

@@ -29,6 +29,7 @@ pub mod json;
 pub mod junit;
 pub mod merge;
 pub mod merge_check;
+pub mod merge_fuzz_warnings;
 pub mod seal;
 pub mod terminal;
 

@@ -65,6 +65,14 @@ pub struct TargetWarning {
 }
 
 impl TargetWarning {
+    /// The codes reqkey writes, for reading a report back (`certify merge`).
+    pub const CODES: [&'static str; 1] = ["nagle_stall"];
+
+    /// `code` as one of [`Self::CODES`], if it is one.
+    pub fn known_code(code: &str) -> Option<&'static str> {
+        Self::CODES.iter().copied().find(|c| *c == code)
+    }
+
     /// One line: `warning[code]: message; fix: ...`.
     pub fn line(&self) -> String {
         format!("warning[{}]: {} Fix: {}", self.code, self.message, self.fix)
@@ -132,7 +140,7 @@ pub fn nagle_stall(samples: &[Sample]) -> Option<TargetWarning> {
     let body = median(stalled.iter().map(|s| s.body_ms).collect());
     let whole = median(stalled.iter().map(|s| s.head_ms + s.body_ms).collect());
     Some(TargetWarning {
-        code: "nagle_stall",
+        code: TargetWarning::CODES[0],
         message: format!(
             "the target's small answers stall: in {} of {} answers of at most {SMALL_BODY_BYTES} bytes, the body arrived a median {body:.0} ms after the head (the whole answer took {whole:.0} ms). That is the shape of Nagle's algorithm meeting the client's delayed ACK (about 40 ms): the server writes an answer's head and body in two sends on a socket without TCP_NODELAY. The verdicts stand; the run is just that much slower.",
             stalled.len(),
