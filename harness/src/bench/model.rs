@@ -144,8 +144,8 @@ impl fmt::Display for ModelFigures {
 fn process_cpu() -> Option<Duration> {
     use nix::sys::resource::{getrusage, UsageWho};
     let usage = getrusage(UsageWho::RUSAGE_SELF).ok()?;
-    let micros = |t: nix::sys::time::TimeVal| {
-        u64::try_from(t.tv_sec()).ok()? * 1_000_000 + u64::try_from(t.tv_usec()).ok()?
+    let micros = |t: nix::sys::time::TimeVal| -> Option<u64> {
+        Some(u64::try_from(t.tv_sec()).ok()? * 1_000_000 + u64::try_from(t.tv_usec()).ok()?)
     };
     Some(Duration::from_micros(
         micros(usage.user_time())? + micros(usage.system_time())?,
