@@ -78,19 +78,30 @@ impl KeyedEntryModel {
     }
 
     /// A client whose request has answered with no resend left: its `Next`
-    /// is the only action worth offering (reduction 2).
+    /// is the only action worth offering (reduction 2). Of several such
+    /// clients, the least by [`Client::reduced_key`]: the choice then does
+    /// not depend on the clients' order, so a state and its symmetric
+    /// images offer the same move and the reduced graph, like the full
+    /// one, is the same from every member of a symmetry class (the counts
+    /// do not depend on which member a thread met first).
     pub(super) fn forced_next(&self, state: &SystemState) -> Option<u8> {
         if state.retries_left > 0 {
             return None;
         }
-        state.clients.iter().enumerate().find_map(|(c, client)| {
-            let done = !client.tasks.is_empty()
-                && client
-                    .tasks
-                    .iter()
-                    .all(|t| matches!(t.phase, Phase::Done(_)));
-            (done && self.current_request(state, c).is_some()).then_some(c as u8)
-        })
+        state
+            .clients
+            .iter()
+            .enumerate()
+            .filter(|(c, client)| {
+                !client.tasks.is_empty()
+                    && client
+                        .tasks
+                        .iter()
+                        .all(|t| matches!(t.phase, Phase::Done(_)))
+                    && self.current_request(state, *c).is_some()
+            })
+            .min_by_key(|(_, client)| client.reduced_key())
+            .map(|(c, _)| c as u8)
     }
 }
 
