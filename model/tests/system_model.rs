@@ -19,6 +19,14 @@ fn sequential() -> CheckOptions {
     }
 }
 
+/// The same world without the model's reductions (`reduction.rs`).
+fn unreduced(cfg: Config) -> Config {
+    Config {
+        reduction: false,
+        ..cfg
+    }
+}
+
 #[test]
 fn the_default_scripts_use_both_sessions_both_keys_and_a_keyless_entry() {
     let scripts = Config::default().scripts();
@@ -51,6 +59,150 @@ fn the_small_configuration_has_pinned_state_counts_and_no_violation() {
         (SMALL_UNIQUE, SMALL_TOTAL, SMALL_DEPTH)
     );
     assert!(s.violations.is_empty(), "{:?}", s.violations);
+    let full = check(unreduced(small()), sequential());
+    assert_eq!(
+        (full.unique_states, full.total_states, full.max_depth),
+        (SMALL_FULL_UNIQUE, SMALL_FULL_TOTAL, SMALL_FULL_DEPTH)
+    );
+    assert!(full.violations.is_empty(), "{:?}", full.violations);
+}
+
+/// What a check concluded, for comparing a reduced with an unreduced one:
+/// the violated properties and the `sometimes` properties reached.
+fn verdicts(s: &CheckSummary) -> (Vec<&'static str>, Vec<&'static str>) {
+    let mut violated: Vec<_> = s.violations.iter().map(|v| v.0).collect();
+    let mut reached: Vec<_> = s.examples.iter().map(|e| e.0).collect();
+    violated.sort_unstable();
+    reached.sort_unstable();
+    (violated, reached)
+}
+
+/// The reductions are sound where it can be seen whole: on small worlds
+/// (with twins, with lease expiry, without finishing runs, with two
+/// resends) and under every mutant, the reduced check violates exactly the
+/// properties the unreduced one violates and reaches exactly the same
+/// `sometimes` properties, with fewer states.
+#[test]
+fn the_reductions_keep_every_counterexample_and_every_witness() {
+    let worlds = [
+        small(),
+        Config {
+            twins: 1,
+            ..small()
+        },
+        Config {
+            expiries: 1,
+            ..small()
+        },
+        Config {
+            finishes: false,
+            ..small()
+        },
+        Config {
+            retries: 2,
+            ..small()
+        },
+        Config {
+            requests: 3,
+            ..small()
+        },
+    ];
+    let mut cases: Vec<Config> = worlds.to_vec();
+    for m in reqkey_model::mutants::Mutant::ALL {
+        cases.push(Config {
+            mutant: Some(m),
+            ..small()
+        });
+        cases.push(Config {
+            mutant: Some(m),
+            clients: 3,
+            requests: 3,
+            ..small()
+        });
+    }
+    for cfg in cases {
+        let reduced = check(cfg.clone(), sequential());
+        let full = check(unreduced(cfg.clone()), sequential());
+        assert_eq!(verdicts(&reduced), verdicts(&full), "{cfg:?}");
+        assert!(reduced.unique_states < full.unique_states, "{cfg:?}");
+        if let Some(m) = cfg.mutant {
+            assert!(reduced.violated(m.violates()), "{cfg:?}");
+        }
+    }
+}
+
+/// Reduction 3 checked state by state: over every state of the unreduced
+/// small worlds (and under every mutant), two states that the reduced hash
+/// does not tell apart give every property the same value and lead to the
+/// same classes of states (a bisimulation), so exploring one of them is
+/// exploring both.
+#[test]
+fn states_the_reduced_hash_merges_agree_on_every_property_and_every_successor() {
+    use stateright::{Expectation, Model};
+    use std::collections::hash_map::DefaultHasher;
+    use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+    use std::hash::{Hash, Hasher};
+
+    let class = |st: &SystemState| {
+        let mut st = st.clone();
+        st.reduced = true;
+        let mut h = DefaultHasher::new();
+        st.hash(&mut h);
+        h.finish()
+    };
+    let mut worlds = vec![
+        small(),
+        Config {
+            twins: 1,
+            ..small()
+        },
+        Config {
+            expiries: 1,
+            ..small()
+        },
+    ];
+    for m in reqkey_model::mutants::Mutant::ALL {
+        worlds.push(Config {
+            mutant: Some(m),
+            ..small()
+        });
+    }
+    for cfg in worlds {
+        let model = KeyedEntryModel::new(unreduced(cfg.clone()));
+        let properties = model.properties();
+        let mut seen: HashMap<u64, (Vec<bool>, BTreeSet<u64>)> = HashMap::new();
+        let mut visited = HashSet::new();
+        let mut queue: VecDeque<SystemState> = model.init_states().into();
+        let mut merged = 0usize;
+        while let Some(st) = queue.pop_front() {
+            let values: Vec<bool> = properties
+                .iter()
+                .map(|p| match p.expectation {
+                    Expectation::Eventually => true,
+                    _ => (p.condition)(&model, &st),
+                })
+                .collect();
+            let mut successors = BTreeSet::new();
+            for (_, next) in model.next_steps(&st) {
+                successors.insert(class(&next));
+                let mut h = DefaultHasher::new();
+                next.hash(&mut h);
+                if visited.insert(h.finish()) {
+                    queue.push_back(next);
+                }
+            }
+            match seen.get(&class(&st)) {
+                Some(known) => {
+                    merged += 1;
+                    assert_eq!(known, &(values, successors), "{cfg:?}: {st:?}");
+                }
+                None => {
+                    seen.insert(class(&st), (values, successors));
+                }
+            }
+        }
+        assert!(merged > 0, "{cfg:?}: the reduced hash merged nothing");
+    }
 }
 
 #[test]
@@ -89,7 +241,7 @@ fn the_default_configuration_has_pinned_state_counts_with_and_without_symmetry()
     let with = check_with_progress(
         Config::default(),
         CheckOptions::default(),
-        Some(std::time::Duration::from_millis(20)),
+        Some(std::time::Duration::from_millis(5)),
         &mut |p| reports.push(p),
     );
     let without = check(Config::default(), sequential());
@@ -100,6 +252,13 @@ fn the_default_configuration_has_pinned_state_counts_with_and_without_symmetry()
         );
         assert!(s.passed(), "{:?} {:?}", s.violations, s.unreached);
     }
+    let full = check(unreduced(Config::default()), CheckOptions::default());
+    assert_eq!(
+        (full.unique_states, full.total_states, full.max_depth),
+        (DEFAULT_FULL_UNIQUE, DEFAULT_FULL_TOTAL, DEFAULT_FULL_DEPTH)
+    );
+    assert!(full.passed(), "{:?} {:?}", full.violations, full.unreached);
+    assert_eq!(verdicts(&full), verdicts(&with));
     eprintln!(
         "default: {} unique with symmetry, {} without: reduction {:.2}x",
         with.unique_states,
@@ -144,16 +303,49 @@ fn two_twins_have_pinned_counts_with_and_without_symmetry() {
     assert!(full.violations.is_empty() && reduced.violations.is_empty());
 }
 
-const DEFAULT_UNIQUE: usize = 457_719;
-const DEFAULT_TOTAL: usize = 1_710_129;
-const DEFAULT_DEPTH: usize = 29;
-const TWINS2_REDUCED_UNIQUE: usize = 85_048;
-const TWINS2_FULL_UNIQUE: usize = 168_855;
-const SMALL_UNIQUE: usize = 2163;
-const SMALL_TOTAL: usize = 4955;
+/// With twins, symmetry and the reductions, the states counted do not
+/// depend on which member of a symmetry class a thread met first: the
+/// reductions choose the same move from every member (a done client is
+/// moved on by the least of the done clients, not the first by index), so
+/// two threads count what one does.
+#[test]
+fn with_twins_two_threads_count_what_one_thread_counts() {
+    let cfg = Config {
+        clients: 2,
+        requests: 2,
+        twins: 1,
+        ..Config::default()
+    };
+    for _ in 0..3 {
+        let s = check(
+            cfg.clone(),
+            CheckOptions {
+                threads: 2,
+                ..CheckOptions::default()
+            },
+        );
+        assert_eq!(s.unique_states, TWINS2_REDUCED_UNIQUE);
+    }
+}
+
+// With the reductions (the default).
+const DEFAULT_UNIQUE: usize = 56_695;
+const DEFAULT_TOTAL: usize = 126_412;
+const DEFAULT_DEPTH: usize = 26;
+const TWINS2_REDUCED_UNIQUE: usize = 14_639;
+const TWINS2_FULL_UNIQUE: usize = 28_545;
+const SMALL_UNIQUE: usize = 748;
+const SMALL_TOTAL: usize = 1356;
 const SMALL_DEPTH: usize = 15;
-const TWINS_FULL_UNIQUE: usize = 5853;
-const TWINS_REDUCED_UNIQUE: usize = 2938;
+const TWINS_FULL_UNIQUE: usize = 1879;
+const TWINS_REDUCED_UNIQUE: usize = 951;
+// Without them (`--no-reduction`): the counts before the reductions.
+const DEFAULT_FULL_UNIQUE: usize = 457_719;
+const DEFAULT_FULL_TOTAL: usize = 1_710_129;
+const DEFAULT_FULL_DEPTH: usize = 29;
+const SMALL_FULL_UNIQUE: usize = 2163;
+const SMALL_FULL_TOTAL: usize = 4955;
+const SMALL_FULL_DEPTH: usize = 15;
 
 #[test]
 #[ignore = "a benchmark: run with --release"]

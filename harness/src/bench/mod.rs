@@ -10,6 +10,8 @@
 //! - [`backends`]: the key lookup of the reference backends in process,
 //!   beside each backend's own primitive.
 //! - [`failover`]: keyed load on replicas while one is killed.
+//! - [`model`]: the model checker on the worlds: states, CPU,
+//!   wall clock and peak memory.
 //! - [`soak`]: the reference servers and the proxy under mixed honest and
 //!   hostile load: RSS and a fresh client's latency.
 
@@ -17,4 +19,5 @@ pub mod backends;
 pub mod checker;
 pub mod failover;
 pub mod lookup;
+pub mod model;
 pub mod soak;

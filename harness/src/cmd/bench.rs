@@ -13,6 +13,7 @@ use crate::bench::checker::{
 };
 use crate::bench::failover::{failover_benchmark, FailoverConfig};
 use crate::bench::lookup::{lookup_benchmark, LookupConfig};
+use crate::bench::model::{model_benchmark, model_cases};
 use crate::bench::soak::{soak_benchmark, SoakConfig, SoakServer};
 use crate::cmd::exit::harness_error;
 use crate::cmd::runtime::runtime;
@@ -50,6 +51,12 @@ pub enum BenchKind {
     /// process and a fresh client's p99; exit 1 when a target is missed
     /// (peak < 512 MB, final within 20% of the start, p99 < 100 ms).
     Soak,
+    /// The model checker (`reqkey model check`, --threads, default 2) on
+    /// the default world, the default without reductions, `--retries 2`
+    /// and `--twins 1`: unique and total states, depth, wall clock, CPU
+    /// seconds, states/s, peak RSS (--quick: the default world only, a
+    /// second). Exit 1 when a check does not pass.
+    Model,
 }
 
 #[derive(Debug, Args)]
@@ -128,9 +135,13 @@ pub struct BenchArgs {
     pub kill_after: Option<u32>,
     /// lin: only the 1,000-operation histories, each checked once; lookup
     /// on the reference backends: 100 vs 10,000 runs in sessions of 100,
-    /// 200 samples (CI's check that the benchmarks work; seconds).
+    /// 200 samples; model: the default world only (CI's check that the
+    /// benchmarks work; seconds).
     #[arg(long)]
     pub quick: bool,
+    /// Checker threads (model benchmark).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: u16,
     /// Seconds of load on each server (soak; --quick: 5).
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub duration_s: u64,
@@ -345,6 +356,9 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
     if args.kind == BenchKind::Lin {
         return lin_bench(&args);
     }
+    if args.kind == BenchKind::Model {
+        return model_bench(&args);
+    }
     if args.export_histories.is_some() {
         return harness_error("--export-histories is an option of `reqkey bench lin` only");
     }
@@ -393,6 +407,22 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
         }
         ExitCode::SUCCESS
     })
+}
+
+/// `reqkey bench model`: one line per world; exit 1 when a check does
+/// not pass (a violated property or an unreached `sometimes` one).
+fn model_bench(args: &BenchArgs) -> ExitCode {
+    let mut failed = false;
+    for case in model_cases(args.quick) {
+        let f = model_benchmark(&case, usize::from(args.threads));
+        println!("{f}");
+        failed |= !f.passed;
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// `reqkey bench lin`: every history's figures; exit 1 when a verdict is

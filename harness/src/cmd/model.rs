@@ -98,6 +98,11 @@ pub struct WorldArgs {
     /// run interrupted once its lease runs out (SPEC 5, [[lease.expire.any-reader]]).
     #[arg(long, default_value_t = Config::default().expiries)]
     pub expiries: usize,
+    /// Explore every interleaving without the model's reductions (unwatched
+    /// runs finishing, a done client moving on at once, answered attempts
+    /// hashed by what is still read): the unreduced counts, for comparison.
+    #[arg(long)]
+    pub no_reduction: bool,
     /// Check a deliberately broken model (one single-bug switch).
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(Mutant::ALL.map(Mutant::name)))]
     pub mutant: Option<String>,
@@ -125,6 +130,7 @@ impl WorldArgs {
             expiries: self.expiries,
             cas_retries: self.cas_retries,
             mutant,
+            reduction: !self.no_reduction,
         };
         config.validate()?;
         Ok(config)
@@ -245,10 +251,16 @@ fn print_summary(config: &Config, opts: &CheckOptions, s: &CheckSummary) {
         (true, true) => "on (twins are interchangeable)",
         (true, false) => "on, nothing to reduce (no twins)",
     };
+    let reduction = if config.reduction {
+        "on (unwatched runs do not finish, a done client moves on at once, answered attempts by what is still read)"
+    } else {
+        "off (every interleaving)"
+    };
     println!(
         "search:         DFS, {} thread(s), symmetry {symmetry}",
         opts.threads
     );
+    println!("reduction:      {reduction}");
     println!("unique states:  {}", s.unique_states);
     println!(
         "total states:   {} (every generated successor)",

@@ -60,6 +60,9 @@ pub struct Config {
     pub cas_retries: usize,
     /// A deliberate bug, or `None` for the spec.
     pub mutant: Option<Mutant>,
+    /// The state-space reductions of `reduction.rs` (on by default; off
+    /// gives the unreduced counts for comparison).
+    pub reduction: bool,
 }
 
 impl Default for Config {
@@ -79,6 +82,7 @@ impl Default for Config {
             expiries: 0,
             cas_retries: 1,
             mutant: None,
+            reduction: true,
         }
     }
 }

@@ -11,5 +11,6 @@ pub mod inline;
 pub mod mutants;
 pub mod predicates;
 pub mod props;
+pub mod reduction;
 pub mod state;
 pub mod system;

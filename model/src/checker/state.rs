@@ -4,7 +4,7 @@
 
 use stateright::Representative;
 
-use crate::checker::compact::{pack_opt_ref, pack_ref};
+use crate::checker::compact::pack_opt_ref;
 use crate::checker::compact::{
     AnswerKind, Meta, RunRef, StoreSession, MAX_CLIENTS, MAX_KEYS, MAX_TASKS,
 };
@@ -40,6 +40,9 @@ pub struct Answer {
     pub reused_key: bool,
     /// Ghost: the session was deleted while the entry was in flight.
     pub deleted_meanwhile: bool,
+    /// Ghost: a replay of a run that was `interrupted` when answered (its
+    /// status is final by then, so the answer says it for good).
+    pub replayed_interrupted: bool,
 }
 
 /// Where an executor task is.
@@ -87,7 +90,7 @@ pub struct Client {
 
 /// The whole system. Sessions and clients are the two heap vectors, sized
 /// by the configuration; everything inside them is inline.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SystemState {
     /// One store session per session index (the store is a map of these).
     pub sessions: Vec<Session>,
@@ -101,11 +104,36 @@ pub struct SystemState {
     /// Ghost: some keyed commit was answered other than "request_key_taken
     /// naming the holder" exactly when another run held its key.
     pub key_refusal_wrong: bool,
+    /// Constant per model: hash (and order twins) by what is still read
+    /// (`reduction.rs`, reduction 3) rather than by every field.
+    pub reduced: bool,
+}
+
+impl std::hash::Hash for SystemState {
+    /// The checker tells states apart by this hash alone. Exact: every
+    /// field. Reduced: an answered attempt as its answer's view, a
+    /// client's attempts as a multiset (`reduction.rs`).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.sessions.hash(state);
+        self.deletes_left.hash(state);
+        self.retries_left.hash(state);
+        self.expiries_left.hash(state);
+        self.role_counters.hash(state);
+        if self.reduced {
+            state.write_usize(self.clients.len());
+            for client in &self.clients {
+                client.reduced_key().hash(state);
+            }
+        } else {
+            self.clients.hash(state);
+        }
+        self.key_refusal_wrong.hash(state);
+    }
 }
 
 impl Answer {
-    /// 35 bits.
-    fn pack(&self) -> u64 {
+    /// 37 bits.
+    pub(crate) fn pack(&self) -> u64 {
         let kind = self.kind as u64;
         kind << 32
             | pack_opt_ref(self.run) << 15
@@ -115,32 +143,14 @@ impl Answer {
             | u64::from(self.same_input) << 1
             | u64::from(self.reused_key)
             | u64::from(self.deleted_meanwhile) << 35
+            | u64::from(self.replayed_interrupted) << 36
     }
 }
 
 impl std::hash::Hash for Task {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let (tag, payload) = match self.phase {
-            Phase::Lookup => (0, 0),
-            Phase::ReadCurrent => (1, 0),
-            Phase::Commit { expected } => (2, pack_opt_ref(expected)),
-            Phase::CommitWrite {
-                expected,
-                stale_holder,
-            } => (
-                3,
-                pack_opt_ref(expected) << 45 | stale_holder.map_or(0, |m| 1 << 44 | m.pack()),
-            ),
-            Phase::Replan { holder } => (4, pack_ref(holder)),
-            Phase::Done(a) => (5, a.pack()),
-        };
-        state.write_u64(
-            pack_ref(self.run) << 32
-                | u64::from(self.epoch) << 16
-                | u64::from(self.cas_tries) << 8
-                | u64::from(self.replanned) << 3
-                | tag,
-        );
+        let (own, payload) = self.words();
+        state.write_u64(own);
         state.write_u64(payload);
     }
 }
@@ -174,7 +184,11 @@ impl Representative for SystemState {
     /// the first field of the order.
     fn representative(&self) -> Self {
         let mut rep = self.clone();
-        rep.clients.sort_unstable();
+        if self.reduced {
+            rep.clients.sort_by_cached_key(Client::reduced_key);
+        } else {
+            rep.clients.sort_unstable();
+        }
         rep
     }
 }

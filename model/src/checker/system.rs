@@ -147,6 +147,11 @@ impl KeyedEntryModel {
         self.role_scripts.len() < self.scripts.len()
     }
 
+    /// The script of a role (every client of the role sends it).
+    pub(super) fn role_script(&self, role: u8) -> &[Request] {
+        &self.role_scripts[role as usize]
+    }
+
     /// The request a client is working on, if its script is not done.
     pub(super) fn current_request(&self, state: &SystemState, client: usize) -> Option<Request> {
         let client = &state.clients[client];
@@ -205,6 +210,14 @@ impl KeyedEntryModel {
         let true_holder = request
             .key
             .and_then(|k| session.store.run_by_request_key(request.session, k));
+        // Any session: under the global-key-index mutant the named run may
+        // live in another one.
+        let interrupted = state.sessions.iter().any(|s| {
+            s.store
+                .runs
+                .iter()
+                .any(|r| r.id == run && r.status == RunStatus::Interrupted)
+        });
         Answer {
             kind,
             run: Some(run),
@@ -214,6 +227,7 @@ impl KeyedEntryModel {
             same_input: run_digest == Some(request.input),
             reused_key: false,
             deleted_meanwhile: task.epoch != session.epoch,
+            replayed_interrupted: kind == AnswerKind::Replayed && interrupted,
         }
     }
 
@@ -234,6 +248,7 @@ impl KeyedEntryModel {
             same_input: false,
             reused_key: false,
             deleted_meanwhile: task.epoch != epoch,
+            replayed_interrupted: false,
         }
     }
 
@@ -653,10 +668,24 @@ impl Model for KeyedEntryModel {
                 })
                 .collect(),
             key_refusal_wrong: false,
+            reduced: self.config.reduction,
         }]
     }
 
     fn actions(&self, state: &SystemState, actions: &mut Vec<Action>) {
+        let reduction = self.config.reduction;
+        if reduction {
+            if let Some(client) = self.forced_next(state) {
+                actions.push(Action::Next { client });
+                return;
+            }
+        }
+        let watched = reduction.then(|| self.watched_keys(state));
+        let offered = |s: usize, run: &Run| {
+            watched
+                .as_ref()
+                .is_none_or(|w| Self::is_watched(w, s, run.key))
+        };
         for (c, client) in state.clients.iter().enumerate() {
             if self.current_request(state, c).is_none() {
                 continue;
@@ -681,7 +710,12 @@ impl Model for KeyedEntryModel {
         }
         if self.config.finishes {
             for (s, session) in state.sessions.iter().enumerate() {
-                for run in session.store.runs.iter().filter(|r| r.status.is_live()) {
+                for run in session
+                    .store
+                    .runs
+                    .iter()
+                    .filter(|r| r.status.is_live() && offered(s, r))
+                {
                     actions.push(Action::Finish {
                         session: s as u8,
                         run: run.id,
@@ -695,7 +729,7 @@ impl Model for KeyedEntryModel {
                     .store
                     .runs
                     .iter()
-                    .filter(|r| r.status == RunStatus::Running)
+                    .filter(|r| r.status == RunStatus::Running && offered(s, r))
                 {
                     actions.push(Action::Expire {
                         session: s as u8,
@@ -738,17 +772,8 @@ impl Model for KeyedEntryModel {
             properties.push(Property::sometimes(
                 props::SOMETIMES_EXPIRED_REPLAY,
                 |m: &Self, st: &SystemState| {
-                    m.answers(st).any(|(_, a)| {
-                        a.kind == AnswerKind::Replayed
-                            && a.run.is_some_and(|id| {
-                                st.sessions.iter().any(|s| {
-                                    s.store
-                                        .runs
-                                        .iter()
-                                        .any(|r| r.id == id && r.status == RunStatus::Interrupted)
-                                })
-                            })
-                    })
+                    m.answers(st)
+                        .any(|(_, a)| a.kind == AnswerKind::Replayed && a.replayed_interrupted)
                 },
             ));
         }
