@@ -94,6 +94,7 @@ const NAMED_AFTER: [(&str, &str); 29] = [
         "store.collisions.long-ids-differing-at-the-end",
     ),
     ("numbers-as-doubles", "store.input-numbers-exact"),
+    ("text-as-utf8mb3", "store.input-text-exact"),
 ];
 
 /// The mixed-histories stage races random programs: whether it meets a

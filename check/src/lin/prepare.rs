@@ -2,6 +2,7 @@
 
 use reqkey_model::seq::{PreparedCommit, StoreOp, StoreReply};
 use reqkey_model::{canonical_json, CommitOutcome, StoreError};
+use reqkey_scenario::pattern::same_value;
 use serde_json::Value;
 
 use super::types::Operation;
@@ -109,13 +110,28 @@ pub(super) fn answers_match(spec: &Result<StoreReply, StoreError>, observed: &Ob
     match (spec, observed) {
         (_, Observed::Pending) => true,
         (_, Observed::Malformed(_)) => false,
-        (Ok(a), Observed::Answer(Ok(b))) => a == b,
+        (Ok(a), Observed::Answer(Ok(b))) => same_reply(a, b),
         (
             Err(StoreError::RunStartRejected(a)),
             Observed::Answer(Err(StoreError::RunStartRejected(b))),
         ) => a == b,
         (Err(a), Observed::Answer(Err(b))) => a.kind() == b.kind(),
         _ => false,
+    }
+}
+
+/// Are two answers the same? Inputs compare by value: a store may change
+/// a number's spelling (`1.50` as `1.5`, `-0` as `0`), not its value
+/// (SPEC 4 `[[store.input.numbers-exact]]`); everything else exactly.
+fn same_reply(a: &StoreReply, b: &StoreReply) -> bool {
+    match (a, b) {
+        (StoreReply::Inputs(x), StoreReply::Inputs(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(x, y)| x.run_id == y.run_id && same_value(&x.input, &y.input))
+        }
+        (a, b) => a == b,
     }
 }
 

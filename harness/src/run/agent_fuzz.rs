@@ -34,37 +34,35 @@ use tokio::sync::Barrier;
 
 use crate::run::agent_steps::{answer, wait_run_step};
 use crate::run::fuzz::seed_bytes;
+use crate::run::fuzz_inputs;
 use crate::targets::{HttpRequest, Target};
 use reqkey_scenario::agent_step::Wire;
 
 /// The tiny domain: two sessions; no key, two keys, a malformed one.
 pub const SESSIONS: usize = 2;
 const KEYS: [Option<&str>; 4] = [None, Some("k0"), Some("k1"), Some("k 0")];
-/// Texts of every kind a client sends: markers, non-ASCII, escapes, empty.
-const TEXTS: [&str; 9] = [
-    "a",
-    "b",
-    "[suspend] ask",
-    "[fail] boom",
-    "é ü 日本 🦀",
-    "quote \" back\\slash",
-    "line\nbreak\ttab",
-    "",
-    "[sleep:80] slow",
-];
-/// Inputs of every JSON shape (the test agent's and others).
-fn input(i: usize) -> Value {
-    match i {
-        i if i < TEXTS.len() => json!({ "text": TEXTS[i] }),
-        9 => json!({"text": "a", "n": 1.0}),
-        10 => json!({"n": [1, "x", null, true, {"z": -2.5}], "text": "a"}),
-        11 => json!(7),
-        12 => json!("plain string"),
-        13 => json!([{"text": "a"}]),
-        _ => json!({"text": "a", "n": 1}),
+/// The test agent's markers (plain, suspending, failing, slow texts),
+/// before the texts of every kind the fuzzers share.
+const MARKERS: [&str; 5] = ["a", "b", "[suspend] ask", "[fail] boom", "[sleep:80] slow"];
+/// Texts: the markers, then every other kind of [`fuzz_inputs::TEXTS`]
+/// (its first two, plain `a` and `b`, are the markers' first two).
+const TEXT_COUNT: usize = MARKERS.len() + fuzz_inputs::TEXT_KINDS - 2;
+fn text(i: usize) -> String {
+    match MARKERS.get(i) {
+        Some(m) => (*m).to_owned(),
+        None => fuzz_inputs::text(i - MARKERS.len() + 2),
     }
 }
-const INPUTS: usize = 15;
+/// Inputs: the test agent's `{"text"}` with every text, then a value of
+/// every JSON shape ([`fuzz_inputs::shape`]).
+fn input(i: usize) -> Value {
+    if i < TEXT_COUNT {
+        json!({ "text": text(i) })
+    } else {
+        fuzz_inputs::shape(i - TEXT_COUNT)
+    }
+}
+const INPUTS: usize = TEXT_COUNT + fuzz_inputs::SHAPES.len();
 
 /// The default budget of `reqkey fuzz` on an agent target: every broken
 /// sequence variant of the reference is found within it on seeds 1, 2, 3
@@ -228,7 +226,7 @@ impl Op {
             } => AgentOp::ChatSend {
                 session,
                 key: key_header(*key),
-                content: TEXTS[*text % TEXTS.len()].to_owned(),
+                content: self::text(*text % TEXT_COUNT),
                 tool: *tool,
             },
             Op::Reconnect { key, .. } => AgentOp::Reconnect {
@@ -361,12 +359,12 @@ fn named_run(o: &Observed) -> Option<String> {
 /// A text index: the plain and suspending ones most often (collisions and
 /// live runs), every other kind now and then.
 fn arb_text() -> impl Strategy<Value = usize> {
-    prop_oneof![4 => 0..2usize, 3 => Just(2usize), 3 => 3..TEXTS.len()]
+    prop_oneof![4 => 0..2usize, 3 => Just(2usize), 3 => 3..TEXT_COUNT]
 }
 
 /// An input index: the test agent's `{"text"}` mostly, other shapes too.
 fn arb_input() -> impl Strategy<Value = usize> {
-    prop_oneof![4 => arb_text(), 1 => TEXTS.len()..INPUTS]
+    prop_oneof![4 => arb_text(), 1 => TEXT_COUNT..INPUTS]
 }
 
 /// One request per `op` strategy, weighted toward entries on few values.

@@ -31,6 +31,7 @@ use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
+use crate::run::fuzz_inputs;
 use crate::run::record::{timed_store_call, Clock};
 use crate::targets::Target;
 use reqkey_check::lin::{self, CheckOptions, Operation, Verdict};
@@ -39,7 +40,20 @@ use reqkey_check::lin::{self, CheckOptions, Operation, Verdict};
 const SESSIONS: usize = 2;
 const KEYS: [&str; 2] = ["k0", "k1"];
 const RUNS: [&str; 3] = ["r0", "r1", "r2"];
-const INPUTS: [&str; 2] = ["a", "b"];
+/// Inputs: `{"text": "a"}` and `{"text": "b"}` (the common case, so that
+/// the same input meets itself), `{"text"}` with every other kind of text,
+/// then a value of every JSON shape (`run::fuzz_inputs`).
+pub const INPUTS: usize = fuzz_inputs::TEXT_KINDS + fuzz_inputs::SHAPES.len();
+
+/// The `i`-th input (modulo [`INPUTS`]).
+pub fn input(i: usize) -> Value {
+    let i = i % INPUTS;
+    if i < fuzz_inputs::TEXT_KINDS {
+        json!({ "text": fuzz_inputs::text(i) })
+    } else {
+        fuzz_inputs::shape(i - fuzz_inputs::TEXT_KINDS)
+    }
+}
 const STATUSES: [&str; 4] = ["running", "suspended_input", "completed", "failed"];
 
 /// The most steps in one program, and ops in one batch.
@@ -100,12 +114,12 @@ impl FuzzOp {
                     "sessionId": sid(session),
                     "runId": RUNS[*run],
                     "expectedCurrentRunId": expected.map(|e| RUNS[e]),
-                    "input": {"text": INPUTS[*input]},
+                    "input": self::input(*input),
                 });
                 if let Some(k) = key {
                     start["requestKey"] = json!(KEYS[*k]);
                     // Same key and input, same digest (SPEC 3).
-                    start["requestDigest"] = json!(format!("d-{}", INPUTS[*input]));
+                    start["requestDigest"] = json!(format!("d-{input}"));
                 }
                 json!({"op": "commitRunStart", "args": {"startRun": start}})
             }
@@ -147,12 +161,18 @@ pub enum FuzzStep {
     Batch(Vec<FuzzOp>),
 }
 
+/// An input index: `a` or `b` two times in three, any other text or shape
+/// otherwise.
+fn arb_input() -> impl Strategy<Value = usize> {
+    prop_oneof![2 => 0..2usize, 1 => 2..INPUTS]
+}
+
 /// One operation over the tiny domain, every store op weighted so that
 /// collisions are common.
 pub fn arb_op() -> impl Strategy<Value = FuzzOp> {
     let s = 0..SESSIONS;
     prop_oneof![
-        6 => (s.clone(), 0..RUNS.len(), prop::option::weighted(0.6, 0..RUNS.len()), 0..INPUTS.len(), prop::option::weighted(0.7, 0..KEYS.len()))
+        6 => (s.clone(), 0..RUNS.len(), prop::option::weighted(0.6, 0..RUNS.len()), arb_input(), prop::option::weighted(0.7, 0..KEYS.len()))
             .prop_map(|(session, run, expected, input, key)| FuzzOp::Commit { session, run, expected, input, key }),
         1 => (s.clone(), 0..RUNS.len()).prop_map(|(session, run)| FuzzOp::GetRun { session, run }),
         1 => s.clone().prop_map(|session| FuzzOp::GetCurrentRun { session }),
@@ -247,6 +267,145 @@ pub async fn run_program_recorded(
     (outcome, history)
 }
 
+impl FuzzOp {
+    /// The session a write changes (`None` for a read).
+    fn written_session(&self) -> Option<usize> {
+        match self {
+            FuzzOp::Commit { session, .. }
+            | FuzzOp::SetRunStatus { session, .. }
+            | FuzzOp::DeleteSession { session } => Some(*session),
+            _ => None,
+        }
+    }
+
+    /// The key a write names (a keyed commit's), if any.
+    fn key(&self) -> Option<usize> {
+        match self {
+            FuzzOp::Commit { key, .. } => *key,
+            _ => None,
+        }
+    }
+
+    /// The run a write names, if any.
+    fn run(&self) -> Option<usize> {
+        match self {
+            FuzzOp::Commit { run, .. } | FuzzOp::SetRunStatus { run, .. } => Some(*run),
+            _ => None,
+        }
+    }
+}
+
+/// The reads another client makes of `session` after a write: every
+/// read the store protocol has (the current run, the run written or the
+/// first, both key holders, the runs and the input log), so a write whose
+/// effect one read path misses (a cache, an index, a second copy) shows.
+fn watch(session: usize, run: usize) -> Vec<FuzzOp> {
+    let mut reads = vec![
+        FuzzOp::GetCurrentRun { session },
+        FuzzOp::GetRun { session, run },
+    ];
+    reads.extend((0..KEYS.len()).map(|key| FuzzOp::GetRunByRequestKey { session, key }));
+    reads.push(FuzzOp::ListRuns { session });
+    reads.push(FuzzOp::ListInputs { session });
+    reads
+}
+
+/// What one step sends: `together` released behind one barrier (one op
+/// alone is sent as is), then `after`, one read at a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expanded {
+    pub together: Vec<FuzzOp>,
+    pub after: Vec<FuzzOp>,
+}
+
+/// A step with the reads other clients make around its writes (derived,
+/// not generated: every write has them, and shrinking keeps them): after
+/// a write, [`watch`] of its session; in a batch, beside the writes, one
+/// reader per session written (of the key a commit names, else of the
+/// current run), racing them.
+pub fn expand(step: &FuzzStep) -> Expanded {
+    let ops: &[FuzzOp] = match step {
+        FuzzStep::Single(op) => std::slice::from_ref(op),
+        FuzzStep::Batch(ops) => ops,
+    };
+    let mut written: Vec<(usize, Option<usize>, usize)> = Vec::new();
+    for op in ops {
+        if let Some(session) = op.written_session() {
+            match written.iter_mut().find(|(s, _, _)| *s == session) {
+                Some(w) => w.1 = w.1.or(op.key()),
+                None => written.push((session, op.key(), op.run().unwrap_or(0))),
+            }
+        }
+    }
+    let mut together = ops.to_vec();
+    if matches!(step, FuzzStep::Batch(_)) {
+        together.extend(written.iter().map(|&(session, key, _)| match key {
+            Some(key) => FuzzOp::GetRunByRequestKey { session, key },
+            None => FuzzOp::GetCurrentRun { session },
+        }));
+    }
+    let after = written
+        .iter()
+        .flat_map(|&(session, _, run)| watch(session, run))
+        .collect();
+    Expanded { together, after }
+}
+
+/// `v` as JSON, cut to about 600 bytes (a long input is in the scenario).
+fn short(v: &Value) -> String {
+    let mut s = v.to_string();
+    if s.len() > 600 {
+        let cut = (0..=600)
+            .rev()
+            .find(|i| s.is_char_boundary(*i))
+            .unwrap_or(0);
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// Sends `op` alone as `client`, and (while the program is sequential)
+/// judges its answer against the spec's.
+#[allow(clippy::too_many_arguments)]
+async fn call_alone(
+    target: &Arc<dyn Target>,
+    op: &FuzzOp,
+    sessions: &[String],
+    client: String,
+    clock: &Clock,
+    call_timeout_ms: u64,
+    spec: Option<&mut SeqStore>,
+    history: &mut Vec<Operation>,
+) -> Result<(), CaseFailure> {
+    let request = op.request(sessions);
+    let (recorded, result) = timed_store_call(
+        target.as_ref(),
+        clock,
+        &client,
+        request.clone(),
+        call_timeout_ms,
+    )
+    .await;
+    let answer = result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
+    history.push(recorded);
+    if let Some(state) = spec {
+        let expected = match StoreOp::from_wire(&request) {
+            Ok(parsed) => state.apply(&parsed),
+            Err(e) => Err(e),
+        };
+        if !lin::answer_conforms(&request, &expected, &answer) {
+            return Err(CaseFailure::Nonconforming(format!(
+                "{client}: {}\n  the spec answers  {}\n  the target answered {}",
+                lin::summarize_request(&request),
+                short(&answer_to_wire(&expected)),
+                short(&answer)
+            )));
+        }
+    }
+    Ok(())
+}
+
 async fn drive_program(
     target: &Arc<dyn Target>,
     program: &[FuzzStep],
@@ -259,65 +418,62 @@ async fn drive_program(
     // The spec's state while the program is still sequential.
     let mut spec = Some(SeqStore::new());
     for (k, step) in program.iter().enumerate() {
-        match step {
-            FuzzStep::Single(op) => {
+        let Expanded { together, after } = expand(step);
+        if let [op] = together.as_slice() {
+            let client = format!("step{k}");
+            call_alone(
+                target,
+                op,
+                sessions,
+                client,
+                &clock,
+                call_timeout_ms,
+                spec.as_mut(),
+                history,
+            )
+            .await?;
+            stats.operations += 1;
+        } else {
+            spec = None;
+            let barrier = Arc::new(Barrier::new(together.len()));
+            let mut tasks = Vec::with_capacity(together.len());
+            for (j, op) in together.iter().enumerate() {
+                let target = Arc::clone(target);
+                let barrier = Arc::clone(&barrier);
                 let request = op.request(sessions);
-                let (recorded, result) = timed_store_call(
-                    target.as_ref(),
-                    &clock,
-                    &format!("step{k}"),
-                    request.clone(),
-                    call_timeout_ms,
-                )
-                .await;
-                let answer = result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
-                history.push(recorded);
-                stats.operations += 1;
-                if let Some(state) = spec.as_mut() {
-                    let expected = match StoreOp::from_wire(&request) {
-                        Ok(parsed) => state.apply(&parsed),
-                        Err(e) => Err(e),
-                    };
-                    if !lin::answer_conforms(&request, &expected, &answer) {
-                        return Err(CaseFailure::Nonconforming(format!(
-                            "step {k}: {}\n  the spec answers  {}\n  the target answered {}",
-                            lin::summarize_request(&request),
-                            answer_to_wire(&expected),
-                            answer
-                        )));
-                    }
-                    continue;
-                }
-            }
-            FuzzStep::Batch(ops) => {
-                spec = None;
-                let barrier = Arc::new(Barrier::new(ops.len()));
-                let mut tasks = Vec::with_capacity(ops.len());
-                for (j, op) in ops.iter().enumerate() {
-                    let target = Arc::clone(target);
-                    let barrier = Arc::clone(&barrier);
-                    let request = op.request(sessions);
-                    let client = format!("step{k}.{j}");
-                    tasks.push(tokio::spawn(async move {
-                        barrier.wait().await;
-                        timed_store_call(target.as_ref(), &clock, &client, request, call_timeout_ms)
-                            .await
-                    }));
-                }
-                let first = history.len();
-                for t in tasks {
-                    let (recorded, result) = t
+                let client = format!("step{k}.{j}");
+                tasks.push(tokio::spawn(async move {
+                    barrier.wait().await;
+                    timed_store_call(target.as_ref(), &clock, &client, request, call_timeout_ms)
                         .await
-                        .map_err(|e| CaseFailure::Harness(format!("batch task: {e}")))?;
-                    result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
-                    history.push(recorded);
-                }
-                stats.operations += ops.len() as u64;
-                if ops.len() > 1 {
-                    stats.batches += 1;
-                    stats.batches_overlapped += u64::from(any_overlap(&history[first..]));
-                }
+                }));
             }
+            let first = history.len();
+            for t in tasks {
+                let (recorded, result) = t
+                    .await
+                    .map_err(|e| CaseFailure::Harness(format!("batch task: {e}")))?;
+                result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
+                history.push(recorded);
+            }
+            stats.operations += together.len() as u64;
+            stats.batches += 1;
+            stats.batches_overlapped += u64::from(any_overlap(&history[first..]));
+        }
+        for (j, op) in after.iter().enumerate() {
+            let client = format!("step{k}.read{j}");
+            call_alone(
+                target,
+                op,
+                sessions,
+                client,
+                &clock,
+                call_timeout_ms,
+                spec.as_mut(),
+                history,
+            )
+            .await?;
+            stats.operations += 1;
         }
         let report = lin::check_with(
             history,
@@ -433,6 +589,17 @@ pub fn fuzz(
             opts.lin_budget_steps,
             opts.call_timeout_ms,
         ));
+        // Best effort: leave nothing behind on a shared backend.
+        runtime.block_on(async {
+            for s in 0..SESSIONS {
+                let request = FuzzOp::DeleteSession { session: s }.request(&sessions);
+                let _ = tokio::time::timeout(
+                    std::time::Duration::from_millis(opts.call_timeout_ms),
+                    target.store_call(&request),
+                )
+                .await;
+            }
+        });
         match outcome {
             Ok(_) => Ok(()),
             Err(CaseFailure::Nonconforming(reason)) => {
@@ -510,7 +677,7 @@ fn step_line(request: &Value) -> String {
     } else {
         &request["args"]
     };
-    format!("{op}: {}", templatize(args))
+    format!("{op}: {}", yaml_safe(&templatize(args)))
 }
 
 /// The program as a scenario: sequential steps carry the spec's answer as
@@ -544,33 +711,60 @@ pub fn scenario_yaml(program: &[FuzzStep], opts: &FuzzOptions, reason: &str) -> 
     );
     let _ = writeln!(out, "steps:");
     for step in program {
-        match step {
-            FuzzStep::Single(op) => {
-                let request = op.request(&sessions);
-                match spec.as_mut() {
-                    Some(state) => {
-                        let answer = match StoreOp::from_wire(&request) {
-                            Ok(parsed) => state.apply(&parsed),
-                            Err(e) => Err(e),
-                        };
-                        let _ = writeln!(out, "  - {}", step_line(&request));
-                        let _ =
-                            writeln!(out, "    expect: {}", templatize(&answer_to_wire(&answer)));
-                    }
-                    None => {
-                        let _ = writeln!(out, "  - parallel:\n      - {}", step_line(&request));
-                        let _ = writeln!(out, "    linearizable: true");
-                    }
+        let Expanded { together, after } = expand(step);
+        if together.len() > 1 {
+            spec = None;
+            let _ = writeln!(out, "  - parallel:");
+            for op in &together {
+                let _ = writeln!(out, "      - {}", step_line(&op.request(&sessions)));
+            }
+            let _ = writeln!(out, "    linearizable: true");
+        }
+        let alone = if together.len() == 1 {
+            together.iter()
+        } else {
+            [].iter()
+        };
+        for op in alone.chain(&after) {
+            let request = op.request(&sessions);
+            match spec.as_mut() {
+                Some(state) => {
+                    let answer = match StoreOp::from_wire(&request) {
+                        Ok(parsed) => state.apply(&parsed),
+                        Err(e) => Err(e),
+                    };
+                    let _ = writeln!(out, "  - {}", step_line(&request));
+                    let _ = writeln!(
+                        out,
+                        "    expect: {}",
+                        yaml_safe(&templatize(&answer_to_wire(&answer)))
+                    );
+                }
+                None => {
+                    let _ = writeln!(out, "  - parallel:\n      - {}", step_line(&request));
+                    let _ = writeln!(out, "    linearizable: true");
                 }
             }
-            FuzzStep::Batch(ops) => {
-                spec = None;
-                let _ = writeln!(out, "  - parallel:");
-                for op in ops {
-                    let _ = writeln!(out, "      - {}", step_line(&op.request(&sessions)));
-                }
-                let _ = writeln!(out, "    linearizable: true");
-            }
+        }
+    }
+    out
+}
+
+/// `v` as JSON text that is also a YAML flow value: the characters YAML
+/// does not allow raw (DEL, the C1 controls, the byte-order mark,
+/// non-characters, the line and paragraph separators) written as `\uXXXX`
+/// escapes, which both read as the same character.
+fn yaml_safe(v: &Value) -> String {
+    let mut out = String::new();
+    for c in v.to_string().chars() {
+        let code = c as u32;
+        if code == 0x7f
+            || (0x80..=0x9f).contains(&code)
+            || matches!(code, 0xfeff | 0xfffe | 0xffff | 0x2028 | 0x2029)
+        {
+            let _ = write!(out, "\\u{code:04x}");
+        } else {
+            out.push(c);
         }
     }
     out
