@@ -849,10 +849,15 @@ mod tests {
             "{}",
             f.scenario_yaml
         );
-        assert_eq!(
-            replay(&rt, &f.scenario_yaml, "memory"),
-            RunVerdict::Pass,
-            "{}",
+        // A shrunk program may keep a batch (which one shrinking meets
+        // depends on the batches' interleavings): on the in-process store,
+        // too fast for its requests to overlap on a loaded machine, such a
+        // group is `indefinite` (the race did not run), never a failure.
+        let on_memory = replay(&rt, &f.scenario_yaml, "memory");
+        assert!(
+            on_memory == RunVerdict::Pass
+                || (on_memory == RunVerdict::Indefinite && f.scenario_yaml.contains("- parallel:")),
+            "{on_memory:?}: {}",
             f.scenario_yaml
         );
     }
@@ -865,6 +870,72 @@ mod tests {
     #[test]
     fn a_store_whose_delete_keeps_keys_is_found_and_shrunk_to_a_scenario() {
         assert_finds_and_shrinks("delete-keeps-keys");
+    }
+
+    /// Only the inputs of every kind of text find it: `a` and `b` alone
+    /// (the fuzzer before issue 40) never would.
+    #[test]
+    fn a_store_that_mangles_non_bmp_text_is_found_and_shrunk_to_a_scenario() {
+        assert_finds_and_shrinks("text-as-utf8mb3");
+    }
+
+    /// Every write is followed by every read of its session by other
+    /// clients, and a batch races one reader per session it writes.
+    #[test]
+    fn reads_by_other_clients_surround_every_write() {
+        let commit = FuzzOp::Commit {
+            session: 1,
+            run: 2,
+            expected: None,
+            input: 0,
+            key: Some(1),
+        };
+        let single = expand(&FuzzStep::Single(commit.clone()));
+        assert_eq!(single.together, vec![commit.clone()]);
+        assert_eq!(single.after, watch(1, 2));
+        assert!(single
+            .after
+            .contains(&FuzzOp::GetRunByRequestKey { session: 1, key: 1 }));
+        assert!(single.after.contains(&FuzzOp::ListInputs { session: 1 }));
+        let read = FuzzOp::ListRuns { session: 0 };
+        let alone = expand(&FuzzStep::Single(read.clone()));
+        assert_eq!((alone.together, alone.after), (vec![read], vec![]));
+        let delete = FuzzOp::DeleteSession { session: 0 };
+        let batch = expand(&FuzzStep::Batch(vec![commit.clone(), delete.clone()]));
+        assert_eq!(
+            batch.together,
+            vec![
+                commit,
+                delete,
+                FuzzOp::GetRunByRequestKey { session: 1, key: 1 },
+                FuzzOp::GetCurrentRun { session: 0 },
+            ]
+        );
+        assert_eq!(batch.after.len(), 2 * watch(0, 0).len());
+    }
+
+    /// A scenario holding every input parses and replays green on the
+    /// memory store: texts YAML cannot hold raw are escaped.
+    #[test]
+    fn a_scenario_of_every_input_parses_and_passes_on_memory() {
+        // Each input committed, read back (listInputs), deleted.
+        let program: Vec<FuzzStep> = (0..INPUTS)
+            .flat_map(|input| {
+                [
+                    FuzzStep::Single(FuzzOp::Commit {
+                        session: 0,
+                        run: 0,
+                        expected: None,
+                        input,
+                        key: Some(0),
+                    }),
+                    FuzzStep::Single(FuzzOp::DeleteSession { session: 0 }),
+                ]
+            })
+            .collect();
+        let yaml = scenario_yaml(&program, &opts("memory", 1, 1), "");
+        let rt = rt();
+        assert_eq!(replay(&rt, &yaml, "memory"), RunVerdict::Pass, "{yaml}");
     }
 
     fn programs(seed: u64, n: usize) -> Vec<Vec<FuzzStep>> {
