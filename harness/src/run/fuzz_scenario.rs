@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use serde_json::{json, Value};
 
-use crate::run::fuzz::{expand, Expanded, FuzzOptions, FuzzStep, SESSIONS};
+use crate::run::fuzz_program::{expand, Expanded, FuzzStep, SESSIONS};
 
 /// Session ids the spec runs the program with when writing a scenario;
 /// they become `$s0`, `$s1` in the file.
@@ -49,7 +49,7 @@ fn step_line(request: &Value) -> String {
 /// `expect`; a batch is a `parallel` group with `linearizable: true`; once
 /// a batch has run, later single steps are groups of one, so that the
 /// linearizability check covers them too.
-pub fn scenario_yaml(program: &[FuzzStep], opts: &FuzzOptions, reason: &str) -> String {
+pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason: &str) -> String {
     let sessions: Vec<String> = PLACEHOLDER_SESSIONS
         .iter()
         .map(|s| (*s).to_owned())
@@ -59,20 +59,20 @@ pub fn scenario_yaml(program: &[FuzzStep], opts: &FuzzOptions, reason: &str) -> 
     let _ = writeln!(
         out,
         "# Found by `reqkey fuzz --target {} --seed {}`, shrunk to {} steps.",
-        opts.target_name,
-        opts.seed,
+        target_name,
+        seed,
         program.len()
     );
     for line in reason.lines().take(1) {
         let _ = writeln!(out, "# {line}");
     }
-    let _ = writeln!(out, "id: fuzz.seed-{}", opts.seed);
+    let _ = writeln!(out, "id: fuzz.seed-{}", seed);
     let _ = writeln!(out, "level: store");
     let _ = writeln!(out, "tags: [fuzz]");
     let _ = writeln!(
         out,
         "summary: A program found by reqkey fuzz (seed {}); every answer must be the spec's and the history linearizable.",
-        opts.seed
+        seed
     );
     let _ = writeln!(out, "steps:");
     for step in program {

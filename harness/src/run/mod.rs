@@ -23,6 +23,7 @@ pub mod export;
 pub mod fuzz;
 pub mod fuzz_inputs;
 pub mod fuzz_pass;
+pub mod fuzz_program;
 pub mod fuzz_scenario;
 pub mod group;
 pub mod levels;
