@@ -35,8 +35,8 @@ use crate::targets::Target;
 use reqkey_check::lin::{self, CheckOptions, Operation, Verdict};
 
 pub use crate::run::fuzz_program::{
-    arb_op, arb_program, expand, input, Expanded, FuzzOp, FuzzStep, INPUTS, MAX_BATCH, MAX_STEPS,
-    SESSIONS,
+    arb_op, arb_program, arb_program_with, expand, input, Expanded, FuzzOp, FuzzStep, INPUTS,
+    MAX_BATCH, MAX_STEPS, SESSIONS,
 };
 
 /// Why a program failed on the target.
@@ -262,6 +262,9 @@ pub struct FuzzOptions {
     pub call_timeout_ms: u64,
     /// Bound on shrinking iterations.
     pub max_shrink_iters: u32,
+    /// Concurrent batches in the programs (`reqkey fuzz` and certification:
+    /// always; off only in tests of sequential defects).
+    pub batches: bool,
 }
 
 /// A shrunk failure, ready to print.
@@ -322,7 +325,7 @@ pub fn fuzz(
     let counter = AtomicU64::new(0);
     let harness_error: Mutex<Option<String>> = Mutex::new(None);
     let last_reason: Mutex<String> = Mutex::new(String::new());
-    let result = runner.run(&arb_program(), |program| {
+    let result = runner.run(&arb_program_with(opts.batches), |program| {
         // After a harness error there is no verdict to look for: let
         // proptest wind down (shrinking included) without calling again.
         if harness_error
@@ -429,6 +432,7 @@ mod tests {
             lin_budget_steps: lin::DEFAULT_BUDGET_STEPS,
             call_timeout_ms: 10_000,
             max_shrink_iters: 2_000,
+            batches: true,
         }
     }
 
@@ -463,10 +467,20 @@ mod tests {
         }
     }
 
+    /// A sequential defect is found by sequential programs, and the
+    /// scenario of one replays the same way every time (a batch on the
+    /// in-process store may never overlap, which is no verdict).
     fn assert_finds_and_shrinks(defect: &str) {
         let rt = rt();
         let spec = format!("broken-memory:{defect}");
-        let FuzzOutcome::Failed(f) = fuzz_target(&rt, &spec, 500, 7) else {
+        let target = rt
+            .block_on(open_target(&spec, TargetOptions::default()))
+            .unwrap();
+        let sequential = FuzzOptions {
+            batches: false,
+            ..opts(&spec, 500, 7)
+        };
+        let FuzzOutcome::Failed(f) = fuzz(&rt, target, &sequential) else {
             panic!("fuzzing {spec} found nothing");
         };
         assert!(f.program.len() <= 4, "not shrunk: {:#?}", f.program);
@@ -481,15 +495,11 @@ mod tests {
             "{}",
             f.scenario_yaml
         );
-        // A shrunk program may keep a batch (which one shrinking meets
-        // depends on the batches' interleavings): on the in-process store,
-        // too fast for its requests to overlap on a loaded machine, such a
-        // group is `indefinite` (the race did not run), never a failure.
-        let on_memory = replay(&rt, &f.scenario_yaml, "memory");
-        assert!(
-            on_memory == RunVerdict::Pass
-                || (on_memory == RunVerdict::Indefinite && f.scenario_yaml.contains("- parallel:")),
-            "{on_memory:?}: {}",
+        assert!(!f.scenario_yaml.contains("parallel"), "{}", f.scenario_yaml);
+        assert_eq!(
+            replay(&rt, &f.scenario_yaml, "memory"),
+            RunVerdict::Pass,
+            "{}",
             f.scenario_yaml
         );
     }

@@ -137,6 +137,7 @@ pub async fn fuzz_pass(
                     lin_budget_steps: reqkey_check::lin::DEFAULT_BUDGET_STEPS,
                     call_timeout_ms,
                     max_shrink_iters: 1_024,
+                    batches: true,
                 },
             ) {
                 FuzzOutcome::Passed { .. } => (None, None),
