@@ -22,18 +22,17 @@
 //! answer as `expect`; see docs/fuzz.md for what a batch's file checks).
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use reqkey_model::agent::{next_batch, AgentModel, AgentOp, KeyHeader, Observed, StreamSeen};
 use reqkey_model::vocab::Profile;
 use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
 use crate::run::agent_steps::{answer, wait_run_step};
-use crate::run::fuzz::seed_bytes;
+pub use crate::run::fuzz_cases::CaseFailure;
+use crate::run::fuzz_cases::{run_cases, CasesOutcome};
 use crate::run::fuzz_inputs;
 use crate::targets::{HttpRequest, Target};
 use reqkey_scenario::agent_step::Wire;
@@ -402,13 +401,6 @@ pub fn arb_program(batches: bool) -> impl Strategy<Value = Vec<Step>> {
     prop::collection::vec(step, 1..=MAX_STEPS)
 }
 
-/// Why a program failed.
-#[derive(Debug, Clone)]
-pub enum CaseFailure {
-    Nonconforming(String),
-    Harness(String),
-}
-
 async fn exchange(
     target: &Arc<dyn Target>,
     op: &AgentOp,
@@ -587,85 +579,43 @@ pub fn fuzz_agent(
     target: Arc<dyn Target>,
     opts: &AgentFuzzOptions,
 ) -> AgentFuzzOutcome {
-    let config = Config {
-        cases: opts.cases,
-        failure_persistence: None,
-        max_shrink_iters: opts.max_shrink_iters,
-        max_shrink_time: 0,
-        max_global_rejects: 0,
-        ..Config::default()
-    };
-    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(opts.seed));
-    let mut runner = TestRunner::new_with_rng(config, rng);
-    let counter = AtomicU64::new(0);
-    let harness_error: Mutex<Option<String>> = Mutex::new(None);
-    let last_reason: Mutex<String> = Mutex::new(String::new());
     // Batches only where concurrent answers are judged by an order: a
     // server that admits entries one at a time answers busy by timing.
     let batches = opts.profile.entry_wait_ms == 0;
-    let result = runner.run(&arb_program(batches), |program| {
-        if harness_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
-            return Ok(());
-        }
-        let case = counter.fetch_add(1, Ordering::Relaxed);
-        let sessions: Vec<String> = (0..SESSIONS)
-            .map(|s| format!("{}.{case}.s{s}", opts.namespace))
-            .collect();
-        let outcome = runtime.block_on(run_program(
-            &target,
-            &program,
-            &sessions,
-            &opts.profile,
-            opts.call_timeout_ms,
-        ));
-        // Best effort: leave nothing behind on a shared server.
-        runtime.block_on(async {
-            for s in &sessions {
-                let _ = exchange(
-                    &target,
-                    &AgentOp::Delete { session: s.clone() },
-                    opts.call_timeout_ms,
-                )
-                .await;
-            }
-        });
-        match outcome {
-            Ok(()) => Ok(()),
-            Err(CaseFailure::Nonconforming(reason)) => {
-                *last_reason.lock().unwrap_or_else(|p| p.into_inner()) = reason.clone();
-                Err(TestCaseError::fail(reason))
-            }
-            Err(CaseFailure::Harness(reason)) => {
-                harness_error
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(reason.clone());
-                Err(TestCaseError::fail(format!("harness: {reason}")))
-            }
-        }
-    });
-    if let Some(e) = harness_error
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take()
-    {
-        return AgentFuzzOutcome::Error(e);
-    }
-    match result {
-        Ok(()) => AgentFuzzOutcome::Passed { cases: opts.cases },
-        Err(TestError::Fail(reason, program)) => {
-            let reason = if reason.message().is_empty() {
-                last_reason
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone()
-            } else {
-                reason.message().to_owned()
-            };
+    let strategy = arb_program(batches);
+    let outcome = run_cases(
+        opts.cases,
+        opts.seed,
+        opts.max_shrink_iters,
+        &strategy,
+        |case, program| {
+            let sessions: Vec<String> = (0..SESSIONS)
+                .map(|s| format!("{}.{case}.s{s}", opts.namespace))
+                .collect();
+            let outcome = runtime.block_on(run_program(
+                &target,
+                program,
+                &sessions,
+                &opts.profile,
+                opts.call_timeout_ms,
+            ));
+            // Best effort: leave nothing behind on a shared server.
+            runtime.block_on(async {
+                for s in &sessions {
+                    let _ = exchange(
+                        &target,
+                        &AgentOp::Delete { session: s.clone() },
+                        opts.call_timeout_ms,
+                    )
+                    .await;
+                }
+            });
+            outcome
+        },
+    );
+    match outcome {
+        CasesOutcome::Passed => AgentFuzzOutcome::Passed { cases: opts.cases },
+        CasesOutcome::Failed { program, reason } => {
             let scenario_yaml = scenario_yaml(&program, opts, &reason);
             AgentFuzzOutcome::Failed(Box::new(AgentFuzzFailure {
                 seed: opts.seed,
@@ -674,7 +624,7 @@ pub fn fuzz_agent(
                 scenario_yaml,
             }))
         }
-        Err(TestError::Abort(reason)) => AgentFuzzOutcome::Error(reason.message().to_owned()),
+        CasesOutcome::Error(e) => AgentFuzzOutcome::Error(e),
     }
 }
 

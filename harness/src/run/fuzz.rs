@@ -21,14 +21,14 @@
 //! generated programs (and their shrinking); the interleavings of batches
 //! are the target's.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use serde_json::Value;
 use tokio::sync::Barrier;
 
+use crate::run::fuzz_cases::{run_cases, CasesOutcome};
+pub use crate::run::fuzz_cases::{seed_bytes, CaseFailure};
 use crate::run::fuzz_scenario::scenario_yaml;
 use crate::run::record::{timed_store_call, Clock};
 use crate::targets::Target;
@@ -38,15 +38,6 @@ pub use crate::run::fuzz_program::{
     arb_op, arb_program, arb_program_with, expand, input, Expanded, FuzzOp, FuzzStep, INPUTS,
     MAX_BATCH, MAX_STEPS, SESSIONS,
 };
-
-/// Why a program failed on the target.
-#[derive(Debug, Clone)]
-pub enum CaseFailure {
-    /// The target does not conform (this is what fuzzing looks for).
-    Nonconforming(String),
-    /// The target could not be reached or timed out: no verdict.
-    Harness(String),
-}
 
 /// What one program did, for the reports of a run of many.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -289,22 +280,6 @@ pub enum FuzzOutcome {
     Error(String),
 }
 
-/// Expands a u64 seed into proptest's 32-byte ChaCha seed.
-pub fn seed_bytes(seed: u64) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    let mut x = seed;
-    for chunk in out.chunks_mut(8) {
-        // splitmix64
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        chunk.copy_from_slice(&z.to_le_bytes());
-    }
-    out
-}
-
 /// Runs `opts.cases` programs against `target`. Blocking: call it outside
 /// any async context; it drives the calls on `runtime`.
 pub fn fuzz(
@@ -312,85 +287,40 @@ pub fn fuzz(
     target: Arc<dyn Target>,
     opts: &FuzzOptions,
 ) -> FuzzOutcome {
-    let config = Config {
-        cases: opts.cases,
-        failure_persistence: None,
-        max_shrink_iters: opts.max_shrink_iters,
-        max_shrink_time: 0,
-        max_global_rejects: 0,
-        ..Config::default()
-    };
-    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(opts.seed));
-    let mut runner = TestRunner::new_with_rng(config, rng);
-    let counter = AtomicU64::new(0);
-    let harness_error: Mutex<Option<String>> = Mutex::new(None);
-    let last_reason: Mutex<String> = Mutex::new(String::new());
-    let result = runner.run(&arb_program_with(opts.batches), |program| {
-        // After a harness error there is no verdict to look for: let
-        // proptest wind down (shrinking included) without calling again.
-        if harness_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
-            return Ok(());
-        }
-        let case = counter.fetch_add(1, Ordering::Relaxed);
-        let sessions: Vec<String> = (0..SESSIONS)
-            .map(|s| format!("{}.{case}.s{s}", opts.namespace))
-            .collect();
-        let outcome = runtime.block_on(run_program(
-            &target,
-            &program,
-            &sessions,
-            opts.lin_budget_steps,
-            opts.call_timeout_ms,
-        ));
-        // Best effort: leave nothing behind on a shared backend.
-        runtime.block_on(async {
-            for s in 0..SESSIONS {
-                let request = FuzzOp::DeleteSession { session: s }.request(&sessions);
-                let _ = tokio::time::timeout(
-                    std::time::Duration::from_millis(opts.call_timeout_ms),
-                    target.store_call(&request),
-                )
-                .await;
-            }
-        });
-        match outcome {
-            Ok(_) => Ok(()),
-            Err(CaseFailure::Nonconforming(reason)) => {
-                *last_reason.lock().unwrap_or_else(|p| p.into_inner()) = reason.clone();
-                Err(TestCaseError::fail(reason))
-            }
-            Err(CaseFailure::Harness(reason)) => {
-                harness_error
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(reason.clone());
-                // Not a verdict: stop without shrinking on it.
-                Err(TestCaseError::fail(format!("harness: {reason}")))
-            }
-        }
-    });
-    if let Some(e) = harness_error
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take()
-    {
-        return FuzzOutcome::Error(e);
-    }
-    match result {
-        Ok(()) => FuzzOutcome::Passed { cases: opts.cases },
-        Err(TestError::Fail(reason, program)) => {
-            let reason = if reason.message().is_empty() {
-                last_reason
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone()
-            } else {
-                reason.message().to_owned()
-            };
+    let strategy = arb_program_with(opts.batches);
+    let outcome = run_cases(
+        opts.cases,
+        opts.seed,
+        opts.max_shrink_iters,
+        &strategy,
+        |case, program| {
+            let sessions: Vec<String> = (0..SESSIONS)
+                .map(|s| format!("{}.{case}.s{s}", opts.namespace))
+                .collect();
+            let outcome = runtime.block_on(run_program(
+                &target,
+                program,
+                &sessions,
+                opts.lin_budget_steps,
+                opts.call_timeout_ms,
+            ));
+            // Best effort: leave nothing behind on a shared backend.
+            runtime.block_on(async {
+                for s in 0..SESSIONS {
+                    let request = FuzzOp::DeleteSession { session: s }.request(&sessions);
+                    let _ = tokio::time::timeout(
+                        std::time::Duration::from_millis(opts.call_timeout_ms),
+                        target.store_call(&request),
+                    )
+                    .await;
+                }
+            });
+            outcome.map(|_| ())
+        },
+    );
+    match outcome {
+        CasesOutcome::Passed => FuzzOutcome::Passed { cases: opts.cases },
+        CasesOutcome::Failed { program, reason } => {
             let scenario_yaml = scenario_yaml(&program, &opts.target_name, opts.seed, &reason);
             FuzzOutcome::Failed(Box::new(FuzzFailure {
                 seed: opts.seed,
@@ -399,7 +329,7 @@ pub fn fuzz(
                 scenario_yaml,
             }))
         }
-        Err(TestError::Abort(reason)) => FuzzOutcome::Error(reason.message().to_owned()),
+        CasesOutcome::Error(e) => FuzzOutcome::Error(e),
     }
 }
 
@@ -413,6 +343,7 @@ mod tests {
     use crate::targets::spec::open_target;
     use crate::targets::TargetOptions;
     use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     use reqkey_scenario::parse_scenario;
 
     fn rt() -> tokio::runtime::Runtime {

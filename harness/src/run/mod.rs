@@ -21,6 +21,7 @@ pub mod expectations;
 pub mod expected;
 pub mod export;
 pub mod fuzz;
+pub mod fuzz_cases;
 pub mod fuzz_inputs;
 pub mod fuzz_pass;
 pub mod fuzz_program;
