@@ -5,7 +5,9 @@
 //! reference stores and executor, then runs exactly this test binary: the
 //! store corpus on every reference store, the agent corpus on the
 //! reference agent server, and the crash scenarios on reference servers
-//! the harness starts, kills and restarts (tests/common/crash.rs). No unit test takes part, so a mutant survives
+//! the harness starts, kills and restarts (tests/common/crash.rs), and
+//! beside each corpus the bounded fuzz pass certification runs (the same
+//! budget, this file's seed). No unit test takes part, so a mutant survives
 //! exactly when the published suite would certify the mutated reference.
 //! The tests here are also ordinary tests (green on the unmutated tree).
 //!
@@ -57,6 +59,27 @@ async fn green(level: &str, spec: &str) {
         BTreeSet::new(),
         "{spec} (seed {SEED}): {summary:#?}"
     );
+    fuzz_pass_green(spec).await;
+}
+
+/// The bounded fuzz pass `reqkey certify` runs beside the corpus (its
+/// default budget, the seed of the corpus run here), on a target opened
+/// as certification opens it: a program it finds failing fails the
+/// certification, so a mutant it catches is caught.
+async fn fuzz_pass_green(spec: &str) {
+    use reqkey_harness::run::fuzz_pass::{fuzz_pass, DEFAULT_CERTIFY_FUZZ_CASES};
+    use reqkey_harness::targets::profile::resolve_profile;
+    use reqkey_harness::targets::spec::open_target;
+    use reqkey_harness::targets::TargetOptions;
+    let target = open_target(spec, TargetOptions::default())
+        .await
+        .expect("target opens");
+    let profile = resolve_profile(target.as_ref(), None, 10_000)
+        .await
+        .expect("the profile is read")
+        .profile;
+    let pass = fuzz_pass(target, profile, DEFAULT_CERTIFY_FUZZ_CASES, SEED, 10_000).await;
+    assert_eq!(pass.verdict, "passed", "{spec}: the fuzz pass {pass:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

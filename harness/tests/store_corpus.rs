@@ -55,7 +55,7 @@ fn record_path() -> std::path::PathBuf {
 const ONLY_AFTER_A_RESTART: [MemoryDefect; 1] = [MemoryDefect::ClaimsDurable];
 
 /// The scenario named after each defect's rule: the defect must fail it.
-const NAMED_AFTER: [(&str, &str); 29] = [
+const NAMED_AFTER: [(&str, &str); 30] = [
     ("no-key-rule", "request-key.taken-names-holder"),
     ("key-rule-after-cas", "request-key.key-rule-before-cas"),
     ("no-replay-first", "request-key.replay-before-key-rule"),
@@ -94,6 +94,7 @@ const NAMED_AFTER: [(&str, &str); 29] = [
         "store.collisions.long-ids-differing-at-the-end",
     ),
     ("numbers-as-doubles", "store.input-numbers-exact"),
+    ("text-as-utf8mb3", "store.input-text-exact"),
 ];
 
 /// The mixed-histories stage races random programs: whether it meets a

@@ -2,6 +2,7 @@
 
 use reqkey_model::seq::{PreparedCommit, StoreOp, StoreReply};
 use reqkey_model::{canonical_json, CommitOutcome, StoreError};
+use reqkey_scenario::pattern::same_value;
 use serde_json::Value;
 
 use super::types::Operation;
@@ -109,13 +110,28 @@ pub(super) fn answers_match(spec: &Result<StoreReply, StoreError>, observed: &Ob
     match (spec, observed) {
         (_, Observed::Pending) => true,
         (_, Observed::Malformed(_)) => false,
-        (Ok(a), Observed::Answer(Ok(b))) => a == b,
+        (Ok(a), Observed::Answer(Ok(b))) => same_reply(a, b),
         (
             Err(StoreError::RunStartRejected(a)),
             Observed::Answer(Err(StoreError::RunStartRejected(b))),
         ) => a == b,
         (Err(a), Observed::Answer(Err(b))) => a.kind() == b.kind(),
         _ => false,
+    }
+}
+
+/// Are two answers the same? Inputs compare by value: a store may change
+/// a number's spelling (`1.50` as `1.5`, `-0` as `0`), not its value
+/// (SPEC 4 `[[store.input.numbers-exact]]`); everything else exactly.
+fn same_reply(a: &StoreReply, b: &StoreReply) -> bool {
+    match (a, b) {
+        (StoreReply::Inputs(x), StoreReply::Inputs(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|(x, y)| x.run_id == y.run_id && same_value(&x.input, &y.input))
+        }
+        (a, b) => a == b,
     }
 }
 
@@ -146,4 +162,49 @@ pub(super) fn is_read(op: &StoreOp) -> bool {
         op,
         StoreOp::CommitRunStart(_) | StoreOp::SetRunStatus(_) | StoreOp::DeleteSession(_)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use reqkey_model::seq::SeqStore;
+
+    /// The spec's listInputs answer after one commit of `input` (JSON text).
+    fn spec_inputs(input: &str) -> (Value, Result<StoreReply, StoreError>) {
+        let mut spec = SeqStore::new();
+        let commit: Value = serde_json::from_str(&format!(
+            r#"{{"op":"commitRunStart","args":{{"startRun":{{"sessionId":"s","runId":"r","expectedCurrentRunId":null,"input":{input}}}}}}}"#
+        ))
+        .unwrap();
+        spec.apply(&StoreOp::from_wire(&commit).unwrap()).unwrap();
+        let read: Value =
+            serde_json::from_str(r#"{"op":"listInputs","args":{"sessionId":"s"}}"#).unwrap();
+        let answer = spec.apply(&StoreOp::from_wire(&read).unwrap());
+        (read, answer)
+    }
+
+    fn conforms(sent: &str, read_back: &str) -> bool {
+        let (request, spec) = spec_inputs(sent);
+        let observed: Value = serde_json::from_str(&format!(
+            r#"{{"ok":[{{"runId":"r","input":{read_back}}}]}}"#
+        ))
+        .unwrap();
+        answer_conforms(&request, &spec, &observed)
+    }
+
+    /// SPEC 4 `[[store.input.numbers-exact]]`: a number's spelling may
+    /// change, not its value; a string not at all.
+    #[test]
+    fn inputs_compare_by_value_not_by_spelling() {
+        assert!(conforms(r#"{"n":1.50,"z":-0}"#, r#"{"z":0,"n":1.5}"#));
+        assert!(conforms(r#"{"big":1e400}"#, r#"{"big":10e399}"#));
+        assert!(!conforms(
+            r#"{"big":18446744073709551616}"#,
+            r#"{"big":18446744073709552000}"#
+        ));
+        assert!(!conforms(r#"{"big":1e400}"#, r#"{"big":null}"#));
+        assert!(!conforms(r#"{"t":"crab 🦀"}"#, r#"{"t":"crab ?"}"#));
+        assert!(!conforms(r#"{"t":"a"}"#, r#"{"t":"a","extra":1}"#));
+    }
 }

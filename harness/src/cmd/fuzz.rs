@@ -74,6 +74,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         lin_budget_steps: reqkey_check::lin::DEFAULT_BUDGET_STEPS,
         call_timeout_ms: args.timeout_ms,
         max_shrink_iters: 4_096,
+        batches: true,
     };
     println!(
         "reqkey fuzz: {} programs against {} (seed {seed})",

@@ -22,49 +22,46 @@
 //! answer as `expect`; see docs/fuzz.md for what a batch's file checks).
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use reqkey_model::agent::{next_batch, AgentModel, AgentOp, KeyHeader, Observed, StreamSeen};
 use reqkey_model::vocab::Profile;
 use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
 use crate::run::agent_steps::{answer, wait_run_step};
-use crate::run::fuzz::seed_bytes;
+pub use crate::run::fuzz_cases::CaseFailure;
+use crate::run::fuzz_cases::{run_cases, CasesOutcome};
+use crate::run::fuzz_inputs;
 use crate::targets::{HttpRequest, Target};
 use reqkey_scenario::agent_step::Wire;
 
 /// The tiny domain: two sessions; no key, two keys, a malformed one.
 pub const SESSIONS: usize = 2;
 const KEYS: [Option<&str>; 4] = [None, Some("k0"), Some("k1"), Some("k 0")];
-/// Texts of every kind a client sends: markers, non-ASCII, escapes, empty.
-const TEXTS: [&str; 9] = [
-    "a",
-    "b",
-    "[suspend] ask",
-    "[fail] boom",
-    "é ü 日本 🦀",
-    "quote \" back\\slash",
-    "line\nbreak\ttab",
-    "",
-    "[sleep:80] slow",
-];
-/// Inputs of every JSON shape (the test agent's and others).
-fn input(i: usize) -> Value {
-    match i {
-        i if i < TEXTS.len() => json!({ "text": TEXTS[i] }),
-        9 => json!({"text": "a", "n": 1.0}),
-        10 => json!({"n": [1, "x", null, true, {"z": -2.5}], "text": "a"}),
-        11 => json!(7),
-        12 => json!("plain string"),
-        13 => json!([{"text": "a"}]),
-        _ => json!({"text": "a", "n": 1}),
+/// The test agent's markers (plain, suspending, failing, slow texts),
+/// before the texts of every kind the fuzzers share.
+const MARKERS: [&str; 5] = ["a", "b", "[suspend] ask", "[fail] boom", "[sleep:80] slow"];
+/// Texts: the markers, then every other kind of [`fuzz_inputs::TEXTS`]
+/// (its first two, plain `a` and `b`, are the markers' first two).
+const TEXT_COUNT: usize = MARKERS.len() + fuzz_inputs::TEXT_KINDS - 2;
+fn text(i: usize) -> String {
+    match MARKERS.get(i) {
+        Some(m) => (*m).to_owned(),
+        None => fuzz_inputs::text(i - MARKERS.len() + 2),
     }
 }
-const INPUTS: usize = 15;
+/// Inputs: the test agent's `{"text"}` with every text, then a value of
+/// every JSON shape ([`fuzz_inputs::shape`]).
+fn input(i: usize) -> Value {
+    if i < TEXT_COUNT {
+        json!({ "text": text(i) })
+    } else {
+        fuzz_inputs::shape(i - TEXT_COUNT)
+    }
+}
+const INPUTS: usize = TEXT_COUNT + fuzz_inputs::SHAPES.len();
 
 /// The default budget of `reqkey fuzz` on an agent target: every broken
 /// sequence variant of the reference is found within it on seeds 1, 2, 3
@@ -228,7 +225,7 @@ impl Op {
             } => AgentOp::ChatSend {
                 session,
                 key: key_header(*key),
-                content: TEXTS[*text % TEXTS.len()].to_owned(),
+                content: self::text(*text % TEXT_COUNT),
                 tool: *tool,
             },
             Op::Reconnect { key, .. } => AgentOp::Reconnect {
@@ -361,12 +358,12 @@ fn named_run(o: &Observed) -> Option<String> {
 /// A text index: the plain and suspending ones most often (collisions and
 /// live runs), every other kind now and then.
 fn arb_text() -> impl Strategy<Value = usize> {
-    prop_oneof![4 => 0..2usize, 3 => Just(2usize), 3 => 3..TEXTS.len()]
+    prop_oneof![4 => 0..2usize, 3 => Just(2usize), 3 => 3..TEXT_COUNT]
 }
 
 /// An input index: the test agent's `{"text"}` mostly, other shapes too.
 fn arb_input() -> impl Strategy<Value = usize> {
-    prop_oneof![4 => arb_text(), 1 => TEXTS.len()..INPUTS]
+    prop_oneof![4 => arb_text(), 1 => TEXT_COUNT..INPUTS]
 }
 
 /// One request per `op` strategy, weighted toward entries on few values.
@@ -402,13 +399,6 @@ pub fn arb_program(batches: bool) -> impl Strategy<Value = Vec<Step>> {
         }),
     ];
     prop::collection::vec(step, 1..=MAX_STEPS)
-}
-
-/// Why a program failed.
-#[derive(Debug, Clone)]
-pub enum CaseFailure {
-    Nonconforming(String),
-    Harness(String),
 }
 
 async fn exchange(
@@ -589,85 +579,43 @@ pub fn fuzz_agent(
     target: Arc<dyn Target>,
     opts: &AgentFuzzOptions,
 ) -> AgentFuzzOutcome {
-    let config = Config {
-        cases: opts.cases,
-        failure_persistence: None,
-        max_shrink_iters: opts.max_shrink_iters,
-        max_shrink_time: 0,
-        max_global_rejects: 0,
-        ..Config::default()
-    };
-    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(opts.seed));
-    let mut runner = TestRunner::new_with_rng(config, rng);
-    let counter = AtomicU64::new(0);
-    let harness_error: Mutex<Option<String>> = Mutex::new(None);
-    let last_reason: Mutex<String> = Mutex::new(String::new());
     // Batches only where concurrent answers are judged by an order: a
     // server that admits entries one at a time answers busy by timing.
     let batches = opts.profile.entry_wait_ms == 0;
-    let result = runner.run(&arb_program(batches), |program| {
-        if harness_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
-            return Ok(());
-        }
-        let case = counter.fetch_add(1, Ordering::Relaxed);
-        let sessions: Vec<String> = (0..SESSIONS)
-            .map(|s| format!("{}.{case}.s{s}", opts.namespace))
-            .collect();
-        let outcome = runtime.block_on(run_program(
-            &target,
-            &program,
-            &sessions,
-            &opts.profile,
-            opts.call_timeout_ms,
-        ));
-        // Best effort: leave nothing behind on a shared server.
-        runtime.block_on(async {
-            for s in &sessions {
-                let _ = exchange(
-                    &target,
-                    &AgentOp::Delete { session: s.clone() },
-                    opts.call_timeout_ms,
-                )
-                .await;
-            }
-        });
-        match outcome {
-            Ok(()) => Ok(()),
-            Err(CaseFailure::Nonconforming(reason)) => {
-                *last_reason.lock().unwrap_or_else(|p| p.into_inner()) = reason.clone();
-                Err(TestCaseError::fail(reason))
-            }
-            Err(CaseFailure::Harness(reason)) => {
-                harness_error
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(reason.clone());
-                Err(TestCaseError::fail(format!("harness: {reason}")))
-            }
-        }
-    });
-    if let Some(e) = harness_error
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take()
-    {
-        return AgentFuzzOutcome::Error(e);
-    }
-    match result {
-        Ok(()) => AgentFuzzOutcome::Passed { cases: opts.cases },
-        Err(TestError::Fail(reason, program)) => {
-            let reason = if reason.message().is_empty() {
-                last_reason
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone()
-            } else {
-                reason.message().to_owned()
-            };
+    let strategy = arb_program(batches);
+    let outcome = run_cases(
+        opts.cases,
+        opts.seed,
+        opts.max_shrink_iters,
+        &strategy,
+        |case, program| {
+            let sessions: Vec<String> = (0..SESSIONS)
+                .map(|s| format!("{}.{case}.s{s}", opts.namespace))
+                .collect();
+            let outcome = runtime.block_on(run_program(
+                &target,
+                program,
+                &sessions,
+                &opts.profile,
+                opts.call_timeout_ms,
+            ));
+            // Best effort: leave nothing behind on a shared server.
+            runtime.block_on(async {
+                for s in &sessions {
+                    let _ = exchange(
+                        &target,
+                        &AgentOp::Delete { session: s.clone() },
+                        opts.call_timeout_ms,
+                    )
+                    .await;
+                }
+            });
+            outcome
+        },
+    );
+    match outcome {
+        CasesOutcome::Passed => AgentFuzzOutcome::Passed { cases: opts.cases },
+        CasesOutcome::Failed { program, reason } => {
             let scenario_yaml = scenario_yaml(&program, opts, &reason);
             AgentFuzzOutcome::Failed(Box::new(AgentFuzzFailure {
                 seed: opts.seed,
@@ -676,7 +624,7 @@ pub fn fuzz_agent(
                 scenario_yaml,
             }))
         }
-        Err(TestError::Abort(reason)) => AgentFuzzOutcome::Error(reason.message().to_owned()),
+        CasesOutcome::Error(e) => AgentFuzzOutcome::Error(e),
     }
 }
 

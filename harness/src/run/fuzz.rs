@@ -21,174 +21,23 @@
 //! generated programs (and their shrinking); the interleavings of batches
 //! are the target's.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::Barrier;
 
+use crate::run::fuzz_cases::{run_cases, CasesOutcome};
+pub use crate::run::fuzz_cases::{seed_bytes, CaseFailure};
+use crate::run::fuzz_scenario::scenario_yaml;
 use crate::run::record::{timed_store_call, Clock};
 use crate::targets::Target;
 use reqkey_check::lin::{self, CheckOptions, Operation, Verdict};
 
-/// The tiny domain.
-const SESSIONS: usize = 2;
-const KEYS: [&str; 2] = ["k0", "k1"];
-const RUNS: [&str; 3] = ["r0", "r1", "r2"];
-const INPUTS: [&str; 2] = ["a", "b"];
-const STATUSES: [&str; 4] = ["running", "suspended_input", "completed", "failed"];
-
-/// The most steps in one program, and ops in one batch.
-pub const MAX_STEPS: usize = 12;
-pub const MAX_BATCH: usize = 4;
-
-/// One abstract store operation over the domain.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FuzzOp {
-    Commit {
-        session: usize,
-        run: usize,
-        /// `None`: expect no current run.
-        expected: Option<usize>,
-        input: usize,
-        key: Option<usize>,
-    },
-    GetRun {
-        session: usize,
-        run: usize,
-    },
-    GetCurrentRun {
-        session: usize,
-    },
-    ListRuns {
-        session: usize,
-    },
-    GetRunByRequestKey {
-        session: usize,
-        key: usize,
-    },
-    ListInputs {
-        session: usize,
-    },
-    SetRunStatus {
-        session: usize,
-        run: usize,
-        status: usize,
-    },
-    DeleteSession {
-        session: usize,
-    },
-}
-
-impl FuzzOp {
-    /// The wire request, with `sessions[i]` as session ids.
-    pub fn request(&self, sessions: &[String]) -> Value {
-        let sid = |s: &usize| sessions.get(*s).cloned().unwrap_or_default();
-        match self {
-            FuzzOp::Commit {
-                session,
-                run,
-                expected,
-                input,
-                key,
-            } => {
-                let mut start = json!({
-                    "sessionId": sid(session),
-                    "runId": RUNS[*run],
-                    "expectedCurrentRunId": expected.map(|e| RUNS[e]),
-                    "input": {"text": INPUTS[*input]},
-                });
-                if let Some(k) = key {
-                    start["requestKey"] = json!(KEYS[*k]);
-                    // Same key and input, same digest (SPEC 3).
-                    start["requestDigest"] = json!(format!("d-{}", INPUTS[*input]));
-                }
-                json!({"op": "commitRunStart", "args": {"startRun": start}})
-            }
-            FuzzOp::GetRun { session, run } => {
-                json!({"op": "getRun", "args": {"sessionId": sid(session), "runId": RUNS[*run]}})
-            }
-            FuzzOp::GetCurrentRun { session } => {
-                json!({"op": "getCurrentRun", "args": {"sessionId": sid(session)}})
-            }
-            FuzzOp::ListRuns { session } => {
-                json!({"op": "listRuns", "args": {"sessionId": sid(session)}})
-            }
-            FuzzOp::GetRunByRequestKey { session, key } => json!({
-                "op": "getRunByRequestKey",
-                "args": {"sessionId": sid(session), "requestKey": KEYS[*key]}
-            }),
-            FuzzOp::ListInputs { session } => {
-                json!({"op": "listInputs", "args": {"sessionId": sid(session)}})
-            }
-            FuzzOp::SetRunStatus {
-                session,
-                run,
-                status,
-            } => json!({
-                "op": "setRunStatus",
-                "args": {"sessionId": sid(session), "runId": RUNS[*run], "status": STATUSES[*status]}
-            }),
-            FuzzOp::DeleteSession { session } => {
-                json!({"op": "deleteSession", "args": {"sessionId": sid(session)}})
-            }
-        }
-    }
-}
-
-/// One step of a program: an op alone, or a batch released together.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FuzzStep {
-    Single(FuzzOp),
-    Batch(Vec<FuzzOp>),
-}
-
-/// One operation over the tiny domain, every store op weighted so that
-/// collisions are common.
-pub fn arb_op() -> impl Strategy<Value = FuzzOp> {
-    let s = 0..SESSIONS;
-    prop_oneof![
-        6 => (s.clone(), 0..RUNS.len(), prop::option::weighted(0.6, 0..RUNS.len()), 0..INPUTS.len(), prop::option::weighted(0.7, 0..KEYS.len()))
-            .prop_map(|(session, run, expected, input, key)| FuzzOp::Commit { session, run, expected, input, key }),
-        1 => (s.clone(), 0..RUNS.len()).prop_map(|(session, run)| FuzzOp::GetRun { session, run }),
-        1 => s.clone().prop_map(|session| FuzzOp::GetCurrentRun { session }),
-        1 => s.clone().prop_map(|session| FuzzOp::ListRuns { session }),
-        2 => (s.clone(), 0..KEYS.len()).prop_map(|(session, key)| FuzzOp::GetRunByRequestKey { session, key }),
-        1 => s.clone().prop_map(|session| FuzzOp::ListInputs { session }),
-        2 => (s.clone(), 0..RUNS.len(), 0..STATUSES.len()).prop_map(|(session, run, status)| FuzzOp::SetRunStatus { session, run, status }),
-        1 => s.prop_map(|session| FuzzOp::DeleteSession { session }),
-    ]
-}
-
-/// Programs: mostly single ops, sometimes a batch of up to 4. A batch of
-/// one runs as a single op: that is what lets shrinking turn a batch whose
-/// other ops are irrelevant into a plain sequential step.
-pub fn arb_program() -> impl Strategy<Value = Vec<FuzzStep>> {
-    let step = prop_oneof![
-        4 => arb_op().prop_map(FuzzStep::Single),
-        1 => prop::collection::vec(arb_op(), 1..=MAX_BATCH).prop_map(|mut ops| {
-            if ops.len() == 1 {
-                ops.pop().map_or(FuzzStep::Batch(ops), FuzzStep::Single)
-            } else {
-                FuzzStep::Batch(ops)
-            }
-        }),
-    ];
-    prop::collection::vec(step, 1..=MAX_STEPS)
-}
-
-/// Why a program failed on the target.
-#[derive(Debug, Clone)]
-pub enum CaseFailure {
-    /// The target does not conform (this is what fuzzing looks for).
-    Nonconforming(String),
-    /// The target could not be reached or timed out: no verdict.
-    Harness(String),
-}
+pub use crate::run::fuzz_program::{
+    arb_op, arb_program, arb_program_with, expand, input, Expanded, FuzzOp, FuzzStep, INPUTS,
+    MAX_BATCH, MAX_STEPS, SESSIONS,
+};
 
 /// What one program did, for the reports of a run of many.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -247,6 +96,61 @@ pub async fn run_program_recorded(
     (outcome, history)
 }
 
+/// `v` as JSON, cut to about 600 bytes (a long input is in the scenario).
+fn short(v: &Value) -> String {
+    let mut s = v.to_string();
+    if s.len() > 600 {
+        let cut = (0..=600)
+            .rev()
+            .find(|i| s.is_char_boundary(*i))
+            .unwrap_or(0);
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// Sends `op` alone as `client`, and (while the program is sequential)
+/// judges its answer against the spec's.
+#[allow(clippy::too_many_arguments)]
+async fn call_alone(
+    target: &Arc<dyn Target>,
+    op: &FuzzOp,
+    sessions: &[String],
+    client: String,
+    clock: &Clock,
+    call_timeout_ms: u64,
+    spec: Option<&mut SeqStore>,
+    history: &mut Vec<Operation>,
+) -> Result<(), CaseFailure> {
+    let request = op.request(sessions);
+    let (recorded, result) = timed_store_call(
+        target.as_ref(),
+        clock,
+        &client,
+        request.clone(),
+        call_timeout_ms,
+    )
+    .await;
+    let answer = result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
+    history.push(recorded);
+    if let Some(state) = spec {
+        let expected = match StoreOp::from_wire(&request) {
+            Ok(parsed) => state.apply(&parsed),
+            Err(e) => Err(e),
+        };
+        if !lin::answer_conforms(&request, &expected, &answer) {
+            return Err(CaseFailure::Nonconforming(format!(
+                "{client}: {}\n  the spec answers  {}\n  the target answered {}",
+                lin::summarize_request(&request),
+                short(&answer_to_wire(&expected)),
+                short(&answer)
+            )));
+        }
+    }
+    Ok(())
+}
+
 async fn drive_program(
     target: &Arc<dyn Target>,
     program: &[FuzzStep],
@@ -259,65 +163,62 @@ async fn drive_program(
     // The spec's state while the program is still sequential.
     let mut spec = Some(SeqStore::new());
     for (k, step) in program.iter().enumerate() {
-        match step {
-            FuzzStep::Single(op) => {
+        let Expanded { together, after } = expand(step);
+        if let [op] = together.as_slice() {
+            let client = format!("step{k}");
+            call_alone(
+                target,
+                op,
+                sessions,
+                client,
+                &clock,
+                call_timeout_ms,
+                spec.as_mut(),
+                history,
+            )
+            .await?;
+            stats.operations += 1;
+        } else {
+            spec = None;
+            let barrier = Arc::new(Barrier::new(together.len()));
+            let mut tasks = Vec::with_capacity(together.len());
+            for (j, op) in together.iter().enumerate() {
+                let target = Arc::clone(target);
+                let barrier = Arc::clone(&barrier);
                 let request = op.request(sessions);
-                let (recorded, result) = timed_store_call(
-                    target.as_ref(),
-                    &clock,
-                    &format!("step{k}"),
-                    request.clone(),
-                    call_timeout_ms,
-                )
-                .await;
-                let answer = result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
-                history.push(recorded);
-                stats.operations += 1;
-                if let Some(state) = spec.as_mut() {
-                    let expected = match StoreOp::from_wire(&request) {
-                        Ok(parsed) => state.apply(&parsed),
-                        Err(e) => Err(e),
-                    };
-                    if !lin::answer_conforms(&request, &expected, &answer) {
-                        return Err(CaseFailure::Nonconforming(format!(
-                            "step {k}: {}\n  the spec answers  {}\n  the target answered {}",
-                            lin::summarize_request(&request),
-                            answer_to_wire(&expected),
-                            answer
-                        )));
-                    }
-                    continue;
-                }
-            }
-            FuzzStep::Batch(ops) => {
-                spec = None;
-                let barrier = Arc::new(Barrier::new(ops.len()));
-                let mut tasks = Vec::with_capacity(ops.len());
-                for (j, op) in ops.iter().enumerate() {
-                    let target = Arc::clone(target);
-                    let barrier = Arc::clone(&barrier);
-                    let request = op.request(sessions);
-                    let client = format!("step{k}.{j}");
-                    tasks.push(tokio::spawn(async move {
-                        barrier.wait().await;
-                        timed_store_call(target.as_ref(), &clock, &client, request, call_timeout_ms)
-                            .await
-                    }));
-                }
-                let first = history.len();
-                for t in tasks {
-                    let (recorded, result) = t
+                let client = format!("step{k}.{j}");
+                tasks.push(tokio::spawn(async move {
+                    barrier.wait().await;
+                    timed_store_call(target.as_ref(), &clock, &client, request, call_timeout_ms)
                         .await
-                        .map_err(|e| CaseFailure::Harness(format!("batch task: {e}")))?;
-                    result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
-                    history.push(recorded);
-                }
-                stats.operations += ops.len() as u64;
-                if ops.len() > 1 {
-                    stats.batches += 1;
-                    stats.batches_overlapped += u64::from(any_overlap(&history[first..]));
-                }
+                }));
             }
+            let first = history.len();
+            for t in tasks {
+                let (recorded, result) = t
+                    .await
+                    .map_err(|e| CaseFailure::Harness(format!("batch task: {e}")))?;
+                result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
+                history.push(recorded);
+            }
+            stats.operations += together.len() as u64;
+            stats.batches += 1;
+            stats.batches_overlapped += u64::from(any_overlap(&history[first..]));
+        }
+        for (j, op) in after.iter().enumerate() {
+            let client = format!("step{k}.read{j}");
+            call_alone(
+                target,
+                op,
+                sessions,
+                client,
+                &clock,
+                call_timeout_ms,
+                spec.as_mut(),
+                history,
+            )
+            .await?;
+            stats.operations += 1;
         }
         let report = lin::check_with(
             history,
@@ -352,6 +253,9 @@ pub struct FuzzOptions {
     pub call_timeout_ms: u64,
     /// Bound on shrinking iterations.
     pub max_shrink_iters: u32,
+    /// Concurrent batches in the programs (`reqkey fuzz` and certification:
+    /// always; off only in tests of sequential defects).
+    pub batches: bool,
 }
 
 /// A shrunk failure, ready to print.
@@ -376,22 +280,6 @@ pub enum FuzzOutcome {
     Error(String),
 }
 
-/// Expands a u64 seed into proptest's 32-byte ChaCha seed.
-pub fn seed_bytes(seed: u64) -> [u8; 32] {
-    let mut out = [0u8; 32];
-    let mut x = seed;
-    for chunk in out.chunks_mut(8) {
-        // splitmix64
-        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        chunk.copy_from_slice(&z.to_le_bytes());
-    }
-    out
-}
-
 /// Runs `opts.cases` programs against `target`. Blocking: call it outside
 /// any async context; it drives the calls on `runtime`.
 pub fn fuzz(
@@ -399,75 +287,41 @@ pub fn fuzz(
     target: Arc<dyn Target>,
     opts: &FuzzOptions,
 ) -> FuzzOutcome {
-    let config = Config {
-        cases: opts.cases,
-        failure_persistence: None,
-        max_shrink_iters: opts.max_shrink_iters,
-        max_shrink_time: 0,
-        max_global_rejects: 0,
-        ..Config::default()
-    };
-    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(opts.seed));
-    let mut runner = TestRunner::new_with_rng(config, rng);
-    let counter = AtomicU64::new(0);
-    let harness_error: Mutex<Option<String>> = Mutex::new(None);
-    let last_reason: Mutex<String> = Mutex::new(String::new());
-    let result = runner.run(&arb_program(), |program| {
-        // After a harness error there is no verdict to look for: let
-        // proptest wind down (shrinking included) without calling again.
-        if harness_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
-            return Ok(());
-        }
-        let case = counter.fetch_add(1, Ordering::Relaxed);
-        let sessions: Vec<String> = (0..SESSIONS)
-            .map(|s| format!("{}.{case}.s{s}", opts.namespace))
-            .collect();
-        let outcome = runtime.block_on(run_program(
-            &target,
-            &program,
-            &sessions,
-            opts.lin_budget_steps,
-            opts.call_timeout_ms,
-        ));
-        match outcome {
-            Ok(_) => Ok(()),
-            Err(CaseFailure::Nonconforming(reason)) => {
-                *last_reason.lock().unwrap_or_else(|p| p.into_inner()) = reason.clone();
-                Err(TestCaseError::fail(reason))
-            }
-            Err(CaseFailure::Harness(reason)) => {
-                harness_error
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(reason.clone());
-                // Not a verdict: stop without shrinking on it.
-                Err(TestCaseError::fail(format!("harness: {reason}")))
-            }
-        }
-    });
-    if let Some(e) = harness_error
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take()
-    {
-        return FuzzOutcome::Error(e);
-    }
-    match result {
-        Ok(()) => FuzzOutcome::Passed { cases: opts.cases },
-        Err(TestError::Fail(reason, program)) => {
-            let reason = if reason.message().is_empty() {
-                last_reason
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone()
-            } else {
-                reason.message().to_owned()
-            };
-            let scenario_yaml = scenario_yaml(&program, opts, &reason);
+    let strategy = arb_program_with(opts.batches);
+    let outcome = run_cases(
+        opts.cases,
+        opts.seed,
+        opts.max_shrink_iters,
+        &strategy,
+        |case, program| {
+            let sessions: Vec<String> = (0..SESSIONS)
+                .map(|s| format!("{}.{case}.s{s}", opts.namespace))
+                .collect();
+            let outcome = runtime.block_on(run_program(
+                &target,
+                program,
+                &sessions,
+                opts.lin_budget_steps,
+                opts.call_timeout_ms,
+            ));
+            // Best effort: leave nothing behind on a shared backend.
+            runtime.block_on(async {
+                for s in 0..SESSIONS {
+                    let request = FuzzOp::DeleteSession { session: s }.request(&sessions);
+                    let _ = tokio::time::timeout(
+                        std::time::Duration::from_millis(opts.call_timeout_ms),
+                        target.store_call(&request),
+                    )
+                    .await;
+                }
+            });
+            outcome.map(|_| ())
+        },
+    );
+    match outcome {
+        CasesOutcome::Passed => FuzzOutcome::Passed { cases: opts.cases },
+        CasesOutcome::Failed { program, reason } => {
+            let scenario_yaml = scenario_yaml(&program, &opts.target_name, opts.seed, &reason);
             FuzzOutcome::Failed(Box::new(FuzzFailure {
                 seed: opts.seed,
                 program,
@@ -475,105 +329,8 @@ pub fn fuzz(
                 scenario_yaml,
             }))
         }
-        Err(TestError::Abort(reason)) => FuzzOutcome::Error(reason.message().to_owned()),
+        CasesOutcome::Error(e) => FuzzOutcome::Error(e),
     }
-}
-
-/// Session ids the spec runs the program with when writing a scenario;
-/// they become `$s0`, `$s1` in the file.
-const PLACEHOLDER_SESSIONS: [&str; SESSIONS] = ["fuzz-placeholder-s0", "fuzz-placeholder-s1"];
-
-/// Replaces placeholder session ids by `$sN` and drops free-text error
-/// messages (patterns match by subset).
-fn templatize(v: &Value) -> Value {
-    match v {
-        Value::String(s) => match PLACEHOLDER_SESSIONS.iter().position(|p| p == s) {
-            Some(i) => json!(format!("$s{i}")),
-            None => v.clone(),
-        },
-        Value::Array(items) => Value::Array(items.iter().map(templatize).collect()),
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .filter(|(k, _)| k.as_str() != "message")
-                .map(|(k, v)| (k.clone(), templatize(v)))
-                .collect(),
-        ),
-        other => other.clone(),
-    }
-}
-
-/// One store step as YAML (JSON flow maps are YAML).
-fn step_line(request: &Value) -> String {
-    let op = request["op"].as_str().unwrap_or("rpc");
-    let args = if op == "commitRunStart" {
-        &request["args"]["startRun"]
-    } else {
-        &request["args"]
-    };
-    format!("{op}: {}", templatize(args))
-}
-
-/// The program as a scenario: sequential steps carry the spec's answer as
-/// `expect`; a batch is a `parallel` group with `linearizable: true`; once
-/// a batch has run, later single steps are groups of one, so that the
-/// linearizability check covers them too.
-pub fn scenario_yaml(program: &[FuzzStep], opts: &FuzzOptions, reason: &str) -> String {
-    let sessions: Vec<String> = PLACEHOLDER_SESSIONS
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-    let mut spec = Some(SeqStore::new());
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# Found by `reqkey fuzz --target {} --seed {}`, shrunk to {} steps.",
-        opts.target_name,
-        opts.seed,
-        program.len()
-    );
-    for line in reason.lines().take(1) {
-        let _ = writeln!(out, "# {line}");
-    }
-    let _ = writeln!(out, "id: fuzz.seed-{}", opts.seed);
-    let _ = writeln!(out, "level: store");
-    let _ = writeln!(out, "tags: [fuzz]");
-    let _ = writeln!(
-        out,
-        "summary: A program found by reqkey fuzz (seed {}); every answer must be the spec's and the history linearizable.",
-        opts.seed
-    );
-    let _ = writeln!(out, "steps:");
-    for step in program {
-        match step {
-            FuzzStep::Single(op) => {
-                let request = op.request(&sessions);
-                match spec.as_mut() {
-                    Some(state) => {
-                        let answer = match StoreOp::from_wire(&request) {
-                            Ok(parsed) => state.apply(&parsed),
-                            Err(e) => Err(e),
-                        };
-                        let _ = writeln!(out, "  - {}", step_line(&request));
-                        let _ =
-                            writeln!(out, "    expect: {}", templatize(&answer_to_wire(&answer)));
-                    }
-                    None => {
-                        let _ = writeln!(out, "  - parallel:\n      - {}", step_line(&request));
-                        let _ = writeln!(out, "    linearizable: true");
-                    }
-                }
-            }
-            FuzzStep::Batch(ops) => {
-                spec = None;
-                let _ = writeln!(out, "  - parallel:");
-                for op in ops {
-                    let _ = writeln!(out, "      - {}", step_line(&op.request(&sessions)));
-                }
-                let _ = writeln!(out, "    linearizable: true");
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -581,9 +338,12 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::run::event::Verdict as RunVerdict;
+    use crate::run::fuzz_program::watch;
     use crate::run::runner::{self, RunConfig};
     use crate::targets::spec::open_target;
     use crate::targets::TargetOptions;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     use reqkey_scenario::parse_scenario;
 
     fn rt() -> tokio::runtime::Runtime {
@@ -603,6 +363,7 @@ mod tests {
             lin_budget_steps: lin::DEFAULT_BUDGET_STEPS,
             call_timeout_ms: 10_000,
             max_shrink_iters: 2_000,
+            batches: true,
         }
     }
 
@@ -637,10 +398,20 @@ mod tests {
         }
     }
 
+    /// A sequential defect is found by sequential programs, and the
+    /// scenario of one replays the same way every time (a batch on the
+    /// in-process store may never overlap, which is no verdict).
     fn assert_finds_and_shrinks(defect: &str) {
         let rt = rt();
         let spec = format!("broken-memory:{defect}");
-        let FuzzOutcome::Failed(f) = fuzz_target(&rt, &spec, 500, 7) else {
+        let target = rt
+            .block_on(open_target(&spec, TargetOptions::default()))
+            .unwrap();
+        let sequential = FuzzOptions {
+            batches: false,
+            ..opts(&spec, 500, 7)
+        };
+        let FuzzOutcome::Failed(f) = fuzz(&rt, target, &sequential) else {
             panic!("fuzzing {spec} found nothing");
         };
         assert!(f.program.len() <= 4, "not shrunk: {:#?}", f.program);
@@ -655,6 +426,7 @@ mod tests {
             "{}",
             f.scenario_yaml
         );
+        assert!(!f.scenario_yaml.contains("parallel"), "{}", f.scenario_yaml);
         assert_eq!(
             replay(&rt, &f.scenario_yaml, "memory"),
             RunVerdict::Pass,
@@ -671,6 +443,72 @@ mod tests {
     #[test]
     fn a_store_whose_delete_keeps_keys_is_found_and_shrunk_to_a_scenario() {
         assert_finds_and_shrinks("delete-keeps-keys");
+    }
+
+    /// Only the inputs of every kind of text find it: `a` and `b` alone
+    /// (the fuzzer before issue 40) never would.
+    #[test]
+    fn a_store_that_mangles_non_bmp_text_is_found_and_shrunk_to_a_scenario() {
+        assert_finds_and_shrinks("text-as-utf8mb3");
+    }
+
+    /// Every write is followed by every read of its session by other
+    /// clients, and a batch races one reader per session it writes.
+    #[test]
+    fn reads_by_other_clients_surround_every_write() {
+        let commit = FuzzOp::Commit {
+            session: 1,
+            run: 2,
+            expected: None,
+            input: 0,
+            key: Some(1),
+        };
+        let single = expand(&FuzzStep::Single(commit.clone()));
+        assert_eq!(single.together, vec![commit.clone()]);
+        assert_eq!(single.after, watch(1, 2));
+        assert!(single
+            .after
+            .contains(&FuzzOp::GetRunByRequestKey { session: 1, key: 1 }));
+        assert!(single.after.contains(&FuzzOp::ListInputs { session: 1 }));
+        let read = FuzzOp::ListRuns { session: 0 };
+        let alone = expand(&FuzzStep::Single(read.clone()));
+        assert_eq!((alone.together, alone.after), (vec![read], vec![]));
+        let delete = FuzzOp::DeleteSession { session: 0 };
+        let batch = expand(&FuzzStep::Batch(vec![commit.clone(), delete.clone()]));
+        assert_eq!(
+            batch.together,
+            vec![
+                commit,
+                delete,
+                FuzzOp::GetRunByRequestKey { session: 1, key: 1 },
+                FuzzOp::GetCurrentRun { session: 0 },
+            ]
+        );
+        assert_eq!(batch.after.len(), 2 * watch(0, 0).len());
+    }
+
+    /// A scenario holding every input parses and replays green on the
+    /// memory store: texts YAML cannot hold raw are escaped.
+    #[test]
+    fn a_scenario_of_every_input_parses_and_passes_on_memory() {
+        // Each input committed, read back (listInputs), deleted.
+        let program: Vec<FuzzStep> = (0..INPUTS)
+            .flat_map(|input| {
+                [
+                    FuzzStep::Single(FuzzOp::Commit {
+                        session: 0,
+                        run: 0,
+                        expected: None,
+                        input,
+                        key: Some(0),
+                    }),
+                    FuzzStep::Single(FuzzOp::DeleteSession { session: 0 }),
+                ]
+            })
+            .collect();
+        let yaml = scenario_yaml(&program, "memory", 1, "");
+        let rt = rt();
+        assert_eq!(replay(&rt, &yaml, "memory"), RunVerdict::Pass, "{yaml}");
     }
 
     fn programs(seed: u64, n: usize) -> Vec<Vec<FuzzStep>> {

@@ -123,7 +123,13 @@ pub async fn fuzz_pass(
         return FuzzPass::none(level, seed);
     }
     let name = target.describe();
-    let namespace = format!("certify-fuzz-{seed:x}");
+    // Fresh sessions on every pass (the seed picks the programs, the
+    // namespace only the ids): a second certification of a persistent
+    // store with the same seed must not meet the first one's sessions.
+    let namespace = format!(
+        "{}.certify-fuzz",
+        crate::run::config::RunConfig::new(seed).namespace
+    );
     let joined = tokio::task::spawn_blocking(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -142,6 +148,7 @@ pub async fn fuzz_pass(
                     lin_budget_steps: reqkey_check::lin::DEFAULT_BUDGET_STEPS,
                     call_timeout_ms,
                     max_shrink_iters: 1_024,
+                    batches: true,
                 },
             ) {
                 FuzzOutcome::Passed { .. } => (None, None),

@@ -140,10 +140,16 @@ pub enum MemoryDefect {
     /// and `1.50` as `1.5` (`[[certify.match.input-exact]]`; the
     /// TypeScript adapter had this bug, issue 41).
     NumbersAsDoubles,
+    /// Strings in `input` are kept the way a MySQL `utf8` (3-byte,
+    /// `utf8mb3`) column keeps them: every character outside the Basic
+    /// Multilingual Plane (an emoji, a musical symbol, a rare CJK one)
+    /// comes back as `?` (`[[certify.match.input-exact]]`). Found by the
+    /// store fuzzer's texts of every kind.
+    TextAsUtf8mb3,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 30] = [
+    pub const ALL: [MemoryDefect; 31] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -174,6 +180,7 @@ impl MemoryDefect {
         MemoryDefect::JoinedRunIndex,
         MemoryDefect::PrefixIndex64,
         MemoryDefect::NumbersAsDoubles,
+        MemoryDefect::TextAsUtf8mb3,
     ];
 
     pub fn name(self) -> &'static str {
@@ -208,6 +215,7 @@ impl MemoryDefect {
             MemoryDefect::JoinedRunIndex => "joined-run-index",
             MemoryDefect::PrefixIndex64 => "prefix-index-64",
             MemoryDefect::NumbersAsDoubles => "numbers-as-doubles",
+            MemoryDefect::TextAsUtf8mb3 => "text-as-utf8mb3",
         }
     }
 
@@ -410,6 +418,26 @@ fn through_doubles(value: &Value) -> Value {
     }
 }
 
+/// `value` as a 3-byte `utf8` column gives it back (the `text-as-utf8mb3`
+/// defect): every character outside the BMP of every string `?`.
+fn through_utf8mb3(value: &Value) -> Value {
+    let bmp = |s: &str| -> String {
+        s.chars()
+            .map(|c| if u32::from(c) > 0xffff { '?' } else { c })
+            .collect()
+    };
+    match value {
+        Value::String(s) => Value::String(bmp(s)),
+        Value::Array(items) => Value::Array(items.iter().map(through_utf8mb3).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (bmp(k), through_utf8mb3(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// The first 64 characters of an id (the `prefix-index-64` defect).
 fn prefix_64(id: &str) -> &str {
     id.char_indices().nth(64).map_or(id, |(at, _)| &id[..at])
@@ -499,6 +527,9 @@ impl SessionStateStore for MemoryStore {
     async fn commit_run_start(&self, mut start: StartRun) -> Result<CommitResult, StoreError> {
         if self.defect == Some(MemoryDefect::NumbersAsDoubles) {
             start.input = through_doubles(&start.input);
+        }
+        if self.defect == Some(MemoryDefect::TextAsUtf8mb3) {
+            start.input = through_utf8mb3(&start.input);
         }
         if self.defect == Some(MemoryDefect::HalfKeyStartsKeyless)
             && start.request_key.is_some() != start.request_digest.is_some()

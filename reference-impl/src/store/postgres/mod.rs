@@ -22,8 +22,13 @@
 //! The unique index is a backstop. Under the lock it cannot fire, but if it
 //! ever does (a writer that bypasses the lock), the store re-reads the
 //! holder and answers `request_key_taken` naming it, never SQLSTATE 23505.
-//! Other unique violations and deadlocks (a race with `deleteSession`)
-//! retry the whole commit, a bounded number of times.
+//! Other unique violations and deadlocks retry the whole commit, a bounded
+//! number of times. Neither arises from this store's own writes: every
+//! write transaction takes the session row first (`INSERT ... ON CONFLICT
+//! DO UPDATE`, atomic under concurrency), there are no foreign keys, so a
+//! commit racing `deleteSession` waits for it; the retry is for a writer
+//! outside this store (issue 40: the server's log showed no such error
+//! over the races, the fuzzer's batches and the crash scenarios).
 //!
 //! Migrations are versioned (`reqkey_migrations`) and run in one
 //! transaction under a transaction-scoped advisory lock, so concurrent

@@ -1,0 +1,129 @@
+//! The loop both fuzzers share (`run::fuzz` on stores, `run::agent_fuzz`
+//! on agent servers): proptest draws programs from one seed, runs each
+//! against the target, and shrinks the first that fails; a case that could
+//! not be judged (the target did not answer) stops the run with no verdict
+//! and is never shrunk. Kept once so that both fuzzers seed, bound and
+//! report alike.
+
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use proptest::strategy::Strategy;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+
+/// Why a program failed on the target.
+#[derive(Debug, Clone)]
+pub enum CaseFailure {
+    /// The target does not conform (this is what fuzzing looks for).
+    Nonconforming(String),
+    /// The target could not be reached or timed out: no verdict.
+    Harness(String),
+}
+
+/// The outcome of a run of cases.
+#[derive(Debug, Clone)]
+pub enum CasesOutcome<P> {
+    Passed,
+    /// The first failing program, shrunk, and why it fails.
+    Failed {
+        program: P,
+        reason: String,
+    },
+    /// The target could not be judged.
+    Error(String),
+}
+
+/// Expands a u64 seed into proptest's 32-byte ChaCha seed.
+pub fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let mut x = seed;
+    for chunk in out.chunks_mut(8) {
+        // splitmix64
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        chunk.copy_from_slice(&z.to_le_bytes());
+    }
+    out
+}
+
+/// Runs `cases` programs of `strategy` (seeded by `seed`, shrinking bounded
+/// by `max_shrink_iters`) through `one`, which gets the case's number (for
+/// fresh session ids) and the program.
+pub fn run_cases<S>(
+    cases: u32,
+    seed: u64,
+    max_shrink_iters: u32,
+    strategy: &S,
+    one: impl Fn(u64, &S::Value) -> Result<(), CaseFailure>,
+) -> CasesOutcome<S::Value>
+where
+    S: Strategy,
+    S::Value: Clone + Debug,
+{
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters,
+        max_shrink_time: 0,
+        max_global_rejects: 0,
+        ..Config::default()
+    };
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed));
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    let counter = AtomicU64::new(0);
+    let harness_error: Mutex<Option<String>> = Mutex::new(None);
+    let last_reason: Mutex<String> = Mutex::new(String::new());
+    let result = runner.run(strategy, |program| {
+        // After a harness error there is no verdict to look for: let
+        // proptest wind down (shrinking included) without calling again.
+        if harness_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return Ok(());
+        }
+        let case = counter.fetch_add(1, Ordering::Relaxed);
+        match one(case, &program) {
+            Ok(()) => Ok(()),
+            Err(CaseFailure::Nonconforming(reason)) => {
+                *last_reason.lock().unwrap_or_else(|p| p.into_inner()) = reason.clone();
+                Err(TestCaseError::fail(reason))
+            }
+            Err(CaseFailure::Harness(reason)) => {
+                harness_error
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(reason.clone());
+                // Not a verdict: stop without shrinking on it.
+                Err(TestCaseError::fail(format!("harness: {reason}")))
+            }
+        }
+    });
+    if let Some(e) = harness_error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take()
+    {
+        return CasesOutcome::Error(e);
+    }
+    match result {
+        Ok(()) => CasesOutcome::Passed,
+        Err(TestError::Fail(reason, program)) => {
+            let reason = if reason.message().is_empty() {
+                last_reason
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone()
+            } else {
+                reason.message().to_owned()
+            };
+            CasesOutcome::Failed { program, reason }
+        }
+        Err(TestError::Abort(reason)) => CasesOutcome::Error(reason.message().to_owned()),
+    }
+}
