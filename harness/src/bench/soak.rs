@@ -64,7 +64,7 @@ pub enum SoakServer {
 impl SoakServer {
     pub const ALL: [SoakServer; 3] = [SoakServer::Store, SoakServer::Agent, SoakServer::Proxy];
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             SoakServer::Store => "serve store",
             SoakServer::Agent => "serve agent",
@@ -199,17 +199,17 @@ impl fmt::Display for SoakFigures {
 }
 
 /// A child process; killed when dropped.
-struct Proc {
+pub(super) struct Proc {
     child: Child,
     base: String,
 }
 
 impl Proc {
-    fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn addr(&self) -> &str {
+    pub(super) fn addr(&self) -> &str {
         self.base.trim_start_matches("http://")
     }
 }
@@ -736,7 +736,7 @@ async fn load(
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -744,18 +744,19 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-/// Soaks one server.
-async fn soak_one(server: SoakServer, cfg: &SoakConfig) -> Result<SoakFigures, String> {
+/// Starts `server` (the proxy with the `serve agent` it fronts, which
+/// must live as long as it): `(upstream, server)`.
+pub(super) async fn start_server(server: SoakServer) -> Result<(Option<Proc>, Proc), String> {
     let memory = ["--store", "memory", "--listen", "127.0.0.1:0"];
-    let (_upstream, proc_, wire) = match server {
-        SoakServer::Store => {
-            let p = start(&[&["serve", "store"][..], &memory[..]].concat()).await?;
-            (None, p, Wire::Store)
-        }
-        SoakServer::Agent => {
-            let p = start(&[&["serve", "agent"][..], &memory[..]].concat()).await?;
-            (None, p, Wire::Agent)
-        }
+    Ok(match server {
+        SoakServer::Store => (
+            None,
+            start(&[&["serve", "store"][..], &memory[..]].concat()).await?,
+        ),
+        SoakServer::Agent => (
+            None,
+            start(&[&["serve", "agent"][..], &memory[..]].concat()).await?,
+        ),
         SoakServer::Proxy => {
             let agent = start(&[&["serve", "agent"][..], &memory[..]].concat()).await?;
             let target = agent.base.clone();
@@ -771,8 +772,18 @@ async fn soak_one(server: SoakServer, cfg: &SoakConfig) -> Result<SoakFigures, S
                 "127.0.0.1:0",
             ])
             .await?;
-            (Some(agent), p, Wire::Agent)
+            (Some(agent), p)
         }
+    })
+}
+
+/// Soaks one server.
+async fn soak_one(server: SoakServer, cfg: &SoakConfig) -> Result<SoakFigures, String> {
+    let (_upstream, proc_) = start_server(server).await?;
+    let wire = if server == SoakServer::Store {
+        Wire::Store
+    } else {
+        Wire::Agent
     };
     let addr = proc_.addr().to_owned();
     let pid = proc_.pid();

@@ -20,7 +20,12 @@
 //!
 //! Bodies are buffered up to [`BODY_READ_LIMIT_BYTES`] and then judged
 //! against [`MAX_BODY_BYTES`], so a client sending 1 MiB + 1 byte gets a
-//! clean 413 rather than a connection reset mid-upload.
+//! clean 413 rather than a connection reset mid-upload. They are read as
+//! text, never as a `serde_json::Value` (issue 39: a `Value` of a 1 MiB
+//! body of small values costs tens of MB): checked exactly as parsing a
+//! `Value` checks them, the input kept as its written and canonical text
+//! ([`reqkey_model::json_text`]), which is all the digest, the commit and
+//! the echo need.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -36,6 +41,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use reqkey_model::json_text::{self, JsonText, TextError};
 use reqkey_model::key::parse_request_key_header;
 use reqkey_model::{RequestKey, RunMetadata, StoreError, REQUEST_KEY_HEADER};
 use serde_json::{json, Value};
@@ -449,11 +455,9 @@ fn body_limit(ex: &Executor) -> usize {
     }
 }
 
-async fn json_body_limit(
-    body: Result<Bytes, BytesRejection>,
-    empty_as: Option<Value>,
-    limit: usize,
-) -> Result<Value, ApiError> {
+/// The body's bytes, judged against `limit` (413 over it; 400 when it
+/// could not be read, e.g. not received within the body read timeout).
+fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
     let bytes = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             too_large()
@@ -464,27 +468,125 @@ async fn json_body_limit(
     if bytes.len() > limit {
         return Err(too_large());
     }
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        if let Some(v) = empty_as {
-            return Ok(v);
-        }
-    }
-    // A large body is parsed off the async workers (issue 29): a few of
-    // them must not keep every worker busy while a fresh client waits.
-    let parsed = if bytes.len() >= BLOCKING_PARSE_BYTES {
-        tokio::task::spawn_blocking(move || serde_json::from_slice::<Value>(&bytes))
+    Ok(bytes)
+}
+
+/// Runs `read` over the body; a large body off the async workers (issue
+/// 29): a few of them must not keep every worker busy while a fresh
+/// client waits.
+async fn read_body<T: Send + 'static>(
+    bytes: Bytes,
+    read: fn(&[u8]) -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
+    if bytes.len() >= BLOCKING_PARSE_BYTES {
+        tokio::task::spawn_blocking(move || read(&bytes))
             .await
             .map_err(|_| ApiError::validation("the request body could not be read"))?
     } else {
-        serde_json::from_slice::<Value>(&bytes)
-    };
-    let value = parsed.map_err(|_| ApiError::validation("the request body is not JSON"))?;
+        read(&bytes)
+    }
+}
+
+fn not_json() -> ApiError {
+    ApiError::validation("the request body is not JSON")
+}
+
+fn not_an_object() -> ApiError {
+    ApiError::validation("the request body must be a JSON object")
+}
+
+/// The body as a `Value` (a JSON object, else 400). Only for a body whose
+/// text [`json_text`] leaves to a `Value` ([`TextError::NeedsValue`]): every
+/// other body is read as text, because a `Value` of a 1 MiB body of small
+/// values costs tens of MB (issue 39). Both answer every body the same.
+fn object_value(bytes: &[u8]) -> Result<Value, ApiError> {
+    let value = serde_json::from_slice::<Value>(bytes).map_err(|_| not_json())?;
     if !value.is_object() {
-        return Err(ApiError::validation(
-            "the request body must be a JSON object",
-        ));
+        return Err(not_an_object());
     }
     Ok(value)
+}
+
+/// What a body read as text answers: `Ok(answer)`, or the text walk's
+/// error mapped (not JSON; or `None`: read it as a `Value`).
+fn text_answer<T>(walked: Result<Result<T, ApiError>, TextError>) -> Option<Result<T, ApiError>> {
+    match walked {
+        Ok(answer) => Some(answer),
+        Err(TextError::Invalid) => Some(Err(not_json())),
+        Err(TextError::NeedsValue) => None,
+    }
+}
+
+/// The `input` of a start or resume body, as text (SPEC 7: a JSON object
+/// with an `input` field).
+fn entry_input(bytes: &[u8]) -> Result<JsonText, ApiError> {
+    let text = json_text::validate(bytes).map_err(|_| not_json())?;
+    let walked = json_text::object_member(text, "input").and_then(|member| match member {
+        None => Ok(Err(not_an_object())),
+        Some(None) => Ok(Err(ApiError::validation(
+            "the body lacks the field `input`",
+        ))),
+        Some(Some(at)) => JsonText::from_validated(&text[at]).map(Ok),
+    });
+    text_answer(walked).unwrap_or_else(|| {
+        field_input(object_value(bytes)?).map(|input| JsonText::from_value(&input))
+    })
+}
+
+/// A retry body: empty, or a JSON object (whose fields are ignored).
+fn retry_body(bytes: &[u8]) -> Result<(), ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    let text = json_text::validate(bytes).map_err(|_| not_json())?;
+    let walked = json_text::object_member(text, "input").map(|member| match member {
+        None => Err(not_an_object()),
+        Some(_) => Ok(()),
+    });
+    text_answer(walked).unwrap_or_else(|| object_value(bytes).map(drop))
+}
+
+/// The last message of a chat body, `(role, content)`, read as text.
+fn chat_message(bytes: &[u8]) -> Result<(String, String), ApiError> {
+    let text = json_text::validate(bytes).map_err(|_| not_json())?;
+    text_answer(last_message_text(text)).unwrap_or_else(|| last_message(&object_value(bytes)?))
+}
+
+/// [`last_message`] over a validated body's text.
+fn last_message_text(text: &str) -> Result<Result<(String, String), ApiError>, TextError> {
+    let Some(messages) = json_text::object_member(text, "messages")? else {
+        return Ok(Err(not_an_object()));
+    };
+    let Some(at) = messages else {
+        return Ok(Err(ApiError::validation(
+            "the body lacks the field `messages`",
+        )));
+    };
+    let messages = &text[at];
+    let Some(last) = json_text::last_element(messages)? else {
+        return Ok(Err(ApiError::validation("`messages` must be an array")));
+    };
+    let Some(at) = last else {
+        return Ok(Err(ApiError::validation("`messages` must not be empty")));
+    };
+    let last = &messages[at];
+    let string_field = |name: &str| -> Result<Option<String>, TextError> {
+        match json_text::object_member(last, name)? {
+            Some(Some(at)) => json_text::as_string(&last[at]),
+            _ => Ok(None),
+        }
+    };
+    let Some(role) = string_field("role")? else {
+        return Ok(Err(ApiError::validation(
+            "the last message lacks a string `role`",
+        )));
+    };
+    let Some(content) = string_field("content")? else {
+        return Ok(Err(ApiError::validation(
+            "the last message lacks a string `content`",
+        )));
+    };
+    Ok(Ok((role, content)))
 }
 
 fn too_large() -> ApiError {
@@ -554,12 +656,13 @@ async fn keyed_entry(
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
     let request_key = entry_key(ex, headers)?;
+    let bytes = body_bytes(body, body_limit(ex))?;
     let input = match kind {
         EntryKind::Retry => {
-            json_body_limit(body, Some(json!({})), body_limit(ex)).await?;
-            Value::Null
+            read_body(bytes, retry_body).await?;
+            JsonText::from_value(&Value::Null)
         }
-        _ => field_input(json_body_limit(body, None, body_limit(ex)).await?)?,
+        _ => read_body(bytes, entry_input).await?,
     };
     let outcome = ex
         .enter(EntryRequest {
@@ -629,7 +732,8 @@ async fn chat(
     let session_id = session_id(path)?;
     // Parsed even when it will be ignored: a malformed key is 400 everywhere.
     let request_key = entry_key(&ex, &headers)?;
-    let (role, content) = last_message(&json_body_limit(body, None, body_limit(&ex)).await?)?;
+    let bytes = body_bytes(body, body_limit(&ex))?;
+    let (role, content) = read_body(bytes, chat_message).await?;
     // A tool-result send is keyless in this release.
     let keyless = role == "tool" && !ex.has_defect(ExecutorDefect::ToolSendKeyed);
     let request_key = if keyless { None } else { request_key };
@@ -641,7 +745,7 @@ async fn chat(
         .enter(EntryRequest {
             session_id: session_id.clone(),
             kind: EntryKind::Chat,
-            input: Value::Object(input),
+            input: JsonText::from_value(&Value::Object(input)),
             request_key,
         })
         .await?;
@@ -731,7 +835,7 @@ async fn reconnect_as_send(
         .enter(EntryRequest {
             session_id,
             kind: EntryKind::Chat,
-            input,
+            input: JsonText::from_value(&input),
             request_key,
         })
         .await?;
