@@ -448,6 +448,18 @@ async fn ask_and_never_read(addr: SocketAddr, session: &str) -> TcpStream {
     s
 }
 
+/// Waits (up to 60 s) until the answer to a client's request starts to
+/// arrive, without reading it: from then on the server is writing it. The
+/// answer is built whole before its first byte is written (a debug build
+/// under load takes seconds to build 10.8 MB of JSON), so a wait for the
+/// write to stall counts from here, not from the request.
+/// (A connection the server closed instead ends the wait too: what
+/// follows judges it.)
+async fn answer_started(s: &TcpStream) {
+    let mut b = [0u8; 1];
+    let _ = tokio::time::timeout(Duration::from_secs(60), s.peek(&mut b)).await;
+}
+
 /// Reads what is left; `(bytes, closed)`.
 async fn drain(s: &mut TcpStream, bound: Duration) -> (usize, bool) {
     let mut total = 0;
@@ -474,6 +486,7 @@ async fn a_client_that_never_reads_is_closed_after_the_write_timeout() {
     .await;
     fill_session(server.addr, "big-1", 12).await;
     let mut s = ask_and_never_read(server.addr, "big-1").await;
+    answer_started(&s).await;
     // Well past the write timeout (the kernel's send buffer grows for a
     // while first); before issue 29 the answer waited here for as long as
     // the client stayed connected.
@@ -501,6 +514,10 @@ async fn a_connection_stalled_on_writing_counts_as_idle_for_the_cap() {
     for _ in 0..2 {
         stalled.push(ask_and_never_read(server.addr, "big-2").await);
     }
+    for s in &stalled {
+        answer_started(s).await;
+    }
+    // Well past the 200 ms after which a stalled write counts as idle.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     // A fresh client at the cap evicts the oldest stalled writer (before,
     // both counted as busy and stayed for the write's whole life).
