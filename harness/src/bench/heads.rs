@@ -23,6 +23,7 @@
 //! every loop ends at the deadline.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -50,6 +51,8 @@ pub struct HeadsConfig {
     /// How long the fresh client probes each server.
     pub duration_s: u64,
     pub servers: Vec<SoakServer>,
+    /// The `reqkey` binary whose servers are measured (default this one).
+    pub exe: Option<PathBuf>,
 }
 
 /// The figures of one server.
@@ -133,7 +136,7 @@ async fn probe(addr: &str) -> Option<f64> {
 
 /// Measures one server.
 async fn heads_one(server: SoakServer, cfg: &HeadsConfig) -> Result<HeadsFigures, String> {
-    let (_upstream, proc_) = start_server(server).await?;
+    let (_upstream, proc_) = start_server(server, cfg.exe.as_deref()).await?;
     let addr = proc_.addr().to_owned();
     if probe(&addr).await.is_none() {
         return Err(format!(

@@ -143,6 +143,10 @@ pub struct BenchArgs {
     /// heads: default 30, --quick: 3).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub duration_s: Option<u64>,
+    /// soak, heads: the `reqkey` binary whose servers are loaded (default
+    /// this one), to measure an older build with the same load.
+    #[arg(long, value_name = "PATH")]
+    pub server_exe: Option<PathBuf>,
     /// Half-sent request heads held open at once (heads).
     #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=5_000))]
     pub heads: u64,
@@ -194,6 +198,7 @@ async fn soak_bench(args: &BenchArgs) -> ExitCode {
         } else {
             args.servers.clone()
         },
+        exe: args.server_exe.clone(),
     };
     // --quick checks that the benchmark works: its figures (seconds of
     // load, often a debug build) are not judged, only the honest answers.
@@ -226,6 +231,7 @@ async fn heads_bench(args: &BenchArgs) -> ExitCode {
         } else {
             args.servers.clone()
         },
+        exe: args.server_exe.clone(),
     };
     let quick = args.quick;
     let mut missed = false;
