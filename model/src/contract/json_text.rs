@@ -20,13 +20,15 @@
 //! [`TextError::NeedsValue`], and the caller parses the body into a
 //! `Value` as before, so that even that quirk answers as it did.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::contract::digest::{
-    canonical_json, sha256_hex_of, write_number_text, write_string, written_json, DigestKind,
+    canonical_json, sha256_hex_of, write_char, write_number_text, write_string, written_json,
+    DigestKind,
 };
 use crate::contract::types::StartRun;
 
@@ -378,10 +380,21 @@ impl<'a> Scanner<'a> {
         self.text.get(start..self.pos).ok_or(TextError::Invalid)
     }
 
-    /// An object key, decoded; one of serde_json's markers is
-    /// [`TextError::NeedsValue`].
-    fn key(&mut self) -> Result<String, TextError> {
-        let key = self.string()?;
+    /// An object key, decoded (borrowed from the text when it has no
+    /// escape); one of serde_json's markers is [`TextError::NeedsValue`].
+    fn key(&mut self) -> Result<Cow<'a, str>, TextError> {
+        let start = self.pos + 1;
+        self.skip_string()?;
+        let raw = self
+            .text
+            .get(start..self.pos - 1)
+            .ok_or(TextError::Invalid)?;
+        let key = if raw.contains('\\') {
+            self.pos = start - 1;
+            Cow::Owned(self.string()?)
+        } else {
+            Cow::Borrowed(raw)
+        };
         if key.starts_with(SERDE_MARKER) {
             return Err(TextError::NeedsValue);
         }
@@ -404,13 +417,60 @@ impl<'a> Scanner<'a> {
             );
             match self.next()? {
                 b'"' => return Ok(out),
-                _ => self.escape(&mut out)?,
+                _ => out.push(self.escaped()?),
             }
         }
     }
 
-    /// One escape after its backslash.
-    fn escape(&mut self, out: &mut String) -> Result<(), TextError> {
+    /// A string value at the cursor, written as canonical (and written)
+    /// JSON writes it, without decoding it whole first: a run without an
+    /// escape goes out as it is (valid JSON has no quote, backslash nor
+    /// control character in one, which are all the form escapes), each
+    /// escape decoded and written escaped minimally.
+    fn string_to(&mut self, out: &mut String) -> Result<(), TextError> {
+        self.expect(b'"')?;
+        out.push('"');
+        loop {
+            let run_start = self.pos;
+            while !matches!(self.peek(), Some(b'"' | b'\\') | None) {
+                self.pos += 1;
+            }
+            let run = self
+                .text
+                .get(run_start..self.pos)
+                .ok_or(TextError::Invalid)?;
+            if run.bytes().any(|b| b < 0x20) {
+                return Err(TextError::Invalid);
+            }
+            out.push_str(run);
+            match self.next()? {
+                b'"' => {
+                    out.push('"');
+                    return Ok(());
+                }
+                _ => write_char(self.escaped()?, out),
+            }
+        }
+    }
+
+    /// Steps over a string value (no copy of it).
+    fn skip_string(&mut self) -> Result<(), TextError> {
+        self.expect(b'"')?;
+        loop {
+            while !matches!(self.peek(), Some(b'"' | b'\\') | None) {
+                self.pos += 1;
+            }
+            match self.next()? {
+                b'"' => return Ok(()),
+                _ => {
+                    self.escaped()?;
+                }
+            }
+        }
+    }
+
+    /// The character of one escape after its backslash.
+    fn escaped(&mut self) -> Result<char, TextError> {
         let c = match self.next()? {
             b'"' => '"',
             b'\\' => '\\',
@@ -439,8 +499,7 @@ impl<'a> Scanner<'a> {
             }
             _ => return Err(TextError::Invalid),
         };
-        out.push(c);
-        Ok(())
+        Ok(c)
     }
 
     fn hex4(&mut self) -> Result<u32, TextError> {
@@ -483,11 +542,7 @@ impl<'a> Scanner<'a> {
                     }
                 }
             }
-            b'"' => {
-                let s = self.string()?;
-                write_string(&s, out);
-                Ok(())
-            }
+            b'"' => self.string_to(out),
             b't' => self.literal("true").map(|w| out.push_str(w)),
             b'f' => self.literal("false").map(|w| out.push_str(w)),
             b'n' => self.literal("null").map(|w| out.push_str(w)),
@@ -503,7 +558,9 @@ impl<'a> Scanner<'a> {
     /// last of a repeated key kept (a `Value`'s map keeps the last).
     fn object(&mut self, out: &mut String, form: Form, depth: usize) -> Result<(), TextError> {
         self.expect(b'{')?;
-        let mut members: Vec<(String, String)> = Vec::new();
+        // Each member's value written into one buffer, found by its range.
+        let mut values = String::new();
+        let mut members: Vec<(Cow<'a, str>, Range<usize>)> = Vec::new();
         self.ws();
         if self.peek() == Some(b'}') {
             self.pos += 1;
@@ -514,9 +571,9 @@ impl<'a> Scanner<'a> {
                 self.ws();
                 self.expect(b':')?;
                 self.ws();
-                let mut value = String::new();
-                self.value(&mut value, form, depth + 1)?;
-                members.push((key, value));
+                let start = values.len();
+                self.value(&mut values, form, depth + 1)?;
+                members.push((key, start..values.len()));
                 self.ws();
                 match self.next()? {
                     b',' => continue,
@@ -539,7 +596,7 @@ impl<'a> Scanner<'a> {
             first = false;
             write_string(key, out);
             out.push(':');
-            out.push_str(value);
+            out.push_str(values.get(value.clone()).ok_or(TextError::Invalid)?);
         }
         out.push('}');
         Ok(())
@@ -553,7 +610,7 @@ impl<'a> Scanner<'a> {
         let (open, close) = match self.peek().ok_or(TextError::Invalid)? {
             b'{' => (b'{', b'}'),
             b'[' => (b'[', b']'),
-            b'"' => return self.string().map(drop),
+            b'"' => return self.skip_string(),
             b't' => return self.literal("true").map(drop),
             b'f' => return self.literal("false").map(drop),
             b'n' => return self.literal("null").map(drop),
