@@ -150,7 +150,7 @@ impl Default for ServerLimits {
             body_read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(10),
             stalled_write_idle: Duration::from_secs(1),
-            partial_head_idle: Duration::from_millis(250),
+            partial_head_idle: Duration::from_millis(50),
             admission_wait: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(10),
         }
@@ -228,25 +228,13 @@ impl Table {
     /// idle connection is closed: one whose write stalled at once, one
     /// without a request in flight gracefully.
     fn evict_oldest_idle(&self) -> bool {
+        if self.close_half_heads(self.partial_head_idle_ms) {
+            return true;
+        }
         let now = self.now_ms();
         let older_than = |since: u64, ms: u64| since != 0 && now.saturating_sub(since - 1) >= ms;
         let idle = |conn: &Conn| conn.shared.in_flight.load(Ordering::Acquire) == 0;
         let mut conns = self.lock();
-        let mut freed = false;
-        for conn in conns.values_mut() {
-            let half_head = idle(conn)
-                && older_than(
-                    conn.shared.head_since_ms.load(Ordering::Acquire),
-                    self.partial_head_idle_ms,
-                );
-            if half_head && !conn.forced {
-                force_close(conn);
-                freed = true;
-            }
-        }
-        if freed {
-            return true;
-        }
         for conn in conns.values_mut() {
             let stalled = older_than(
                 conn.shared.stalled_since_ms.load(Ordering::Acquire),
@@ -263,6 +251,25 @@ impl Table {
             }
         }
         false
+    }
+
+    /// Closes at once every connection whose request head has been
+    /// arriving for `min_age_ms` (and is not complete, no request in
+    /// flight); `false` if there is none.
+    fn close_half_heads(&self, min_age_ms: u64) -> bool {
+        let now = self.now_ms();
+        let mut freed = false;
+        for conn in self.lock().values_mut() {
+            let since = conn.shared.head_since_ms.load(Ordering::Acquire);
+            let half_head = since != 0
+                && now.saturating_sub(since - 1) >= min_age_ms
+                && conn.shared.in_flight.load(Ordering::Acquire) == 0;
+            if half_head && !conn.forced {
+                force_close(conn);
+                freed = true;
+            }
+        }
+        freed
     }
 
     /// Open connections, those asked to close included.
@@ -450,7 +457,18 @@ async fn serve_handler_with<H: Handler>(
         }
         next_id += 1;
         let id = next_id;
-        match slots.clone().try_acquire_owned() {
+        let mut acquired = slots.clone().try_acquire_owned();
+        if acquired.is_err() && acceptor.waiting.load(Ordering::Acquire) >= EVICTION_SLACK {
+            // No slot and no room to wait: this connection would be closed
+            // unanswered. Rather every half-sent head, however young (a
+            // flood of them reopened as fast as they are closed keeps most
+            // of them younger than the grace): the slots go to those
+            // waiting first, any left to this one.
+            if table.close_half_heads(0) {
+                acquired = slots.clone().try_acquire_owned();
+            }
+        }
+        match acquired {
             Ok(permit) => spawn_connection(&acceptor, id, stream, permit),
             Err(_) => {
                 // Bounded: at most EVICTION_SLACK connections wait at once;
