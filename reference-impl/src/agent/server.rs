@@ -41,13 +41,14 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use reqkey_model::json_text::{self, JsonText, TextError};
+use reqkey_model::json_text::JsonText;
 use reqkey_model::key::parse_request_key_header;
 use reqkey_model::{RequestKey, RunMetadata, StoreError, REQUEST_KEY_HEADER};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
+use super::body::{body_bytes, chat_message, entry_input, read_body, retry_body, BodyError};
 use super::executor::{
     EntryError, EntryKind, EntryOutcome, EntryRequest, Executor, ExecutorDefect,
 };
@@ -58,8 +59,7 @@ use crate::http_serve::{self, ServerLimits};
 pub const PROTOCOL: &str = "reqkey-agent/1";
 /// The largest request body accepted (SPEC 7: over 1 MiB is 413).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// Bodies from this size on are parsed on the blocking pool.
-pub const BLOCKING_PARSE_BYTES: usize = 64 * 1024;
+pub use super::body::BLOCKING_PARSE_BYTES;
 /// How much of a body is read before the 413 is decided.
 pub const BODY_READ_LIMIT_BYTES: usize = 4 * MAX_BODY_BYTES;
 /// The longest `waitMs` accepted; a larger one is 400.
@@ -104,6 +104,25 @@ impl From<EntryError> for ApiError {
             run_id: e.run_id().map(str::to_owned),
         }
     }
+}
+
+impl From<BodyError> for ApiError {
+    fn from(e: BodyError) -> Self {
+        match e {
+            BodyError::TooLarge => too_large(),
+            BodyError::Unreadable => Self::validation("the request body could not be read"),
+            BodyError::Invalid(message) => Self::validation(message),
+        }
+    }
+}
+
+/// Over [`MAX_BODY_BYTES`]: 413.
+fn too_large() -> ApiError {
+    ApiError::new(
+        413,
+        "payload_too_large",
+        format!("the request body is over {MAX_BODY_BYTES} bytes"),
+    )
 }
 
 impl From<StoreError> for ApiError {
@@ -455,156 +474,6 @@ fn body_limit(ex: &Executor) -> usize {
     }
 }
 
-/// The body's bytes, judged against `limit` (413 over it; 400 when it
-/// could not be read, e.g. not received within the body read timeout).
-fn body_bytes(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<Bytes, ApiError> {
-    let bytes = body.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            too_large()
-        } else {
-            ApiError::validation("the request body could not be read")
-        }
-    })?;
-    if bytes.len() > limit {
-        return Err(too_large());
-    }
-    Ok(bytes)
-}
-
-/// Runs `read` over the body; a large body off the async workers (issue
-/// 29): a few of them must not keep every worker busy while a fresh
-/// client waits.
-async fn read_body<T: Send + 'static>(
-    bytes: Bytes,
-    read: fn(&[u8]) -> Result<T, ApiError>,
-) -> Result<T, ApiError> {
-    if bytes.len() >= BLOCKING_PARSE_BYTES {
-        tokio::task::spawn_blocking(move || read(&bytes))
-            .await
-            .map_err(|_| ApiError::validation("the request body could not be read"))?
-    } else {
-        read(&bytes)
-    }
-}
-
-fn not_json() -> ApiError {
-    ApiError::validation("the request body is not JSON")
-}
-
-fn not_an_object() -> ApiError {
-    ApiError::validation("the request body must be a JSON object")
-}
-
-/// The body as a `Value` (a JSON object, else 400). Only for a body whose
-/// text [`json_text`] leaves to a `Value` ([`TextError::NeedsValue`]): every
-/// other body is read as text, because a `Value` of a 1 MiB body of small
-/// values costs tens of MB (issue 39). Both answer every body the same.
-fn object_value(bytes: &[u8]) -> Result<Value, ApiError> {
-    let value = serde_json::from_slice::<Value>(bytes).map_err(|_| not_json())?;
-    if !value.is_object() {
-        return Err(not_an_object());
-    }
-    Ok(value)
-}
-
-/// What a body read as text answers: `Ok(answer)`, or the text walk's
-/// error mapped (not JSON; or `None`: read it as a `Value`).
-fn text_answer<T>(walked: Result<Result<T, ApiError>, TextError>) -> Option<Result<T, ApiError>> {
-    match walked {
-        Ok(answer) => Some(answer),
-        Err(TextError::Invalid) => Some(Err(not_json())),
-        Err(TextError::NeedsValue) => None,
-    }
-}
-
-/// The `input` of a start or resume body, as text (SPEC 7: a JSON object
-/// with an `input` field).
-fn entry_input(bytes: &[u8]) -> Result<JsonText, ApiError> {
-    let text = json_text::validate(bytes).map_err(|_| not_json())?;
-    let walked = json_text::object_member(text, "input").and_then(|member| match member {
-        None => Ok(Err(not_an_object())),
-        Some(None) => Ok(Err(ApiError::validation(
-            "the body lacks the field `input`",
-        ))),
-        Some(Some(at)) => JsonText::from_validated(&text[at]).map(Ok),
-    });
-    text_answer(walked).unwrap_or_else(|| {
-        field_input(object_value(bytes)?).map(|input| JsonText::from_value(&input))
-    })
-}
-
-/// A retry body: empty, or a JSON object (whose fields are ignored).
-fn retry_body(bytes: &[u8]) -> Result<(), ApiError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(());
-    }
-    let text = json_text::validate(bytes).map_err(|_| not_json())?;
-    let walked = json_text::object_member(text, "input").map(|member| match member {
-        None => Err(not_an_object()),
-        Some(_) => Ok(()),
-    });
-    text_answer(walked).unwrap_or_else(|| object_value(bytes).map(drop))
-}
-
-/// The last message of a chat body, `(role, content)`, read as text.
-fn chat_message(bytes: &[u8]) -> Result<(String, String), ApiError> {
-    let text = json_text::validate(bytes).map_err(|_| not_json())?;
-    text_answer(last_message_text(text)).unwrap_or_else(|| last_message(&object_value(bytes)?))
-}
-
-/// [`last_message`] over a validated body's text.
-fn last_message_text(text: &str) -> Result<Result<(String, String), ApiError>, TextError> {
-    let Some(messages) = json_text::object_member(text, "messages")? else {
-        return Ok(Err(not_an_object()));
-    };
-    let Some(at) = messages else {
-        return Ok(Err(ApiError::validation(
-            "the body lacks the field `messages`",
-        )));
-    };
-    let messages = &text[at];
-    let Some(last) = json_text::last_element(messages)? else {
-        return Ok(Err(ApiError::validation("`messages` must be an array")));
-    };
-    let Some(at) = last else {
-        return Ok(Err(ApiError::validation("`messages` must not be empty")));
-    };
-    let last = &messages[at];
-    let string_field = |name: &str| -> Result<Option<String>, TextError> {
-        match json_text::object_member(last, name)? {
-            Some(Some(at)) => json_text::as_string(&last[at]),
-            _ => Ok(None),
-        }
-    };
-    let Some(role) = string_field("role")? else {
-        return Ok(Err(ApiError::validation(
-            "the last message lacks a string `role`",
-        )));
-    };
-    let Some(content) = string_field("content")? else {
-        return Ok(Err(ApiError::validation(
-            "the last message lacks a string `content`",
-        )));
-    };
-    Ok(Ok((role, content)))
-}
-
-fn too_large() -> ApiError {
-    ApiError::new(
-        413,
-        "payload_too_large",
-        format!("the request body is over {MAX_BODY_BYTES} bytes"),
-    )
-}
-
-/// Moves the `input` out of the body (not a copy: a large input is held
-/// once per request, issue 29).
-fn field_input(mut body: Value) -> Result<Value, ApiError> {
-    body.get_mut("input")
-        .map(Value::take)
-        .ok_or_else(|| ApiError::validation("the body lacks the field `input`"))
-}
-
 fn run_answer(outcome: &EntryOutcome) -> Response {
     let run = outcome.run();
     let (status, word) = if outcome.attached() {
@@ -700,27 +569,6 @@ async fn retry(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     keyed_entry(&ex, EntryKind::Retry, path, &headers, body).await
-}
-
-/// The last message of a chat body: `(role, content)`.
-fn last_message(body: &Value) -> Result<(String, String), ApiError> {
-    let messages = body
-        .get("messages")
-        .ok_or_else(|| ApiError::validation("the body lacks the field `messages`"))?
-        .as_array()
-        .ok_or_else(|| ApiError::validation("`messages` must be an array"))?;
-    let last = messages
-        .last()
-        .ok_or_else(|| ApiError::validation("`messages` must not be empty"))?;
-    let role = last
-        .get("role")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::validation("the last message lacks a string `role`"))?;
-    let content = last
-        .get("content")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::validation("the last message lacks a string `content`"))?;
-    Ok((role.to_owned(), content.to_owned()))
 }
 
 async fn chat(
