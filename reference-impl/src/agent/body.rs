@@ -170,26 +170,28 @@ fn last_message_text(text: &str) -> Result<Result<(String, String), BodyError>, 
 fn field_input(mut body: Value) -> Result<Value, BodyError> {
     body.get_mut("input")
         .map(Value::take)
-        .ok_or_else(|| BodyError::Invalid("the body lacks the field `input`"))
+        .ok_or(BodyError::Invalid("the body lacks the field `input`"))
 }
 
 /// The last message of a chat body: `(role, content)`.
 fn last_message(body: &Value) -> Result<(String, String), BodyError> {
     let messages = body
         .get("messages")
-        .ok_or_else(|| BodyError::Invalid("the body lacks the field `messages`"))?
+        .ok_or(BodyError::Invalid("the body lacks the field `messages`"))?
         .as_array()
-        .ok_or_else(|| BodyError::Invalid("`messages` must be an array"))?;
+        .ok_or(BodyError::Invalid("`messages` must be an array"))?;
     let last = messages
         .last()
-        .ok_or_else(|| BodyError::Invalid("`messages` must not be empty"))?;
+        .ok_or(BodyError::Invalid("`messages` must not be empty"))?;
     let role = last
         .get("role")
         .and_then(Value::as_str)
-        .ok_or_else(|| BodyError::Invalid("the last message lacks a string `role`"))?;
+        .ok_or(BodyError::Invalid("the last message lacks a string `role`"))?;
     let content = last
         .get("content")
         .and_then(Value::as_str)
-        .ok_or_else(|| BodyError::Invalid("the last message lacks a string `content`"))?;
+        .ok_or(BodyError::Invalid(
+            "the last message lacks a string `content`",
+        ))?;
     Ok((role.to_owned(), content.to_owned()))
 }
