@@ -195,3 +195,77 @@ fn last_message(body: &Value) -> Result<(String, String), BodyError> {
         ))?;
     Ok((role.to_owned(), content.to_owned()))
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// Bodies of every kind of refusal and acceptance, hostile ones too.
+    fn bodies() -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = [
+            r#"{"input":{"text":"a","n":[1,2.50,1E400,-0]}}"#,
+            r#"{"input":1,"input":[0,0]}"#,
+            r#"{"other":1}"#,
+            r#"[{"input":1}]"#,
+            r#""input""#,
+            "",
+            "   ",
+            "{",
+            r#"{"input":1}x"#,
+            r#"{"input":"\ud800"}"#,
+            r#"{"input":"\udc00\ud800"}"#,
+            r#"{"input":"\u00e9\ud83d\ude00"}"#,
+            r#"{"input":{"$serde_json::private::Number":"1"}}"#,
+            r#"{"input":1,"x":{"$serde_json::private::Number":5}}"#,
+            r#"{"$serde_json::private::Number":"1"}"#,
+            r#"{"input":01}"#,
+            r#"{"input":1.}"#,
+            r#"{"input":"a	b"}"#,
+            r#"{"messages":[{"role":"user","content":"hi"}]}"#,
+            r#"{"messages":[{"role":"user","content":"a"},{"role":"tool","content":"b","role":"x"}]}"#,
+            r#"{"messages":[]}"#,
+            r#"{"messages":{}}"#,
+            r#"{"messages":[1]}"#,
+            r#"{"messages":[{"role":1,"content":"c"}]}"#,
+            r#"{"messages":[{"role":"u"}]}"#,
+        ]
+        .iter()
+        .map(|b| b.as_bytes().to_vec())
+        .collect();
+        out.push(b"\xef\xbb\xbf{\"input\":1}".to_vec());
+        out.push(b"{\"input\":\"\xff\"}".to_vec());
+        out.push(format!("{{\"input\":{}1{}}}", "[".repeat(127), "]".repeat(127)).into_bytes());
+        out.push(format!("{{\"input\":{}1{}}}", "[".repeat(128), "]".repeat(128)).into_bytes());
+        out
+    }
+
+    /// The answers of the `Value` path these functions replaced.
+    fn entry_input_by_value(bytes: &[u8]) -> Result<JsonText, BodyError> {
+        field_input(object_value(bytes)?).map(|input| JsonText::from_value(&input))
+    }
+
+    fn retry_by_value(bytes: &[u8]) -> Result<(), BodyError> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        object_value(bytes).map(drop)
+    }
+
+    #[test]
+    fn every_body_is_answered_as_the_value_path_answered_it() {
+        for body in bodies() {
+            let shown = String::from_utf8_lossy(&body)
+                .chars()
+                .take(80)
+                .collect::<String>();
+            assert_eq!(entry_input(&body), entry_input_by_value(&body), "{shown}");
+            assert_eq!(retry_body(&body), retry_by_value(&body), "{shown}");
+            assert_eq!(
+                chat_message(&body),
+                object_value(&body).and_then(|v| last_message(&v)),
+                "{shown}"
+            );
+        }
+    }
+}
