@@ -458,12 +458,12 @@ async fn serve_handler_with<H: Handler>(
         next_id += 1;
         let id = next_id;
         let mut acquired = slots.clone().try_acquire_owned();
-        if acquired.is_err() && acceptor.waiting.load(Ordering::Acquire) >= EVICTION_SLACK {
-            // No slot and no room to wait: this connection would be closed
-            // unanswered. Rather every half-sent head, however young (a
-            // flood of them reopened as fast as they are closed keeps most
-            // of them younger than the grace): the slots go to those
-            // waiting first, any left to this one.
+        if acquired.is_err() {
+            // No slot: this connection would wait (up to the admission
+            // wait) or be closed unanswered. Rather every half-sent head,
+            // however young (a flood of them reopened as fast as they are
+            // closed keeps most of them younger than the grace): the slots
+            // go to those waiting first, any left to this one.
             if table.close_half_heads(0) {
                 acquired = slots.clone().try_acquire_owned();
             }
