@@ -26,9 +26,18 @@
 //!   connections never starves a fresh client. Idle means no request in
 //!   flight and no response being streamed, *or* a write stalled for
 //!   [`ServerLimits::stalled_write_idle`] (the client stopped reading: such
-//!   a connection is closed at once, its answer dropped). Open connections
-//!   stay below `max_connections +` [`EVICTION_SLACK`] (those closing
-//!   included): when every connection is busy, a new one waits up to
+//!   a connection is closed at once, its answer dropped), *or* a request
+//!   head that began arriving [`ServerLimits::partial_head_idle`] ago and
+//!   is still not complete (a half-sent head, issue 39: also closed at
+//!   once, because hyper, asked to close it gracefully, would wait for the
+//!   rest of the head until the header read timeout, its slot held all the
+//!   while, so 400 of them kept fresh clients waiting ~9 s). A connection
+//!   closed at once gives its slot back at once, so the connection that
+//!   evicted it is served now rather than after the evicted task ends.
+//!   Open connections stay below `max_connections +` [`EVICTION_SLACK`]
+//!   (those closing gracefully included; those closed at once lose their
+//!   socket a moment after their slot): when every connection is busy, a
+//!   new one waits up to
 //!   [`ServerLimits::admission_wait`] for a slot in a task of its own (at
 //!   most [`EVICTION_SLACK`] wait at once; more are closed unanswered), so
 //!   the accept loop itself never waits and a fresh client behind a queue
@@ -121,6 +130,11 @@ pub struct ServerLimits {
     /// A connection whose write has made no progress for this long counts
     /// as idle for the connection cap (and is closed at once when evicted).
     pub stalled_write_idle: Duration,
+    /// A connection whose request head began arriving this long ago, and
+    /// is not complete yet, with no request in flight, counts as idle for
+    /// the connection cap (and is closed at once when evicted). The grace
+    /// keeps a head whose bytes are arriving right now from being cut.
+    pub partial_head_idle: Duration,
     /// How long a connection accepted while every slot is busy waits for
     /// one (in its own task) before it is closed.
     pub admission_wait: Duration,
@@ -136,6 +150,7 @@ impl Default for ServerLimits {
             body_read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(10),
             stalled_write_idle: Duration::from_secs(1),
+            partial_head_idle: Duration::from_millis(50),
             admission_wait: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(10),
         }
@@ -150,6 +165,10 @@ struct ConnShared {
     /// Since when (ms from the loop's epoch, plus one) a write has been
     /// pending without progress; 0 while none is.
     stalled_since_ms: AtomicU64,
+    /// Since when (ms from the loop's epoch, plus one) bytes of a request
+    /// head have been read with no request in flight; 0 from the moment
+    /// the head is complete (the service is called) until the next one.
+    head_since_ms: AtomicU64,
     /// Asks the connection to close once idle (eviction or shutdown).
     close: Notify,
     /// The close asked is immediate (a stalled write): drop, not drain.
@@ -164,6 +183,9 @@ struct Conn {
     closing: bool,
     /// Already asked to close at once.
     forced: bool,
+    /// Its slot: given back when the connection's task ends, or at once
+    /// when it is closed at once (see [`force_close`]).
+    permit: Option<OwnedSemaphorePermit>,
 }
 
 /// The open connections, by id; ids grow, so the first is the oldest.
@@ -172,6 +194,7 @@ struct Table {
     conns: Mutex<BTreeMap<u64, Conn>>,
     epoch: Instant,
     stalled_write_idle_ms: u64,
+    partial_head_idle_ms: u64,
 }
 
 impl Table {
@@ -180,6 +203,7 @@ impl Table {
             conns: Mutex::new(BTreeMap::new()),
             epoch: Instant::now(),
             stalled_write_idle_ms: duration_ms(limits.stalled_write_idle),
+            partial_head_idle_ms: duration_ms(limits.partial_head_idle),
         }
     }
 
@@ -192,30 +216,60 @@ impl Table {
         duration_ms(self.epoch.elapsed())
     }
 
-    /// Asks the oldest idle connection to close; `false` if none is idle.
-    /// A connection without a request in flight is asked to close
-    /// gracefully; one whose write stalled is closed at once.
+    /// Makes room for one more connection; `false` if nothing is idle.
+    ///
+    /// Every half-sent head (a request head arriving for
+    /// [`ServerLimits::partial_head_idle`], no request in flight) is closed
+    /// at once, all of them: each is as good as closed already (asked to
+    /// close gracefully, hyper would wait for the rest of the head), and
+    /// their slots go first to the connections waiting for one (the
+    /// semaphore is fair), so freeing one per new connection would leave a
+    /// fresh client queued behind a flood of them. Otherwise the oldest
+    /// idle connection is closed: one whose write stalled at once, one
+    /// without a request in flight gracefully.
     fn evict_oldest_idle(&self) -> bool {
+        if self.close_half_heads(self.partial_head_idle_ms) {
+            return true;
+        }
         let now = self.now_ms();
-        let stalled_after = self.stalled_write_idle_ms;
+        let older_than = |since: u64, ms: u64| since != 0 && now.saturating_sub(since - 1) >= ms;
+        let idle = |conn: &Conn| conn.shared.in_flight.load(Ordering::Acquire) == 0;
         let mut conns = self.lock();
         for conn in conns.values_mut() {
-            let since = conn.shared.stalled_since_ms.load(Ordering::Acquire);
-            let stalled = since != 0 && now.saturating_sub(since - 1) >= stalled_after;
+            let stalled = older_than(
+                conn.shared.stalled_since_ms.load(Ordering::Acquire),
+                self.stalled_write_idle_ms,
+            );
             if stalled && !conn.forced {
-                conn.forced = true;
-                conn.closing = true;
-                conn.shared.force.store(true, Ordering::Release);
-                conn.shared.close.notify_one();
+                force_close(conn);
                 return true;
             }
-            if !conn.closing && conn.shared.in_flight.load(Ordering::Acquire) == 0 {
+            if !conn.closing && idle(conn) {
                 conn.closing = true;
                 conn.shared.close.notify_one();
                 return true;
             }
         }
         false
+    }
+
+    /// Closes at once every connection whose request head has been
+    /// arriving for `min_age_ms` (and is not complete, no request in
+    /// flight); `false` if there is none.
+    fn close_half_heads(&self, min_age_ms: u64) -> bool {
+        let now = self.now_ms();
+        let mut freed = false;
+        for conn in self.lock().values_mut() {
+            let since = conn.shared.head_since_ms.load(Ordering::Acquire);
+            let half_head = since != 0
+                && now.saturating_sub(since - 1) >= min_age_ms
+                && conn.shared.in_flight.load(Ordering::Acquire) == 0;
+            if half_head && !conn.forced {
+                force_close(conn);
+                freed = true;
+            }
+        }
+        freed
     }
 
     /// Open connections, those asked to close included.
@@ -229,6 +283,17 @@ impl Table {
             conn.shared.close.notify_one();
         }
     }
+}
+
+/// Asks `conn` to close at once (its task drops it, unanswered), and gives
+/// its slot back now: the connection that evicted it takes that slot, not
+/// a place in the admission queue behind a task that has yet to run.
+fn force_close(conn: &mut Conn) {
+    conn.forced = true;
+    conn.closing = true;
+    conn.permit = None;
+    conn.shared.force.store(true, Ordering::Release);
+    conn.shared.close.notify_one();
 }
 
 fn duration_ms(d: Duration) -> u64 {
@@ -392,7 +457,18 @@ async fn serve_handler_with<H: Handler>(
         }
         next_id += 1;
         let id = next_id;
-        match slots.clone().try_acquire_owned() {
+        let mut acquired = slots.clone().try_acquire_owned();
+        if acquired.is_err() {
+            // No slot: this connection would wait (up to the admission
+            // wait) or be closed unanswered. Rather every half-sent head,
+            // however young (a flood of them reopened as fast as they are
+            // closed keeps most of them younger than the grace): the slots
+            // go to those waiting first, any left to this one.
+            if table.close_half_heads(0) {
+                acquired = slots.clone().try_acquire_owned();
+            }
+        }
+        match acquired {
             Ok(permit) => spawn_connection(&acceptor, id, stream, permit),
             Err(_) => {
                 // Bounded: at most EVICTION_SLACK connections wait at once;
@@ -431,6 +507,7 @@ fn spawn_connection<H: Handler>(
     let shared = Arc::new(ConnShared {
         in_flight: AtomicUsize::new(0),
         stalled_since_ms: AtomicU64::new(0),
+        head_since_ms: AtomicU64::new(0),
         close: Notify::new(),
         force: AtomicBool::new(false),
     });
@@ -441,6 +518,7 @@ fn spawn_connection<H: Handler>(
             shared: shared.clone(),
             closing: false,
             forced: false,
+            permit: Some(permit),
         },
     );
     let handler = acceptor.handler.clone();
@@ -448,6 +526,9 @@ fn spawn_connection<H: Handler>(
     let counter = shared.clone();
     let service = service_fn(move |req: Request<Incoming>| {
         let guard = InFlight::enter(&counter);
+        // The head is complete (counted in flight first, so the evictor
+        // never sees this connection as a half-sent head nor as idle).
+        counter.head_since_ms.store(0, Ordering::Release);
         let req = req.map(|body| DeadlineBody::new(body, body_read_timeout));
         let answer = handler.clone().call(req);
         async move {
@@ -467,7 +548,6 @@ fn spawn_connection<H: Handler>(
     io.rewrite = acceptor.rewrite;
     let conn = acceptor.builder.serve_connection(TokioIo::new(io), service);
     tokio::spawn(async move {
-        let _permit = permit;
         tokio::pin!(conn);
         let mut draining = false;
         // Bounded: each round ends the connection or consumes one close
@@ -610,6 +690,16 @@ impl AsyncRead for TimedIo {
         let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
         if let (Some(rewrite), Poll::Ready(Ok(()))) = (self.rewrite, &polled) {
             rewrite(&mut buf.filled_mut()[before..]);
+        }
+        let read_some = matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before;
+        if read_some
+            && self.shared.in_flight.load(Ordering::Acquire) == 0
+            && self.shared.head_since_ms.load(Ordering::Acquire) == 0
+        {
+            // The first bytes of a request head; the service, called once
+            // the head is complete, clears the mark.
+            let since = self.table.now_ms().saturating_add(1);
+            self.shared.head_since_ms.store(since, Ordering::Release);
         }
         polled
     }

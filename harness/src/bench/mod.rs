@@ -14,10 +14,13 @@
 //!   wall clock and peak memory.
 //! - [`soak`]: the reference servers and the proxy under mixed honest and
 //!   hostile load: RSS and a fresh client's latency.
+//! - [`heads`]: a fresh client's latency while hundreds of connections
+//!   hold half-sent request heads.
 
 pub mod backends;
 pub mod checker;
 pub mod failover;
+pub mod heads;
 pub mod lookup;
 pub mod model;
 pub mod soak;

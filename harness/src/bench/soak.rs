@@ -40,6 +40,7 @@
 
 use std::fmt;
 use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -64,7 +65,7 @@ pub enum SoakServer {
 impl SoakServer {
     pub const ALL: [SoakServer; 3] = [SoakServer::Store, SoakServer::Agent, SoakServer::Proxy];
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             SoakServer::Store => "serve store",
             SoakServer::Agent => "serve agent",
@@ -84,6 +85,9 @@ pub struct SoakConfig {
     /// figures that compare the two; 0 where they are not judged).
     pub start_settle_s: u64,
     pub servers: Vec<SoakServer>,
+    /// The `reqkey` binary whose servers are loaded (default this one):
+    /// the same load on an older build.
+    pub exe: Option<PathBuf>,
 }
 
 /// The targets of issue 29.
@@ -199,17 +203,17 @@ impl fmt::Display for SoakFigures {
 }
 
 /// A child process; killed when dropped.
-struct Proc {
+pub(super) struct Proc {
     child: Child,
     base: String,
 }
 
 impl Proc {
-    fn pid(&self) -> u32 {
+    pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn addr(&self) -> &str {
+    pub(super) fn addr(&self) -> &str {
         self.base.trim_start_matches("http://")
     }
 }
@@ -224,9 +228,13 @@ impl Drop for Proc {
 /// How long a child may take to print its address.
 const START_TIMEOUT_MS: u64 = 20_000;
 
-/// Starts `reqkey ARGS` and waits for its `listening on URL` line.
-async fn start(args: &[&str]) -> Result<Proc, String> {
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+/// Starts `reqkey ARGS` (`exe`, default this binary) and waits for its
+/// `listening on URL` line.
+async fn start(exe: Option<&Path>, args: &[&str]) -> Result<Proc, String> {
+    let exe = match exe {
+        Some(exe) => exe.to_path_buf(),
+        None => std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?,
+    };
     let mut child = Command::new(exe)
         .args(args)
         .stdout(Stdio::piped())
@@ -736,7 +744,7 @@ async fn load(
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -744,35 +752,53 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+/// Starts `server` (the proxy with the `serve agent` it fronts, which
+/// must live as long as it): `(upstream, server)`.
+/// `exe` is the `reqkey` binary to start (default this one).
+pub(super) async fn start_server(
+    server: SoakServer,
+    exe: Option<&Path>,
+) -> Result<(Option<Proc>, Proc), String> {
+    let memory = ["--store", "memory", "--listen", "127.0.0.1:0"];
+    Ok(match server {
+        SoakServer::Store => (
+            None,
+            start(exe, &[&["serve", "store"][..], &memory[..]].concat()).await?,
+        ),
+        SoakServer::Agent => (
+            None,
+            start(exe, &[&["serve", "agent"][..], &memory[..]].concat()).await?,
+        ),
+        SoakServer::Proxy => {
+            let agent = start(exe, &[&["serve", "agent"][..], &memory[..]].concat()).await?;
+            let target = agent.base.clone();
+            let p = start(
+                exe,
+                &[
+                    "proxy",
+                    "--target",
+                    &target,
+                    "--plan",
+                    "",
+                    "--requests",
+                    "1000000",
+                    "--listen",
+                    "127.0.0.1:0",
+                ],
+            )
+            .await?;
+            (Some(agent), p)
+        }
+    })
+}
+
 /// Soaks one server.
 async fn soak_one(server: SoakServer, cfg: &SoakConfig) -> Result<SoakFigures, String> {
-    let memory = ["--store", "memory", "--listen", "127.0.0.1:0"];
-    let (_upstream, proc_, wire) = match server {
-        SoakServer::Store => {
-            let p = start(&[&["serve", "store"][..], &memory[..]].concat()).await?;
-            (None, p, Wire::Store)
-        }
-        SoakServer::Agent => {
-            let p = start(&[&["serve", "agent"][..], &memory[..]].concat()).await?;
-            (None, p, Wire::Agent)
-        }
-        SoakServer::Proxy => {
-            let agent = start(&[&["serve", "agent"][..], &memory[..]].concat()).await?;
-            let target = agent.base.clone();
-            let p = start(&[
-                "proxy",
-                "--target",
-                &target,
-                "--plan",
-                "",
-                "--requests",
-                "1000000",
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .await?;
-            (Some(agent), p, Wire::Agent)
-        }
+    let (_upstream, proc_) = start_server(server, cfg.exe.as_deref()).await?;
+    let wire = if server == SoakServer::Store {
+        Wire::Store
+    } else {
+        Wire::Agent
     };
     let addr = proc_.addr().to_owned();
     let pid = proc_.pid();

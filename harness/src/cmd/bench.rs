@@ -12,6 +12,7 @@ use crate::bench::checker::{
     lin_workload_of, lin_workloads,
 };
 use crate::bench::failover::{failover_benchmark, FailoverConfig};
+use crate::bench::heads::{heads_benchmark, HeadsConfig};
 use crate::bench::lookup::{lookup_benchmark, LookupConfig};
 use crate::bench::model::{model_benchmark, model_cases};
 use crate::bench::soak::{soak_benchmark, SoakConfig, SoakServer};
@@ -57,6 +58,13 @@ pub enum BenchKind {
     /// seconds, states/s, peak RSS (--quick: the default world only, a
     /// second). Exit 1 when a check does not pass.
     Model,
+    /// A fresh client's `GET /health` every 100 ms while --heads
+    /// connections (default 400) hold half-sent request heads, reopened
+    /// when closed, against `reqkey serve store`, `serve agent` and
+    /// `reqkey proxy` (--server), for --duration-s (default 30; --quick:
+    /// 3): median, p99 and max latency; exit 1 when the p99 is 100 ms or
+    /// more or a probe failed (issue 39).
+    Heads,
 }
 
 #[derive(Debug, Args)]
@@ -142,15 +150,24 @@ pub struct BenchArgs {
     /// Checker threads (model benchmark).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
-    /// Seconds of load on each server (soak; --quick: 5).
-    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=3_600))]
-    pub duration_s: u64,
+    /// Seconds of load on each server (soak: default 600, --quick: 5;
+    /// heads: default 30, --quick: 3).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600))]
+    pub duration_s: Option<u64>,
+    /// soak, heads: the `reqkey` binary whose servers are loaded (default
+    /// this one), to measure an older build with the same load.
+    #[arg(long, value_name = "PATH")]
+    pub server_exe: Option<PathBuf>,
+    /// Half-sent request heads held open at once (heads).
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=5_000))]
+    pub heads: u64,
     /// Seconds between the end of the load and the final RSS, and between
     /// the warm-up and the start RSS (soak; --quick: 12 and 0; past the
     /// 10 s write and head timeouts).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=600))]
     pub settle_s: u64,
-    /// The servers to soak (repeatable; default all three).
+    /// The servers to soak or measure (soak, heads; repeatable; default
+    /// all three).
     #[arg(long = "server", value_enum)]
     pub servers: Vec<SoakServer>,
     /// lin: also write each history it checks into DIR (created), in the
@@ -180,7 +197,11 @@ pub struct BenchArgs {
 /// target is missed.
 async fn soak_bench(args: &BenchArgs) -> ExitCode {
     let cfg = SoakConfig {
-        duration_s: if args.quick { 5 } else { args.duration_s },
+        duration_s: if args.quick {
+            5
+        } else {
+            args.duration_s.unwrap_or(600)
+        },
         settle_s: if args.quick { 12 } else { args.settle_s },
         start_settle_s: if args.quick { 0 } else { args.settle_s },
         servers: if args.servers.is_empty() {
@@ -188,6 +209,7 @@ async fn soak_bench(args: &BenchArgs) -> ExitCode {
         } else {
             args.servers.clone()
         },
+        exe: args.server_exe.clone(),
     };
     // --quick checks that the benchmark works: its figures (seconds of
     // load, often a debug build) are not judged, only the honest answers.
@@ -196,6 +218,37 @@ async fn soak_bench(args: &BenchArgs) -> ExitCode {
     let result = soak_benchmark(&cfg, |f| {
         println!("{f}");
         missed |= if quick { !f.honest_ok() } else { !f.all_ok() };
+    })
+    .await;
+    match result {
+        Err(e) => harness_error(e),
+        Ok(_) if missed => ExitCode::from(1),
+        Ok(_) => ExitCode::SUCCESS,
+    }
+}
+
+/// `reqkey bench heads`: prints each server's figures; exit 1 when the
+/// goal is missed (not with --quick, whose figures are not judged).
+async fn heads_bench(args: &BenchArgs) -> ExitCode {
+    let cfg = HeadsConfig {
+        heads: usize::try_from(args.heads).unwrap_or(400),
+        duration_s: if args.quick {
+            3
+        } else {
+            args.duration_s.unwrap_or(30)
+        },
+        servers: if args.servers.is_empty() {
+            SoakServer::ALL.to_vec()
+        } else {
+            args.servers.clone()
+        },
+        exe: args.server_exe.clone(),
+    };
+    let quick = args.quick;
+    let mut missed = false;
+    let result = heads_benchmark(&cfg, |f| {
+        println!("{f}");
+        missed |= if quick { f.probes == 0 } else { !f.ok() };
     })
     .await;
     match result {
@@ -371,6 +424,9 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
         }
         if args.kind == BenchKind::Soak {
             return soak_bench(&args).await;
+        }
+        if args.kind == BenchKind::Heads {
+            return heads_bench(&args).await;
         }
         let racy = args
             .target

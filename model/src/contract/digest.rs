@@ -83,24 +83,29 @@ fn write_canonical(value: &Value, out: &mut String) {
     }
 }
 
-fn write_string(s: &str, out: &mut String) {
+pub(crate) fn write_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
+        write_char(c, out);
     }
     out.push('"');
+}
+
+/// One character of a string, escaped minimally.
+pub(crate) fn write_char(c: char, out: &mut String) {
+    match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\u{8}' => out.push_str("\\b"),
+        '\t' => out.push_str("\\t"),
+        '\n' => out.push_str("\\n"),
+        '\u{c}' => out.push_str("\\f"),
+        '\r' => out.push_str("\\r"),
+        c if (c as u32) < 0x20 => {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        }
+        c => out.push(c),
+    }
 }
 
 fn write_number(n: &serde_json::Number, out: &mut String) {
@@ -112,6 +117,22 @@ fn write_number(n: &serde_json::Number, out: &mut String) {
         write_es_number(f, out);
     } else {
         out.push_str(&n.to_string());
+    }
+}
+
+/// [`write_number`] for a number kept as serde_json keeps it under
+/// `arbitrary_precision` (its text, `E` as `e`), read as `Number` reads
+/// that text: as an `i64`, else a `u64`, else a finite `f64`, else as is
+/// (`1e400`). `crate::contract::json_text` writes canonical text with it.
+pub(crate) fn write_number_text(text: &str, out: &mut String) {
+    if let Ok(i) = text.parse::<i64>() {
+        let _ = write!(out, "{i}");
+    } else if let Ok(u) = text.parse::<u64>() {
+        let _ = write!(out, "{u}");
+    } else if let Some(f) = text.parse::<f64>().ok().filter(|f| f.is_finite()) {
+        write_es_number(f, out);
+    } else {
+        out.push_str(text);
     }
 }
 
@@ -154,7 +175,17 @@ fn write_es_number(f: f64, out: &mut String) {
 }
 
 fn sha256_hex(text: &str) -> String {
-    let hash = Sha256::digest(text.as_bytes());
+    sha256_hex_of(&[text])
+}
+
+/// Lowercase hex of the SHA-256 of `parts` one after another (a text too
+/// large to copy once more is hashed in its pieces).
+pub(crate) fn sha256_hex_of(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part.as_bytes());
+    }
+    let hash = hasher.finalize();
     let mut hex = String::with_capacity(64);
     for b in hash {
         let _ = write!(hex, "{b:02x}");

@@ -7,6 +7,7 @@ pub mod clauses;
 pub mod digest;
 pub mod error;
 pub mod idem_profile;
+pub mod json_text;
 pub mod key;
 pub mod linspec;
 pub mod plan;

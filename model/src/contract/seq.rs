@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::contract::digest::{canonical_json, start_digest, written_json};
 use crate::contract::error::StoreError;
+use crate::contract::json_text::{start_digest_of_canonical, JsonText};
 use crate::contract::rules::{
     apply_run_start_rules_variant, apply_validated_run_start_rules, check_status_transition,
     validate_run_id, validate_session_id, validate_start_run, RuleVariant, RunStartContext,
@@ -184,11 +185,36 @@ impl SessionState {
         &mut self,
         prepared: &PreparedCommit,
     ) -> Result<CommitResult, StoreError> {
-        let start = &prepared.start;
-        let holder = start
+        let holder = prepared
+            .start
             .request_key
             .as_deref()
             .and_then(|k| self.run_by_request_key(k));
+        let decision = self.decide_prepared(prepared, holder)?;
+        let written = written_json(&prepared.start.input);
+        Ok(self.apply_prepared(prepared, decision, written))
+    }
+
+    /// [`SessionState::commit_prepared`] for a commit prepared from text
+    /// ([`PreparedCommit::from_text`]): `holder` is the key's holder as
+    /// the store read it (see [`SessionState::decide`]) and `written` the
+    /// input's written text, which the session keeps for its echo.
+    pub fn commit_prepared_written(
+        &mut self,
+        prepared: &PreparedCommit,
+        holder: Option<&RunMetadata>,
+        written: String,
+    ) -> Result<CommitResult, StoreError> {
+        let decision = self.decide_prepared(prepared, holder)?;
+        Ok(self.apply_prepared(prepared, decision, written))
+    }
+
+    fn decide_prepared(
+        &self,
+        prepared: &PreparedCommit,
+        holder: Option<&RunMetadata>,
+    ) -> Result<RunStartDecision, StoreError> {
+        let start = &prepared.start;
         let same = self
             .by_run_id
             .get(&start.run_id)
@@ -199,16 +225,21 @@ impl SessionState {
             current_run_id: self.current_run().map(|r| r.run_id.as_str()),
             next_start_sequence: self.runs.len() as u64 + 1,
         };
-        match apply_validated_run_start_rules(
-            start,
-            &prepared.start_digest,
-            ctx,
-            RuleVariant::SPEC,
-        )? {
-            RunStartDecision::Replay(run) => Ok(CommitResult {
+        apply_validated_run_start_rules(start, &prepared.start_digest, ctx, RuleVariant::SPEC)
+    }
+
+    fn apply_prepared(
+        &mut self,
+        prepared: &PreparedCommit,
+        decision: RunStartDecision,
+        written: String,
+    ) -> CommitResult {
+        match decision {
+            RunStartDecision::Replay(run) => CommitResult {
                 outcome: CommitOutcome::Replayed,
-                run,
-            }),
+                // The run as it is now, as [`SessionState::apply`] answers.
+                run: self.run(&run.run_id).cloned().unwrap_or(run),
+            },
             RunStartDecision::Start { run, start_digest } => {
                 let index = self.runs.len();
                 self.by_run_id.insert(run.run_id.clone(), index);
@@ -217,15 +248,15 @@ impl SessionState {
                 }
                 self.inputs
                     .push((run.run_id.clone(), prepared.canonical_input.clone()));
-                self.written.push(written_json(&start.input));
+                self.written.push(written);
                 self.runs.push(StoredRun {
                     meta: run.clone(),
                     start_digest,
                 });
-                Ok(CommitResult {
+                CommitResult {
                     outcome: CommitOutcome::Started,
                     run,
-                })
+                }
             }
         }
     }
@@ -316,6 +347,25 @@ impl PreparedCommit {
             },
             start_digest: start_digest(start),
             canonical_input: canonical_json(&start.input),
+        })
+    }
+
+    /// [`PreparedCommit::new`] for a `start` whose input is given as text
+    /// (`start.input` is not read): the digests and the canonical input
+    /// come from `input`'s canonical text, identical to those of its value.
+    pub fn from_text(start: &StartRun, input: &JsonText) -> Result<Self, StoreError> {
+        validate_start_run(start)?;
+        Ok(Self {
+            start: StartRun {
+                session_id: start.session_id.clone(),
+                run_id: start.run_id.clone(),
+                expected_current_run_id: start.expected_current_run_id.clone(),
+                input: Value::Null,
+                request_key: start.request_key.clone(),
+                request_digest: start.request_digest.clone(),
+            },
+            start_digest: start_digest_of_canonical(start, input.canonical()),
+            canonical_input: input.canonical().to_owned(),
         })
     }
 

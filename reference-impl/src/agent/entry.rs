@@ -1,9 +1,9 @@
 //! One entry (start, resume, retry, chat send) as the HTTP layer hands it
 //! to the executor, and how it ends: an outcome or a typed refusal.
 
+use reqkey_model::json_text::JsonText;
 use reqkey_model::plan::{STATE_REQUEST_ALREADY_COMPLETED, STATE_REQUEST_KEY_CONFLICT};
 use reqkey_model::{RequestKey, RunMetadata, StoreError};
-use serde_json::Value;
 
 /// The four entries of SPEC 7.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -20,8 +20,9 @@ pub enum EntryKind {
 pub struct EntryRequest {
     pub session_id: String,
     pub kind: EntryKind,
-    /// The entry's input (ignored on retry, which re-runs the last input).
-    pub input: Value,
+    /// The entry's input (ignored on retry, which re-runs the last input),
+    /// as text: a `Value` of a large input costs many times its size.
+    pub input: JsonText,
     /// Already parsed: a malformed key never gets this far.
     pub request_key: Option<RequestKey>,
 }

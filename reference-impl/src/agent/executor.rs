@@ -56,15 +56,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use reqkey_model::json_text::{request_digest_of_canonical, JsonText};
 use reqkey_model::{
-    execute_request_digest, parse_request_key, plan_keyed_entry, resume_request_digest,
-    retry_request_digest, KeyedEntryPlan, RequestKey, RunMetadata, RunStartRejection, RunStatus,
-    StartRun, StoreError,
+    parse_request_key, plan_keyed_entry, retry_request_digest, DigestKind, KeyedEntryPlan,
+    RequestKey, RunMetadata, RunStartRejection, RunStatus, StartRun, StoreError,
 };
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::test_agent::{input_text, parse_script, RunLog};
+use super::test_agent::{input_text_of, parse_script, RunLog};
 pub use crate::agent::config::*;
 pub use crate::agent::entry::*;
 use crate::store::SessionStateStore;
@@ -313,28 +313,26 @@ impl Executor {
         self.ignored_key_warnings.load(Ordering::Relaxed)
     }
 
-    pub(super) fn request_digest(kind: EntryKind, input: &Value) -> String {
-        match kind {
-            EntryKind::Start | EntryKind::Chat => execute_request_digest(input),
-            EntryKind::Resume => resume_request_digest(input),
-            EntryKind::Retry => retry_request_digest(),
-        }
+    /// The entry's request digest, from its input's canonical text (the
+    /// same digest as its value's, without the value: issue 39).
+    pub(super) fn request_digest(kind: EntryKind, input: &JsonText) -> String {
+        let kind = match kind {
+            EntryKind::Start | EntryKind::Chat => DigestKind::Execute,
+            EntryKind::Resume => DigestKind::Resume,
+            EntryKind::Retry => return retry_request_digest(),
+        };
+        request_digest_of_canonical(kind, input.canonical())
     }
 
     /// Runs one entry (SPEC 5 and 7).
-    pub async fn enter(&self, mut req: EntryRequest) -> Result<EntryOutcome, EntryError> {
+    pub async fn enter(&self, req: EntryRequest) -> Result<EntryOutcome, EntryError> {
         let mut key = self.effective_key(req.request_key.clone());
         let mut digest = key
             .as_ref()
             .map(|_| Self::request_digest(req.kind, &req.input));
-        // The entry's input moves into its first commit (issue 29: a large
-        // input is held once, not once by the request and once more by the
-        // commit). A decision that comes round again (a CAS mismatch, a
-        // key holder deleted meanwhile) parses it back from its written
-        // form, which keeps every number's spelling and is a fraction of
-        // the parsed value's size.
-        let mut own_input = Some(std::mem::take(&mut req.input));
-        let mut written_input: Option<String> = None;
+        // The entry's input is text (issue 39: never a `Value` of it, which
+        // costs tens of bytes a node); every decision commits that same
+        // text, every number spelled as sent.
         let session = req.session_id.as_str();
         // Held until this entry is decided (committed or refused).
         let _admission = self.admit(session, req.kind, key.is_some()).await?;
@@ -408,6 +406,7 @@ impl Executor {
                 }
                 other => other?,
             };
+            let retried;
             let input = match req.kind {
                 EntryKind::Retry => {
                     let mut inputs = self.store.list_inputs(session).await?;
@@ -416,33 +415,22 @@ impl Executor {
                     } else {
                         inputs.pop()
                     };
-                    picked.map(|e| e.input).ok_or(EntryError::SessionNotFound)?
+                    let picked = picked.ok_or(EntryError::SessionNotFound)?;
+                    retried = JsonText::from_value(&picked.input);
+                    &retried
                 }
-                _ => match own_input.take() {
-                    Some(input) => {
-                        written_input = Some(reqkey_model::written_json(&input));
-                        input
-                    }
-                    // Its own output always parses; were it ever not to,
-                    // the entry is refused, never committed with another
-                    // input.
-                    None => written_input
-                        .as_deref()
-                        .and_then(|w| serde_json::from_str(w).ok())
-                        .ok_or(EntryError::Contended)?,
-                },
+                _ => &req.input,
             };
             // The test agent's `[admit:N]`: a slow admission (SPEC 7,
             // `[[agent.test-agent.admit]]`), before the lease is taken so a
             // long one never leaves a lease to run out before the commit.
-            let admit_ms = parse_script(&input_text(&input)).admit_ms;
+            let admit_ms = parse_script(&input_text_of(input)).admit_ms;
             if admit_ms > 0 && !admission_lengthened {
                 admission_lengthened = true;
                 tokio::time::sleep(Duration::from_millis(admit_ms)).await;
             }
-            // The run needs only the input's text; the input itself moves
-            // into the commit (one copy per entry, not three).
-            let text = input_text(&input);
+            // The run needs only the input's text.
+            let text = input_text_of(input);
             let run_id = self.next_run_id();
             // Registered before the commit, so whoever finds the run in the
             // store also finds its log.
@@ -451,7 +439,8 @@ impl Executor {
                 session_id: session.to_owned(),
                 run_id: run_id.clone(),
                 expected_current_run_id: prepared.expected_current_run_id.clone(),
-                input,
+                // Given as text to the commit below.
+                input: Value::Null,
                 request_key: key.as_ref().map(|k| k.as_str().to_owned()),
                 request_digest: digest.clone(),
             };
@@ -476,7 +465,7 @@ impl Executor {
             } else {
                 tokio::task::yield_now().await;
             }
-            match self.store.commit_run_start(start).await {
+            match self.store.commit_run_start_text(start, input).await {
                 Ok(committed) => {
                     if let Some((previous, status)) = prepared.previous {
                         self.end_previous(session, &previous, status).await;
@@ -778,7 +767,7 @@ mod tests {
         EntryRequest {
             session_id: "s".into(),
             kind,
-            input: json!({ "text": text }),
+            input: JsonText::from_value(&json!({ "text": text })),
             request_key: key.map(|k| parse_request_key(k).unwrap()),
         }
     }
@@ -798,7 +787,7 @@ mod tests {
             let req = EntryRequest {
                 session_id: format!("big-{i}"),
                 kind: EntryKind::Start,
-                input: json!({ "text": text }),
+                input: JsonText::from_value(&json!({ "text": text })),
                 request_key: None,
             };
             let run = ex.enter(req).await.unwrap().run().clone();
@@ -945,7 +934,7 @@ mod tests {
                 .enter(EntryRequest {
                     session_id: "s".into(),
                     kind: EntryKind::Start,
-                    input: input.clone(),
+                    input: JsonText::from_value(&input),
                     request_key: key.map(|k| parse_request_key(k).unwrap()),
                 })
                 .await
@@ -1376,7 +1365,7 @@ mod tests {
             session_id: "s".into(),
             run_id: "run-of-a-dead-process".into(),
             expected_current_run_id: None,
-            request_digest: Some(execute_request_digest(&input)),
+            request_digest: Some(reqkey_model::execute_request_digest(&input)),
             input,
             request_key: Some(key.into()),
         };

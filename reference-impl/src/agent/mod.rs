@@ -7,8 +7,9 @@
 //! - [`test_agent`]: the scripted agent of SPEC 7 and the per-run event
 //!   buffers that let an attached chat stream replay a run from its start.
 //! - [`server`]: `reqkey-agent/1` over axum; the only module here that knows
-//!   HTTP.
+//!   HTTP, with [`body`], its request bodies read as text.
 
+pub mod body;
 pub mod config;
 pub mod entry;
 pub mod executor;

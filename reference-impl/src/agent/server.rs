@@ -20,7 +20,12 @@
 //!
 //! Bodies are buffered up to [`BODY_READ_LIMIT_BYTES`] and then judged
 //! against [`MAX_BODY_BYTES`], so a client sending 1 MiB + 1 byte gets a
-//! clean 413 rather than a connection reset mid-upload.
+//! clean 413 rather than a connection reset mid-upload. They are read as
+//! text, never as a `serde_json::Value` (issue 39: a `Value` of a 1 MiB
+//! body of small values costs tens of MB): checked exactly as parsing a
+//! `Value` checks them, the input kept as its written and canonical text
+//! ([`reqkey_model::json_text`]), which is all the digest, the commit and
+//! the echo need.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -36,12 +41,14 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use reqkey_model::json_text::JsonText;
 use reqkey_model::key::parse_request_key_header;
 use reqkey_model::{RequestKey, RunMetadata, StoreError, REQUEST_KEY_HEADER};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
+use super::body::{body_bytes, chat_message, entry_input, read_body, retry_body, BodyError};
 use super::executor::{
     EntryError, EntryKind, EntryOutcome, EntryRequest, Executor, ExecutorDefect,
 };
@@ -52,8 +59,7 @@ use crate::http_serve::{self, ServerLimits};
 pub const PROTOCOL: &str = "reqkey-agent/1";
 /// The largest request body accepted (SPEC 7: over 1 MiB is 413).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// Bodies from this size on are parsed on the blocking pool.
-pub const BLOCKING_PARSE_BYTES: usize = 64 * 1024;
+pub use super::body::BLOCKING_PARSE_BYTES;
 /// How much of a body is read before the 413 is decided.
 pub const BODY_READ_LIMIT_BYTES: usize = 4 * MAX_BODY_BYTES;
 /// The longest `waitMs` accepted; a larger one is 400.
@@ -98,6 +104,25 @@ impl From<EntryError> for ApiError {
             run_id: e.run_id().map(str::to_owned),
         }
     }
+}
+
+impl From<BodyError> for ApiError {
+    fn from(e: BodyError) -> Self {
+        match e {
+            BodyError::TooLarge => too_large(),
+            BodyError::Unreadable => Self::validation("the request body could not be read"),
+            BodyError::Invalid(message) => Self::validation(message),
+        }
+    }
+}
+
+/// Over [`MAX_BODY_BYTES`]: 413.
+fn too_large() -> ApiError {
+    ApiError::new(
+        413,
+        "payload_too_large",
+        format!("the request body is over {MAX_BODY_BYTES} bytes"),
+    )
 }
 
 impl From<StoreError> for ApiError {
@@ -449,60 +474,6 @@ fn body_limit(ex: &Executor) -> usize {
     }
 }
 
-async fn json_body_limit(
-    body: Result<Bytes, BytesRejection>,
-    empty_as: Option<Value>,
-    limit: usize,
-) -> Result<Value, ApiError> {
-    let bytes = body.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            too_large()
-        } else {
-            ApiError::validation("the request body could not be read")
-        }
-    })?;
-    if bytes.len() > limit {
-        return Err(too_large());
-    }
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        if let Some(v) = empty_as {
-            return Ok(v);
-        }
-    }
-    // A large body is parsed off the async workers (issue 29): a few of
-    // them must not keep every worker busy while a fresh client waits.
-    let parsed = if bytes.len() >= BLOCKING_PARSE_BYTES {
-        tokio::task::spawn_blocking(move || serde_json::from_slice::<Value>(&bytes))
-            .await
-            .map_err(|_| ApiError::validation("the request body could not be read"))?
-    } else {
-        serde_json::from_slice::<Value>(&bytes)
-    };
-    let value = parsed.map_err(|_| ApiError::validation("the request body is not JSON"))?;
-    if !value.is_object() {
-        return Err(ApiError::validation(
-            "the request body must be a JSON object",
-        ));
-    }
-    Ok(value)
-}
-
-fn too_large() -> ApiError {
-    ApiError::new(
-        413,
-        "payload_too_large",
-        format!("the request body is over {MAX_BODY_BYTES} bytes"),
-    )
-}
-
-/// Moves the `input` out of the body (not a copy: a large input is held
-/// once per request, issue 29).
-fn field_input(mut body: Value) -> Result<Value, ApiError> {
-    body.get_mut("input")
-        .map(Value::take)
-        .ok_or_else(|| ApiError::validation("the body lacks the field `input`"))
-}
-
 fn run_answer(outcome: &EntryOutcome) -> Response {
     let run = outcome.run();
     let (status, word) = if outcome.attached() {
@@ -554,12 +525,13 @@ async fn keyed_entry(
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
     let request_key = entry_key(ex, headers)?;
+    let bytes = body_bytes(body, body_limit(ex))?;
     let input = match kind {
         EntryKind::Retry => {
-            json_body_limit(body, Some(json!({})), body_limit(ex)).await?;
-            Value::Null
+            read_body(bytes, retry_body).await?;
+            JsonText::from_value(&Value::Null)
         }
-        _ => field_input(json_body_limit(body, None, body_limit(ex)).await?)?,
+        _ => read_body(bytes, entry_input).await?,
     };
     let outcome = ex
         .enter(EntryRequest {
@@ -599,27 +571,6 @@ async fn retry(
     keyed_entry(&ex, EntryKind::Retry, path, &headers, body).await
 }
 
-/// The last message of a chat body: `(role, content)`.
-fn last_message(body: &Value) -> Result<(String, String), ApiError> {
-    let messages = body
-        .get("messages")
-        .ok_or_else(|| ApiError::validation("the body lacks the field `messages`"))?
-        .as_array()
-        .ok_or_else(|| ApiError::validation("`messages` must be an array"))?;
-    let last = messages
-        .last()
-        .ok_or_else(|| ApiError::validation("`messages` must not be empty"))?;
-    let role = last
-        .get("role")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::validation("the last message lacks a string `role`"))?;
-    let content = last
-        .get("content")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ApiError::validation("the last message lacks a string `content`"))?;
-    Ok((role.to_owned(), content.to_owned()))
-}
-
 async fn chat(
     State(ex): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -629,7 +580,8 @@ async fn chat(
     let session_id = session_id(path)?;
     // Parsed even when it will be ignored: a malformed key is 400 everywhere.
     let request_key = entry_key(&ex, &headers)?;
-    let (role, content) = last_message(&json_body_limit(body, None, body_limit(&ex)).await?)?;
+    let bytes = body_bytes(body, body_limit(&ex))?;
+    let (role, content) = read_body(bytes, chat_message).await?;
     // A tool-result send is keyless in this release.
     let keyless = role == "tool" && !ex.has_defect(ExecutorDefect::ToolSendKeyed);
     let request_key = if keyless { None } else { request_key };
@@ -641,7 +593,7 @@ async fn chat(
         .enter(EntryRequest {
             session_id: session_id.clone(),
             kind: EntryKind::Chat,
-            input: Value::Object(input),
+            input: JsonText::from_value(&Value::Object(input)),
             request_key,
         })
         .await?;
@@ -731,7 +683,7 @@ async fn reconnect_as_send(
         .enter(EntryRequest {
             session_id,
             kind: EntryKind::Chat,
-            input,
+            input: JsonText::from_value(&input),
             request_key,
         })
         .await?;

@@ -18,6 +18,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use reqkey_model::json_text::JsonText;
 use reqkey_model::RunStatus;
 use serde_json::Value;
 use tokio::sync::watch;
@@ -79,6 +80,14 @@ pub fn input_text(input: &Value) -> String {
         Some(Value::String(s)) => s.clone(),
         _ => reqkey_model::canonical_json(input),
     }
+}
+
+/// [`input_text`] of an input kept as text (the same text: the string
+/// member `text`, else the canonical JSON).
+pub fn input_text_of(input: &JsonText) -> String {
+    input
+        .string_member("text")
+        .unwrap_or_else(|| input.canonical().to_owned())
 }
 
 /// One event of a run, as a chat stream shows it.
@@ -220,6 +229,19 @@ mod tests {
     fn input_text_prefers_the_text_field() {
         assert_eq!(input_text(&json!({"text": "a"})), "a");
         assert_eq!(input_text(&json!({"b": 1, "a": 2})), r#"{"a":2,"b":1}"#);
+        for v in [
+            json!({"text": "a"}),
+            json!({"b": 1, "a": 2}),
+            json!({"text": 5}),
+            json!([1, {"text": "no"}]),
+            json!("text"),
+        ] {
+            assert_eq!(
+                input_text_of(&JsonText::from_value(&v)),
+                input_text(&v),
+                "{v}"
+            );
+        }
     }
 
     #[test]

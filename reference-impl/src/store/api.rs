@@ -3,6 +3,7 @@
 //! file, never `store/mod.rs`, so no two files of the crate import each other.
 
 use async_trait::async_trait;
+use reqkey_model::json_text::JsonText;
 use reqkey_model::seq::{StoreOp, StoreReply};
 use reqkey_model::{
     CommitResult, DeleteResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError,
@@ -127,6 +128,20 @@ pub trait SessionStateStore: Send + Sync + std::fmt::Debug {
     }
 
     async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError>;
+    /// [`SessionStateStore::commit_run_start`] with the input given as text
+    /// (`start.input` is not read): what `serve agent` calls, so that a
+    /// large input is never a `serde_json::Value` unless the store needs
+    /// one (issue 39). By default it parses the text into `start.input`
+    /// and commits that; a store that keeps inputs as text (the memory
+    /// store) overrides it. Both must decide and store the same.
+    async fn commit_run_start_text(
+        &self,
+        mut start: StartRun,
+        input: &JsonText,
+    ) -> Result<CommitResult, StoreError> {
+        start.input = input.to_value();
+        self.commit_run_start(start).await
+    }
     async fn get_run(
         &self,
         session_id: &str,

@@ -19,8 +19,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use reqkey_model::json_text::JsonText;
 use reqkey_model::rules::{KeyRule, RuleVariant};
-use reqkey_model::seq::{SessionState, StoreOp};
+use reqkey_model::seq::{PreparedCommit, SessionState, StoreOp};
 use reqkey_model::{CommitResult, InputEntry, RunMetadata, RunStatus, StartRun, StoreError};
 use serde_json::Value;
 
@@ -645,6 +646,36 @@ impl SessionStateStore for MemoryStore {
             }
             (_, result) => result,
         }
+    }
+
+    /// Without a defect, the input stays text: its digests and canonical
+    /// form come from [`JsonText`], and the session keeps its written
+    /// text as [`MemoryStore::commit_run_start`] keeps the value's. Every
+    /// defect reads or rewrites the input as a value: those take the value
+    /// path.
+    async fn commit_run_start_text(
+        &self,
+        mut start: StartRun,
+        input: &JsonText,
+    ) -> Result<CommitResult, StoreError> {
+        if self.defect.is_some() {
+            start.input = input.to_value();
+            return self.commit_run_start(start).await;
+        }
+        let prepared = PreparedCommit::from_text(&start, input)?;
+        let mut inner = self.lock(&start.session_id);
+        let holder = start
+            .request_key
+            .as_deref()
+            .and_then(|k| self.holder(&inner, &start.session_id, k));
+        let session = inner.sessions.entry(start.session_id.clone()).or_default();
+        let result =
+            session.commit_prepared_written(&prepared, holder.as_ref(), input.written().to_owned());
+        if session.is_empty() {
+            // A refused commit does not create the session.
+            inner.sessions.remove(&start.session_id);
+        }
+        result
     }
 
     async fn get_run(
