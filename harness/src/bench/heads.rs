@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::soak::{percentile, start_server, SoakServer};
+use super::soak::{each_server, percentile, start_server, SoakServer};
 
 /// The goal of issue 39: a fresh client answered within this (p99).
 pub const FRESH_P99_TARGET_MS: f64 = 100.0;
@@ -197,13 +197,7 @@ async fn heads_one(server: SoakServer, cfg: &HeadsConfig) -> Result<HeadsFigures
 /// Measures every configured server in turn, reporting each as it ends.
 pub async fn heads_benchmark(
     cfg: &HeadsConfig,
-    mut report: impl FnMut(&HeadsFigures),
+    report: impl FnMut(&HeadsFigures),
 ) -> Result<Vec<HeadsFigures>, String> {
-    let mut all = Vec::new();
-    for server in &cfg.servers {
-        let figures = heads_one(*server, cfg).await?;
-        report(&figures);
-        all.push(figures);
-    }
-    Ok(all)
+    each_server(&cfg.servers, |server| heads_one(server, cfg), report).await
 }

@@ -878,11 +878,26 @@ fn wire_polls(server: SoakServer) -> bool {
 /// Soaks every configured server in turn, reporting each as it ends.
 pub async fn soak_benchmark(
     cfg: &SoakConfig,
-    mut report: impl FnMut(&SoakFigures),
+    report: impl FnMut(&SoakFigures),
 ) -> Result<Vec<SoakFigures>, String> {
+    each_server(&cfg.servers, |server| soak_one(server, cfg), report).await
+}
+
+/// Measures `servers` one after another with `one` (one server's load at
+/// a time: they would share the cores), reporting each as it ends; the
+/// first that cannot be measured ends the benchmark.
+pub async fn each_server<T, F, Fut>(
+    servers: &[SoakServer],
+    mut one: F,
+    mut report: impl FnMut(&T),
+) -> Result<Vec<T>, String>
+where
+    F: FnMut(SoakServer) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
     let mut all = Vec::new();
-    for server in &cfg.servers {
-        let figures = soak_one(*server, cfg).await?;
+    for server in servers {
+        let figures = one(*server).await?;
         report(&figures);
         all.push(figures);
     }
