@@ -119,11 +119,17 @@ test("setRunStatus: live changes, finished refuses, unknown is not found", { ski
   await assert.rejects(store.setRunStatus(s, "r2", "running"), { name: "NotFoundError" });
 });
 
-test("U+0000 is refused as an invalid argument, before the store is touched", { skip }, async () => {
+test("U+0000 in an id is refused as an invalid argument, before the store is touched", { skip }, async () => {
   const s = session();
   await assert.rejects(store.commitRunStart(run(s, { runId: "a\u0000b" })), { name: "InvalidArgumentError" });
-  await assert.rejects(store.commitRunStart(run(s, { runId: "r1", input: { t: "\u0000" } })), { name: "InvalidArgumentError" });
   assert.deepEqual(await store.listRuns(s), []);
+});
+
+test("U+0000 in an input is stored and read back as written (json keeps the escape)", { skip }, async () => {
+  const s = session();
+  const input = { "k\u0000": ["nul\u0000end", "\u0001"] };
+  await store.commitRunStart(run(s, { runId: "r1", input }));
+  assert.deepEqual(await store.listInputs(s), [{ runId: "r1", input }]);
 });
 
 test("the unique index backstop answers request_key_taken naming the holder, never the raw violation", { skip }, async () => {

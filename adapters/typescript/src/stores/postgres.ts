@@ -190,9 +190,10 @@ export class PostgresSessionStore implements SessionStateStore {
     if (start.expectedCurrentRunId !== null) storable("expectedCurrentRunId", start.expectedCurrentRunId);
     if (start.requestKey !== undefined) storable("requestKey", start.requestKey);
     if (start.requestDigest !== undefined) storable("requestDigest", start.requestDigest);
-    // JSON text may not hold U+0000 in a Postgres `json` value either.
+    // A U+0000 in a string is written as the escape `\u0000`, which a
+    // Postgres `json` value keeps as written (only `jsonb` refuses it), so
+    // every input is stored: SPEC 4 lets a store refuse none.
     const input = stringifyJson(start.input ?? null);
-    if (input.includes("\\u0000")) throw new InvalidArgumentError("input contains U+0000, which PostgreSQL json cannot store");
     const digest = startDigest(start);
 
     for (let attempt = 1; ; attempt++) {
