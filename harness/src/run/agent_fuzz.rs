@@ -32,7 +32,7 @@ use tokio::sync::Barrier;
 
 use crate::run::agent_steps::{answer, wait_run_step};
 pub use crate::run::fuzz_cases::CaseFailure;
-use crate::run::fuzz_cases::{run_cases, CasesOutcome};
+use crate::run::fuzz_cases::{case_sessions, run_cases, CasesOutcome};
 use crate::run::fuzz_inputs;
 use crate::targets::{HttpRequest, Target};
 use reqkey_scenario::agent_step::Wire;
@@ -589,9 +589,7 @@ pub fn fuzz_agent(
         opts.max_shrink_iters,
         &strategy,
         |case, program| {
-            let sessions: Vec<String> = (0..SESSIONS)
-                .map(|s| format!("{}.{case}.s{s}", opts.namespace))
-                .collect();
+            let sessions = case_sessions(&opts.namespace, case, SESSIONS);
             let outcome = runtime.block_on(run_program(
                 &target,
                 program,

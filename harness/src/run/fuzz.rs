@@ -27,7 +27,7 @@ use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use serde_json::Value;
 use tokio::sync::Barrier;
 
-use crate::run::fuzz_cases::{run_cases, CasesOutcome};
+use crate::run::fuzz_cases::{case_sessions, run_cases, CasesOutcome};
 pub use crate::run::fuzz_cases::{seed_bytes, CaseFailure};
 use crate::run::fuzz_scenario::scenario_yaml;
 use crate::run::record::{timed_store_call, Clock};
@@ -294,9 +294,7 @@ pub fn fuzz(
         opts.max_shrink_iters,
         &strategy,
         |case, program| {
-            let sessions: Vec<String> = (0..SESSIONS)
-                .map(|s| format!("{}.{case}.s{s}", opts.namespace))
-                .collect();
+            let sessions = case_sessions(&opts.namespace, case, SESSIONS);
             let outcome = runtime.block_on(run_program(
                 &target,
                 program,

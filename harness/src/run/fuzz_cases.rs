@@ -50,9 +50,17 @@ pub fn seed_bytes(seed: u64) -> [u8; 32] {
     out
 }
 
+/// The `count` session ids of program `case` under `namespace`: no two
+/// programs of a run share a session.
+pub fn case_sessions(namespace: &str, case: u64, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|s| format!("{namespace}.{case}.s{s}"))
+        .collect()
+}
+
 /// Runs `cases` programs of `strategy` (seeded by `seed`, shrinking bounded
 /// by `max_shrink_iters`) through `one`, which gets the case's number (for
-/// fresh session ids) and the program.
+/// fresh session ids, [`case_sessions`]) and the program.
 pub fn run_cases<S>(
     cases: u32,
     seed: u64,
