@@ -11,10 +11,10 @@
 
 use std::sync::Arc;
 
-use reqkey_harness::run::agent_fuzz::{
+use reqkey_harness::run::event::Verdict;
+use reqkey_harness::run::fuzz::agent::{
     fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome, DEFAULT_CASES, MAX_STEPS,
 };
-use reqkey_harness::run::event::Verdict;
 use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::targets::profile::resolve_profile;
 use reqkey_harness::targets::spec::open_target;

@@ -67,7 +67,7 @@ async fn green(level: &str, spec: &str) {
 /// as certification opens it: a program it finds failing fails the
 /// certification, so a mutant it catches is caught.
 async fn fuzz_pass_green(spec: &str) {
-    use reqkey_harness::run::fuzz_pass::{fuzz_pass, DEFAULT_CERTIFY_FUZZ_CASES};
+    use reqkey_harness::run::fuzz::pass::{fuzz_pass, DEFAULT_CERTIFY_FUZZ_CASES};
     use reqkey_harness::targets::profile::resolve_profile;
     use reqkey_harness::targets::spec::open_target;
     use reqkey_harness::targets::TargetOptions;

@@ -47,7 +47,7 @@ pub struct CertifyArgs {
     /// Programs of the bounded fuzz pass run after the profile is read
     /// (`reqkey fuzz` at the target's level, with the certification's
     /// seed); its result is a line of every report. 0 skips it.
-    #[arg(long, value_name = "N", default_value_t = crate::run::fuzz_pass::DEFAULT_CERTIFY_FUZZ_CASES,
+    #[arg(long, value_name = "N", default_value_t = crate::run::fuzz::pass::DEFAULT_CERTIFY_FUZZ_CASES,
           value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub fuzz_cases: u32,
     /// Bound on every single call to the target, in milliseconds.
@@ -426,7 +426,7 @@ pub fn merge_command(args: &MergeArgs) -> ExitCode {
         );
     }
     // A fuzz program that failed in any shard counts as in one run.
-    ExitCode::from(crate::run::fuzz_pass::FuzzPass::with_suite_exit(
+    ExitCode::from(crate::run::fuzz::pass::FuzzPass::with_suite_exit(
         merged.summary.exit_code(),
         merged.ctx.fuzz.as_ref(),
     ))

@@ -1,6 +1,6 @@
 //! `reqkey fuzz`: generated programs of store operations against a store
-//! target and the sequential spec (the engine is `run::fuzz`); agent
-//! targets go to `cmd/fuzz_agent.rs` (engine `run::agent_fuzz`).
+//! target and the sequential spec (the engine is `run::fuzz::store`); agent
+//! targets go to `cmd/fuzz_agent.rs` (engine `run::fuzz::agent`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,7 +38,7 @@ pub struct FuzzArgs {
 }
 
 pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
-    use crate::run::fuzz::{self, FuzzOptions, FuzzOutcome};
+    use crate::run::fuzz::store::{self as fuzz, FuzzOptions, FuzzOutcome};
     let rt = match runtime() {
         Ok(rt) => rt,
         Err(e) => return harness_error(format!("cannot start the runtime: {e}")),

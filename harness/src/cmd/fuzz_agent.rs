@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::cmd::exit::harness_error;
-use crate::run::agent_fuzz::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
+use crate::run::fuzz::agent::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
 use crate::run::runner::RunConfig;
 use crate::targets::profile::{parse_profile_flag, resolve_profile};
 use crate::targets::Target;

@@ -233,7 +233,7 @@ pub async fn execute(
             Err(e) => return harness_error(e),
         }
     }
-    ExitCode::from(crate::run::fuzz_pass::FuzzPass::with_suite_exit(
+    ExitCode::from(crate::run::fuzz::pass::FuzzPass::with_suite_exit(
         summary.exit_code(),
         ctx.fuzz.as_ref(),
     ))
@@ -341,7 +341,7 @@ impl Started {
             None => None,
         };
         if let Some(cases) = how.fuzz_cases {
-            let pass = crate::run::fuzz_pass::fuzz_pass(
+            let pass = crate::run::fuzz::pass::fuzz_pass(
                 Arc::clone(&target),
                 profile.profile,
                 cases,

@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::run::event::{Event, RunSummary, Verdict};
-use crate::run::fuzz_pass::FuzzPass;
+use crate::run::fuzz::pass::FuzzPass;
 use crate::run::partition::Partition;
 use crate::run::select::NotApplicable;
 use crate::run::suite::SuiteInfo;

@@ -50,7 +50,7 @@ struct Document<'a> {
     partition: Option<Partition>,
     /// The certification's bounded fuzz pass (absent where none ran).
     #[serde(skip_serializing_if = "Option::is_none")]
-    fuzz: Option<&'a crate::run::fuzz_pass::FuzzPass>,
+    fuzz: Option<&'a crate::run::fuzz::pass::FuzzPass>,
 }
 
 #[derive(Debug, Serialize)]

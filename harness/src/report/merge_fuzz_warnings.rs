@@ -11,7 +11,7 @@
 
 use serde::Deserialize;
 
-use crate::run::fuzz_pass::FuzzPass;
+use crate::run::fuzz::pass::FuzzPass;
 use crate::targets::latency::TargetWarning;
 
 /// A shard's `fuzz` field, as `results.json` writes it.

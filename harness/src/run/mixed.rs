@@ -3,7 +3,7 @@
 //!
 //! The race scenarios race chosen pairs of writes; this stage races what
 //! nobody chose. It generates, from one seed, `programs` short programs over
-//! the tiny domain of [`crate::run::fuzz`] (two sessions, two keys, three
+//! the tiny domain of [`crate::run::fuzz::store`] (two sessions, two keys, three
 //! run ids, every operation: commits with and without keys, reads,
 //! `setRunStatus`, `deleteSession`), most of whose steps are concurrent
 //! batches released behind a barrier, and runs them against the target,
@@ -26,7 +26,7 @@ use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tokio::task::JoinSet;
 
-use crate::run::fuzz::{
+use crate::run::fuzz::store::{
     arb_op, run_program_recorded, seed_bytes, CaseFailure, FuzzStep, ProgramStats,
 };
 use crate::run::record::Clock;

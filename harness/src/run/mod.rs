@@ -5,14 +5,13 @@
 //! to [`event::Event`]s).
 //!
 //! Two stages generate their own work instead of reading it from a
-//! scenario: [`fuzz`] (proptest programs of store operations against a
-//! target and the sequential spec, shrunk to a YAML scenario) and [`mixed`]
+//! scenario: [`fuzz`] (the fuzzers, a room of their own: proptest programs
+//! of store operations and of agent requests against a target and the sequential spec, shrunk to a YAML scenario) and [`mixed`]
 //! (the bounded certification stage of random concurrent programs behind
 //! the `mixed_histories` step). Both hand their histories to
 //! `reqkey_check::lin`. [`export`] keeps the histories a run judged for
 //! `--export-histories`.
 
-pub mod agent_fuzz;
 pub mod agent_steps;
 pub mod bound;
 pub mod config;
@@ -21,11 +20,6 @@ pub mod expectations;
 pub mod expected;
 pub mod export;
 pub mod fuzz;
-pub mod fuzz_cases;
-pub mod fuzz_inputs;
-pub mod fuzz_pass;
-pub mod fuzz_program;
-pub mod fuzz_scenario;
 pub mod group;
 pub mod levels;
 pub mod mixed;

@@ -6,8 +6,8 @@
 //! tried: a character outside the Basic Multilingual Plane through a
 //! 3-byte `utf8` column, a control character through a hand-written
 //! escaper, `-0` or 2^64 through a double, an empty object turned into an
-//! empty array. The store fuzzer (`run::fuzz`) and the agent fuzzer
-//! (`run::agent_fuzz`) draw from the same lists, kept here once, so both
+//! empty array. The store fuzzer (`run::fuzz::store`) and the agent fuzzer
+//! (`run::fuzz::agent`) draw from the same lists, kept here once, so both
 //! levels meet the same values.
 
 use serde_json::Value;

@@ -2,8 +2,8 @@
 //!
 //! A certificate covers the scenarios of the suite; the fuzz pass makes it
 //! cover programs nobody wrote as well: `reqkey certify` runs
-//! `--fuzz-cases` programs (store level: `run::fuzz`; agent level:
-//! `run::agent_fuzz`) with the certification's seed after choosing the
+//! `--fuzz-cases` programs (store level: `run::fuzz::store`; agent level:
+//! `run::fuzz::agent`) with the certification's seed after choosing the
 //! profile, and the result is a line of the terminal output, the
 //! certificate and `results.json`. A failing program turns the
 //! certification red (exit 1); a fuzz pass that could not judge the
@@ -14,8 +14,8 @@ use std::sync::Arc;
 use reqkey_model::vocab::{Level, Profile};
 use serde::Serialize;
 
-use crate::run::agent_fuzz::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
-use crate::run::fuzz::{fuzz, FuzzOptions, FuzzOutcome};
+use crate::run::fuzz::agent::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
+use crate::run::fuzz::store::{fuzz, FuzzOptions, FuzzOutcome};
 use crate::targets::Target;
 
 /// The programs a certification fuzzes by default: a few seconds on an

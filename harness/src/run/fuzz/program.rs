@@ -1,14 +1,14 @@
-//! The programs of the store fuzzer (`reqkey fuzz`, `run::fuzz`): the tiny
+//! The programs of the store fuzzer (`reqkey fuzz`, `run::fuzz::store`): the tiny
 //! domain (two sessions, two keys, three run ids, four statuses, inputs of
 //! every JSON shape and kind of text), the operations and steps proptest
 //! draws over it, and the reads by other clients every write gets
 //! ([`expand`]). Kept apart from the runner so that the runner and the
-//! scenario writer (`run::fuzz_scenario`) both read it.
+//! scenario writer (`run::fuzz::scenario`) both read it.
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use crate::run::fuzz_inputs;
+use crate::run::fuzz::inputs;
 
 /// The tiny domain.
 pub const SESSIONS: usize = 2;
@@ -16,16 +16,16 @@ const KEYS: [&str; 2] = ["k0", "k1"];
 const RUNS: [&str; 3] = ["r0", "r1", "r2"];
 /// Inputs: `{"text": "a"}` and `{"text": "b"}` (the common case, so that
 /// the same input meets itself), `{"text"}` with every other kind of text,
-/// then a value of every JSON shape (`run::fuzz_inputs`).
-pub const INPUTS: usize = fuzz_inputs::TEXT_KINDS + fuzz_inputs::SHAPES.len();
+/// then a value of every JSON shape (`run::fuzz::inputs`).
+pub const INPUTS: usize = inputs::TEXT_KINDS + inputs::SHAPES.len();
 
 /// The `i`-th input (modulo [`INPUTS`]).
 pub fn input(i: usize) -> Value {
     let i = i % INPUTS;
-    if i < fuzz_inputs::TEXT_KINDS {
-        json!({ "text": fuzz_inputs::text(i) })
+    if i < inputs::TEXT_KINDS {
+        json!({ "text": inputs::text(i) })
     } else {
-        fuzz_inputs::shape(i - fuzz_inputs::TEXT_KINDS)
+        inputs::shape(i - inputs::TEXT_KINDS)
     }
 }
 const STATUSES: [&str; 4] = ["running", "suspended_input", "completed", "failed"];

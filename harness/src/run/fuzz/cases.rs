@@ -1,4 +1,4 @@
-//! The loop both fuzzers share (`run::fuzz` on stores, `run::agent_fuzz`
+//! The loop both fuzzers share (`run::fuzz::store` on stores, `run::fuzz::agent`
 //! on agent servers): proptest draws programs from one seed, runs each
 //! against the target, and shrinks the first that fails; a case that could
 //! not be judged (the target did not answer) stops the run with no verdict

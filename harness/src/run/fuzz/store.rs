@@ -27,14 +27,14 @@ use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use serde_json::Value;
 use tokio::sync::Barrier;
 
-use crate::run::fuzz_cases::{case_sessions, run_cases, CasesOutcome};
-pub use crate::run::fuzz_cases::{seed_bytes, CaseFailure};
-use crate::run::fuzz_scenario::scenario_yaml;
+use crate::run::fuzz::cases::{case_sessions, run_cases, CasesOutcome};
+pub use crate::run::fuzz::cases::{seed_bytes, CaseFailure};
+use crate::run::fuzz::scenario::scenario_yaml;
 use crate::run::record::{timed_store_call, Clock};
 use crate::targets::Target;
 use reqkey_check::lin::{self, CheckOptions, Operation, Verdict};
 
-pub use crate::run::fuzz_program::{
+pub use crate::run::fuzz::program::{
     arb_op, arb_program, arb_program_with, expand, input, Expanded, FuzzOp, FuzzStep, INPUTS,
     MAX_BATCH, MAX_STEPS, SESSIONS,
 };
@@ -336,7 +336,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::run::event::Verdict as RunVerdict;
-    use crate::run::fuzz_program::watch;
+    use crate::run::fuzz::program::watch;
     use crate::run::runner::{self, RunConfig};
     use crate::targets::spec::open_target;
     use crate::targets::TargetOptions;

@@ -31,9 +31,9 @@ use serde_json::{json, Value};
 use tokio::sync::Barrier;
 
 use crate::run::agent_steps::{answer, wait_run_step};
-pub use crate::run::fuzz_cases::CaseFailure;
-use crate::run::fuzz_cases::{case_sessions, run_cases, CasesOutcome};
-use crate::run::fuzz_inputs;
+pub use crate::run::fuzz::cases::CaseFailure;
+use crate::run::fuzz::cases::{case_sessions, run_cases, CasesOutcome};
+use crate::run::fuzz::inputs;
 use crate::targets::{HttpRequest, Target};
 use reqkey_scenario::agent_step::Wire;
 
@@ -43,25 +43,25 @@ const KEYS: [Option<&str>; 4] = [None, Some("k0"), Some("k1"), Some("k 0")];
 /// The test agent's markers (plain, suspending, failing, slow texts),
 /// before the texts of every kind the fuzzers share.
 const MARKERS: [&str; 5] = ["a", "b", "[suspend] ask", "[fail] boom", "[sleep:80] slow"];
-/// Texts: the markers, then every other kind of [`fuzz_inputs::TEXTS`]
+/// Texts: the markers, then every other kind of [`inputs::TEXTS`]
 /// (its first two, plain `a` and `b`, are the markers' first two).
-const TEXT_COUNT: usize = MARKERS.len() + fuzz_inputs::TEXT_KINDS - 2;
+const TEXT_COUNT: usize = MARKERS.len() + inputs::TEXT_KINDS - 2;
 fn text(i: usize) -> String {
     match MARKERS.get(i) {
         Some(m) => (*m).to_owned(),
-        None => fuzz_inputs::text(i - MARKERS.len() + 2),
+        None => inputs::text(i - MARKERS.len() + 2),
     }
 }
 /// Inputs: the test agent's `{"text"}` with every text, then a value of
-/// every JSON shape ([`fuzz_inputs::shape`]).
+/// every JSON shape ([`inputs::shape`]).
 fn input(i: usize) -> Value {
     if i < TEXT_COUNT {
         json!({ "text": text(i) })
     } else {
-        fuzz_inputs::shape(i - TEXT_COUNT)
+        inputs::shape(i - TEXT_COUNT)
     }
 }
-const INPUTS: usize = TEXT_COUNT + fuzz_inputs::SHAPES.len();
+const INPUTS: usize = TEXT_COUNT + inputs::SHAPES.len();
 
 /// The default budget of `reqkey fuzz` on an agent target: every broken
 /// sequence variant of the reference is found within it on seeds 1, 2, 3

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use serde_json::{json, Value};
 
-use crate::run::fuzz_program::{expand, Expanded, FuzzStep, SESSIONS};
+use crate::run::fuzz::program::{expand, Expanded, FuzzStep, SESSIONS};
 
 /// Session ids the spec runs the program with when writing a scenario;
 /// they become `$s0`, `$s1` in the file.

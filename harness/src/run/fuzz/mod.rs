@@ -1,0 +1,25 @@
+//! The fuzzers, a room of their own: programs generated from a seed, run
+//! against a target and judged by the spec's sequential model, a failure
+//! shrunk to a YAML scenario.
+//!
+//! - [`store`]: programs of store operations, judged by `SeqStore`
+//!   (`reqkey fuzz` on a store target);
+//! - [`agent`]: programs over every SPEC 7 route, judged by `AgentModel`;
+//! - [`cases`]: the seeded proptest loop both share (cases, shrinking, no
+//!   verdict on a target that did not answer);
+//! - [`program`]: the store fuzzer's domain, every write with reads by other
+//!   clients around it; [`inputs`]: the inputs of every JSON shape and kind
+//!   of text both send; [`scenario`]: a store program as a YAML scenario;
+//! - [`pass`]: a certification's bounded fuzz pass at the target's level,
+//!   its budget, seed and verdict.
+//!
+//! `run/mixed.rs` (the `mixed_histories` step) draws its programs from
+//! [`store`]; nothing here renders output.
+
+pub mod agent;
+pub mod cases;
+pub mod inputs;
+pub mod pass;
+pub mod program;
+pub mod scenario;
+pub mod store;
