@@ -78,6 +78,7 @@ fn fixed_run() -> (
         expected: Some(serde_json::json!({"error": {"cause": "request_key_taken"}})),
         actual: Some(serde_json::json!({"ok": {"outcome": "started"}})),
         detail: Some("history:\n  c.0 |----|\n  c.1   |-------|".into()),
+        clauses: Vec::new(),
     });
     let mut down = result("fixture.down", Verdict::Error);
     down.reason = Some("timeout");
@@ -88,6 +89,7 @@ fn fixed_run() -> (
         expected: None,
         actual: None,
         detail: None,
+        clauses: Vec::new(),
     });
     let scenario = parse_scenario(
         Path::new("fixture.race.yaml"),

@@ -187,7 +187,7 @@ fn modifier_properties(props: &mut Map<String, Value>, generator: &mut SchemaGen
     );
     props.insert(
         "expect".into(),
-        json!({"description": "A pattern the answer must match (subset match; $absent, $any, {$exact}, {$length}, {$one_of}, {$at_most}, {$contains}, {$none}), or `any`: the answer is deliberately not checked. An operation without an expectation is a load error."}),
+        json!({"description": "A pattern the answer must match (subset match; $absent, $any, {$exact}, {$length}, {$one_of}, {$at_most}, {$at_least}, {$contains}, {$none}), or `any`: the answer is deliberately not checked. An operation without an expectation is a load error."}),
     );
     props.insert(
         "expect_raw".into(),

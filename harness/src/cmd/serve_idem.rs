@@ -53,7 +53,7 @@ pub fn config_of(args: &ServeIdemArgs) -> Result<IdemConfig, String> {
         }
         None => (
             IdemVariant::parse(&args.profile_variant).ok_or_else(|| {
-                "--profile-variant takes default, wait, released, optional or broken-idem:DEFECT".to_owned()
+                "--profile-variant takes default, wait, released, optional, token, any, bytes, lenient or broken-idem:DEFECT".to_owned()
             })?,
             None,
         ),

@@ -153,6 +153,11 @@ struct ScenarioDoc<'a> {
     max_send_spread_us: Option<u64>,
     duration_ms: u64,
     failure: Option<FailureDoc<'a>>,
+    /// Failures of `always` steps after the first, each with its clauses.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    later_failures: Vec<FailureDoc<'a>>,
+    /// Each clause of the scenario: pass, fail or not judged, and why.
+    clauses: &'a [crate::run::event::ClauseVerdict],
     /// What a stage measured (mixed histories: seed, operations, overlap).
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
@@ -169,6 +174,9 @@ struct FailureDoc<'a> {
     /// The typed reason a scenario could not be judged (errors and
     /// indefinite races only).
     reason: Option<&'a str>,
+    /// The clauses of spec/SPEC.md the failed check judges: what this
+    /// failure is evidence against, and nothing else.
+    clauses: &'a [String],
 }
 
 /// Renders a run as a `reqkey-results/1` document (pretty, newline-ended).
@@ -253,15 +261,13 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 trials_overlapped: r.trials_overlapped,
                 max_send_spread_us: r.max_send_spread_us,
                 duration_ms: r.duration_ms,
-                failure: r.failure.as_ref().map(|f| FailureDoc {
-                    trial: f.trial + 1,
-                    step: &f.step,
-                    message: &f.message,
-                    expected: f.expected.as_ref(),
-                    actual: f.actual.as_ref(),
-                    detail: f.detail.as_deref(),
-                    reason: r.reason,
-                }),
+                failure: r.failure.as_ref().map(|f| failure_doc(f, r.reason)),
+                later_failures: r
+                    .later_failures
+                    .iter()
+                    .map(|f| failure_doc(f, None))
+                    .collect(),
+                clauses: &r.clauses,
                 note: r.note.as_deref(),
             })
             .collect(),
@@ -275,6 +281,20 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             text
         }
         Err(e) => format!("{{\"schema\": \"{SCHEMA}\", \"error\": \"{e}\"}}\n"),
+    }
+}
+
+/// A failure as the document writes it (trials counted from 1).
+fn failure_doc<'a>(f: &'a crate::run::event::Failure, reason: Option<&'a str>) -> FailureDoc<'a> {
+    FailureDoc {
+        trial: f.trial + 1,
+        step: &f.step,
+        message: &f.message,
+        expected: f.expected.as_ref(),
+        actual: f.actual.as_ref(),
+        detail: f.detail.as_deref(),
+        reason,
+        clauses: &f.clauses,
     }
 }
 

@@ -79,7 +79,7 @@ impl IdemSpec {
                 .strip_prefix(':')
                 .and_then(IdemVariant::parse)
                 .ok_or_else(|| {
-                    bad("expected reference-idem[:default|wait|released|optional][@redis://...]")
+                    bad("expected reference-idem[:default|wait|released|optional|token|any|bytes|lenient][@redis://...]")
                 })?,
         };
         Ok(Some(IdemSpec::Reference {

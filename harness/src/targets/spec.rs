@@ -59,7 +59,8 @@ idem+http://HOST:PORT     any app speaking reqkey-idem/1: an Idempotency-Key lib
                           wrapped per docs/idempotency-key.md
 reference-idem[:VARIANT][@redis://HOST:PORT]
                           the reference Idempotency-Key middleware, in process
-                          (default, wait, released, optional), over memory or Redis
+                          (default, wait, released, optional, token, any, bytes,
+                          lenient), over memory or Redis
 broken-idem:DEFECT[@redis://HOST:PORT]
                           a deliberately broken middleware (check-then-set,
                           unscoped-caller, ...: `reqkey targets` lists them)

@@ -89,8 +89,10 @@ fn hex_sha256(bytes: &[u8]) -> String {
 
 /// The payload's fingerprint as `fingerprint` declares it (draft 2.4).
 fn fingerprint_of(layer: &IdemLayer, body: &[u8]) -> String {
-    let by_json = layer.profile.fingerprint == Fingerprint::Json
-        && !layer.has(IdemDefect::FingerprintRawBytes);
+    let by_json = (layer.profile.fingerprint == Fingerprint::Json
+        && !layer.has(IdemDefect::FingerprintRawBytes))
+        || layer.has(IdemDefect::BytesComparedAsJson)
+        || layer.has(IdemDefect::FingerprintDespiteNone);
     if by_json {
         if let Ok(v) = serde_json::from_slice::<Value>(body) {
             return format!("json:{}", hex_sha256(canonical_json(&v).as_bytes()));
@@ -102,16 +104,18 @@ fn fingerprint_of(layer: &IdemLayer, body: &[u8]) -> String {
 /// The storage key: the key and what `scope` declares, hashed.
 fn scope_key(layer: &IdemLayer, req: &Request, caller: &str, key: &[u8]) -> String {
     let p = &layer.profile;
-    let by_caller = p.scoped_by(ScopeBy::Caller) && !layer.has(IdemDefect::UnscopedCaller);
+    let scoped_anyway = layer.has(IdemDefect::ScopedDespiteUnscoped);
+    let by_caller =
+        (p.scoped_by(ScopeBy::Caller) && !layer.has(IdemDefect::UnscopedCaller)) || scoped_anyway;
     let by_route = !layer.has(IdemDefect::UnscopedRoute);
     let parts = json!([
         if by_caller { caller } else { "" },
-        if p.scoped_by(ScopeBy::Method) && by_route {
+        if (p.scoped_by(ScopeBy::Method) || scoped_anyway) && by_route {
             req.method().as_str()
         } else {
             ""
         },
-        if p.scoped_by(ScopeBy::Path) && by_route {
+        if (p.scoped_by(ScopeBy::Path) || scoped_anyway) && by_route {
             req.uri().path()
         } else {
             ""
@@ -140,11 +144,23 @@ fn read_key(layer: &IdemLayer, req: &Request) -> Result<Option<Vec<u8>>, ()> {
             }
         }
     }
-    let key = match key_of(&raw, layer.profile.key_syntax) {
+    let syntax = match layer.profile.key_syntax {
+        KeySyntax::Token if layer.has(IdemDefect::TokenAcceptsQuoted) => KeySyntax::Any,
+        KeySyntax::Any if layer.has(IdemDefect::AnyUnquotes) && raw.starts_with(b"\"") => {
+            KeySyntax::SfString
+        }
+        s => s,
+    };
+    let empty = raw == b"\"\"" || raw.is_empty();
+    let key = match key_of(&raw, syntax) {
         Some(k) => k,
-        None if layer.has(IdemDefect::EmptyKeyAccepted) && (raw == b"\"\"" || raw.is_empty()) => {
+        None if empty
+            && (layer.has(IdemDefect::EmptyKeyAccepted)
+                || layer.has(IdemDefect::EmptyKeyRunsUnderAny)) =>
+        {
             Vec::new()
         }
+        None if empty && layer.has(IdemDefect::RefusesEmptyKey) => return Err(()),
         None if layer.profile.invalid_key_status.is_none() => raw,
         None => return Err(()),
     };
@@ -184,16 +200,25 @@ pub async fn idempotency(
         return refuse(413, "the request body is too large or was cut");
     };
     let req = Request::from_parts(parts, Body::from(bytes.clone()));
-    let fp = fingerprint_of(&layer, &bytes);
+    // A key not scoped by caller is shared by callers, but an answer is
+    // never replayed to another caller (SPEC 10 `[[idem.scope.no-leak]]`):
+    // the record keeps its caller, and another caller is refused.
+    let owner = (!p.scoped_by(ScopeBy::Caller) && !layer.has(IdemDefect::ScopedDespiteUnscoped))
+        .then(|| hex_sha256(caller.as_bytes()));
+    let fp = match &owner {
+        Some(o) => format!("{}|{o}", fingerprint_of(&layer, &bytes)),
+        None => fingerprint_of(&layer, &bytes),
+    };
     let mut skey = scope_key(&layer, &req, &caller, &key);
     if layer.has(IdemDefect::FingerprintInKey) {
         skey = hex_sha256(format!("{skey}:{fp}").as_bytes());
     }
-    let lock_ms = if layer.has(IdemDefect::LockTimeout) {
-        Some(BROKEN_LOCK_MS)
-    } else {
-        p.lock_ms
-    };
+    let lock_ms =
+        if layer.has(IdemDefect::LockTimeout) || layer.has(IdemDefect::LockShorterThanDeclared) {
+            Some(BROKEN_LOCK_MS)
+        } else {
+            p.lock_ms
+        };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(WAIT_LIMIT_MS);
     loop {
         let held = if layer.has(IdemDefect::CheckThenSet) {
@@ -205,13 +230,21 @@ pub async fn idempotency(
             Ok(h) => h,
             Err(_) => return refuse(503, "the idempotency storage did not answer"),
         };
-        let compares = p.fingerprint != Fingerprint::None && !layer.has(IdemDefect::NoFingerprint);
+        let compares = (p.fingerprint != Fingerprint::None
+            || layer.has(IdemDefect::FingerprintDespiteNone))
+            && !layer.has(IdemDefect::NoFingerprint);
         match held {
             None => return run_and_keep(&layer, &skey, &fp, req, next).await,
             Some(Slot::Done {
                 fingerprint,
                 answer,
             }) => {
+                if owner_of(&fingerprint) != owner_of(&fp) {
+                    return refuse(
+                        p.mismatch_status.unwrap_or(422),
+                        "the Idempotency-Key is another caller's",
+                    );
+                }
                 if compares && fingerprint != fp {
                     return refuse(
                         p.mismatch_status.unwrap_or(422),
@@ -221,6 +254,12 @@ pub async fn idempotency(
                 return replay(&layer, &answer);
             }
             Some(Slot::InFlight { fingerprint }) => {
+                if owner_of(&fingerprint) != owner_of(&fp) {
+                    return refuse(
+                        p.concurrent_status.unwrap_or(409),
+                        "the Idempotency-Key is another caller's, in flight",
+                    );
+                }
                 if let Some(status) = p
                     .concurrent_status
                     .filter(|_| p.concurrent == Concurrent::Conflict)
@@ -240,6 +279,12 @@ pub async fn idempotency(
             }
         }
     }
+}
+
+/// The caller a fingerprint records (`payload|caller`), when the key is
+/// not scoped by caller.
+fn owner_of(fingerprint: &str) -> Option<&str> {
+    fingerprint.split_once('|').map(|(_, owner)| owner)
 }
 
 /// The `check-then-set` bug: look, then (a round trip later) take.

@@ -18,7 +18,7 @@ pub mod storage;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use reqkey_model::idem_profile::{Concurrent, Errors, IdemProfile};
+use reqkey_model::idem_profile::{Concurrent, Errors, Fingerprint, IdemProfile, KeySyntax};
 use serde_json::json;
 use tokio::sync::oneshot;
 
@@ -40,10 +40,34 @@ pub enum IdemVariant {
     Released,
     /// A request without a key passes through and runs (`keyRequired: false`).
     Optional,
+    /// Keys are bare RFC 9110 tokens (`keySyntax: "token"`).
+    Token,
+    /// The raw field value is the key (`keySyntax: "any"`), malformed
+    /// (empty) keys refused 400.
+    Any,
+    /// Payloads compared byte for byte (`fingerprint: "bytes"`).
+    Bytes,
+    /// The other value of every field that has one: keys optional, `any`,
+    /// nothing refused for its form, payloads not compared, keys scoped by
+    /// nothing (another caller refused, never replayed to), a lock of
+    /// `LENIENT_LOCK_MS`, no replay header.
+    Lenient,
 }
 
+/// The `lockMs` the lenient variant declares.
+pub const LENIENT_LOCK_MS: u64 = 3000;
+
 impl IdemVariant {
-    pub const ALL: [IdemVariant; 4] = [Self::Default, Self::Wait, Self::Released, Self::Optional];
+    pub const ALL: [IdemVariant; 8] = [
+        Self::Default,
+        Self::Wait,
+        Self::Released,
+        Self::Optional,
+        Self::Token,
+        Self::Any,
+        Self::Bytes,
+        Self::Lenient,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -51,6 +75,10 @@ impl IdemVariant {
             Self::Wait => "wait",
             Self::Released => "released",
             Self::Optional => "optional",
+            Self::Token => "token",
+            Self::Any => "any",
+            Self::Bytes => "bytes",
+            Self::Lenient => "lenient",
         }
     }
 
@@ -71,6 +99,19 @@ impl IdemVariant {
             }
             Self::Released => p.errors = Errors::Released,
             Self::Optional => p.key_required = false,
+            Self::Token => p.key_syntax = KeySyntax::Token,
+            Self::Any => p.key_syntax = KeySyntax::Any,
+            Self::Bytes => p.fingerprint = Fingerprint::Bytes,
+            Self::Lenient => {
+                p.key_required = false;
+                p.key_syntax = KeySyntax::Any;
+                p.invalid_key_status = None;
+                p.fingerprint = Fingerprint::None;
+                p.mismatch_status = None;
+                p.scope = Vec::new();
+                p.lock_ms = Some(LENIENT_LOCK_MS);
+                p.replay_header = None;
+            }
         }
         p
     }
@@ -124,10 +165,32 @@ pub enum IdemDefect {
     /// Declares `durable: true` over memory storage: a restart forgets
     /// every key (seen only when the harness restarts it, `--start`).
     MemoryClaimsDurable,
+    /// Declares `keySyntax: "token"` but takes any raw value as the key: a
+    /// quoted key runs instead of being refused.
+    TokenAcceptsQuoted,
+    /// Declares `keySyntax: "any"` and `invalidKeyStatus: 400` but runs a
+    /// request whose key is empty (the dodge of issue 45).
+    EmptyKeyRunsUnderAny,
+    /// Declares `keySyntax: "any"` but unquotes sf-strings: `"k"` and `k`
+    /// are one key.
+    AnyUnquotes,
+    /// Declares `fingerprint: "bytes"` but compares parsed JSON: a body
+    /// with its members reordered is replayed instead of refused.
+    BytesComparedAsJson,
+    /// Declares `invalidKeyStatus: null` (lenient) but refuses an empty key 400.
+    RefusesEmptyKey,
+    /// Declares `fingerprint: "none"` (lenient) but refuses another
+    /// payload 422.
+    FingerprintDespiteNone,
+    /// Declares `scope: []` (lenient) but scopes keys by caller, method
+    /// and path: another caller's request with the key runs.
+    ScopedDespiteUnscoped,
+    /// Declares `lockMs` (lenient's 3000) but its lock lapses after 300 ms.
+    LockShorterThanDeclared,
 }
 
 impl IdemDefect {
-    pub const ALL: [IdemDefect; 18] = [
+    pub const ALL: [IdemDefect; 26] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -146,6 +209,14 @@ impl IdemDefect {
         Self::KeylessDeduplicated,
         Self::FingerprintInKey,
         Self::MemoryClaimsDurable,
+        Self::TokenAcceptsQuoted,
+        Self::EmptyKeyRunsUnderAny,
+        Self::AnyUnquotes,
+        Self::BytesComparedAsJson,
+        Self::RefusesEmptyKey,
+        Self::FingerprintDespiteNone,
+        Self::ScopedDespiteUnscoped,
+        Self::LockShorterThanDeclared,
     ];
 
     pub fn name(self) -> &'static str {
@@ -168,6 +239,14 @@ impl IdemDefect {
             Self::KeylessDeduplicated => "keyless-deduplicated",
             Self::FingerprintInKey => "fingerprint-in-key",
             Self::MemoryClaimsDurable => "memory-claims-durable",
+            Self::TokenAcceptsQuoted => "token-accepts-quoted",
+            Self::EmptyKeyRunsUnderAny => "empty-key-runs-under-any",
+            Self::AnyUnquotes => "any-unquotes",
+            Self::BytesComparedAsJson => "bytes-compared-as-json",
+            Self::RefusesEmptyKey => "refuses-empty-key",
+            Self::FingerprintDespiteNone => "fingerprint-despite-none",
+            Self::ScopedDespiteUnscoped => "scoped-despite-unscoped",
+            Self::LockShorterThanDeclared => "lock-shorter-than-declared",
         }
     }
 
@@ -180,6 +259,13 @@ impl IdemDefect {
         match self {
             Self::StoresReleasedErrors | Self::LockKeptAfterError => IdemVariant::Released,
             Self::KeylessDeduplicated => IdemVariant::Optional,
+            Self::TokenAcceptsQuoted => IdemVariant::Token,
+            Self::EmptyKeyRunsUnderAny | Self::AnyUnquotes => IdemVariant::Any,
+            Self::BytesComparedAsJson => IdemVariant::Bytes,
+            Self::RefusesEmptyKey
+            | Self::FingerprintDespiteNone
+            | Self::ScopedDespiteUnscoped
+            | Self::LockShorterThanDeclared => IdemVariant::Lenient,
             _ => IdemVariant::Default,
         }
     }
