@@ -24,7 +24,7 @@ use reqkey_harness::targets::TargetOptions;
 use reqkey_reference::idem::IdemDefect;
 
 /// Each defect and the scenario aimed at it.
-const NAMED_AFTER: [(&str, &str); 25] = [
+const NAMED_AFTER: [(&str, &str); 27] = [
     ("check-then-set", "idem.concurrent-burst-conflict"),
     ("unscoped-caller", "idem.another-caller-same-key"),
     ("no-fingerprint", "idem.other-payload-after-completion"),
@@ -71,6 +71,8 @@ const NAMED_AFTER: [(&str, &str); 25] = [
         "lock-shorter-than-declared",
         "idem.slow-handler-outlives-timeouts",
     ),
+    ("replay-unmarked", "idem.replay-marks-itself"),
+    ("long-key-refused", "idem.long-and-escaped-keys"),
 ];
 
 /// The defect only a restart shows (`--start`): not run in process, its

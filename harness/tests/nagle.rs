@@ -59,10 +59,10 @@ fn scenario() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("reqkey-nagle-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut text = String::from(
-        "id: nagle.reads\nlevel: store\nsummary: reads of an unknown session\nsteps:\n",
+        "id: nagle.reads\nlevel: store\nsummary: reads of an unknown session\nchecks: [store.reads.unknown-session]\nsteps:\n",
     );
     for _ in 0..24 {
-        text.push_str("  - getCurrentRun: {sessionId: $s}\n    expect: {ok: null}\n");
+        text.push_str("  - getCurrentRun: {sessionId: $s}\n    expect: {ok: null}\n    judges: [store.reads.unknown-session]\n");
     }
     let file = dir.join("reads.yaml");
     std::fs::write(&file, text).unwrap();

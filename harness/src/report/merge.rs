@@ -232,6 +232,7 @@ const KNOWN_REASONS: &[&str] = &[
     "harness",
     "wrong_level",
     "no_overlap",
+    "listen_queue",
 ];
 
 fn known_reason(reason: &str) -> Result<&'static str, String> {

@@ -20,6 +20,7 @@
 //! scenario that turns the run red.
 
 pub mod certificate;
+pub mod clauses;
 pub mod client;
 pub mod context;
 pub mod crash;

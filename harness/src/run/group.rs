@@ -56,6 +56,9 @@ impl Trial<'_> {
             >= 2;
         let mut order: Vec<usize> = (0..prepared.len()).collect();
         order.shuffle(&mut self.rng);
+        // A connection that opens a second late (a full listen queue) sends
+        // its request after the others finished: see after the answers.
+        let slow_connects_before = self.target.slow_connects();
         let barrier = Arc::new(Barrier::new(prepared.len()));
         // Each item runs on an OS thread of its own, driving its call with
         // the runtime's handle, so items really run at once: as tasks, the
@@ -179,6 +182,27 @@ impl Trial<'_> {
         }
         if let Some(stop) = first_stop {
             return Err(stop);
+        }
+        let slow = self
+            .target
+            .slow_connects()
+            .saturating_sub(slow_connects_before);
+        if slow > 0 && prepared.len() >= 2 {
+            return Err(Stop::Harness(
+                Box::new(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!(
+                        "{slow} connection(s) of this group took {} ms or more to open: the target's listen queue was full and the kernel retried them, so their requests arrived after the others had finished. The group's answers are not concurrent, so its checks are not judged (warning[listen_queue] names the fix).",
+                        crate::targets::connect_log::SLOW_CONNECT_MS
+                    ),
+                    expected: None,
+                    actual: None,
+                    detail: None,
+                    clauses: Vec::new(),
+                }),
+                "listen_queue",
+            ));
         }
         let invokes = outcomes.iter().flatten().map(|(invoke, _, _)| *invoke);
         if let (Some(first), Some(last)) = (invokes.clone().min(), invokes.max()) {

@@ -116,11 +116,6 @@ pub(super) struct Trial<'a> {
     /// What a `mixed_histories` step shows the viewer: one program's
     /// operations (the failing one, or the first), and its failing subset.
     pub(super) mixed_view: Option<(Vec<lin::Operation>, Option<FailingSubset>, BTreeSet<usize>)>,
-    /// The scenario's `checks:`: what a failure of a scenario that names
-    /// no `judges:` is blamed on (the transition of issue 45).
-    pub(super) scenario_checks: &'a [ClauseRef],
-    /// Does the scenario name `judges:` (see [`Trial::scenario_checks`])?
-    pub(super) names_judges: bool,
     /// The clauses this trial's checks passed or did not reach.
     pub(super) verdicts: Judged,
     /// Every failed check of the trial, in order (the first stopped the
@@ -236,12 +231,7 @@ impl Trial<'_> {
                     .verdicts
                     .not_judged(clauses, &format!("{path}: its answer was cut by a fault")),
                 Err(stop @ Stop::Fail(_)) => {
-                    let stop = if step.judges.is_empty() && !self.scenario_names_judges() {
-                        stop.blaming(self.scenario_checks)
-                    } else {
-                        stop.blaming(&step.judges)
-                    };
-                    if let Stop::Fail(f) = stop {
+                    if let Stop::Fail(f) = stop.blaming(&step.judges) {
                         let why = format!("stopped at {path}");
                         self.verdicts.not_judged(
                             clauses
@@ -272,12 +262,6 @@ impl Trial<'_> {
             Some(first) => Err(Stop::fail(first.clone())),
             None => Ok(()),
         }
-    }
-
-    /// Does the scenario name the clauses of its checks? (A scenario of
-    /// the transition that names none is blamed whole.)
-    fn scenario_names_judges(&self) -> bool {
-        self.names_judges
     }
 
     /// One step. `Ok(false)`: it ran, but a fault cut its answer, so

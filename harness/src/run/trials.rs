@@ -118,7 +118,6 @@ async fn run_scenario_unbounded(
     let mut lead_us = GROUP_START_SPIN_US;
     // What every trial's checks said of the clauses (passes add up).
     let mut judged = Judged::default();
-    let names_judges = scenario.names_judges();
     while trial_index < most {
         let wanted_more = trial_index >= trials;
         if wanted_more && (!races || result.trials_with_groups == 0 || result.trials_overlapped > 0)
@@ -155,8 +154,6 @@ async fn run_scenario_unbounded(
             judged: None,
             mixed_view: None,
             sequential: BTreeSet::new(),
-            scenario_checks: &scenario.checks,
-            names_judges,
             verdicts: Judged::default(),
             failures: Vec::new(),
         };
@@ -227,11 +224,6 @@ async fn run_scenario_unbounded(
             continue;
         }
         judged.absorb(std::mem::take(&mut trial.verdicts));
-        if outcome.is_ok() && !names_judges {
-            // A scenario of the transition that names no judges: a
-            // passing trial judged all of its checks.
-            judged.pass(checks.iter().map(String::as_str));
-        }
         // The history viewer of the HTML page: the failing trial's, or
         // the first trial's (not a trial the harness could not judge).
         if exported

@@ -200,6 +200,14 @@ impl Target for IdemTarget {
         self.name.clone()
     }
 
+    fn warnings(&self) -> Vec<crate::targets::latency::TargetWarning> {
+        self.inner.warnings()
+    }
+
+    fn slow_connects(&self) -> u64 {
+        self.inner.slow_connects()
+    }
+
     async fn health(&self) -> Result<Value, TargetError> {
         let response = self
             .inner

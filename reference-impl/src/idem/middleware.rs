@@ -125,6 +125,9 @@ fn scope_key(layer: &IdemLayer, req: &Request, caller: &str, key: &[u8]) -> Stri
     hex_sha256(parts.to_string().as_bytes())
 }
 
+/// The longest field value `broken-idem:long-key-refused` takes as a key.
+pub const LONG_KEY_REFUSED_AT: usize = 100;
+
 /// The key of a request: `Ok(None)` without the header, `Err` for a
 /// malformed one (draft 2.1), as the profile and the defect read it.
 fn read_key(layer: &IdemLayer, req: &Request) -> Result<Option<Vec<u8>>, ()> {
@@ -136,6 +139,9 @@ fn read_key(layer: &IdemLayer, req: &Request) -> Result<Option<Vec<u8>>, ()> {
         return Err(());
     }
     let mut raw = first.as_bytes().to_vec();
+    if layer.has(IdemDefect::LongKeyRefused) && raw.len() > LONG_KEY_REFUSED_AT {
+        return Err(());
+    }
     if layer.has(IdemDefect::TrimmedKey) {
         raw = raw.trim_ascii().to_vec();
         if layer.profile.key_syntax == KeySyntax::SfString {
@@ -380,7 +386,12 @@ fn replay(layer: &IdemLayer, answer: &StoredAnswer) -> Response {
             r.headers_mut().insert(n, v);
         }
     }
-    if let Some(h) = &layer.profile.replay_header {
+    if let Some(h) = layer
+        .profile
+        .replay_header
+        .as_ref()
+        .filter(|_| !layer.has(IdemDefect::ReplayUnmarked))
+    {
         if let Ok(n) = axum::http::HeaderName::from_bytes(h.as_bytes()) {
             r.headers_mut().insert(n, HeaderValue::from_static("true"));
         }

@@ -187,10 +187,16 @@ pub enum IdemDefect {
     ScopedDespiteUnscoped,
     /// Declares `lockMs` (lenient's 3000) but its lock lapses after 300 ms.
     LockShorterThanDeclared,
+    /// Declares `replayHeader` but a replay does not carry it: a client
+    /// cannot tell a replay from a first execution.
+    ReplayUnmarked,
+    /// Refuses a key longer than [`middleware::LONG_KEY_REFUSED_AT`]
+    /// bytes (a column too narrow): a 200-character key is answered 400.
+    LongKeyRefused,
 }
 
 impl IdemDefect {
-    pub const ALL: [IdemDefect; 26] = [
+    pub const ALL: [IdemDefect; 28] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -217,6 +223,8 @@ impl IdemDefect {
         Self::FingerprintDespiteNone,
         Self::ScopedDespiteUnscoped,
         Self::LockShorterThanDeclared,
+        Self::ReplayUnmarked,
+        Self::LongKeyRefused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -247,6 +255,8 @@ impl IdemDefect {
             Self::FingerprintDespiteNone => "fingerprint-despite-none",
             Self::ScopedDespiteUnscoped => "scoped-despite-unscoped",
             Self::LockShorterThanDeclared => "lock-shorter-than-declared",
+            Self::ReplayUnmarked => "replay-unmarked",
+            Self::LongKeyRefused => "long-key-refused",
         }
     }
 

@@ -748,6 +748,10 @@ pub fn scenario_yaml(program: &[Step], opts: &AgentFuzzOptions, reason: &str) ->
         "summary: A program found by reqkey fuzz (seed {}); every answer must be the agent model's.",
         opts.seed
     );
+    // Each judged step names its route's clause (SPEC 7: the route answers
+    // as the model does); `checks:` is their union (issue 45).
+    let mut clauses: Vec<&'static str> = Vec::new();
+    let steps_start = out.len();
     let _ = writeln!(out, "steps:");
     for step in program {
         match step {
@@ -769,8 +773,13 @@ pub fn scenario_yaml(program: &[Step], opts: &AgentFuzzOptions, reason: &str) ->
                     let _ = writeln!(out, "  - {line}");
                     continue;
                 };
+                let clause = route_clause(&op);
+                if !clauses.contains(&clause) {
+                    clauses.push(clause);
+                }
                 let _ = writeln!(out, "  - {line}");
                 let _ = writeln!(out, "    expect: {}", expect_of(&answer, &fresh));
+                let _ = writeln!(out, "    judges: [{clause}]");
                 if let Some(run) = named_run(&answer) {
                     if run == fresh {
                         seen.push(fresh.clone());
@@ -782,10 +791,13 @@ pub fn scenario_yaml(program: &[Step], opts: &AgentFuzzOptions, reason: &str) ->
                         let _ = writeln!(out, "    bind: {{r{}: {path}}}", seen.len() - 1);
                         let _ = writeln!(
                             out,
-                            "  - wait_run: {{sessionId: \"{}\", runId: \"${{r{}}}\", status: [completed, failed, interrupted, suspended_input]}}",
+                            "  - wait_run: {{sessionId: \"{}\", runId: \"${{r{}}}\", status: [completed, failed, interrupted, suspended_input]}}\n    judges: [agent.route.run]",
                             templatize(op.session()),
                             seen.len() - 1
                         );
+                        if !clauses.contains(&"agent.route.run") {
+                            clauses.push("agent.route.run");
+                        }
                     }
                 }
                 model = state
@@ -808,5 +820,22 @@ pub fn scenario_yaml(program: &[Step], opts: &AgentFuzzOptions, reason: &str) ->
             }
         }
     }
+    out.insert_str(steps_start, &format!("checks: [{}]\n", clauses.join(", ")));
     out
+}
+
+/// The clause of SPEC 7 a step's route is: what its expected answer judges.
+fn route_clause(op: &AgentOp) -> &'static str {
+    let (method, path, _, _) = http_parts(op);
+    let last = path.rsplit('/').next().unwrap_or("");
+    match (method, last) {
+        ("POST", "start") => "agent.route.start",
+        ("POST", "resume") => "agent.route.resume",
+        ("POST", "retry") => "agent.route.retry",
+        ("POST", "chat") => "agent.route.chat",
+        ("GET", "chat") => "agent.route.chat-reconnect",
+        ("DELETE", _) => "agent.route.delete",
+        _ if path.contains("/runs/") => "agent.route.run",
+        _ => "agent.route.snapshot",
+    }
 }

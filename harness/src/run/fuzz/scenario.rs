@@ -74,6 +74,17 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
         "summary: A program found by reqkey fuzz (seed {}); every answer must be the spec's and the history linearizable.",
         seed
     );
+    // Each step judges its answer's clause (SPEC 4, as the model's
+    // exported scenarios do); a `linearizable` group, the concurrency
+    // clauses. `checks:` is their union (issue 45).
+    let mut clauses: Vec<&'static str> = Vec::new();
+    fn judged(clause: &'static str, clauses: &mut Vec<&'static str>) -> String {
+        if !clauses.contains(&clause) {
+            clauses.push(clause);
+        }
+        format!("    judges: [{clause}]")
+    }
+    let steps_start = out.len();
     let _ = writeln!(out, "steps:");
     for step in program {
         let Expanded { together, after } = expand(step);
@@ -84,6 +95,7 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
                 let _ = writeln!(out, "      - {}", step_line(&op.request(&sessions)));
             }
             let _ = writeln!(out, "    linearizable: true");
+            let _ = writeln!(out, "{}", judged(GROUP_CLAUSE, &mut clauses));
         }
         let alone = if together.len() == 1 {
             together.iter()
@@ -98,22 +110,33 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
                         Ok(parsed) => state.apply(&parsed),
                         Err(e) => Err(e),
                     };
+                    let clause = StoreOp::from_wire(&request)
+                        .map_or("wire.store.malformed-request", |op| {
+                            reqkey_model::export::step_clause(&op, &answer)
+                        });
                     let _ = writeln!(out, "  - {}", step_line(&request));
                     let _ = writeln!(
                         out,
                         "    expect: {}",
                         yaml_safe(&templatize(&answer_to_wire(&answer)))
                     );
+                    let _ = writeln!(out, "{}", judged(clause, &mut clauses));
                 }
                 None => {
                     let _ = writeln!(out, "  - parallel:\n      - {}", step_line(&request));
                     let _ = writeln!(out, "    linearizable: true");
+                    let _ = writeln!(out, "{}", judged(GROUP_CLAUSE, &mut clauses));
                 }
             }
         }
     }
+    out.insert_str(steps_start, &format!("checks: [{}]\n", clauses.join(", ")));
     out
 }
+
+/// What a `linearizable` group of a shrunk program judges: every
+/// operation one atomic step under concurrency (SPEC 4 and 6).
+const GROUP_CLAUSE: &str = "wire.store.concurrent";
 
 /// `v` as JSON text that is also a YAML flow value: the characters YAML
 /// does not allow raw (DEL, the C1 controls, the byte-order mark,
