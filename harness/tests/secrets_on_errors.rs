@@ -193,7 +193,7 @@ fn a_failing_start_command_shows_no_secret_even_when_it_prints_one() {
         "start-fails",
         &[
             "--start",
-            "echo --password HUNTER2-echoed >&2; exit 3; DB_PASSWORD=HUNTER2-env server --token HUNTER2-flag",
+            "echo --password HUNTER2-echoed >&2; exit 3; DB_PASSWORD=HUNTER2-env server --token HUNTER2-flag --port {port}",
             "--target",
             "store+http://127.0.0.1:{port}",
         ],

@@ -66,14 +66,24 @@ impl Requires {
                 unmet.push(format!("replicas: at least {least} started processes"));
             }
         }
+        // Each reason says what the scenario needs and what the target
+        // declared, so that it cannot be read as the target's declaration.
         if let Some(want) = self.durable {
             if support.durable != Some(want) {
-                unmet.push(format!("durable: {want} declared in /health"));
+                let declared = match support.durable {
+                    Some(d) => format!("/health declares durable: {d}"),
+                    None => "/health declares no durable".to_owned(),
+                };
+                unmet.push(format!("needs durable: {want}, but {declared}"));
             }
         }
         if let Some(most) = self.lease_ms {
             if support.lease_ms.is_none_or(|ms| ms > most) {
-                unmet.push(format!("leaseMs: at most {most} declared in /health"));
+                let declared = match support.lease_ms {
+                    Some(ms) => format!("/health declares leaseMs: {ms}"),
+                    None => "/health declares no leaseMs".to_owned(),
+                };
+                unmet.push(format!("needs leaseMs: at most {most}, but {declared}"));
             }
         }
         (!unmet.is_empty()).then(|| unmet.join(", "))
@@ -99,5 +109,44 @@ impl Requires {
             }
         }
         (!unmet.is_empty()).then(|| unmet.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn durable_lease(durable: Option<bool>, lease_ms: Option<u64>) -> fault::FaultSupport {
+        fault::FaultSupport {
+            started: true,
+            processes: 1,
+            durable,
+            lease_ms,
+        }
+    }
+
+    /// Issue 50: "no crash scenario applied (durable: true declared in
+    /// /health)" read as if the target had declared `durable: true`.
+    #[test]
+    fn an_unmet_fault_requirement_says_what_is_needed_and_what_was_declared() {
+        let needs: Requires =
+            serde_yaml::from_str("{faults: true, durable: true, leaseMs: 3000}").expect("requires");
+        let why = needs
+            .unmet_faults(&durable_lease(Some(false), Some(60_000)))
+            .expect("unmet");
+        assert_eq!(
+            why,
+            "needs durable: true, but /health declares durable: false, \
+             needs leaseMs: at most 3000, but /health declares leaseMs: 60000"
+        );
+        let why = needs
+            .unmet_faults(&durable_lease(None, None))
+            .expect("unmet");
+        assert!(why.contains("/health declares no durable"), "{why}");
+        assert!(why.contains("/health declares no leaseMs"), "{why}");
+        assert_eq!(
+            needs.unmet_faults(&durable_lease(Some(true), Some(3000))),
+            None
+        );
     }
 }

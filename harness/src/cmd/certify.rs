@@ -227,9 +227,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Err(e) => return harness_error(e),
     };
     let mut ctx = ReportContext::new("certify", &spec.display_name());
-    if !args.start.start.is_empty() {
-        ctx.target_template = Some(reqkey_reference::store::redact_url(&target_spec));
-    }
+    args.start.note_in(&target_spec, &mut ctx);
     ctx.suite = Some(suite);
     // Coverage is the whole suite's (not narrowed by the profile).
     ctx.clause_coverage = match suite_coverage(args.scenarios.as_deref(), spec.level(), &scenarios)

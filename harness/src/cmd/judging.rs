@@ -33,7 +33,9 @@ pub struct StartArgs {
     /// shell, and stop it afterwards on every way out (a verdict, an error,
     /// Ctrl-C). `{port}` is a free port chosen for the command and
     /// `{replica}` its index; `--target` may name the ports as `{port}`
-    /// (the first command's) or `{port0}`, `{port1}`...
+    /// (the first command's) or `{port0}`, `{port1}`... A command must
+    /// name its port (`{port}` or `{portN}`): one that does not is
+    /// refused before anything starts.
     #[arg(long = "start", value_name = "CMD")]
     pub start: Vec<String>,
     /// How long a started target may take to answer (`/health` for HTTP
@@ -41,6 +43,23 @@ pub struct StartArgs {
     #[arg(long, default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(1..=crate::targets::owned::MAX_START_TIMEOUT_MS))]
     pub start_timeout_ms: u64,
+}
+
+impl StartArgs {
+    /// Writes into the reports' context what a replay needs to start the
+    /// target again: the target as written (`{port}` unfilled) and each
+    /// command, redacted. Nothing without `--start`.
+    pub fn note_in(&self, written_target: &str, ctx: &mut crate::report::context::ReportContext) {
+        if self.start.is_empty() {
+            return;
+        }
+        ctx.target_template = Some(reqkey_reference::store::redact_url(written_target));
+        ctx.start_commands = self
+            .start
+            .iter()
+            .map(|c| crate::secrets::redact_command(c))
+            .collect();
+    }
 }
 
 /// Starts `--start`'s commands, if any, and fills their ports into the

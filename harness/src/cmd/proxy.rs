@@ -117,29 +117,27 @@ pub fn proxy_command(args: ProxyArgs) -> ExitCode {
     with_runtime(|| run(args))
 }
 
-fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c));
-    if plain {
-        arg.to_owned()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
-}
-
 fn replay_line(args: &ProxyArgs, target_name: &str, seed: u64, plan: &FaultPlan) -> String {
     let mut parts = vec![
         "reqkey proxy".to_owned(),
-        format!("--target {}", shell_quote(target_name)),
-        format!("--plan {}", shell_quote(&plan.to_string())),
+        format!(
+            "--target {}",
+            crate::report::context::shell_quote(target_name)
+        ),
+        format!(
+            "--plan {}",
+            crate::report::context::shell_quote(&plan.to_string())
+        ),
         format!("--seed {seed}"),
         format!("--delay-ms {}", args.delay_ms),
     ];
     if !args.command.is_empty() {
         parts.push("--".to_owned());
-        parts.extend(args.command.iter().map(|a| shell_quote(a)));
+        parts.extend(
+            args.command
+                .iter()
+                .map(|a| crate::report::context::shell_quote(a)),
+        );
     }
     parts.join(" ")
 }
@@ -306,7 +304,7 @@ async fn run(args: ProxyArgs) -> ExitCode {
         client: (!args.command.is_empty()).then(|| {
             args.command
                 .iter()
-                .map(|a| shell_quote(a))
+                .map(|a| crate::report::context::shell_quote(a))
                 .collect::<Vec<_>>()
                 .join(" ")
         }),

@@ -208,6 +208,8 @@ async fn run_async(args: RunArgs) -> ExitCode {
     }
     let mut ctx = ReportContext::new("run", &target_name);
     ctx.target_defaulted = defaulted;
+    args.start
+        .note_in(args.target.as_deref().unwrap_or(DEFAULT_TARGET), &mut ctx);
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
     ctx.partition = args.partition;

@@ -158,8 +158,8 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             md,
             "| replay | {} |",
             code_cell(&format!(
-                "reqkey certify --target {}{} --seed {}",
-                ctx.target,
+                "reqkey certify {}{} --seed {}",
+                ctx.replay_target(),
                 profile_flag(ctx),
                 summary.seed
             ))
@@ -261,9 +261,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 md,
                 "\nReplay: {}\n",
                 code_span(&format!(
-                    "reqkey run {} --target {}{} --seed {}",
+                    "reqkey run {} {}{} --seed {}",
                     replay_path(ctx, r),
-                    ctx.target,
+                    ctx.replay_target(),
                     profile_flag(ctx),
                     summary.seed
                 ))

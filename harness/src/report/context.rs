@@ -50,6 +50,9 @@ pub struct ReportContext {
     /// were filled in (redacted): what shards of one started target have
     /// in common (`certify merge` compares it, not the ports).
     pub target_template: Option<String>,
+    /// With `--start`: each command as written (`{port}` unfilled),
+    /// redacted, so that a replay line can start the target again.
+    pub start_commands: Vec<String>,
     /// The certification's bounded fuzz pass (`None`: none ran, as in `run`).
     pub fuzz: Option<FuzzPass>,
 }
@@ -81,8 +84,26 @@ impl ReportContext {
             clause_coverage: None,
             partition: None,
             target_template: None,
+            start_commands: Vec::new(),
             fuzz: None,
         }
+    }
+
+    /// The target part of a replay command line: `--target T`, and with
+    /// `--start` the target as written with every `--start` command, so
+    /// that the line starts the target again on fresh ports (issue 50:
+    /// it named the run's temporary port and left `--start` out).
+    pub fn replay_target(&self) -> String {
+        if self.start_commands.is_empty() {
+            return format!("--target {}", shell_quote(&self.target));
+        }
+        let target = self.target_template.as_deref().unwrap_or(&self.target);
+        let mut line = format!("--target {}", shell_quote(target));
+        for command in &self.start_commands {
+            line.push_str(" --start ");
+            line.push_str(&shell_quote(command));
+        }
+        line
     }
 
     /// The target as a report names it: the spec, and when it was not
@@ -247,6 +268,20 @@ pub fn replay_path(ctx: &ReportContext, result: &crate::run::event::ScenarioResu
     }
 }
 
+/// `arg` as one POSIX shell word: as it is when it holds only characters
+/// no shell treats specially, else single-quoted.
+pub fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c));
+    if plain {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +292,20 @@ mod tests {
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_utc(1_796_217_860), "2026-12-02T13:24:20Z");
         assert_eq!(format_utc(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+
+    /// Issue 50: after a `--start` run the replay line named the run's
+    /// temporary port and left `--start` out, so it could not be run.
+    #[test]
+    fn a_replay_after_start_starts_the_target_again_on_fresh_ports() {
+        let mut ctx = ReportContext::new("certify", "store+http://127.0.0.1:41234");
+        assert_eq!(ctx.replay_target(), "--target store+http://127.0.0.1:41234");
+        ctx.target_template = Some("store+http://127.0.0.1:{port}".into());
+        ctx.start_commands = vec!["node cli.js --store 'pg' --port {port}".into()];
+        assert_eq!(
+            ctx.replay_target(),
+            "--target 'store+http://127.0.0.1:{port}' \
+             --start 'node cli.js --store '\\''pg'\\'' --port {port}'"
+        );
     }
 }

@@ -68,6 +68,9 @@ struct TargetDoc<'a> {
     /// With `--start`: the target as written, before its ports were chosen.
     #[serde(skip_serializing_if = "Option::is_none")]
     template: Option<&'a str>,
+    /// With `--start`: each command as written, redacted.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    start: &'a [String],
 }
 
 #[derive(Debug, Serialize)]
@@ -184,6 +187,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             defaulted: ctx.target_defaulted,
             health: ctx.health.as_ref(),
             template: ctx.target_template.as_deref(),
+            start: &ctx.start_commands,
         },
         profile: ctx.profile.as_ref().map(|p| ProfileDoc {
             supports_request_key: p.profile.supports_request_key,

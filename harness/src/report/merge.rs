@@ -80,6 +80,9 @@ pub struct TargetDoc {
     /// A `--start` shard's target before its ports were chosen.
     #[serde(default)]
     pub template: Option<String>,
+    /// Its `--start` commands as written, redacted.
+    #[serde(default)]
+    pub start: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -464,6 +467,7 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
         first.target.template.as_ref().unwrap_or(&first.target.spec),
     );
     ctx.target_template = first.target.template.clone();
+    ctx.start_commands = first.target.start.clone();
     ctx.reqkey_version = first.reqkey_version.clone();
     ctx.target_defaulted = first.target.defaulted;
     ctx.health = first.target.health.clone();

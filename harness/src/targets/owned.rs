@@ -131,6 +131,19 @@ impl Owned {
         if commands.len() > MAX_STARTED {
             return Err(format!("at most {MAX_STARTED} --start commands"));
         }
+        // Before anything starts (issue 50: a command without `{port}`
+        // listened elsewhere, and the run waited --start-timeout-ms).
+        for (i, command) in commands.iter().enumerate() {
+            names_a_port_placeholder(command, commands.len()).map_err(|why| {
+                format!(
+                    "--start command {} (`{}`) {why}: write `{{port}}` where it listens \
+                     (the harness chooses a free port for each command and fills it in), \
+                     and name the same `{{port}}` in --target",
+                    i + 1,
+                    crate::secrets::redact_command(command)
+                )
+            })?;
+        }
         // Before anything starts: a SIGKILL of the judge from here on
         // still stops what it starts (the watchdog).
         crate::targets::reap::guard_the_judge()?;
@@ -537,6 +550,20 @@ impl Target for OwnedTarget {
 }
 
 /// Does `target` name `port` (`:PORT` not followed by another digit)?
+/// Does a `--start` command name a port the harness fills in: `{port}`,
+/// or `{portN}` with N one of the `count` commands'? Why not, if not.
+fn names_a_port_placeholder(command: &str, count: usize) -> Result<(), String> {
+    if command.contains("{port}") || (0..count).any(|i| command.contains(&format!("{{port{i}}}"))) {
+        return Ok(());
+    }
+    match command.find("{port") {
+        Some(_) => Err(format!(
+            "names a `{{portN}}` beyond the {count} command(s) started"
+        )),
+        None => Err("names no port".to_owned()),
+    }
+}
+
 fn names_port(target: &str, port: u16) -> bool {
     let needle = format!(":{port}");
     target.match_indices(&needle).any(|(at, _)| {
@@ -620,7 +647,8 @@ mod tests {
 
     #[test]
     fn a_started_group_is_gone_after_stop_children_included() {
-        let mut owned = Owned::start(&["sleep 300 & sleep 300; wait".to_owned()]).unwrap();
+        let mut owned =
+            Owned::start(&[": {port}; sleep 300 & sleep 300; wait".to_owned()]).unwrap();
         let pid = owned.pids()[0];
         std::thread::sleep(Duration::from_millis(200));
         assert!(owned.exited().is_none());
@@ -651,7 +679,11 @@ mod tests {
 
     #[test]
     fn heal_resumes_a_paused_process_and_starts_a_killed_one_again() {
-        let mut owned = Owned::start(&["sleep 300".to_owned(), "sleep 300".to_owned()]).unwrap();
+        let mut owned = Owned::start(&[
+            ": {port}; sleep 300".to_owned(),
+            ": {port}; sleep 300".to_owned(),
+        ])
+        .unwrap();
         let (paused, killed) = (owned.pids()[0], owned.pids()[1]);
         // Once it sleeps (a process stopped while it still execs may read `D`).
         let deadline = Instant::now() + Duration::from_secs(10);
