@@ -122,6 +122,20 @@ fn help_explains_targets_and_exit_codes() {
     }
 }
 
+/// Issue 50: `reqkey --help` never named the Idempotency-Key level, and
+/// `certify --help` described `--scenarios` for store and agent suites only.
+#[test]
+fn help_names_all_three_levels() {
+    let top = text(&reqkey(&["--help"]));
+    for needle in ["reqkey-store/1", "reqkey-agent/1", "Idempotency-Key", "reqkey-idem/1"] {
+        assert!(top.contains(needle), "missing {needle}: {top}");
+    }
+    let certify = text(&reqkey(&["certify", "--help"]));
+    for needle in ["ROOT/idempotency-key", "idem+http://", "reference-idem"] {
+        assert!(certify.contains(needle), "missing {needle}: {certify}");
+    }
+}
+
 /// A database that is not there is a harness error (exit 2) naming the
 /// target, with its password redacted.
 #[test]

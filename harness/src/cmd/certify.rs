@@ -36,8 +36,9 @@ pub struct CertifyArgs {
     /// missing).
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
-    /// Judge by the suite under ROOT (ROOT/store or ROOT/agent, by the
-    /// target's level; ROOT/VERSION names its version) instead of the suite
+    /// Judge by the suite under ROOT (ROOT/store, ROOT/agent or
+    /// ROOT/idempotency-key, by the target's level; ROOT/VERSION names its
+    /// version) instead of the suite
     /// embedded in this binary. The certificate says which it was.
     #[arg(long, value_name = "ROOT")]
     pub scenarios: Option<PathBuf>,
