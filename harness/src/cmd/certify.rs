@@ -417,7 +417,8 @@ pub fn merge_command(args: &MergeArgs) -> ExitCode {
     if let Err(e) = write_reports(&merged.ctx, &outputs, &scenarios, &merged.summary) {
         return harness_error(e);
     }
-    println!("{}", crate::report::closing_line(&merged.summary));
+    let verdict = merged.ctx.verdict(&merged.summary);
+    println!("{}", crate::report::closing_line(&merged.summary, &verdict));
     if !args.quiet {
         eprintln!(
             "reqkey: merged {} shards into {}",
@@ -425,9 +426,7 @@ pub fn merge_command(args: &MergeArgs) -> ExitCode {
             args.out.join(CERTIFICATE_FILE).display()
         );
     }
-    // A fuzz program that failed in any shard counts as in one run.
-    ExitCode::from(crate::run::fuzz::pass::FuzzPass::with_suite_exit(
-        merged.summary.exit_code(),
-        merged.ctx.fuzz.as_ref(),
-    ))
+    // A fuzz program that failed in any shard counts as in one run: the
+    // one verdict every merged report states.
+    ExitCode::from(verdict.exit_code)
 }

@@ -23,6 +23,7 @@ use crate::report::context::{
     closing_line, closing_notes, replay_path, verdict_label, Rendered, ReportContext,
 };
 use crate::report::inert::{code_cell, code_span, fenced, one_line};
+use crate::report::verdict::Outcome;
 use crate::run::event::{Event, Reporter, RunSummary, Verdict};
 use crate::targets::profile::ProfileSource;
 
@@ -37,28 +38,46 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         "reqkey run report (not a certification)"
     };
     let _ = writeln!(md, "# {title}: {}\n", code_span(&ctx.target));
-    let code = summary.exit_code();
-    let verdict = if code == 1 && certification {
-        let unjudged = if summary.also_unjudged() {
+    let run = ctx.verdict(summary);
+    let code = run.exit_code;
+    let interrupted = if run.interrupted {
+        " The run was interrupted by a signal: the scenarios after those listed were not run (exit 130)."
+    } else {
+        ""
+    };
+    let fuzz_failed = if run.fuzz_failed {
+        " The fuzz pass found a failing program (see the fuzz row)."
+    } else {
+        ""
+    };
+    let verdict = if run.outcome == Outcome::Fail && certification {
+        let unjudged = if run.also_unjudged {
             " Some scenarios could not be judged besides (see the notes at the end); \
              a proven violation outranks them."
         } else {
             ""
         };
-        format!("**DOES NOT CONFORM**: some scenario failed.{unjudged}")
-    } else if let (Some(i), 2) = (&summary.indefinite, code) {
+        let what = if summary.failed > 0 {
+            "some scenario failed"
+        } else {
+            "the fuzz pass failed"
+        };
+        format!("**DOES NOT CONFORM**: {what}.{fuzz_failed}{unjudged}{interrupted}")
+    } else if let (Some(i), Outcome::NotJudged | Outcome::Interrupted) =
+        (&summary.indefinite, run.outcome)
+    {
         format!(
-            "**NOT JUDGED** (`{}`): {}. No verdict was reached.",
+            "**NOT JUDGED** (`{}`): {}. No verdict was reached (exit {code}).",
             i.reason,
             code_span(&i.message)
         )
-    } else if code == 2 {
+    } else if run.outcome == Outcome::NotJudged {
         "**NOT JUDGED**: the harness could not judge every scenario.".to_owned()
     } else if certification {
-        if code == 0 && !ctx.not_applicable.is_empty() {
+        if run.outcome == Outcome::Pass && !ctx.not_applicable.is_empty() {
             "**CONFORMS**: every scenario of the suite that applies to its profile passed."
                 .to_owned()
-        } else if code == 0 {
+        } else if run.outcome == Outcome::Pass {
             "**CONFORMS**: every scenario of the suite passed.".to_owned()
         } else {
             "**DOES NOT CONFORM**: some scenario failed.".to_owned()
@@ -73,12 +92,12 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             0 => String::new(),
             n => format!(" ({n} failed as expected)"),
         };
-        if code == 0 && summary.expected_failures == 0 {
+        if run.outcome == Outcome::Pass && summary.expected_failures == 0 {
             format!("**GREEN**: every scenario that ran passed.{narrowed}")
-        } else if code == 0 {
+        } else if run.outcome == Outcome::Pass {
             format!("**GREEN**: no unexpected failure{expected}.{narrowed}")
         } else {
-            format!("**RED**: some scenario failed or passed unexpectedly{expected}.{narrowed}")
+            format!("**RED**: some scenario failed or passed unexpectedly{expected}.{fuzz_failed}{narrowed}{interrupted}")
         }
     };
     let _ = writeln!(md, "{verdict}\n");
@@ -273,13 +292,13 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     if !md.ends_with("\n\n") {
         md.push('\n');
     }
-    for note in closing_notes(summary) {
+    for note in closing_notes(summary, &run) {
         let _ = writeln!(md, "{note}\n");
     }
     for line in crate::report::context::warning_lines(summary) {
         let _ = writeln!(md, "**{line}**\n");
     }
-    let _ = writeln!(md, "{}", closing_line(summary));
+    let _ = writeln!(md, "{}", closing_line(summary, &run));
     md
 }
 

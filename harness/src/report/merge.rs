@@ -415,36 +415,40 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
 
     let indefinite = match stopped {
         Some(s) => match &s.doc.indefinite {
-            Some(i) => Some(Indefinite {
-                reason: known_reason(&i.reason).map_err(|e| format!("{}: {e}", s.origin))?,
-                message: format!("shard {}: {}", s.origin, i.message),
-            }),
+            Some(i) => Some(
+                match known_reason(&i.reason).map_err(|e| format!("{}: {e}", s.origin))? {
+                    // A signal ended that shard, not the merge: its missing
+                    // scenarios are no verdict (exit 2), its proven
+                    // violations are kept (exit 1).
+                    crate::report::verdict::INTERRUPTED => Indefinite {
+                        reason: "stopped_early",
+                        message: format!("shard {} was interrupted: {}", s.origin, i.message),
+                    },
+                    reason => Indefinite {
+                        reason,
+                        message: format!("shard {}: {}", s.origin, i.message),
+                    },
+                },
+            ),
             None => None,
         },
         None => None,
     };
-    let count_of = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
-    let summary = RunSummary {
-        target: first.target.spec.clone(),
-        seed: first.seed,
-        passed: count_of(Verdict::Pass),
-        failed: count_of(Verdict::Fail),
-        errored: count_of(Verdict::Error),
-        indefinite_scenarios: count_of(Verdict::Indefinite),
-        expected_failures: count_of(Verdict::ExpectedFail),
-        unexpected_passes: count_of(Verdict::UnexpectedPass),
-        duration_ms: shards.iter().map(|s| s.doc.duration_ms).max().unwrap_or(0),
+    let summary = RunSummary::of_results(
+        first.target.spec.clone(),
+        first.seed,
+        shards.iter().map(|s| s.doc.duration_ms).max().unwrap_or(0),
         results,
         indefinite,
         // Each shard measured its own answers; every distinct warning is
         // kept, naming its shards.
-        warnings: merge_warnings(
+        merge_warnings(
             &shards
                 .iter()
                 .map(|s| (s.origin.as_str(), s.doc.warnings.as_slice()))
                 .collect::<Vec<_>>(),
         )?,
-    };
+    );
     let fuzz = merge_fuzz(
         &shards
             .iter()
