@@ -22,7 +22,7 @@ use serde_json::Value;
 use crate::report::context::{
     closing_line, closing_notes, replay_path, verdict_label, Rendered, ReportContext,
 };
-use crate::report::inert::{code_cell, code_span, fenced, one_line};
+use crate::report::inert::{code_cell, code_span, fenced, markdown_text};
 use crate::report::verdict::Outcome;
 use crate::run::event::{Event, Reporter, RunSummary, Verdict};
 use crate::targets::profile::ProfileSource;
@@ -121,13 +121,15 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             md,
             "| replicas | {} endpoints, requests round-robin, every `/health` read and declaring one profile: {} |",
             replicas.len(),
-            cell(&replicas.join(", "))
+            replicas.join(", ")
         );
     }
     if let Some(p) = &ctx.profile {
-        let _ = writeln!(md, "| profile | {} |", cell(&p.describe()));
+        // The profile quotes what the target declared: a code span, which
+        // nothing declared can leave.
+        let _ = writeln!(md, "| profile | {} |", code_cell(&p.describe()));
         if let Some(crash) = crate::report::crash::claim(p, &summary.results) {
-            let _ = writeln!(md, "| crash behaviour | {} |", cell(&crash));
+            let _ = writeln!(md, "| crash behaviour | {} |", code_cell(&crash));
         }
     }
     if !ctx.not_applicable.is_empty() {
@@ -135,7 +137,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             md,
             "| not applicable | {} scenarios of the suite ({}): not run, listed below |",
             ctx.not_applicable.len(),
-            crate::run::select::reasons(&ctx.not_applicable).join("; ")
+            code_cell(&crate::run::select::reasons(&ctx.not_applicable).join("; "))
         );
     }
     if let Some(s) = &ctx.suite {
@@ -150,10 +152,12 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         };
         let _ = writeln!(
             md,
-            "| suite | `{}`{origin}, {version}, {} files |",
-            s.source, s.files
+            "| suite | {}{origin}, {}, {} files |",
+            code_cell(&s.source),
+            cell(&version),
+            s.files
         );
-        let _ = writeln!(md, "| suite digest | `{}` |", s.digest);
+        let _ = writeln!(md, "| suite digest | {} |", code_cell(&s.digest));
     }
     if let Some(c) = &ctx.clause_coverage {
         let _ = writeln!(
@@ -170,7 +174,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             .and_then(|r| r.lines().next())
             .map(|r| format!(": {}", crate::report::inert::code_span(r)))
             .unwrap_or_default();
-        let _ = writeln!(md, "| fuzz | {line}{reason} |");
+        let _ = writeln!(md, "| fuzz | {}{reason} |", cell(&line));
     }
     if certification {
         let _ = writeln!(
@@ -233,7 +237,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         let _ = writeln!(md, "| scenario | requires |");
         let _ = writeln!(md, "|---|---|");
         for n in &ctx.not_applicable {
-            let _ = writeln!(md, "| {} | {} |", code_cell(&n.id), cell(&n.requires));
+            let _ = writeln!(md, "| {} | {} |", code_cell(&n.id), code_cell(&n.requires));
         }
     }
     let failures: Vec<_> = summary
@@ -295,8 +299,17 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     for note in closing_notes(summary, &run) {
         let _ = writeln!(md, "{note}\n");
     }
-    for line in crate::report::context::warning_lines(summary) {
-        let _ = writeln!(md, "**{line}**\n");
+    for line in summary.warnings.iter().map(|w| {
+        // The measure and the fix in code spans: a merged shard's warning
+        // is read back from a file.
+        format!(
+            "**warning[{}]**: {} Fix: {}",
+            markdown_text(w.code),
+            code_span(&w.message),
+            code_span(&w.fix)
+        )
+    }) {
+        let _ = writeln!(md, "{line}\n");
     }
     let _ = writeln!(md, "{}", closing_line(summary, &run));
     md
@@ -327,7 +340,7 @@ fn replicas(health: Option<&Value>) -> Option<Vec<String>> {
     let list = health?.get("replicas")?.as_array()?;
     Some(
         list.iter()
-            .map(|r| code_span(r.as_str().unwrap_or("?")))
+            .map(|r| code_cell(r.as_str().unwrap_or("?")))
             .collect(),
     )
 }
@@ -348,10 +361,12 @@ fn identity(health: Option<&Value>) -> String {
     }
 }
 
-/// The harness's own text in a table cell: one line, no unescaped pipes,
-/// no active characters. (Text a target controls goes in [`code_cell`].)
+/// The harness's own text in a table cell: one line, every Markdown
+/// punctuation escaped (a scenario's summary from `--scenarios ROOT`, a
+/// merged shard's note), no active characters. (Text a target controls
+/// goes in [`code_cell`].)
 fn cell(text: &str) -> String {
-    one_line(&text.replace('\n', " ")).replace('|', "\\|")
+    markdown_text(&text.replace('\n', " "))
 }
 
 fn pretty(v: &Value) -> String {
