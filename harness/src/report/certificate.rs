@@ -304,7 +304,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         // is read back from a file.
         format!(
             "**warning[{}]**: {} Fix: {}",
-            markdown_text(w.code),
+            w.code,
             code_span(&w.message),
             code_span(&w.fix)
         )
