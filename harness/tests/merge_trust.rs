@@ -226,3 +226,109 @@ fn shards_of_one_started_target_merge_although_their_ports_differ() {
     let merged = doc(&root.join("merged"));
     assert_eq!(merged["target"]["spec"], "store+http://127.0.0.1:{port}");
 }
+
+/// Two shards of `target` with `--run-id`, into `root/NAME1`, `root/NAME2`.
+fn shards_of_run(root: &Path, store: &str, run: &str, key: Option<&str>) -> Vec<PathBuf> {
+    // One target as written (a started server on any port), as one
+    // deployment judged on two days.
+    let start = format!(
+        "exec {} serve store --store {store} --listen 127.0.0.1:{{port}}",
+        env!("CARGO_BIN_EXE_reqkey")
+    );
+    (1..=2)
+        .map(|k| {
+            let dir = root.join(format!("{run}-{k}"));
+            let o = reqkey(
+                &[
+                    "certify",
+                    "--quiet",
+                    "--seed",
+                    "5",
+                    "--fuzz-cases",
+                    "0",
+                    "--run-id",
+                    run,
+                    "--start",
+                    &start,
+                    "--target",
+                    "store+http://127.0.0.1:{port}",
+                    "--partition",
+                    &format!("{k}/2"),
+                    "--out",
+                    dir.to_str().unwrap(),
+                ],
+                key,
+            );
+            assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
+            dir
+        })
+        .collect()
+}
+
+#[test]
+fn yesterdays_green_shards_do_not_complete_todays_red_run() {
+    // Issue 51: yesterday's sealed green shard with today's red one once
+    // merged into CONFORMS. Each shard names its run in results.json (so a
+    // keyed seal covers it) and in its seal.
+    let root = scratch("runs");
+    let key = Some("k-51");
+    let yesterday = shards_of_run(&root, "memory", "ci-100.1", key);
+    let today = shards_of_run(&root, "broken-memory:no-key-rule", "ci-101.1", key);
+    assert_eq!(doc(&today[0])["run_id"], "ci-101.1");
+    let seal_text = std::fs::read_to_string(today[0].join(seal::SEAL_FILE)).unwrap();
+    assert!(seal_text.contains("ci-101.1"), "{seal_text}");
+    // Today's shard 1 (red) swapped for yesterday's (green).
+    let mixed = [yesterday[0].clone(), today[1].clone()];
+    let o = merge(&root, &mixed, key);
+    refused(&o, "run id");
+    // One run merges.
+    let o = merge(&root, &today, key);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // Yesterday's shards, all of one run, are refused when the merge job
+    // names today's run.
+    let mut args = vec!["certify", "merge", "--run-id", "ci-101.1", "--out"];
+    let out = root.join("merged-named");
+    args.push(out.to_str().unwrap());
+    args.extend(yesterday.iter().map(|d| d.to_str().unwrap()));
+    refused(&reqkey(&args, key), "not of --run-id `ci-101.1`");
+    // An edited run id breaks a keyed seal.
+    let mut d = doc(&yesterday[1]);
+    d["run_id"] = "ci-101.1".into();
+    forge(&yesterday[1], &d, None);
+    refused(
+        &merge(&root, &[today[0].clone(), yesterday[1].clone()], key),
+        "does not match its seal",
+    );
+}
+
+#[test]
+fn a_huge_results_file_is_refused_before_it_is_read() {
+    // Issue 51: a 3 GiB results.json was read whole (3.15 GB peak) before
+    // its seal was checked. A sparse file costs no disk here.
+    let root = scratch("huge");
+    let dirs = shards(&root, "memory", None);
+    let huge = dirs[1].join("results.json");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&huge)
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
+    let started = std::time::Instant::now();
+    let o = Command::new("/usr/bin/time")
+        .args(["-f", "peak-rss-kb=%M", env!("CARGO_BIN_EXE_reqkey")])
+        .args(["certify", "merge", "--quiet", "--out"])
+        .arg(root.join("merged"))
+        .args(&dirs)
+        .env_remove(seal::SEAL_KEY_ENV)
+        .output()
+        .unwrap();
+    refused(&o, "MAX_RESULTS_BYTES");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let peak_kb: u64 = text(&o)
+        .split("peak-rss-kb=")
+        .nth(1)
+        .and_then(|t| t.trim().lines().next()?.parse().ok())
+        .expect("a peak RSS figure");
+    assert!(peak_kb < 200 * 1024, "peak RSS {peak_kb} KB");
+}

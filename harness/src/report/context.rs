@@ -53,6 +53,10 @@ pub struct ReportContext {
     pub target_template: Option<String>,
     /// The certification's bounded fuzz pass (`None`: none ran, as in `run`).
     pub fuzz: Option<FuzzPass>,
+    /// The certification run this is (or is a shard of): `certify
+    /// --run-id`, or derived (`report::seal::derived_run_id`); `certify
+    /// merge` refuses shards of different runs.
+    pub run_id: Option<String>,
 }
 
 /// The clause coverage of a suite: `covered` of the `total` clauses of
@@ -83,6 +87,7 @@ impl ReportContext {
             partition: None,
             target_template: None,
             fuzz: None,
+            run_id: None,
         }
     }
 

@@ -54,6 +54,10 @@ struct Document<'a> {
     /// The certification's bounded fuzz pass (absent where none ran).
     #[serde(skip_serializing_if = "Option::is_none")]
     fuzz: Option<&'a crate::run::fuzz::pass::FuzzPass>,
+    /// The certification run (`certify --run-id`, or derived); absent
+    /// for `run`. Shards of one run share it; merge refuses others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_id: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -272,6 +276,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             .collect(),
         partition: ctx.partition,
         fuzz: ctx.fuzz.as_ref(),
+        run_id: ctx.run_id.as_deref(),
     };
     match serde_json::to_string_pretty(&doc) {
         Ok(text) => {
