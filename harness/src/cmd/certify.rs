@@ -354,6 +354,7 @@ fn read_shards(dirs: &[PathBuf], run_id: Option<&str>) -> Result<Vec<merge::Shar
         .map(|dir| {
             let origin = dir.display().to_string();
             let file = dir.join(RESULTS_FILE);
+            std::fs::metadata(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let seal_file = dir.join(seal::SEAL_FILE);
             let seal_text = match std::fs::metadata(&seal_file) {
                 Ok(m) if m.len() <= seal::MAX_SEAL_BYTES => std::fs::read_to_string(&seal_file)
