@@ -429,11 +429,11 @@ pub fn read_partitioned_bounded(
         given = read.get();
         if let Some((session, held)) = builder.set_sized(index, &op, bytes) {
             if held > max_session_bytes {
+                let shown: String = session.chars().take(64).collect();
                 over = Some(format!(
-                    "session {} holds more than {max_session_bytes} bytes of history \
+                    "session {shown:?} holds more than {max_session_bytes} bytes of history \
                      (--max-session-bytes, default {DEFAULT_MAX_SESSION_BYTES}): not checked; \
-                     check it with a larger bound, or a history split by session",
-                    format!("{:?}", session.chars().take(64).collect::<String>())
+                     check it with a larger bound, or a history split by session"
                 ));
                 stop.set(true);
             }
