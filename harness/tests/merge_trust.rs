@@ -34,31 +34,27 @@ fn reqkey(args: &[&str], key: Option<&str>) -> Output {
     cmd.output().unwrap()
 }
 
-/// Two shards of `target` into `root/shard1`, `root/shard2`.
-fn shards(root: &Path, target: &str, key: Option<&str>) -> Vec<PathBuf> {
+/// Two shards of one certification (`--seed 5`, `--partition K/2`) into
+/// `root/PREFIX1`, `root/PREFIX2`, with `extra` (the target at least).
+fn shard_dirs(root: &Path, prefix: &str, extra: &[&str], key: Option<&str>) -> Vec<PathBuf> {
     (1..=2)
         .map(|k| {
-            let dir = root.join(format!("shard{k}"));
-            let o = reqkey(
-                &[
-                    "certify",
-                    "--quiet",
-                    "--seed",
-                    "5",
-                    "--target",
-                    target,
-                    "--partition",
-                    &format!("{k}/2"),
-                    "--out",
-                    dir.to_str().unwrap(),
-                ],
-                key,
-            );
+            let dir = root.join(format!("{prefix}{k}"));
+            let partition = format!("{k}/2");
+            let mut args = vec!["certify", "--quiet", "--seed", "5", "--partition"];
+            args.extend([partition.as_str(), "--out", dir.to_str().unwrap()]);
+            args.extend_from_slice(extra);
+            let o = reqkey(&args, key);
             assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
             assert!(dir.join(seal::SEAL_FILE).is_file(), "a shard is sealed");
             dir
         })
         .collect()
+}
+
+/// Two shards of `target` into `root/shard1`, `root/shard2`.
+fn shards(root: &Path, target: &str, key: Option<&str>) -> Vec<PathBuf> {
+    shard_dirs(root, "shard", &["--target", target], key)
 }
 
 fn merge(root: &Path, dirs: &[PathBuf], key: Option<&str>) -> Output {
@@ -227,42 +223,24 @@ fn shards_of_one_started_target_merge_although_their_ports_differ() {
     assert_eq!(merged["target"]["spec"], "store+http://127.0.0.1:{port}");
 }
 
-/// Two shards of `target` with `--run-id`, into `root/NAME1`, `root/NAME2`.
+/// Two shards of a started store (`--start`, so one target as written on
+/// any port, as one deployment judged on two days) with `--run-id`.
 fn shards_of_run(root: &Path, store: &str, run: &str, key: Option<&str>) -> Vec<PathBuf> {
-    // One target as written (a started server on any port), as one
-    // deployment judged on two days.
     let start = format!(
         "exec {} serve store --store {store} --listen 127.0.0.1:{{port}}",
         env!("CARGO_BIN_EXE_reqkey")
     );
-    (1..=2)
-        .map(|k| {
-            let dir = root.join(format!("{run}-{k}"));
-            let o = reqkey(
-                &[
-                    "certify",
-                    "--quiet",
-                    "--seed",
-                    "5",
-                    "--fuzz-cases",
-                    "0",
-                    "--run-id",
-                    run,
-                    "--start",
-                    &start,
-                    "--target",
-                    "store+http://127.0.0.1:{port}",
-                    "--partition",
-                    &format!("{k}/2"),
-                    "--out",
-                    dir.to_str().unwrap(),
-                ],
-                key,
-            );
-            assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
-            dir
-        })
-        .collect()
+    let extra = [
+        "--fuzz-cases",
+        "0",
+        "--run-id",
+        run,
+        "--start",
+        &start,
+        "--target",
+        "store+http://127.0.0.1:{port}",
+    ];
+    shard_dirs(root, &format!("{run}-"), &extra, key)
 }
 
 #[test]
