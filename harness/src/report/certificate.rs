@@ -129,7 +129,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         // nothing declared can leave.
         let _ = writeln!(md, "| profile | {} |", code_cell(&p.describe()));
         if let Some(crash) = crate::report::crash::claim(p, &summary.results) {
-            let _ = writeln!(md, "| crash behaviour | {} |", code_cell(&crash));
+            // The harness's own sentence (declared booleans and numbers
+            // only), escaped.
+            let _ = writeln!(md, "| crash behaviour | {} |", cell(&crash));
         }
     }
     if !ctx.not_applicable.is_empty() {
