@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cmd::exit::harness_error;
-use crate::cmd::interrupt_reports::write_reports_on_interrupt;
+use crate::cmd::interrupt_reports::{write_reports_on_interrupt, SoFar};
 use crate::cmd::outputs::{
     file_reporters, not_judged, not_judged_because, write_histories, Outputs,
 };
@@ -205,7 +205,9 @@ pub async fn execute(
     quiet: bool,
 ) -> ExitCode {
     let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(
-        TerminalReporter::new(std::io::stdout(), quiet).with_progress(progress_wanted(quiet)),
+        TerminalReporter::new(std::io::stdout(), quiet)
+            .with_progress(progress_wanted(quiet))
+            .with_fuzz(ctx.fuzz.clone()),
     )];
     // Files are created before the run, so a bad path fails in a second,
     // not after a long run.
@@ -252,10 +254,8 @@ pub async fn execute(
             Err(e) => return harness_error(e),
         }
     }
-    ExitCode::from(crate::run::fuzz::pass::FuzzPass::with_suite_exit(
-        summary.exit_code(),
-        ctx.fuzz.as_ref(),
-    ))
+    // The one verdict every report above stated (the fuzz pass included).
+    ExitCode::from(ctx.verdict(&summary).exit_code)
 }
 
 /// The first stage: `--start`'s processes (if any) and the target parsed,
@@ -313,7 +313,7 @@ impl Started {
     ) -> ExitCode {
         let timeout_ms = how.opts.call_timeout_ms;
         // A signal from here on still writes the reports, with the reason.
-        write_reports_on_interrupt(&ctx, how.outputs, how.seed);
+        write_reports_on_interrupt(&ctx, how.outputs, how.seed, None);
         let target =
             match open_started(&self.spec, how.opts, self.owned, how.start_timeout_ms).await {
                 Ok(t) => t,
@@ -375,7 +375,21 @@ impl Started {
         }
         ctx.profile = Some(profile);
         ctx.not_applicable = not_applicable;
-        write_reports_on_interrupt(&ctx, how.outputs, how.seed);
-        execute(target, &scenarios, cfg, &ctx, how.outputs, how.quiet).await
+        // From here a signal keeps every scenario that finished: a proven
+        // violation is never lost to it.
+        let finished = Arc::new(crate::run::event::Finished::default());
+        write_reports_on_interrupt(
+            &ctx,
+            how.outputs,
+            how.seed,
+            Some(SoFar {
+                finished: Arc::clone(&finished),
+                scenarios: scenarios.len(),
+                target: Arc::downgrade(&target),
+            }),
+        );
+        let mut cfg = cfg.clone();
+        cfg.finished = Some(finished);
+        execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await
     }
 }

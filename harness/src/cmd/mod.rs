@@ -116,7 +116,12 @@ pub enum Command {
     /// Internal: the watchdog a `--start` run leaves behind, which stops
     /// what the run started when the run ends by any path (even SIGKILL).
     #[command(name = "__watchdog", hide = true)]
-    Watchdog { tag: String },
+    Watchdog {
+        tag: String,
+        /// The judge's pid: also stop every process it had as a
+        /// descendant (marked or not) when it ends.
+        judge: Option<i32>,
+    },
 }
 
 /// Parses the command line; a usage error is printed and exit 2, `--help`
@@ -134,6 +139,9 @@ pub fn parse() -> Result<Cli, ExitCode> {
 
 /// Runs a parsed command; returns the process exit code.
 pub fn dispatch(cli: Cli) -> ExitCode {
+    // This process is the judge: whatever `--start` spawns and orphans is
+    // its own to stop, marked or not (`targets::reap`).
+    crate::targets::reap::own_every_descendant();
     match cli.command {
         Command::Run(args) => run::run_command(args),
         Command::Model { cmd } => model::run(cmd),
@@ -151,6 +159,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Suite(command) => suite::run(command),
         Command::Targets => targets::targets_command(),
         Command::Proxy(args) => proxy::proxy_command(args),
-        Command::Watchdog { tag } => crate::targets::reap::watchdog_main(&tag),
+        Command::Watchdog { tag, judge } => crate::targets::reap::watchdog_main(&tag, judge),
     }
 }

@@ -6,6 +6,7 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::report::verdict::{Outcome, RunVerdict};
 use crate::run::event::{Event, RunSummary, Verdict};
 use crate::run::fuzz::pass::FuzzPass;
 use crate::run::partition::Partition;
@@ -55,6 +56,10 @@ pub struct ReportContext {
     pub start_commands: Vec<String>,
     /// The certification's bounded fuzz pass (`None`: none ran, as in `run`).
     pub fuzz: Option<FuzzPass>,
+    /// The certification run this is (or is a shard of): `certify
+    /// --run-id`, or derived (`report::seal::derived_run_id`); `certify
+    /// merge` refuses shards of different runs.
+    pub run_id: Option<String>,
 }
 
 /// The clause coverage of a suite: `covered` of the `total` clauses of
@@ -86,6 +91,7 @@ impl ReportContext {
             target_template: None,
             start_commands: Vec::new(),
             fuzz: None,
+            run_id: None,
         }
     }
 
@@ -119,6 +125,12 @@ impl ReportContext {
         }
     }
 
+    /// The one verdict of `summary` with this context's fuzz pass: what
+    /// every report states and the command exits with.
+    pub fn verdict(&self, summary: &RunSummary) -> RunVerdict {
+        RunVerdict::of(summary, self.fuzz.as_ref())
+    }
+
     /// Is this a certification (the whole suite, nothing narrowed)?
     pub fn is_certification(&self) -> bool {
         self.command == "certify" && self.selection.is_empty()
@@ -127,24 +139,35 @@ impl ReportContext {
 
 /// The closing line every format ends with: `N passed, N failed`, where
 /// "failed" is every scenario that turns the run red (failed, could not be
-/// judged, or passed while listed as an expected failure).
-pub fn closing_line(summary: &RunSummary) -> String {
-    format!(
+/// judged, or passed while listed as an expected failure); then, when they
+/// bear on the verdict, the fuzz pass and a signal, so that the last line
+/// alone never reads green for a red run.
+pub fn closing_line(summary: &RunSummary, verdict: &RunVerdict) -> String {
+    let mut line = format!(
         "{} passed, {} failed",
         summary.passed,
         summary.failed + summary.errored + summary.indefinite_scenarios + summary.unexpected_passes
-    )
+    );
+    if verdict.fuzz_failed {
+        line.push_str("; the fuzz pass failed");
+    } else if verdict.fuzz_unjudged {
+        line.push_str("; the fuzz pass could not judge");
+    }
+    if verdict.interrupted {
+        line.push_str("; interrupted");
+    }
+    line
 }
 
 /// The lines that explain the closing count, printed just before it.
-pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
+pub fn closing_notes(summary: &RunSummary, verdict: &RunVerdict) -> Vec<String> {
     let mut notes = Vec::new();
     // A proven violation outranks what could not be judged (exit 1 either
-    // way); the notes still list both.
-    let exit = if summary.exit_code() == 1 {
-        "a violation was proven all the same: exit 1"
-    } else {
-        "exit 2"
+    // way, or 130 after a signal); the notes still list both.
+    let exit = match (verdict.exit_code, verdict.outcome) {
+        (1, _) => "a violation was proven all the same: exit 1".to_owned(),
+        (code, Outcome::Fail) => format!("a violation was proven all the same; exit {code}"),
+        (code, _) => format!("exit {code}"),
     };
     if let Some(i) = &summary.indefinite {
         notes.push(format!(
@@ -152,6 +175,14 @@ pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
             i.reason,
             crate::report::inert::code_span(&i.message)
         ));
+    }
+    if verdict.fuzz_failed {
+        notes.push(
+            "the fuzz pass found a failing program: the target does not conform (exit 1 unless interrupted)"
+                .to_owned(),
+        );
+    } else if verdict.fuzz_unjudged {
+        notes.push(format!("the fuzz pass could not judge the target ({exit})"));
     }
     if summary.errored > 0 {
         notes.push(format!(

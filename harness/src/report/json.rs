@@ -37,6 +37,9 @@ struct Document<'a> {
     duration_ms: u64,
     counts: Counts,
     exit_code: u8,
+    /// The run's one verdict: `pass`, `fail`, `error` (not judged) or
+    /// `interrupted` (a signal, nothing proven); `exit_code` says the same.
+    verdict: &'static str,
     closing_line: String,
     /// Why the run reached no verdict, when it did not.
     indefinite: Option<IndefiniteDoc<'a>>,
@@ -51,6 +54,10 @@ struct Document<'a> {
     /// The certification's bounded fuzz pass (absent where none ran).
     #[serde(skip_serializing_if = "Option::is_none")]
     fuzz: Option<&'a crate::run::fuzz::pass::FuzzPass>,
+    /// The certification run (`certify --run-id`, or derived); absent
+    /// for `run`. Shards of one run share it; merge refuses others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_id: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -176,6 +183,7 @@ struct FailureDoc<'a> {
 
 /// Renders a run as a `reqkey-results/1` document (pretty, newline-ended).
 pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
+    let run = ctx.verdict(summary);
     let doc = Document {
         schema: SCHEMA,
         command: &ctx.command,
@@ -234,8 +242,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             expected_failures: summary.expected_failures,
             unexpected_passes: summary.unexpected_passes,
         },
-        exit_code: summary.exit_code(),
-        closing_line: closing_line(summary),
+        exit_code: run.exit_code,
+        verdict: run.outcome.class(),
+        closing_line: closing_line(summary, &run),
         warnings: &summary.warnings,
         indefinite: summary.indefinite.as_ref().map(|i| IndefiniteDoc {
             reason: i.reason,
@@ -271,6 +280,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             .collect(),
         partition: ctx.partition,
         fuzz: ctx.fuzz.as_ref(),
+        run_id: ctx.run_id.as_deref(),
     };
     match serde_json::to_string_pretty(&doc) {
         Ok(text) => {

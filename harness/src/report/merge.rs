@@ -69,6 +69,10 @@ pub struct ShardDoc {
     /// The target's warnings, as this shard measured them.
     #[serde(default)]
     pub warnings: Vec<WarningDoc>,
+    /// The certification run the shard belongs to (absent from older
+    /// shards, which merge refuses).
+    #[serde(default)]
+    pub run_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -359,6 +363,18 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
     same(&shards, "seed (pass the same --seed to every shard)", |d| {
         d.seed
     })?;
+    // One certification run: yesterday's shards do not complete today's.
+    if let Some(s) = shards.iter().find(|s| s.doc.run_id.is_none()) {
+        return Err(format!(
+            "{} names no run id (made by an older reqkey?): shards must be bound to one run",
+            s.origin
+        ));
+    }
+    same(
+        &shards,
+        "run id (shards of different certification runs; pass the same --run-id to every shard)",
+        |d| d.run_id.clone(),
+    )?;
     same(&shards, "reqkey version", |d| d.reqkey_version.clone())?;
     same(&shards, "profile", |d| {
         d.profile.as_ref().map(ProfileDoc::comparable)
@@ -418,36 +434,40 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
 
     let indefinite = match stopped {
         Some(s) => match &s.doc.indefinite {
-            Some(i) => Some(Indefinite {
-                reason: known_reason(&i.reason).map_err(|e| format!("{}: {e}", s.origin))?,
-                message: format!("shard {}: {}", s.origin, i.message),
-            }),
+            Some(i) => Some(
+                match known_reason(&i.reason).map_err(|e| format!("{}: {e}", s.origin))? {
+                    // A signal ended that shard, not the merge: its missing
+                    // scenarios are no verdict (exit 2), its proven
+                    // violations are kept (exit 1).
+                    crate::report::verdict::INTERRUPTED => Indefinite {
+                        reason: "stopped_early",
+                        message: format!("shard {} was interrupted: {}", s.origin, i.message),
+                    },
+                    reason => Indefinite {
+                        reason,
+                        message: format!("shard {}: {}", s.origin, i.message),
+                    },
+                },
+            ),
             None => None,
         },
         None => None,
     };
-    let count_of = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
-    let summary = RunSummary {
-        target: first.target.spec.clone(),
-        seed: first.seed,
-        passed: count_of(Verdict::Pass),
-        failed: count_of(Verdict::Fail),
-        errored: count_of(Verdict::Error),
-        indefinite_scenarios: count_of(Verdict::Indefinite),
-        expected_failures: count_of(Verdict::ExpectedFail),
-        unexpected_passes: count_of(Verdict::UnexpectedPass),
-        duration_ms: shards.iter().map(|s| s.doc.duration_ms).max().unwrap_or(0),
+    let summary = RunSummary::of_results(
+        first.target.spec.clone(),
+        first.seed,
+        shards.iter().map(|s| s.doc.duration_ms).max().unwrap_or(0),
         results,
         indefinite,
         // Each shard measured its own answers; every distinct warning is
         // kept, naming its shards.
-        warnings: merge_warnings(
+        merge_warnings(
             &shards
                 .iter()
                 .map(|s| (s.origin.as_str(), s.doc.warnings.as_slice()))
                 .collect::<Vec<_>>(),
         )?,
-    };
+    );
     let fuzz = merge_fuzz(
         &shards
             .iter()
@@ -484,6 +504,7 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
     }
     ctx.not_applicable = not_applicable;
     ctx.fuzz = fuzz;
+    ctx.run_id = first.run_id.clone();
     ctx.clause_coverage = first.clause_coverage.as_ref().map(|c| ClauseCoverage {
         level: c.level.clone(),
         covered: c.covered,
@@ -626,9 +647,24 @@ mod tests {
             "clause_coverage": {"level": "store", "covered": 1, "total": 2},
             "selection": [format!("--partition {index}/{count}")], "expected_failures": [],
             "seed": 7, "duration_ms": 10 * index, "indefinite": null,
-            "scenarios": scenarios, "partition": {"index": index, "count": count}
+            "scenarios": scenarios, "partition": {"index": index, "count": count},
+            "run_id": "run-1"
         })
         .to_string()
+    }
+
+    #[test]
+    fn shards_of_two_runs_or_of_no_run_are_refused() {
+        let today = doc(1, 2, "sha256:a", &["a", "b"]);
+        let yesterday = doc(2, 2, "sha256:a", &["c", "d"]).replace("run-1", "run-0");
+        let e = merge(shards(&[today.clone(), yesterday])).unwrap_err();
+        assert!(e.contains("run id"), "{e}");
+        let unbound = doc(2, 2, "sha256:a", &["c", "d"]).replace(r#","run_id":"run-1""#, "");
+        assert!(!unbound.contains("run_id"));
+        let e = merge(shards(&[today.clone(), unbound])).unwrap_err();
+        assert!(e.contains("names no run id"), "{e}");
+        let m = merge(shards(&[today, doc(2, 2, "sha256:a", &["c", "d"])])).unwrap();
+        assert_eq!(m.ctx.run_id.as_deref(), Some("run-1"));
     }
 
     fn shards(docs: &[String]) -> Vec<Shard> {

@@ -222,6 +222,11 @@ impl Target for IdemTarget {
     async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
         self.inner.http(request).await
     }
+
+    /// The answers' timings, as at every HTTP level (the Nagle stall).
+    fn warnings(&self) -> Vec<crate::targets::latency::TargetWarning> {
+        self.inner.warnings()
+    }
 }
 
 #[cfg(test)]

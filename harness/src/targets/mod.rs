@@ -76,6 +76,15 @@ pub enum TargetError {
         "the answer is larger than the response cap of {cap} bytes (raise it with --max-response-bytes)"
     )]
     TooLarge { cap: u64 },
+    /// The answer's JSON holds more values than the judge parses
+    /// ([`crate::run::agent_steps::MAX_ANSWER_JSON_VALUES`]): parsed, it
+    /// would take tens of times its size, so it is not, and its step
+    /// cannot be judged.
+    #[error(
+        "the answer's JSON holds about {values} values, more than the {bound} the judge parses \
+         (MAX_ANSWER_JSON_VALUES): not parsed, so the step cannot be judged"
+    )]
+    TooManyValues { values: u64, bound: u64 },
     /// Before any scenario: what answered is not an HTTP server.
     #[error("not an HTTP server (is the address right?): {0}")]
     NotHttp(String),
@@ -110,7 +119,7 @@ impl TargetError {
             TargetError::Unsupported(_) => "unsupported",
             TargetError::BadSpec(_) => "bad_target",
             TargetError::Closed(_) => "closed",
-            TargetError::TooLarge { .. } => "too_large",
+            TargetError::TooLarge { .. } | TargetError::TooManyValues { .. } => "too_large",
             TargetError::NotHttp(_) => "not_http",
             TargetError::WrongProtocol { .. } => "wrong_protocol",
             TargetError::Wiring(_) => "wiring",

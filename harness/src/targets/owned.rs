@@ -369,6 +369,9 @@ impl Owned {
         // Every started handle was waited for: what is left to reap are
         // orphans the judge took in as subreaper.
         crate::targets::reap::reap_orphans();
+        // And those that shed the marker (`setsid env -i`, an environment
+        // rewritten in place): still the judge's descendants.
+        crate::targets::reap::stop_descendants(STOP_GRACE_MS);
         self.started.clear();
     }
 }
