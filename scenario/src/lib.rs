@@ -10,6 +10,7 @@ pub mod agent_step;
 pub mod fault;
 pub mod idem;
 pub mod limits;
+pub mod link;
 pub mod locate;
 pub mod pattern;
 pub mod raw;
