@@ -497,17 +497,27 @@ mod tests {
         assert!(e(json!({"action": "reset", "at": "later"})).contains("not one of"));
         assert!(e(json!({"action": "reset", "at": "after-commit", "ms": 5})).contains("no `ms`"));
         assert!(e(json!({"action": "delay", "at": "after-commit"})).contains("needs `ms`"));
-        assert!(e(json!({"action": "delay", "at": "in-transaction", "ms": 5}))
-            .contains("before-commit"));
-        assert!(e(json!({"action": "delay", "at": "after-commit", "ms": 60001}))
-            .contains("0 to 60000"));
-        assert!(e(json!({"action": "drop", "at": "before-commit", "ms": 5})).contains("after-commit"));
+        assert!(
+            e(json!({"action": "delay", "at": "in-transaction", "ms": 5}))
+                .contains("before-commit")
+        );
+        assert!(
+            e(json!({"action": "delay", "at": "after-commit", "ms": 60001})).contains("0 to 60000")
+        );
+        assert!(
+            e(json!({"action": "drop", "at": "before-commit", "ms": 5})).contains("after-commit")
+        );
         assert!(e(json!({"action": "error", "sqlstate": "23505"})).contains("truthfully"));
-        assert!(e(json!({"action": "error", "sqlstate": "40003", "at": "before-commit"}))
-            .contains("answered after-commit"));
+        assert!(
+            e(json!({"action": "error", "sqlstate": "40003", "at": "before-commit"}))
+                .contains("answered after-commit")
+        );
         assert!(e(json!({"action": "heal", "db": 0})).contains("no `db`"));
         assert!(e(json!({"action": "burn"})).contains("not one of"));
-        assert!(e(json!({"action": "reset", "at": "after-commit", "port": 1})).contains("no field `port`"));
+        assert!(
+            e(json!({"action": "reset", "at": "after-commit", "port": 1}))
+                .contains("no field `port`")
+        );
     }
 
     #[test]

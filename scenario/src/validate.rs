@@ -129,7 +129,8 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                 };
                 if let crate::link::LinkStep::Fault(f) = link {
                     if f.kind.postgres_only()
-                        && need != crate::link::LinkNeed::Protocol(crate::link::LinkProtocol::Postgres)
+                        && need
+                            != crate::link::LinkNeed::Protocol(crate::link::LinkProtocol::Postgres)
                     {
                         return Err((
                             at,

@@ -254,10 +254,7 @@ pub async fn execute(
         .and_then(|p| crate::report::crash::link_claim(p, &summary.results))
         .filter(|_| !quiet)
     {
-        println!(
-            "reqkey: link: {}",
-            crate::report::inert::terminal(&claim)
-        );
+        println!("reqkey: link: {}", crate::report::inert::terminal(&claim));
     }
     if let Some(i) = &summary.indefinite {
         eprintln!(

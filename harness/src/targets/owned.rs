@@ -560,7 +560,10 @@ impl Target for OwnedTarget {
     async fn heal(&self) -> Result<(), TargetError> {
         // The links first: a stalled link must not keep a process that
         // is started again from answering.
-        let healed = self.links.as_ref().map(|l| l.heal()).unwrap_or_default();
+        let healed = match &self.links {
+            Some(links) => links.heal().await,
+            None => Default::default(),
+        };
         let restarted = self
             .with_owned(Owned::heal)
             .await?
@@ -588,7 +591,7 @@ impl Target for OwnedTarget {
                 links.arm(*fault);
                 Ok(())
             }
-            LinkStep::Heal => unstruck_error(&links.heal()),
+            LinkStep::Heal => unstruck_error(&links.heal().await),
         }
     }
 
@@ -639,7 +642,10 @@ fn unstruck_error(healed: &crate::targets::link::nemesis::Healed) -> Result<(), 
     if why.is_empty() {
         return Ok(());
     }
-    Err(TargetError::Wiring(format!("link fault {}", why.join("; "))))
+    Err(TargetError::Wiring(format!(
+        "link fault {}",
+        why.join("; ")
+    )))
 }
 
 /// Does `target` name `port` (`:PORT` not followed by another digit)?

@@ -15,6 +15,8 @@ use super::proxy::Registry;
 
 /// The most `--db` values one run takes.
 pub const MAX_DBS: usize = 8;
+/// How long a heal waits for what struck to settle.
+pub const MAX_SETTLE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// One `--db` and what its started command is given.
 #[derive(Debug)]
@@ -135,9 +137,23 @@ impl Links {
         self.registry.nemesis().arm(fault);
     }
 
-    /// Ends every fault; what never struck, or struck without its effect.
-    pub fn heal(&self) -> Healed {
-        self.registry.nemesis().heal()
+    /// Ends every fault and waits (at most [`MAX_SETTLE`]) until what
+    /// struck has settled: a commit held and let go is answered by its
+    /// database, an answer held is delivered, a silenced connection reset.
+    /// Only then is the link whole again, so that the reads after a heal
+    /// never race a commit still on its way. What never struck, or never
+    /// settled, is handed back.
+    pub async fn heal(&self) -> Healed {
+        let nemesis = self.registry.nemesis();
+        let unstruck = nemesis.heal();
+        let deadline = tokio::time::Instant::now() + MAX_SETTLE;
+        while nemesis.unsettled() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        Healed {
+            unstruck,
+            incomplete: nemesis.take_unsettled(),
+        }
     }
 
     /// What the proxies did since the last call.

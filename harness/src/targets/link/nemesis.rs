@@ -165,25 +165,31 @@ impl Nemesis {
         );
     }
 
-    /// Ends every fault in force and disarms the rest; the armed ones that
-    /// never struck, and the struck ones whose effect never happened (the
-    /// answer they waited for never came).
-    pub fn heal(&self) -> Healed {
-        let healed = {
-            let mut state = self.lock();
-            Healed {
-                unstruck: std::mem::take(&mut state.armed)
-                    .into_iter()
-                    .map(|a| a.fault)
-                    .collect(),
-                incomplete: std::mem::take(&mut state.pending)
-                    .into_iter()
-                    .map(|(_, f)| f)
-                    .collect(),
-            }
-        };
+    /// Ends every fault in force (a stall lets its bytes go, a silenced
+    /// connection is reset) and disarms the rest: the armed ones that
+    /// never struck. What struck and is still under way settles after
+    /// ([`Nemesis::unsettled`]).
+    pub fn heal(&self) -> Vec<LinkFault> {
+        let unstruck = std::mem::take(&mut self.lock().armed)
+            .into_iter()
+            .map(|a| a.fault)
+            .collect();
         self.heals.send_modify(|n| *n += 1);
-        healed
+        unstruck
+    }
+
+    /// The struck faults whose effect has not happened yet (a released
+    /// commit's answer not back, an answer a fault waits for not come).
+    pub fn unsettled(&self) -> usize {
+        self.lock().pending.len()
+    }
+
+    /// Takes the struck faults whose effect never happened.
+    pub fn take_unsettled(&self) -> Vec<LinkFault> {
+        std::mem::take(&mut self.lock().pending)
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect()
     }
 
     /// Waits on heals (a stall or a silence ends at the next one).
@@ -273,21 +279,22 @@ mod tests {
         let (dropped, _) = n.strike(0, PG_COMMIT).unwrap();
         let (reset, _) = n.strike(0, PG_COMMIT).unwrap();
         n.done(dropped);
-        let healed = n.heal();
-        assert_eq!(healed.unstruck.len(), 1);
+        let unstruck = n.heal();
+        assert_eq!(unstruck.len(), 1);
         assert_eq!(
-            healed.unstruck[0].kind,
+            unstruck[0].kind,
             LinkFaultKind::Reset(LinkPoint::AfterCommit)
         );
-        assert_eq!(healed.incomplete.len(), 1, "struck, its effect never seen");
-        assert_eq!(
-            healed.incomplete[0].kind,
-            LinkFaultKind::Reset(LinkPoint::BeforeCommit)
-        );
+        assert_eq!(n.unsettled(), 1, "struck, its effect not seen yet");
         n.done(reset);
+        assert_eq!(n.unsettled(), 0);
         assert!(heals.has_changed().unwrap());
-        assert!(n.heal().is_whole());
-        assert_eq!(n.summary().0.len(), 2);
+        assert!(n.heal().is_empty());
+        n.arm(fault(LinkFaultKind::Drop { ms: 5 }, None));
+        n.strike(0, PG_COMMIT).unwrap();
+        assert_eq!(n.take_unsettled().len(), 1);
+        assert_eq!(n.unsettled(), 0);
+        assert_eq!(n.summary().0.len(), 3);
     }
 
     #[test]

@@ -441,7 +441,10 @@ mod tests {
         let got = wire.client_bytes(b).0;
         assert_eq!(got.len(), 3);
         assert_eq!(got[0].tag, None);
-        assert!(got[0].opens_group, "a startup is answered by a ReadyForQuery");
+        assert!(
+            got[0].opens_group,
+            "a startup is answered by a ReadyForQuery"
+        );
         assert!(got[1].opens_group && got[2].opens_group);
         let backend = [
             b'C', 0, 0, 0, 10, b'B', b'E', b'G', b'I', b'N', 0, b'Z', 0, 0, 0, 5, b'T',

@@ -197,6 +197,8 @@ enum Effect {
     Silence(u64),
     /// Swallow it and answer the error (with an idle `ReadyForQuery`).
     Refuse(LinkSqlState),
+    /// Deliver it: the answer to a commit held and let go.
+    Released,
 }
 
 /// The protocol state of a connection; `None` once opaque.
@@ -360,15 +362,20 @@ impl Conn {
     }
 
     /// The store closed its end: the node hears it, and the connection
-    /// ends once the node closes (bounded).
+    /// ends once the node closes (bounded). What the node still answers is
+    /// framed (a fault waiting for an answer sees it come), then dropped.
     async fn client_gone(&mut self) -> End {
         let _ = tokio::time::timeout(WRITE_TIMEOUT, self.server.shutdown()).await;
-        let mut sink = vec![0u8; READ_CHUNK];
+        let mut from_server = vec![0u8; READ_CHUNK];
         let until = Instant::now() + LINGER;
-        while let Ok(Ok(n)) = tokio::time::timeout_at(until, self.server.read(&mut sink)).await {
+        while let Ok(Ok(n)) =
+            tokio::time::timeout_at(until, self.server.read(&mut from_server)).await
+        {
             if n == 0 {
                 break;
             }
+            // The store is gone: its writes fail, and nothing waits on them.
+            let _ = self.from_server(&from_server[..n]).await;
         }
         End::Close
     }
@@ -544,10 +551,10 @@ impl Conn {
             LinkFaultKind::Delay { ms, .. } => {
                 self.nemesis()
                     .record(db, format!("{kind}: the commit is held {ms} ms before it is sent"));
-                // Held from now on: the fault has struck whole, however
-                // the stall ends.
-                self.nemesis().done(id);
                 self.stall(ms).await;
+                // Let go: the fault has settled once the database answered.
+                self.effects.push((group, id, Effect::Released));
+                self.deadline = Some(Instant::now() + MAX_ANSWER_WAIT);
                 Struck::Forward
             }
             LinkFaultKind::Drop { ms } => {
@@ -692,6 +699,7 @@ impl Conn {
                 self.write_client(&pg_wire::refusal(state.code(), message))
                     .await
             }
+            Effect::Released => self.write_client(&reply.bytes).await,
             Effect::Silence(_) => None,
         }
     }

@@ -15,12 +15,14 @@ use super::PostgresStore;
 use crate::store::api::SessionStateStore;
 
 async fn bounded<T>(op: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
-    tokio::time::timeout(OP_TIMEOUT, op).await.unwrap_or_else(|_| {
-        Err(StoreError::internal(format!(
-            "postgres did not answer within {} ms: the outcome of the operation is unknown",
-            OP_TIMEOUT.as_millis()
-        )))
-    })
+    tokio::time::timeout(OP_TIMEOUT, op)
+        .await
+        .unwrap_or_else(|_| {
+            Err(StoreError::internal(format!(
+                "postgres did not answer within {} ms: the outcome of the operation is unknown",
+                OP_TIMEOUT.as_millis()
+            )))
+        })
 }
 
 #[async_trait]

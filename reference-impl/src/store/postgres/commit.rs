@@ -10,8 +10,8 @@ use reqkey_model::{
 use tokio_postgres::error::SqlState;
 
 use super::connect::*;
-use crate::store::link_defects::PgLinkDefect;
 use super::standby::*;
+use crate::store::link_defects::PgLinkDefect;
 use crate::store::rows::seq_to_sql;
 
 /// How one attempt of the commit transaction ended.
@@ -57,7 +57,11 @@ pub(super) struct AttemptHow<'a> {
     pub(super) defect: Option<PgLinkDefect>,
 }
 
-pub(super) async fn commit_attempt(conn: &mut Conn, start: &StartRun, how: AttemptHow<'_>) -> Attempt {
+pub(super) async fn commit_attempt(
+    conn: &mut Conn,
+    start: &StartRun,
+    how: AttemptHow<'_>,
+) -> Attempt {
     match commit_attempt_inner(conn, start, how).await {
         Ok(attempt) => attempt,
         Err(e) => write_failure(e),

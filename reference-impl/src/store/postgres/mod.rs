@@ -237,14 +237,11 @@ impl PostgresStore {
         let store = Self::connect(url).await?;
         let pool = Pool::new(POOL_SIZE);
         if let Some(conn) = store.inner.pool.take().await.ok().and_then(|(_, c)| c) {
-            let (lease, _) = pool
-                .take()
-                .await
-                .map_err(|e| OpenError::Backend {
-                    backend: "postgres",
-                    target: store.inner.target.clone(),
-                    message: e.to_string(),
-                })?;
+            let (lease, _) = pool.take().await.map_err(|e| OpenError::Backend {
+                backend: "postgres",
+                target: store.inner.target.clone(),
+                message: e.to_string(),
+            })?;
             pool.put(lease, conn);
         }
         Ok(Self {
@@ -510,7 +507,10 @@ impl PostgresStore {
             .pop())
     }
 
-    async fn op_get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
+    async fn op_get_current_run(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<RunMetadata>, StoreError> {
         if let Some(read) = self.standby_read(StandbyRead::Current { session_id }).await {
             return read;
         }
