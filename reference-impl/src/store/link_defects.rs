@@ -13,6 +13,9 @@
 //! - `postgres+half-written://`: the run (and its key) in one transaction,
 //!   its input in a second: a break between the two leaves a run whose
 //!   input is lost, the key held by a half-written run.
+//! - `postgres+no-retry://`: a write PostgreSQL rolled back as a deadlock
+//!   or a serialization failure is answered `internal`, not run again:
+//!   contention fails a client's write.
 
 /// A broken PostgreSQL store's flaw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -20,13 +23,15 @@ pub enum PgLinkDefect {
     BlindRetry,
     EarlySuccess,
     HalfWritten,
+    NoRetry,
 }
 
 impl PgLinkDefect {
-    pub const ALL: [PgLinkDefect; 3] = [
+    pub const ALL: [PgLinkDefect; 4] = [
         PgLinkDefect::BlindRetry,
         PgLinkDefect::EarlySuccess,
         PgLinkDefect::HalfWritten,
+        PgLinkDefect::NoRetry,
     ];
 
     pub fn name(self) -> &'static str {
@@ -34,6 +39,7 @@ impl PgLinkDefect {
             PgLinkDefect::BlindRetry => "blind-retry",
             PgLinkDefect::EarlySuccess => "early-success",
             PgLinkDefect::HalfWritten => "half-written",
+            PgLinkDefect::NoRetry => "no-retry",
         }
     }
 

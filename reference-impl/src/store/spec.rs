@@ -43,12 +43,12 @@ postgres+standby-reads://USER@PRIMARY:PORT/DB?standby=HOST:PORT
                           primary, reads key holders and current runs from its
                           hot standby (docs/pg-replication.md)
 postgres+blind-retry://USER@HOST/DB, postgres+early-success://...,
-postgres+half-written://...
+postgres+half-written://..., postgres+no-retry://...
                           deliberately broken PostgreSQL stores only a fault on
                           the database link shows: a commit run again after the
                           link broke, a commit whose answer never came counted
-                          as done, a run and its input in two transactions
-                          (docs/link-faults.md)";
+                          as done, a run and its input in two transactions, a
+                          rolled-back write not run again (docs/link-faults.md)";
 
 /// A URL that may carry a secret. Formats (Display and Debug) as its
 /// redacted form; [`SecretUrl::expose`] is the only way to the text.

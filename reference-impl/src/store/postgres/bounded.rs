@@ -14,6 +14,26 @@ use super::schema::OP_TIMEOUT;
 use super::PostgresStore;
 use crate::store::api::SessionStateStore;
 
+impl PostgresStore {
+    /// `op` within `OP_TIMEOUT` (in the half-written variant, holding the
+    /// variant's lock).
+    async fn bounded<T>(
+        &self,
+        op: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        match &self.inner.serial {
+            Some(serial) => {
+                bounded(async {
+                    let _held = serial.lock().await;
+                    op.await
+                })
+                .await
+            }
+            None => bounded(op).await,
+        }
+    }
+}
+
 async fn bounded<T>(op: impl Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
     tokio::time::timeout(OP_TIMEOUT, op)
         .await
@@ -36,7 +56,7 @@ impl SessionStateStore for PostgresStore {
     }
 
     async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
-        bounded(self.op_commit_run_start(start)).await
+        self.bounded(self.op_commit_run_start(start)).await
     }
 
     async fn get_run(
@@ -44,15 +64,15 @@ impl SessionStateStore for PostgresStore {
         session_id: &str,
         run_id: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        bounded(self.op_get_run(session_id, run_id)).await
+        self.bounded(self.op_get_run(session_id, run_id)).await
     }
 
     async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
-        bounded(self.op_get_current_run(session_id)).await
+        self.bounded(self.op_get_current_run(session_id)).await
     }
 
     async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
-        bounded(self.op_list_runs(session_id)).await
+        self.bounded(self.op_list_runs(session_id)).await
     }
 
     async fn get_run_by_request_key(
@@ -60,11 +80,11 @@ impl SessionStateStore for PostgresStore {
         session_id: &str,
         request_key: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        bounded(self.op_get_run_by_request_key(session_id, request_key)).await
+        self.bounded(self.op_get_run_by_request_key(session_id, request_key)).await
     }
 
     async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
-        bounded(self.op_list_inputs(session_id)).await
+        self.bounded(self.op_list_inputs(session_id)).await
     }
 
     async fn set_run_status(
@@ -73,11 +93,11 @@ impl SessionStateStore for PostgresStore {
         run_id: &str,
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError> {
-        bounded(self.op_set_run_status(session_id, run_id, status)).await
+        self.bounded(self.op_set_run_status(session_id, run_id, status)).await
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
-        bounded(self.op_delete_session(session_id)).await
+        self.bounded(self.op_delete_session(session_id)).await
     }
 
     async fn renew_lease(
@@ -87,7 +107,7 @@ impl SessionStateStore for PostgresStore {
         owner: &str,
         expires_at_ms: u64,
     ) -> Result<bool, StoreError> {
-        bounded(self.op_renew_lease(session_id, run_id, owner, expires_at_ms)).await
+        self.bounded(self.op_renew_lease(session_id, run_id, owner, expires_at_ms)).await
     }
 
     async fn expire_lease(
@@ -96,6 +116,6 @@ impl SessionStateStore for PostgresStore {
         run_id: &str,
         now_ms: u64,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        bounded(self.op_expire_lease(session_id, run_id, now_ms)).await
+        self.bounded(self.op_expire_lease(session_id, run_id, now_ms)).await
     }
 }

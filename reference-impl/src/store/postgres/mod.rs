@@ -103,6 +103,10 @@ struct Inner {
     standby: Option<Standby>,
     /// Only in a broken link variant (tests of tests).
     defect: Option<PgLinkDefect>,
+    /// Only in the half-written variant: every operation holds it, so that
+    /// no client of this store ever sees the window between its two
+    /// transactions; only a link that breaks inside it shows the half.
+    serial: Option<tokio::sync::Mutex<()>>,
 }
 
 impl PostgresStore {
@@ -140,6 +144,7 @@ impl PostgresStore {
                 read_holder: true,
                 standby: None,
                 defect: None,
+                serial: None,
             }),
         };
         let (lease, _) = store
@@ -165,6 +170,7 @@ impl PostgresStore {
                 read_holder: false,
                 standby: None,
                 defect: None,
+                serial: None,
             }),
         }
     }
@@ -223,6 +229,7 @@ impl PostgresStore {
                     pool,
                 }),
                 defect: None,
+                serial: None,
             }),
         })
     }
@@ -252,8 +259,16 @@ impl PostgresStore {
                 read_holder: true,
                 standby: None,
                 defect: Some(defect),
+                serial: (defect == PgLinkDefect::HalfWritten).then(|| tokio::sync::Mutex::new(())),
             }),
         })
+    }
+
+    /// Is a write that failed with `e` run again? Only when PostgreSQL
+    /// rolled it back as one that may succeed if run again (not in the
+    /// broken `no-retry` variant).
+    fn runs_again(&self, e: &tokio_postgres::Error) -> bool {
+        rolled_back(e) && self.inner.defect != Some(PgLinkDefect::NoRetry)
     }
 
     /// A connection to the standby, when this is the standby-reads variant.
@@ -458,6 +473,11 @@ impl PostgresStore {
                     result = Some(r);
                     break;
                 }
+                // The broken variant: a rolled-back commit answered as failed.
+                Attempt::Retry(why) if self.inner.defect == Some(PgLinkDefect::NoRetry) => {
+                    result = Some(Err(StoreError::internal(why)));
+                    break;
+                }
                 Attempt::Retry(why) => last_retry = why,
                 Attempt::KeyIndexFired => {
                     // The backstop fired: name the holder, like the rule.
@@ -581,7 +601,7 @@ impl PostgresStore {
                     result = answer;
                     break;
                 }
-                Err(e) if rolled_back(&e) => continue,
+                Err(e) if self.runs_again(&e) => continue,
                 Err(e) => {
                     result = Err(pg_err(e));
                     break;
@@ -603,7 +623,7 @@ impl PostgresStore {
                     result = Ok(existed);
                     break;
                 }
-                Err(e) if rolled_back(&e) => continue,
+                Err(e) if self.runs_again(&e) => continue,
                 Err(e) => {
                     result = Err(pg_err(e));
                     break;
