@@ -152,7 +152,9 @@ impl Owned {
         if let Some(links) = &links {
             if !commands.iter().any(|c| links.named_in(c)) {
                 return Err(
-                    "--db puts the harness's proxy in front of the database, but no --start command                      names `{db}` (or `{db0}`, `{db1}`...): the store would reach the database past                      the proxy, where no link fault strikes"
+                    "--db puts the harness's proxy in front of the database, but no --start command \
+                     names `{db}` (or `{db0}`, `{db1}`...): the store would reach the database \
+                     past the proxy, where no link fault strikes"
                         .into(),
                 );
             }

@@ -7,9 +7,10 @@
 //! - `postgres+blind-retry://`: when the link breaks during a commit, it
 //!   connects again and runs the commit again: a commit that had reached
 //!   the database answers `replayed` to the one client that sent it once.
-//! - `postgres+early-success://`: a commit whose answer never came (the
-//!   link broke) is answered `started`, as if it had: a run that was never
-//!   written is promised.
+//! - `postgres+early-success://`: a commit whose link broke (before the
+//!   commit was sent, or while its transaction was open) is answered
+//!   `started`, as if it had landed: a run that was never written is
+//!   promised.
 //! - `postgres+half-written://`: the run (and its key) in one transaction,
 //!   its input in a second: a break between the two leaves a run whose
 //!   input is lost, the key held by a half-written run.

@@ -144,23 +144,21 @@ impl Nemesis {
     }
 
     /// Records what a proxy did (for the trial's report).
-    pub fn record(&self, db: usize, what: impl Into<String>) {
+    pub fn record(&self, at: &str, what: impl Into<String>) {
         let ms = self.started.elapsed().as_millis();
         let mut state = self.lock();
         if state.log.len() >= MAX_EVENTS {
             state.dropped_events += 1;
             return;
         }
-        state
-            .log
-            .push(format!("db {db} at {ms} ms: {}", what.into()));
+        state.log.push(format!("{at} at {ms} ms: {}", what.into()));
     }
 
     /// Counts a connection the proxy could no longer read.
-    pub fn opaque(&self, db: usize, why: &str) {
+    pub fn opaque(&self, at: &str, why: &str) {
         self.lock().opaque += 1;
         self.record(
-            db,
+            at,
             format!("a connection turned opaque ({why}): no fault strikes it"),
         );
     }
@@ -301,7 +299,7 @@ mod tests {
     fn the_log_is_bounded() {
         let n = Nemesis::default();
         for i in 0..(MAX_EVENTS + 5) {
-            n.record(0, format!("e{i}"));
+            n.record("db 0", format!("e{i}"));
         }
         let log = n.take_log();
         assert_eq!(log.len(), MAX_EVENTS + 1);

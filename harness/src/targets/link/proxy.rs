@@ -124,6 +124,7 @@ impl Registry {
             port,
             db,
             protocol,
+            label: format!("db {db} ({host}:{port})"),
         };
         let task = self
             .handle
@@ -157,6 +158,8 @@ struct Node {
     port: u16,
     db: usize,
     protocol: LinkProtocol,
+    /// How the log names it: `db 0 (127.0.0.1:7101)`.
+    label: String,
 }
 
 async fn accept_loop(listener: TcpListener, node: Node, registry: std::sync::Weak<Registry>) {
@@ -172,7 +175,7 @@ async fn accept_loop(listener: TcpListener, node: Node, registry: std::sync::Wea
         };
         let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
             registry.nemesis.record(
-                node.db,
+                &node.label,
                 format!("a connection refused: {MAX_CONNECTIONS} already relayed to this node"),
             );
             continue;
@@ -268,12 +271,15 @@ async fn relay(client: TcpStream, node: Node, registry: Arc<Registry>) {
     {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            nemesis.record(node.db, format!("the node did not take a connection: {e}"));
+            nemesis.record(
+                &node.label,
+                format!("the node did not take a connection: {e}"),
+            );
             return;
         }
         Err(_) => {
             nemesis.record(
-                node.db,
+                &node.label,
                 format!(
                     "the node did not take a connection within {} s",
                     CONNECT_TIMEOUT.as_secs()
@@ -343,7 +349,7 @@ impl Conn {
                 changed = self.heals.changed() => {
                     if changed.is_err() || self.silenced {
                         if self.silenced {
-                            self.nemesis().record(self.node.db, "healed: the silenced connection reset");
+                            self.nemesis().record(&self.node.label, "healed: the silenced connection reset");
                         }
                         return End::Reset;
                     }
@@ -354,7 +360,7 @@ impl Conn {
                     } else {
                         "the answer a fault waited for did not come within 60 s: the connection reset"
                     };
-                    self.nemesis().record(self.node.db, what);
+                    self.nemesis().record(&self.node.label, what);
                     return End::Reset;
                 }
             }
@@ -458,7 +464,7 @@ impl Conn {
             Some(Wire::Redis(mut w, _)) => w.take_unframed(),
             None => (Vec::new(), Vec::new()),
         };
-        self.registry.nemesis.opaque(self.node.db, why);
+        self.registry.nemesis.opaque(&self.node.label, why);
         if let Some(end) = self.write_server(&to_server).await {
             return Some(end);
         }
@@ -470,7 +476,7 @@ impl Conn {
         if self.tx_open {
             if let Some((id, _)) = self.nemesis().strike(db, LinkEvent::InTransaction) {
                 self.nemesis().record(
-                    db,
+                    &self.node.label,
                     "reset in-transaction: a statement sent inside the open transaction never reached the database; the connection reset",
                 );
                 self.nemesis().done(id);
@@ -521,17 +527,16 @@ impl Conn {
     /// What a fault that struck at a commit does; `group` is the group
     /// that answers the commit.
     async fn commit_fault(&mut self, id: u64, kind: LinkFaultKind, group: u64) -> Struck {
-        let db = self.node.db;
         let mut answer = |effect: Effect, what: String| {
             self.effects.push((group, id, effect));
             self.deadline = Some(Instant::now() + MAX_ANSWER_WAIT);
-            self.registry.nemesis.record(db, what);
+            self.registry.nemesis.record(&self.node.label, what);
             Struck::Forward
         };
         match kind {
             LinkFaultKind::Reset(LinkPoint::BeforeCommit | LinkPoint::InTransaction) => {
                 self.nemesis().record(
-                    db,
+                    &self.node.label,
                     format!("{kind}: the commit never reached the database; the connection reset"),
                 );
                 self.nemesis().done(id);
@@ -550,7 +555,7 @@ impl Conn {
             ),
             LinkFaultKind::Delay { ms, .. } => {
                 self.nemesis()
-                    .record(db, format!("{kind}: the commit is held {ms} ms before it is sent"));
+                    .record(&self.node.label, format!("{kind}: the commit is held {ms} ms before it is sent"));
                 self.stall(ms).await;
                 // Let go: the fault has settled once the database answered.
                 self.effects.push((group, id, Effect::Released));
@@ -569,7 +574,7 @@ impl Conn {
             ),
             LinkFaultKind::Error(state) => {
                 self.nemesis().record(
-                    db,
+                    &self.node.label,
                     format!("{kind}: ROLLBACK sent in place of the commit; the store is answered SQLSTATE {state}"),
                 );
                 self.effects.push((group, id, Effect::Refuse(state)));
@@ -659,7 +664,7 @@ impl Conn {
             self.held.extend_from_slice(&reply.bytes);
             if self.held.len() > MAX_HELD_BYTES {
                 self.nemesis().record(
-                    self.node.db,
+                    &self.node.label,
                     "the held answer grew past 16 MiB: the connection reset",
                 );
                 return Some(End::Reset);
@@ -678,7 +683,7 @@ impl Conn {
                 self.stall(ms).await;
                 let held = std::mem::take(&mut self.held);
                 self.nemesis()
-                    .record(self.node.db, "the held answer delivered");
+                    .record(&self.node.label, "the held answer delivered");
                 self.write_client(&held).await
             }
             Effect::Refuse(state) => {
@@ -733,7 +738,7 @@ fn rewrite(
         |host: &str, port: u16| match registry.local_for(host, port, node.db, node.protocol) {
             Ok(local) => Some(local),
             Err(e) => {
-                registry.nemesis.record(node.db, e);
+                registry.nemesis.record(&node.label, e);
                 None
             }
         };
@@ -745,7 +750,7 @@ fn rewrite(
         let out = resp::rewrite_cluster_slots(frame, &node.host, &mut map, &mut unmapped);
         if unmapped > 0 {
             registry.nemesis.record(
-                node.db,
+                &node.label,
                 format!("CLUSTER SLOTS named {unmapped} nodes that are not proxied"),
             );
         }

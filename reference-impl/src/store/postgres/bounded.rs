@@ -80,7 +80,8 @@ impl SessionStateStore for PostgresStore {
         session_id: &str,
         request_key: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        self.bounded(self.op_get_run_by_request_key(session_id, request_key)).await
+        self.bounded(self.op_get_run_by_request_key(session_id, request_key))
+            .await
     }
 
     async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
@@ -93,7 +94,8 @@ impl SessionStateStore for PostgresStore {
         run_id: &str,
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError> {
-        self.bounded(self.op_set_run_status(session_id, run_id, status)).await
+        self.bounded(self.op_set_run_status(session_id, run_id, status))
+            .await
     }
 
     async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
@@ -107,7 +109,8 @@ impl SessionStateStore for PostgresStore {
         owner: &str,
         expires_at_ms: u64,
     ) -> Result<bool, StoreError> {
-        self.bounded(self.op_renew_lease(session_id, run_id, owner, expires_at_ms)).await
+        self.bounded(self.op_renew_lease(session_id, run_id, owner, expires_at_ms))
+            .await
     }
 
     async fn expire_lease(
@@ -116,6 +119,7 @@ impl SessionStateStore for PostgresStore {
         run_id: &str,
         now_ms: u64,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        self.bounded(self.op_expire_lease(session_id, run_id, now_ms)).await
+        self.bounded(self.op_expire_lease(session_id, run_id, now_ms))
+            .await
     }
 }

@@ -165,12 +165,7 @@ pub(super) async fn commit_attempt_inner(
                 conn.client.execute(&st.insert_input, &input_params).await?;
             } else {
                 tx.execute(&st.insert_input, &input_params).await?;
-                match tx.commit().await {
-                    // The broken variant: a commit whose answer never came
-                    // (the link broke) counted as done.
-                    Err(e) if defect == Some(PgLinkDefect::EarlySuccess) && e.code().is_none() => {}
-                    answer => answer?,
-                }
+                tx.commit().await?;
             }
             Ok(Attempt::Done(Ok(CommitResult {
                 outcome: CommitOutcome::Started,

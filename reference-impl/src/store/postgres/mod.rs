@@ -70,7 +70,8 @@ use std::time::Duration;
 
 use reqkey_model::rules::validate_start_run;
 use reqkey_model::{
-    CommitResult, InputEntry, RunMetadata, RunStartRejection, RunStatus, StartRun, StoreError,
+    CommitOutcome, CommitResult, InputEntry, RunMetadata, RunStartRejection, RunStatus, StartRun,
+    StoreError,
 };
 use tokio_postgres::{Config, Statement};
 
@@ -468,6 +469,25 @@ impl PostgresStore {
                 {
                     last_retry = why;
                     conn = self.open_conn().await?;
+                }
+                // The broken variant: a write whose link broke counted as
+                // done, the run it meant to write answered.
+                Attempt::Done(Err(StoreError::Internal(_)))
+                    if self.inner.defect == Some(PgLinkDefect::EarlySuccess)
+                        && conn.client.is_closed() =>
+                {
+                    result = Some(Ok(CommitResult {
+                        outcome: CommitOutcome::Started,
+                        run: RunMetadata {
+                            session_id: start.session_id.clone(),
+                            run_id: start.run_id.clone(),
+                            status: RunStatus::Running,
+                            start_sequence: 1,
+                            request_key: start.request_key.clone(),
+                            request_digest: start.request_digest.clone(),
+                        },
+                    }));
+                    break;
                 }
                 Attempt::Done(r) => {
                     result = Some(r);
