@@ -30,6 +30,10 @@ pub struct Requires {
     /// The most `leaseMs` the server may declare (SPEC 5): the scenario
     /// waits longer than this for a lease to run out.
     pub lease_ms: Option<u64>,
+    /// `true` (or `postgres`, `redis`): the scenario has `link` steps; it
+    /// applies only where the harness owns the store's database link
+    /// (`--start` with `--db URL`).
+    pub link: Option<crate::link::LinkNeed>,
     /// An idem scenario's needs of the declared `Idempotency-Key`
     /// profile (SPEC 10; `idem.rs`).
     pub idem: Option<crate::idem::IdemRequires>,
@@ -45,12 +49,18 @@ impl Requires {
             && self.replicas.is_none()
             && self.durable.is_none()
             && self.lease_ms.is_none()
+            && self.link.is_none()
             && self.idem.is_none()
     }
 
     /// What a run without the right [`fault::FaultSupport`] lacks, or
     /// `None` when the scenario applies.
     pub fn unmet_faults(&self, support: &fault::FaultSupport) -> Option<String> {
+        if let Some(need) = self.link {
+            if !need.met_by(support.links) {
+                return Some(need.describe());
+            }
+        }
         let needs_start = self.faults == Some(true)
             || self.replicas.is_some()
             || self.durable.is_some()

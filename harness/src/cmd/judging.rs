@@ -38,6 +38,14 @@ pub struct StartArgs {
     /// refused before anything starts.
     #[arg(long = "start", value_name = "CMD")]
     pub start: Vec<String>,
+    /// With --start: the database the started store uses (repeatable:
+    /// `{db0}`, `{db1}`...). The harness puts a fault-injecting proxy of
+    /// its own in front of it and gives the command the proxy's address
+    /// in place of `{db}`, so that the `link` scenarios can reset, stall
+    /// and silence the store's database link (PostgreSQL `postgres://`,
+    /// Redis `redis://`, Redis Cluster `redis+cluster://`, each node).
+    #[arg(long = "db", value_name = "URL", requires = "start")]
+    pub db: Vec<String>,
     /// How long a started target may take to answer (`/health` for HTTP
     /// targets), in milliseconds.
     #[arg(long, default_value_t = 30_000,
@@ -71,7 +79,12 @@ pub fn start_owned(
     if args.start.is_empty() {
         return Ok((None, target.to_owned()));
     }
-    let mut owned = crate::targets::owned::Owned::start(&args.start)?;
+    let links = if args.db.is_empty() {
+        None
+    } else {
+        Some(crate::targets::link::links::Links::start(&args.db)?)
+    };
+    let mut owned = crate::targets::owned::Owned::start_linked(&args.start, links)?;
     let filled = crate::targets::owned::fill(target, &owned.ports, None);
     owned.wire_to(&filled)?;
     Ok((Some(owned), filled))
@@ -159,6 +172,22 @@ pub async fn select_by_profile(
         .filter(|s| s.requires.faults == Some(true))
         .map(|s| s.id.clone())
         .collect();
+    let linked: std::collections::BTreeSet<String> = scenarios
+        .iter()
+        .filter(|s| s.requires.link.is_some())
+        .map(|s| s.id.clone())
+        .collect();
+    let links = target.link_summary();
+    // The database-link line: every run whose suite has link scenarios
+    // says whether its link was faulted (issue 49).
+    info.link = match &links {
+        Some(l) => Some(l.setup.clone()),
+        None if !linked.is_empty() => Some(
+            "the harness owned no database link of the target (no --db): the database link was NOT faulted"
+                .into(),
+        ),
+        None => None,
+    };
     let (apply, mut not) = by_profile(scenarios, &info.profile, &faults);
     let (apply, not_idem) = crate::run::select::by_idem_profile(apply, info.idem.as_ref());
     not.extend(not_idem);
@@ -169,9 +198,19 @@ pub async fn select_by_profile(
             not.iter().map(|n| (n.id.as_str(), n.requires.as_str())),
         )
     });
+    info.link_scenarios = links.is_some().then(|| {
+        crate::report::crash::crash_scenarios(
+            &linked,
+            apply.iter().map(|s| s.id.as_str()),
+            not.iter().map(|n| (n.id.as_str(), n.requires.as_str())),
+        )
+    });
     if !quiet {
         println!("reqkey: profile: {}", info.describe());
         println!("reqkey: crash: {}", faults.describe());
+        if let Some(link) = &info.link {
+            println!("reqkey: link: {}", crate::report::inert::terminal(link));
+        }
         if !not.is_empty() {
             println!(
                 "reqkey: {} scenarios do not apply to this profile and are not run: {}",
@@ -229,6 +268,14 @@ pub async fn execute(
         .filter(|_| !quiet)
     {
         println!("reqkey: crash: {claim}");
+    }
+    if let Some(claim) = ctx
+        .profile
+        .as_ref()
+        .and_then(|p| crate::report::crash::link_claim(p, &summary.results))
+        .filter(|_| !quiet)
+    {
+        println!("reqkey: link: {}", crate::report::inert::terminal(&claim));
     }
     if let Some(i) = &summary.indefinite {
         eprintln!(
@@ -373,6 +420,7 @@ impl Started {
             println!("{line} {}", crate::report::inert::terminal(reason));
             ctx.fuzz = Some(pass);
         }
+        let cfg = cfg.declaring(&profile);
         ctx.profile = Some(profile);
         ctx.not_applicable = not_applicable;
         // From here a signal keeps every scenario that finished: a proven

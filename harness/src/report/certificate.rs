@@ -133,6 +133,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             // only), escaped.
             let _ = writeln!(md, "| crash behaviour | {} |", cell(&crash));
         }
+        if let Some(link) = crate::report::crash::link_claim(p, &summary.results) {
+            let _ = writeln!(md, "| database link | {} |", cell(&link));
+        }
     }
     if !ctx.not_applicable.is_empty() {
         let _ = writeln!(

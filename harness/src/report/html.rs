@@ -382,6 +382,9 @@ fn scenario_html(r: &ScenarioResult, scenario: Option<&Scenario>, out: &mut Stri
         r.trials_with_groups,
         escape(&r.tags.join(", "))
     );
+    if let Some(note) = &r.note {
+        let _ = write!(out, "<p class=\"note\">{}</p>", escape(note));
+    }
     if !r.checks.is_empty() {
         let _ = write!(
             out,
@@ -520,6 +523,12 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             fact(
                 "crash behaviour",
                 format!("<span id=\"crash\">{}</span>", escape(&crash)),
+            );
+        }
+        if let Some(link) = crate::report::crash::link_claim(p, &summary.results) {
+            fact(
+                "database link",
+                format!("<span id=\"link\">{}</span>", escape(&link)),
             );
         }
     }

@@ -103,6 +103,15 @@ struct ProfileDoc {
     /// others did not.
     #[serde(skip_serializing_if = "Option::is_none")]
     crash_scenarios: Option<crate::report::crash::CrashScenarios>,
+    /// Whether the database link was faulted (`--db`, the link
+    /// scenarios; `report::crash::link_claim`), its setup, and the link
+    /// scenarios that applied and why the others did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link_setup: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link_scenarios: Option<crate::report::crash::CrashScenarios>,
     /// An idem target's declared `Idempotency-Key` profile (SPEC 10), every
     /// field; `supportsRequestKey` and `concurrentEntry` then mean nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -206,6 +215,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             crash: crate::report::crash::claim(p, &summary.results),
             crash_setup: p.crash_scenarios.as_ref().and(p.crash.clone()),
             crash_scenarios: p.crash_scenarios.clone(),
+            link: crate::report::crash::link_claim(p, &summary.results),
+            link_setup: p.link_scenarios.as_ref().and(p.link.clone()),
+            link_scenarios: p.link_scenarios.clone(),
             idem: p.idem.clone(),
         }),
         not_applicable: ctx

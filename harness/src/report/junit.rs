@@ -36,6 +36,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         if let Some(p) = &ctx.profile {
             suite.add_property(("profile", p.describe().as_str()));
             suite.add_property(("profile_source", p.source.name()));
+            if let Some(link) = crate::report::crash::link_claim(p, &summary.results) {
+                suite.add_property(("database_link", xml_text(&link).as_str()));
+            }
             suite.add_property((
                 "not_applicable",
                 ctx.not_applicable.len().to_string().as_str(),
@@ -46,6 +49,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         case.set_classname(format!("reqkey.{}", r.level));
         for clause in &r.checks {
             case.add_property(("clause", clause.as_str()));
+        }
+        if let Some(note) = &r.note {
+            case.add_property(("note", xml_text(note).as_str()));
         }
         case.set_time(Duration::from_millis(r.duration_ms));
         suite.add_test_case(case);

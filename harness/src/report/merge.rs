@@ -104,6 +104,14 @@ pub struct ProfileDoc {
     /// A `--start` shard's crash scenarios (its share of them).
     #[serde(default)]
     pub crash_scenarios: Option<CrashScenariosDoc>,
+    /// The database-link claim, its setup and a `--db` shard's link
+    /// scenarios (issue 49), as for crashes.
+    #[serde(default)]
+    pub link: Option<String>,
+    #[serde(default)]
+    pub link_setup: Option<String>,
+    #[serde(default)]
+    pub link_scenarios: Option<CrashScenariosDoc>,
     /// An idem target's declared profile (SPEC 10), as written.
     #[serde(default)]
     pub idem: Option<Value>,
@@ -126,6 +134,11 @@ impl ProfileDoc {
             crash: self.crash_setup.clone().or_else(|| self.crash.clone()),
             crash_scenarios: self
                 .crash_scenarios
+                .as_ref()
+                .map(|_| CrashScenariosDoc::default()),
+            link: self.link_setup.clone().or_else(|| self.link.clone()),
+            link_scenarios: self
+                .link_scenarios
                 .as_ref()
                 .map(|_| CrashScenariosDoc::default()),
             ..self.clone()
@@ -500,7 +513,8 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
         .unwrap_or_default();
     ctx.profile = first.profile.as_ref().map(profile_info).transpose()?;
     if let Some(p) = ctx.profile.as_mut() {
-        p.crash_scenarios = united_crash_scenarios(&shards);
+        p.crash_scenarios = united_crash_scenarios(&shards, |p| p.crash_scenarios.as_ref());
+        p.link_scenarios = united_crash_scenarios(&shards, |p| p.link_scenarios.as_ref());
     }
     ctx.not_applicable = not_applicable;
     ctx.fuzz = fuzz;
@@ -585,6 +599,8 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
         declared,
         crash: p.crash_setup.clone().or_else(|| p.crash.clone()),
         crash_scenarios: None,
+        link: p.link_setup.clone().or_else(|| p.link.clone()),
+        link_scenarios: None,
         idem: p
             .idem
             .as_ref()
@@ -600,15 +616,16 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
     })
 }
 
-/// The crash scenarios of every shard together (`None` when the target
-/// was not started): the merged certificate makes its crash claim from
-/// them and the merged results.
-fn united_crash_scenarios(shards: &[Shard]) -> Option<crate::report::crash::CrashScenarios> {
+/// The crash (or link) scenarios of every shard together, as `pick`
+/// reads them (`None` when the target was not started, or owned no
+/// link): the merged certificate makes its claim from them and the merged
+/// results.
+fn united_crash_scenarios(
+    shards: &[Shard],
+    pick: impl Fn(&ProfileDoc) -> Option<&CrashScenariosDoc>,
+) -> Option<crate::report::crash::CrashScenarios> {
     let mut out: Option<crate::report::crash::CrashScenarios> = None;
-    for doc in shards
-        .iter()
-        .filter_map(|s| s.doc.profile.as_ref()?.crash_scenarios.as_ref())
-    {
+    for doc in shards.iter().filter_map(|s| pick(s.doc.profile.as_ref()?)) {
         let united = out.get_or_insert_with(Default::default);
         united.applied.extend(doc.applied.iter().cloned());
         for why in &doc.unmet {
@@ -745,6 +762,8 @@ mod tests {
             crash: None,
             crash_setup: None,
             crash_scenarios: None,
+            link: None,
+            link_scenarios: None,
             idem: None,
         };
         let info = profile_info(&p).unwrap();
@@ -763,6 +782,8 @@ mod tests {
             crash: None,
             crash_setup: None,
             crash_scenarios: None,
+            link: None,
+            link_scenarios: None,
             idem: Some(draft.to_json()),
         };
         assert_eq!(profile_info(&p).unwrap().idem, Some(draft));

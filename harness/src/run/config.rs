@@ -41,6 +41,11 @@ pub struct RunConfig {
     /// Where each scenario's result goes as soon as it is known, before it
     /// is reported in order: what a signal keeps (`cmd::interrupt_reports`).
     pub finished: Option<Arc<Finished>>,
+    /// The declared profile's fields by name, bound to `$profile.FIELD` in
+    /// every trial (`reqkey_scenario::vars`); empty until a profile is read.
+    pub profile_fields: serde_json::Map<String, serde_json::Value>,
+    /// `${key.NAME}` is written bare: the declared `keySyntax` is `token`.
+    pub bare_keys: bool,
 }
 
 impl RunConfig {
@@ -64,7 +69,27 @@ impl RunConfig {
             concurrency: DEFAULT_CONCURRENCY,
             export_histories: None,
             finished: None,
+            profile_fields: serde_json::Map::new(),
+            bare_keys: false,
         }
+    }
+
+    /// The config with `profile` declared: its fields bound in every
+    /// trial, keys written as its `keySyntax` admits them.
+    pub fn declaring(&self, profile: &crate::targets::profile::ProfileInfo) -> Self {
+        let mut cfg = self.clone();
+        cfg.profile_fields = match &profile.idem {
+            Some(idem) => idem.to_json().as_object().cloned().unwrap_or_default(),
+            None if profile.source == crate::targets::profile::ProfileSource::Fixed => {
+                serde_json::Map::new()
+            }
+            None => profile.profile.fields(),
+        };
+        cfg.bare_keys = profile
+            .idem
+            .as_ref()
+            .is_some_and(|i| i.key_syntax.bare_keys());
+        cfg
     }
 }
 

@@ -329,8 +329,9 @@ pub fn shares_no_session(scenario: &Scenario) -> bool {
             Action::Raw(text) => serde_json::from_str::<Value>(text).is_ok_and(|v| value_ok(&v)),
             Action::Parallel(items) => items.iter().all(step_ok),
             Action::ExpectOneOf(_) | Action::SleepMs(_) => true,
-            // A fault stops or restarts a process every trial shares.
-            Action::Fault(_) => false,
+            // A fault stops or restarts a process every trial shares; a
+            // link fault strikes whichever commit comes first.
+            Action::Fault(_) | Action::Link(_) => false,
             // Its programs use sessions of their own, but it loads the
             // target on purpose: it starts only once nothing else is in
             // flight, like a scenario that names a literal session.

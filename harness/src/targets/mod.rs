@@ -25,6 +25,7 @@ pub mod http_agent;
 pub mod http_store;
 pub mod idem;
 pub mod latency;
+pub mod link;
 pub mod owned;
 pub mod profile;
 pub mod reap;
@@ -44,6 +45,7 @@ pub use reqkey_model::vocab::Level;
 use reqkey_reference::store::OpenError;
 pub use reqkey_scenario::agent_step::{HttpRequest, HttpResponse};
 use reqkey_scenario::fault::FaultStep;
+use reqkey_scenario::link::{LinkStep, OwnedLinks};
 use serde_json::Value;
 
 /// Why a call could not be judged.
@@ -214,6 +216,36 @@ pub trait Target: Send + Sync + fmt::Debug {
             step.action
         )))
     }
+    /// The database links the harness owns for this target (`--start`
+    /// with `--db`): what `link` scenarios need. None by default.
+    fn owned_links(&self) -> OwnedLinks {
+        OwnedLinks::default()
+    }
+
+    /// Arms a fault on the database links the harness owns, or heals them
+    /// (`link: {action: heal}`: a fault that never struck is an error:
+    /// the trial judged nothing about it).
+    async fn link(&self, step: &LinkStep) -> Result<(), TargetError> {
+        Err(TargetError::Unsupported(format!(
+            "{}: the harness owns no database link of {} (`--start` with `--db URL`)",
+            step.label(),
+            self.describe()
+        )))
+    }
+
+    /// What the link proxies did since this was last asked (a trial's
+    /// note in the reports); empty without links.
+    fn link_log(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The links, for the reports: one line of setup, every fault that
+    /// struck in the run, the connections no fault could strike
+    /// (opaque), the nodes proxied. `None` without links.
+    fn link_summary(&self) -> Option<LinkSummary> {
+        None
+    }
+
     /// After a trial that struck processes: every process the harness
     /// started runs again (a paused one resumed, a dead one started on its
     /// port and awaited), so that a scenario which failed before its own
@@ -221,6 +253,19 @@ pub trait Target: Send + Sync + fmt::Debug {
     async fn heal(&self) -> Result<(), TargetError> {
         Ok(())
     }
+}
+
+/// What the harness's database links saw in a run (`Target::link_summary`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkSummary {
+    /// Which databases' links the harness owns.
+    pub setup: String,
+    /// Every fault that struck, in order (`reset after-commit`, ...).
+    pub struck: Vec<String>,
+    /// Connections relayed unread (no fault could strike them).
+    pub opaque: usize,
+    /// Database nodes proxied (a cluster's announced nodes included).
+    pub nodes: usize,
 }
 
 /// A store that cannot be opened: a bad specification, or a backend that

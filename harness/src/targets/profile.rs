@@ -182,6 +182,15 @@ pub struct ProfileInfo {
     /// is made from their results, `report::crash::claim`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crash_scenarios: Option<CrashScenarios>,
+    /// Whether the database link was faulted: the links the harness
+    /// owned (`--db`), or that it owned none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// With `--db`: the link scenarios that applied and why the others
+    /// did not (the link claim is made from their results,
+    /// `report::crash::link_claim`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_scenarios: Option<CrashScenarios>,
     /// An idem target's declared `Idempotency-Key` profile (SPEC 10);
     /// `profile` is then unused (the default).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -230,6 +239,8 @@ pub async fn resolve_profile(
                 declared: None,
                 crash: None,
                 crash_scenarios: None,
+                link: None,
+                link_scenarios: None,
                 idem: None,
             }),
             Some(_) => Err(ProfileError::StoreProfileFixed),
@@ -254,6 +265,8 @@ pub async fn resolve_profile(
             declared: declared.ok().filter(|d| *d != profile),
             crash: None,
             crash_scenarios: None,
+            link: None,
+            link_scenarios: None,
             idem: None,
         }),
         (None, Ok(profile)) => Ok(ProfileInfo {
@@ -262,6 +275,8 @@ pub async fn resolve_profile(
             declared: None,
             crash: None,
             crash_scenarios: None,
+            link: None,
+            link_scenarios: None,
             idem: None,
         }),
         (None, Err(e)) => Err(ProfileError::Health(format!(
@@ -343,6 +358,8 @@ async fn resolve_idem_profile(
         declared: None,
         crash: None,
         crash_scenarios: None,
+        link: None,
+        link_scenarios: None,
         idem: Some(parsed.profile),
     })
 }
@@ -356,6 +373,7 @@ pub async fn fault_support(target: &dyn Target, timeout_ms: u64) -> FaultSupport
     if processes == 0 {
         return FaultSupport::default();
     }
+    let links = target.owned_links();
     let health = tokio::time::timeout(
         std::time::Duration::from_millis(timeout_ms),
         target.health(),
@@ -378,6 +396,7 @@ pub async fn fault_support(target: &dyn Target, timeout_ms: u64) -> FaultSupport
             .as_ref()
             .and_then(|h| h.get("leaseMs"))
             .and_then(Value::as_u64),
+        links,
     }
 }
 

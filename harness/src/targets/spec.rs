@@ -359,6 +359,13 @@ pub fn builtin_variants(level: Level) -> Vec<String> {
         Level::Store => reqkey_reference::store::MemoryDefect::ALL
             .iter()
             .map(|d| format!("broken-memory:{}", d.name()))
+            // Judged through a database link the harness owns: `--start
+            // 'reqkey serve store --store {db} ...' --db postgres+DEFECT://...`.
+            .chain(
+                reqkey_reference::store::PgLinkDefect::ALL
+                    .iter()
+                    .map(|d| d.scheme()),
+            )
             .collect(),
         Level::Agent => reqkey_reference::agent::ExecutorDefect::ALL
             .iter()
@@ -369,11 +376,16 @@ pub fn builtin_variants(level: Level) -> Vec<String> {
 }
 
 /// Is `name` a built-in variant of `level` that the falsification record
-/// may name: a `broken-memory:DEFECT` store, or a `reference-agent[:VARIANT]`
-/// server (in process, over its own memory store), optionally stated to be
-/// of a profile (`reference-agent --profile interrupt-previous`).
+/// may name: a `broken-memory:DEFECT` store, a `postgres+DEFECT` store (the
+/// broken PostgreSQL stores only a fault on the database link shows, named
+/// by their scheme), or a `reference-agent[:VARIANT]` server (in process,
+/// over its own memory store), optionally stated to be of a profile
+/// (`reference-agent --profile interrupt-previous`).
 pub fn is_builtin_variant(level: Level, name: &str) -> bool {
     let target = name.split(" --profile ").next().unwrap_or(name);
+    if level == Level::Store && reqkey_reference::store::PgLinkDefect::from_scheme(name).is_some() {
+        return true;
+    }
     matches!(
         (level, TargetSpec::parse(target)),
         (
@@ -408,6 +420,9 @@ mod tests {
     #[test]
     fn builtin_variants_are_the_broken_stores_and_the_reference_servers() {
         assert!(is_builtin_variant(Level::Store, "broken-memory:no-cas"));
+        assert!(is_builtin_variant(Level::Store, "postgres+blind-retry"));
+        assert!(!is_builtin_variant(Level::Store, "postgres+nope"));
+        assert!(!is_builtin_variant(Level::Agent, "postgres+blind-retry"));
         assert!(!is_builtin_variant(Level::Store, "memory"));
         assert!(!is_builtin_variant(Level::Store, "broken-memory:nope"));
         assert!(!is_builtin_variant(Level::Agent, "broken-memory:no-cas"));

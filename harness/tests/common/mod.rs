@@ -4,6 +4,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod crash;
+pub mod link;
 pub mod processes;
 
 use std::collections::BTreeSet;
