@@ -32,6 +32,8 @@ pub struct CertifyArgs {
     pub target: Option<String>,
     #[command(flatten)]
     pub start: StartArgs,
+    #[command(flatten)]
+    pub link: crate::cmd::judging::LinkArgs,
     /// Where to write certificate.md, report.html, junit.xml and results.json (created if
     /// missing).
     #[arg(long, default_value = ".")]
@@ -194,9 +196,14 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     let Some(target_spec) = args.target.clone() else {
         return harness_error("--target is required");
     };
+    let link = match args.link.link() {
+        Ok(link) => link,
+        Err(e) => return harness_error(e),
+    };
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
+        link,
     };
     let started = match judging::start(&args.start, &target_spec) {
         Ok(started) => started,

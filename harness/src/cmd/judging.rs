@@ -43,6 +43,37 @@ pub struct StartArgs {
     pub start_timeout_ms: u64,
 }
 
+/// How every request reaches the target: `--cacert`, `--header`,
+/// `--max-rps` (shared by `run`, `certify`, `fuzz` and `proxy`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LinkArgs {
+    /// Trust the certificates of this PEM file (a private CA) for an
+    /// `https://`, `store+https://` or `idem+https://` target, besides the
+    /// system's roots. A certificate neither trusts is exit 2, naming it.
+    #[arg(long, value_name = "PEM")]
+    pub cacert: Option<std::path::PathBuf>,
+    /// Send this header on every request to the target (repeatable; curl's
+    /// spelling, `--header 'Authorization: Bearer TOKEN'`). A value written
+    /// `env:VAR` is read from the environment variable VAR
+    /// (`--header 'Authorization: env:API_TOKEN'`). Values are secrets:
+    /// no output shows them.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// At most N requests a second to the target (bursts of up to N),
+    /// every request included: scenarios, the fuzz pass, health reads,
+    /// clean-up. Races under a low rate may not overlap: indefinite, never
+    /// a pass.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_rps: Option<u32>,
+}
+
+impl LinkArgs {
+    /// Parsed once, at the edge (credentials registered as secrets).
+    pub fn link(&self) -> Result<crate::targets::link::Link, String> {
+        crate::targets::link::Link::new(self.cacert.as_deref(), &self.headers, self.max_rps)
+    }
+}
+
 /// Starts `--start`'s commands, if any, and fills their ports into the
 /// `--target` text. The returned guard stops them when dropped.
 pub fn start_owned(
@@ -77,7 +108,7 @@ pub async fn open_started(
     };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(start_timeout_ms);
     loop {
-        match spec.open(opts).await {
+        match spec.open(opts.clone()).await {
             Ok(target) => {
                 // Something answered on the chosen ports; it may not be
                 // what was started: another process can take a port

@@ -31,6 +31,8 @@ pub struct RunArgs {
     pub target: Option<String>,
     #[command(flatten)]
     pub start: StartArgs,
+    #[command(flatten)]
+    pub link: crate::cmd::judging::LinkArgs,
     /// Only the scenario with this id (repeatable), from the given paths
     /// or the embedded suite: how a report's replay line names a scenario
     /// built into this binary. An id that names no scenario is exit 2.
@@ -144,9 +146,14 @@ pub fn run_command(args: RunArgs) -> ExitCode {
 }
 
 async fn run_async(args: RunArgs) -> ExitCode {
+    let link = match args.link.link() {
+        Ok(link) => link,
+        Err(e) => return harness_error(e),
+    };
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
+        link,
     };
     let defaulted = args.target.is_none();
     // Parsed once, here; from now on only the typed spec and its redacted

@@ -206,6 +206,8 @@ const KNOWN_REASONS: &[&str] = &[
     "closed",
     "too_large",
     "not_http",
+    "certificate",
+    "oracle",
     "wrong_protocol",
     "wiring",
     "interrupted",

@@ -25,6 +25,7 @@ pub mod http_agent;
 pub mod http_store;
 pub mod idem;
 pub mod latency;
+pub mod link;
 pub mod owned;
 pub mod profile;
 pub mod reap;
@@ -33,6 +34,7 @@ pub mod replicas;
 pub mod spec;
 pub mod store;
 pub mod suggest;
+pub mod tls;
 pub mod transport;
 pub mod wire;
 
@@ -76,6 +78,16 @@ pub enum TargetError {
         "the answer is larger than the response cap of {cap} bytes (raise it with --max-response-bytes)"
     )]
     TooLarge { cap: u64 },
+    /// The target's TLS certificate is not one the harness trusts (an
+    /// unknown issuer, another host's name, expired): the message names the
+    /// certificate and the reason. Never a verdict.
+    #[error("the target's TLS certificate is refused: {0}")]
+    Certificate(String),
+    /// `--api` only: the API map's effect oracle cannot count what the
+    /// step asks (an effect whose answer carried no id, with no read
+    /// route): the step is not judged, never passed.
+    #[error("not judged by the effect oracle: {0}")]
+    Oracle(String),
     /// Before any scenario: what answered is not an HTTP server.
     #[error("not an HTTP server (is the address right?): {0}")]
     NotHttp(String),
@@ -112,6 +124,8 @@ impl TargetError {
             TargetError::Closed(_) => "closed",
             TargetError::TooLarge { .. } => "too_large",
             TargetError::NotHttp(_) => "not_http",
+            TargetError::Certificate(_) => "certificate",
+            TargetError::Oracle(_) => "oracle",
             TargetError::WrongProtocol { .. } => "wrong_protocol",
             TargetError::Wiring(_) => "wiring",
         }
@@ -229,12 +243,14 @@ pub fn open_error(e: OpenError) -> TargetError {
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Options every target shares.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TargetOptions {
     /// The bound on every single call.
     pub call_timeout_ms: u64,
     /// The bound on every answer's body, in bytes.
     pub max_response_bytes: u64,
+    /// TLS trust, credentials and pace of every request (`link.rs`).
+    pub link: link::Link,
 }
 
 impl Default for TargetOptions {
@@ -242,6 +258,7 @@ impl Default for TargetOptions {
         Self {
             call_timeout_ms: 10_000,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            link: link::Link::default(),
         }
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod crash;
 pub mod processes;
+pub mod tls;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
