@@ -74,6 +74,91 @@ impl LinkArgs {
     }
 }
 
+/// `--api FILE` and `--dry-run` (shared by `run` and `certify`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ApiArgs {
+    /// Certify an app at its own routes, with its own authentication:
+    /// the API map (YAML) saying which route plays each role of the
+    /// reqkey-idem/1 contract, each caller's credentials, where an id is,
+    /// the effect oracle and the delete route of the clean-up
+    /// (docs/idempotency-key.md, "Certifying your own API"). With
+    /// --target idem+http[s]://HOST:PORT.
+    #[arg(long, value_name = "FILE")]
+    pub api: Option<std::path::PathBuf>,
+    /// With --api: print how many requests the certification would send
+    /// and to which routes, and exit 0 without sending any.
+    #[arg(long, requires = "api")]
+    pub dry_run: bool,
+}
+
+impl ApiArgs {
+    /// The map, parsed once (caller credentials registered as secrets),
+    /// checked to fit the target: `--api` plays an idem app over HTTP.
+    pub fn load(
+        &self,
+        spec: &TargetSpec,
+    ) -> Result<Option<Arc<crate::targets::api_map::ApiMap>>, String> {
+        let Some(path) = &self.api else {
+            return Ok(None);
+        };
+        let is_idem_http = matches!(
+            spec,
+            TargetSpec::Idem(crate::targets::idem::IdemSpec::Http { .. })
+        );
+        if !is_idem_http {
+            return Err(format!(
+                "--api maps an app at the idem level: --target idem+http[s]://HOST:PORT, not {}",
+                spec.display_name()
+            ));
+        }
+        crate::targets::api_map::ApiMap::load(path).map(|m| Some(Arc::new(m)))
+    }
+}
+
+/// The target as `--dry-run` reads it: parsed with any `{port}` of
+/// `--start` filled in by a placeholder port, nothing started.
+pub fn parse_without_starting(target: &str) -> Result<TargetSpec, String> {
+    let placeholder = vec![1u16; crate::targets::replicas::MAX_REPLICAS];
+    TargetSpec::parse(&crate::targets::owned::fill(target, &placeholder, None))
+        .map_err(|e| e.to_string())
+}
+
+/// `--dry-run`: the scenarios the map plays under its declared profile
+/// (without `--start`, no crash scenario), and the requests they would
+/// send; nothing is sent.
+pub fn dry_run(
+    map: &crate::targets::api_map::ApiMap,
+    scenarios: Vec<Scenario>,
+    fuzz_cases: u32,
+) -> ExitCode {
+    let profile = match reqkey_model::idem_profile::parse_health(map.health()) {
+        Ok(parsed) => parsed.profile,
+        Err(e) => return harness_error(format!("{}: {e}", map.file)),
+    };
+    let (apply, mut not) = by_profile(
+        scenarios,
+        &Default::default(),
+        &reqkey_scenario::fault::FaultSupport::default(),
+    );
+    let (apply, not_idem) = crate::run::select::by_idem_profile(apply, Some(&profile));
+    not.extend(not_idem);
+    let (apply, not_played) = crate::run::select::by_target(apply, |s| map.plays(s));
+    not.extend(not_played);
+    println!(
+        "{}",
+        map.plan(&apply, fuzz_cases, crate::run::trial::EXTRA_TRIALS_FACTOR)
+    );
+    if !not.is_empty() {
+        println!(
+            "reqkey: {} scenarios are not applicable: {}",
+            not.len(),
+            reasons(&not).join("; ")
+        );
+    }
+    println!("reqkey: dry run: nothing was sent");
+    ExitCode::SUCCESS
+}
+
 /// Starts `--start`'s commands, if any, and fills their ports into the
 /// `--target` text. The returned guard stops them when dropped.
 pub fn start_owned(
@@ -174,6 +259,8 @@ pub async fn select_by_profile(
     let (apply, mut not) = by_profile(scenarios, &info.profile, &faults);
     let (apply, not_idem) = crate::run::select::by_idem_profile(apply, info.idem.as_ref());
     not.extend(not_idem);
+    let (apply, not_played) = crate::run::select::by_target(apply, |s| target.plays(s));
+    not.extend(not_played);
     info.crash_scenarios = faults.started.then(|| {
         crate::report::crash::crash_scenarios(
             &faulty,
@@ -388,6 +475,26 @@ impl Started {
         ctx.profile = Some(profile);
         ctx.not_applicable = not_applicable;
         write_reports_on_interrupt(&ctx, how.outputs, how.seed);
-        execute(target, &scenarios, cfg, &ctx, how.outputs, how.quiet).await
+        // A live app played through a map: say what will be sent first.
+        if let Some(map) = target.api_map() {
+            println!(
+                "{}",
+                map.plan(
+                    &scenarios,
+                    how.fuzz_cases.unwrap_or(0),
+                    crate::run::trial::EXTRA_TRIALS_FACTOR
+                )
+            );
+        }
+        let mut cfg = cfg.clone();
+        if target.sequential() {
+            cfg.concurrency = 1;
+        }
+        let finishing = Arc::clone(&target);
+        let code = execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await;
+        if let Some(line) = finishing.finish().await {
+            eprintln!("reqkey: {}", crate::report::inert::terminal(&line));
+        }
+        code
     }
 }

@@ -165,6 +165,7 @@ async fn run(args: ProxyArgs) -> ExitCode {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes as u64,
         link,
+        api: None,
     };
     // The upstream: its base URL, and the in-process server kept alive.
     // Parsed once; only the typed spec and its redacted name from here on.

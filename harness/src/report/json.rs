@@ -97,6 +97,9 @@ struct ProfileDoc {
     /// field; `supportsRequestKey` and `concurrentEntry` then mean nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     idem: Option<reqkey_model::idem_profile::IdemProfile>,
+    /// `--api`: the map that declared it and the effect oracle judged by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_map: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -195,6 +198,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             crash_setup: p.crash_scenarios.as_ref().and(p.crash.clone()),
             crash_scenarios: p.crash_scenarios.clone(),
             idem: p.idem.clone(),
+            api_map: p.api_map.clone(),
         }),
         not_applicable: ctx
             .not_applicable

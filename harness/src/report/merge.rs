@@ -97,6 +97,9 @@ pub struct ProfileDoc {
     /// A `--start` shard's crash scenarios (its share of them).
     #[serde(default)]
     pub crash_scenarios: Option<CrashScenariosDoc>,
+    /// `--api`: the map and effect oracle.
+    #[serde(default)]
+    pub api_map: Option<String>,
     /// An idem target's declared profile (SPEC 10), as written.
     #[serde(default)]
     pub idem: Option<Value>,
@@ -574,6 +577,7 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
                     })
             })
             .transpose()?,
+        api_map: p.api_map.clone(),
     })
 }
 
@@ -707,6 +711,7 @@ mod tests {
             crash: None,
             crash_setup: None,
             crash_scenarios: None,
+            api_map: None,
             idem: None,
         };
         let info = profile_info(&p).unwrap();
@@ -725,6 +730,7 @@ mod tests {
             crash: None,
             crash_setup: None,
             crash_scenarios: None,
+            api_map: None,
             idem: Some(draft.to_json()),
         };
         assert_eq!(profile_info(&p).unwrap().idem, Some(draft));

@@ -160,6 +160,15 @@ impl IdemSpec {
         match self {
             IdemSpec::Http { base } => {
                 let inner = HttpAgentTarget::new(base, &opts)?;
+                if let Some(map) = &opts.api {
+                    let mapped = crate::targets::mapped::MappedTarget::open(
+                        format!("{name} (API map {})", map.file),
+                        map.as_ref().clone(),
+                        inner,
+                    )
+                    .await?;
+                    return Ok(Arc::new(mapped));
+                }
                 let target = IdemTarget {
                     name,
                     inner,

@@ -21,11 +21,14 @@
 //!
 //! This file holds what they share and imports none of them.
 
+pub mod api_map;
 pub mod http_agent;
 pub mod http_store;
 pub mod idem;
 pub mod latency;
+pub mod ledger;
 pub mod link;
+pub mod mapped;
 pub mod owned;
 pub mod profile;
 pub mod reap;
@@ -204,6 +207,30 @@ pub trait Target: Send + Sync + fmt::Debug {
         )))
     }
 
+    /// Must its scenarios run one at a time? (An app played through an API
+    /// map whose effect oracle attributes effects by window.)
+    fn sequential(&self) -> bool {
+        false
+    }
+
+    /// Why this target cannot play `scenario`, if it cannot (an API map
+    /// without the route the scenario needs): it is then not applicable.
+    fn plays(&self, scenario: &reqkey_scenario::Scenario) -> Result<(), String> {
+        let _ = scenario;
+        Ok(())
+    }
+
+    /// The API map it is played through (`--api`), if any.
+    fn api_map(&self) -> Option<&api_map::ApiMap> {
+        None
+    }
+
+    /// After the run: clean up what it created, where the target can
+    /// (an API map's delete route); a line saying what was done.
+    async fn finish(&self) -> Option<String> {
+        None
+    }
+
     /// How many processes of this target the harness started (`--start`):
     /// the replicas a `fault` step can aim at. 0: none, faults unsupported.
     fn started_processes(&self) -> usize {
@@ -251,6 +278,8 @@ pub struct TargetOptions {
     pub max_response_bytes: u64,
     /// TLS trust, credentials and pace of every request (`link.rs`).
     pub link: link::Link,
+    /// `--api`: the map an idem app at its own routes is played through.
+    pub api: Option<std::sync::Arc<api_map::ApiMap>>,
 }
 
 impl Default for TargetOptions {
@@ -259,6 +288,7 @@ impl Default for TargetOptions {
             call_timeout_ms: 10_000,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             link: link::Link::default(),
+            api: None,
         }
     }
 }

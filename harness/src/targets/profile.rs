@@ -186,13 +186,20 @@ pub struct ProfileInfo {
     /// `profile` is then unused (the default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idem: Option<reqkey_model::idem_profile::IdemProfile>,
+    /// `--api`: the map that declared the idem profile and the effect
+    /// oracle it judged by (`FILE; effect oracle: ...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_map: Option<String>,
 }
 
 impl ProfileInfo {
     /// One line for people: the profile and where it came from.
     pub fn describe(&self) -> String {
         if let Some(idem) = &self.idem {
-            return format!("{idem} (declared by /.reqkey/health)");
+            return match &self.api_map {
+                Some(map) => format!("{idem} (declared by the API map {map})"),
+                None => format!("{idem} (declared by /.reqkey/health)"),
+            };
         }
         match self.source {
             ProfileSource::Fixed => {
@@ -231,6 +238,7 @@ pub async fn resolve_profile(
                 crash: None,
                 crash_scenarios: None,
                 idem: None,
+                api_map: None,
             }),
             Some(_) => Err(ProfileError::StoreProfileFixed),
         };
@@ -255,6 +263,7 @@ pub async fn resolve_profile(
             crash: None,
             crash_scenarios: None,
             idem: None,
+            api_map: None,
         }),
         (None, Ok(profile)) => Ok(ProfileInfo {
             profile,
@@ -263,6 +272,7 @@ pub async fn resolve_profile(
             crash: None,
             crash_scenarios: None,
             idem: None,
+            api_map: None,
         }),
         (None, Err(e)) => Err(ProfileError::Health(format!(
             "{} declares no profile: {e}",
@@ -344,6 +354,13 @@ async fn resolve_idem_profile(
         crash: None,
         crash_scenarios: None,
         idem: Some(parsed.profile),
+        api_map: health.get("apiMap").map(|m| {
+            format!(
+                "{}; effect oracle: {}",
+                m.get("file").and_then(Value::as_str).unwrap_or("?"),
+                m.get("oracle").and_then(Value::as_str).unwrap_or("?")
+            )
+        }),
     })
 }
 
