@@ -186,7 +186,8 @@ pub struct ApiMap {
     pub oracle: Oracle,
     /// The app's liveness route, read when the target opens.
     pub health_route: Option<Route>,
-    /// The delete route of the clean-up (`{id}` in its path).
+    /// The delete route of the clean-up (`{id}` in its path; `{path}`,
+    /// the route the resource was created on).
     pub cleanup: Option<Route>,
 }
 
@@ -365,7 +366,7 @@ impl ApiMap {
             let method = r.method.to_ascii_uppercase();
             reqwest::Method::from_bytes(method.as_bytes())
                 .map_err(|_| at(role, format!("`{}` is not a method", r.method)))?;
-            if !r.path.starts_with('/') {
+            if !(r.path.starts_with('/') || (role == "cleanup" && r.path.starts_with("{path}"))) {
                 return Err(at(role, format!("the path `{}` does not start with /", r.path)));
             }
             let body = match r.body {
@@ -562,7 +563,12 @@ impl ApiMap {
         let mut effect_queries = (0u64, 0u64);
         for s in scenarios {
             let trials = u64::from(s.repeat.max(1));
-            let most = trials * u64::from(extra_trials_factor + 1);
+            let races = s.steps.iter().any(|st| matches!(st.action, Action::Parallel(_)));
+            let most = if races {
+                trials * u64::from(extra_trials_factor + 1)
+            } else {
+                trials
+            };
             for step in flat_steps(&s.steps) {
                 let Action::Http(http) = &step.action else {
                     continue;

@@ -340,9 +340,12 @@ impl Target for MappedTarget {
             ));
         };
         let (mut deleted, mut failed) = (0usize, Vec::new());
-        for (caller, _, id) in &created {
+        for (caller, created_on, id) in &created {
             let route = Route {
-                path: delete.path.replace("{id}", &url_escape(id)),
+                path: delete
+                    .path
+                    .replace("{path}", created_on)
+                    .replace("{id}", &url_escape(id)),
                 ..delete.clone()
             };
             match self.send(&route, caller, None, None).await {
