@@ -12,8 +12,8 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 
-use common::tls::{front, pki};
 use common::text;
+use common::tls::{front, pki};
 
 const TOKENS: [(&str, &str, &str); 3] = [
     ("alice", "ORDERS_ALICE_TOKEN", "tok-alice-31f9c2"),
@@ -92,7 +92,10 @@ fn artifacts(dir: &Path) -> String {
 fn the_example_api_certifies_through_its_map_over_https_and_its_broken_layer_is_red() {
     let app = App::start(&[]);
     let ca = pki("reqkey test CA", &["localhost"]);
-    let tls = front(ca.server.clone(), format!("127.0.0.1:{}", app.port).parse().unwrap());
+    let tls = front(
+        ca.server.clone(),
+        format!("127.0.0.1:{}", app.port).parse().unwrap(),
+    );
     let out = out_dir("green");
     let o = reqkey(&[
         "certify",
@@ -112,10 +115,14 @@ fn the_example_api_certifies_through_its_map_over_https_and_its_broken_layer_is_
     assert!(said.contains("clean-up: deleted"), "{said}");
     let certificate = std::fs::read_to_string(out.join("certificate.md")).unwrap();
     assert!(
-        certificate.contains("effect oracle: the app's read routes (GET /v1/orders, GET /v1/charges)"),
+        certificate
+            .contains("effect oracle: the app's read routes (GET /v1/orders, GET /v1/charges)"),
         "{certificate}"
     );
-    assert!(certificate.contains("idem.concurrent-burst-conflict"), "{certificate}");
+    assert!(
+        certificate.contains("idem.concurrent-burst-conflict"),
+        "{certificate}"
+    );
     let everything = format!("{said}{}", artifacts(&out));
     for (_, _, token) in TOKENS {
         assert!(!everything.contains(token), "{token} is in an output");
@@ -135,7 +142,10 @@ fn the_example_api_certifies_through_its_map_over_https_and_its_broken_layer_is_
     ]);
     let said = text(&o);
     assert_eq!(o.status.code(), Some(1), "{said}");
-    assert!(said.contains("FAIL  idem.concurrent-burst-conflict"), "{said}");
+    assert!(
+        said.contains("FAIL  idem.concurrent-burst-conflict"),
+        "{said}"
+    );
 }
 
 #[test]
@@ -159,7 +169,10 @@ fn without_a_read_route_what_the_oracle_cannot_count_is_not_judged_never_passed(
     ]);
     let said = text(&o);
     assert_eq!(o.status.code(), Some(2), "{said}");
-    assert!(said.contains("ERROR idem.concurrent-burst-conflict"), "{said}");
+    assert!(
+        said.contains("ERROR idem.concurrent-burst-conflict"),
+        "{said}"
+    );
     assert!(said.contains("not judged by the effect oracle"), "{said}");
     let results = std::fs::read_to_string(out.join("results.json")).unwrap();
     assert!(results.contains("\"oracle\""), "{results}");
@@ -191,7 +204,11 @@ fn a_dry_run_states_the_requests_and_sends_none() {
     }
     // A map mistake is located in its file.
     let bad = out_dir("bad").with_extension("yaml");
-    std::fs::write(&bad, "implementation: {}\nprofile: {}\ncallers: {}\nroutes: {creat: 1}\n").unwrap();
+    std::fs::write(
+        &bad,
+        "implementation: {}\nprofile: {}\ncallers: {}\nroutes: {creat: 1}\n",
+    )
+    .unwrap();
     let o = reqkey(&[
         "certify",
         "--target",
@@ -216,8 +233,20 @@ fn max_rps_paces_every_request_to_the_app() {
     // 1 health, 6 baseline reads, 2 creates, 6 reads, 1 delete: 16
     // requests; a burst of 4 then one every 250 ms takes 3 s at least.
     let started = std::time::Instant::now();
-    let o = reqkey(&["run", "--target", &target, "--api", MAP, "--max-rps", "4", scenario]);
+    let o = reqkey(&[
+        "run",
+        "--target",
+        &target,
+        "--api",
+        MAP,
+        "--max-rps",
+        "4",
+        scenario,
+    ]);
     let paced = started.elapsed();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(paced >= std::time::Duration::from_millis(2_900), "{paced:?}");
+    assert!(
+        paced >= std::time::Duration::from_millis(2_900),
+        "{paced:?}"
+    );
 }

@@ -359,7 +359,14 @@ async fn converse_with(
     let _ = tx.send(());
     proxy.await.unwrap().unwrap();
     let exchanges = recorder.exchanges();
-    let snapshots = read_snapshots(&upstream, &Default::default(), &[session.to_owned()], 5_000, 1 << 20).await;
+    let snapshots = read_snapshots(
+        &upstream,
+        &Default::default(),
+        &[session.to_owned()],
+        5_000,
+        1 << 20,
+    )
+    .await;
     let end = ClientEnd::Exited {
         code: i32::from(client.failed_actions > 0),
     };

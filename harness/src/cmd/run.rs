@@ -159,7 +159,9 @@ async fn run_async(args: RunArgs) -> ExitCode {
         api: None,
     };
     if args.api.dry_run {
-        return harness_error("--dry-run plans a certification: `reqkey certify --api FILE --dry-run`");
+        return harness_error(
+            "--dry-run plans a certification: `reqkey certify --api FILE --dry-run`",
+        );
     }
     let defaulted = args.target.is_none();
     // Parsed once, here; from now on only the typed spec and its redacted

@@ -77,7 +77,11 @@ impl std::fmt::Debug for UpstreamAuth {
     /// Names the credentials' headers, never their values.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
-        write!(f, "UpstreamAuth(tls: {}, headers: {names:?})", self.tls.is_some())
+        write!(
+            f,
+            "UpstreamAuth(tls: {}, headers: {names:?})",
+            self.tls.is_some()
+        )
     }
 }
 

@@ -334,10 +334,13 @@ impl ApiMap {
             for (header, value) in headers {
                 reqwest::header::HeaderName::from_bytes(header.as_bytes())
                     .map_err(|_| at(name, format!("`{header}` is not a header name")))?;
-                let value = crate::targets::link::resolve_value(header, value)
-                    .map_err(|e| at(name, e))?;
+                let value =
+                    crate::targets::link::resolve_value(header, value).map_err(|e| at(name, e))?;
                 reqwest::header::HeaderValue::from_bytes(value.as_bytes()).map_err(|_| {
-                    at(name, format!("the value of {header} cannot be sent in HTTP/1.1"))
+                    at(
+                        name,
+                        format!("the value of {header} cannot be sent in HTTP/1.1"),
+                    )
                 })?;
                 crate::targets::link::register_credential(&value);
                 resolved.push((header.clone(), value.into_bytes()));
@@ -358,7 +361,10 @@ impl ApiMap {
             if p.is_empty() || p.starts_with('/') {
                 Ok(p.to_owned())
             } else {
-                Err(at(key, format!("`{p}` is not a JSON pointer (it starts with `/`)")))
+                Err(at(
+                    key,
+                    format!("`{p}` is not a JSON pointer (it starts with `/`)"),
+                ))
             }
         };
         let id = pointer("id", &raw.id)?;
@@ -367,7 +373,10 @@ impl ApiMap {
             reqwest::Method::from_bytes(method.as_bytes())
                 .map_err(|_| at(role, format!("`{}` is not a method", r.method)))?;
             if !(r.path.starts_with('/') || (role == "cleanup" && r.path.starts_with("{path}"))) {
-                return Err(at(role, format!("the path `{}` does not start with /", r.path)));
+                return Err(at(
+                    role,
+                    format!("the path `{}` does not start with /", r.path),
+                ));
             }
             let body = match r.body {
                 None => None,
@@ -420,7 +429,10 @@ impl ApiMap {
             }
             (Some(path), true) if path.starts_with('/') => Oracle::Counter(path),
             (Some(path), true) => {
-                return Err(at("counter", format!("the path `{path}` does not start with /")))
+                return Err(at(
+                    "counter",
+                    format!("the path `{path}` does not start with /"),
+                ))
             }
             (None, false) => Oracle::Reads(
                 raw.effects
@@ -428,7 +440,10 @@ impl ApiMap {
                     .into_iter()
                     .map(|r| {
                         Ok(Read {
-                            method: r.method.unwrap_or_else(|| "GET".into()).to_ascii_uppercase(),
+                            method: r
+                                .method
+                                .unwrap_or_else(|| "GET".into())
+                                .to_ascii_uppercase(),
                             count: pointer("count", &r.count)?,
                             path: r.path,
                         })
@@ -437,10 +452,7 @@ impl ApiMap {
             ),
             (None, true) => Oracle::AnswerIds,
         };
-        let health_route = raw
-            .health
-            .map(|r| route("health", r, false))
-            .transpose()?;
+        let health_route = raw.health.map(|r| route("health", r, false)).transpose()?;
         let cleanup = raw
             .cleanup
             .map(|r| {
@@ -499,13 +511,11 @@ impl ApiMap {
                 return Err("the API map does not carry `wire:` spellings".into());
             }
             let control = http.method == "GET"
-                && (http.path == EFFECTS_PATH || http.path == crate::targets::idem::HEALTH_PATH);
+                && (http.path == EFFECTS_PATH
+                    || http.path == crate::targets::profile::IDEM_HEALTH_PATH);
             if !control {
                 let role = Role::of(&http.method, &http.path).ok_or_else(|| {
-                    format!(
-                        "the API map plays no route {} {}",
-                        http.method, http.path
-                    )
+                    format!("the API map plays no route {} {}", http.method, http.path)
                 })?;
                 if !self.routes.contains_key(&role) {
                     return Err(format!(
@@ -558,12 +568,20 @@ impl ApiMap {
     /// stated before it starts (and all `--dry-run` prints): each
     /// scenario's `repeat` trials at least, `extra_trials_factor + 1` times
     /// as many at most (a race that did not overlap earns more).
-    pub fn plan(&self, scenarios: &[Scenario], fuzz_cases: u32, extra_trials_factor: u32) -> String {
+    pub fn plan(
+        &self,
+        scenarios: &[Scenario],
+        fuzz_cases: u32,
+        extra_trials_factor: u32,
+    ) -> String {
         let mut per_route: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let mut effect_queries = (0u64, 0u64);
         for s in scenarios {
             let trials = u64::from(s.repeat.max(1));
-            let races = s.steps.iter().any(|st| matches!(st.action, Action::Parallel(_)));
+            let races = s
+                .steps
+                .iter()
+                .any(|st| matches!(st.action, Action::Parallel(_)));
             let most = if races {
                 trials * u64::from(extra_trials_factor + 1)
             } else {
@@ -579,8 +597,8 @@ impl ApiMap {
                     effect_queries.1 += most;
                     continue;
                 }
-                let Some(route) = Role::of(&http.method, &http.path)
-                    .and_then(|r| self.routes.get(&r))
+                let Some(route) =
+                    Role::of(&http.method, &http.path).and_then(|r| self.routes.get(&r))
                 else {
                     continue;
                 };
@@ -737,18 +755,30 @@ cleanup: {method: DELETE, path: "/v1/orders/{id}"}
 
     #[test]
     fn mistakes_are_located_in_the_file() {
-        let e = ApiMap::parse("api.yaml", &EXAMPLE.replace("status: 201}", "statuss: 201}"))
-            .unwrap_err();
+        let e = ApiMap::parse(
+            "api.yaml",
+            &EXAMPLE.replace("status: 201}", "statuss: 201}"),
+        )
+        .unwrap_err();
         assert!(e.starts_with("api.yaml:2"), "{e}");
         assert!(e.contains("statuss"), "{e}");
-        let e = ApiMap::parse("api.yaml", &EXAMPLE.replace("keySyntax: any", "keySyntax: 3"))
-            .unwrap_err();
+        let e = ApiMap::parse(
+            "api.yaml",
+            &EXAMPLE.replace("keySyntax: any", "keySyntax: 3"),
+        )
+        .unwrap_err();
         assert!(e.starts_with("api.yaml:3:1: profile:"), "{e}");
-        let e = ApiMap::parse("api.yaml", &EXAMPLE.replace("metadata: $body}, status", "x: 1}, status"))
-            .unwrap_err();
+        let e = ApiMap::parse(
+            "api.yaml",
+            &EXAMPLE.replace("metadata: $body}, status", "x: 1}, status"),
+        )
+        .unwrap_err();
         assert!(e.contains("exactly once"), "{e}");
-        let e = ApiMap::parse("api.yaml", &EXAMPLE.replace("default_caller: alice", "default_caller: eve"))
-            .unwrap_err();
+        let e = ApiMap::parse(
+            "api.yaml",
+            &EXAMPLE.replace("default_caller: alice", "default_caller: eve"),
+        )
+        .unwrap_err();
         assert!(e.starts_with("api.yaml:20:1: default_caller"), "{e}");
     }
 
@@ -767,6 +797,9 @@ cleanup: {method: DELETE, path: "/v1/orders/{id}"}
             String::from_utf8(sent).unwrap(),
             r#"{"metadata":{"sleepMs":600},"ms":600}"#
         );
-        assert_eq!(render_body(create, None).unwrap(), br#"{"metadata":null,"sku":"w"}"#);
+        assert_eq!(
+            render_body(create, None).unwrap(),
+            br#"{"metadata":null,"sku":"w"}"#
+        );
     }
 }

@@ -268,7 +268,9 @@ impl Ledger {
 
     fn unknown(&mut self, entries: &[usize], why: &str) {
         for i in entries {
-            self.entries[*i].unknown.get_or_insert_with(|| why.to_owned());
+            self.entries[*i]
+                .unknown
+                .get_or_insert_with(|| why.to_owned());
         }
     }
 
@@ -349,13 +351,19 @@ mod tests {
         let mut l = Ledger::default();
         l.set_baseline(counts(5));
         let t = l.sent(who("alice", "k1"), "alice", Some(br#"{"a":1}"#));
-        assert_eq!(l.answered(t, id(1)).unwrap().caller.as_deref(), Some("alice"));
+        assert_eq!(
+            l.answered(t, id(1)).unwrap().caller.as_deref(),
+            Some("alice")
+        );
         let t = l.sent(who("alice", "k1"), "alice", Some(br#"{"a":1}"#));
         l.answered(t, id(1));
         // Mallory gets alice's id: the owner says so, and it is no effect of hers.
         let t = l.sent(who("mallory", "k1"), "alice", None);
         let owner = l.answered(t, id(1)).unwrap();
-        assert_eq!((owner.caller.as_deref(), owner.body["a"].as_u64()), (Some("alice"), Some(1)));
+        assert_eq!(
+            (owner.caller.as_deref(), owner.body["a"].as_u64()),
+            (Some("alice"), Some(1))
+        );
         let doc = l.by_reads(&counts(6)).unwrap();
         assert_eq!(doc["effects"].as_array().unwrap().len(), 1);
         assert_eq!(doc["effects"][0]["count"], 1);

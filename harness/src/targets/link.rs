@@ -177,7 +177,8 @@ pub fn resolve_value(name: &str, written: &str) -> Result<String, String> {
             "header {name}: `env:{var}` does not name an environment variable"
         ));
     }
-    std::env::var(var).map_err(|_| format!("header {name}: the environment variable {var} is not set"))
+    std::env::var(var)
+        .map_err(|_| format!("header {name}: the environment variable {var} is not set"))
 }
 
 /// Registers a credential's value as a secret, and the credentials after

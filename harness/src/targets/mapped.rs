@@ -25,7 +25,9 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use crate::targets::api_map::{render_body, ApiMap, Oracle, Read, Role, Route, CALLER_HEADER, EFFECTS_PATH};
+use crate::targets::api_map::{
+    render_body, ApiMap, Oracle, Read, Role, Route, CALLER_HEADER, EFFECTS_PATH,
+};
 use crate::targets::http_agent::HttpAgentTarget;
 use crate::targets::latency::TargetWarning;
 use crate::targets::ledger::{Identity, Ledger};
@@ -88,7 +90,11 @@ impl MappedTarget {
         body: Option<Vec<u8>>,
     ) -> Result<HttpResponse, TargetError> {
         let mut all = headers.unwrap_or_default();
-        if body.is_some() && !all.iter().any(|(n, _)| n.eq_ignore_ascii_case("content-type")) {
+        if body.is_some()
+            && !all
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+        {
             all.push(("content-type".into(), b"application/json".to_vec()));
         }
         all.extend(self.map.callers.get(caller).cloned().unwrap_or_default());
@@ -177,7 +183,10 @@ impl MappedTarget {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case("idempotency-key"))
             .map(|(_, v)| v.clone());
-        let credential = self.map.credential_of(scenario_caller.as_deref()).to_owned();
+        let credential = self
+            .map
+            .credential_of(scenario_caller.as_deref())
+            .to_owned();
         let headers: Vec<(String, Vec<u8>)> = request
             .headers
             .iter()
@@ -211,12 +220,20 @@ impl MappedTarget {
             return Ok(answer);
         }
         let parsed: Option<Value> = serde_json::from_slice(&answer.body).ok();
-        let id = parsed.as_ref().and_then(|v| v.pointer(&route.id)).and_then(|id| match id {
-            Value::String(s) => Some(s.clone()),
-            Value::Number(n) => Some(n.to_string()),
-            _ => None,
-        });
-        let app_path = route.path.split('?').next().unwrap_or(&route.path).to_owned();
+        let id = parsed
+            .as_ref()
+            .and_then(|v| v.pointer(&route.id))
+            .and_then(|id| match id {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            });
+        let app_path = route
+            .path
+            .split('?')
+            .next()
+            .unwrap_or(&route.path)
+            .to_owned();
         let owner = lock(&self.ledger).answered(ticket, id.clone().map(|i| (app_path.clone(), i)));
         let mut headers = answer.headers.clone();
         if let (Some(id), Some(name)) = (&id, &self.map.answer_header) {
@@ -236,7 +253,12 @@ impl MappedTarget {
             } else {
                 value.map_or_else(
                     || "(absent)".to_owned(),
-                    |v| format!("(the app's {name} changed: {})", String::from_utf8_lossy(&v)),
+                    |v| {
+                        format!(
+                            "(the app's {name} changed: {})",
+                            String::from_utf8_lossy(&v)
+                        )
+                    },
                 )
             };
             headers.push(("x-reqkey-order".into(), shown));
@@ -301,7 +323,7 @@ impl Target for MappedTarget {
 
     async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
         let path = request.path.split('?').next().unwrap_or(&request.path);
-        if request.method == "GET" && path == crate::targets::idem::HEALTH_PATH {
+        if request.method == "GET" && path == crate::targets::profile::IDEM_HEALTH_PATH {
             let health = self.health().await?;
             return Ok(json_answer(200, &health, Vec::new()));
         }
@@ -361,7 +383,10 @@ impl Target for MappedTarget {
             delete.path
         );
         if let Some(first) = failed.first() {
-            line.push_str(&format!("; {} could not be deleted, first {first}", failed.len()));
+            line.push_str(&format!(
+                "; {} could not be deleted, first {first}",
+                failed.len()
+            ));
         }
         Some(line)
     }

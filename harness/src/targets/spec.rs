@@ -245,7 +245,9 @@ impl TargetSpec {
                     .find(|b| message.contains(&b.to_string()))
                     .or(bases.first());
                 match base {
-                    Some(base) => Err(transport::name_refused_certificate(e, base, timeout_ms).await),
+                    Some(base) => {
+                        Err(transport::name_refused_certificate(e, base, timeout_ms).await)
+                    }
                     None => Err(e),
                 }
             }

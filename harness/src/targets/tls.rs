@@ -293,7 +293,10 @@ pub fn rustls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a 
         if let Some(r) = c.downcast_ref::<rustls::Error>() {
             return Some(r);
         }
-        if let Some(inner) = c.downcast_ref::<std::io::Error>().and_then(|io| io.get_ref()) {
+        if let Some(inner) = c
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
             stack.push(inner);
         }
         if let Some(next) = c.source() {
@@ -314,7 +317,10 @@ mod tests {
         let empty = dir.join("empty.pem");
         let _ = std::fs::write(&empty, "not a certificate\n");
         let e = client_config(Some(&empty)).err().unwrap_or_default();
-        assert!(e.contains("empty.pem") && e.contains("no certificate"), "{e}");
+        assert!(
+            e.contains("empty.pem") && e.contains("no certificate"),
+            "{e}"
+        );
         let e = client_config(Some(&dir.join("missing.pem")))
             .err()
             .unwrap_or_default();

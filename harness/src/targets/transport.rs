@@ -219,7 +219,10 @@ impl HttpBase {
 
     /// `scheme://HOST:PORT` from a scheme-less authority (`tls`: https).
     pub fn of_authority(authority: &str, tls: bool) -> Result<HttpBase, String> {
-        HttpBase::parse(&format!("{}://{authority}", if tls { "https" } else { "http" }))
+        HttpBase::parse(&format!(
+            "{}://{authority}",
+            if tls { "https" } else { "http" }
+        ))
     }
 
     /// The URL the client connects to (with any userinfo it carries).

@@ -285,7 +285,10 @@ mod tests {
         assert_eq!(authority("http://u:p@h:1").unwrap(), ("h:1", false));
         assert_eq!(authority("https://h:2").unwrap(), ("h:2", true));
         let tls = String::from_utf8(request_bytes_for("h:2", true, &request)).unwrap();
-        assert!(tls.starts_with("POST https://h:2/sessions/s/start HTTP/1.1\r\n"), "{tls}");
+        assert!(
+            tls.starts_with("POST https://h:2/sessions/s/start HTTP/1.1\r\n"),
+            "{tls}"
+        );
     }
 
     #[test]

@@ -42,9 +42,10 @@ pub fn pki(ca_name: &str, names: &[&str]) -> Pki {
     let leaf_key = KeyPair::generate().unwrap();
     let mut leaf_params =
         CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>()).unwrap();
-    leaf_params
-        .distinguished_name
-        .push(DnType::CommonName, names.first().copied().unwrap_or("server"));
+    leaf_params.distinguished_name.push(
+        DnType::CommonName,
+        names.first().copied().unwrap_or("server"),
+    );
     let leaf = leaf_params.signed_by(&leaf_key, &issuer).unwrap();
     let ca_pem = dir.join("ca.pem");
     std::fs::write(&ca_pem, ca_cert.pem()).unwrap();
