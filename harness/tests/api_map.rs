@@ -6,6 +6,8 @@
 //! (never passed) where the oracle cannot count them, nothing sent by a
 //! dry run, and every request paced by `--max-rps`.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::io::{BufRead, BufReader};

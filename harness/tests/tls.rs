@@ -5,6 +5,8 @@
 //! name) is exit 2 naming the certificate, never a verdict; and a
 //! `--header` credential reaches the server and no output.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::Path;

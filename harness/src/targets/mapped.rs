@@ -41,8 +41,11 @@ pub struct MappedTarget {
     inner: HttpAgentTarget,
     ledger: Mutex<Ledger>,
     /// Per (app path, id): the `answer_header` value of its first answer.
-    first_header: Mutex<BTreeMap<(String, String), Option<Vec<u8>>>>,
+    first_header: Mutex<BTreeMap<CreatedId, Option<Vec<u8>>>>,
 }
+
+/// A resource the app created: the app path it was created on, its id.
+type CreatedId = (String, String);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
