@@ -509,7 +509,11 @@ fn a_misspelt_target_gets_a_suggestion_and_tls_is_a_form() {
         let o = reqkey(&["run", "--target", target]);
         assert_eq!(o.status.code(), Some(2), "{target}: {}", text(&o));
         assert!(text(&o).contains(wanted), "{target}: {}", text(&o));
-        assert!(!text(&o).contains("not supported"), "{target}: {}", text(&o));
+        assert!(
+            !text(&o).contains("not supported"),
+            "{target}: {}",
+            text(&o)
+        );
     }
 }
 

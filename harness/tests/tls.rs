@@ -172,3 +172,44 @@ fn a_header_credential_reaches_the_target_and_no_output() {
     assert_eq!(o.status.code(), Some(2), "{said}");
     assert!(!said.contains(TOKEN) && !said.contains(KEY), "{said}");
 }
+
+#[test]
+fn the_proxy_forwards_to_an_https_upstream_with_the_credentials() {
+    const TOKEN: &str = "tok-proxy-6b2e90-never-shown";
+    let ca = pki("reqkey test CA", &["localhost"]);
+    let served = Served::start(&["serve", "agent"]);
+    let (front, seen) = front_watching(
+        ca.server.clone(),
+        backend_of(&served.base),
+        Some(format!("authorization: Bearer {TOKEN}").into_bytes()),
+    );
+    // A client that sends one keyed start through the proxy.
+    let client = "import os, urllib.request as u\n\
+        r = u.Request(os.environ['REQKEY_PROXY_URL'] + '/sessions/tls-s1/start', \
+        data=b'{\"input\": \"hi\"}', method='POST', \
+        headers={'content-type': 'application/json', 'x-helix-request-key': 'tls-k1'})\n\
+        try:\n    u.urlopen(r, timeout=10).read()\nexcept Exception:\n    pass\n";
+    let o = reqkey(&[
+        "proxy",
+        "--target",
+        &format!("https://localhost:{}", front.port),
+        "--cacert",
+        ca.ca_pem.to_str().unwrap(),
+        "--header",
+        &format!("Authorization: Bearer {TOKEN}"),
+        "--plan",
+        "delay=0",
+        "--",
+        "python3",
+        "-c",
+        client,
+    ]);
+    let said = text(&o);
+    assert!(!said.contains(TOKEN), "{said}");
+    assert!(!said.contains("certificate"), "{said}");
+    // /health at the start, the forwarded start, the snapshot read after.
+    assert!(
+        seen.load(std::sync::atomic::Ordering::SeqCst) >= 3,
+        "{said}"
+    );
+}
