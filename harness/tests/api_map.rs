@@ -182,6 +182,31 @@ fn without_a_read_route_what_the_oracle_cannot_count_is_not_judged_never_passed(
 }
 
 #[test]
+fn a_caller_whose_credentials_the_app_refuses_is_a_wiring_mistake_not_a_verdict() {
+    let app = App::start(&[]);
+    let o = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .current_dir(root())
+        .env("ORDERS_ALICE_TOKEN", format!("Bearer {}", TOKENS[0].2))
+        .env("ORDERS_BOB_TOKEN", "Bearer tok-bob-wrong-4711")
+        .env("ORDERS_MALLORY_TOKEN", format!("Bearer {}", TOKENS[2].2))
+        .args([
+            "certify",
+            "--target",
+            &format!("idem+http://127.0.0.1:{}", app.port),
+            "--api",
+            MAP,
+            "--out",
+            out_dir("refused").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(said.contains("caller bob with 401: its credentials are refused"), "{said}");
+    assert!(!said.contains("tok-bob-wrong-4711"), "{said}");
+}
+
+#[test]
 fn a_dry_run_states_the_requests_and_sends_none() {
     // Nothing listens on port 1: a request would be exit 2.
     let o = reqkey(&[

@@ -126,6 +126,7 @@ impl MappedTarget {
                     id: String::new(),
                 };
                 let answer = self.send(&route, caller, None, None).await?;
+                refused_credentials(&answer, caller, &route)?;
                 let counted = (answer.status == 200)
                     .then(|| serde_json::from_slice::<Value>(&answer.body).ok())
                     .flatten()
@@ -190,10 +191,13 @@ impl MappedTarget {
             .map
             .credential_of(scenario_caller.as_deref())
             .to_owned();
+        // The app's own counter records the contract's caller header; any
+        // other app gets its callers' credentials only.
+        let keep_caller = matches!(self.map.oracle, Oracle::Counter(_));
         let headers: Vec<(String, Vec<u8>)> = request
             .headers
             .iter()
-            .filter(|(n, _)| !n.eq_ignore_ascii_case(CALLER_HEADER))
+            .filter(|(n, _)| keep_caller || !n.eq_ignore_ascii_case(CALLER_HEADER))
             .map(|(n, v)| {
                 if n.eq_ignore_ascii_case("idempotency-key") {
                     (self.map.key_header.clone(), v.clone())
@@ -218,6 +222,10 @@ impl MappedTarget {
                 return Err(e);
             }
         };
+        if let Err(e) = refused_credentials(&answer, &credential, route) {
+            lock(&self.ledger).answered(ticket, None);
+            return Err(e);
+        }
         if answer.status != route.status {
             lock(&self.ledger).answered(ticket, None);
             return Ok(answer);
@@ -285,6 +293,20 @@ impl MappedTarget {
         };
         Ok(json_answer(role.contract_status(), &body, headers))
     }
+}
+
+/// A 401 or 403 is the app refusing a caller's credentials: a wiring
+/// mistake in the map or the environment (exit 2), never an answer of the
+/// idempotency layer to judge.
+fn refused_credentials(answer: &HttpResponse, caller: &str, route: &Route) -> Result<(), TargetError> {
+    if matches!(answer.status, 401 | 403) {
+        return Err(TargetError::BadSpec(format!(
+            "the app answered {} {} for the API map's caller {caller} with {}: its credentials \
+             are refused (check the map's callers and their environment variables)",
+            route.method, route.path, answer.status
+        )));
+    }
+    Ok(())
 }
 
 /// A JSON answer the target makes (the app's headers kept, its
