@@ -202,7 +202,10 @@ fn a_caller_whose_credentials_the_app_refuses_is_a_wiring_mistake_not_a_verdict(
         .unwrap();
     let said = text(&o);
     assert_eq!(o.status.code(), Some(2), "{said}");
-    assert!(said.contains("caller bob with 401: its credentials are refused"), "{said}");
+    assert!(
+        said.contains("caller bob with 401: its credentials are refused"),
+        "{said}"
+    );
     assert!(!said.contains("tok-bob-wrong-4711"), "{said}");
 }
 

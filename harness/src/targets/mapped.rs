@@ -298,7 +298,11 @@ impl MappedTarget {
 /// A 401 or 403 is the app refusing a caller's credentials: a wiring
 /// mistake in the map or the environment (exit 2), never an answer of the
 /// idempotency layer to judge.
-fn refused_credentials(answer: &HttpResponse, caller: &str, route: &Route) -> Result<(), TargetError> {
+fn refused_credentials(
+    answer: &HttpResponse,
+    caller: &str,
+    route: &Route,
+) -> Result<(), TargetError> {
     if matches!(answer.status, 401 | 403) {
         return Err(TargetError::BadSpec(format!(
             "the app answered {} {} for the API map's caller {caller} with {}: its credentials \
