@@ -77,6 +77,8 @@ struct Entry {
     owned: BTreeSet<(String, String)>,
     /// Answers that carried no id.
     unnamed: u32,
+    /// Exchanges that broke (no whole answer).
+    lost: u32,
     /// Effects no answer named, given to it.
     attributed: u64,
     /// Why its count is not known, if it is not.
@@ -114,6 +116,9 @@ pub struct Ledger {
     unnamed_at_last: BTreeMap<String, u64>,
     /// Set once the ledger is full: nothing can be counted any more.
     overflowed: bool,
+    /// Requests whose exchange broke (a timeout, a closed connection):
+    /// their effect may still appear, in any later window.
+    lost: u32,
 }
 
 impl Ledger {
@@ -140,6 +145,7 @@ impl Ledger {
                     credential: credential.to_owned(),
                     owned: BTreeSet::new(),
                     unnamed: 0,
+                    lost: 0,
                     attributed: 0,
                     unknown: None,
                     body: body
@@ -169,6 +175,17 @@ impl Ledger {
             caller: o.identity.caller.clone(),
             body: o.body.clone(),
         })
+    }
+
+    /// Records a request whose exchange broke (no answer, or half of one):
+    /// its handler may still run, so an effect no answer named, now or
+    /// later, cannot be told from its own.
+    pub fn lost(&mut self, ticket: Ticket) {
+        if let Some(i) = ticket.0 {
+            self.entries[i].unnamed += 1;
+            self.entries[i].lost += 1;
+            self.lost += 1;
+        }
     }
 
     /// The ids the run created, each with the credential it was created
@@ -213,6 +230,16 @@ impl Ledger {
     /// whose effects cannot be counted.
     pub fn by_reads(&mut self, counts: &BTreeMap<String, u64>) -> Result<Value, String> {
         self.window_closed = true;
+        let broke: Vec<usize> = self
+            .window
+            .iter()
+            .copied()
+            .filter(|i| self.entries[*i].lost > 0)
+            .collect();
+        self.unknown(
+            &broke,
+            "its exchange broke before a whole answer: its effect may still appear",
+        );
         for (credential, count) in counts {
             let window: Vec<usize> = self
                 .window
@@ -231,6 +258,14 @@ impl Ledger {
             self.unnamed_at_last.insert(credential.clone(), unnamed);
             match unnamed.checked_sub(last) {
                 Some(0) => {}
+                Some(new) if self.lost > 0 => {
+                    let why = format!(
+                        "{new} effects no answer named appeared after {} requests of the run \
+                         got no whole answer (theirs may be among them)",
+                        self.lost
+                    );
+                    self.unknown(&window, &why);
+                }
                 Some(new) if window.len() == 1 => self.entries[window[0]].attributed += new,
                 Some(new) => {
                     let why = format!(
@@ -415,6 +450,21 @@ mod tests {
         l.answered(t, None);
         let e = l.by_answer_ids().unwrap_err();
         assert!(e.contains("carried no id"), "{e}");
+    }
+
+    #[test]
+    fn after_a_request_got_no_answer_an_unnamed_effect_is_nobodys() {
+        let mut l = Ledger::default();
+        l.set_baseline(counts(0));
+        let t = l.sent(who("alice", "timed-out"), "alice", None);
+        l.lost(t);
+        let e = l.by_reads(&counts(0)).unwrap_err();
+        assert!(e.contains("may still appear"), "{e}");
+        // Its handler finished late: the effect shows up in the next window.
+        let t = l.sent(who("alice", "next"), "alice", None);
+        l.answered(t, None);
+        let e = l.by_reads(&counts(1)).unwrap_err();
+        assert!(e.contains("got no whole answer"), "{e}");
     }
 
     #[test]

@@ -218,7 +218,7 @@ impl MappedTarget {
         let answer = match self.send(route, &credential, Some(headers), body).await {
             Ok(a) => a,
             Err(e) => {
-                lock(&self.ledger).answered(ticket, None);
+                lock(&self.ledger).lost(ticket);
                 return Err(e);
             }
         };
