@@ -149,6 +149,12 @@ pub fn register_target(text: &str) {
     }
 }
 
+/// Remembers one secret value as it is (a `--header` credential), so
+/// that [`scrub`] hides it wherever it reappears.
+pub fn register_secret(value: &str) {
+    remember(value);
+}
+
 /// Does a variable or flag name look like it names a secret?
 fn secret_name(name: &str) -> bool {
     let name = name.trim_start_matches('-').to_ascii_lowercase();

@@ -59,11 +59,20 @@ fn a_started_store_whose_crash_scenario_did_not_apply_is_not_certified_for_crash
     let quoted = "no crash scenario applied (needs durable: true, but /health declares \
                   durable: false): crash behaviour is NOT certified";
     assert!(line.contains(quoted), "{line}");
-    for guide in ["docs/agent-server.md", "docs/store-adapter.md", "docs/scenario-format.md"] {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(guide);
+    for guide in [
+        "docs/agent-server.md",
+        "docs/store-adapter.md",
+        "docs/scenario-format.md",
+    ] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(guide);
         let text = std::fs::read_to_string(&path).unwrap();
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        assert!(flat.contains(quoted), "{guide} does not quote the claim reqkey writes");
+        assert!(
+            flat.contains(quoted),
+            "{guide} does not quote the claim reqkey writes"
+        );
     }
     // Issue 50: the replay line named the run's temporary port and left
     // `--start` out; it starts the target again on fresh ports.

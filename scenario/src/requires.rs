@@ -132,6 +132,7 @@ mod tests {
             processes: 1,
             durable,
             lease_ms,
+            links: Default::default(),
         }
     }
 

@@ -32,6 +32,10 @@ pub struct CertifyArgs {
     pub target: Option<String>,
     #[command(flatten)]
     pub start: StartArgs,
+    #[command(flatten)]
+    pub link: crate::cmd::judging::AccessArgs,
+    #[command(flatten)]
+    pub api: crate::cmd::judging::ApiArgs,
     /// Where to write certificate.md, report.html, junit.xml and results.json (created if
     /// missing).
     #[arg(long, default_value = ".")]
@@ -207,15 +211,39 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     let Some(target_spec) = args.target.clone() else {
         return harness_error("--target is required");
     };
-    let opts = TargetOptions {
+    let link = match args.link.link() {
+        Ok(link) => link,
+        Err(e) => return harness_error(e),
+    };
+    let mut opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
+        link,
+        api: None,
     };
+    if args.api.dry_run {
+        let planned = judging::parse_without_starting(&target_spec).and_then(|spec| {
+            let map = args.api.load(&spec)?.ok_or("--dry-run needs --api")?;
+            let (_, scenarios) = match &args.scenarios {
+                Some(root) => suite::disk_suite(root, spec.level()).map_err(|e| e.to_string())?,
+                None => suite::embedded_suite(spec.level()).map_err(|e| e.to_string())?,
+            };
+            Ok((map, scenarios))
+        });
+        return match planned {
+            Ok((map, scenarios)) => judging::dry_run(&map, scenarios, args.fuzz_cases),
+            Err(e) => harness_error(e),
+        };
+    }
     let started = match judging::start(&args.start, &target_spec) {
         Ok(started) => started,
         Err(e) => return harness_error(e),
     };
     let spec = &started.spec;
+    opts.api = match args.api.load(spec) {
+        Ok(api) => api,
+        Err(e) => return harness_error(e),
+    };
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let outputs = Outputs {
         junit: Some(args.out.join(JUNIT_FILE)),

@@ -70,6 +70,122 @@ impl StartArgs {
     }
 }
 
+/// How every request reaches the target: `--cacert`, `--header`,
+/// `--max-rps` (shared by `run`, `certify`, `fuzz` and `proxy`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AccessArgs {
+    /// Trust the certificates of this PEM file (a private CA) for an
+    /// `https://`, `store+https://` or `idem+https://` target, besides the
+    /// system's roots. A certificate neither trusts is exit 2, naming it.
+    #[arg(long, value_name = "PEM")]
+    pub cacert: Option<std::path::PathBuf>,
+    /// Send this header on every request to the target (repeatable; curl's
+    /// spelling, `--header 'Authorization: Bearer TOKEN'`). A value written
+    /// `env:VAR` is read from the environment variable VAR
+    /// (`--header 'Authorization: env:API_TOKEN'`). Values are secrets:
+    /// no output shows them.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// At most N requests a second to the target (bursts of up to N),
+    /// every request included: scenarios, the fuzz pass, health reads,
+    /// clean-up. Races under a low rate may not overlap: indefinite, never
+    /// a pass.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_rps: Option<u32>,
+}
+
+impl AccessArgs {
+    /// Parsed once, at the edge (credentials registered as secrets).
+    pub fn link(&self) -> Result<crate::targets::access::Access, String> {
+        crate::targets::access::Access::new(self.cacert.as_deref(), &self.headers, self.max_rps)
+    }
+}
+
+/// `--api FILE` and `--dry-run` (shared by `run` and `certify`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ApiArgs {
+    /// Certify an app at its own routes, with its own authentication:
+    /// the API map (YAML) saying which route plays each role of the
+    /// reqkey-idem/1 contract, each caller's credentials, where an id is,
+    /// the effect oracle and the delete route of the clean-up
+    /// (docs/idempotency-key.md, "Certifying your own API"). With
+    /// --target idem+http[s]://HOST:PORT.
+    #[arg(long, value_name = "FILE")]
+    pub api: Option<std::path::PathBuf>,
+    /// With --api: print how many requests the certification would send
+    /// and to which routes, and exit 0 without sending any.
+    #[arg(long, requires = "api")]
+    pub dry_run: bool,
+}
+
+impl ApiArgs {
+    /// The map, parsed once (caller credentials registered as secrets),
+    /// checked to fit the target: `--api` plays an idem app over HTTP.
+    pub fn load(
+        &self,
+        spec: &TargetSpec,
+    ) -> Result<Option<Arc<crate::targets::api_map::ApiMap>>, String> {
+        let Some(path) = &self.api else {
+            return Ok(None);
+        };
+        let is_idem_http = matches!(
+            spec,
+            TargetSpec::Idem(crate::targets::idem::IdemSpec::Http { .. })
+        );
+        if !is_idem_http {
+            return Err(format!(
+                "--api maps an app at the idem level: --target idem+http[s]://HOST:PORT, not {}",
+                spec.display_name()
+            ));
+        }
+        crate::targets::api_map::ApiMap::load(path).map(|m| Some(Arc::new(m)))
+    }
+}
+
+/// The target as `--dry-run` reads it: parsed with any `{port}` of
+/// `--start` filled in by a placeholder port, nothing started.
+pub fn parse_without_starting(target: &str) -> Result<TargetSpec, String> {
+    let placeholder = vec![1u16; crate::targets::replicas::MAX_REPLICAS];
+    TargetSpec::parse(&crate::targets::owned::fill(target, &placeholder, None))
+        .map_err(|e| e.to_string())
+}
+
+/// `--dry-run`: the scenarios the map plays under its declared profile
+/// (without `--start`, no crash scenario), and the requests they would
+/// send; nothing is sent.
+pub fn dry_run(
+    map: &crate::targets::api_map::ApiMap,
+    scenarios: Vec<Scenario>,
+    fuzz_cases: u32,
+) -> ExitCode {
+    let profile = match reqkey_model::idem_profile::parse_health(map.health()) {
+        Ok(parsed) => parsed.profile,
+        Err(e) => return harness_error(format!("{}: {e}", map.file)),
+    };
+    let (apply, mut not) = by_profile(
+        scenarios,
+        &Default::default(),
+        &reqkey_scenario::fault::FaultSupport::default(),
+    );
+    let (apply, not_idem) = crate::run::select::by_idem_profile(apply, Some(&profile));
+    not.extend(not_idem);
+    let (apply, not_played) = crate::run::select::by_target(apply, |s| map.plays(s));
+    not.extend(not_played);
+    println!(
+        "{}",
+        map.plan(&apply, fuzz_cases, crate::run::trial::EXTRA_TRIALS_FACTOR)
+    );
+    if !not.is_empty() {
+        println!(
+            "reqkey: {} scenarios are not applicable: {}",
+            not.len(),
+            reasons(&not).join("; ")
+        );
+    }
+    println!("reqkey: dry run: nothing was sent");
+    ExitCode::SUCCESS
+}
+
 /// Starts `--start`'s commands, if any, and fills their ports into the
 /// `--target` text. The returned guard stops them when dropped.
 pub fn start_owned(
@@ -109,7 +225,7 @@ pub async fn open_started(
     };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(start_timeout_ms);
     loop {
-        match spec.open(opts).await {
+        match spec.open(opts.clone()).await {
             Ok(target) => {
                 // Something answered on the chosen ports; it may not be
                 // what was started: another process can take a port
@@ -191,6 +307,8 @@ pub async fn select_by_profile(
     let (apply, mut not) = by_profile(scenarios, &info.profile, &faults);
     let (apply, not_idem) = crate::run::select::by_idem_profile(apply, info.idem.as_ref());
     not.extend(not_idem);
+    let (apply, not_played) = crate::run::select::by_target(apply, |s| target.plays(s));
+    not.extend(not_played);
     info.crash_scenarios = faults.started.then(|| {
         crate::report::crash::crash_scenarios(
             &faulty,
@@ -436,8 +554,27 @@ impl Started {
                 target: Arc::downgrade(&target),
             }),
         );
+        // A live app played through a map: say what will be sent first.
+        if let Some(map) = target.api_map() {
+            println!(
+                "{}",
+                map.plan(
+                    &scenarios,
+                    how.fuzz_cases.unwrap_or(0),
+                    crate::run::trial::EXTRA_TRIALS_FACTOR
+                )
+            );
+        }
         let mut cfg = cfg.clone();
         cfg.finished = Some(finished);
-        execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await
+        if target.sequential() {
+            cfg.concurrency = 1;
+        }
+        let finishing = Arc::clone(&target);
+        let code = execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await;
+        if let Some(line) = finishing.finish().await {
+            eprintln!("reqkey: {}", crate::report::inert::terminal(&line));
+        }
+        code
     }
 }

@@ -116,6 +116,9 @@ struct ProfileDoc {
     /// field; `supportsRequestKey` and `concurrentEntry` then mean nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     idem: Option<reqkey_model::idem_profile::IdemProfile>,
+    /// `--api`: the map that declared it and the effect oracle judged by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_map: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -219,6 +222,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             link_setup: p.link_scenarios.as_ref().and(p.link.clone()),
             link_scenarios: p.link_scenarios.clone(),
             idem: p.idem.clone(),
+            api_map: p.api_map.clone(),
         }),
         not_applicable: ctx
             .not_applicable

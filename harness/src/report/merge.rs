@@ -112,6 +112,9 @@ pub struct ProfileDoc {
     pub link_setup: Option<String>,
     #[serde(default)]
     pub link_scenarios: Option<CrashScenariosDoc>,
+    /// `--api`: the map and effect oracle.
+    #[serde(default)]
+    pub api_map: Option<String>,
     /// An idem target's declared profile (SPEC 10), as written.
     #[serde(default)]
     pub idem: Option<Value>,
@@ -226,6 +229,8 @@ const KNOWN_REASONS: &[&str] = &[
     "closed",
     "too_large",
     "not_http",
+    "certificate",
+    "oracle",
     "wrong_protocol",
     "wiring",
     "interrupted",
@@ -613,6 +618,7 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
                     })
             })
             .transpose()?,
+        api_map: p.api_map.clone(),
     })
 }
 
@@ -763,7 +769,9 @@ mod tests {
             crash_setup: None,
             crash_scenarios: None,
             link: None,
+            link_setup: None,
             link_scenarios: None,
+            api_map: None,
             idem: None,
         };
         let info = profile_info(&p).unwrap();
@@ -783,7 +791,9 @@ mod tests {
             crash_setup: None,
             crash_scenarios: None,
             link: None,
+            link_setup: None,
             link_scenarios: None,
+            api_map: None,
             idem: Some(draft.to_json()),
         };
         assert_eq!(profile_info(&p).unwrap().idem, Some(draft));

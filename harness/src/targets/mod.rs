@@ -21,11 +21,15 @@
 //!
 //! This file holds what they share and imports none of them.
 
+pub mod access;
+pub mod api_map;
 pub mod http_agent;
 pub mod http_store;
 pub mod idem;
 pub mod latency;
+pub mod ledger;
 pub mod link;
+pub mod mapped;
 pub mod owned;
 pub mod profile;
 pub mod reap;
@@ -34,6 +38,7 @@ pub mod replicas;
 pub mod spec;
 pub mod store;
 pub mod suggest;
+pub mod tls;
 pub mod transport;
 pub mod wire;
 
@@ -87,6 +92,16 @@ pub enum TargetError {
          (MAX_ANSWER_JSON_VALUES): not parsed, so the step cannot be judged"
     )]
     TooManyValues { values: u64, bound: u64 },
+    /// The target's TLS certificate is not one the harness trusts (an
+    /// unknown issuer, another host's name, expired): the message names the
+    /// certificate and the reason. Never a verdict.
+    #[error("the target's TLS certificate is refused: {0}")]
+    Certificate(String),
+    /// `--api` only: the API map's effect oracle cannot count what the
+    /// step asks (an effect whose answer carried no id, with no read
+    /// route): the step is not judged, never passed.
+    #[error("not judged by the effect oracle: {0}")]
+    Oracle(String),
     /// Before any scenario: what answered is not an HTTP server.
     #[error("not an HTTP server (is the address right?): {0}")]
     NotHttp(String),
@@ -123,6 +138,8 @@ impl TargetError {
             TargetError::Closed(_) => "closed",
             TargetError::TooLarge { .. } | TargetError::TooManyValues { .. } => "too_large",
             TargetError::NotHttp(_) => "not_http",
+            TargetError::Certificate(_) => "certificate",
+            TargetError::Oracle(_) => "oracle",
             TargetError::WrongProtocol { .. } => "wrong_protocol",
             TargetError::Wiring(_) => "wiring",
         }
@@ -199,6 +216,30 @@ pub trait Target: Send + Sync + fmt::Debug {
             "{} does not take HTTP requests",
             self.describe()
         )))
+    }
+
+    /// Must its scenarios run one at a time? (An app played through an API
+    /// map whose effect oracle attributes effects by window.)
+    fn sequential(&self) -> bool {
+        false
+    }
+
+    /// Why this target cannot play `scenario`, if it cannot (an API map
+    /// without the route the scenario needs): it is then not applicable.
+    fn plays(&self, scenario: &reqkey_scenario::Scenario) -> Result<(), String> {
+        let _ = scenario;
+        Ok(())
+    }
+
+    /// The API map it is played through (`--api`), if any.
+    fn api_map(&self) -> Option<&api_map::ApiMap> {
+        None
+    }
+
+    /// After the run: clean up what it created, where the target can
+    /// (an API map's delete route); a line saying what was done.
+    async fn finish(&self) -> Option<String> {
+        None
     }
 
     /// How many processes of this target the harness started (`--start`):
@@ -283,12 +324,16 @@ pub fn open_error(e: OpenError) -> TargetError {
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Options every target shares.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TargetOptions {
     /// The bound on every single call.
     pub call_timeout_ms: u64,
     /// The bound on every answer's body, in bytes.
     pub max_response_bytes: u64,
+    /// TLS trust, credentials and pace of every request (`access.rs`).
+    pub link: access::Access,
+    /// `--api`: the map an idem app at its own routes is played through.
+    pub api: Option<std::sync::Arc<api_map::ApiMap>>,
 }
 
 impl Default for TargetOptions {
@@ -296,6 +341,8 @@ impl Default for TargetOptions {
         Self {
             call_timeout_ms: 10_000,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            link: access::Access::default(),
+            api: None,
         }
     }
 }

@@ -551,6 +551,22 @@ impl Target for OwnedTarget {
         self.inner.http(request).await
     }
 
+    fn sequential(&self) -> bool {
+        self.inner.sequential()
+    }
+
+    fn plays(&self, scenario: &reqkey_scenario::Scenario) -> Result<(), String> {
+        self.inner.plays(scenario)
+    }
+
+    fn api_map(&self) -> Option<&crate::targets::api_map::ApiMap> {
+        self.inner.api_map()
+    }
+
+    async fn finish(&self) -> Option<String> {
+        self.inner.finish().await
+    }
+
     fn started_processes(&self) -> usize {
         self.processes
     }

@@ -195,13 +195,20 @@ pub struct ProfileInfo {
     /// `profile` is then unused (the default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idem: Option<reqkey_model::idem_profile::IdemProfile>,
+    /// `--api`: the map that declared the idem profile and the effect
+    /// oracle it judged by (`FILE; effect oracle: ...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_map: Option<String>,
 }
 
 impl ProfileInfo {
     /// One line for people: the profile and where it came from.
     pub fn describe(&self) -> String {
         if let Some(idem) = &self.idem {
-            return format!("{idem} (declared by /.reqkey/health)");
+            return match &self.api_map {
+                Some(map) => format!("{idem} (declared by the API map {map})"),
+                None => format!("{idem} (declared by /.reqkey/health)"),
+            };
         }
         match self.source {
             ProfileSource::Fixed => {
@@ -242,6 +249,7 @@ pub async fn resolve_profile(
                 link: None,
                 link_scenarios: None,
                 idem: None,
+                api_map: None,
             }),
             Some(_) => Err(ProfileError::StoreProfileFixed),
         };
@@ -268,6 +276,7 @@ pub async fn resolve_profile(
             link: None,
             link_scenarios: None,
             idem: None,
+            api_map: None,
         }),
         (None, Ok(profile)) => Ok(ProfileInfo {
             profile,
@@ -278,6 +287,7 @@ pub async fn resolve_profile(
             link: None,
             link_scenarios: None,
             idem: None,
+            api_map: None,
         }),
         (None, Err(e)) => Err(ProfileError::Health(format!(
             "{} declares no profile: {e}",
@@ -361,6 +371,13 @@ async fn resolve_idem_profile(
         link: None,
         link_scenarios: None,
         idem: Some(parsed.profile),
+        api_map: health.get("apiMap").map(|m| {
+            format!(
+                "{}; effect oracle: {}",
+                m.get("file").and_then(Value::as_str).unwrap_or("?"),
+                m.get("oracle").and_then(Value::as_str).unwrap_or("?")
+            )
+        }),
     })
 }
 

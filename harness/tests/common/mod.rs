@@ -6,6 +6,7 @@
 pub mod crash;
 pub mod link;
 pub mod processes;
+pub mod tls;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};

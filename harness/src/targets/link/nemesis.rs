@@ -270,7 +270,7 @@ mod tests {
     #[test]
     fn heal_hands_back_what_never_struck_and_wakes_the_stalls() {
         let n = Nemesis::default();
-        let mut heals = n.heals();
+        let heals = n.heals();
         n.arm(fault(LinkFaultKind::Drop { ms: 5 }, None));
         n.arm(fault(LinkFaultKind::Reset(LinkPoint::BeforeCommit), None));
         n.arm(fault(LinkFaultKind::Reset(LinkPoint::AfterCommit), None));
