@@ -330,7 +330,7 @@ impl Conn {
                 read = self.client.read(&mut from_client) => match read {
                     Ok(0) | Err(_) => return self.client_gone().await,
                     Ok(n) => {
-                        if let Some(end) = self.from_client(&from_client[..n]).await {
+                        if let Some(end) = self.on_client_bytes(&from_client[..n]).await {
                             return end;
                         }
                     }
@@ -341,7 +341,7 @@ impl Conn {
                         return End::Close;
                     }
                     Ok(n) => {
-                        if let Some(end) = self.from_server(&from_server[..n]).await {
+                        if let Some(end) = self.on_server_bytes(&from_server[..n]).await {
                             return end;
                         }
                     }
@@ -381,7 +381,7 @@ impl Conn {
                 break;
             }
             // The store is gone: its writes fail, and nothing waits on them.
-            let _ = self.from_server(&from_server[..n]).await;
+            let _ = self.on_server_bytes(&from_server[..n]).await;
         }
         End::Close
     }
@@ -411,7 +411,7 @@ impl Conn {
         self.heals.borrow_and_update();
     }
 
-    async fn from_client(&mut self, data: &[u8]) -> Option<End> {
+    async fn on_client_bytes(&mut self, data: &[u8]) -> Option<End> {
         let (requests, opaque) = match &mut self.wire {
             None => return self.write_server(data).await,
             Some(Wire::Pg(wire)) => {
@@ -588,7 +588,7 @@ impl Conn {
         }
     }
 
-    async fn from_server(&mut self, data: &[u8]) -> Option<End> {
+    async fn on_server_bytes(&mut self, data: &[u8]) -> Option<End> {
         let (replies, opaque) = match &mut self.wire {
             None => return self.write_client(data).await,
             Some(Wire::Pg(wire)) => {
