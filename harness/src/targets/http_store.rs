@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use reqkey_model::StoreError;
 use serde_json::Value;
 
+use crate::targets::access::Access;
 use crate::targets::connect_log::ConnectLog;
 use crate::targets::latency::{LatencyLog, TargetWarning};
 use crate::targets::transport::HttpBase;
@@ -27,6 +28,8 @@ pub struct HttpStore {
     client: reqwest::Client,
     timeout_ms: u64,
     max_response_bytes: u64,
+    /// TLS trust, credentials and pace (`--cacert`, `--header`, `--max-rps`).
+    link: Access,
     /// Every answer's timing, for the Nagle warning.
     latency: LatencyLog,
     /// Every connection's opening time, for the listen-queue warning.
@@ -35,7 +38,7 @@ pub struct HttpStore {
 
 impl HttpStore {
     /// `authority` is `HOST:PORT`.
-    pub fn new(spec: &str, base: &HttpBase, opts: TargetOptions) -> Result<Self, TargetError> {
+    pub fn new(spec: &str, base: &HttpBase, opts: &TargetOptions) -> Result<Self, TargetError> {
         let connects = std::sync::Arc::new(ConnectLog::default());
         Ok(Self {
             base: base.url().to_owned(),
@@ -44,6 +47,7 @@ impl HttpStore {
             connects,
             timeout_ms: opts.call_timeout_ms,
             max_response_bytes: opts.max_response_bytes,
+            link: opts.link.clone(),
             latency: LatencyLog::default(),
         })
     }
@@ -57,6 +61,11 @@ impl HttpStore {
         what: &str,
     ) -> Result<Value, TargetError> {
         let classify = |e: reqwest::Error| transport::classify(&e, &self.base, self.timeout_ms);
+        let mut request = request;
+        for (name, value) in self.link.headers() {
+            request = request.header(name.as_str(), value.as_slice());
+        }
+        self.link.pace().await;
         let sent = std::time::Instant::now();
         let resp = request.send().await.map_err(classify)?;
         let head = sent.elapsed();
