@@ -84,8 +84,27 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
         print!("{}", coverage::render(&cov));
         gaps += cov.total() - cov.covered();
     }
-    if gaps > 0 {
-        eprintln!("reqkey: {gaps} clause(s) without a scenario that can fail on them");
+    // Every value of every declared field of the idem profile (issue 45).
+    let mut field_gaps = 0;
+    if args.level.as_deref().is_none_or(|want| want == "idem") {
+        let suite = match crate::cmd::fields::idem_suite_texts(args.scenarios.as_deref()) {
+            Ok(s) => s,
+            Err(e) => return harness_error(e),
+        };
+        let pairs: Vec<(&reqkey_scenario::Scenario, &str)> =
+            suite.iter().map(|(s, t)| (s, t.as_str())).collect();
+        let (text, n) =
+            crate::cmd::fields::render_matrix(&crate::cmd::fields::idem_field_matrix(&pairs));
+        print!("{text}");
+        field_gaps = n;
+    }
+    if gaps > 0 || field_gaps > 0 {
+        if gaps > 0 {
+            eprintln!("reqkey: {gaps} clause(s) without a scenario that can fail on them");
+        }
+        if field_gaps > 0 {
+            eprintln!("reqkey: {field_gaps} profile field value(s) no scenario judges");
+        }
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -539,6 +539,9 @@ impl Started {
             ctx.fuzz = Some(pass);
         }
         let cfg = cfg.declaring(&profile);
+        if let Some(declared) = &profile.idem {
+            ctx.unjudged_fields = Some(unjudged_fields(declared, &scenarios));
+        }
         ctx.profile = Some(profile);
         ctx.not_applicable = not_applicable;
         // From here a signal keeps every scenario that finished: a proven
@@ -577,4 +580,26 @@ impl Started {
         }
         code
     }
+}
+
+/// The declared idem fields no scenario of `scenarios` (those that apply)
+/// judges (`cmd/fields.rs`). A scenario whose text cannot be read counts
+/// as judging nothing: the certificate then names more, never fewer.
+fn unjudged_fields(
+    declared: &reqkey_model::idem_profile::IdemProfile,
+    scenarios: &[reqkey_scenario::Scenario],
+) -> Vec<String> {
+    let texts: Vec<String> = scenarios
+        .iter()
+        .map(|s| match crate::run::suite::embedded_text(&s.file) {
+            Some(t) => t.to_owned(),
+            None => std::fs::read_to_string(&s.file).unwrap_or_default(),
+        })
+        .collect();
+    let pairs: Vec<(&reqkey_scenario::Scenario, &str)> = scenarios
+        .iter()
+        .zip(&texts)
+        .map(|(s, t)| (s, t.as_str()))
+        .collect();
+    crate::cmd::fields::unjudged_declared(declared, &pairs)
 }

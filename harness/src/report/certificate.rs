@@ -171,6 +171,21 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             c.covered, c.total, c.level
         );
     }
+    if let Some(fields) = &ctx.unjudged_fields {
+        let said = if fields.is_empty() {
+            "none: every declared value is judged by a scenario that applied (`reqkey coverage` shows the matrix)".to_owned()
+        } else {
+            format!(
+                "{}: no scenario that applied can fail on them, so this certificate says nothing of them",
+                fields
+                    .iter()
+                    .map(|f| code_cell(f))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let _ = writeln!(md, "| declared fields nothing judged | {said} |");
+    }
     let _ = writeln!(md, "| reqkey | {} |", ctx.reqkey_version);
     let _ = writeln!(md, "| seed | `{}` |", summary.seed);
     if let Some(f) = &ctx.fuzz {

@@ -60,6 +60,10 @@ pub struct ReportContext {
     /// --run-id`, or derived (`report::seal::derived_run_id`); `certify
     /// merge` refuses shards of different runs.
     pub run_id: Option<String>,
+    /// An idem run: the declared fields (as `field = value`) that no
+    /// scenario that applied judges (`cmd/fields.rs`); `None` when not
+    /// computed (another level, or no profile read).
+    pub unjudged_fields: Option<Vec<String>>,
 }
 
 /// The clause coverage of a suite: `covered` of the `total` clauses of
@@ -92,6 +96,7 @@ impl ReportContext {
             start_commands: Vec::new(),
             fuzz: None,
             run_id: None,
+            unjudged_fields: None,
         }
     }
 
