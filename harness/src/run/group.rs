@@ -201,7 +201,7 @@ impl Trial<'_> {
                     detail: None,
                     clauses: Vec::new(),
                 }),
-                "listen_queue",
+                super::trial::LISTEN_QUEUE,
             ));
         }
         let invokes = outcomes.iter().flatten().map(|(invoke, _, _)| *invoke);

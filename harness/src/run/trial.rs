@@ -63,6 +63,12 @@ impl Stop {
     }
 }
 
+/// The reason of a parallel group whose connections queued (a full
+/// listen queue, `targets/connect_log.rs`): its answers are not
+/// concurrent, so its checks are not judged; the trial's observations
+/// (`always` steps) still run and judge theirs.
+pub(super) const LISTEN_QUEUE: &str = "listen_queue";
+
 pub(super) fn fail(step: &str, message: impl Into<String>) -> Stop {
     Stop::fail(Failure {
         trial: 0,
@@ -206,6 +212,9 @@ impl Trial<'_> {
         let bound_by_steps: BTreeSet<String> =
             steps.iter().flat_map(Step::names_bound).cloned().collect();
         let mut stopped: Option<String> = None;
+        // A group whose answers were not concurrent (a full listen queue):
+        // not judged, but the observations after it still run.
+        let mut unjudged_group: Option<Stop> = None;
         for (i, step) in steps.iter().enumerate() {
             let path = format!("steps[{i}] {}", step.action.label());
             let clauses: Vec<&str> = step.all_judges().iter().map(|c| c.0.as_str()).collect();
@@ -244,6 +253,12 @@ impl Trial<'_> {
                         stopped.get_or_insert(why);
                     }
                 }
+                Err(Stop::Harness(f, reason)) if reason == LISTEN_QUEUE => {
+                    let why = format!("could not judge {path} ({reason})");
+                    self.verdicts.not_judged(clauses, &why);
+                    stopped.get_or_insert(why);
+                    unjudged_group.get_or_insert(Stop::Harness(f, reason));
+                }
                 Err(Stop::Harness(f, reason)) => {
                     let why = format!("could not judge {path} ({reason})");
                     for rest in &steps[i..] {
@@ -258,9 +273,10 @@ impl Trial<'_> {
                 }
             }
         }
-        match self.failures.first() {
-            Some(first) => Err(Stop::fail(first.clone())),
-            None => Ok(()),
+        match (self.failures.first(), unjudged_group) {
+            (Some(first), _) => Err(Stop::fail(first.clone())),
+            (None, Some(stop)) => Err(stop),
+            (None, None) => Ok(()),
         }
     }
 
