@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use serde_json::{json, Value};
 
-use crate::run::fuzz::program::{expand, Expanded, FuzzStep, SESSIONS};
+use crate::run::fuzz::agent_program::{pad, ID_MAX};
+use crate::run::fuzz::program::{expand, Expanded, StoreProgram, SESSIONS};
 
 /// Session ids the spec runs the program with when writing a scenario;
 /// they become `$s0`, `$s1` in the file.
@@ -21,7 +22,13 @@ fn templatize(v: &Value) -> Value {
     match v {
         Value::String(s) => match PLACEHOLDER_SESSIONS.iter().position(|p| p == s) {
             Some(i) => json!(format!("$s{i}")),
-            None => v.clone(),
+            None => match PLACEHOLDER_SESSIONS
+                .iter()
+                .position(|p| pad(p, ID_MAX) == *s)
+            {
+                Some(i) => json!(format!("${{s{i}:{ID_MAX}}}")),
+                None => v.clone(),
+            },
         },
         Value::Array(items) => Value::Array(items.iter().map(templatize).collect()),
         Value::Object(map) => Value::Object(
@@ -49,10 +56,16 @@ fn step_line(request: &Value) -> String {
 /// `expect`; a batch is a `parallel` group with `linearizable: true`; once
 /// a batch has run, later single steps are groups of one, so that the
 /// linearizability check covers them too.
-pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason: &str) -> String {
+pub fn scenario_yaml(program: &StoreProgram, target_name: &str, seed: u64, reason: &str) -> String {
     let sessions: Vec<String> = PLACEHOLDER_SESSIONS
         .iter()
-        .map(|s| (*s).to_owned())
+        .map(|s| {
+            if program.long_ids {
+                pad(s, ID_MAX)
+            } else {
+                (*s).to_owned()
+            }
+        })
         .collect();
     let mut spec = Some(SeqStore::new());
     let mut out = String::new();
@@ -61,7 +74,7 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
         "# Found by `reqkey fuzz --target {} --seed {}`, shrunk to {} steps.",
         target_name,
         seed,
-        program.len()
+        program.steps.len()
     );
     for line in reason.lines().take(1) {
         let _ = writeln!(out, "# {line}");
@@ -75,7 +88,7 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
         seed
     );
     let _ = writeln!(out, "steps:");
-    for step in program {
+    for step in &program.steps {
         let Expanded { together, after } = expand(step);
         if together.len() > 1 {
             spec = None;
@@ -119,7 +132,7 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
 /// does not allow raw (DEL, the C1 controls, the byte-order mark,
 /// non-characters, the line and paragraph separators) written as `\uXXXX`
 /// escapes, which both read as the same character.
-fn yaml_safe(v: &Value) -> String {
+pub fn yaml_safe(v: &Value) -> String {
     let mut out = String::new();
     for c in v.to_string().chars() {
         let code = c as u32;
