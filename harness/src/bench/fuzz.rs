@@ -37,7 +37,7 @@ pub struct FuzzBenchConfig {
     pub max_cases: u32,
     /// Variants fuzzed at once (each on a thread and runtime of its own).
     pub jobs: usize,
-    /// Only variants whose name contains this.
+    /// Only variants whose name contains one of these (comma-separated).
     pub only: Option<String>,
     pub call_timeout_ms: u64,
 }
@@ -165,7 +165,11 @@ pub fn fuzz_benchmark(config: &FuzzBenchConfig, record: &FalsificationRecord) ->
     for &level in &config.levels {
         let needs = process_scenarios(level);
         for variant in builtin_variants(level) {
-            if config.only.as_deref().is_some_and(|o| !variant.contains(o)) {
+            if config
+                .only
+                .as_deref()
+                .is_some_and(|o| !o.split(',').any(|one| variant.contains(one.trim())))
+            {
                 continue;
             }
             let recorded = record

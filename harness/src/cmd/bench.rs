@@ -86,7 +86,8 @@ pub struct BenchArgs {
     /// The target: the racy store of the race benchmark (also a second
     /// checker workload; default broken-memory:holder-read-outside-commit),
     /// or the store of the lookup benchmark (any store target,
-    /// store+http:// included; without it, the reference backends).
+    /// store+http:// included; without it, the reference backends); for
+    /// fuzz, the variants whose name holds one of these (comma-separated).
     #[arg(long)]
     pub target: Option<String>,
     /// lookup without --target: the reference backends to measure

@@ -40,8 +40,8 @@ use tokio::sync::Barrier;
 use crate::run::agent_steps::{answer, wait_run_step};
 use crate::run::fuzz::agent_program::BEFORE_MS;
 pub use crate::run::fuzz::agent_program::{
-    arb_program, build, resolve, resolve_in_batch, After, Domain, Op, Program, Sent, Step,
-    MAX_BATCH, MAX_STEPS, PAST_MS, SESSIONS,
+    arb_program, build, named_run, resolve, resolve_in_batch, After, AgentFuzzOptions, Domain, Op,
+    Program, Sent, Step, MAX_BATCH, MAX_STEPS, PAST_MS, SESSIONS,
 };
 use crate::run::fuzz::agent_scenario::scenario_yaml;
 pub use crate::run::fuzz::cases::CaseFailure;
@@ -154,14 +154,6 @@ pub fn observe(answer: &Value) -> Observed {
             .to_owned(),
         timing: None,
     }
-}
-
-/// The run an answer named, if any.
-pub fn named_run(o: &Observed) -> Option<String> {
-    o.stream
-        .as_ref()
-        .and_then(|s| s.run_id.clone())
-        .or_else(|| o.json.as_ref()?.get("runId")?.as_str().map(str::to_owned))
 }
 
 /// A request as the failure message shows it (bodies cut).
@@ -403,18 +395,6 @@ async fn pause(after: After, timers: &[u64], clock: Clock) {
     };
     let wait = at.saturating_sub(clock.ms()).min(SETTLE_MS);
     tokio::time::sleep(Duration::from_millis(wait)).await;
-}
-
-/// Options of an agent fuzz run.
-#[derive(Debug, Clone)]
-pub struct AgentFuzzOptions {
-    pub cases: u32,
-    pub seed: u64,
-    pub namespace: String,
-    pub target_name: String,
-    pub profile: Profile,
-    pub call_timeout_ms: u64,
-    pub max_shrink_iters: u32,
 }
 
 /// A shrunk failure.

@@ -16,7 +16,8 @@
 //! a tiny domain (two sessions, two keys), so collisions are the rule.
 
 use proptest::prelude::*;
-use reqkey_model::agent::{AgentOp, KeyHeader};
+use reqkey_model::agent::{AgentOp, KeyHeader, Observed};
+use reqkey_model::vocab::Profile;
 use serde_json::{json, Value};
 
 pub use crate::run::fuzz::agent_requests::{
@@ -395,6 +396,26 @@ fn key_tag(sessions: &[String]) -> String {
     } else {
         format!(".{ns}")
     }
+}
+
+/// Options of an agent fuzz run.
+#[derive(Debug, Clone)]
+pub struct AgentFuzzOptions {
+    pub cases: u32,
+    pub seed: u64,
+    pub namespace: String,
+    pub target_name: String,
+    pub profile: Profile,
+    pub call_timeout_ms: u64,
+    pub max_shrink_iters: u32,
+}
+
+/// The run an answer named, if any.
+pub fn named_run(o: &Observed) -> Option<String> {
+    o.stream
+        .as_ref()
+        .and_then(|s| s.run_id.clone())
+        .or_else(|| o.json.as_ref()?.get("runId")?.as_str().map(str::to_owned))
 }
 
 /// One request ready to send: what the model reads it as, and its bytes.

@@ -14,10 +14,9 @@ use std::fmt::Write as _;
 use reqkey_model::agent::{AgentModel, Observed};
 use serde_json::{json, Value};
 
-use crate::run::fuzz::agent::{named_run, AgentFuzzOptions};
 use crate::run::fuzz::agent_program::{
-    build, pad, resolve, resolve_in_batch, After, Domain, Op, Program, Step, BEFORE_MS, ID_MAX,
-    PAST_MS, SESSIONS,
+    build, named_run, pad, resolve, resolve_in_batch, After, AgentFuzzOptions, Domain, Op, Program,
+    Step, BEFORE_MS, ID_MAX, PAST_MS, SESSIONS,
 };
 use crate::run::fuzz::scenario::yaml_safe;
 use crate::targets::HttpRequest;

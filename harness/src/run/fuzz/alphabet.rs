@@ -732,6 +732,46 @@ pub static AGENT: [Dimension; 21] = [
     ),
 ];
 
+/// What is wrong with the tables: a clause `is_clause` does not know, a
+/// variant `is_variant` does not know (at the fuzzer's level), a
+/// dimension id used twice or outside its fuzzer's level, a generated
+/// dimension that names no clause. Empty: every row is checked.
+pub fn problems(
+    fuzzers: &[Fuzzer],
+    is_clause: &dyn Fn(&str) -> bool,
+    is_variant: &dyn Fn(Level, &str) -> bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut ids = std::collections::BTreeSet::new();
+    for f in fuzzers {
+        for d in f.dimensions {
+            if !ids.insert(d.id) {
+                out.push(format!("{}: listed twice", d.id));
+            }
+            if !d.id.starts_with(&format!("{}.", f.name)) {
+                out.push(format!("{}: not under its fuzzer `{}`", d.id, f.name));
+            }
+            if matches!(d.generated, Generated::Yes(_)) && d.clauses.is_empty() {
+                out.push(format!(
+                    "{}: generated, and names no clause it can break",
+                    d.id
+                ));
+            }
+            for c in d.clauses.iter().filter(|c| !is_clause(c)) {
+                out.push(format!("{}: `{c}` is no clause of spec/SPEC.md", d.id));
+            }
+            for v in d.teeth.iter().filter(|v| !is_variant(f.level, v)) {
+                out.push(format!(
+                    "{}: `{v}` is no built-in {} variant",
+                    d.id,
+                    f.level.name()
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// `reqkey coverage --fuzz`: each fuzzer's dimensions, with their clauses
 /// and values, then what is not generated and why.
 pub fn render(fuzzers: &[Fuzzer]) -> String {
