@@ -392,6 +392,22 @@ const PROFILE_MISMATCHES: [(&str, &str); 4] = [
     ("reference-agent:interrupt-previous", "default"),
 ];
 
+/// Defects the whole suite passes: only a dimension of the agent fuzzer's
+/// alphabet finds each (`reqkey coverage --fuzz`, docs/fuzz.md).
+pub const FUZZ_ONLY: [&str; 11] = [
+    "delete-matches-sub-routes",
+    "key-spelling-ignored-on-resume-and-retry",
+    "content-type-compared-exactly",
+    "last-event-id-resumes-live",
+    "chunked-body-unread",
+    "digest-keeps-string-escapes",
+    "body-limit-in-characters",
+    "session-id-limit-255",
+    "delete-leaves-runs-executing",
+    "wait-drops-key-fields",
+    "stream-text-drops-non-bmp",
+];
+
 const NAMED_AFTER: [(&str, &str); 43] = [
     ("policy-before-key", "agent.keyed-retries-skip-refusals"),
     ("no-replan-after-key-taken", "agent.concurrent-duplicates"),
@@ -567,7 +583,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         .into_iter()
         .filter(|d| !CRASH_DEFECT_NAMES.contains(&d.name()))
         .collect();
-    assert_eq!(in_process.len(), NAMED_AFTER.len());
+    assert_eq!(in_process.len(), NAMED_AFTER.len() + FUZZ_ONLY.len());
     let variants: Vec<String> = in_process
         .iter()
         .map(|d| format!("reference-agent:{}", d.name()))
@@ -620,6 +636,15 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         let failed: BTreeSet<String> = failing(summary).into_iter().map(str::to_owned).collect();
         assert_failures_are_verdicts(target, summary);
         let name = target.trim_start_matches("reference-agent:");
+        if FUZZ_ONLY.contains(&name) {
+            // The suite passes it; the fuzz pass of a certification finds
+            // it (harness/tests/fuzz_teeth.rs). Races aside, nothing fails.
+            let steady: Vec<&String> = failed
+                .iter()
+                .filter(|id| !RACES.contains(&id.as_str()))
+                .collect();
+            assert!(steady.is_empty(), "{target} failed {steady:?}");
+        }
         if let Some((_, named)) = NAMED_AFTER.iter().find(|(d, _)| *d == name) {
             assert!(
                 failed.contains(*named),
