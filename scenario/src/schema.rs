@@ -168,6 +168,22 @@ fn agent_properties(props: &mut Map<String, Value>) {
         }),
     );
     props.insert(
+        "link".into(),
+        json!({
+            "description": "A fault on the database link the harness owns (--start with --db URL): reset it (before-commit, after-commit, in-transaction), delay it (the commit or its answer held `ms`), drop the commit's answer (the silent connection reset after `ms`), answer the commit with a PostgreSQL error (40001 or 40P01: the commit rolled back; 40003: applied, completion unknown), or heal every fault. It arms at once and strikes the first time its point comes on the link. The scenario must require `link`.",
+            "type": "object",
+            "properties": {
+                "action": {"enum": ["reset", "delay", "drop", "error", "heal"]},
+                "at": {"enum": ["before-commit", "after-commit", "in-transaction"]},
+                "ms": {"type": "integer", "minimum": 1, "maximum": crate::link::MAX_LINK_HOLD_MS, "description": "delay: how long the link stalls; drop: how long the silenced connection stays open before it is reset."},
+                "sqlstate": {"enum": ["40001", "40P01", "40003"]},
+                "db": {"type": "integer", "minimum": 0, "maximum": crate::link::MAX_LINK_INDEX, "description": "The --db link it aims at; default: whichever link the commit goes through."}
+            },
+            "required": ["action"],
+            "additionalProperties": false
+        }),
+    );
+    props.insert(
         "may_be_cut".into(),
         json!({"description": "The exchange may end with its connection closed or refused by a fault; that end is accepted, a whole answer is judged.", "type": "boolean"}),
     );
@@ -204,14 +220,24 @@ fn modifier_properties(props: &mut Map<String, Value>, generator: &mut SchemaGen
             "additionalProperties": {"type": "string"}
         }),
     );
-    let _ = generator;
+    let clause = generator.subschema_for::<ClauseRef>();
+    props.insert(
+        "judges".into(),
+        json!({
+            "description": "The clauses of checks: this step's checks judge (expect, expect_raw, expect_not_echoed, bind, wait_run, expect_one_of, expect_group, linearizable, mixed_histories); an item of a group without its own judges its group's. A failed check fails these clauses and no other; checks: is the union of every judges:.",
+            "type": "array",
+            "minItems": 1,
+            "uniqueItems": true,
+            "items": clause
+        }),
+    );
 }
 
 /// Actions that only a top-level step takes (never an item of a group).
 const GROUP_ONLY: [&str; 4] = ["parallel", "expect_one_of", "sleep_ms", "mixed_histories"];
 
 /// Modifiers of a `parallel` step only, and of a group's item only.
-const TOP_ONLY_MODIFIERS: [&str; 2] = ["linearizable", "expect_group"];
+const TOP_ONLY_MODIFIERS: [&str; 3] = ["linearizable", "expect_group", "always"];
 const ITEM_ONLY_MODIFIERS: [&str; 1] = ["copies"];
 
 /// Every action the loader knows (`STORE_ACTIONS` and `OTHER_ACTIONS`, so
@@ -334,6 +360,10 @@ impl JsonSchema for Step {
         props.insert(
             "mixed_histories".into(),
             json!({"description": "Store level: random concurrent programs over every store operation (seeded by the run), each history checked for linearizability.", "allOf": [mixed]}),
+        );
+        props.insert(
+            "always".into(),
+            json!({"description": "Run this step even after an earlier check of its trial failed (an observation: the effect counter, a read); without it, the steps after a failed check are skipped and the clauses only they judge are not judged.", "type": "boolean"}),
         );
         props.insert(
             "linearizable".into(),

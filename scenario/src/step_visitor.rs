@@ -96,6 +96,8 @@ impl<'de> Visitor<'de> for StepVisitor {
             expect_any: false,
             expect_raw: None,
             may_be_cut: false,
+            judges: Vec::new(),
+            always: false,
         };
         while let Some(key) = map.next_key_seed(StepKey)? {
             let new_action = match key.as_str() {
@@ -157,10 +159,24 @@ impl<'de> Visitor<'de> for StepVisitor {
                     step.may_be_cut = map.next_value()?;
                     None
                 }
+                "judges" => {
+                    step.judges = map.next_value()?;
+                    None
+                }
+                "always" => {
+                    step.always = map.next_value()?;
+                    None
+                }
                 "fault" => {
                     let spec: Value = map.next_value()?;
                     Some(Action::Fault(
                         crate::fault::FaultStep::parse(&spec).map_err(de::Error::custom)?,
+                    ))
+                }
+                "link" => {
+                    let spec: Value = map.next_value()?;
+                    Some(Action::Link(
+                        crate::link::LinkStep::parse(&spec).map_err(de::Error::custom)?,
                     ))
                 }
                 "http" => {
@@ -190,6 +206,7 @@ impl<'de> Visitor<'de> for StepVisitor {
                             Action::Parallel(_)
                                 | Action::ExpectOneOf(_)
                                 | Action::SleepMs(_)
+                                | Action::Link(_)
                                 | Action::MixedHistories { .. }
                         )
                     }) {

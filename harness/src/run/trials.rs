@@ -111,15 +111,18 @@ async fn run_scenario_unbounded(
         {
             break;
         }
+        // A trial run again (a late group) gets fresh ids: the failed
+        // one keeps its sessions for inspection.
+        let mut vars = Vars::new(match late_retries {
+            0 => format!("{}.{index}.{trial_index}", cfg.namespace),
+            n => format!("{}.{index}.{trial_index}r{n}", cfg.namespace),
+        });
+        vars.bind_profile(&cfg.profile_fields);
+        vars.set_bare_keys(cfg.bare_keys);
         let mut trial = Trial {
             target,
             cfg,
-            // A trial run again (a late group) gets fresh ids: the failed
-            // one keeps its sessions for inspection.
-            vars: Vars::new(match late_retries {
-                0 => format!("{}.{index}.{trial_index}", cfg.namespace),
-                n => format!("{}.{index}.{trial_index}r{n}", cfg.namespace),
-            }),
+            vars,
             answers: HashMap::new(),
             rng: SmallRng::seed_from_u64(base_seed.wrapping_add(u64::from(trial_index))),
             overlapped: false,
@@ -144,7 +147,7 @@ async fn run_scenario_unbounded(
         // whatever its verdict: a failure before its own `cont` or
         // `restart` must not decide the next scenario's. (The loader lets
         // only a scenario that declares `faults: true` strike.)
-        if scenario.requires.faults == Some(true) {
+        if scenario.requires.faults == Some(true) || scenario.requires.link.is_some() {
             if let Err(e) = target.heal().await {
                 if outcome.is_ok() {
                     let failure = Failure {
@@ -157,6 +160,13 @@ async fn run_scenario_unbounded(
                     };
                     outcome = Err(Stop::Harness(Box::new(failure), e.reason()));
                 }
+            }
+        }
+        // What the link faults did, for the reports (the last trial's).
+        if scenario.requires.link.is_some() {
+            let log = target.link_log();
+            if !log.is_empty() {
+                trial.note = Some(format!("database link: {}", log.join("; ")));
             }
         }
         // A group that did not overlap because its items left late: give
