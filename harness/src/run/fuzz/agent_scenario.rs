@@ -9,9 +9,10 @@
 //! request is written as it went on the wire: its headers, its body's
 //! spelling, `wire: exact` or `chunked`.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use reqkey_model::agent::{AgentModel, Observed};
+use reqkey_model::agent::{AgentModel, AgentOp, Observed};
 use serde_json::{json, Value};
 
 use crate::run::fuzz::agent_program::{
@@ -197,6 +198,7 @@ pub fn scenario_yaml(program: &Program, opts: &AgentFuzzOptions, reason: &str) -
         opts.seed
     );
     let _ = writeln!(out, "steps:");
+    let mut checks: BTreeSet<&'static str> = BTreeSet::new();
     for step in &program.steps {
         match step {
             Step::Single(op) | Step::Unsettled(op, _) => {
@@ -217,6 +219,9 @@ pub fn scenario_yaml(program: &Program, opts: &AgentFuzzOptions, reason: &str) -
                     continue;
                 };
                 let _ = writeln!(out, "    expect: {}", expect_of(&answer, &fresh));
+                let clause = route_clause(&built.model);
+                checks.insert(clause);
+                let mut wait = None;
                 if let Some(run) = named_run(&answer) {
                     if run == fresh {
                         seen.push((built.model.session().to_owned(), fresh.clone()));
@@ -227,14 +232,18 @@ pub fn scenario_yaml(program: &Program, opts: &AgentFuzzOptions, reason: &str) -
                         };
                         let _ = writeln!(out, "    bind: {{r{}: {path}}}", seen.len() - 1);
                         if matches!(step, Step::Single(_)) {
-                            let _ = writeln!(
-                                out,
+                            wait = Some(format!(
                                 "  - wait_run: {{sessionId: \"{}\", runId: \"${{r{}}}\", status: [completed, failed, interrupted, suspended_input]}}",
                                 templatize(built.model.session()),
                                 seen.len() - 1
-                            );
+                            ));
                         }
                     }
+                }
+                let _ = writeln!(out, "    judges: [{clause}]");
+                if let Some(wait) = wait {
+                    checks.insert(READ_RUN);
+                    let _ = writeln!(out, "{wait}\n    judges: [{READ_RUN}]");
                 }
                 model = state
                     .next(&built.model, &answer, true)
@@ -271,5 +280,36 @@ pub fn scenario_yaml(program: &Program, opts: &AgentFuzzOptions, reason: &str) -
             }
         }
     }
+    // Every clause a step judges, as SPEC 8's scenario format asks (none
+    // when no step carries an expectation).
+    if !checks.is_empty() {
+        let all: Vec<&str> = checks.into_iter().collect();
+        let _ = writeln!(out, "checks: [{}]", all.join(", "));
+    }
     out
+}
+
+/// The clause a run read (and a `wait_run`) judges.
+const READ_RUN: &str = "agent.route.run";
+
+/// The clause of SPEC 7's route table (or refusal) a request's answer is
+/// judged by.
+fn route_clause(op: &AgentOp) -> &'static str {
+    match op {
+        AgentOp::Start { .. } => "agent.route.start",
+        AgentOp::Resume { .. } => "agent.route.resume",
+        AgentOp::Retry { .. } => "agent.route.retry",
+        AgentOp::ChatSend { .. } => "agent.route.chat",
+        AgentOp::Reconnect { .. } => "agent.route.chat-reconnect",
+        AgentOp::Snapshot { .. } => "agent.route.snapshot",
+        AgentOp::ReadRun { .. } | AgentOp::BadWait { .. } => READ_RUN,
+        AgentOp::Delete { .. } => "agent.route.delete",
+        AgentOp::Health => "agent.route.health",
+        AgentOp::Refusal { status, .. } => match status {
+            404 => "agent.refusal.unknown-route",
+            405 => "agent.refusal.method",
+            413 => "agent.refusal.too-large",
+            _ => "agent.refusal.bad-body",
+        },
+    }
 }

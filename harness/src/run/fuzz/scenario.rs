@@ -4,6 +4,7 @@
 //! linearizability, the reads around each write included, and every text
 //! in a form YAML reads back as the same characters.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
@@ -88,6 +89,11 @@ pub fn scenario_yaml(program: &StoreProgram, target_name: &str, seed: u64, reaso
         seed
     );
     let _ = writeln!(out, "steps:");
+    let mut checks: BTreeSet<&'static str> = BTreeSet::new();
+    let mut judge = |out: &mut String, clauses: &[&'static str]| {
+        checks.extend(clauses.iter().copied());
+        let _ = writeln!(out, "    judges: [{}]", clauses.join(", "));
+    };
     for step in &program.steps {
         let Expanded { together, after } = expand(step);
         if together.len() > 1 {
@@ -97,6 +103,7 @@ pub fn scenario_yaml(program: &StoreProgram, target_name: &str, seed: u64, reaso
                 let _ = writeln!(out, "      - {}", step_line(&op.request(&sessions)));
             }
             let _ = writeln!(out, "    linearizable: true");
+            judge(&mut out, &[CONCURRENT]);
         }
         let alone = if together.len() == 1 {
             together.iter()
@@ -112,20 +119,55 @@ pub fn scenario_yaml(program: &StoreProgram, target_name: &str, seed: u64, reaso
                         Err(e) => Err(e),
                     };
                     let _ = writeln!(out, "  - {}", step_line(&request));
+                    let refused = matches!(
+                        &answer,
+                        Err(e) if e.kind() == "invalid_argument"
+                    );
                     let _ = writeln!(
                         out,
                         "    expect: {}",
                         yaml_safe(&templatize(&answer_to_wire(&answer)))
                     );
+                    let op = op_clause(&request);
+                    if refused && op != INVALID {
+                        judge(&mut out, &[op, INVALID]);
+                    } else {
+                        judge(&mut out, &[op]);
+                    }
                 }
                 None => {
                     let _ = writeln!(out, "  - parallel:\n      - {}", step_line(&request));
                     let _ = writeln!(out, "    linearizable: true");
+                    judge(&mut out, &[CONCURRENT]);
                 }
             }
         }
     }
+    // Every clause a step judges, as SPEC 8's scenario format asks.
+    let all: Vec<&str> = checks.into_iter().collect();
+    let _ = writeln!(out, "checks: [{}]", all.join(", "));
     out
+}
+
+/// The clause a history of batches is judged by.
+const CONCURRENT: &str = "wire.store.concurrent";
+/// The clause an argument of another type or spelling is refused by.
+const INVALID: &str = "wire.store.invalid-argument";
+
+/// The clause of a request's op (SPEC 6 op table); an op the protocol
+/// does not name (its name respelt) is an invalid argument.
+fn op_clause(request: &Value) -> &'static str {
+    match request["op"].as_str().unwrap_or("") {
+        "commitRunStart" => "wire.store.op.commit-run-start",
+        "getRun" => "wire.store.op.get-run",
+        "getCurrentRun" => "wire.store.op.get-current-run",
+        "listRuns" => "wire.store.op.list-runs",
+        "getRunByRequestKey" => "wire.store.op.get-run-by-request-key",
+        "listInputs" => "wire.store.op.list-inputs",
+        "setRunStatus" => "wire.store.op.set-run-status",
+        "deleteSession" => "wire.store.op.delete-session",
+        _ => INVALID,
+    }
 }
 
 /// `v` as JSON text that is also a YAML flow value: the characters YAML
