@@ -7,7 +7,9 @@
 //! on, steps are sent without `expect` (the file then reproduces the
 //! requests, not the judgement: rerun `reqkey fuzz` with the seed). Every
 //! request is written as it went on the wire: its headers, its body's
-//! spelling, `wire: exact` or `chunked`.
+//! spelling, `wire: exact` or `chunked`. In issue 45's format, each step
+//! with an expectation `judges:` the clause of its route (SPEC 7's route
+//! table, or the refusal it must be), and `checks:` is their union.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
