@@ -244,8 +244,15 @@ pub enum ExecutorDefect {
     /// `DELETE` stops no live run; a run that ends after its session was
     /// deleted writes itself back (an upsert of its row), so the deleted
     /// session, or the one created in its place, holds it again
-    /// (`[[agent.route.delete]]`; dimension `agent.timers.run-end`).
+    /// (`[[agent.route.delete]]`). The suite's delete scenarios find it
+    /// (`agent.delete-frees-keys`), and so does the fuzzer's timers
+    /// dimension.
     DeleteLeavesRunsExecuting,
+    /// The test agent's `[sleep:N]` sleeps half of N, as a timer
+    /// written in the wrong unit does: a run seen ended before its timer
+    /// ran out (`[[agent.test-agent.sleep]]`; dimension
+    /// `agent.timers.run-end`, which judges time from below).
+    SleepCutShort,
     /// A run read that waits (`waitMs` > 0) answers from another query
     /// that has no key columns: a keyed run without `requestKey` and
     /// `requestDigest` (`[[agent.route.run]]`; dimension
@@ -259,7 +266,7 @@ pub enum ExecutorDefect {
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 63] = [
+    pub const ALL: [ExecutorDefect; 64] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -323,6 +330,7 @@ impl ExecutorDefect {
         ExecutorDefect::DeleteLeavesRunsExecuting,
         ExecutorDefect::WaitDropsKeyFields,
         ExecutorDefect::StreamTextDropsNonBmp,
+        ExecutorDefect::SleepCutShort,
     ];
 
     pub fn name(self) -> &'static str {
@@ -392,6 +400,7 @@ impl ExecutorDefect {
             ExecutorDefect::DeleteLeavesRunsExecuting => "delete-leaves-runs-executing",
             ExecutorDefect::WaitDropsKeyFields => "wait-drops-key-fields",
             ExecutorDefect::StreamTextDropsNonBmp => "stream-text-drops-non-bmp",
+            ExecutorDefect::SleepCutShort => "sleep-cut-short",
         }
     }
 

@@ -142,10 +142,15 @@ impl Executor {
         } else {
             text.clone()
         };
+        let sleep_share = if self.has_defect(ExecutorDefect::SleepCutShort) {
+            2
+        } else {
+            1
+        };
         tokio::spawn(async move {
             let script = parse_script(&text);
             log.push_text(format!("echo: {echo}"));
-            let sleep = tokio::time::sleep(Duration::from_millis(script.sleep_ms));
+            let sleep = tokio::time::sleep(Duration::from_millis(script.sleep_ms / sleep_share));
             // Renewed every third of the lease while the run executes
             // ([[lease.renew.owner-only]]); a refused or failed renewal is not
             // fatal here: if the lease is lost the run was interrupted, and

@@ -622,7 +622,7 @@ pub static AGENT: [Dimension; 21] = [
             "agent.keys.skip-refusals",
             "agent.interrupt-previous.entry-interrupts",
         ],
-        &["reference-agent:delete-leaves-runs-executing"],
+        &["reference-agent:sleep-cut-short"],
         Some(timers),
     ),
     yes(
