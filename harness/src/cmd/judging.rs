@@ -67,6 +67,11 @@ impl StartArgs {
             .iter()
             .map(|c| crate::secrets::redact_command(c))
             .collect();
+        ctx.db_urls = self
+            .db
+            .iter()
+            .map(|u| reqkey_reference::store::redact_url(u))
+            .collect();
     }
 }
 
@@ -317,11 +322,13 @@ pub async fn select_by_profile(
         )
     });
     info.link_scenarios = links.is_some().then(|| {
-        crate::report::crash::crash_scenarios(
+        let mut link = crate::report::crash::crash_scenarios(
             &linked,
             apply.iter().map(|s| s.id.as_str()),
             not.iter().map(|n| (n.id.as_str(), n.requires.as_str())),
-        )
+        );
+        link.faults = armed_link_faults(apply.iter().filter(|s| linked.contains(&s.id)));
+        link
     });
     if !quiet {
         println!("reqkey: profile: {}", info.describe());
@@ -338,6 +345,32 @@ pub async fn select_by_profile(
         }
     }
     Ok((info, apply, not))
+}
+
+/// The faults `scenarios` arm on the database link, each once, in the
+/// order they are first armed: what a certified link claim names (a link
+/// scenario that passed struck every fault it armed: one that never
+/// struck leaves its scenario not judged).
+fn armed_link_faults<'a>(scenarios: impl Iterator<Item = &'a Scenario>) -> Vec<String> {
+    fn walk(steps: &[reqkey_scenario::step::Step], out: &mut Vec<String>) {
+        for step in steps {
+            match &step.action {
+                reqkey_scenario::step::Action::Link(reqkey_scenario::link::LinkStep::Fault(f)) => {
+                    let fault = f.to_string();
+                    if !out.contains(&fault) {
+                        out.push(fault);
+                    }
+                }
+                reqkey_scenario::step::Action::Parallel(items) => walk(items, out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for s in scenarios {
+        walk(&s.steps, &mut out);
+    }
+    out
 }
 
 /// Asks the target who it is, under the call timeout.

@@ -54,6 +54,9 @@ pub struct ReportContext {
     /// With `--start`: each command as written (`{port}` unfilled),
     /// redacted, so that a replay line can start the target again.
     pub start_commands: Vec<String>,
+    /// With `--start --db`: each database as written, redacted, so that a
+    /// replay puts the harness's proxy on the link again (issue 49).
+    pub db_urls: Vec<String>,
     /// The certification's bounded fuzz pass (`None`: none ran, as in `run`).
     pub fuzz: Option<FuzzPass>,
     /// The certification run this is (or is a shard of): `certify
@@ -94,6 +97,7 @@ impl ReportContext {
             partition: None,
             target_template: None,
             start_commands: Vec::new(),
+            db_urls: Vec::new(),
             fuzz: None,
             run_id: None,
             unjudged_fields: None,
@@ -113,6 +117,10 @@ impl ReportContext {
         for command in &self.start_commands {
             line.push_str(" --start ");
             line.push_str(&shell_quote(command));
+        }
+        for db in &self.db_urls {
+            line.push_str(" --db ");
+            line.push_str(&shell_quote(db));
         }
         line
     }

@@ -78,6 +78,10 @@ struct TargetDoc<'a> {
     /// With `--start`: each command as written, redacted.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     start: &'a [String],
+    /// With `--start --db`: each database whose link the harness owned,
+    /// redacted.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    db: &'a [String],
 }
 
 #[derive(Debug, Serialize)]
@@ -216,6 +220,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             health: ctx.health.as_ref(),
             template: ctx.target_template.as_deref(),
             start: &ctx.start_commands,
+            db: &ctx.db_urls,
         },
         profile: ctx.profile.as_ref().map(|p| ProfileDoc {
             supports_request_key: p.profile.supports_request_key,

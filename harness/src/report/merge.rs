@@ -89,6 +89,9 @@ pub struct TargetDoc {
     /// Its `--start` commands as written, redacted.
     #[serde(default)]
     pub start: Vec<String>,
+    /// Its `--db` databases, redacted.
+    #[serde(default)]
+    pub db: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -128,6 +131,9 @@ pub struct CrashScenariosDoc {
     pub applied: Vec<String>,
     #[serde(default)]
     pub unmet: Vec<String>,
+    /// The link faults the applied scenarios armed.
+    #[serde(default)]
+    pub faults: Vec<String>,
 }
 
 impl ProfileDoc {
@@ -526,6 +532,7 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
     );
     ctx.target_template = first.target.template.clone();
     ctx.start_commands = first.target.start.clone();
+    ctx.db_urls = first.target.db.clone();
     ctx.reqkey_version = first.reqkey_version.clone();
     ctx.target_defaulted = first.target.defaulted;
     ctx.health = first.target.health.clone();
@@ -676,6 +683,11 @@ fn united_crash_scenarios(
         for why in &doc.unmet {
             if !united.unmet.contains(why) {
                 united.unmet.push(why.clone());
+            }
+        }
+        for fault in &doc.faults {
+            if !united.faults.contains(fault) {
+                united.faults.push(fault.clone());
             }
         }
     }
