@@ -154,10 +154,25 @@ impl Drop for Served {
 pub fn reqkey(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_reqkey"))
         .args(args)
+        .args(test_fuzz_budget(args))
         .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .env("NO_COLOR", "1")
         .output()
         .expect("reqkey runs")
+}
+
+/// The fuzz budget of a test's `certify` that names none: 32 programs,
+/// not certify's default 256 (chosen in docs/fuzz.md for catching every
+/// variant only the fuzzer finds, which `tests/fuzz_teeth.rs` judges at
+/// that default). The other tests judge reports, wiring and the suite:
+/// the pass runs, at a size that keeps the suite in minutes.
+pub fn test_fuzz_budget(args: &[&str]) -> &'static [&'static str] {
+    let certifies = args.first() == Some(&"certify") && args.get(1) != Some(&"merge");
+    if certifies && !args.iter().any(|a| a.starts_with("--fuzz-cases")) {
+        &["--fuzz-cases", "32"]
+    } else {
+        &[]
+    }
 }
 
 /// Its stdout then stderr.
