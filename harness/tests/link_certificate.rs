@@ -96,6 +96,7 @@ fn a_certificate_of_a_db_run_says_in_every_format_that_the_link_was_faulted_and_
         "delay before-commit 7000 ms",
         "delay after-commit 7000 ms",
         "drop after-commit 8000 ms",
+        "down before-commit until healed",
     ] {
         assert!(faults.contains(&fault), "{fault} not among {faults:?}");
     }
