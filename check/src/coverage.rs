@@ -326,7 +326,7 @@ mod tests {
     fn scenario(id: &str, checks: &str) -> Scenario {
         parse_scenario(
             Path::new("x.yaml"),
-            &format!("id: {id}\nlevel: store\nchecks: [{checks}]\nsummary: s\nsteps:\n  - getRun: {{sessionId: s, runId: r}}\n    expect: any\n"),
+            &format!("id: {id}\nlevel: store\nchecks: [{checks}]\nsummary: s\nsteps:\n  - getRun: {{sessionId: s, runId: r}}\n    expect: {{ok: null}}\n    judges: [{checks}]\n"),
         )
         .unwrap()
     }
