@@ -6,6 +6,8 @@ pub mod agent;
 pub mod clauses;
 pub mod digest;
 pub mod error;
+pub mod idem_batch;
+pub mod idem_model;
 pub mod idem_profile;
 pub mod json_text;
 pub mod key;
