@@ -20,6 +20,7 @@ pub mod exit;
 pub mod explain;
 pub mod fuzz;
 pub mod fuzz_agent;
+pub mod fuzz_idem;
 pub mod interrupt;
 pub mod interrupt_reports;
 pub mod judging;

@@ -362,10 +362,13 @@ fn explain_key(
             _ if idx.len() == 1 => explain_single(state, &items[idx[0]]),
             _ => {
                 let runs = by_order.len();
-                let clause = if runs >= 2 {
-                    clause::AT_MOST_ONCE
-                } else {
-                    clause::CONCURRENT
+                // Several runs that no order frees one after another are a
+                // double effect; otherwise the first answer that fits no
+                // phase names the clause.
+                let clause = match &why {
+                    _ if runs >= 2 => clause::AT_MOST_ONCE,
+                    Some(Judged::Violation(v)) => v.clause,
+                    _ => clause::CONCURRENT,
                 };
                 let mut msg = format!(
                     "no order of {} overlapping requests with one key explains their answers ({runs} of them ran):",
@@ -392,10 +395,20 @@ fn explain_key(
 
 /// `item` as a run: its answer must be its handler's.
 fn as_run(state: &IdemModel, item: &Item) -> Result<Run, Judged> {
-    let (req, ans, _) = item;
+    let (req, ans, w) = item;
     let p = state.profile();
     let handler = crate::idem_model::handler_of(&req.method, &req.path, &req.body)
         .ok_or_else(|| Judged::NoVerdict("not a contract route".into()))?;
+    if w.answered_ms.saturating_sub(w.sent_ms) < handler.sleep_ms {
+        // The app broke reqkey-idem/1 itself: its handler did not sleep as
+        // asked, so the times the model reasons with are not the app's.
+        return Err(Judged::NoVerdict(format!(
+            "{}: the app ran the handler and answered {} ms after the request was sent, sooner than the {} ms its body's sleepMs asks (reqkey-idem/1: the slow and failing routes sleep sleepMs before their side effect)",
+            label(req),
+            w.answered_ms.saturating_sub(w.sent_ms),
+            handler.sleep_ms
+        )));
+    }
     if ans.status != handler.status() {
         return Err(fail(
             clause::REPLAY,

@@ -5,7 +5,10 @@
 //! - [`store`]: programs of store operations, judged by `SeqStore`
 //!   (`reqkey fuzz` on a store target);
 //! - [`agent`]: programs over every SPEC 7 route, judged by `AgentModel`;
-//! - [`cases`]: the seeded proptest loop both share (cases, shrinking, no
+//! - [`idem`]: programs over every `reqkey-idem/1` route, judged by
+//!   `IdemModel` under the declared profile ([`idem_program`] their domain,
+//!   [`idem_scenario`] a failure as a scenario);
+//! - [`cases`]: the seeded proptest loop the fuzzers share (cases, shrinking, no
 //!   verdict on a target that did not answer);
 //! - [`program`]: the store fuzzer's domain, every write with reads by other
 //!   clients around it; [`inputs`]: the inputs of every JSON shape and kind
@@ -18,6 +21,9 @@
 
 pub mod agent;
 pub mod cases;
+pub mod idem;
+pub mod idem_program;
+pub mod idem_scenario;
 pub mod inputs;
 pub mod pass;
 pub mod program;

@@ -3,7 +3,7 @@
 //! A certificate covers the scenarios of the suite; the fuzz pass makes it
 //! cover programs nobody wrote as well: `reqkey certify` runs
 //! `--fuzz-cases` programs (store level: `run::fuzz::store`; agent level:
-//! `run::fuzz::agent`) with the certification's seed after choosing the
+//! `run::fuzz::agent`; idem level: `run::fuzz::idem`) with the certification's seed after choosing the
 //! profile, and the result is a line of the terminal output, the
 //! certificate and `results.json`. A failing program turns the
 //! certification red (exit 1); a fuzz pass that could not judge the
@@ -11,10 +11,12 @@
 
 use std::sync::Arc;
 
+use reqkey_model::idem_profile::IdemProfile;
 use reqkey_model::vocab::{Level, Profile};
 use serde::Serialize;
 
 use crate::run::fuzz::agent::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
+use crate::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
 use crate::run::fuzz::store::{fuzz, FuzzOptions, FuzzOutcome};
 use crate::targets::Target;
 
@@ -30,7 +32,8 @@ pub struct FuzzPass {
     pub cases: u32,
     pub seed: u64,
     /// `passed`, `failed`, `error` (no verdict), `skipped` or `none` (the
-    /// level has no fuzzer: the idem level is judged by its scenarios).
+    /// level has no fuzzer; every level has one now, but a results file of
+    /// an earlier version may say so).
     pub verdict: &'static str,
     /// Why it failed (the shrunk program's first line) or could not judge.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,16 +53,6 @@ impl FuzzPass {
             verdict: "skipped",
             reason: None,
             scenario_yaml: None,
-        }
-    }
-
-    /// The pass of a level that has no fuzzer (the idem level: an app's
-    /// answers depend on timing and a declared profile no sequential
-    /// model of this project holds yet).
-    pub fn none(level: Level, seed: u64) -> Self {
-        Self {
-            verdict: "none",
-            ..Self::skipped(level, seed)
         }
     }
 
@@ -106,11 +99,17 @@ impl FuzzPass {
     }
 }
 
+/// Programs of the idem pass never wait out `expiryMs` (each such pause
+/// lasts seconds; `reqkey fuzz` and the expiry scenarios do).
+const CERTIFY_IDEM_LONG_PAUSES: u32 = 0;
+
 /// Runs the pass on `target` (blocking work on a thread of its own, so the
-/// caller's runtime keeps serving an in-process target meanwhile).
+/// caller's runtime keeps serving an in-process target meanwhile). `idem`
+/// is the declared profile of an idem target.
 pub async fn fuzz_pass(
     target: Arc<dyn Target>,
     profile: Profile,
+    idem: Option<IdemProfile>,
     cases: u32,
     seed: u64,
     call_timeout_ms: u64,
@@ -118,9 +117,6 @@ pub async fn fuzz_pass(
     let level = target.level();
     if cases == 0 {
         return FuzzPass::skipped(level, seed);
-    }
-    if level == Level::Idem {
-        return FuzzPass::none(level, seed);
     }
     let name = target.describe();
     // Fresh sessions on every pass (the seed picks the programs, the
@@ -172,7 +168,27 @@ pub async fn fuzz_pass(
                 AgentFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml)),
                 AgentFuzzOutcome::Error(e) => return Err(e),
             },
-            Level::Idem => return Err("the idem level has no fuzzer".to_owned()),
+            Level::Idem => {
+                let profile = idem.ok_or("the idem target declared no profile")?;
+                match fuzz_idem(
+                    &runtime,
+                    target,
+                    &IdemFuzzOptions {
+                        cases,
+                        seed,
+                        namespace,
+                        target_name: name,
+                        profile,
+                        call_timeout_ms,
+                        max_shrink_iters: 128,
+                        long_pauses: CERTIFY_IDEM_LONG_PAUSES,
+                    },
+                ) {
+                    IdemFuzzOutcome::Passed { .. } => (None, None),
+                    IdemFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml)),
+                    IdemFuzzOutcome::Error(e) => return Err(e),
+                }
+            }
         })
     })
     .await;

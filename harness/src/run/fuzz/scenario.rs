@@ -119,7 +119,7 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
 /// does not allow raw (DEL, the C1 controls, the byte-order mark,
 /// non-characters, the line and paragraph separators) written as `\uXXXX`
 /// escapes, which both read as the same character.
-fn yaml_safe(v: &Value) -> String {
+pub fn yaml_safe(v: &Value) -> String {
     let mut out = String::new();
     for c in v.to_string().chars() {
         let code = c as u32;

@@ -1,0 +1,345 @@
+//! Model-based fuzzing of an `Idempotency-Key` app: `reqkey fuzz` on idem
+//! targets and the idem certification's fuzz pass.
+//!
+//! The idem corpus tests the cases its authors wrote down, each under the
+//! profiles it requires. proptest generates short programs over every
+//! route of `reqkey-idem/1` (`POST /orders`, `PUT /orders`, `POST
+//! /payments`, the failing route, the slow route; the failing route slow
+//! too), in a tiny domain so that collisions are the rule: two callers,
+//! two keys and their bare, upper-case and empty spellings or no key,
+//! payloads equal as JSON but not as bytes, texts of every kind. A step is
+//! a request alone, a client's retry of one of the last three, a burst of
+//! identical copies or a batch of different requests released together
+//! (on a succeeding, a failing, a slow and a slow failing handler), a
+//! duplicate sent after a declared `lockMs` while its handler still runs,
+//! a pause (short, or past `expiryMs` and its margin), or a read of the
+//! effects oracle.
+//!
+//! The oracle is [`reqkey_model::idem_model::IdemModel`] under the
+//! declared profile: each request's window (sent, reached the app by,
+//! answered) on the program's clock; a request alone must get an answer
+//! the model allows; requests that overlapped must be explained by some
+//! order real time allows ([`reqkey_model::idem_batch::judge`],
+//! linearizability); `/.reqkey/effects` must count exactly the runs the
+//! answers showed. A failure names the clause it breaks and shrinks to a
+//! YAML scenario (`run/fuzz/idem_scenario.rs`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqkey_model::idem_batch::judge;
+use reqkey_model::idem_model::{EffectKey, IdemAnswer, IdemModel, IdemRequest, Judged, Window};
+use reqkey_model::idem_profile::IdemProfile;
+use serde_json::Value;
+use tokio::sync::Barrier;
+
+pub use crate::run::fuzz::cases::CaseFailure;
+use crate::run::fuzz::cases::{run_cases, CasesOutcome};
+use crate::run::fuzz::idem_program::{
+    arb_program, case_tag, pause_ms, requests_of, Req, Sent, Step,
+};
+use crate::run::fuzz::idem_scenario::scenario_yaml;
+use crate::targets::{HttpRequest, HttpResponse, Target};
+use reqkey_scenario::agent_step::Wire;
+
+/// How long after it was sent a request is taken to have reached the app
+/// at the latest (or its answer, if sooner). A conforming app that frees a
+/// key after an error may run a duplicate that arrived after the release;
+/// one that arrived before must not run (SPEC `[[idem.effect.at-most-once]]`):
+/// the slow failing handler sleeps longer than this, so a duplicate sent
+/// with it cannot have arrived after its release.
+pub const ARRIVAL_SLACK_MS: u64 = 300;
+/// Model states kept at once; beyond it the case has no verdict.
+const MAX_STATES: usize = 4_096;
+
+fn http_request(r: &IdemRequest) -> HttpRequest {
+    let mut headers = vec![
+        ("Content-Type".to_owned(), b"application/json".to_vec()),
+        ("X-Reqkey-Caller".to_owned(), r.caller.clone().into_bytes()),
+    ];
+    if let Some(k) = &r.key {
+        headers.push(("Idempotency-Key".to_owned(), k.clone()));
+    }
+    HttpRequest {
+        method: r.method.clone(),
+        path: r.path.clone(),
+        headers,
+        body: Some(r.body.clone()),
+        replica: None,
+        wire: Wire::Library,
+    }
+}
+
+/// What the model reads of an HTTP answer.
+pub fn observe(response: &HttpResponse, profile: &IdemProfile) -> IdemAnswer {
+    let header = |name: &str| {
+        response
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_owned())
+    };
+    IdemAnswer {
+        status: response.status,
+        json: serde_json::from_slice::<Value>(&response.body).ok(),
+        order_header: header("x-reqkey-order"),
+        replayed: profile
+            .replay_header
+            .as_deref()
+            .is_some_and(|h| header(h).is_some()),
+    }
+}
+
+async fn exchange(
+    target: &Arc<dyn Target>,
+    request: HttpRequest,
+    call_timeout_ms: u64,
+) -> Result<HttpResponse, CaseFailure> {
+    match tokio::time::timeout(Duration::from_millis(call_timeout_ms), target.http(request)).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(CaseFailure::Harness(e.to_string())),
+        Err(_) => Err(CaseFailure::Harness(format!(
+            "no answer within {call_timeout_ms} ms"
+        ))),
+    }
+}
+
+/// Sends `group` together (behind a barrier, each after its delay) and
+/// answers each with its window on the program's clock.
+async fn send_group(
+    target: &Arc<dyn Target>,
+    group: &[Sent],
+    start: Instant,
+    profile: &IdemProfile,
+    call_timeout_ms: u64,
+) -> Result<Vec<(IdemAnswer, Window)>, CaseFailure> {
+    let barrier = Arc::new(Barrier::new(group.len()));
+    let mut tasks = Vec::with_capacity(group.len());
+    for s in group {
+        let (target, barrier) = (Arc::clone(target), Arc::clone(&barrier));
+        let (request, delay) = (http_request(&s.request), s.delay_ms);
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            let sent = start.elapsed().as_millis() as u64;
+            let answer = exchange(&target, request, call_timeout_ms).await?;
+            let answered = start.elapsed().as_millis() as u64 + 1;
+            Ok::<_, CaseFailure>((answer, sent, answered))
+        }));
+    }
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        let (response, sent, answered) = t
+            .await
+            .map_err(|e| CaseFailure::Harness(format!("a request's task: {e}")))??;
+        let window = Window {
+            sent_ms: sent,
+            arrived_by_ms: (sent + ARRIVAL_SLACK_MS).min(answered),
+            answered_ms: answered,
+        };
+        out.push((observe(&response, profile), window));
+    }
+    Ok(out)
+}
+
+/// `/.reqkey/effects` as (entry, count), or why it is malformed.
+pub fn parse_effects(v: &Value) -> Result<Vec<(EffectKey, u64)>, String> {
+    let list = v
+        .get("effects")
+        .and_then(Value::as_array)
+        .ok_or("no `effects` array")?;
+    let text = |e: &Value, f: &str| e.get(f).and_then(Value::as_str).map(str::to_owned);
+    list.iter()
+        .map(|e| {
+            let count = e
+                .get("count")
+                .and_then(Value::as_u64)
+                .ok_or("an entry without a count")?;
+            Ok((
+                EffectKey {
+                    method: text(e, "method").ok_or("an entry without a method")?,
+                    path: text(e, "path").ok_or("an entry without a path")?,
+                    caller: text(e, "caller").unwrap_or_default(),
+                    key: text(e, "key"),
+                    body_sha256: text(e, "bodySha256").ok_or("an entry without bodySha256")?,
+                },
+                count,
+            ))
+        })
+        .collect()
+}
+
+/// Reads the effects oracle and judges it against `states` for the case's callers.
+async fn judge_effects(
+    target: &Arc<dyn Target>,
+    states: &[IdemModel],
+    tag: &str,
+    call_timeout_ms: u64,
+    at: &str,
+) -> Result<(), CaseFailure> {
+    let request = HttpRequest {
+        method: "GET".into(),
+        path: "/.reqkey/effects".into(),
+        headers: Vec::new(),
+        body: None,
+        replica: None,
+        wire: Wire::Library,
+    };
+    let response = exchange(target, request, call_timeout_ms).await?;
+    let listed = serde_json::from_slice::<Value>(&response.body)
+        .map_err(|e| e.to_string())
+        .and_then(|v| parse_effects(&v))
+        .map_err(|e| {
+            CaseFailure::Nonconforming(format!(
+                "{at}: [idem.effects.recorded] GET /.reqkey/effects answered {} that is not the effects list: {e}",
+                response.status
+            ))
+        })?;
+    let suffix = format!("-{tag}");
+    let mine = |caller: &str| caller.ends_with(&suffix);
+    let mut why = None;
+    for s in states {
+        match s.check_effects(&listed, mine) {
+            Ok(()) => return Ok(()),
+            Err(v) => {
+                why.get_or_insert(v);
+            }
+        }
+    }
+    Err(CaseFailure::Nonconforming(match why {
+        Some(v) => format!("{at}: {v}"),
+        None => format!("{at}: no model state to judge the effects by"),
+    }))
+}
+
+fn short(s: &str) -> String {
+    s.chars().take(2_000).collect()
+}
+
+/// Runs one program against `target` (the case's keys and callers carry
+/// `tag`) and judges it under `profile`.
+pub async fn run_program(
+    target: &Arc<dyn Target>,
+    program: &[Step],
+    tag: &str,
+    profile: &IdemProfile,
+    call_timeout_ms: u64,
+) -> Result<(), CaseFailure> {
+    let start = Instant::now();
+    let mut states = vec![IdemModel::new(profile)];
+    let mut sent: Vec<Req> = Vec::new();
+    for (k, step) in program.iter().enumerate() {
+        match step {
+            Step::Pause(p) => {
+                tokio::time::sleep(Duration::from_millis(pause_ms(*p, profile))).await;
+                continue;
+            }
+            Step::Effects => {
+                judge_effects(target, &states, tag, call_timeout_ms, &format!("step {k}")).await?;
+                continue;
+            }
+            _ => {}
+        }
+        let group = requests_of(step, &sent, profile, tag);
+        sent.extend(group.iter().map(|s| s.req.clone()));
+        let answers = send_group(target, &group, start, profile, call_timeout_ms).await?;
+        let items: Vec<_> = group
+            .iter()
+            .zip(answers)
+            .map(|(s, (a, w))| (s.request.clone(), a, w))
+            .collect();
+        states = match judge(&states, &items) {
+            Ok(next) => next,
+            Err(Judged::Violation(v)) => {
+                return Err(CaseFailure::Nonconforming(short(&format!("step {k}: {v}"))))
+            }
+            Err(Judged::NoVerdict(why)) => {
+                return Err(CaseFailure::Harness(format!("step {k}: the model: {why}")))
+            }
+        };
+        if states.len() > MAX_STATES {
+            return Err(CaseFailure::Harness(format!(
+                "the model's state set grew over {MAX_STATES}"
+            )));
+        }
+    }
+    judge_effects(target, &states, tag, call_timeout_ms, "after the program").await
+}
+
+/// Options of an idem fuzz run.
+#[derive(Debug, Clone)]
+pub struct IdemFuzzOptions {
+    pub cases: u32,
+    pub seed: u64,
+    /// Fresh per run: keys and callers are tagged with it (and the case).
+    pub namespace: String,
+    pub target_name: String,
+    pub profile: IdemProfile,
+    pub call_timeout_ms: u64,
+    pub max_shrink_iters: u32,
+    /// The weight of pauses past expiry among the steps (0: none).
+    pub long_pauses: u32,
+}
+
+/// A shrunk failure.
+#[derive(Debug, Clone)]
+pub struct IdemFuzzFailure {
+    pub seed: u64,
+    pub program: Vec<Step>,
+    pub reason: String,
+    pub scenario_yaml: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum IdemFuzzOutcome {
+    Passed { cases: u32 },
+    Failed(Box<IdemFuzzFailure>),
+    Error(String),
+}
+
+/// Runs `opts.cases` programs against `target`. Blocking: call it outside
+/// any async context.
+pub fn fuzz_idem(
+    runtime: &tokio::runtime::Runtime,
+    target: Arc<dyn Target>,
+    opts: &IdemFuzzOptions,
+) -> IdemFuzzOutcome {
+    let strategy = arb_program(opts.long_pauses);
+    let outcome = run_cases(
+        opts.cases,
+        opts.seed,
+        opts.max_shrink_iters,
+        &strategy,
+        |case, program| {
+            let tag = case_tag(&opts.namespace, case);
+            runtime.block_on(run_program(
+                &target,
+                program,
+                &tag,
+                &opts.profile,
+                opts.call_timeout_ms,
+            ))
+        },
+    );
+    match outcome {
+        CasesOutcome::Passed => IdemFuzzOutcome::Passed { cases: opts.cases },
+        CasesOutcome::Failed { program, reason } => {
+            let scenario_yaml = scenario_yaml(
+                &program,
+                &opts.profile,
+                &opts.target_name,
+                opts.seed,
+                &reason,
+            );
+            IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
+                seed: opts.seed,
+                program,
+                reason,
+                scenario_yaml,
+            }))
+        }
+        CasesOutcome::Error(e) => IdemFuzzOutcome::Error(e),
+    }
+}
