@@ -90,7 +90,8 @@ async fn run_idem(spec: String, seed: u64) -> (String, RunSummary, usize) {
         .filter(common::in_process)
         .collect();
     let (apply, not) = by_idem_profile(corpus, info.idem.as_ref());
-    let summary = runner::run(target, &apply, &RunConfig::new(seed), &mut []).await;
+    let cfg = RunConfig::new(seed).declaring(&info);
+    let summary = runner::run(target, &apply, &cfg, &mut []).await;
     (spec, summary, not.len())
 }
 

@@ -12,9 +12,14 @@ fn the_checked_in_scenario_schema_is_current() {
         "{}\n",
         reqkey_harness::scenario::schema::scenario_schema_json()
     );
+    if checked_in != generated && std::env::var_os("REQKEY_BLESS").is_some() {
+        std::fs::write(&path, &generated).expect("scenarios/scenario.schema.json is writable");
+        return;
+    }
     assert!(
         checked_in == generated,
         "scenarios/scenario.schema.json is stale: regenerate it with\n  \
-         cargo run -p reqkey-harness -- schema > scenarios/scenario.schema.json"
+         cargo run -p reqkey-harness -- schema > scenarios/scenario.schema.json\n  \
+         (or REQKEY_BLESS=1 cargo test -p reqkey-harness --test schema)"
     );
 }

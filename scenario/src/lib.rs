@@ -7,8 +7,10 @@
 //! still knows where it is, and so reaches the user as `file:line:col`.
 
 pub mod agent_step;
+pub mod clause;
 pub mod fault;
 pub mod idem;
+pub mod judges;
 pub mod limits;
 pub mod locate;
 pub mod pattern;
@@ -52,6 +54,26 @@ mod tests {
     }
 
     const HEAD: &str = "id: t\nlevel: store\nsummary: s\nsteps:\n";
+
+    #[test]
+    fn a_profile_field_the_level_does_not_declare_is_refused_at_its_step() {
+        let idem = "id: t\nlevel: idem\nsummary: s\nsteps:\n  - http: {method: POST, path: /orders, headers: [[Idempotency-Key, '${key.k}']]}\n    expect: {status: $profile.concurrentStatus}\n";
+        parse_scenario(Path::new("x.yaml"), idem).unwrap();
+        let e = err(&idem.replace("concurrentStatus", "concurrentStatuss"));
+        assert!(e.starts_with("x.yaml:5:"), "{e}");
+        assert!(
+            e.contains("`$profile.concurrentStatuss` names no field of the idem profile"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{HEAD}  - getRun: {{sessionId: $s, runId: r}}\n    expect: {{ok: $profile.durable}}\n"
+        ));
+        assert!(e.contains("a store declares none"), "{e}");
+        let e = err(&idem
+            .replace("level: idem", "level: agent")
+            .replace("$profile.concurrentStatus", "201"));
+        assert!(e.contains("idem scenarios only"), "{e}");
+    }
 
     #[test]
     fn an_unknown_step_kind_names_file_line_and_column() {

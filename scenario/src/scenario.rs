@@ -1,12 +1,11 @@
 //! A scenario as loaded: its id, level, clauses, profile needs and steps,
 //! and the bounds a scenario's numbers are held to.
 
-use std::fmt;
 use std::path::PathBuf;
 
-use serde::de::{self, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
+pub use crate::clause::ClauseRef;
 use crate::requires::Requires;
 use crate::step::Step;
 use reqkey_model::vocab::Level;
@@ -70,40 +69,19 @@ pub struct Scenario {
     pub file: PathBuf,
 }
 
+impl Scenario {
+    /// Does the scenario name the clauses of its checks (`judges:`, or
+    /// `always:`)? (The transition of issue 45: a scenario that names none
+    /// is blamed whole, as before, until every file names them.)
+    pub fn names_judges(&self) -> bool {
+        self.steps.iter().any(|s| {
+            s.always
+                || !s.all_judges().is_empty()
+                || matches!(&s.action, crate::step::Action::Parallel(items) if items.iter().any(|i| i.always))
+        })
+    }
+}
+
 fn one() -> u32 {
     1
-}
-
-/// A clause id of spec/SPEC.md, checked against the embedded spec while the
-/// YAML parser stands on it (so an unknown id is reported at its
-/// `file:line:col`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ClauseRef(pub String);
-
-impl<'de> Deserialize<'de> for ClauseRef {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_str(ClauseVisitor)
-    }
-}
-
-struct ClauseVisitor;
-
-impl Visitor<'_> for ClauseVisitor {
-    type Value = ClauseRef;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a clause id of spec/SPEC.md")
-    }
-
-    fn visit_str<E: de::Error>(self, id: &str) -> Result<ClauseRef, E> {
-        let clauses = reqkey_model::clauses::clauses()
-            .map_err(|e| E::custom(format!("the embedded spec's clauses: {e}")))?;
-        if clauses.iter().any(|c| c.id == id) {
-            Ok(ClauseRef(id.to_owned()))
-        } else {
-            Err(E::custom(format!(
-                "`{id}` is not a clause id of spec/SPEC.md (`reqkey coverage --list` prints them)"
-            )))
-        }
-    }
 }

@@ -204,14 +204,24 @@ fn modifier_properties(props: &mut Map<String, Value>, generator: &mut SchemaGen
             "additionalProperties": {"type": "string"}
         }),
     );
-    let _ = generator;
+    let clause = generator.subschema_for::<ClauseRef>();
+    props.insert(
+        "judges".into(),
+        json!({
+            "description": "The clauses of checks: this step's checks judge (expect, expect_raw, expect_not_echoed, bind, wait_run, expect_one_of, expect_group, linearizable, mixed_histories); an item of a group without its own judges its group's. A failed check fails these clauses and no other; checks: is the union of every judges:.",
+            "type": "array",
+            "minItems": 1,
+            "uniqueItems": true,
+            "items": clause
+        }),
+    );
 }
 
 /// Actions that only a top-level step takes (never an item of a group).
 const GROUP_ONLY: [&str; 4] = ["parallel", "expect_one_of", "sleep_ms", "mixed_histories"];
 
 /// Modifiers of a `parallel` step only, and of a group's item only.
-const TOP_ONLY_MODIFIERS: [&str; 2] = ["linearizable", "expect_group"];
+const TOP_ONLY_MODIFIERS: [&str; 3] = ["linearizable", "expect_group", "always"];
 const ITEM_ONLY_MODIFIERS: [&str; 1] = ["copies"];
 
 /// Every action the loader knows (`STORE_ACTIONS` and `OTHER_ACTIONS`, so
@@ -334,6 +344,10 @@ impl JsonSchema for Step {
         props.insert(
             "mixed_histories".into(),
             json!({"description": "Store level: random concurrent programs over every store operation (seeded by the run), each history checked for linearizability.", "allOf": [mixed]}),
+        );
+        props.insert(
+            "always".into(),
+            json!({"description": "Run this step even after an earlier check of its trial failed (an observation: the effect counter, a read); without it, the steps after a failed check are skipped and the clauses only they judge are not judged.", "type": "boolean"}),
         );
         props.insert(
             "linearizable".into(),

@@ -7,6 +7,7 @@ use serde::de::{self};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use crate::clause::ClauseRef;
 use crate::{agent_step, fault};
 
 /// What a step does.
@@ -65,6 +66,9 @@ pub struct GroupRule {
     /// Binds variables from the first answer the rule consumed.
     #[serde(default)]
     pub bind: BTreeMap<String, String>,
+    /// The clauses this rule judges; absent: the step's `judges:`.
+    #[serde(default)]
+    pub judges: Option<Vec<ClauseRef>>,
 }
 
 /// How many answers a group rule consumes.
@@ -118,9 +122,123 @@ pub struct Step {
     /// answering it; that end is then accepted (nothing was answered to
     /// judge). An answer that arrives whole is judged as usual.
     pub may_be_cut: bool,
+    /// `judges:` the clauses of spec/SPEC.md this step's checks judge
+    /// (`expect`, `expect_raw`, `expect_not_echoed`, `bind`, `wait_run`,
+    /// `expect_one_of`, `expect_group`, `linearizable`,
+    /// `mixed_histories`). An item of a `parallel` group without its own
+    /// judges its group's; a group rule without its own, its step's. A
+    /// failed check fails these clauses and no other.
+    pub judges: Vec<ClauseRef>,
+    /// `always: true`: the step runs even after an earlier check of its
+    /// trial failed (an observation: the effect counter, a read). Without
+    /// it, the steps after a failed check are skipped, and the clauses
+    /// only they judge are not judged.
+    pub always: bool,
 }
 
 impl Step {
+    /// Does this step check anything of what it is answered (its own
+    /// expectations, or a group's rules and items)? Such a step names the
+    /// clauses it judges.
+    pub fn checks_something(&self) -> bool {
+        self.checks_own_answer()
+            || match &self.action {
+                Action::Parallel(items) => {
+                    self.linearizable
+                        || !self.expect_group.is_empty()
+                        || items.iter().any(Step::checks_own_answer)
+                }
+                Action::ExpectOneOf(_) | Action::MixedHistories { .. } => true,
+                _ => false,
+            }
+    }
+
+    /// Does this step (or item) judge its own answer (`expect`,
+    /// `expect_raw`, `expect_not_echoed`, `bind`, `wait_run`)?
+    pub fn checks_own_answer(&self) -> bool {
+        self.expect.is_some()
+            || self.expect_raw.is_some()
+            || !self.expect_not_echoed.is_empty()
+            || !self.bind.is_empty()
+            || matches!(self.action, Action::WaitRun(_))
+    }
+
+    /// The variable names the step uses (its request, its expectations,
+    /// its items' and rules'; `crate::vars::names_in`).
+    pub fn names_used(&self) -> std::collections::BTreeSet<String> {
+        use crate::vars::names_in;
+        let mut out = std::collections::BTreeSet::new();
+        match &self.action {
+            Action::Store { args, .. } => names_in(args, &mut out),
+            Action::Rpc(v) => names_in(v, &mut out),
+            Action::Raw(text) => names_in(&Value::String(text.clone()), &mut out),
+            Action::Http(h) => names_in(&h.source, &mut out),
+            Action::WaitRun(w) => names_in(&w.source, &mut out),
+            Action::Parallel(items) => {
+                for item in items {
+                    out.extend(item.names_used());
+                }
+            }
+            Action::ExpectOneOf(alternatives) => {
+                for a in alternatives {
+                    a.values().for_each(|v| names_in(v, &mut out));
+                }
+            }
+            Action::SleepMs(_) | Action::Fault(_) | Action::MixedHistories { .. } => {}
+        }
+        if let Some(e) = &self.expect {
+            names_in(e, &mut out);
+        }
+        if let Some(text) = &self.expect_raw {
+            names_in(&Value::String(text.clone()), &mut out);
+        }
+        self.expect_not_echoed
+            .iter()
+            .for_each(|v| names_in(v, &mut out));
+        for rule in &self.expect_group {
+            names_in(&rule.pattern, &mut out);
+        }
+        out
+    }
+
+    /// The names this step binds (`bind:`, its rules' `bind:`).
+    pub fn names_bound(&self) -> impl Iterator<Item = &String> {
+        self.bind
+            .keys()
+            .chain(self.expect_group.iter().flat_map(|r| r.bind.keys()))
+    }
+
+    /// The clauses a group rule judges: its own, or its step's.
+    pub fn rule_judges<'a>(&'a self, rule: &'a GroupRule) -> &'a [ClauseRef] {
+        rule.judges.as_deref().unwrap_or(&self.judges)
+    }
+
+    /// The clauses an item of this group judges: its own, or the group's.
+    pub fn item_judges<'a>(&'a self, item: &'a Step) -> &'a [ClauseRef] {
+        if item.judges.is_empty() {
+            &self.judges
+        } else {
+            &item.judges
+        }
+    }
+
+    /// Every clause this step's checks judge (its own, its items', its
+    /// rules'), each once, in first-named order.
+    pub fn all_judges(&self) -> Vec<&ClauseRef> {
+        let mut lists: Vec<&[ClauseRef]> = vec![&self.judges];
+        if let Action::Parallel(items) = &self.action {
+            lists.extend(items.iter().map(|i| i.judges.as_slice()));
+            lists.extend(self.expect_group.iter().filter_map(|r| r.judges.as_deref()));
+        }
+        let mut all: Vec<&ClauseRef> = Vec::new();
+        for c in lists.into_iter().flatten() {
+            if !all.contains(&c) {
+                all.push(c);
+            }
+        }
+        all
+    }
+
     /// Does this step say what its answer must be (or that it need not)?
     /// `as` counts: a named answer is judged by a later `expect_one_of`
     /// (the loader checks that one names it).
@@ -151,8 +269,10 @@ pub const OTHER_ACTIONS: [&str; 9] = [
 ];
 
 /// Modifiers: the keys a step may carry besides its one action.
-pub const MODIFIERS: [&str; 9] = [
+pub const MODIFIERS: [&str; 11] = [
     "as",
+    "judges",
+    "always",
     "may_be_cut",
     "copies",
     "expect",

@@ -96,6 +96,8 @@ impl<'de> Visitor<'de> for StepVisitor {
             expect_any: false,
             expect_raw: None,
             may_be_cut: false,
+            judges: Vec::new(),
+            always: false,
         };
         while let Some(key) = map.next_key_seed(StepKey)? {
             let new_action = match key.as_str() {
@@ -155,6 +157,14 @@ impl<'de> Visitor<'de> for StepVisitor {
                 }
                 "may_be_cut" => {
                     step.may_be_cut = map.next_value()?;
+                    None
+                }
+                "judges" => {
+                    step.judges = map.next_value()?;
+                    None
+                }
+                "always" => {
+                    step.always = map.next_value()?;
                     None
                 }
                 "fault" => {

@@ -77,6 +77,11 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         }
     }
     let step_at = |i: usize| vec![Seg::Key("steps"), Seg::Index(i)];
+    for (i, step) in s.steps.iter().enumerate() {
+        if let Some(message) = unknown_profile_name(s.level, &step.names_used()) {
+            return Err((step_at(i), format!("steps[{i}]: {message}")));
+        }
+    }
     let mut names = BTreeSet::new();
     // Named answers that nothing else judges must be named by an
     // expect_one_of, or the step checked nothing.
@@ -160,6 +165,9 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
             }
         }
     }
+    if s.names_judges() {
+        crate::judges::validate_judges(s)?;
+    }
     for (at, i, name) in unjudged {
         // A copied item `as: c` answers as c.0, c.1, ...: any of them judged counts.
         let judged = judged_names.iter().any(|j| {
@@ -178,4 +186,41 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
         }
     }
     Ok(())
+}
+
+/// The fields `$profile.FIELD` may name at `level`: those its targets
+/// declare (a store's profile is fixed: none).
+pub fn profile_fields(level: Level) -> &'static [&'static str] {
+    match level {
+        Level::Store => &[],
+        Level::Agent => &reqkey_model::vocab::Profile::FIELDS,
+        Level::Idem => &reqkey_model::idem_profile::IdemProfile::FIELDS,
+    }
+}
+
+/// A `profile.FIELD` the level does not declare, or a `key.NAME` outside
+/// the idem level (where no `keySyntax` is declared).
+fn unknown_profile_name(level: Level, names: &BTreeSet<String>) -> Option<String> {
+    use crate::vars::{KEY_PREFIX, PROFILE_PREFIX};
+    for name in names {
+        if let Some(field) = name.strip_prefix(PROFILE_PREFIX) {
+            let fields = profile_fields(level);
+            if !fields.contains(&field) {
+                return Some(format!(
+                    "`$profile.{field}` names no field of the {level} profile ({})",
+                    if fields.is_empty() {
+                        "a store declares none".to_owned()
+                    } else {
+                        fields.join(", ")
+                    }
+                ));
+            }
+        }
+        if name.starts_with(KEY_PREFIX) && level != Level::Idem {
+            return Some(format!(
+                "`${{{name}}}` writes a key as a declared keySyntax admits it: idem scenarios only"
+            ));
+        }
+    }
+    None
 }

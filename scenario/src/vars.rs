@@ -10,13 +10,30 @@
 //! one of 257 that equals it but for the last character added); a value
 //! already longer than N is left as it is. The run namespace keeps fresh
 //! values under 64 characters.
+//!
+//! Two families of names are not fresh values (issue 45: no scenario
+//! hard-codes what a target declares):
+//!
+//! - `$profile.FIELD` / `${profile.FIELD}`: the value the target's declared
+//!   profile gives FIELD (`$profile.concurrentStatus` is the number 409
+//!   where the profile says 409), bound by the runner before a trial; the
+//!   loader refuses a FIELD the scenario's level does not declare. Inside
+//!   object keys too (`headers: {${profile.replayHeader}: $absent}`).
+//! - `${key.NAME}` / `$key.NAME`: NAME's fresh value written as an
+//!   `Idempotency-Key` field value the declared `keySyntax` admits: quoted
+//!   (`"v"`) under `sf-string` and `any`, bare (`v`) under `token`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
 /// Words reserved for patterns.
 pub const PATTERN_WORDS: [&str; 2] = ["absent", "any"];
+
+/// The prefix of the names a declared profile binds.
+pub const PROFILE_PREFIX: &str = "profile.";
+/// The prefix of a key written as the declared `keySyntax` admits it.
+pub const KEY_PREFIX: &str = "key.";
 
 /// The bindings of one trial.
 #[derive(Debug, Clone)]
@@ -24,6 +41,8 @@ pub struct Vars {
     /// Prefix of every fresh value: `<run namespace>.<scenario>.<trial>`.
     prefix: String,
     bound: HashMap<String, Value>,
+    /// `${key.NAME}` is written bare (`keySyntax: "token"`), not quoted.
+    bare_keys: bool,
 }
 
 fn is_var_name(s: &str) -> bool {
@@ -32,12 +51,36 @@ fn is_var_name(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// A name a scenario may use: a plain one, `profile.FIELD` or `key.NAME`.
+fn is_ref(s: &str) -> bool {
+    is_var_name(s)
+        || [PROFILE_PREFIX, KEY_PREFIX]
+            .iter()
+            .any(|p| s.strip_prefix(p).is_some_and(is_var_name))
+}
+
 impl Vars {
     pub fn new(prefix: impl Into<String>) -> Self {
         Self {
             prefix: prefix.into(),
             bound: HashMap::new(),
+            bare_keys: false,
         }
+    }
+
+    /// Binds `profile.FIELD` to each field of a declared profile (its JSON
+    /// form, camelCase names).
+    pub fn bind_profile(&mut self, fields: &serde_json::Map<String, Value>) {
+        for (name, value) in fields {
+            self.bound
+                .insert(format!("{PROFILE_PREFIX}{name}"), value.clone());
+        }
+    }
+
+    /// `${key.NAME}` bare (`true`: the declared `keySyntax` is `token`) or
+    /// quoted as an sf-string (the default).
+    pub fn set_bare_keys(&mut self, bare: bool) {
+        self.bare_keys = bare;
     }
 
     pub fn bind(&mut self, name: &str, value: Value) {
@@ -48,10 +91,26 @@ impl Vars {
         self.bound.get(name)
     }
 
-    /// The value of `name`, binding a fresh one if it is unbound.
+    /// The value of `name`, binding a fresh one if it is unbound. A
+    /// profile field no profile bound is `null` (the loader admits only
+    /// the fields of the scenario's level, and the runner binds them all).
     pub fn resolve(&mut self, name: &str) -> Value {
         if let Some(v) = self.bound.get(name) {
             return v.clone();
+        }
+        if name.starts_with(PROFILE_PREFIX) {
+            return Value::Null;
+        }
+        if let Some(base) = name.strip_prefix(KEY_PREFIX) {
+            let v = match self.resolve(base) {
+                Value::String(v) => v,
+                other => other.to_string(),
+            };
+            return Value::String(if self.bare_keys {
+                v
+            } else {
+                format!("\"{v}\"")
+            });
         }
         let fresh = Value::String(format!("{}.{name}", self.prefix));
         self.bound.insert(name.to_owned(), fresh.clone());
@@ -67,7 +126,17 @@ impl Vars {
             Value::Array(items) => Value::Array(items.iter().map(|v| self.substitute(v)).collect()),
             Value::Object(map) => Value::Object(
                 map.iter()
-                    .map(|(k, v)| (k.clone(), self.substitute(v)))
+                    .map(|(k, v)| {
+                        let key = if k.contains("${profile.") {
+                            match self.substitute_str(k) {
+                                Value::String(s) => s,
+                                other => other.to_string(),
+                            }
+                        } else {
+                            k.clone()
+                        };
+                        (key, self.substitute(v))
+                    })
                     .collect(),
             ),
             other => other.clone(),
@@ -79,7 +148,7 @@ impl Vars {
             if PATTERN_WORDS.contains(&name) {
                 return Value::String(s.to_owned());
             }
-            if is_var_name(name) {
+            if is_ref(name) {
                 return self.resolve(name);
             }
         }
@@ -111,7 +180,7 @@ impl Vars {
                     continue;
                 }
                 match inner.find('}') {
-                    Some(end) if is_var_name(&inner[..end]) => {
+                    Some(end) if is_ref(&inner[..end]) => {
                         match self.resolve(&inner[..end]) {
                             Value::String(v) => out.push_str(&v),
                             other => out.push_str(&other.to_string()),
@@ -130,6 +199,56 @@ impl Vars {
         }
         out.push_str(rest);
         Value::String(out)
+    }
+}
+
+/// The names `template` uses (`$name`, `${name}`, `${name:N}`,
+/// `profile.FIELD`, `key.NAME`), pattern words and `$$` left out; object
+/// keys only for `${profile.FIELD}`.
+pub fn names_in(template: &Value, out: &mut BTreeSet<String>) {
+    match template {
+        Value::String(s) => names_in_str(s, out),
+        Value::Array(items) => items.iter().for_each(|v| names_in(v, out)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k.contains("${profile.") {
+                    names_in_str(k, out);
+                }
+                names_in(v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn names_in_str(s: &str, out: &mut BTreeSet<String>) {
+    if let Some(name) = s.strip_prefix('$') {
+        if is_ref(name) && !PATTERN_WORDS.contains(&name) {
+            out.insert(name.to_owned());
+            return;
+        }
+    }
+    let mut rest = s;
+    while let Some(pos) = rest.find('$') {
+        let after = &rest[pos + 1..];
+        if let Some(stripped) = after.strip_prefix('$') {
+            rest = stripped;
+        } else if let Some(inner) = after.strip_prefix('{') {
+            match inner.find('}') {
+                Some(end) => {
+                    let name = &inner[..end];
+                    if let Some((base, _)) = padded(name) {
+                        out.insert(base.to_owned());
+                    } else if is_ref(name) {
+                        out.insert(name.to_owned());
+                    }
+                    rest = &inner[end + 1..];
+                }
+                None => rest = after,
+            }
+        } else {
+            rest = after;
+        }
     }
 }
 
@@ -193,6 +312,37 @@ mod tests {
             json!("$5 and $ alone")
         );
         assert_eq!(vars.substitute(&json!({"$exact": 1})), json!({"$exact": 1}));
+    }
+
+    #[test]
+    fn profile_fields_and_keys_come_from_the_declared_profile() {
+        let mut vars = Vars::new("p");
+        let profile = json!({"concurrentStatus": 429, "replayHeader": "x-replayed"});
+        vars.bind_profile(profile.as_object().unwrap());
+        let t = json!({"status": "$profile.concurrentStatus", "headers": {"${profile.replayHeader}": "$absent"},
+            "k": "${key.k}", "text": "status ${profile.concurrentStatus}", "none": "$profile.lockMs"});
+        assert_eq!(
+            vars.substitute(&t),
+            json!({"status": 429, "headers": {"x-replayed": "$absent"}, "k": "\"p.k\"",
+                "text": "status 429", "none": null})
+        );
+        vars.set_bare_keys(true);
+        assert_eq!(vars.substitute(&json!("${key.k}")), json!("p.k"));
+        let mut names = BTreeSet::new();
+        names_in(&t, &mut names);
+        names_in(&json!(["${s:12}", "$$x", "$absent", "a${r}b"]), &mut names);
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "key.k",
+                "profile.concurrentStatus",
+                "profile.lockMs",
+                "profile.replayHeader",
+                "r",
+                "s"
+            ]
+        );
     }
 
     #[test]

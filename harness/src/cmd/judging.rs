@@ -355,9 +355,10 @@ impl Started {
             println!("{line} {}", crate::report::inert::terminal(reason));
             ctx.fuzz = Some(pass);
         }
+        let cfg = cfg.declaring(&profile);
         ctx.profile = Some(profile);
         ctx.not_applicable = not_applicable;
         write_reports_on_interrupt(&ctx, how.outputs, how.seed);
-        execute(target, &scenarios, cfg, &ctx, how.outputs, how.quiet).await
+        execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await
     }
 }

@@ -37,6 +37,11 @@ pub struct RunConfig {
     /// Where the histories of race, `linearizable` and `mixed_histories`
     /// trials go (`--export-histories`); `None`: nowhere.
     pub export_histories: Option<Arc<HistorySink>>,
+    /// The declared profile's fields by name, bound to `$profile.FIELD` in
+    /// every trial (`reqkey_scenario::vars`); empty until a profile is read.
+    pub profile_fields: serde_json::Map<String, serde_json::Value>,
+    /// `${key.NAME}` is written bare: the declared `keySyntax` is `token`.
+    pub bare_keys: bool,
 }
 
 impl RunConfig {
@@ -59,7 +64,27 @@ impl RunConfig {
             keep_sessions: false,
             concurrency: DEFAULT_CONCURRENCY,
             export_histories: None,
+            profile_fields: serde_json::Map::new(),
+            bare_keys: false,
         }
+    }
+
+    /// The config with `profile` declared: its fields bound in every
+    /// trial, keys written as its `keySyntax` admits them.
+    pub fn declaring(&self, profile: &crate::targets::profile::ProfileInfo) -> Self {
+        let mut cfg = self.clone();
+        cfg.profile_fields = match &profile.idem {
+            Some(idem) => idem.to_json().as_object().cloned().unwrap_or_default(),
+            None if profile.source == crate::targets::profile::ProfileSource::Fixed => {
+                serde_json::Map::new()
+            }
+            None => profile.profile.fields(),
+        };
+        cfg.bare_keys = profile
+            .idem
+            .as_ref()
+            .is_some_and(|i| i.key_syntax.bare_keys());
+        cfg
     }
 }
 

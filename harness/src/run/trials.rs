@@ -111,15 +111,18 @@ async fn run_scenario_unbounded(
         {
             break;
         }
+        // A trial run again (a late group) gets fresh ids: the failed
+        // one keeps its sessions for inspection.
+        let mut vars = Vars::new(match late_retries {
+            0 => format!("{}.{index}.{trial_index}", cfg.namespace),
+            n => format!("{}.{index}.{trial_index}r{n}", cfg.namespace),
+        });
+        vars.bind_profile(&cfg.profile_fields);
+        vars.set_bare_keys(cfg.bare_keys);
         let mut trial = Trial {
             target,
             cfg,
-            // A trial run again (a late group) gets fresh ids: the failed
-            // one keeps its sessions for inspection.
-            vars: Vars::new(match late_retries {
-                0 => format!("{}.{index}.{trial_index}", cfg.namespace),
-                n => format!("{}.{index}.{trial_index}r{n}", cfg.namespace),
-            }),
+            vars,
             answers: HashMap::new(),
             rng: SmallRng::seed_from_u64(base_seed.wrapping_add(u64::from(trial_index))),
             overlapped: false,

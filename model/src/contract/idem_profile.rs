@@ -26,6 +26,13 @@ pub enum KeySyntax {
     Any,
 }
 
+impl KeySyntax {
+    /// Is a key written bare on the wire (not as a quoted sf-string)?
+    pub fn bare_keys(self) -> bool {
+        false
+    }
+}
+
 /// What the payload of a retry is compared by (draft 2.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -101,6 +108,24 @@ pub struct IdemProfile {
 }
 
 impl IdemProfile {
+    /// Every field of the profile, as `/.reqkey/health` names them: what
+    /// `$profile.FIELD` may name.
+    pub const FIELDS: [&'static str; 13] = [
+        "keyRequired",
+        "keySyntax",
+        "invalidKeyStatus",
+        "fingerprint",
+        "mismatchStatus",
+        "concurrent",
+        "concurrentStatus",
+        "errors",
+        "scope",
+        "expiryMs",
+        "lockMs",
+        "replayHeader",
+        "durable",
+    ];
+
     /// The draft's defaults where it names one: sf-string keys required,
     /// 400 for an invalid key, 422 for another payload, 409 while in
     /// flight, errors replayed, keys scoped by caller, method and path.
@@ -425,6 +450,21 @@ mod tests {
         json!({"protocol": IDEM_PROTOCOL,
                "implementation": {"name": "x", "version": "1", "storage": "memory"},
                "profile": profile})
+    }
+
+    #[test]
+    fn fields_names_every_field_of_the_json_form() {
+        let json = IdemProfile::draft_default().to_json();
+        let mut names: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut fields = IdemProfile::FIELDS.to_vec();
+        names.sort_unstable();
+        fields.sort_unstable();
+        assert_eq!(names, fields);
     }
 
     #[test]

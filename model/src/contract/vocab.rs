@@ -202,6 +202,25 @@ impl fmt::Display for Profile {
 }
 
 impl Profile {
+    /// The fields an agent server declares (SPEC 7 "Profiles"), as
+    /// `/health` names them: what `$profile.FIELD` may name.
+    pub const FIELDS: [&'static str; 3] = ["supportsRequestKey", "concurrentEntry", "entryWaitMs"];
+
+    /// The declared fields by name (`entryWaitMs` 0 when none is declared).
+    pub fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert(
+            "supportsRequestKey".into(),
+            self.supports_request_key.into(),
+        );
+        m.insert(
+            "concurrentEntry".into(),
+            self.concurrent_entry.name().into(),
+        );
+        m.insert("entryWaitMs".into(), self.entry_wait_ms.into());
+        m
+    }
+
     /// The `--profile` value that states this profile.
     pub fn flag(&self) -> String {
         let mut flag = format!(
