@@ -12,7 +12,7 @@
 
 use proptest::prelude::*;
 use reqkey_model::idem_model::{IdemRequest, EXPIRY_MARGIN_MS};
-use reqkey_model::idem_profile::{key_of, IdemProfile};
+use reqkey_model::idem_profile::{key_of, IdemProfile, KeySyntax};
 use serde_json::Value;
 
 use crate::run::fuzz::inputs;
@@ -29,6 +29,10 @@ pub const SLOW_FAIL_MS: u64 = 450;
 /// outlives (longer ones are left to the scenarios).
 pub const MAX_EXPIRY_WAIT_MS: u64 = 3_000;
 pub const MAX_LOCK_WAIT_MS: u64 = 2_000;
+/// Under `lockMs: null`, the handler of a [`Step::PastLock`] and when its
+/// duplicate leaves.
+pub const UNDECLARED_LOCK_SLEEP_MS: u64 = 700;
+pub const UNDECLARED_LOCK_DUP_MS: u64 = 450;
 /// How long past `expiryMs` and its margin a pause lasts.
 const PAST_EXPIRY_EXTRA_MS: u64 = 150;
 
@@ -43,7 +47,8 @@ pub const ROUTES: [(&str, &str, Option<u64>); 6] = [
 ];
 /// Callers (a case's tag is appended).
 pub const CALLERS: [&str; 2] = ["alice", "bob"];
-/// Key spellings: none, two keys quoted, the first bare, upper-case, empty.
+/// Key spellings ([`key_header`]): none, two keys, the first in the other
+/// spelling, its upper-case twin, empty.
 pub const KEY_FORMS: usize = 6;
 /// Payloads: `a`, `a` with its members reordered and re-spaced, `b`, then
 /// `{"item": TEXT}` with every other kind of text.
@@ -82,9 +87,9 @@ pub enum Step {
     },
     /// Different requests released together.
     Batch(Vec<Req>),
-    /// A slow request outliving the declared `lockMs`, and its duplicate
-    /// sent once the lock would have lapsed (a burst of two where `lockMs`
-    /// is null or too long to outlive).
+    /// A slow request outliving the declared `lockMs` (or, under `lockMs:
+    /// null`, a few hundred ms), and its duplicate sent once such a lock
+    /// would have lapsed (a burst of two where `lockMs` is too long).
     PastLock(Req),
     Pause(Pause),
     /// A read of `/.reqkey/effects`, judged.
@@ -100,14 +105,34 @@ pub struct Sent {
     pub delay_ms: u64,
 }
 
-/// The raw key header of `form` for `tag` (`None`: no header).
-pub fn key_header(form: usize, tag: &str) -> Option<String> {
+/// The raw key header of `form` for `tag` under `syntax` (`None`: no
+/// header): the first key in the spelling the syntax admits (quoted when
+/// it admits that), the second key likewise, the first key in the other
+/// spelling, its upper-case twin, the empty value.
+pub fn key_header(form: usize, tag: &str, syntax: KeySyntax) -> Option<String> {
+    let quoted = |k: &str| format!("\"{k}\"");
+    let admitted = |k: &str| {
+        let q = quoted(k);
+        if key_of(q.as_bytes(), syntax).is_some() {
+            q
+        } else {
+            k.to_owned()
+        }
+    };
+    let other = |k: &str| {
+        let q = quoted(k);
+        if key_of(q.as_bytes(), syntax).is_some() {
+            k.to_owned()
+        } else {
+            q
+        }
+    };
     match form % KEY_FORMS {
         0 => None,
-        1 => Some(format!("\"k0-{tag}\"")),
-        2 => Some(format!("\"k1-{tag}\"")),
-        3 => Some(format!("k0-{tag}")),
-        4 => Some(format!("\"K0-{tag}\"")),
+        1 => Some(admitted(&format!("k0-{tag}"))),
+        2 => Some(admitted(&format!("k1-{tag}"))),
+        3 => Some(other(&format!("k0-{tag}"))),
+        4 => Some(admitted(&format!("K0-{tag}"))),
         _ => Some("\"\"".to_owned()),
     }
 }
@@ -140,12 +165,12 @@ impl Req {
         sleep_override: Option<u64>,
     ) -> IdemRequest {
         let (method, path, sleep) = ROUTES[self.route % ROUTES.len()];
-        let mut key = key_header(self.key, tag);
+        let mut key = key_header(self.key, tag, profile.key_syntax);
         if let Some(k) = &key {
             if key_of(k.as_bytes(), profile.key_syntax).is_none()
                 && profile.invalid_key_status.is_none()
             {
-                key = key_header(1, tag);
+                key = key_header(1, tag, profile.key_syntax);
             }
         }
         IdemRequest {

@@ -23,12 +23,15 @@ use serde_json::{json, Value};
 use crate::run::fuzz::idem_program::{pause_ms, requests_of, Req, Sent, Step};
 use crate::run::fuzz::scenario::yaml_safe;
 
+/// Trials of a scenario whose program sent requests together.
+const RACE_REPEAT: u32 = 5;
+
 /// The tag requests are resolved with, replaced by fresh values in the file.
 const TAG: &str = "TAG";
 
 /// Keys and callers of the placeholder tag as scenario text: the keys
-/// become fresh values (`x${k0}`, its upper-case twin `X${k0}`), the
-/// callers `alice-${c}`.
+/// become fresh values (`x${k0}`, its upper-case twin `X${k0}`, each in the
+/// spelling the program sent), the callers `alice-${c}`.
 fn templatize(s: &str) -> String {
     s.replace(&format!("k0-{TAG}"), "x${k0}")
         .replace(&format!("K0-{TAG}"), "X${k0}")
@@ -250,7 +253,8 @@ pub fn scenario_yaml(
                     judged.push(clause::NO_LEAK);
                     continue;
                 };
-                let (expect, judges) = expectation(&outcome, profile, &order_vars);
+                let keyed = s.request.key.is_some();
+                let (expect, judges) = expectation(&outcome, profile, &order_vars, keyed);
                 let _ = writeln!(steps, "  - http: {line}\n    expect: {expect}");
                 if matches!(outcome, Outcome::Run(_)) {
                     let n = order_vars.len();
@@ -293,7 +297,16 @@ pub fn scenario_yaml(
     }
     let _ = writeln!(out, "id: idem.fuzz.seed-{seed}");
     let _ = writeln!(out, "level: idem");
-    let _ = writeln!(out, "tags: [idem, fuzz]");
+    let races = program
+        .iter()
+        .any(|s| matches!(s, Step::Burst { .. } | Step::Batch(_) | Step::PastLock(_)));
+    if races {
+        // A race the program won once: run it a few times.
+        let _ = writeln!(out, "tags: [idem, fuzz, race]");
+        let _ = writeln!(out, "repeat: {RACE_REPEAT}");
+    } else {
+        let _ = writeln!(out, "tags: [idem, fuzz]");
+    }
     let _ = writeln!(out, "requires: {}", requires(profile));
     let _ = writeln!(out, "checks: [{}]", judged.join(", "));
     let _ = writeln!(
@@ -310,6 +323,7 @@ fn expectation(
     outcome: &Outcome,
     p: &IdemProfile,
     order_vars: &BTreeMap<u64, usize>,
+    keyed: bool,
 ) -> (String, Vec<&'static str>) {
     let header = p.replay_header.as_deref();
     match outcome {
@@ -319,11 +333,15 @@ fn expectation(
                 let _ = write!(e, ", headers: {{{name}: $absent}}");
             }
             e.push('}');
-            let judges = if header.is_some() {
-                vec![clause::REPLAY_HEADER]
+            // A run: the key read as declared (or, keyless, let through).
+            let mut judges = vec![if keyed {
+                "idem.key.syntax"
             } else {
-                Vec::new()
-            };
+                clause::MISSING_OPTIONAL
+            }];
+            if header.is_some() {
+                judges.push(clause::REPLAY_HEADER);
+            }
             (e, judges)
         }
         Outcome::Replay(k) => {
