@@ -61,30 +61,24 @@ impl IdemSpec {
             Some(_) => return Err(bad("the storage after @ is redis://HOST:PORT")),
             None => (spec, None),
         };
-        if let Some(name) = head.strip_prefix("broken-idem:") {
-            let defect = IdemDefect::parse(name)
-                .ok_or_else(|| bad("unknown broken-idem defect; `reqkey targets` lists them"))?;
-            return Ok(Some(IdemSpec::Reference {
-                variant: defect.declares(),
-                defect: Some(defect),
-                redis_url,
-            }));
-        }
-        let Some(rest) = head.strip_prefix("reference-idem") else {
-            return Ok(None);
-        };
-        let variant = match rest {
-            "" => IdemVariant::Default,
-            v => v
+        let named = match head.strip_prefix("reference-idem") {
+            Some("") => Some((IdemVariant::Default, None)),
+            Some(rest) => rest
                 .strip_prefix(':')
-                .and_then(IdemVariant::parse)
-                .ok_or_else(|| {
-                    bad("expected reference-idem[:default|wait|released|optional][@redis://...]")
-                })?,
+                .and_then(idem::parse_name)
+                .filter(|(_, d)| d.is_none()),
+            None => idem::parse_name(head),
+        };
+        let Some((variant, defect)) = named else {
+            return Err(bad(if head.starts_with("broken-idem:") {
+                "expected broken-idem:DEFECT[:VARIANT]; `reqkey targets` lists them"
+            } else {
+                "expected reference-idem[:VARIANT][@redis://...]; `reqkey targets` lists the variants"
+            }));
         };
         Ok(Some(IdemSpec::Reference {
             variant,
-            defect: None,
+            defect,
             redis_url,
         }))
     }
@@ -160,7 +154,8 @@ impl fmt::Display for IdemSpec {
                 redis_url,
             } => {
                 match defect {
-                    Some(d) => write!(f, "broken-idem:{}", d.name())?,
+                    Some(d) if d.declares() == *variant => write!(f, "broken-idem:{}", d.name())?,
+                    Some(d) => write!(f, "broken-idem:{}:{}", d.name(), variant.name())?,
                     None if *variant == IdemVariant::Default => f.write_str("reference-idem")?,
                     None => write!(f, "reference-idem:{}", variant.name())?,
                 }

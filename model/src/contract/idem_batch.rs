@@ -236,6 +236,10 @@ impl KeyStory {
         if self.keep_prior {
             return;
         }
+        n.set_freed(
+            scoped,
+            self.runs.last().is_some_and(|(_, released)| *released),
+        );
         match &self.after {
             Some(r) => {
                 n.records_mut().insert(scoped.clone(), r.clone());
@@ -904,6 +908,12 @@ fn why_not_run(state: &IdemModel, req: &IdemRequest, ans: &IdemAnswer) -> (&'sta
         );
     }
     if let KeyRead::Key(s) = state.read_key(req) {
+        if state.freed_by_error(&s) {
+            return (
+                clause::REPLAY_ERRORS,
+                "under errors released the last run's error answer freed the key: a retry runs again".into(),
+            );
+        }
         if let Some(r) = state.record(&s) {
             return (
                 clause::EXPIRY,

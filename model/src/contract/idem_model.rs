@@ -311,6 +311,8 @@ pub struct IdemModel {
     orders: BTreeSet<u64>,
     /// Orders of runs whose error answer freed their key (`errors: released`).
     released: BTreeSet<u64>,
+    /// Scoped keys whose last run's error answer freed them.
+    freed: BTreeSet<Scoped>,
 }
 
 /// The conforming outcomes of one request, before an answer is seen.
@@ -335,6 +337,7 @@ impl IdemModel {
             effects: BTreeMap::new(),
             orders: BTreeSet::new(),
             released: BTreeSet::new(),
+            freed: BTreeSet::new(),
         }
     }
 
@@ -545,6 +548,19 @@ impl IdemModel {
     /// Whether `order` was a run whose error answer freed its key.
     pub fn was_released(&self, order: u64) -> bool {
         self.released.contains(&order)
+    }
+
+    /// Whether `scoped`'s last run answered an error that freed it.
+    pub fn freed_by_error(&self, scoped: &Scoped) -> bool {
+        self.freed.contains(scoped)
+    }
+
+    pub(crate) fn set_freed(&mut self, scoped: &Scoped, freed: bool) {
+        if freed {
+            self.freed.insert(scoped.clone());
+        } else {
+            self.freed.remove(scoped);
+        }
     }
 
     /// The records, for the batch judge.

@@ -33,7 +33,8 @@ const TAG: &str = "TAG";
 /// become fresh values (`x${k0}`, its upper-case twin `X${k0}`, each in the
 /// spelling the program sent), the callers `alice-${c}`.
 fn templatize(s: &str) -> String {
-    s.replace(&format!("k0-{TAG}"), "x${k0}")
+    s.replace(&format!("k0-{TAG} "), "x${k0} ")
+        .replace(&format!("k0-{TAG}"), "x${k0}")
         .replace(&format!("K0-{TAG}"), "X${k0}")
         .replace(&format!("k1-{TAG}"), "x${k1}")
         .replace(&format!("-{TAG}"), "-${c}")
