@@ -33,6 +33,8 @@ pub const MAX_LOCK_WAIT_MS: u64 = 2_000;
 /// duplicate leaves.
 pub const UNDECLARED_LOCK_SLEEP_MS: u64 = 700;
 pub const UNDECLARED_LOCK_DUP_MS: u64 = 450;
+/// Under `expiryMs: null`, how long a pause "past expiry" lasts.
+pub const NEVER_EXPIRES_SPAN_MS: u64 = 1_500;
 /// How long past `expiryMs` and its margin a pause lasts.
 const PAST_EXPIRY_EXTRA_MS: u64 = 150;
 
@@ -199,6 +201,8 @@ pub fn pause_ms(p: Pause, profile: &IdemProfile) -> u64 {
         Pause::Short(ms) => ms,
         Pause::PastExpiry => match profile.expiry_ms.filter(|e| *e <= MAX_EXPIRY_WAIT_MS) {
             Some(e) => e + EXPIRY_MARGIN_MS + PAST_EXPIRY_EXTRA_MS,
+            // Never forgotten: a key is still replayed after a longer span.
+            None if profile.expiry_ms.is_none() => NEVER_EXPIRES_SPAN_MS,
             None => 50,
         },
     }
@@ -234,13 +238,17 @@ pub fn requests_of(step: &Step, sent: &[Req], profile: &IdemProfile, tag: &str) 
                 route: 4,
                 ..req.clone()
             };
-            match outlived_lock(profile) {
-                Some(lock) => vec![
-                    one(&slow, 0, Some(lock + 400)),
-                    one(&slow, lock + 150, Some(lock + 400)),
-                ],
-                None => vec![one(&slow, 0, None), one(&slow, 0, None)],
-            }
+            // A numeric lock is outlived; a lock held until completion is
+            // outlived by a handler slower than common timeouts of a few
+            // hundred ms (the implementation's own, not declared).
+            let (sleep, dup_at) = match outlived_lock(profile) {
+                Some(lock) => (lock + 400, lock + 150),
+                None if profile.lock_ms.is_none() => {
+                    (UNDECLARED_LOCK_SLEEP_MS, UNDECLARED_LOCK_DUP_MS)
+                }
+                None => (SLOW_MS, 0),
+            };
+            vec![one(&slow, 0, Some(sleep)), one(&slow, dup_at, Some(sleep))]
         }
         Step::Pause(_) | Step::Effects => Vec::new(),
     }
