@@ -39,14 +39,16 @@ pub fn fuzz_idem_command(
         call_timeout_ms: timeout_ms,
         max_shrink_iters: 512,
         long_pauses: LONG_PAUSES,
+        battery: true,
     };
     println!(
-        "reqkey fuzz: {cases} idem programs against {} ({profile}; seed {seed})",
+        "reqkey fuzz: {} then {cases} idem programs against {} ({profile}; seed {seed})",
+        crate::run::fuzz::idem_battery::power_line(),
         target.describe()
     );
     match fuzz_idem(rt, target, &opts) {
-        IdemFuzzOutcome::Passed { cases } => {
-            println!("{cases} programs passed");
+        IdemFuzzOutcome::Passed { cases, .. } => {
+            println!("the bursts and {cases} programs passed");
             ExitCode::SUCCESS
         }
         IdemFuzzOutcome::Failed(f) => {

@@ -35,10 +35,11 @@ use tokio::sync::Barrier;
 
 pub use crate::run::fuzz::cases::CaseFailure;
 use crate::run::fuzz::cases::{run_cases, CasesOutcome};
+use crate::run::fuzz::idem_battery::{battery, power_line};
 use crate::run::fuzz::idem_program::{
     arb_program, case_tag, pause_ms, requests_of, Req, Sent, Step,
 };
-use crate::run::fuzz::idem_scenario::scenario_yaml;
+use crate::run::fuzz::idem_scenario::{scenario_yaml, RACE_REPEAT};
 use crate::targets::{HttpRequest, HttpResponse, Target};
 use reqkey_scenario::agent_step::Wire;
 
@@ -281,6 +282,9 @@ pub struct IdemFuzzOptions {
     pub max_shrink_iters: u32,
     /// The weight of pauses past expiry among the steps (0: none).
     pub long_pauses: u32,
+    /// Whether the fixed programs of `run/fuzz/idem_battery.rs` run first
+    /// (every certification and `reqkey fuzz` send them).
+    pub battery: bool,
 }
 
 /// A shrunk failure.
@@ -294,7 +298,11 @@ pub struct IdemFuzzFailure {
 
 #[derive(Debug, Clone)]
 pub enum IdemFuzzOutcome {
-    Passed { cases: u32 },
+    /// `battery`: what the battery sent and the race rate it catches.
+    Passed {
+        cases: u32,
+        battery: Option<String>,
+    },
     Failed(Box<IdemFuzzFailure>),
     Error(String),
 }
@@ -306,6 +314,47 @@ pub fn fuzz_idem(
     target: Arc<dyn Target>,
     opts: &IdemFuzzOptions,
 ) -> IdemFuzzOutcome {
+    if opts.battery {
+        let namespace = format!("{}.battery", opts.namespace);
+        for (i, probe) in battery(&opts.profile).iter().enumerate() {
+            let tag = case_tag(&namespace, i as u64);
+            let ran = runtime.block_on(run_program(
+                &target,
+                &probe.program,
+                &tag,
+                &opts.profile,
+                opts.call_timeout_ms,
+            ));
+            match ran {
+                Ok(()) => {}
+                Err(CaseFailure::Nonconforming(why)) => {
+                    let reason = format!(
+                        "the battery's program {} ({:?}, one of {} of its kind): {why}",
+                        i + 1,
+                        probe.kind,
+                        probe.repeat
+                    );
+                    let scenario_yaml = scenario_yaml(
+                        &probe.program,
+                        &opts.profile,
+                        &opts.target_name,
+                        opts.seed,
+                        &reason,
+                        probe.repeat.max(RACE_REPEAT),
+                    );
+                    return IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
+                        seed: opts.seed,
+                        program: probe.program.clone(),
+                        reason,
+                        scenario_yaml,
+                    }));
+                }
+                Err(CaseFailure::Harness(e)) => {
+                    return IdemFuzzOutcome::Error(format!("the battery: {e}"))
+                }
+            }
+        }
+    }
     let strategy = arb_program(opts.long_pauses);
     let outcome = run_cases(
         opts.cases,
@@ -324,7 +373,10 @@ pub fn fuzz_idem(
         },
     );
     match outcome {
-        CasesOutcome::Passed => IdemFuzzOutcome::Passed { cases: opts.cases },
+        CasesOutcome::Passed => IdemFuzzOutcome::Passed {
+            cases: opts.cases,
+            battery: opts.battery.then(power_line),
+        },
         CasesOutcome::Failed { program, reason } => {
             let scenario_yaml = scenario_yaml(
                 &program,
@@ -332,6 +384,7 @@ pub fn fuzz_idem(
                 &opts.target_name,
                 opts.seed,
                 &reason,
+                RACE_REPEAT,
             );
             IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
                 seed: opts.seed,

@@ -23,8 +23,9 @@ use serde_json::{json, Value};
 use crate::run::fuzz::idem_program::{pause_ms, requests_of, Req, Sent, Step};
 use crate::run::fuzz::scenario::yaml_safe;
 
-/// Trials of a scenario whose program sent requests together.
-const RACE_REPEAT: u32 = 5;
+/// Trials of a scenario whose generated program sent requests together
+/// (a battery's program repeats as often as the battery sent its kind).
+pub const RACE_REPEAT: u32 = 5;
 
 /// The tag requests are resolved with, replaced by fresh values in the file.
 const TAG: &str = "TAG";
@@ -165,6 +166,7 @@ pub fn scenario_yaml(
     target_name: &str,
     seed: u64,
     reason: &str,
+    race_repeat: u32,
 ) -> String {
     let mut steps = String::new();
     let mut judged: Vec<&'static str> = Vec::new();
@@ -304,7 +306,7 @@ pub fn scenario_yaml(
     if races {
         // A race the program won once: run it a few times.
         let _ = writeln!(out, "tags: [idem, fuzz, race]");
-        let _ = writeln!(out, "repeat: {RACE_REPEAT}");
+        let _ = writeln!(out, "repeat: {race_repeat}");
     } else {
         let _ = writeln!(out, "tags: [idem, fuzz]");
     }

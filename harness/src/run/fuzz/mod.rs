@@ -7,7 +7,8 @@
 //! - [`agent`]: programs over every SPEC 7 route, judged by `AgentModel`;
 //! - [`idem`]: programs over every `reqkey-idem/1` route, judged by
 //!   `IdemModel` under the declared profile ([`idem_program`] their domain,
-//!   [`idem_scenario`] a failure as a scenario);
+//!   [`idem_scenario`] a failure as a scenario, [`idem_battery`] the fixed
+//!   bursts and timing probes every run sends first);
 //! - [`cases`]: the seeded proptest loop the fuzzers share (cases, shrinking, no
 //!   verdict on a target that did not answer);
 //! - [`program`]: the store fuzzer's domain, every write with reads by other
@@ -22,6 +23,7 @@
 pub mod agent;
 pub mod cases;
 pub mod idem;
+pub mod idem_battery;
 pub mod idem_program;
 pub mod idem_scenario;
 pub mod inputs;

@@ -3,7 +3,9 @@
 //! A certificate covers the scenarios of the suite; the fuzz pass makes it
 //! cover programs nobody wrote as well: `reqkey certify` runs
 //! `--fuzz-cases` programs (store level: `run::fuzz::store`; agent level:
-//! `run::fuzz::agent`; idem level: `run::fuzz::idem`) with the certification's seed after choosing the
+//! `run::fuzz::agent`; idem level: `run::fuzz::idem`, after the fixed
+//! bursts of `run::fuzz::idem_battery` whatever the profile, whose count
+//! and power every report states) with the certification's seed after choosing the
 //! profile, and the result is a line of the terminal output, the
 //! certificate and `results.json`. A failing program turns the
 //! certification red (exit 1); a fuzz pass that could not judge the
@@ -17,6 +19,7 @@ use serde::Serialize;
 
 use crate::run::fuzz::agent::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
 use crate::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
+use crate::run::fuzz::idem_battery::power_line;
 use crate::run::fuzz::store::{fuzz, FuzzOptions, FuzzOutcome};
 use crate::targets::Target;
 
@@ -41,6 +44,10 @@ pub struct FuzzPass {
     /// The shrunk failing program as a scenario.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scenario_yaml: Option<String>,
+    /// At the idem level: the fixed bursts sent beside the programs and the
+    /// race rate they catch (`run/fuzz/idem_battery.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power: Option<String>,
 }
 
 impl FuzzPass {
@@ -53,6 +60,7 @@ impl FuzzPass {
             verdict: "skipped",
             reason: None,
             scenario_yaml: None,
+            power: None,
         }
     }
 
@@ -90,10 +98,16 @@ impl FuzzPass {
                     None,
                 )
             }
-            v => format!(
-                "fuzz: {} {} programs (seed {}): {v}",
-                self.cases, self.level, self.seed
-            ),
+            v => match &self.power {
+                Some(p) => format!(
+                    "fuzz: {} {} programs and {p} (seed {}): {v}",
+                    self.cases, self.level, self.seed
+                ),
+                None => format!(
+                    "fuzz: {} {} programs (seed {}): {v}",
+                    self.cases, self.level, self.seed
+                ),
+            },
         };
         (head, self.reason.as_deref())
     }
@@ -147,8 +161,8 @@ pub async fn fuzz_pass(
                     batches: true,
                 },
             ) {
-                FuzzOutcome::Passed { .. } => (None, None),
-                FuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml)),
+                FuzzOutcome::Passed { .. } => (None, None, None),
+                FuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), None),
                 FuzzOutcome::Error(e) => return Err(e),
             },
             Level::Agent => match fuzz_agent(
@@ -164,8 +178,8 @@ pub async fn fuzz_pass(
                     max_shrink_iters: 256,
                 },
             ) {
-                AgentFuzzOutcome::Passed { .. } => (None, None),
-                AgentFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml)),
+                AgentFuzzOutcome::Passed { .. } => (None, None, None),
+                AgentFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), None),
                 AgentFuzzOutcome::Error(e) => return Err(e),
             },
             Level::Idem => {
@@ -182,10 +196,13 @@ pub async fn fuzz_pass(
                         call_timeout_ms,
                         max_shrink_iters: 128,
                         long_pauses: CERTIFY_IDEM_LONG_PAUSES,
+                        battery: true,
                     },
                 ) {
-                    IdemFuzzOutcome::Passed { .. } => (None, None),
-                    IdemFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml)),
+                    IdemFuzzOutcome::Passed { battery, .. } => (None, None, battery),
+                    IdemFuzzOutcome::Failed(f) => {
+                        (Some(f.reason), Some(f.scenario_yaml), Some(power_line()))
+                    }
                     IdemFuzzOutcome::Error(e) => return Err(e),
                 }
             }
@@ -196,10 +213,10 @@ pub async fn fuzz_pass(
         Ok(o) => o,
         Err(e) => Err(format!("the fuzz pass stopped: {e}")),
     };
-    let (verdict, reason, scenario_yaml) = match outcome {
-        Ok((None, _)) => ("passed", None, None),
-        Ok((Some(reason), yaml)) => ("failed", Some(reason), yaml),
-        Err(e) => ("error", Some(e), None),
+    let (verdict, reason, scenario_yaml, power) = match outcome {
+        Ok((None, _, power)) => ("passed", None, None, power),
+        Ok((Some(reason), yaml, power)) => ("failed", Some(reason), yaml, power),
+        Err(e) => ("error", Some(e), None, None),
     };
     FuzzPass {
         level: level.name().to_owned(),
@@ -208,5 +225,6 @@ pub async fn fuzz_pass(
         verdict,
         reason,
         scenario_yaml,
+        power,
     }
 }
