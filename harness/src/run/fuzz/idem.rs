@@ -43,13 +43,7 @@ use crate::run::fuzz::idem_scenario::{scenario_yaml, RACE_REPEAT};
 use crate::targets::{HttpRequest, HttpResponse, Target};
 use reqkey_scenario::agent_step::Wire;
 
-/// How long after it was sent a request is taken to have reached the app
-/// at the latest (or its answer, if sooner). A conforming app that frees a
-/// key after an error may run a duplicate that arrived after the release;
-/// one that arrived before must not run (SPEC `[[idem.effect.at-most-once]]`):
-/// the slow failing handler sleeps longer than this, so a duplicate sent
-/// with it cannot have arrived after its release.
-pub const ARRIVAL_SLACK_MS: u64 = 300;
+pub use crate::run::fuzz::idem_program::ARRIVAL_SLACK_MS;
 /// Model states kept at once; beyond it the case has no verdict.
 const MAX_STATES: usize = 4_096;
 

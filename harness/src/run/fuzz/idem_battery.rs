@@ -42,7 +42,7 @@ pub const FAILING_BURSTS: u32 = 4;
 pub const NEVER_EXPIRES_SPAN_MS: u64 = 3_000;
 /// How long before `expiryMs` the "just before" retry leaves: the arrival
 /// bound and a margin (its arrival must fall before expiry).
-const BEFORE_EXPIRY_MS: u64 = crate::run::fuzz::idem::ARRIVAL_SLACK_MS + 200;
+const BEFORE_EXPIRY_MS: u64 = crate::run::fuzz::idem_program::ARRIVAL_SLACK_MS + 200;
 
 /// The bursts that catch a race of rate `1/one_in` with `permille`‰
 /// confidence: the least `n` with `(1 - 1/one_in)^n <= 1 - permille/1000`.

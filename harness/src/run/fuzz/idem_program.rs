@@ -35,6 +35,13 @@ pub const UNDECLARED_LOCK_SLEEP_MS: u64 = 700;
 pub const UNDECLARED_LOCK_DUP_MS: u64 = 450;
 /// Under `expiryMs: null`, how long a pause "past expiry" lasts.
 pub const NEVER_EXPIRES_SPAN_MS: u64 = 1_500;
+/// How long after it was sent a request is taken to have reached the app
+/// at the latest (or its answer, if sooner). A conforming app that frees a
+/// key after an error may run a duplicate that arrived after the release;
+/// one that arrived before must not run (SPEC `[[idem.effect.at-most-once]]`):
+/// the slow failing handler sleeps longer than this, so a duplicate sent
+/// with it cannot have arrived after its release.
+pub const ARRIVAL_SLACK_MS: u64 = 300;
 /// How long past `expiryMs` and its margin a pause lasts.
 const PAST_EXPIRY_EXTRA_MS: u64 = 150;
 

@@ -150,7 +150,7 @@ fn add_bounds(bounds: &mut BTreeMap<EffectKey, u64>, group: &[Sent], p: &IdemPro
             let rerun = h.is_some_and(|h| {
                 h.fails
                     && p.errors == Errors::Released
-                    && h.sleep_ms <= crate::run::fuzz::idem::ARRIVAL_SLACK_MS
+                    && h.sleep_ms <= crate::run::fuzz::idem_program::ARRIVAL_SLACK_MS
             });
             if i == 0 || keyless || rerun || s.delay_ms > 0 {
                 *bounds.entry(s.request.effect_key()).or_default() += 1;
