@@ -71,6 +71,17 @@ pub enum ProbeKind {
     Expiry,
 }
 
+impl ProbeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::SucceedingBurst => "bursts",
+            Self::FailingBurst => "failing bursts",
+            Self::PastLock => "past the lock",
+            Self::Expiry => "around expiry",
+        }
+    }
+}
+
 /// One program of the battery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
