@@ -6,7 +6,10 @@ OUT_DIR holds one directory per wrapper x storage, as certify-all.sh leaves
 them: wrapper.json ({wrapper, storage}), replay-args.txt (run.sh arguments for a replay), health.json (what
 the wrapper declared), exit-code, certify.log, seconds, and results.json
 when `reqkey certify` wrote one (see docs/reports.md for its fields: per
-scenario `verdict`, `checks` = the clause ids, `failure`; the run's `seed`).
+scenario `verdict`, `checks` = the clause ids, `failure`; the run's `seed`;
+`fuzz`, the certification's fuzz pass: its bursts, programs and verdict).
+A failing fuzz pass makes the row DOES NOT CONFORM and its clause (the
+`[idem...]` its reason names) FAIL, whatever the scenarios said.
 
 Everything a target or a library wrote (messages, names, versions, the
 profile) is data: it is escaped for Markdown and HTML before it reaches the
@@ -20,6 +23,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import sys
 from typing import Any, Optional
 
@@ -28,6 +32,8 @@ PROFILE_FIELDS = [
     "concurrentStatus", "errors", "scope", "expiryMs", "lockMs", "replayHeader", "durable",
 ]
 MAX_CELL_CHARS = 300
+# The clause a fuzz failure names: its reason says `[idem.x.y] ...`.
+FUZZ_CLAUSE = re.compile(r"\[(idem\.[a-z0-9.-]+)\]")
 # How a scenario verdict counts for each clause it checks; the worst wins.
 CLAUSE_RANK = {"pass": 0, "expected_fail": 0, "not judged": 1, "FAIL": 2}
 SCENARIO_TO_CLAUSE = {
@@ -109,10 +115,28 @@ class Target:
         s = (self.results or {}).get("scenarios")
         return [x for x in s if isinstance(x, dict)] if isinstance(s, list) else []
 
+    def fuzz(self) -> dict:
+        f = (self.results or {}).get("fuzz")
+        return f if isinstance(f, dict) else {}
+
+    def fuzz_clause(self) -> Optional[str]:
+        """The clause a failing fuzz pass names, if it failed."""
+        if self.fuzz().get("verdict") != "failed":
+            return None
+        m = FUZZ_CLAUSE.search(str(self.fuzz().get("reason") or ""))
+        return m.group(1) if m else "idem.effect.at-most-once"
+
     def verdict(self) -> str:
         if self.results is None:
             return "NOT JUDGED"
         code_ = self.results.get("exit_code")
+        fuzz = self.fuzz().get("verdict")
+        # The fuzz pass bears on the verdict even where an older results.json
+        # left it out of `exit_code`: a failing program is a proven violation.
+        if code_ in (0, 2) and fuzz == "failed":
+            return "DOES NOT CONFORM"
+        if code_ == 0 and fuzz == "error":
+            return "NOT JUDGED"
         return {0: "CONFORMS", 1: "DOES NOT CONFORM"}.get(code_, "NOT JUDGED")
 
     def not_judged_reason(self) -> str:
@@ -133,7 +157,16 @@ class Target:
                 clause = str(clause)
                 if clause not in out or CLAUSE_RANK[v] > CLAUSE_RANK[out[clause]]:
                     out[clause] = v
+        fuzz_clause = self.fuzz_clause()
+        if fuzz_clause:
+            out[fuzz_clause] = "FAIL"
         return out
+
+    def fuzz_replay(self) -> str:
+        seed = self.fuzz().get("seed", (self.results or {}).get("seed"))
+        args = self.replay_args or f"{self.wrapper} --storage {self.storage}"
+        start = f"adapters/idempotency-key/run.sh {args} --effects-file $(mktemp -u) --port {{port}}"
+        return f"\"$REQKEY\" certify --start \"{start}\" --target 'idem+http://127.0.0.1:{{port}}' --seed {seed}"
 
     def replay(self, scenario: dict) -> str:
         f = str(scenario.get("file", ""))
@@ -178,8 +211,13 @@ def render(targets: list[Target], now: str) -> str:
     add("")
     add("## Verdicts")
     add("")
-    add("| library | version | storage | verdict | passed | failed | not judged | not applicable | seed | time (s) |")
-    add("|---|---|---|---|---|---|---|---|---|---|")
+    powers = sorted({str(t.fuzz().get("power")) for t in targets if t.fuzz().get("power")})
+    if powers:
+        add(f"- fuzz pass: before its programs, every certification sent {'; '.join(md(p) for p in powers)}, whatever the")
+        add("  declared profile; a failing program fails the certification and the clause it names")
+    add("")
+    add("| library | version | storage | verdict | passed | failed | not judged | not applicable | fuzz pass | seed | time (s) |")
+    add("|---|---|---|---|---|---|---|---|---|---|---|")
     for t in targets:
         c = (t.results or {}).get("counts") or {}
         na = len((t.results or {}).get("not_applicable") or [])
@@ -189,9 +227,11 @@ def render(targets: list[Target], now: str) -> str:
         elif verdict == "DOES NOT CONFORM":
             verdict = "**DOES NOT CONFORM**"
         nj = (c.get("errored", 0) or 0) + (c.get("indefinite", 0) or 0) if t.results else "—"
+        fv = str(t.fuzz().get("verdict") or "—")
+        fuzz_cell = f"**{md(fv)}**" if fv in ("failed", "error") else md(fv)
         add(f"| {md(t.name)} | {md(t.impl.get('version', '?'))} | {md(t.storage)} | {verdict} | "
             f"{c.get('passed', '—')} | {c.get('failed', '—')} | {nj} | {na if t.results else '—'} | "
-            f"{md((t.results or {}).get('seed', '—'))} | {md(t.seconds or '—')} |")
+            f"{fuzz_cell} | {md((t.results or {}).get('seed', '—'))} | {md(t.seconds or '—')} |")
     add("")
     add("## Declared profiles")
     add("")
@@ -221,7 +261,8 @@ def render(targets: list[Target], now: str) -> str:
     any_violation = False
     for t in targets:
         failed = [s for s in t.scenarios() if s.get("verdict") in ("fail", "unexpected_pass")]
-        if not failed:
+        fuzz_clause = t.fuzz_clause()
+        if not failed and not fuzz_clause:
             continue
         any_violation = True
         add(f"### {md(t.label)} {md(t.impl.get('version', ''))}")
@@ -236,6 +277,10 @@ def render(targets: list[Target], now: str) -> str:
             if f.get("actual") is not None:
                 add(f"  - actual: {md(f.get('actual'))}")
             add(f"  - replay: {code(t.replay(s))}")
+        if fuzz_clause:
+            add(f"- **fuzz pass** (`{md(fuzz_clause)}`): {md(str(t.fuzz().get('reason') or ''), 600)}")
+            add(f"  - seed {md(t.fuzz().get('seed', '—'))}; the shrunk program as a scenario is `fuzz.scenarioYaml` of its results.json")
+            add(f"  - replay: {code(t.fuzz_replay())}")
         add("")
     if not any_violation:
         add("No scenario failed.")
