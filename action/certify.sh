@@ -82,6 +82,11 @@ start_args=()
 rc=0
 suite_args=()
 [ -z "$scenarios" ] || suite_args=(--scenarios "$scenarios")
+# In a workflow, the shards and the merge name one run (its id, the same
+# across re-run attempts, so re-run shards merge with the others): the
+# merge refuses a shard of another run (yesterday's, for one).
+run_args=()
+[ -z "${GITHUB_RUN_ID:-}" ] || run_args=(--run-id "gh-$GITHUB_RUN_ID")
 if [ -n "$merge_shards" ]; then
   shards=()
   for dir in "$merge_shards"/*/; do
@@ -90,11 +95,11 @@ if [ -n "$merge_shards" ]; then
   [ "${#shards[@]}" -gt 0 ] || die2 "no shard (a directory with results.json) under $merge_shards"
   target="the merged shards of $merge_shards"
   set +e
-  "$reqkey" certify merge --out "$out" "${suite_args[@]}" --quiet "${shards[@]}" 2>&1 | tee "$out/reqkey.log"
+  "$reqkey" certify merge --out "$out" "${suite_args[@]}" "${run_args[@]}" --quiet "${shards[@]}" 2>&1 | tee "$out/reqkey.log"
   rc="${PIPESTATUS[0]}"
   set -e
 else
-  [ -z "$partition" ] || suite_args+=(--partition "$partition")
+  [ -z "$partition" ] || suite_args+=(--partition "$partition" "${run_args[@]}")
   [ -z "$seed" ] || suite_args+=(--seed "$seed")
   set +e
   "$reqkey" certify --target "$target" --out "$out" "${start_args[@]}" "${suite_args[@]}" --quiet 2>&1 \

@@ -23,8 +23,6 @@
 
 use std::sync::Mutex;
 
-use reqkey_reference::store::redact_url;
-
 /// What a hidden part is shown as.
 pub const REDACTED: &str = "***";
 /// The shortest remembered secret [`scrub`] replaces in free text.
@@ -55,6 +53,11 @@ pub fn scrub(text: &str) -> String {
     let secrets = SECRETS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    scrub_with(text, &secrets)
+}
+
+/// `text` with each of `secrets` (longest first) replaced by `***`.
+fn scrub_with(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_owned();
     for s in secrets.iter() {
         if out.contains(s.as_str()) {
@@ -146,6 +149,12 @@ pub fn register_target(text: &str) {
     }
 }
 
+/// Remembers one secret value as it is (a `--header` credential), so
+/// that [`scrub`] hides it wherever it reappears.
+pub fn register_secret(value: &str) {
+    remember(value);
+}
+
 /// Does a variable or flag name look like it names a secret?
 fn secret_name(name: &str) -> bool {
     let name = name.trim_start_matches('-').to_ascii_lowercase();
@@ -157,41 +166,165 @@ fn secret_name(name: &str) -> bool {
     .any(|w| name.contains(w))
 }
 
+/// One shell word of a command line: its text as the shell reads it
+/// (quotes and backslashes removed) and, for each byte of that text, where
+/// it stands in the line, so a secret found in the word is hidden where it
+/// was written, whatever quotes surround it.
+#[derive(Debug, Default)]
+struct Word {
+    text: String,
+    at: Vec<usize>,
+}
+
+impl Word {
+    /// The line's byte range holding `text[from..to]`.
+    fn source(&self, from: usize, to: usize) -> Option<(usize, usize)> {
+        let start = *self.at.get(from)?;
+        let last = *self.at.get(to.checked_sub(1)?)?;
+        Some((start, last + 1))
+    }
+}
+
+/// The words of a shell command line, split where the shell splits them:
+/// blanks and the operators `; & | ( ) < >` outside quotes end a word (so
+/// `pw;`, `'pw'`, `"pw"` and `pw&&` all read `pw`). Bounded by the line.
+fn shell_words(line: &str) -> Vec<Word> {
+    let mut words = Vec::new();
+    let mut word = Word::default();
+    let mut chars = line.char_indices().peekable();
+    // A character is copied as written, so each of its bytes maps to the
+    // byte of the line it came from.
+    let push = |word: &mut Word, at: usize, c: char| {
+        word.text.push(c);
+        word.at.extend(at..at + c.len_utf8());
+    };
+    let (mut single, mut double) = (false, false);
+    while let Some((at, c)) = chars.next() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '\\' if !single => {
+                if let Some((next_at, next)) = chars.next() {
+                    if double && !matches!(next, '"' | '\\' | '$' | '`') {
+                        push(&mut word, at, '\\');
+                    }
+                    push(&mut word, next_at, next);
+                }
+            }
+            c if !single
+                && !double
+                && (c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')' | '<' | '>')) =>
+            {
+                if !word.text.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => push(&mut word, at, c),
+        }
+    }
+    if !word.text.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// The secrets of one shell word, as ranges of its text: the secrets of
+/// a URL in it, the value of `NAME=VALUE` (`--name=VALUE`) or of a header
+/// `Name: VALUE` whose name looks secret (and the value's last word: the
+/// token after `Bearer`), or the whole word when the flag before it was
+/// secret-named. Sets `hide_next` when it is such a flag.
+fn word_secrets(word: &str, hide_next: &mut bool) -> Vec<(usize, usize)> {
+    if std::mem::take(hide_next) {
+        return vec![(0, word.len())];
+    }
+    let mut found = Vec::new();
+    if word.contains("://") {
+        for secret in url_secrets(
+            &word[word.find("://").map_or(0, |i| {
+                word[..i]
+                    .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+                    .map_or(0, |j| j + 1)
+            })..],
+        ) {
+            if secret.is_empty() {
+                continue;
+            }
+            found.extend(word.match_indices(&secret).map(|(i, s)| (i, i + s.len())));
+        }
+        return found;
+    }
+    let header = word
+        .split_once(':')
+        .filter(|(name, _)| !name.is_empty() && !name.contains(['=', ' ']));
+    if let Some((name, value)) = word.split_once('=').or(header) {
+        let trimmed = value.trim_start();
+        if secret_name(name) && !trimmed.is_empty() {
+            let from = word.len() - trimmed.len();
+            found.push((from, word.len()));
+            if let Some(i) = trimmed.rfind(' ') {
+                found.push((from + i + 1, word.len()));
+            }
+        }
+        return found;
+    }
+    if word.starts_with('-') && secret_name(word) {
+        *hide_next = true;
+    }
+    found
+}
+
 /// The one display of a `--start` command line (and of any environment
 /// value given as one): every URL in it redacted (userinfo, query
 /// values), the value of a `NAME=VALUE` word whose name looks secret
-/// hidden, and the word after a flag whose name looks secret hidden. The
+/// hidden, and the word after a flag whose name looks secret hidden. Words
+/// are read as the shell reads them, so the punctuation around a secret
+/// (quotes, `;`, `&&`, `|`, parentheses, `--flag=`) does not matter. The
 /// hidden parts are remembered for [`scrub`].
 pub fn redact_command(line: &str) -> String {
+    let (shown, secrets) = command_secrets(line);
+    for secret in &secrets {
+        remember(secret);
+    }
+    shown
+}
+
+/// [`redact_command`] without remembering: the display and the secrets
+/// it hides.
+fn command_secrets(line: &str) -> (String, Vec<String>) {
     let mut hide_next = false;
-    let words: Vec<String> = line
-        .split(' ')
-        .map(|word| {
-            if word.is_empty() {
-                return String::new();
+    let mut hidden: Vec<(usize, usize)> = Vec::new();
+    let mut secrets = Vec::new();
+    for word in shell_words(line) {
+        let ranges = word_secrets(&word.text, &mut hide_next);
+        for &(from, to) in &ranges {
+            let Some(secret) = word.text.get(from..to) else {
+                continue;
+            };
+            secrets.push(secret.to_owned());
+            // A range holding another (a URL's `user:password`) is
+            // remembered, but the display hides only the inner one.
+            let holds_another = ranges
+                .iter()
+                .any(|&(f, t)| (f, t) != (from, to) && from <= f && t <= to);
+            if let (false, Some(range)) = (holds_another, word.source(from, to)) {
+                hidden.push(range);
             }
-            if std::mem::take(&mut hide_next) {
-                remember(word);
-                return REDACTED.to_owned();
-            }
-            if word.contains("://") {
-                register_target(word);
-                return redact_url(word);
-            }
-            if let Some((name, value)) = word.split_once('=') {
-                if secret_name(name) && !value.is_empty() {
-                    remember(value);
-                    return format!("{name}={REDACTED}");
-                }
-                return word.to_owned();
-            }
-            if word.starts_with('-') && secret_name(word) {
-                hide_next = true;
-            }
-            word.to_owned()
-        })
-        .collect();
-    words.join(" ")
+        }
+    }
+    hidden.sort_unstable();
+    let mut shown = String::with_capacity(line.len());
+    let mut next = 0;
+    for (start, end) in hidden {
+        if end <= next {
+            continue;
+        }
+        let start = start.max(next);
+        shown.push_str(&line[next..start]);
+        shown.push_str(REDACTED);
+        next = end;
+    }
+    shown.push_str(&line[next..]);
+    (shown, secrets)
 }
 
 /// The longest line [`forward_scrubbed`] passes on whole; a longer one
@@ -240,6 +373,89 @@ mod tests {
             assert_eq!(scrub(&format!("said {s}!")), "said ***!", "{s}");
         }
         assert_eq!(scrub("port 7001"), "port 7001");
+    }
+
+    /// Every spelling of issue 51 and more: the secret glued to quotes,
+    /// `;`, `&&`, `|`, parentheses, `--flag=`, inside URLs and headers.
+    const SPELLINGS: &[&str] = &[
+        "export DB_PASSWORD='{S}'; exec server",
+        "export DB_PASSWORD=\"{S}\";server",
+        "DB_PASSWORD={S}; server",
+        "DB_PASSWORD={S}&&server",
+        "(API_TOKEN={S}) && server",
+        "env SECRET_KEY={S} server|tee log",
+        "server --password={S};",
+        "server --password='{S}' --port 1",
+        "server --password '{S}'",
+        "server --password \"{S}\"|tee log",
+        "server --token {S};",
+        "server --token={S}>log",
+        "server --api-key=\"{S}\"",
+        "server --db 'postgres://u:{S}@h/db';",
+        "server --db \"postgres://u:{S}@h:5432/db?x=1\"",
+        "server --db postgres://{S}@h/db;",
+        "server --url 'http://h/x?token={S}&a=b'",
+        "DATABASE_URL='postgres://app:{S}@db/app' server",
+        "curl -H 'Authorization: Bearer {S}' http://h/",
+        "server --session-secret=\\{S}",
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        #[test]
+        fn a_secret_is_hidden_whatever_the_punctuation_around_it(
+            secret in "[A-Za-z0-9][A-Za-z0-9._~-]{3,23}",
+            spelling in 0..SPELLINGS.len(),
+        ) {
+            let template = SPELLINGS[spelling];
+            proptest::prop_assume!(!template.replace("{S}", "").contains(&secret));
+            let line = template.replace("{S}", &secret);
+            // Not remembered: the list is global and bounded.
+            let (shown, mut secrets) = command_secrets(&line);
+            secrets.retain(|s| s.len() >= MIN_SECRET_CHARS);
+            secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+            proptest::prop_assert!(!shown.contains(&secret), "{line} -> {shown}");
+            proptest::prop_assert!(shown.contains(REDACTED), "{shown}");
+            // What the command prints, however it spells the secret.
+            for said in [
+                format!("password is {secret}."),
+                format!("'{secret}'"),
+                format!("\"{secret}\";"),
+                format!("--password={secret}"),
+                format!("{secret};{secret}"),
+            ] {
+                let scrubbed = scrub_with(&said, &secrets);
+                proptest::prop_assert!(!scrubbed.contains(&secret), "{line}: {said} -> {scrubbed}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_spellings_of_issue_51_are_hidden_where_they_stand() {
+        assert_eq!(
+            redact_command("export DB_PASSWORD='pw-51-a'; exec server --port 1"),
+            "export DB_PASSWORD='***'; exec server --port 1"
+        );
+        assert_eq!(
+            redact_command("server --password=pw-51-b; x"),
+            "server --password=***; x"
+        );
+        assert_eq!(
+            redact_command("server --token \"pw-51-c\" x"),
+            "server --token \"***\" x"
+        );
+        assert_eq!(
+            redact_command("curl -H 'Authorization: Bearer pw-51-d'"),
+            "curl -H 'Authorization: Bearer ***'"
+        );
+        for s in ["pw-51-a", "pw-51-b", "pw-51-c", "pw-51-d"] {
+            assert_eq!(scrub(&format!("x{s};")), "x***;", "{s}");
+        }
+        // Not a secret: a plain flag, a port, a quoted argument.
+        assert_eq!(
+            redact_command("server --name 'a b' --port 7001; echo ok"),
+            "server --name 'a b' --port 7001; echo ok"
+        );
     }
 
     #[test]

@@ -122,6 +122,25 @@ fn help_explains_targets_and_exit_codes() {
     }
 }
 
+/// Issue 50: `reqkey --help` never named the Idempotency-Key level, and
+/// `certify --help` described `--scenarios` for store and agent suites only.
+#[test]
+fn help_names_all_three_levels() {
+    let top = text(&reqkey(&["--help"]));
+    for needle in [
+        "reqkey-store/1",
+        "reqkey-agent/1",
+        "Idempotency-Key",
+        "reqkey-idem/1",
+    ] {
+        assert!(top.contains(needle), "missing {needle}: {top}");
+    }
+    let certify = text(&reqkey(&["certify", "--help"]));
+    for needle in ["ROOT/idempotency-key", "idem+http://", "reference-idem"] {
+        assert!(certify.contains(needle), "missing {needle}: {certify}");
+    }
+}
+
 /// A database that is not there is a harness error (exit 2) naming the
 /// target, with its password redacted.
 #[test]
@@ -509,21 +528,32 @@ fn the_store_guides_first_command_works_outside_a_checkout() {
     assert!(text(&o).contains("built into reqkey"), "{}", text(&o));
 }
 
-/// Issue 41: a misspelt target form gets the form it resembles, and TLS
-/// is named as unsupported rather than as an unknown form.
+/// Issue 41: a misspelt target form gets the form it resembles; since
+/// issue 48 the TLS forms are forms like the others.
 #[test]
-fn a_misspelt_target_gets_a_suggestion_and_tls_a_reason() {
+fn a_misspelt_target_gets_a_suggestion_and_tls_is_a_form() {
     for (target, wanted) in [
         ("memroy", "did you mean `memory`?"),
         (
             "store+http//127.0.0.1:7001",
             "did you mean `store+http://127.0.0.1:7001`?",
         ),
-        ("store+https://127.0.0.1:7001", "(TLS) is not supported"),
+        // TLS is a form (issue 48): nothing listens there, so exit 2 as for
+        // any target that is down, and no "not supported".
+        ("store+https://127.0.0.1:1", "https://127.0.0.1:1"),
+        (
+            "store+htps://127.0.0.1:7001",
+            "did you mean `store+https://127.0.0.1:7001`?",
+        ),
     ] {
         let o = reqkey(&["run", "--target", target]);
         assert_eq!(o.status.code(), Some(2), "{target}: {}", text(&o));
         assert!(text(&o).contains(wanted), "{target}: {}", text(&o));
+        assert!(
+            !text(&o).contains("not supported"),
+            "{target}: {}",
+            text(&o)
+        );
     }
 }
 

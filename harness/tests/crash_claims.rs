@@ -47,13 +47,53 @@ fn a_started_store_whose_crash_scenario_did_not_apply_is_not_certified_for_crash
         .unwrap_or_default();
     assert!(
         line.contains("no crash scenario applied")
-            && line.contains("durable: true declared in /health")
+            && line.contains("needs durable: true, but /health declares durable: false")
             && line.contains("crash behaviour is NOT certified"),
         "{line}"
     );
     assert!(!line.contains("is certified |"), "{line}");
     let claim = json["profile"]["crash"].as_str().unwrap();
     assert!(claim.contains("NOT certified"), "{claim}");
+    // Issue 50: the guides quote this claim to say what `--start`
+    // certifies for a non-durable server; they quote what reqkey writes.
+    let quoted = "no crash scenario applied (needs durable: true, but /health declares \
+                  durable: false): crash behaviour is NOT certified";
+    assert!(line.contains(quoted), "{line}");
+    for guide in [
+        "docs/agent-server.md",
+        "docs/store-adapter.md",
+        "docs/scenario-format.md",
+    ] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(guide);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            flat.contains(quoted),
+            "{guide} does not quote the claim reqkey writes"
+        );
+    }
+    // Issue 50: the replay line named the run's temporary port and left
+    // `--start` out; it starts the target again on fresh ports.
+    let replay = cert
+        .lines()
+        .find(|l| l.starts_with("| replay |"))
+        .unwrap_or_default();
+    assert!(
+        replay.contains("--target 'store+http://127.0.0.1:{port}' --start ")
+            && replay.contains("serve store --store memory --listen 127.0.0.1:{port}")
+            && replay.contains("--seed 7"),
+        "{replay}"
+    );
+    assert_eq!(
+        json["target"]["start"][0]
+            .as_str()
+            .map(|c| c.contains("{port}")),
+        Some(true),
+        "{}",
+        json["target"]
+    );
 }
 
 #[test]

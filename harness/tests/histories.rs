@@ -357,3 +357,77 @@ fn bench_lin_exports_the_histories_it_checks() {
     assert!(text(&o).contains("bench lin"), "{}", text(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `n` reads of session `session`, one after the other (none overlaps),
+/// each answered `null`; the last answered a run that was never started
+/// when `bad`.
+fn sequential_reads(n: usize, session: &str, bad: bool) -> String {
+    let mut text = String::from("[\n");
+    for i in 0..n {
+        let answer = if bad && i == n - 1 {
+            format!(
+                r#"{{"ok":{{"sessionId":"{session}","runId":"r9","status":"running","startSequence":1,"requestDigest":"d"}}}}"#
+            )
+        } else {
+            r#"{"ok":null}"#.to_owned()
+        };
+        let sep = if i + 1 < n { ",\n" } else { "\n" };
+        text.push_str(&format!(
+            r#"{{"process":"c.0","call_ns":{},"return_ns":{},"op":"getCurrentRun","args":{{"sessionId":"{session}"}},"answer":{answer}}}{sep}"#,
+            10 * i,
+            10 * i + 5
+        ));
+    }
+    text.push(']');
+    text
+}
+
+#[test]
+fn a_sequential_history_is_decided_in_one_pass_whatever_the_budget() {
+    // Issue 51: a purely sequential history longer than the step budget
+    // was "no verdict" (exit 2), though it has one order only. A budget of
+    // 1000 steps and 20,000 operations: the violation at the end is found.
+    let dir = scratch("sequential");
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, sequential_reads(20_000, "s", true)).unwrap();
+    let (code, out) = check(&bad, &["--budget-steps", "1000", "--verdict-only"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("NOT linearizable"), "{out}");
+    let (code, out) = check(&bad, &["--budget-steps", "1000"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("the smallest failing subset: operations #19999 of the file"),
+        "the report shows the one failing read: {out}"
+    );
+    let good = dir.join("good.json");
+    std::fs::write(&good, sequential_reads(20_000, "s", false)).unwrap();
+    let (code, out) = check(&good, &["--budget-steps", "1000", "--verdict-only"]);
+    assert_eq!(code, Some(0), "{out}");
+}
+
+#[test]
+fn a_session_over_its_bound_is_refused_before_it_is_held() {
+    // Issue 51: one 1 GB session took 5.6 GB. Each session's text is
+    // bounded (--max-session-bytes): past it, reading stops, exit 2.
+    let dir = scratch("session-bound");
+    let file = dir.join("big.json");
+    std::fs::write(&file, sequential_reads(5_000, "big", false)).unwrap();
+    let (code, out) = check(&file, &["--max-session-bytes", "100000"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("session \"big\" holds more than 100000 bytes"),
+        "{out}"
+    );
+    assert!(out.contains("--max-session-bytes"), "{out}");
+    // Placed where reading stopped: about 100 KB into the file, not at
+    // its end (line 5001).
+    let line: usize = out
+        .split("big.json:")
+        .nth(1)
+        .and_then(|t| t.split(':').next()?.parse().ok())
+        .expect("a line");
+    assert!((700..1_000).contains(&line), "{out}");
+    // Within the bound it is judged.
+    let (code, out) = check(&file, &["--max-session-bytes", "10000000"]);
+    assert_eq!(code, Some(0), "{out}");
+}

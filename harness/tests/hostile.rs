@@ -41,6 +41,9 @@ enum Rpc {
     CloseAtOnce,
     /// Bytes that are not HTTP.
     Garbage,
+    /// A 200 JSON answer of this many values (`{"effects":[0,0,...]}`):
+    /// small in bytes, costly parsed.
+    ManyValues(usize),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -51,6 +54,9 @@ enum Health {
     Agent,
     /// `/health` gets the same treatment as every other request.
     Hostile,
+    /// A correct `reqkey-idem/1` app's `/.reqkey/health` (the draft's
+    /// profile).
+    Idem,
 }
 
 /// A hostile server on 127.0.0.1:0; its threads die with the test process.
@@ -79,8 +85,16 @@ fn handle(mut conn: TcpStream, health: Health, rpc: Rpc, seen: &AtomicUsize) {
     // Keep-alive: answer requests on this connection until one misbehaves.
     while let Some(head) = read_request(&mut conn) {
         seen.fetch_add(1, Ordering::SeqCst);
-        let is_health = head.starts_with("GET /health ");
+        let is_health =
+            head.starts_with("GET /health ") || head.starts_with("GET /.reqkey/health ");
+        let idem_health = serde_json::json!({
+            "protocol": "reqkey-idem/1",
+            "implementation": {"name": "hostile", "version": "0", "storage": "memory"},
+            "profile": reqkey_model::idem_profile::IdemProfile::draft_default().to_json(),
+        })
+        .to_string();
         let health_body = match health {
+            Health::Idem => Some(idem_health.as_str()),
             Health::Store => {
                 Some(r#"{"name":"hostile","version":"0","protocol":"reqkey-store/1"}"#)
             }
@@ -155,6 +169,19 @@ fn misbehave(conn: &mut TcpStream, rpc: Rpc) {
         Rpc::CloseAtOnce => {}
         Rpc::Garbage => {
             let _ = conn.write_all(b"SSH-2.0-OpenSSH_9.6 this is not HTTP\r\n\r\n\x00\x01\x02");
+            thread::sleep(Duration::from_millis(200));
+        }
+        Rpc::ManyValues(n) => {
+            let mut body = String::from("{\"effects\":[0");
+            body.push_str(&",0".repeat(n.saturating_sub(1)));
+            body.push_str("]}");
+            let _ = conn.write_all(
+                format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
             thread::sleep(Duration::from_millis(200));
         }
     }
@@ -569,4 +596,45 @@ fn certify_writes_its_three_files_when_the_target_is_down() {
         "the suite it would have run: {json}"
     );
     assert!(dir.join("junit.xml").exists());
+}
+
+#[test]
+fn an_effects_answer_of_too_many_values_is_not_parsed() {
+    // Issue 51: a 16.4 MB effects answer (under the 16 MiB cap) took
+    // 600 MB for one step parsed (3.2 GB in a certification). Past
+    // MAX_ANSWER_JSON_VALUES the answer is not parsed: no verdict.
+    let dir = scratch("many-values-scenario");
+    let scenario = dir.join("effects.yaml");
+    std::fs::write(
+        &scenario,
+        "id: idem.effects-read\nlevel: idem\nsummary: reads the effects\nsteps:\n  \
+         - http: {method: GET, path: /.reqkey/effects}\n    \
+         expect: {status: 200, json: {effects: {$contains: {count: 1}}}}\n",
+    )
+    .unwrap();
+    let (port, _) = serve(Health::Idem, Rpc::ManyValues(400_000));
+    let o = run(
+        "many-values",
+        &format!("idem+http://127.0.0.1:{port}"),
+        &[scenario.to_str().unwrap()],
+        &["--timeout-ms", "20000"],
+    );
+    assert_step_not_judged("many-values", &o, "too_large");
+    let message = o.json["scenarios"][0]["failure"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(message.contains("MAX_ANSWER_JSON_VALUES"), "{message}");
+    quick("many-values", &o, Duration::from_secs(15));
+    println!("400,000-value answer: peak RSS {} KiB", o.peak_kib);
+    assert!(o.peak_kib < 150 * 1024, "peak memory {} KiB", o.peak_kib);
+    // Under the bound, the same answer is judged (here: a failure, no
+    // effect has count 1).
+    let (port, _) = serve(Health::Idem, Rpc::ManyValues(1_000));
+    let o = run(
+        "fewer-values",
+        &format!("idem+http://127.0.0.1:{port}"),
+        &[scenario.to_str().unwrap()],
+        &["--timeout-ms", "20000"],
+    );
+    assert_eq!(o.code, 1, "{o:#?}");
 }

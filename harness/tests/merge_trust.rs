@@ -34,31 +34,27 @@ fn reqkey(args: &[&str], key: Option<&str>) -> Output {
     cmd.output().unwrap()
 }
 
-/// Two shards of `target` into `root/shard1`, `root/shard2`.
-fn shards(root: &Path, target: &str, key: Option<&str>) -> Vec<PathBuf> {
+/// Two shards of one certification (`--seed 5`, `--partition K/2`) into
+/// `root/PREFIX1`, `root/PREFIX2`, with `extra` (the target at least).
+fn shard_dirs(root: &Path, prefix: &str, extra: &[&str], key: Option<&str>) -> Vec<PathBuf> {
     (1..=2)
         .map(|k| {
-            let dir = root.join(format!("shard{k}"));
-            let o = reqkey(
-                &[
-                    "certify",
-                    "--quiet",
-                    "--seed",
-                    "5",
-                    "--target",
-                    target,
-                    "--partition",
-                    &format!("{k}/2"),
-                    "--out",
-                    dir.to_str().unwrap(),
-                ],
-                key,
-            );
+            let dir = root.join(format!("{prefix}{k}"));
+            let partition = format!("{k}/2");
+            let mut args = vec!["certify", "--quiet", "--seed", "5", "--partition"];
+            args.extend([partition.as_str(), "--out", dir.to_str().unwrap()]);
+            args.extend_from_slice(extra);
+            let o = reqkey(&args, key);
             assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o));
             assert!(dir.join(seal::SEAL_FILE).is_file(), "a shard is sealed");
             dir
         })
         .collect()
+}
+
+/// Two shards of `target` into `root/shard1`, `root/shard2`.
+fn shards(root: &Path, target: &str, key: Option<&str>) -> Vec<PathBuf> {
+    shard_dirs(root, "shard", &["--target", target], key)
 }
 
 fn merge(root: &Path, dirs: &[PathBuf], key: Option<&str>) -> Output {
@@ -225,4 +221,102 @@ fn shards_of_one_started_target_merge_although_their_ports_differ() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let merged = doc(&root.join("merged"));
     assert_eq!(merged["target"]["spec"], "store+http://127.0.0.1:{port}");
+}
+
+/// Two shards of a started store (`--start`, so one target as written on
+/// any port, as one deployment judged on two days) with `--run-id`.
+fn shards_of_run(root: &Path, store: &str, run: &str, key: Option<&str>) -> Vec<PathBuf> {
+    let start = format!(
+        "exec {} serve store --store {store} --listen 127.0.0.1:{{port}}",
+        env!("CARGO_BIN_EXE_reqkey")
+    );
+    let extra = [
+        "--fuzz-cases",
+        "0",
+        "--run-id",
+        run,
+        "--start",
+        &start,
+        "--target",
+        "store+http://127.0.0.1:{port}",
+    ];
+    shard_dirs(root, &format!("{run}-"), &extra, key)
+}
+
+#[test]
+fn yesterdays_green_shards_do_not_complete_todays_red_run() {
+    // Issue 51: yesterday's sealed green shard with today's red one once
+    // merged into CONFORMS. Each shard names its run in results.json (so a
+    // keyed seal covers it) and in its seal.
+    let root = scratch("runs");
+    let key = Some("k-51");
+    let yesterday = shards_of_run(&root, "memory", "ci-100.1", key);
+    let today = shards_of_run(&root, "broken-memory:no-key-rule", "ci-101.1", key);
+    assert_eq!(doc(&today[0])["run_id"], "ci-101.1");
+    let seal_text = std::fs::read_to_string(today[0].join(seal::SEAL_FILE)).unwrap();
+    assert!(seal_text.contains("ci-101.1"), "{seal_text}");
+    // Today's shard 1 (red) swapped for yesterday's (green).
+    let mixed = [yesterday[0].clone(), today[1].clone()];
+    let o = merge(&root, &mixed, key);
+    refused(&o, "run id");
+    // One run merges.
+    let o = merge(&root, &today, key);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    // Yesterday's shards, all of one run, are refused when the merge job
+    // names today's run.
+    let mut args = vec!["certify", "merge", "--run-id", "ci-101.1", "--out"];
+    let out = root.join("merged-named");
+    args.push(out.to_str().unwrap());
+    args.extend(yesterday.iter().map(|d| d.to_str().unwrap()));
+    refused(&reqkey(&args, key), "not of --run-id `ci-101.1`");
+    // An edited run id breaks a keyed seal.
+    let mut d = doc(&yesterday[1]);
+    d["run_id"] = "ci-101.1".into();
+    forge(&yesterday[1], &d, None);
+    refused(
+        &merge(&root, &[today[0].clone(), yesterday[1].clone()], key),
+        "does not match its seal",
+    );
+}
+
+#[test]
+fn a_huge_results_file_is_refused_before_it_is_read() {
+    // Issue 51: a 3 GiB results.json was read whole (3.15 GB peak) before
+    // its seal was checked. A sparse file costs no disk here.
+    let root = scratch("huge");
+    let dirs = shards(&root, "memory", None);
+    let huge = dirs[1].join("results.json");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&huge)
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
+    // Under GNU time when the machine has it (for the peak), else bare.
+    let timed = Path::new("/usr/bin/time").is_file();
+    let mut cmd = if timed {
+        let mut c = Command::new("/usr/bin/time");
+        c.args(["-f", "peak-rss-kb=%M", env!("CARGO_BIN_EXE_reqkey")]);
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_reqkey"))
+    };
+    let started = std::time::Instant::now();
+    let o = cmd
+        .args(["certify", "merge", "--quiet", "--out"])
+        .arg(root.join("merged"))
+        .args(&dirs)
+        .env_remove(seal::SEAL_KEY_ENV)
+        .output()
+        .unwrap();
+    refused(&o, "MAX_RESULTS_BYTES");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    if timed {
+        let peak_kb: u64 = text(&o)
+            .split("peak-rss-kb=")
+            .nth(1)
+            .and_then(|t| t.trim().lines().next()?.parse().ok())
+            .expect("a peak RSS figure");
+        assert!(peak_kb < 200 * 1024, "peak RSS {peak_kb} KB");
+    }
 }

@@ -18,22 +18,42 @@ use std::time::Duration;
 /// Serves every request with `{"ok": null}` (`/health` with a store
 /// identity), the head and the body in two sends when `split`.
 fn store_stand_in(split: bool) -> u16 {
+    stand_in(split, false)
+}
+
+/// The same for the idem level: `/.reqkey/health` declares the draft's
+/// profile, every other request is answered 200 `{"ok":true}`.
+fn idem_stand_in(split: bool) -> u16 {
+    stand_in(split, true)
+}
+
+fn stand_in(split: bool, idem: bool) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
-            std::thread::spawn(move || serve(conn, split));
+            std::thread::spawn(move || serve(conn, split, idem));
         }
     });
     port
 }
 
-fn serve(mut conn: TcpStream, split: bool) {
+fn serve(mut conn: TcpStream, split: bool, idem: bool) {
     conn.set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    let idem_health = serde_json::json!({
+        "protocol": "reqkey-idem/1",
+        "implementation": {"name": "nagle", "version": "0", "storage": "memory"},
+        "profile": reqkey_model::idem_profile::IdemProfile::draft_default().to_json(),
+    })
+    .to_string();
     while let Some((head, _)) = common::read_http_request(&mut conn) {
-        let body = if head.starts_with("GET /health ") {
+        let body = if idem && head.starts_with("GET /.reqkey/health ") {
+            idem_health.as_str()
+        } else if idem {
+            r#"{"ok":true}"#
+        } else if head.starts_with("GET /health ") {
             r#"{"name":"nagle","version":"0","protocol":"reqkey-store/1","durable":false}"#
         } else {
             r#"{"ok":null}"#
@@ -69,9 +89,31 @@ fn scenario() -> std::path::PathBuf {
     file
 }
 
+/// Twenty-four GETs of an idem app's route, each answered 200.
+fn idem_scenario() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("reqkey-nagle-idem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text =
+        String::from("id: nagle.idem-reads\nlevel: idem\nsummary: reads of a route\nsteps:\n");
+    for _ in 0..24 {
+        text.push_str("  - http: {method: GET, path: /orders}\n    expect: {status: 200}\n");
+    }
+    let file = dir.join("reads.yaml");
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
 /// Runs the reads against the stand-in; stderr, the JSON report, and the
 /// JUnit, Markdown and HTML reports' text.
 fn run(port: u16, name: &str) -> (String, serde_json::Value, String) {
+    run_level(&format!("store+http://127.0.0.1:{port}"), &scenario(), name)
+}
+
+fn run_level(
+    target: &str,
+    scenario: &std::path::Path,
+    name: &str,
+) -> (String, serde_json::Value, String) {
     let file = |ext: &str| {
         std::env::temp_dir().join(format!("reqkey-nagle-{}-{name}.{ext}", std::process::id()))
     };
@@ -79,9 +121,9 @@ fn run(port: u16, name: &str) -> (String, serde_json::Value, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_reqkey"))
         .args([
             "run",
-            scenario().to_str().unwrap(),
+            scenario.to_str().unwrap(),
             "--target",
-            &format!("store+http://127.0.0.1:{port}"),
+            target,
             "--json",
             json.to_str().unwrap(),
             "--junit",
@@ -129,5 +171,26 @@ fn answers_written_in_one_send_draw_no_warning() {
     let (stderr, report, others) = run(store_stand_in(false), "whole");
     assert!(!stderr.contains("nagle_stall"), "{stderr}");
     assert!(!others.contains("nagle_stall"), "{others}");
+    assert!(report.get("warnings").is_none(), "{report}");
+}
+
+#[test]
+fn the_idem_level_names_the_stall_too() {
+    let port = idem_stand_in(true);
+    let (stderr, report, others) = run_level(
+        &format!("idem+http://127.0.0.1:{port}"),
+        &idem_scenario(),
+        "idem-split",
+    );
+    assert!(stderr.contains("warning[nagle_stall]"), "{stderr}");
+    assert_eq!(report["warnings"][0]["code"], "nagle_stall", "{report}");
+    assert_eq!(others.matches("nagle_stall").count(), 4, "{others}");
+    let port = idem_stand_in(false);
+    let (stderr, report, _) = run_level(
+        &format!("idem+http://127.0.0.1:{port}"),
+        &idem_scenario(),
+        "idem-whole",
+    );
+    assert!(!stderr.contains("nagle_stall"), "{stderr}");
     assert!(report.get("warnings").is_none(), "{report}");
 }

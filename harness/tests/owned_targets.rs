@@ -71,7 +71,7 @@ fn a_target_that_never_answers_is_no_verdict_and_is_stopped() {
     let o = reqkey(&[
         "certify",
         "--start",
-        &format!("REQKEY_MARKER={m} sleep 300 & REQKEY_MARKER={m} sleep 300; wait"),
+        &format!(": {{port}}; REQKEY_MARKER={m} sleep 300 & REQKEY_MARKER={m} sleep 300; wait"),
         "--target",
         "store+http://127.0.0.1:{port}",
         "--start-timeout-ms",
@@ -91,13 +91,51 @@ fn a_target_that_never_answers_is_no_verdict_and_is_stopped() {
     assert_none_left(&m);
 }
 
+/// Issue 50: a command without `{port}` listened elsewhere, and the run
+/// waited `--start-timeout-ms` (30 s by default) to say the target was
+/// unreachable. It is refused before anything starts, naming it.
+#[test]
+fn a_command_that_names_no_port_is_refused_at_once_naming_it() {
+    let m = marker("no-port");
+    let started = Instant::now();
+    let o = reqkey(&[
+        "run",
+        "--start",
+        &format!("REQKEY_MARKER={m} sleep 300 --token HUNTER2-no-port"),
+        "--target",
+        "store+http://127.0.0.1:{port}",
+        "--start-timeout-ms",
+        "60000",
+        "--quiet",
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(out.contains("--start command 1"), "{out}");
+    assert!(out.contains("names no port"), "{out}");
+    assert!(out.contains("write `{port}` where it listens"), "{out}");
+    assert!(
+        !out.contains("HUNTER2"),
+        "the command is named redacted: {out}"
+    );
+    assert!(
+        !out.contains("did not answer"),
+        "refused before waiting: {out}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "not waited out"
+    );
+    // Nothing was started.
+    assert!(carrying(&m).is_empty());
+}
+
 #[test]
 fn a_command_that_exits_is_named_at_once() {
     let started = Instant::now();
     let o = reqkey(&[
         "run",
         "--start",
-        "echo no adapter here >&2; exit 3",
+        "echo no adapter for {port} here >&2; exit 3",
         "--target",
         "store+http://127.0.0.1:{port}",
         "--start-timeout-ms",
@@ -119,7 +157,7 @@ fn ctrl_c_stops_what_was_started() {
         .args([
             "run",
             "--start",
-            &format!("REQKEY_MARKER={m} sleep 300"),
+            &format!(": {{port}}; REQKEY_MARKER={m} sleep 300"),
             "--target",
             "store+http://127.0.0.1:{port}",
             "--start-timeout-ms",

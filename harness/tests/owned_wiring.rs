@@ -77,7 +77,7 @@ fn a_target_that_uses_none_of_the_started_ports_is_a_wiring_error() {
         &[
             "--quiet",
             "--start",
-            &format!("REQKEY_MARKER={m} sleep 600"),
+            &format!(": {{port}}; REQKEY_MARKER={m} sleep 600"),
             "--target",
             &format!("store+http://127.0.0.1:{port}"),
         ],

@@ -149,9 +149,10 @@ fn certify_carries_the_profile_in_the_certificate_junit_and_json() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let cert = std::fs::read_to_string(out.join("certificate.md")).unwrap();
     for needle in [
-        "| profile | supportsRequestKey: false, concurrentEntry: reject (declared by /health) |",
+        // In code spans: the profile quotes what the target declared.
+        "| profile | `supportsRequestKey: false, concurrentEntry: reject (declared by /health)` |",
         "## Not applicable to this profile",
-        "| `agent.attach-running` | supportsRequestKey: true |",
+        "| `agent.attach-running` | `supportsRequestKey: true` |",
         "`agent.keys-ignored.keyed-behaves-as-keyless` | pass",
         "CONFORMS",
     ] {

@@ -322,6 +322,7 @@ async fn converse_with(
         upstream_timeout_ms: 5_000,
         max_connections: 16,
         max_requests: 1_000,
+        upstream_auth: Default::default(),
     });
     let recorder = Arc::new(Recorder::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -358,7 +359,14 @@ async fn converse_with(
     let _ = tx.send(());
     proxy.await.unwrap().unwrap();
     let exchanges = recorder.exchanges();
-    let snapshots = read_snapshots(&upstream, &[session.to_owned()], 5_000, 1 << 20).await;
+    let snapshots = read_snapshots(
+        &upstream,
+        &Default::default(),
+        &[session.to_owned()],
+        5_000,
+        1 << 20,
+    )
+    .await;
     let end = ClientEnd::Exited {
         code: i32::from(client.failed_actions > 0),
     };
@@ -628,6 +636,7 @@ async fn the_proxy_serves_a_fresh_client_through_a_flood_of_idle_connections() {
         upstream_timeout_ms: 5_000,
         max_connections: 16,
         max_requests: 1_000,
+        upstream_auth: Default::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -193,7 +193,7 @@ fn a_failing_start_command_shows_no_secret_even_when_it_prints_one() {
         "start-fails",
         &[
             "--start",
-            "echo --password HUNTER2-echoed >&2; exit 3; DB_PASSWORD=HUNTER2-env server --token HUNTER2-flag",
+            "echo --password HUNTER2-echoed >&2; exit 3; DB_PASSWORD=HUNTER2-env server --token HUNTER2-flag --port {port}",
             "--target",
             "store+http://127.0.0.1:{port}",
         ],
@@ -207,4 +207,37 @@ fn a_failing_start_command_shows_no_secret_even_when_it_prints_one() {
             "store+http://127.0.0.1:{port}",
         ],
     );
+}
+
+#[test]
+fn a_start_secret_glued_to_punctuation_is_hidden_when_the_command_prints_it() {
+    // Issue 51: a secret next to a quote, a `;` or `--flag=` once reached
+    // stderr when the command printed it (4 of these 5 spellings).
+    for (name, line) in [
+        (
+            "quoted-export",
+            "export DB_PASSWORD='HUNTER2-q1'; echo \"db $DB_PASSWORD\" >&2; exit 3",
+        ),
+        (
+            "double-quoted",
+            "DB_PASSWORD=\"HUNTER2-q2\"; echo \"db $DB_PASSWORD;\" >&2; exit 3",
+        ),
+        (
+            "flag-equals",
+            "echo server --password=HUNTER2-q3 >&2; exit 3",
+        ),
+        (
+            "semicolon",
+            "TOKEN=HUNTER2-q4; echo \"($TOKEN)\" >&2; exit 3",
+        ),
+        (
+            "url-quoted",
+            "echo 'postgres://app:HUNTER2-q5@db/app' >&2; exit 3",
+        ),
+    ] {
+        certify_leaks_nothing(
+            name,
+            &["--start", line, "--target", "store+http://127.0.0.1:{port}"],
+        );
+    }
 }

@@ -164,9 +164,16 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
             );
         }
     }
+    // The broken PostgreSQL stores only a link fault shows are recorded by
+    // tests/link_faults.rs.
     let known: BTreeSet<String> = MemoryDefect::ALL
         .iter()
         .map(|d| format!("broken-memory:{}", d.name()))
+        .chain(
+            reqkey_reference::store::PgLinkDefect::ALL
+                .iter()
+                .map(|d| d.scheme()),
+        )
         .collect();
     for variant in record.store.keys() {
         assert!(known.contains(variant), "the record names {variant}");

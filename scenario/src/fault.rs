@@ -134,6 +134,9 @@ pub struct FaultSupport {
     pub durable: Option<bool>,
     /// `/health`'s `leaseMs` (SPEC 5, `[[lease.length]]`); `None`: not declared.
     pub lease_ms: Option<u64>,
+    /// The database links the harness owns (`--db`), which link scenarios
+    /// need.
+    pub links: crate::link::OwnedLinks,
 }
 
 impl FaultSupport {

@@ -65,6 +65,16 @@ pub struct IdemRequires {
     pub concurrent_status: Option<u16>,
 }
 
+/// A profile value as `/.reqkey/health` spells it (`sf-string`, `json`,
+/// `wait`): the model's own serialisation, never a Rust name.
+fn spelled(value: impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => "?".to_owned(),
+    }
+}
+
 impl IdemRequires {
     /// What `profile` lacks, or `None` when the scenario applies.
     pub fn unmet(&self, profile: &IdemProfile) -> Option<String> {
@@ -82,7 +92,10 @@ impl IdemRequires {
                 KeySyntax::SfString => p::KeySyntax::SfString,
                 KeySyntax::Any => p::KeySyntax::Any,
             };
-            want(profile.key_syntax == is, format!("keySyntax: {w:?}"));
+            want(
+                profile.key_syntax == is,
+                format!("keySyntax: {}", spelled(is)),
+            );
         }
         if let Some(w) = self.invalid_key_refused {
             want(
@@ -96,21 +109,27 @@ impl IdemRequires {
                 Fingerprint::Bytes => p::Fingerprint::Bytes,
                 Fingerprint::Json => p::Fingerprint::Json,
             };
-            want(profile.fingerprint == is, format!("fingerprint: {w:?}"));
+            want(
+                profile.fingerprint == is,
+                format!("fingerprint: {}", spelled(is)),
+            );
         }
         if let Some(w) = self.concurrent {
             let is = match w {
                 Concurrent::Conflict => p::Concurrent::Conflict,
                 Concurrent::Wait => p::Concurrent::Wait,
             };
-            want(profile.concurrent == is, format!("concurrent: {w:?}"));
+            want(
+                profile.concurrent == is,
+                format!("concurrent: {}", spelled(is)),
+            );
         }
         if let Some(w) = self.errors {
             let is = match w {
                 Errors::Stored => p::Errors::Stored,
                 Errors::Released => p::Errors::Released,
             };
-            want(profile.errors == is, format!("errors: {w:?}"));
+            want(profile.errors == is, format!("errors: {}", spelled(is)));
         }
         for (req, by) in [
             (self.scoped_by_caller, ScopeBy::Caller),
@@ -187,7 +206,7 @@ mod tests {
             scoped_by_caller: Some(true),
             ..IdemRequires::default()
         };
-        assert_eq!(r.unmet(&draft).as_deref(), Some("idem concurrent: Wait"));
+        assert_eq!(r.unmet(&draft).as_deref(), Some("idem concurrent: wait"));
         let mut wait = draft.clone();
         wait.concurrent = p::Concurrent::Wait;
         assert_eq!(r.unmet(&wait), None);
@@ -199,5 +218,26 @@ mod tests {
         let mut expiring = draft;
         expiring.expiry_ms = Some(2000);
         assert_eq!(e.unmet(&expiring), None);
+    }
+
+    /// Issue 50: reasons said `SfString`, `Json`, `Wait` where the profile
+    /// says `sf-string`, `json`, `wait`.
+    #[test]
+    fn unmet_values_are_spelled_as_the_profile_declares_them() {
+        let mut declared = IdemProfile::draft_default();
+        declared.key_syntax = p::KeySyntax::Any;
+        declared.fingerprint = p::Fingerprint::Bytes;
+        declared.errors = p::Errors::Released;
+        let r = IdemRequires {
+            key_syntax: Some(KeySyntax::SfString),
+            fingerprint: Some(Fingerprint::Json),
+            concurrent: Some(Concurrent::Wait),
+            errors: Some(Errors::Stored),
+            ..IdemRequires::default()
+        };
+        assert_eq!(
+            r.unmet(&declared).as_deref(),
+            Some("idem keySyntax: sf-string, fingerprint: json, concurrent: wait, errors: stored")
+        );
     }
 }

@@ -12,6 +12,7 @@ pub mod fault;
 pub mod idem;
 pub mod judges;
 pub mod limits;
+pub mod link;
 pub mod locate;
 pub mod pattern;
 pub mod raw;

@@ -30,6 +30,10 @@ pub struct Requires {
     /// The most `leaseMs` the server may declare (SPEC 5): the scenario
     /// waits longer than this for a lease to run out.
     pub lease_ms: Option<u64>,
+    /// `true` (or `postgres`, `redis`): the scenario has `link` steps; it
+    /// applies only where the harness owns the store's database link
+    /// (`--start` with `--db URL`).
+    pub link: Option<crate::link::LinkNeed>,
     /// An idem scenario's needs of the declared `Idempotency-Key`
     /// profile (SPEC 10; `idem.rs`).
     pub idem: Option<crate::idem::IdemRequires>,
@@ -45,12 +49,18 @@ impl Requires {
             && self.replicas.is_none()
             && self.durable.is_none()
             && self.lease_ms.is_none()
+            && self.link.is_none()
             && self.idem.is_none()
     }
 
     /// What a run without the right [`fault::FaultSupport`] lacks, or
     /// `None` when the scenario applies.
     pub fn unmet_faults(&self, support: &fault::FaultSupport) -> Option<String> {
+        if let Some(need) = self.link {
+            if !need.met_by(support.links) {
+                return Some(need.describe());
+            }
+        }
         let needs_start = self.faults == Some(true)
             || self.replicas.is_some()
             || self.durable.is_some()
@@ -66,14 +76,24 @@ impl Requires {
                 unmet.push(format!("replicas: at least {least} started processes"));
             }
         }
+        // Each reason says what the scenario needs and what the target
+        // declared, so that it cannot be read as the target's declaration.
         if let Some(want) = self.durable {
             if support.durable != Some(want) {
-                unmet.push(format!("durable: {want} declared in /health"));
+                let declared = match support.durable {
+                    Some(d) => format!("/health declares durable: {d}"),
+                    None => "/health declares no durable".to_owned(),
+                };
+                unmet.push(format!("needs durable: {want}, but {declared}"));
             }
         }
         if let Some(most) = self.lease_ms {
             if support.lease_ms.is_none_or(|ms| ms > most) {
-                unmet.push(format!("leaseMs: at most {most} declared in /health"));
+                let declared = match support.lease_ms {
+                    Some(ms) => format!("/health declares leaseMs: {ms}"),
+                    None => "/health declares no leaseMs".to_owned(),
+                };
+                unmet.push(format!("needs leaseMs: at most {most}, but {declared}"));
             }
         }
         (!unmet.is_empty()).then(|| unmet.join(", "))
@@ -99,5 +119,45 @@ impl Requires {
             }
         }
         (!unmet.is_empty()).then(|| unmet.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn durable_lease(durable: Option<bool>, lease_ms: Option<u64>) -> fault::FaultSupport {
+        fault::FaultSupport {
+            started: true,
+            processes: 1,
+            durable,
+            lease_ms,
+            links: Default::default(),
+        }
+    }
+
+    /// Issue 50: "no crash scenario applied (durable: true declared in
+    /// /health)" read as if the target had declared `durable: true`.
+    #[test]
+    fn an_unmet_fault_requirement_says_what_is_needed_and_what_was_declared() {
+        let needs: Requires =
+            serde_yaml::from_str("{faults: true, durable: true, leaseMs: 3000}").expect("requires");
+        let why = needs
+            .unmet_faults(&durable_lease(Some(false), Some(60_000)))
+            .expect("unmet");
+        assert_eq!(
+            why,
+            "needs durable: true, but /health declares durable: false, \
+             needs leaseMs: at most 3000, but /health declares leaseMs: 60000"
+        );
+        let why = needs
+            .unmet_faults(&durable_lease(None, None))
+            .expect("unmet");
+        assert!(why.contains("/health declares no durable"), "{why}");
+        assert!(why.contains("/health declares no leaseMs"), "{why}");
+        assert_eq!(
+            needs.unmet_faults(&durable_lease(Some(true), Some(3000))),
+            None
+        );
     }
 }

@@ -168,6 +168,22 @@ fn agent_properties(props: &mut Map<String, Value>) {
         }),
     );
     props.insert(
+        "link".into(),
+        json!({
+            "description": "A fault on the database link the harness owns (--start with --db URL): reset it (before-commit, after-commit, in-transaction), delay it (the commit or its answer held `ms`), drop the commit's answer (the silent connection reset after `ms`), answer the commit with a PostgreSQL error (40001 or 40P01: the commit rolled back; 40003: applied, completion unknown), or heal every fault. It arms at once and strikes the first time its point comes on the link. The scenario must require `link`.",
+            "type": "object",
+            "properties": {
+                "action": {"enum": ["reset", "delay", "drop", "error", "heal"]},
+                "at": {"enum": ["before-commit", "after-commit", "in-transaction"]},
+                "ms": {"type": "integer", "minimum": 1, "maximum": crate::link::MAX_LINK_HOLD_MS, "description": "delay: how long the link stalls; drop: how long the silenced connection stays open before it is reset."},
+                "sqlstate": {"enum": ["40001", "40P01", "40003"]},
+                "db": {"type": "integer", "minimum": 0, "maximum": crate::link::MAX_LINK_INDEX, "description": "The --db link it aims at; default: whichever link the commit goes through."}
+            },
+            "required": ["action"],
+            "additionalProperties": false
+        }),
+    );
+    props.insert(
         "may_be_cut".into(),
         json!({"description": "The exchange may end with its connection closed or refused by a fault; that end is accepted, a whole answer is judged.", "type": "boolean"}),
     );

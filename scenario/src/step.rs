@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::clause::ClauseRef;
-use crate::{agent_step, fault};
+use crate::{agent_step, fault, link};
 
 /// What a step does.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +27,8 @@ pub enum Action {
     SleepMs(u64),
     /// A fault the harness does to a process it started.
     Fault(fault::FaultStep),
+    /// A fault on the database link the harness owns (`--db`).
+    Link(link::LinkStep),
     /// An HTTP exchange with an agent server, typed at load.
     Http(agent_step::HttpStep),
     /// Wait until a run of an agent server reaches a status, typed at load.
@@ -46,6 +48,7 @@ impl Action {
             Action::ExpectOneOf(_) => "expect_one_of".into(),
             Action::SleepMs(ms) => format!("sleep_ms {ms}"),
             Action::Fault(f) => f.label(),
+            Action::Link(l) => l.label(),
             Action::Http(step) => step.label(),
             Action::WaitRun(_) => "wait_run".into(),
             Action::MixedHistories { programs, .. } => {
@@ -184,7 +187,10 @@ impl Step {
                     a.values().for_each(|v| names_in(v, &mut out));
                 }
             }
-            Action::SleepMs(_) | Action::Fault(_) | Action::MixedHistories { .. } => {}
+            Action::SleepMs(_)
+            | Action::Fault(_)
+            | Action::Link(_)
+            | Action::MixedHistories { .. } => {}
         }
         if let Some(e) = &self.expect {
             names_in(e, &mut out);
@@ -248,7 +254,10 @@ impl Step {
             || self.expect_raw.is_some()
             || !self.expect_not_echoed.is_empty()
             || self.name.is_some()
-            || matches!(self.action, Action::WaitRun(_) | Action::Fault(_))
+            || matches!(
+                self.action,
+                Action::WaitRun(_) | Action::Fault(_) | Action::Link(_)
+            )
     }
 }
 
@@ -256,8 +265,9 @@ impl Step {
 pub const STORE_ACTIONS: [&str; 8] = reqkey_model::seq::STORE_OPS;
 
 /// Actions besides the store operations (the schema reads this too).
-pub const OTHER_ACTIONS: [&str; 9] = [
+pub const OTHER_ACTIONS: [&str; 10] = [
     "fault",
+    "link",
     "rpc",
     "raw",
     "parallel",

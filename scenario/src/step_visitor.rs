@@ -173,6 +173,12 @@ impl<'de> Visitor<'de> for StepVisitor {
                         crate::fault::FaultStep::parse(&spec).map_err(de::Error::custom)?,
                     ))
                 }
+                "link" => {
+                    let spec: Value = map.next_value()?;
+                    Some(Action::Link(
+                        crate::link::LinkStep::parse(&spec).map_err(de::Error::custom)?,
+                    ))
+                }
                 "http" => {
                     let spec: Value = map.next_value()?;
                     Some(Action::Http(
@@ -200,6 +206,7 @@ impl<'de> Visitor<'de> for StepVisitor {
                             Action::Parallel(_)
                                 | Action::ExpectOneOf(_)
                                 | Action::SleepMs(_)
+                                | Action::Link(_)
                                 | Action::MixedHistories { .. }
                         )
                     }) {

@@ -42,7 +42,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
     if s.level == Level::Store && profile_fields {
         return Err(top(
             "requires",
-            "a store scenario requires only faults, replicas or durable: a store's profile is fixed (every store records keys)"
+            "a store scenario requires only faults, replicas, durable or link: a store's profile is fixed (every store records keys)"
                 .into(),
         ));
     }
@@ -123,6 +123,25 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
                             "steps[{i}]: a `linearizable` group checks operations; a fault is none"
                         ),
                     ));
+                }
+            }
+            if let Action::Link(link) = &item.action {
+                let Some(need) = s.requires.link else {
+                    return Err((
+                        at,
+                        format!("steps[{i}]: a scenario with a `link` step declares `requires: {{link: true}}` (or `link: postgres`, `link: redis`): it applies only where the harness owns the store's database link"),
+                    ));
+                };
+                if let crate::link::LinkStep::Fault(f) = link {
+                    if f.kind.postgres_only()
+                        && need
+                            != crate::link::LinkNeed::Protocol(crate::link::LinkProtocol::Postgres)
+                    {
+                        return Err((
+                            at,
+                            format!("steps[{i}]: `link: {{action: error}}` answers a PostgreSQL error: the scenario declares `requires: {{link: postgres}}`"),
+                        ));
+                    }
                 }
             }
             if let (Some(n), false) = (&item.name, group_judged) {

@@ -32,6 +32,20 @@ pub(super) fn minimize(
         }
     };
 
+    // 0. A session whose operations never overlap fails at one
+    //    operation of its one order: that one and the writes before it.
+    let items: Vec<Item<'_>> = partition
+        .iter()
+        .map(|&i| Item::of(prepared, i, false))
+        .collect();
+    if let Some((Some(subset), _)) = super::search::replay_in_order(&items) {
+        return (
+            subset.into_iter().map(|k| partition[k]).collect(),
+            Vec::new(),
+        );
+    }
+    drop(items);
+
     // 1. The shortest failing prefix, cut at the k-th return: ops that
     //    returned by then as recorded, ops invoked by then as in flight,
     //    except those whose recorded answer claims no write: they are

@@ -37,6 +37,9 @@ struct Part {
     session: Box<str>,
     indices: Vec<usize>,
     ops: Vec<Prepared>,
+    /// The history text its operations were read from, in bytes (what
+    /// `reqkey check history` bounds per session).
+    bytes: u64,
 }
 
 /// A history read for checking only (see the module docs).
@@ -87,6 +90,13 @@ impl PartitionedHistoryBuilder {
     /// Sets operation `index` to `o`: replaces it when it was given
     /// before, else appends it (as [`super::PreparedHistoryBuilder::set`]).
     pub fn set(&mut self, index: usize, o: &Operation) {
+        self.set_sized(index, o, 0);
+    }
+
+    /// [`Self::set`] for an operation read from `bytes` of text, counted
+    /// to its session: the session and the bytes it holds so far (`None`
+    /// for an operation without one).
+    pub fn set_sized(&mut self, index: usize, o: &Operation, bytes: u64) -> Option<(&str, u64)> {
         let p = prepare(o);
         if let Some(reason) = lone_failure(&p) {
             if self
@@ -99,14 +109,17 @@ impl PartitionedHistoryBuilder {
             }
         }
         if let Some(&(part, pos)) = self.located.get(index) {
-            if (part, pos) != NOWHERE {
-                self.parts[part as usize].ops[pos as usize] = p;
+            if (part, pos) == NOWHERE {
+                return None;
             }
-            return;
+            let target = &mut self.parts[part as usize];
+            target.ops[pos as usize] = p;
+            target.bytes = target.bytes.saturating_add(bytes);
+            return Some((&target.session, target.bytes));
         }
         let Some(op) = &p.op else {
             self.located.push(NOWHERE);
-            return;
+            return None;
         };
         let part = match self.sessions.get(op.session_id()) {
             Some(&part) => part,
@@ -118,6 +131,7 @@ impl PartitionedHistoryBuilder {
                     session,
                     indices: Vec::new(),
                     ops: Vec::new(),
+                    bytes: 0,
                 });
                 part
             }
@@ -126,7 +140,10 @@ impl PartitionedHistoryBuilder {
         let pos = u32::try_from(target.ops.len()).unwrap_or(u32::MAX - 1);
         target.indices.push(index);
         target.ops.push(p);
+        target.bytes = target.bytes.saturating_add(bytes);
         self.located.push((part, pos));
+        let target = &self.parts[part as usize];
+        Some((&target.session, target.bytes))
     }
 
     pub fn finish(self) -> PartitionedHistory {

@@ -214,6 +214,57 @@ const SCAN_ENTRIES_PER_STEP: u64 = 32;
 /// a scan walks count as steps, so `budget_steps` bounds the time; the
 /// cache holds at most `budget_steps` and [`MAX_CACHE_ENTRIES`]
 /// configurations, the stack at most one frame per op.
+/// A history with no two operations overlapping in real time (each
+/// called after the one before returned, every one answered) has exactly
+/// one order real time allows: it is decided by one replay through the
+/// spec, in that order, whatever its length, with no search (`None` for a
+/// history with an overlap or an unanswered op: the search decides those).
+/// Steps: the operations replayed; a verdict whatever the budget.
+fn sequential(items: &[Item<'_>], listed: &[usize]) -> Option<(Search, u64, usize)> {
+    if listed.len() != items.len() {
+        return None;
+    }
+    match replay_in_order(items)? {
+        (None, replayed) => Some((Search::Linearizable, replayed, 0)),
+        (Some(_), replayed) => Some((Search::NotLinearizable, replayed, 0)),
+    }
+}
+
+/// Replays `items` in real-time order when no two overlap and every one
+/// is answered (`None` otherwise): `(None, n)` when every answer is the
+/// spec's, else `(Some(subset), n)`: the failing operation and the ones
+/// before it that changed the state (positions in `items`), a failing
+/// subset a report can show (the reads before it change nothing).
+pub(super) fn replay_in_order(items: &[Item<'_>]) -> Option<(Option<Vec<usize>>, u64)> {
+    if items.iter().any(|it| it.end_ns == u64::MAX) {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| (items[i].invoke_ns, items[i].end_ns, i));
+    // Ties overlap (as in the search's order): strictly after.
+    if order
+        .windows(2)
+        .any(|w| items[w[1]].invoke_ns <= items[w[0]].end_ns)
+    {
+        return None;
+    }
+    let mut state = SessionState::default();
+    let mut fp: u128 = 0;
+    let mut wrote: Vec<usize> = Vec::new();
+    for (step, &i) in order.iter().enumerate() {
+        match evaluate(&mut state, &mut fp, &items[i]) {
+            None => {
+                wrote.push(i);
+                wrote.sort_unstable();
+                return Some((Some(wrote), step as u64 + 1));
+            }
+            Some(Undo::Nothing) => {}
+            Some(_) => wrote.push(i),
+        }
+    }
+    Some((None, order.len() as u64))
+}
+
 pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usize) {
     let n = items.len();
     let mut pool = PendingPool::new(items);
@@ -222,6 +273,9 @@ pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usi
         .collect();
     if listed.is_empty() {
         return (Search::Linearizable, 0, 0);
+    }
+    if let Some(decided) = sequential(items, &listed) {
+        return decided;
     }
     // Entries: 2 per op. Entry 2i is the call of op i, 2i+1 its return.
     // Time order; at equal instants calls come first (ties overlap).

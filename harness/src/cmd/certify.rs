@@ -32,12 +32,17 @@ pub struct CertifyArgs {
     pub target: Option<String>,
     #[command(flatten)]
     pub start: StartArgs,
+    #[command(flatten)]
+    pub link: crate::cmd::judging::AccessArgs,
+    #[command(flatten)]
+    pub api: crate::cmd::judging::ApiArgs,
     /// Where to write certificate.md, report.html, junit.xml and results.json (created if
     /// missing).
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
-    /// Judge by the suite under ROOT (ROOT/store or ROOT/agent, by the
-    /// target's level; ROOT/VERSION names its version) instead of the suite
+    /// Judge by the suite under ROOT (ROOT/store, ROOT/agent or
+    /// ROOT/idempotency-key, by the target's level; ROOT/VERSION names its
+    /// version) instead of the suite
     /// embedded in this binary. The certificate says which it was.
     #[arg(long, value_name = "ROOT")]
     pub scenarios: Option<PathBuf>,
@@ -89,6 +94,13 @@ pub struct CertifyArgs {
     /// same --seed to every shard.
     #[arg(long, value_name = "K/N")]
     pub partition: Option<Partition>,
+    /// The certification run this is (give every shard of one CI run the
+    /// same, e.g. the CI's run id and attempt): written into results.json
+    /// and its seal; `certify merge` refuses shards of different runs.
+    /// Default: derived from the seed, the suite digest, the target and
+    /// the shard count (shards of one run with one --seed share it).
+    #[arg(long, value_name = "ID", value_parser = crate::report::seal::parse_run_id)]
+    pub run_id: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -116,6 +128,11 @@ pub struct MergeArgs {
     /// embedded in this binary (for the steps the HTML page shows).
     #[arg(long, value_name = "ROOT")]
     pub scenarios: Option<PathBuf>,
+    /// Merge only shards of this run (`certify --run-id`, or the derived
+    /// id every shard's results.json names): yesterday's shards are
+    /// refused even when all of them agree.
+    #[arg(long, value_name = "ID", value_parser = crate::report::seal::parse_run_id)]
+    pub run_id: Option<String>,
     /// Print only the closing count.
     #[arg(long, short)]
     pub quiet: bool,
@@ -194,15 +211,39 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     let Some(target_spec) = args.target.clone() else {
         return harness_error("--target is required");
     };
-    let opts = TargetOptions {
+    let link = match args.link.link() {
+        Ok(link) => link,
+        Err(e) => return harness_error(e),
+    };
+    let mut opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
+        link,
+        api: None,
     };
+    if args.api.dry_run {
+        let planned = judging::parse_without_starting(&target_spec).and_then(|spec| {
+            let map = args.api.load(&spec)?.ok_or("--dry-run needs --api")?;
+            let (_, scenarios) = match &args.scenarios {
+                Some(root) => suite::disk_suite(root, spec.level()).map_err(|e| e.to_string())?,
+                None => suite::embedded_suite(spec.level()).map_err(|e| e.to_string())?,
+            };
+            Ok((map, scenarios))
+        });
+        return match planned {
+            Ok((map, scenarios)) => judging::dry_run(&map, scenarios, args.fuzz_cases),
+            Err(e) => harness_error(e),
+        };
+    }
     let started = match judging::start(&args.start, &target_spec) {
         Ok(started) => started,
         Err(e) => return harness_error(e),
     };
     let spec = &started.spec;
+    opts.api = match args.api.load(spec) {
+        Ok(api) => api,
+        Err(e) => return harness_error(e),
+    };
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let outputs = Outputs {
         junit: Some(args.out.join(JUNIT_FILE)),
@@ -227,9 +268,15 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Err(e) => return harness_error(e),
     };
     let mut ctx = ReportContext::new("certify", &spec.display_name());
-    if !args.start.start.is_empty() {
-        ctx.target_template = Some(reqkey_reference::store::redact_url(&target_spec));
-    }
+    args.start.note_in(&target_spec, &mut ctx);
+    ctx.run_id = Some(args.run_id.clone().unwrap_or_else(|| {
+        crate::report::seal::derived_run_id(
+            seed,
+            &suite.digest,
+            ctx.target_template.as_deref().unwrap_or(&ctx.target),
+            args.partition.map_or(1, |p| p.count),
+        )
+    }));
     ctx.suite = Some(suite);
     // Coverage is the whole suite's (not narrowed by the profile).
     ctx.clause_coverage = match suite_coverage(args.scenarios.as_deref(), spec.level(), &scenarios)
@@ -322,16 +369,19 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
 }
 
 /// The shard directories' `results.json` files, each read only once its
-/// seal (`results.json.seal`) holds: keyed by `REQKEY_SEAL_KEY` when set.
-fn read_shards(dirs: &[PathBuf]) -> Result<Vec<merge::Shard>, String> {
+/// size is under [`crate::report::seal::MAX_RESULTS_BYTES`] and its seal
+/// (`results.json.seal`) holds over the file read in pieces: keyed by
+/// `REQKEY_SEAL_KEY` when set. Each must name the run its seal names, and
+/// `run_id` when given.
+fn read_shards(dirs: &[PathBuf], run_id: Option<&str>) -> Result<Vec<merge::Shard>, String> {
     use crate::report::seal;
+    use std::io::Read;
     let key = seal::key_from_env();
     dirs.iter()
         .map(|dir| {
             let origin = dir.display().to_string();
             let file = dir.join(RESULTS_FILE);
-            let bytes =
-                std::fs::read(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            std::fs::metadata(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
             let seal_file = dir.join(seal::SEAL_FILE);
             let seal_text = match std::fs::metadata(&seal_file) {
                 Ok(m) if m.len() <= seal::MAX_SEAL_BYTES => std::fs::read_to_string(&seal_file)
@@ -345,10 +395,34 @@ fn read_shards(dirs: &[PathBuf]) -> Result<Vec<merge::Shard>, String> {
                     ))
                 }
             };
-            seal::verify(&origin, &bytes, &seal_text, key.as_deref())?;
+            // Bounded and sealed before a byte of it is kept or parsed.
+            seal::verify_file(&origin, &file, &seal_text, key.as_deref())?;
+            let mut bytes = Vec::new();
+            std::fs::File::open(&file)
+                .and_then(|f| f.take(seal::MAX_RESULTS_BYTES).read_to_end(&mut bytes))
+                .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+            // The bytes parsed are the bytes sealed (the file may have
+            // changed since it was checked).
+            let sealed_run = seal::verify(&origin, &bytes, &seal_text, key.as_deref())?;
             let text = String::from_utf8(bytes)
                 .map_err(|e| format!("{}: not UTF-8: {e}", file.display()))?;
-            merge::parse_shard(&origin, &text)
+            let shard = merge::parse_shard(&origin, &text)?;
+            if shard.doc.run_id != sealed_run {
+                return Err(format!(
+                    "{origin}: results.json names run {:?} but its seal names {:?}",
+                    shard.doc.run_id, sealed_run
+                ));
+            }
+            if let (Some(want), Some(got)) = (run_id, shard.doc.run_id.as_deref()) {
+                if want != got {
+                    return Err(format!(
+                        "{origin} is a shard of run `{}`, not of --run-id `{want}`: \
+                         only shards of the run named are merged",
+                        crate::report::inert::terminal(got)
+                    ));
+                }
+            }
+            Ok(shard)
         })
         .collect()
 }
@@ -397,7 +471,7 @@ fn claimed_suite(
 
 /// `reqkey certify merge DIR...`.
 pub fn merge_command(args: &MergeArgs) -> ExitCode {
-    let checked = read_shards(&args.shards).and_then(|shards| {
+    let checked = read_shards(&args.shards, args.run_id.as_deref()).and_then(|shards| {
         let scenarios = claimed_suite(&shards, args.scenarios.as_deref())?;
         crate::report::merge_check::check_against_suite(&shards, &scenarios)?;
         crate::report::merge_check::check_identity(&shards)?;
@@ -417,7 +491,8 @@ pub fn merge_command(args: &MergeArgs) -> ExitCode {
     if let Err(e) = write_reports(&merged.ctx, &outputs, &scenarios, &merged.summary) {
         return harness_error(e);
     }
-    println!("{}", crate::report::closing_line(&merged.summary));
+    let verdict = merged.ctx.verdict(&merged.summary);
+    println!("{}", crate::report::closing_line(&merged.summary, &verdict));
     if !args.quiet {
         eprintln!(
             "reqkey: merged {} shards into {}",
@@ -425,9 +500,7 @@ pub fn merge_command(args: &MergeArgs) -> ExitCode {
             args.out.join(CERTIFICATE_FILE).display()
         );
     }
-    // A fuzz program that failed in any shard counts as in one run.
-    ExitCode::from(crate::run::fuzz::pass::FuzzPass::with_suite_exit(
-        merged.summary.exit_code(),
-        merged.ctx.fuzz.as_ref(),
-    ))
+    // A fuzz program that failed in any shard counts as in one run: the
+    // one verdict every merged report states.
+    ExitCode::from(verdict.exit_code)
 }

@@ -56,6 +56,13 @@ pub struct HistoryArgs {
     /// `parsed in X ms, checked in Y ms` under the verdict.
     #[arg(long, conflicts_with = "convert_to")]
     pub verdict_only: bool,
+    /// Bound on one session's history text, in bytes: its operations are
+    /// held typed (about 5.6 times the text) until the session is
+    /// searched, so a larger session is refused (exit 2) before more of it
+    /// is held.
+    #[arg(long, default_value_t = reqkey_check::stream::DEFAULT_MAX_SESSION_BYTES,
+          value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 36)))]
+    pub max_session_bytes: u64,
 }
 
 pub fn run(command: CheckCommand) -> ExitCode {
@@ -112,13 +119,14 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     // Streamed straight into the checker's form, by session (typed, one
-    // entry's text at a time): no size bound but the typed history's, and
-    // nothing kept for a report; the operations a report shows are read
-    // again from the file.
+    // entry's text at a time): each session bounded by
+    // --max-session-bytes, and nothing kept for a report; the operations
+    // a report shows are read again from the file.
     let started = Instant::now();
-    let parsed = match open(&args.file)
-        .and_then(|r| stream::read_partitioned(r, args.format).map_err(|e| format!("{shown}:{e}")))
-    {
+    let parsed = match open(&args.file).and_then(|r| {
+        stream::read_partitioned_bounded(r, args.format, args.max_session_bytes)
+            .map_err(|e| format!("{shown}:{e}"))
+    }) {
         Ok(h) => h,
         Err(e) => return harness_error(e),
     };

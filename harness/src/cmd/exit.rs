@@ -17,8 +17,9 @@ Exit codes:
      the other protocol, 3 silent scenarios in a row (the run stops early), an
      --expected-failures id not in the suite, a report not written, a --start
      whose faults would not reach the target (reason `wiring`)
-130  interrupted (SIGINT, SIGTERM): what --start started is stopped and the
-     reports say `interrupted`";
+130  interrupted (SIGINT, SIGTERM): what --start started is stopped, and the
+     reports keep the scenarios that finished (a proven failure included)
+     and say `interrupted` and 130";
 
 pub fn target_help() -> String {
     format!("Targets (--target):\n{}\n\n{EXIT_CODES}", TARGET_HELP)

@@ -36,6 +36,8 @@ pub struct FuzzArgs {
     /// what its `/health` declares).
     #[arg(long)]
     pub profile: Option<String>,
+    #[command(flatten)]
+    pub link: crate::cmd::judging::AccessArgs,
 }
 
 pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
@@ -44,8 +46,13 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
     };
+    let link = match args.link.link() {
+        Ok(link) => link,
+        Err(e) => return harness_error(e),
+    };
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
+        link,
         ..TargetOptions::default()
     };
     let target = match rt.block_on(open_target(&args.target, opts)) {

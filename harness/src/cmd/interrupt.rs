@@ -8,7 +8,8 @@
 //! the processes were stopped, and no report said why the run ended. So
 //! the signal path does its work synchronously and in order: every
 //! process carrying the run's marker is stopped (SIGTERM, a grace, then
-//! SIGKILL; [`crate::targets::reap`]), the reports the command asked for
+//! SIGKILL; [`crate::targets::reap`]), then every other descendant of the
+//! judge (those that shed the marker), the reports the command asked for
 //! are written as a run with no verdict (reason `interrupted`), and the
 //! process exits at once.
 
@@ -46,7 +47,9 @@ pub fn interrupted(signal: &str) -> ! {
     while !marked(Scope::All).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    if !kill_marked(Scope::All, STOP_GRACE_MS) {
+    if !kill_marked(Scope::All, STOP_GRACE_MS)
+        || !crate::targets::reap::stop_descendants(STOP_GRACE_MS)
+    {
         eprintln!("reqkey: error: some started processes did not die on SIGKILL");
     }
     let hook = ON_INTERRUPT

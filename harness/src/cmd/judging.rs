@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cmd::exit::harness_error;
-use crate::cmd::interrupt_reports::write_reports_on_interrupt;
+use crate::cmd::interrupt_reports::{write_reports_on_interrupt, SoFar};
 use crate::cmd::outputs::{
     file_reporters, not_judged, not_judged_because, write_histories, Outputs,
 };
@@ -33,14 +33,157 @@ pub struct StartArgs {
     /// shell, and stop it afterwards on every way out (a verdict, an error,
     /// Ctrl-C). `{port}` is a free port chosen for the command and
     /// `{replica}` its index; `--target` may name the ports as `{port}`
-    /// (the first command's) or `{port0}`, `{port1}`...
+    /// (the first command's) or `{port0}`, `{port1}`... A command must
+    /// name its port (`{port}` or `{portN}`): one that does not is
+    /// refused before anything starts.
     #[arg(long = "start", value_name = "CMD")]
     pub start: Vec<String>,
+    /// With --start: the database the started store uses (repeatable:
+    /// `{db0}`, `{db1}`...). The harness puts a fault-injecting proxy of
+    /// its own in front of it and gives the command the proxy's address
+    /// in place of `{db}`, so that the `link` scenarios can reset, stall
+    /// and silence the store's database link (PostgreSQL `postgres://`,
+    /// Redis `redis://`, Redis Cluster `redis+cluster://`, each node).
+    #[arg(long = "db", value_name = "URL", requires = "start")]
+    pub db: Vec<String>,
     /// How long a started target may take to answer (`/health` for HTTP
     /// targets), in milliseconds.
     #[arg(long, default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(1..=crate::targets::owned::MAX_START_TIMEOUT_MS))]
     pub start_timeout_ms: u64,
+}
+
+impl StartArgs {
+    /// Writes into the reports' context what a replay needs to start the
+    /// target again: the target as written (`{port}` unfilled) and each
+    /// command, redacted. Nothing without `--start`.
+    pub fn note_in(&self, written_target: &str, ctx: &mut crate::report::context::ReportContext) {
+        if self.start.is_empty() {
+            return;
+        }
+        ctx.target_template = Some(reqkey_reference::store::redact_url(written_target));
+        ctx.start_commands = self
+            .start
+            .iter()
+            .map(|c| crate::secrets::redact_command(c))
+            .collect();
+    }
+}
+
+/// How every request reaches the target: `--cacert`, `--header`,
+/// `--max-rps` (shared by `run`, `certify`, `fuzz` and `proxy`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AccessArgs {
+    /// Trust the certificates of this PEM file (a private CA) for an
+    /// `https://`, `store+https://` or `idem+https://` target, besides the
+    /// system's roots. A certificate neither trusts is exit 2, naming it.
+    #[arg(long, value_name = "PEM")]
+    pub cacert: Option<std::path::PathBuf>,
+    /// Send this header on every request to the target (repeatable; curl's
+    /// spelling, `--header 'Authorization: Bearer TOKEN'`). A value written
+    /// `env:VAR` is read from the environment variable VAR
+    /// (`--header 'Authorization: env:API_TOKEN'`). Values are secrets:
+    /// no output shows them.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// At most N requests a second to the target (bursts of up to N),
+    /// every request included: scenarios, the fuzz pass, health reads,
+    /// clean-up. Races under a low rate may not overlap: indefinite, never
+    /// a pass.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_rps: Option<u32>,
+}
+
+impl AccessArgs {
+    /// Parsed once, at the edge (credentials registered as secrets).
+    pub fn link(&self) -> Result<crate::targets::access::Access, String> {
+        crate::targets::access::Access::new(self.cacert.as_deref(), &self.headers, self.max_rps)
+    }
+}
+
+/// `--api FILE` and `--dry-run` (shared by `run` and `certify`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ApiArgs {
+    /// Certify an app at its own routes, with its own authentication:
+    /// the API map (YAML) saying which route plays each role of the
+    /// reqkey-idem/1 contract, each caller's credentials, where an id is,
+    /// the effect oracle and the delete route of the clean-up
+    /// (docs/idempotency-key.md, "Certifying your own API"). With
+    /// --target idem+http[s]://HOST:PORT.
+    #[arg(long, value_name = "FILE")]
+    pub api: Option<std::path::PathBuf>,
+    /// With --api: print how many requests the certification would send
+    /// and to which routes, and exit 0 without sending any.
+    #[arg(long, requires = "api")]
+    pub dry_run: bool,
+}
+
+impl ApiArgs {
+    /// The map, parsed once (caller credentials registered as secrets),
+    /// checked to fit the target: `--api` plays an idem app over HTTP.
+    pub fn load(
+        &self,
+        spec: &TargetSpec,
+    ) -> Result<Option<Arc<crate::targets::api_map::ApiMap>>, String> {
+        let Some(path) = &self.api else {
+            return Ok(None);
+        };
+        let is_idem_http = matches!(
+            spec,
+            TargetSpec::Idem(crate::targets::idem::IdemSpec::Http { .. })
+        );
+        if !is_idem_http {
+            return Err(format!(
+                "--api maps an app at the idem level: --target idem+http[s]://HOST:PORT, not {}",
+                spec.display_name()
+            ));
+        }
+        crate::targets::api_map::ApiMap::load(path).map(|m| Some(Arc::new(m)))
+    }
+}
+
+/// The target as `--dry-run` reads it: parsed with any `{port}` of
+/// `--start` filled in by a placeholder port, nothing started.
+pub fn parse_without_starting(target: &str) -> Result<TargetSpec, String> {
+    let placeholder = vec![1u16; crate::targets::replicas::MAX_REPLICAS];
+    TargetSpec::parse(&crate::targets::owned::fill(target, &placeholder, None))
+        .map_err(|e| e.to_string())
+}
+
+/// `--dry-run`: the scenarios the map plays under its declared profile
+/// (without `--start`, no crash scenario), and the requests they would
+/// send; nothing is sent.
+pub fn dry_run(
+    map: &crate::targets::api_map::ApiMap,
+    scenarios: Vec<Scenario>,
+    fuzz_cases: u32,
+) -> ExitCode {
+    let profile = match reqkey_model::idem_profile::parse_health(map.health()) {
+        Ok(parsed) => parsed.profile,
+        Err(e) => return harness_error(format!("{}: {e}", map.file)),
+    };
+    let (apply, mut not) = by_profile(
+        scenarios,
+        &Default::default(),
+        &reqkey_scenario::fault::FaultSupport::default(),
+    );
+    let (apply, not_idem) = crate::run::select::by_idem_profile(apply, Some(&profile));
+    not.extend(not_idem);
+    let (apply, not_played) = crate::run::select::by_target(apply, |s| map.plays(s));
+    not.extend(not_played);
+    println!(
+        "{}",
+        map.plan(&apply, fuzz_cases, crate::run::trial::EXTRA_TRIALS_FACTOR)
+    );
+    if !not.is_empty() {
+        println!(
+            "reqkey: {} scenarios are not applicable: {}",
+            not.len(),
+            reasons(&not).join("; ")
+        );
+    }
+    println!("reqkey: dry run: nothing was sent");
+    ExitCode::SUCCESS
 }
 
 /// Starts `--start`'s commands, if any, and fills their ports into the
@@ -52,7 +195,12 @@ pub fn start_owned(
     if args.start.is_empty() {
         return Ok((None, target.to_owned()));
     }
-    let mut owned = crate::targets::owned::Owned::start(&args.start)?;
+    let links = if args.db.is_empty() {
+        None
+    } else {
+        Some(crate::targets::link::links::Links::start(&args.db)?)
+    };
+    let mut owned = crate::targets::owned::Owned::start_linked(&args.start, links)?;
     let filled = crate::targets::owned::fill(target, &owned.ports, None);
     owned.wire_to(&filled)?;
     Ok((Some(owned), filled))
@@ -77,7 +225,7 @@ pub async fn open_started(
     };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(start_timeout_ms);
     loop {
-        match spec.open(opts).await {
+        match spec.open(opts.clone()).await {
             Ok(target) => {
                 // Something answered on the chosen ports; it may not be
                 // what was started: another process can take a port
@@ -140,9 +288,27 @@ pub async fn select_by_profile(
         .filter(|s| s.requires.faults == Some(true))
         .map(|s| s.id.clone())
         .collect();
+    let linked: std::collections::BTreeSet<String> = scenarios
+        .iter()
+        .filter(|s| s.requires.link.is_some())
+        .map(|s| s.id.clone())
+        .collect();
+    let links = target.link_summary();
+    // The database-link line: every run whose suite has link scenarios
+    // says whether its link was faulted (issue 49).
+    info.link = match &links {
+        Some(l) => Some(l.setup.clone()),
+        None if !linked.is_empty() => Some(
+            "the harness owned no database link of the target (no --db): the database link was NOT faulted"
+                .into(),
+        ),
+        None => None,
+    };
     let (apply, mut not) = by_profile(scenarios, &info.profile, &faults);
     let (apply, not_idem) = crate::run::select::by_idem_profile(apply, info.idem.as_ref());
     not.extend(not_idem);
+    let (apply, not_played) = crate::run::select::by_target(apply, |s| target.plays(s));
+    not.extend(not_played);
     info.crash_scenarios = faults.started.then(|| {
         crate::report::crash::crash_scenarios(
             &faulty,
@@ -150,9 +316,19 @@ pub async fn select_by_profile(
             not.iter().map(|n| (n.id.as_str(), n.requires.as_str())),
         )
     });
+    info.link_scenarios = links.is_some().then(|| {
+        crate::report::crash::crash_scenarios(
+            &linked,
+            apply.iter().map(|s| s.id.as_str()),
+            not.iter().map(|n| (n.id.as_str(), n.requires.as_str())),
+        )
+    });
     if !quiet {
         println!("reqkey: profile: {}", info.describe());
         println!("reqkey: crash: {}", faults.describe());
+        if let Some(link) = &info.link {
+            println!("reqkey: link: {}", crate::report::inert::terminal(link));
+        }
         if !not.is_empty() {
             println!(
                 "reqkey: {} scenarios do not apply to this profile and are not run: {}",
@@ -186,7 +362,9 @@ pub async fn execute(
     quiet: bool,
 ) -> ExitCode {
     let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(
-        TerminalReporter::new(std::io::stdout(), quiet).with_progress(progress_wanted(quiet)),
+        TerminalReporter::new(std::io::stdout(), quiet)
+            .with_progress(progress_wanted(quiet))
+            .with_fuzz(ctx.fuzz.clone()),
     )];
     // Files are created before the run, so a bad path fails in a second,
     // not after a long run.
@@ -208,6 +386,14 @@ pub async fn execute(
         .filter(|_| !quiet)
     {
         println!("reqkey: crash: {claim}");
+    }
+    if let Some(claim) = ctx
+        .profile
+        .as_ref()
+        .and_then(|p| crate::report::crash::link_claim(p, &summary.results))
+        .filter(|_| !quiet)
+    {
+        println!("reqkey: link: {}", crate::report::inert::terminal(&claim));
     }
     if let Some(i) = &summary.indefinite {
         eprintln!(
@@ -233,10 +419,8 @@ pub async fn execute(
             Err(e) => return harness_error(e),
         }
     }
-    ExitCode::from(crate::run::fuzz::pass::FuzzPass::with_suite_exit(
-        summary.exit_code(),
-        ctx.fuzz.as_ref(),
-    ))
+    // The one verdict every report above stated (the fuzz pass included).
+    ExitCode::from(ctx.verdict(&summary).exit_code)
 }
 
 /// The first stage: `--start`'s processes (if any) and the target parsed,
@@ -294,7 +478,7 @@ impl Started {
     ) -> ExitCode {
         let timeout_ms = how.opts.call_timeout_ms;
         // A signal from here on still writes the reports, with the reason.
-        write_reports_on_interrupt(&ctx, how.outputs, how.seed);
+        write_reports_on_interrupt(&ctx, how.outputs, how.seed, None);
         let target =
             match open_started(&self.spec, how.opts, self.owned, how.start_timeout_ms).await {
                 Ok(t) => t,
@@ -358,7 +542,40 @@ impl Started {
         let cfg = cfg.declaring(&profile);
         ctx.profile = Some(profile);
         ctx.not_applicable = not_applicable;
-        write_reports_on_interrupt(&ctx, how.outputs, how.seed);
-        execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await
+        // From here a signal keeps every scenario that finished: a proven
+        // violation is never lost to it.
+        let finished = Arc::new(crate::run::event::Finished::default());
+        write_reports_on_interrupt(
+            &ctx,
+            how.outputs,
+            how.seed,
+            Some(SoFar {
+                finished: Arc::clone(&finished),
+                scenarios: scenarios.len(),
+                target: Arc::downgrade(&target),
+            }),
+        );
+        // A live app played through a map: say what will be sent first.
+        if let Some(map) = target.api_map() {
+            println!(
+                "{}",
+                map.plan(
+                    &scenarios,
+                    how.fuzz_cases.unwrap_or(0),
+                    crate::run::trial::EXTRA_TRIALS_FACTOR
+                )
+            );
+        }
+        let mut cfg = cfg.clone();
+        cfg.finished = Some(finished);
+        if target.sequential() {
+            cfg.concurrency = 1;
+        }
+        let finishing = Arc::clone(&target);
+        let code = execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await;
+        if let Some(line) = finishing.finish().await {
+            eprintln!("reqkey: {}", crate::report::inert::terminal(&line));
+        }
+        code
     }
 }

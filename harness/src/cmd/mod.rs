@@ -46,14 +46,18 @@ use self::exit::{target_help, EXIT_CODES};
 use self::fuzz::FuzzArgs;
 use self::run::RunArgs;
 
-/// reqkey: certify request-key stores and agent servers against the spec.
+/// reqkey: certify request-key stores, agent servers and Idempotency-Key
+/// middleware against the spec.
 #[derive(Debug, Parser)]
 #[command(name = "reqkey", version, after_help = EXIT_CODES)]
 #[command(
     long_about = "reqkey specifies, model-checks and certifies request keys: idempotency \
 keys that make a retried agent-run request attach to, replay or be refused by the original run \
-instead of running twice. `reqkey run` drives YAML scenarios against a store or an agent server \
-and exits 0 only if every scenario passes."
+instead of running twice. It judges three levels: a store (reqkey-store/1), an agent server \
+(reqkey-agent/1, its X-Helix-Request-Key header) and an app behind an HTTP Idempotency-Key \
+layer (reqkey-idem/1, the IETF draft's header). `reqkey run` drives YAML scenarios against a \
+target of any level and exits 0 only if every scenario passes; `reqkey certify` runs the whole \
+suite of the target's level and writes the certificate."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -90,9 +94,10 @@ pub enum Command {
     /// A clause of spec/SPEC.md: its statement, where it is certified, and
     /// the scenarios that check it (reports name clauses by id).
     Explain(explain::ExplainArgs),
-    /// Model-based fuzzing of a store: random programs of store operations
-    /// (with concurrent batches) against the target and the sequential
-    /// spec; a failure is shrunk and printed as a YAML scenario.
+    /// Model-based fuzzing at the target's level: random programs (store
+    /// operations, or agent requests, with concurrent batches) against the
+    /// target and the spec's sequential model; a failure is shrunk and
+    /// printed as a YAML scenario.
     #[command(after_help = target_help())]
     Fuzz(FuzzArgs),
     /// Benchmarks: the linearizability checker, race detection, and the
@@ -112,7 +117,12 @@ pub enum Command {
     /// Internal: the watchdog a `--start` run leaves behind, which stops
     /// what the run started when the run ends by any path (even SIGKILL).
     #[command(name = "__watchdog", hide = true)]
-    Watchdog { tag: String },
+    Watchdog {
+        tag: String,
+        /// The judge's pid: also stop every process it had as a
+        /// descendant (marked or not) when it ends.
+        judge: Option<i32>,
+    },
 }
 
 /// Parses the command line; a usage error is printed and exit 2, `--help`
@@ -130,6 +140,9 @@ pub fn parse() -> Result<Cli, ExitCode> {
 
 /// Runs a parsed command; returns the process exit code.
 pub fn dispatch(cli: Cli) -> ExitCode {
+    // This process is the judge: whatever `--start` spawns and orphans is
+    // its own to stop, marked or not (`targets::reap`).
+    crate::targets::reap::own_every_descendant();
     match cli.command {
         Command::Run(args) => run::run_command(args),
         Command::Model { cmd } => model::run(cmd),
@@ -147,6 +160,6 @@ pub fn dispatch(cli: Cli) -> ExitCode {
         Command::Suite(command) => suite::run(command),
         Command::Targets => targets::targets_command(),
         Command::Proxy(args) => proxy::proxy_command(args),
-        Command::Watchdog { tag } => crate::targets::reap::watchdog_main(&tag),
+        Command::Watchdog { tag, judge } => crate::targets::reap::watchdog_main(&tag, judge),
     }
 }

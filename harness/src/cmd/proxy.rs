@@ -22,7 +22,7 @@ use crate::cmd::exit::{fresh_seed, harness_error};
 use crate::cmd::outputs::create;
 use crate::cmd::runtime::with_runtime;
 use crate::cmd::serve::stop_signal;
-use crate::proxy::server::{read_snapshots, serve, ProxyConfig, Recorder};
+use crate::proxy::server::{read_snapshots, serve, ProxyConfig, Recorder, UpstreamAuth};
 use crate::report::client::{
     closing_line, failed_share, render_json, render_junit, render_terminal, ClientRun,
 };
@@ -57,10 +57,12 @@ Exit codes:
 
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
-    /// The agent server behind the proxy: http://HOST:PORT, or
+    /// The agent server behind the proxy: http[s]://HOST:PORT, or
     /// reference-agent[:VARIANT][@STORE] started in process.
     #[arg(long, short)]
     pub target: String,
+    #[command(flatten)]
+    pub link: crate::cmd::judging::AccessArgs,
     /// Where the proxy listens (port 0: an ephemeral port, printed).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
@@ -117,29 +119,27 @@ pub fn proxy_command(args: ProxyArgs) -> ExitCode {
     with_runtime(|| run(args))
 }
 
-fn shell_quote(arg: &str) -> String {
-    let plain = !arg.is_empty()
-        && arg
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c));
-    if plain {
-        arg.to_owned()
-    } else {
-        format!("'{}'", arg.replace('\'', r"'\''"))
-    }
-}
-
 fn replay_line(args: &ProxyArgs, target_name: &str, seed: u64, plan: &FaultPlan) -> String {
     let mut parts = vec![
         "reqkey proxy".to_owned(),
-        format!("--target {}", shell_quote(target_name)),
-        format!("--plan {}", shell_quote(&plan.to_string())),
+        format!(
+            "--target {}",
+            crate::report::context::shell_quote(target_name)
+        ),
+        format!(
+            "--plan {}",
+            crate::report::context::shell_quote(&plan.to_string())
+        ),
         format!("--seed {seed}"),
         format!("--delay-ms {}", args.delay_ms),
     ];
     if !args.command.is_empty() {
         parts.push("--".to_owned());
-        parts.extend(args.command.iter().map(|a| shell_quote(a)));
+        parts.extend(
+            args.command
+                .iter()
+                .map(|a| crate::report::context::shell_quote(a)),
+        );
     }
     parts.join(" ")
 }
@@ -155,9 +155,15 @@ async fn run(args: ProxyArgs) -> ExitCode {
         }
     }
     let seed = args.seed.unwrap_or_else(fresh_seed);
+    let link = match args.link.link() {
+        Ok(link) => link,
+        Err(e) => return harness_error(e),
+    };
     let opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes as u64,
+        link,
+        api: None,
     };
     // The upstream: its base URL, and the in-process server kept alive.
     // Parsed once; only the typed spec and its redacted name from here on.
@@ -190,7 +196,14 @@ async fn run(args: ProxyArgs) -> ExitCode {
             ))
         }
     };
-    let health_target = match HttpAgentTarget::new(&upstream, opts) {
+    let upstream_auth = UpstreamAuth {
+        tls: match upstream.is_tls().then(|| opts.link.tls()).transpose() {
+            Ok(tls) => tls,
+            Err(e) => return harness_error(e),
+        },
+        headers: opts.link.headers().to_vec(),
+    };
+    let health_target = match HttpAgentTarget::new(&upstream, &opts) {
         Ok(t) => t,
         Err(e) => return harness_error(e),
     };
@@ -233,6 +246,7 @@ async fn run(args: ProxyArgs) -> ExitCode {
         upstream_timeout_ms: args.timeout_ms,
         max_connections: args.max_connections,
         max_requests: args.requests,
+        upstream_auth: upstream_auth.clone(),
     });
     let recorder = Arc::new(Recorder::new());
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -273,6 +287,7 @@ async fn run(args: ProxyArgs) -> ExitCode {
     sessions.dedup();
     let snapshots = read_snapshots(
         upstream.url(),
+        &upstream_auth,
         &sessions,
         args.timeout_ms,
         args.max_response_bytes,
@@ -306,7 +321,7 @@ async fn run(args: ProxyArgs) -> ExitCode {
         client: (!args.command.is_empty()).then(|| {
             args.command
                 .iter()
-                .map(|a| shell_quote(a))
+                .map(|a| crate::report::context::shell_quote(a))
                 .collect::<Vec<_>>()
                 .join(" ")
         }),

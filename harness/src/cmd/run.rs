@@ -31,6 +31,10 @@ pub struct RunArgs {
     pub target: Option<String>,
     #[command(flatten)]
     pub start: StartArgs,
+    #[command(flatten)]
+    pub link: crate::cmd::judging::AccessArgs,
+    #[command(flatten)]
+    pub api: crate::cmd::judging::ApiArgs,
     /// Only the scenario with this id (repeatable), from the given paths
     /// or the embedded suite: how a report's replay line names a scenario
     /// built into this binary. An id that names no scenario is exit 2.
@@ -144,10 +148,21 @@ pub fn run_command(args: RunArgs) -> ExitCode {
 }
 
 async fn run_async(args: RunArgs) -> ExitCode {
-    let opts = TargetOptions {
+    let link = match args.link.link() {
+        Ok(link) => link,
+        Err(e) => return harness_error(e),
+    };
+    let mut opts = TargetOptions {
         call_timeout_ms: args.timeout_ms,
         max_response_bytes: args.max_response_bytes,
+        link,
+        api: None,
     };
+    if args.api.dry_run {
+        return harness_error(
+            "--dry-run plans a certification: `reqkey certify --api FILE --dry-run`",
+        );
+    }
     let defaulted = args.target.is_none();
     // Parsed once, here; from now on only the typed spec and its redacted
     // display name exist (a secret in the string reaches no output).
@@ -159,6 +174,10 @@ async fn run_async(args: RunArgs) -> ExitCode {
         Err(e) => return harness_error(e),
     };
     let spec = &started.spec;
+    opts.api = match args.api.load(spec) {
+        Ok(api) => api,
+        Err(e) => return harness_error(e),
+    };
     let target_name = spec.display_name();
     println!("{}", judging_line(&target_name, defaulted));
     let seed = args.seed.unwrap_or_else(fresh_seed);
@@ -208,6 +227,8 @@ async fn run_async(args: RunArgs) -> ExitCode {
     }
     let mut ctx = ReportContext::new("run", &target_name);
     ctx.target_defaulted = defaulted;
+    args.start
+        .note_in(args.target.as_deref().unwrap_or(DEFAULT_TARGET), &mut ctx);
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
     ctx.partition = args.partition;

@@ -14,11 +14,13 @@ use std::process::ExitCode;
 use clap::Args;
 use reqkey_reference::idem::{self, IdemConfig, IdemVariant};
 
+use crate::targets::idem::IdemStorageSpec;
+
 #[derive(Debug, Args)]
 pub struct ServeIdemArgs {
     /// Where the middleware keeps keys: `memory` or `redis://HOST:PORT`.
-    #[arg(long, default_value = "memory")]
-    pub storage: String,
+    #[arg(long, default_value = "memory", value_parser = IdemStorageSpec::parse)]
+    pub storage: IdemStorageSpec,
     /// Where to listen (port 0: an ephemeral port, printed on start).
     #[arg(long, default_value = "127.0.0.1:7080")]
     pub listen: SocketAddr,
@@ -42,11 +44,6 @@ fn error(message: impl std::fmt::Display) -> ExitCode {
 
 /// Parses `--storage` and `--profile-variant` into a config.
 pub fn config_of(args: &ServeIdemArgs) -> Result<IdemConfig, String> {
-    let redis_url = match args.storage.as_str() {
-        "memory" => None,
-        s if s.starts_with("redis://") || s.starts_with("rediss://") => Some(s.to_owned()),
-        _ => return Err("--storage takes `memory` or `redis://HOST:PORT`".into()),
-    };
     let (variant, defect) = idem::parse_name(&args.profile_variant).ok_or_else(|| {
         format!(
             "--profile-variant takes {} or broken-idem:DEFECT[:VARIANT] (`reqkey targets` lists them)",
@@ -56,7 +53,7 @@ pub fn config_of(args: &ServeIdemArgs) -> Result<IdemConfig, String> {
     Ok(IdemConfig {
         variant,
         defect,
-        redis_url,
+        redis_url: args.storage.redis_url(),
         expiry_ms: (args.expiry_ms > 0).then_some(args.expiry_ms),
     })
 }
@@ -96,7 +93,7 @@ mod tests {
 
     fn args(storage: &str, variant: &str, expiry_ms: u64) -> ServeIdemArgs {
         ServeIdemArgs {
-            storage: storage.into(),
+            storage: IdemStorageSpec::parse(storage).unwrap(),
             listen: "127.0.0.1:0".parse().unwrap(),
             expiry_ms,
             profile_variant: variant.into(),
@@ -119,7 +116,7 @@ mod tests {
         assert_eq!(c.defect, Some(IdemDefect::LockKeptAfterError));
         assert_eq!(c.variant, IdemVariant::Released);
         assert_eq!(c.expiry_ms, Some(500));
-        assert!(config_of(&args("sqlite:x", "default", 1)).is_err());
+        assert!(IdemStorageSpec::parse("sqlite:x").is_err());
         assert!(config_of(&args("memory", "queue", 1)).is_err());
         assert!(config_of(&args("memory", "broken-idem:nope", 1)).is_err());
     }

@@ -43,6 +43,14 @@ pub fn targets_command() -> ExitCode {
             );
             println!("  {variant:<48} {fails}");
         }
+        if level == Level::Store {
+            println!(
+                "  (each postgres+DEFECT is judged through a database link the harness owns: \
+                 --start 'reqkey serve store --store {{db}} --listen 127.0.0.1:{{port}}' \
+                 --db postgres+DEFECT://USER@HOST/DB --target store+http://127.0.0.1:{{port}}; \
+                 docs/link-faults.md)"
+            );
+        }
         // Correct servers stated to be of another profile are recorded too.
         for (variant, ids) in recorded {
             if variant.contains(" --profile ") {

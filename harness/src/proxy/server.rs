@@ -57,6 +57,52 @@ pub struct ProxyConfig {
     pub max_connections: usize,
     /// Client requests recorded at most.
     pub max_requests: u64,
+    /// TLS trust and credentials toward the upstream (`--cacert`,
+    /// `--header`): the proxy's own calls carry them, a client's never
+    /// reach the upstream in their place.
+    pub upstream_auth: UpstreamAuth,
+}
+
+/// How the proxy reaches an upstream over TLS, with credentials: the
+/// harness's one TLS configuration (`targets/tls.rs`) and the `--header`
+/// values, handed over by the command (this room imports no other).
+#[derive(Clone, Default)]
+pub struct UpstreamAuth {
+    /// `None`: plain HTTP, or the system's roots for an `https://` upstream.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl std::fmt::Debug for UpstreamAuth {
+    /// Names the credentials' headers, never their values.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        write!(
+            f,
+            "UpstreamAuth(tls: {}, headers: {names:?})",
+            self.tls.is_some()
+        )
+    }
+}
+
+impl UpstreamAuth {
+    /// An upstream client: no redirects, bounded by `timeout`.
+    fn client(&self, timeout: Duration) -> reqwest::Result<reqwest::Client> {
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(timeout);
+        if let Some(tls) = &self.tls {
+            builder = builder.use_preconfigured_tls(tls.as_ref().clone());
+        }
+        builder.build()
+    }
+
+    fn sign(&self, mut req: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        for (name, value) in &self.headers {
+            req = req.header(name.as_str(), value.as_slice());
+        }
+        req
+    }
 }
 
 /// Why the proxy closed a connection without an answer (a fault).
@@ -145,10 +191,9 @@ pub async fn serve(
     recorder: Arc<Recorder>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let client = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_millis(config.upstream_timeout_ms))
-        .build()
+    let client = config
+        .upstream_auth
+        .client(Duration::from_millis(config.upstream_timeout_ms))
         .map_err(std::io::Error::other)?;
     let limits = ServerLimits {
         max_connections: config.max_connections.max(1),
@@ -225,7 +270,9 @@ async fn forward(
     let url = format!("{}{}", config.upstream.trim_end_matches('/'), path);
     let method = reqwest::Method::from_bytes(method.as_str().as_bytes())
         .map_err(|e| format!("method: {e}"))?;
-    let mut req = client.request(method, url).body(body.clone());
+    let mut req = config
+        .upstream_auth
+        .sign(client.request(method, url).body(body.clone()));
     for name in [KEY_HEADER, "content-type", "accept"] {
         for v in headers.get_all(name) {
             req = req.header(name, v.as_bytes());
@@ -508,15 +555,12 @@ async fn note_answer(ex: &mut Exchange, up: &Upstream) {
 /// bounded by `timeout_ms` and its answer by `max_response_bytes`.
 pub async fn read_snapshots(
     upstream: &str,
+    auth: &UpstreamAuth,
     sessions: &[String],
     timeout_ms: u64,
     max_response_bytes: usize,
 ) -> BTreeMap<String, SessionSnapshot> {
-    let client = match reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_millis(timeout_ms))
-        .build()
-    {
+    let client = match auth.client(Duration::from_millis(timeout_ms)) {
         Ok(c) => c,
         Err(e) => {
             return sessions
@@ -531,7 +575,7 @@ pub async fn read_snapshots(
     let mut out = BTreeMap::new();
     for session in sessions {
         let url = format!("{}/sessions/{session}", upstream.trim_end_matches('/'));
-        let snapshot = match read_whole(&client, &url, max_response_bytes).await {
+        let snapshot = match read_whole(auth.sign(client.get(&url)), max_response_bytes).await {
             Ok((404, _)) => SessionSnapshot::Missing,
             Ok((200, body)) => match serde_json::from_slice::<serde_json::Value>(&body) {
                 Ok(v) => SessionSnapshot::from_body(&v),
@@ -550,11 +594,10 @@ pub async fn read_snapshots(
 }
 
 async fn read_whole(
-    client: &reqwest::Client,
-    url: &str,
+    request: reqwest::RequestBuilder,
     max_response_bytes: usize,
 ) -> Result<(u16, Vec<u8>), String> {
-    let mut resp = client.get(url).send().await.map_err(|e| e.to_string())?;
+    let mut resp = request.send().await.map_err(|e| e.to_string())?;
     let status = resp.status().as_u16();
     let mut buf = Vec::new();
     while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {

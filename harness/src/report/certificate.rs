@@ -22,7 +22,8 @@ use serde_json::Value;
 use crate::report::context::{
     closing_line, closing_notes, replay_path, verdict_label, Rendered, ReportContext,
 };
-use crate::report::inert::{code_cell, code_span, fenced, one_line};
+use crate::report::inert::{code_cell, code_span, fenced, markdown_text};
+use crate::report::verdict::Outcome;
 use crate::run::event::{Event, Reporter, RunSummary, Verdict};
 use crate::targets::profile::ProfileSource;
 
@@ -37,28 +38,46 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         "reqkey run report (not a certification)"
     };
     let _ = writeln!(md, "# {title}: {}\n", code_span(&ctx.target));
-    let code = summary.exit_code();
-    let verdict = if code == 1 && certification {
-        let unjudged = if summary.also_unjudged() {
+    let run = ctx.verdict(summary);
+    let code = run.exit_code;
+    let interrupted = if run.interrupted {
+        " The run was interrupted by a signal: the scenarios after those listed were not run (exit 130)."
+    } else {
+        ""
+    };
+    let fuzz_failed = if run.fuzz_failed {
+        " The fuzz pass found a failing program (see the fuzz row)."
+    } else {
+        ""
+    };
+    let verdict = if run.outcome == Outcome::Fail && certification {
+        let unjudged = if run.also_unjudged {
             " Some scenarios could not be judged besides (see the notes at the end); \
              a proven violation outranks them."
         } else {
             ""
         };
-        format!("**DOES NOT CONFORM**: some scenario failed.{unjudged}")
-    } else if let (Some(i), 2) = (&summary.indefinite, code) {
+        let what = if summary.failed > 0 {
+            "some scenario failed"
+        } else {
+            "the fuzz pass failed"
+        };
+        format!("**DOES NOT CONFORM**: {what}.{fuzz_failed}{unjudged}{interrupted}")
+    } else if let (Some(i), Outcome::NotJudged | Outcome::Interrupted) =
+        (&summary.indefinite, run.outcome)
+    {
         format!(
-            "**NOT JUDGED** (`{}`): {}. No verdict was reached.",
+            "**NOT JUDGED** (`{}`): {}. No verdict was reached (exit {code}).",
             i.reason,
             code_span(&i.message)
         )
-    } else if code == 2 {
+    } else if run.outcome == Outcome::NotJudged {
         "**NOT JUDGED**: the harness could not judge every scenario.".to_owned()
     } else if certification {
-        if code == 0 && !ctx.not_applicable.is_empty() {
+        if run.outcome == Outcome::Pass && !ctx.not_applicable.is_empty() {
             "**CONFORMS**: every scenario of the suite that applies to its profile passed."
                 .to_owned()
-        } else if code == 0 {
+        } else if run.outcome == Outcome::Pass {
             "**CONFORMS**: every scenario of the suite passed.".to_owned()
         } else {
             "**DOES NOT CONFORM**: some scenario failed.".to_owned()
@@ -73,12 +92,12 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             0 => String::new(),
             n => format!(" ({n} failed as expected)"),
         };
-        if code == 0 && summary.expected_failures == 0 {
+        if run.outcome == Outcome::Pass && summary.expected_failures == 0 {
             format!("**GREEN**: every scenario that ran passed.{narrowed}")
-        } else if code == 0 {
+        } else if run.outcome == Outcome::Pass {
             format!("**GREEN**: no unexpected failure{expected}.{narrowed}")
         } else {
-            format!("**RED**: some scenario failed or passed unexpectedly{expected}.{narrowed}")
+            format!("**RED**: some scenario failed or passed unexpectedly{expected}.{fuzz_failed}{narrowed}{interrupted}")
         }
     };
     let _ = writeln!(md, "{verdict}\n");
@@ -102,13 +121,20 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             md,
             "| replicas | {} endpoints, requests round-robin, every `/health` read and declaring one profile: {} |",
             replicas.len(),
-            cell(&replicas.join(", "))
+            replicas.join(", ")
         );
     }
     if let Some(p) = &ctx.profile {
-        let _ = writeln!(md, "| profile | {} |", cell(&p.describe()));
+        // The profile quotes what the target declared: a code span, which
+        // nothing declared can leave.
+        let _ = writeln!(md, "| profile | {} |", code_cell(&p.describe()));
         if let Some(crash) = crate::report::crash::claim(p, &summary.results) {
+            // The harness's own sentence (declared booleans and numbers
+            // only), escaped.
             let _ = writeln!(md, "| crash behaviour | {} |", cell(&crash));
+        }
+        if let Some(link) = crate::report::crash::link_claim(p, &summary.results) {
+            let _ = writeln!(md, "| database link | {} |", cell(&link));
         }
     }
     if !ctx.not_applicable.is_empty() {
@@ -116,7 +142,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             md,
             "| not applicable | {} scenarios of the suite ({}): not run, listed below |",
             ctx.not_applicable.len(),
-            crate::run::select::reasons(&ctx.not_applicable).join("; ")
+            code_cell(&crate::run::select::reasons(&ctx.not_applicable).join("; "))
         );
     }
     if let Some(s) = &ctx.suite {
@@ -131,10 +157,12 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         };
         let _ = writeln!(
             md,
-            "| suite | `{}`{origin}, {version}, {} files |",
-            s.source, s.files
+            "| suite | {}{origin}, {}, {} files |",
+            code_cell(&s.source),
+            cell(&version),
+            s.files
         );
-        let _ = writeln!(md, "| suite digest | `{}` |", s.digest);
+        let _ = writeln!(md, "| suite digest | {} |", code_cell(&s.digest));
     }
     if let Some(c) = &ctx.clause_coverage {
         let _ = writeln!(
@@ -151,15 +179,15 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             .and_then(|r| r.lines().next())
             .map(|r| format!(": {}", crate::report::inert::code_span(r)))
             .unwrap_or_default();
-        let _ = writeln!(md, "| fuzz | {line}{reason} |");
+        let _ = writeln!(md, "| fuzz | {}{reason} |", cell(&line));
     }
     if certification {
         let _ = writeln!(
             md,
             "| replay | {} |",
             code_cell(&format!(
-                "reqkey certify --target {}{} --seed {}",
-                ctx.target,
+                "reqkey certify {}{} --seed {}",
+                ctx.replay_target(),
                 profile_flag(ctx),
                 summary.seed
             ))
@@ -214,7 +242,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         let _ = writeln!(md, "| scenario | requires |");
         let _ = writeln!(md, "|---|---|");
         for n in &ctx.not_applicable {
-            let _ = writeln!(md, "| {} | {} |", code_cell(&n.id), cell(&n.requires));
+            let _ = writeln!(md, "| {} | {} |", code_cell(&n.id), code_cell(&n.requires));
         }
     }
     let failures: Vec<_> = summary
@@ -261,9 +289,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 md,
                 "\nReplay: {}\n",
                 code_span(&format!(
-                    "reqkey run {} --target {}{} --seed {}",
+                    "reqkey run {} {}{} --seed {}",
                     replay_path(ctx, r),
-                    ctx.target,
+                    ctx.replay_target(),
                     profile_flag(ctx),
                     summary.seed
                 ))
@@ -273,13 +301,22 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     if !md.ends_with("\n\n") {
         md.push('\n');
     }
-    for note in closing_notes(summary) {
+    for note in closing_notes(summary, &run) {
         let _ = writeln!(md, "{note}\n");
     }
-    for line in crate::report::context::warning_lines(summary) {
-        let _ = writeln!(md, "**{line}**\n");
+    for line in summary.warnings.iter().map(|w| {
+        // The measure and the fix in code spans: a merged shard's warning
+        // is read back from a file.
+        format!(
+            "**warning[{}]**: {} Fix: {}",
+            w.code,
+            code_span(&w.message),
+            code_span(&w.fix)
+        )
+    }) {
+        let _ = writeln!(md, "{line}\n");
     }
-    let _ = writeln!(md, "{}", closing_line(summary));
+    let _ = writeln!(md, "{}", closing_line(summary, &run));
     md
 }
 
@@ -308,7 +345,7 @@ fn replicas(health: Option<&Value>) -> Option<Vec<String>> {
     let list = health?.get("replicas")?.as_array()?;
     Some(
         list.iter()
-            .map(|r| code_span(r.as_str().unwrap_or("?")))
+            .map(|r| code_cell(r.as_str().unwrap_or("?")))
             .collect(),
     )
 }
@@ -329,10 +366,12 @@ fn identity(health: Option<&Value>) -> String {
     }
 }
 
-/// The harness's own text in a table cell: one line, no unescaped pipes,
-/// no active characters. (Text a target controls goes in [`code_cell`].)
+/// The harness's own text in a table cell: one line, every Markdown
+/// punctuation escaped (a scenario's summary from `--scenarios ROOT`, a
+/// merged shard's note), no active characters. (Text a target controls
+/// goes in [`code_cell`].)
 fn cell(text: &str) -> String {
-    one_line(&text.replace('\n', " ")).replace('|', "\\|")
+    markdown_text(&text.replace('\n', " "))
 }
 
 fn pretty(v: &Value) -> String {

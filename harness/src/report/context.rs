@@ -6,6 +6,7 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::report::verdict::{Outcome, RunVerdict};
 use crate::run::event::{Event, RunSummary, Verdict};
 use crate::run::fuzz::pass::FuzzPass;
 use crate::run::partition::Partition;
@@ -50,8 +51,15 @@ pub struct ReportContext {
     /// were filled in (redacted): what shards of one started target have
     /// in common (`certify merge` compares it, not the ports).
     pub target_template: Option<String>,
+    /// With `--start`: each command as written (`{port}` unfilled),
+    /// redacted, so that a replay line can start the target again.
+    pub start_commands: Vec<String>,
     /// The certification's bounded fuzz pass (`None`: none ran, as in `run`).
     pub fuzz: Option<FuzzPass>,
+    /// The certification run this is (or is a shard of): `certify
+    /// --run-id`, or derived (`report::seal::derived_run_id`); `certify
+    /// merge` refuses shards of different runs.
+    pub run_id: Option<String>,
 }
 
 /// The clause coverage of a suite: `covered` of the `total` clauses of
@@ -81,8 +89,27 @@ impl ReportContext {
             clause_coverage: None,
             partition: None,
             target_template: None,
+            start_commands: Vec::new(),
             fuzz: None,
+            run_id: None,
         }
+    }
+
+    /// The target part of a replay command line: `--target T`, and with
+    /// `--start` the target as written with every `--start` command, so
+    /// that the line starts the target again on fresh ports (issue 50:
+    /// it named the run's temporary port and left `--start` out).
+    pub fn replay_target(&self) -> String {
+        if self.start_commands.is_empty() {
+            return format!("--target {}", shell_quote(&self.target));
+        }
+        let target = self.target_template.as_deref().unwrap_or(&self.target);
+        let mut line = format!("--target {}", shell_quote(target));
+        for command in &self.start_commands {
+            line.push_str(" --start ");
+            line.push_str(&shell_quote(command));
+        }
+        line
     }
 
     /// The target as a report names it: the spec, and when it was not
@@ -98,6 +125,12 @@ impl ReportContext {
         }
     }
 
+    /// The one verdict of `summary` with this context's fuzz pass: what
+    /// every report states and the command exits with.
+    pub fn verdict(&self, summary: &RunSummary) -> RunVerdict {
+        RunVerdict::of(summary, self.fuzz.as_ref())
+    }
+
     /// Is this a certification (the whole suite, nothing narrowed)?
     pub fn is_certification(&self) -> bool {
         self.command == "certify" && self.selection.is_empty()
@@ -106,24 +139,35 @@ impl ReportContext {
 
 /// The closing line every format ends with: `N passed, N failed`, where
 /// "failed" is every scenario that turns the run red (failed, could not be
-/// judged, or passed while listed as an expected failure).
-pub fn closing_line(summary: &RunSummary) -> String {
-    format!(
+/// judged, or passed while listed as an expected failure); then, when they
+/// bear on the verdict, the fuzz pass and a signal, so that the last line
+/// alone never reads green for a red run.
+pub fn closing_line(summary: &RunSummary, verdict: &RunVerdict) -> String {
+    let mut line = format!(
         "{} passed, {} failed",
         summary.passed,
         summary.failed + summary.errored + summary.indefinite_scenarios + summary.unexpected_passes
-    )
+    );
+    if verdict.fuzz_failed {
+        line.push_str("; the fuzz pass failed");
+    } else if verdict.fuzz_unjudged {
+        line.push_str("; the fuzz pass could not judge");
+    }
+    if verdict.interrupted {
+        line.push_str("; interrupted");
+    }
+    line
 }
 
 /// The lines that explain the closing count, printed just before it.
-pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
+pub fn closing_notes(summary: &RunSummary, verdict: &RunVerdict) -> Vec<String> {
     let mut notes = Vec::new();
     // A proven violation outranks what could not be judged (exit 1 either
-    // way); the notes still list both.
-    let exit = if summary.exit_code() == 1 {
-        "a violation was proven all the same: exit 1"
-    } else {
-        "exit 2"
+    // way, or 130 after a signal); the notes still list both.
+    let exit = match (verdict.exit_code, verdict.outcome) {
+        (1, _) => "a violation was proven all the same: exit 1".to_owned(),
+        (code, Outcome::Fail) => format!("a violation was proven all the same; exit {code}"),
+        (code, _) => format!("exit {code}"),
     };
     if let Some(i) = &summary.indefinite {
         notes.push(format!(
@@ -131,6 +175,14 @@ pub fn closing_notes(summary: &RunSummary) -> Vec<String> {
             i.reason,
             crate::report::inert::code_span(&i.message)
         ));
+    }
+    if verdict.fuzz_failed {
+        notes.push(
+            "the fuzz pass found a failing program: the target does not conform (exit 1 unless interrupted)"
+                .to_owned(),
+        );
+    } else if verdict.fuzz_unjudged {
+        notes.push(format!("the fuzz pass could not judge the target ({exit})"));
     }
     if summary.errored > 0 {
         notes.push(format!(
@@ -247,6 +299,20 @@ pub fn replay_path(ctx: &ReportContext, result: &crate::run::event::ScenarioResu
     }
 }
 
+/// `arg` as one POSIX shell word: as it is when it holds only characters
+/// no shell treats specially, else single-quoted.
+pub fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c));
+    if plain {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +323,20 @@ mod tests {
         assert_eq!(format_utc(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_utc(1_796_217_860), "2026-12-02T13:24:20Z");
         assert_eq!(format_utc(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
+
+    /// Issue 50: after a `--start` run the replay line named the run's
+    /// temporary port and left `--start` out, so it could not be run.
+    #[test]
+    fn a_replay_after_start_starts_the_target_again_on_fresh_ports() {
+        let mut ctx = ReportContext::new("certify", "store+http://127.0.0.1:41234");
+        assert_eq!(ctx.replay_target(), "--target store+http://127.0.0.1:41234");
+        ctx.target_template = Some("store+http://127.0.0.1:{port}".into());
+        ctx.start_commands = vec!["node cli.js --store 'pg' --port {port}".into()];
+        assert_eq!(
+            ctx.replay_target(),
+            "--target 'store+http://127.0.0.1:{port}' \
+             --start 'node cli.js --store '\\''pg'\\'' --port {port}'"
+        );
     }
 }

@@ -6,7 +6,9 @@
 //! whose only crash scenario did not apply (it declared `durable: false`).
 //! So the claim is made from the results: certified only when at least one
 //! crash scenario (one with `requires: {faults: true}`) applied and every
-//! one that applied passed; otherwise the certificate says why not.
+//! one that applied passed; otherwise the certificate says why not. The
+//! database-link claim (issue 49: `--db`, the `link` scenarios) is made
+//! the same way.
 
 use crate::run::event::{ScenarioResult, Verdict};
 use crate::targets::profile::ProfileInfo;
@@ -24,19 +26,70 @@ pub fn claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String> {
     let Some(crash) = &p.crash_scenarios else {
         return Some(setup.clone());
     };
-    if crash.applied.is_empty() {
-        let why = if crash.unmet.is_empty() {
+    Some(from_results(
+        setup,
+        crash,
+        results,
+        &Words {
+            one: "crash scenario",
+            many: "crash scenarios",
+            nothing: "crash behaviour is NOT certified",
+            wrong: "crash behaviour does NOT conform",
+            certified: "crash behaviour (kill, pause, restart) is certified",
+        },
+    ))
+}
+
+/// The database-link line of a finished run's reports (issue 49): the
+/// links the harness owned (`link`, from `--db`) or that it owned none,
+/// then what the link scenarios showed. Each link scenario's own note
+/// says what struck its link.
+pub fn link_claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String> {
+    let setup = p.link.as_ref()?;
+    let Some(link) = &p.link_scenarios else {
+        return Some(setup.clone());
+    };
+    Some(from_results(
+        setup,
+        link,
+        results,
+        &Words {
+            one: "link scenario",
+            many: "link scenarios",
+            nothing: "database link faults are NOT certified",
+            wrong: "the store does NOT conform under database link faults",
+            certified:
+                "the database link was faulted (reset, delay, drop, refused) and the store conforms",
+        },
+    ))
+}
+
+/// How a claim names its scenarios and its outcomes.
+struct Words {
+    one: &'static str,
+    many: &'static str,
+    nothing: &'static str,
+    wrong: &'static str,
+    certified: &'static str,
+}
+
+fn from_results(
+    setup: &str,
+    scenarios: &CrashScenarios,
+    results: &[ScenarioResult],
+    w: &Words,
+) -> String {
+    if scenarios.applied.is_empty() {
+        let why = if scenarios.unmet.is_empty() {
             "the suite has none".to_owned()
         } else {
-            crash.unmet.join("; ")
+            scenarios.unmet.join("; ")
         };
-        return Some(format!(
-            "{setup}, but no crash scenario applied ({why}): crash behaviour is NOT certified"
-        ));
+        return format!("{setup}, but no {} applied ({why}): {}", w.one, w.nothing);
     }
     let verdict = |id: &String| results.iter().find(|r| &r.id == id).map(|r| r.verdict);
-    let k = crash.applied.len();
-    let failed = crash
+    let k = scenarios.applied.len();
+    let failed = scenarios
         .applied
         .iter()
         .filter(|id| {
@@ -46,30 +99,35 @@ pub fn claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String> {
             )
         })
         .count();
-    let passed = crash
+    let passed = scenarios
         .applied
         .iter()
         .filter(|id| verdict(id) == Some(Verdict::Pass))
         .count();
-    Some(if failed > 0 {
+    let failed_words = format!("{} failed", w.one);
+    let failed_many = format!("{} failed", w.many);
+    let applied_one = format!("{} applied", w.one);
+    let applied_many = format!("{} applied", w.many);
+    let unjudged_one = format!("{} was not judged", w.one);
+    let unjudged_many = format!("{} were not judged", w.many);
+    if failed > 0 {
         format!(
-            "{setup}; {failed} of {}: crash behaviour does NOT conform",
-            plural(k, "crash scenario failed", "crash scenarios failed")
+            "{setup}; {failed} of {}: {}",
+            plural(k, &failed_words, &failed_many),
+            w.wrong
         )
     } else if passed == k {
         format!(
-            "{setup}; {} and passed: crash behaviour (kill, pause, restart) is certified",
-            plural(k, "crash scenario applied", "crash scenarios applied")
+            "{setup}; {} and passed: {}",
+            plural(k, &applied_one, &applied_many),
+            w.certified
         )
     } else {
         format!(
-            "{setup}; {} of {}: crash behaviour is NOT certified",
+            "{setup}; {} of {}: {}",
             k - passed,
-            plural(
-                k,
-                "crash scenario was not judged",
-                "crash scenarios were not judged"
-            )
+            plural(k, &unjudged_one, &unjudged_many),
+            w.nothing
         )
-    })
+    }
 }

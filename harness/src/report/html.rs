@@ -24,6 +24,7 @@ use std::io::Write;
 use serde_json::Value;
 
 use crate::report::context::{closing_line, verdict_label, Rendered, ReportContext};
+use crate::report::verdict::Outcome;
 use crate::run::event::{Event, HistoryView, Reporter, RunSummary, ScenarioResult, TrialTimeline};
 use crate::targets::Level;
 use reqkey_scenario::{Action, Scenario, Step};
@@ -381,6 +382,9 @@ fn scenario_html(r: &ScenarioResult, scenario: Option<&Scenario>, out: &mut Stri
         r.trials_with_groups,
         escape(&r.tags.join(", "))
     );
+    if let Some(note) = &r.note {
+        let _ = write!(out, "<p class=\"note\">{}</p>", escape(note));
+    }
     if !r.checks.is_empty() {
         let _ = write!(
             out,
@@ -454,13 +458,15 @@ svg.history .op.failing rect{fill:#d33;stroke:#700}svg.history .op.failing text{
 /// Renders a whole run as one HTML page.
 pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary) -> String {
     let by_id: BTreeMap<&str, &Scenario> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
-    let code = summary.exit_code();
-    let (class, verdict) = match (code, ctx.is_certification()) {
-        (2, _) => ("error", "NOT JUDGED"),
-        (0, true) => ("pass", "CONFORMS"),
-        (_, true) => ("fail", "DOES NOT CONFORM"),
-        (0, false) => ("pass", "GREEN"),
-        (_, false) => ("fail", "RED"),
+    let run = ctx.verdict(summary);
+    let (code, class) = (run.exit_code, run.outcome.class());
+    let verdict = match (run.outcome, ctx.is_certification()) {
+        (Outcome::NotJudged, _) => "NOT JUDGED",
+        (Outcome::Interrupted, _) => "INTERRUPTED: NOT JUDGED",
+        (Outcome::Pass, true) => "CONFORMS",
+        (Outcome::Fail, true) => "DOES NOT CONFORM",
+        (Outcome::Pass, false) => "GREEN",
+        (Outcome::Fail, false) => "RED",
     };
     let title = if ctx.is_certification() {
         "reqkey certificate"
@@ -476,7 +482,7 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
     let _ = write!(
         out,
         "<h1>{title}</h1><p id=\"verdict\" class=\"{class}\" data-verdict=\"{class}\" data-exit-code=\"{code}\">{verdict}</p><p id=\"closing-line\">{}</p>",
-        escape(&closing_line(summary))
+        escape(&closing_line(summary, &run))
     );
     for w in &summary.warnings {
         let _ = write!(
@@ -517,6 +523,12 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             fact(
                 "crash behaviour",
                 format!("<span id=\"crash\">{}</span>", escape(&crash)),
+            );
+        }
+        if let Some(link) = crate::report::crash::link_claim(p, &summary.results) {
+            fact(
+                "database link",
+                format!("<span id=\"link\">{}</span>", escape(&link)),
             );
         }
     }

@@ -82,6 +82,29 @@ fn longest_backtick_run(text: &str) -> usize {
     longest
 }
 
+/// Text for Markdown outside a code span, as one inert line: every
+/// character that opens an inline construct (emphasis, strike-through,
+/// links, images, raw HTML, entities, code) or a heading, or ends a table
+/// cell is backslash-escaped (it never starts a line: lists and quotes
+/// need not be),
+/// so that it renders as the characters written. For the harness's own
+/// sentences; text a target controls goes in a [`code_span`], which no
+/// content can leave.
+pub fn markdown_text(text: &str) -> String {
+    let text = one_line(text);
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(
+            c,
+            '\\' | '`' | '*' | '_' | '~' | '[' | ']' | '<' | '>' | '!' | '#' | '|' | '&'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// A Markdown code span holding `text` as one inert line: whatever it
 /// holds (backticks, `|`, `<script>`, `**`), it renders as literal text
 /// and cannot end the span early.

@@ -37,6 +37,9 @@ struct Document<'a> {
     duration_ms: u64,
     counts: Counts,
     exit_code: u8,
+    /// The run's one verdict: `pass`, `fail`, `error` (not judged) or
+    /// `interrupted` (a signal, nothing proven); `exit_code` says the same.
+    verdict: &'static str,
     closing_line: String,
     /// Why the run reached no verdict, when it did not.
     indefinite: Option<IndefiniteDoc<'a>>,
@@ -51,6 +54,10 @@ struct Document<'a> {
     /// The certification's bounded fuzz pass (absent where none ran).
     #[serde(skip_serializing_if = "Option::is_none")]
     fuzz: Option<&'a crate::run::fuzz::pass::FuzzPass>,
+    /// The certification run (`certify --run-id`, or derived); absent
+    /// for `run`. Shards of one run share it; merge refuses others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_id: Option<&'a str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -68,6 +75,9 @@ struct TargetDoc<'a> {
     /// With `--start`: the target as written, before its ports were chosen.
     #[serde(skip_serializing_if = "Option::is_none")]
     template: Option<&'a str>,
+    /// With `--start`: each command as written, redacted.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    start: &'a [String],
 }
 
 #[derive(Debug, Serialize)]
@@ -93,10 +103,22 @@ struct ProfileDoc {
     /// others did not.
     #[serde(skip_serializing_if = "Option::is_none")]
     crash_scenarios: Option<crate::report::crash::CrashScenarios>,
+    /// Whether the database link was faulted (`--db`, the link
+    /// scenarios; `report::crash::link_claim`), its setup, and the link
+    /// scenarios that applied and why the others did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link_setup: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    link_scenarios: Option<crate::report::crash::CrashScenarios>,
     /// An idem target's declared `Idempotency-Key` profile (SPEC 10), every
     /// field; `supportsRequestKey` and `concurrentEntry` then mean nothing.
     #[serde(skip_serializing_if = "Option::is_none")]
     idem: Option<reqkey_model::idem_profile::IdemProfile>,
+    /// `--api`: the map that declared it and the effect oracle judged by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_map: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -173,6 +195,7 @@ struct FailureDoc<'a> {
 
 /// Renders a run as a `reqkey-results/1` document (pretty, newline-ended).
 pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
+    let run = ctx.verdict(summary);
     let doc = Document {
         schema: SCHEMA,
         command: &ctx.command,
@@ -184,6 +207,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             defaulted: ctx.target_defaulted,
             health: ctx.health.as_ref(),
             template: ctx.target_template.as_deref(),
+            start: &ctx.start_commands,
         },
         profile: ctx.profile.as_ref().map(|p| ProfileDoc {
             supports_request_key: p.profile.supports_request_key,
@@ -194,7 +218,11 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             crash: crate::report::crash::claim(p, &summary.results),
             crash_setup: p.crash_scenarios.as_ref().and(p.crash.clone()),
             crash_scenarios: p.crash_scenarios.clone(),
+            link: crate::report::crash::link_claim(p, &summary.results),
+            link_setup: p.link_scenarios.as_ref().and(p.link.clone()),
+            link_scenarios: p.link_scenarios.clone(),
             idem: p.idem.clone(),
+            api_map: p.api_map.clone(),
         }),
         not_applicable: ctx
             .not_applicable
@@ -230,8 +258,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             expected_failures: summary.expected_failures,
             unexpected_passes: summary.unexpected_passes,
         },
-        exit_code: summary.exit_code(),
-        closing_line: closing_line(summary),
+        exit_code: run.exit_code,
+        verdict: run.outcome.class(),
+        closing_line: closing_line(summary, &run),
         warnings: &summary.warnings,
         indefinite: summary.indefinite.as_ref().map(|i| IndefiniteDoc {
             reason: i.reason,
@@ -267,6 +296,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             .collect(),
         partition: ctx.partition,
         fuzz: ctx.fuzz.as_ref(),
+        run_id: ctx.run_id.as_deref(),
     };
     match serde_json::to_string_pretty(&doc) {
         Ok(text) => {

@@ -36,6 +36,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         if let Some(p) = &ctx.profile {
             suite.add_property(("profile", p.describe().as_str()));
             suite.add_property(("profile_source", p.source.name()));
+            if let Some(link) = crate::report::crash::link_claim(p, &summary.results) {
+                suite.add_property(("database_link", xml_text(&link).as_str()));
+            }
             suite.add_property((
                 "not_applicable",
                 ctx.not_applicable.len().to_string().as_str(),
@@ -47,7 +50,19 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         for clause in &r.checks {
             case.add_property(("clause", clause.as_str()));
         }
+        if let Some(note) = &r.note {
+            case.add_property(("note", xml_text(note).as_str()));
+        }
         case.set_time(Duration::from_millis(r.duration_ms));
+        suite.add_test_case(case);
+        report.add_test_suite(suite);
+    }
+    if let Some(case) = ctx.fuzz.as_ref().and_then(fuzz_case) {
+        // The fuzz pass is part of the verdict (report::verdict): a failing
+        // program is a failure here as everywhere.
+        let mut suite = TestSuite::new("reqkey.fuzz");
+        suite.add_property(("target", ctx.target.as_str()));
+        suite.add_property(("seed", summary.seed.to_string().as_str()));
         suite.add_test_case(case);
         report.add_test_suite(suite);
     }
@@ -67,6 +82,40 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     report
         .to_string()
         .unwrap_or_else(|e| format!("<!-- reqkey: cannot serialize JUnit: {e} -->\n"))
+}
+
+/// The fuzz pass as a test case, when it ran (`None`: skipped, or the
+/// level has no fuzzer).
+fn fuzz_case(pass: &crate::run::fuzz::pass::FuzzPass) -> Option<TestCase> {
+    let (line, reason) = pass.line();
+    let status = match pass.verdict {
+        "passed" => TestCaseStatus::success(),
+        "failed" | "error" => {
+            let kind = if pass.verdict == "failed" {
+                NonSuccessKind::Failure
+            } else {
+                NonSuccessKind::Error
+            };
+            let mut s = TestCaseStatus::non_success(kind);
+            s.set_message(xml_text(&line));
+            s.set_type(if pass.verdict == "failed" {
+                "fuzz_failed"
+            } else {
+                "fuzz_error"
+            });
+            let mut text = reason.unwrap_or_default().to_owned();
+            if let Some(yaml) = &pass.scenario_yaml {
+                text.push_str("\nthe shrunk program as a scenario:\n");
+                text.push_str(yaml);
+            }
+            s.set_description(xml_text(text.trim_end()));
+            s
+        }
+        _ => return None,
+    };
+    let mut case = TestCase::new(format!("fuzz.{}", pass.level), status);
+    case.set_classname(format!("reqkey.{}", pass.level));
+    Some(case)
 }
 
 fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> TestCaseStatus {

@@ -69,6 +69,10 @@ pub struct ShardDoc {
     /// The target's warnings, as this shard measured them.
     #[serde(default)]
     pub warnings: Vec<WarningDoc>,
+    /// The certification run the shard belongs to (absent from older
+    /// shards, which merge refuses).
+    #[serde(default)]
+    pub run_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -80,6 +84,9 @@ pub struct TargetDoc {
     /// A `--start` shard's target before its ports were chosen.
     #[serde(default)]
     pub template: Option<String>,
+    /// Its `--start` commands as written, redacted.
+    #[serde(default)]
+    pub start: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -97,6 +104,17 @@ pub struct ProfileDoc {
     /// A `--start` shard's crash scenarios (its share of them).
     #[serde(default)]
     pub crash_scenarios: Option<CrashScenariosDoc>,
+    /// The database-link claim, its setup and a `--db` shard's link
+    /// scenarios (issue 49), as for crashes.
+    #[serde(default)]
+    pub link: Option<String>,
+    #[serde(default)]
+    pub link_setup: Option<String>,
+    #[serde(default)]
+    pub link_scenarios: Option<CrashScenariosDoc>,
+    /// `--api`: the map and effect oracle.
+    #[serde(default)]
+    pub api_map: Option<String>,
     /// An idem target's declared profile (SPEC 10), as written.
     #[serde(default)]
     pub idem: Option<Value>,
@@ -119,6 +137,11 @@ impl ProfileDoc {
             crash: self.crash_setup.clone().or_else(|| self.crash.clone()),
             crash_scenarios: self
                 .crash_scenarios
+                .as_ref()
+                .map(|_| CrashScenariosDoc::default()),
+            link: self.link_setup.clone().or_else(|| self.link.clone()),
+            link_scenarios: self
+                .link_scenarios
                 .as_ref()
                 .map(|_| CrashScenariosDoc::default()),
             ..self.clone()
@@ -206,6 +229,8 @@ const KNOWN_REASONS: &[&str] = &[
     "closed",
     "too_large",
     "not_http",
+    "certificate",
+    "oracle",
     "wrong_protocol",
     "wiring",
     "interrupted",
@@ -356,6 +381,18 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
     same(&shards, "seed (pass the same --seed to every shard)", |d| {
         d.seed
     })?;
+    // One certification run: yesterday's shards do not complete today's.
+    if let Some(s) = shards.iter().find(|s| s.doc.run_id.is_none()) {
+        return Err(format!(
+            "{} names no run id (made by an older reqkey?): shards must be bound to one run",
+            s.origin
+        ));
+    }
+    same(
+        &shards,
+        "run id (shards of different certification runs; pass the same --run-id to every shard)",
+        |d| d.run_id.clone(),
+    )?;
     same(&shards, "reqkey version", |d| d.reqkey_version.clone())?;
     same(&shards, "profile", |d| {
         d.profile.as_ref().map(ProfileDoc::comparable)
@@ -415,36 +452,40 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
 
     let indefinite = match stopped {
         Some(s) => match &s.doc.indefinite {
-            Some(i) => Some(Indefinite {
-                reason: known_reason(&i.reason).map_err(|e| format!("{}: {e}", s.origin))?,
-                message: format!("shard {}: {}", s.origin, i.message),
-            }),
+            Some(i) => Some(
+                match known_reason(&i.reason).map_err(|e| format!("{}: {e}", s.origin))? {
+                    // A signal ended that shard, not the merge: its missing
+                    // scenarios are no verdict (exit 2), its proven
+                    // violations are kept (exit 1).
+                    crate::report::verdict::INTERRUPTED => Indefinite {
+                        reason: "stopped_early",
+                        message: format!("shard {} was interrupted: {}", s.origin, i.message),
+                    },
+                    reason => Indefinite {
+                        reason,
+                        message: format!("shard {}: {}", s.origin, i.message),
+                    },
+                },
+            ),
             None => None,
         },
         None => None,
     };
-    let count_of = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
-    let summary = RunSummary {
-        target: first.target.spec.clone(),
-        seed: first.seed,
-        passed: count_of(Verdict::Pass),
-        failed: count_of(Verdict::Fail),
-        errored: count_of(Verdict::Error),
-        indefinite_scenarios: count_of(Verdict::Indefinite),
-        expected_failures: count_of(Verdict::ExpectedFail),
-        unexpected_passes: count_of(Verdict::UnexpectedPass),
-        duration_ms: shards.iter().map(|s| s.doc.duration_ms).max().unwrap_or(0),
+    let summary = RunSummary::of_results(
+        first.target.spec.clone(),
+        first.seed,
+        shards.iter().map(|s| s.doc.duration_ms).max().unwrap_or(0),
         results,
         indefinite,
         // Each shard measured its own answers; every distinct warning is
         // kept, naming its shards.
-        warnings: merge_warnings(
+        merge_warnings(
             &shards
                 .iter()
                 .map(|s| (s.origin.as_str(), s.doc.warnings.as_slice()))
                 .collect::<Vec<_>>(),
         )?,
-    };
+    );
     let fuzz = merge_fuzz(
         &shards
             .iter()
@@ -464,6 +505,7 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
         first.target.template.as_ref().unwrap_or(&first.target.spec),
     );
     ctx.target_template = first.target.template.clone();
+    ctx.start_commands = first.target.start.clone();
     ctx.reqkey_version = first.reqkey_version.clone();
     ctx.target_defaulted = first.target.defaulted;
     ctx.health = first.target.health.clone();
@@ -476,10 +518,12 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
         .unwrap_or_default();
     ctx.profile = first.profile.as_ref().map(profile_info).transpose()?;
     if let Some(p) = ctx.profile.as_mut() {
-        p.crash_scenarios = united_crash_scenarios(&shards);
+        p.crash_scenarios = united_crash_scenarios(&shards, |p| p.crash_scenarios.as_ref());
+        p.link_scenarios = united_crash_scenarios(&shards, |p| p.link_scenarios.as_ref());
     }
     ctx.not_applicable = not_applicable;
     ctx.fuzz = fuzz;
+    ctx.run_id = first.run_id.clone();
     ctx.clause_coverage = first.clause_coverage.as_ref().map(|c| ClauseCoverage {
         level: c.level.clone(),
         covered: c.covered,
@@ -560,6 +604,8 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
         declared,
         crash: p.crash_setup.clone().or_else(|| p.crash.clone()),
         crash_scenarios: None,
+        link: p.link_setup.clone().or_else(|| p.link.clone()),
+        link_scenarios: None,
         idem: p
             .idem
             .as_ref()
@@ -572,18 +618,20 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
                     })
             })
             .transpose()?,
+        api_map: p.api_map.clone(),
     })
 }
 
-/// The crash scenarios of every shard together (`None` when the target
-/// was not started): the merged certificate makes its crash claim from
-/// them and the merged results.
-fn united_crash_scenarios(shards: &[Shard]) -> Option<crate::report::crash::CrashScenarios> {
+/// The crash (or link) scenarios of every shard together, as `pick`
+/// reads them (`None` when the target was not started, or owned no
+/// link): the merged certificate makes its claim from them and the merged
+/// results.
+fn united_crash_scenarios(
+    shards: &[Shard],
+    pick: impl Fn(&ProfileDoc) -> Option<&CrashScenariosDoc>,
+) -> Option<crate::report::crash::CrashScenarios> {
     let mut out: Option<crate::report::crash::CrashScenarios> = None;
-    for doc in shards
-        .iter()
-        .filter_map(|s| s.doc.profile.as_ref()?.crash_scenarios.as_ref())
-    {
+    for doc in shards.iter().filter_map(|s| pick(s.doc.profile.as_ref()?)) {
         let united = out.get_or_insert_with(Default::default);
         united.applied.extend(doc.applied.iter().cloned());
         for why in &doc.unmet {
@@ -622,9 +670,24 @@ mod tests {
             "clause_coverage": {"level": "store", "covered": 1, "total": 2},
             "selection": [format!("--partition {index}/{count}")], "expected_failures": [],
             "seed": 7, "duration_ms": 10 * index, "indefinite": null,
-            "scenarios": scenarios, "partition": {"index": index, "count": count}
+            "scenarios": scenarios, "partition": {"index": index, "count": count},
+            "run_id": "run-1"
         })
         .to_string()
+    }
+
+    #[test]
+    fn shards_of_two_runs_or_of_no_run_are_refused() {
+        let today = doc(1, 2, "sha256:a", &["a", "b"]);
+        let yesterday = doc(2, 2, "sha256:a", &["c", "d"]).replace("run-1", "run-0");
+        let e = merge(shards(&[today.clone(), yesterday])).unwrap_err();
+        assert!(e.contains("run id"), "{e}");
+        let unbound = doc(2, 2, "sha256:a", &["c", "d"]).replace(r#","run_id":"run-1""#, "");
+        assert!(!unbound.contains("run_id"));
+        let e = merge(shards(&[today.clone(), unbound])).unwrap_err();
+        assert!(e.contains("names no run id"), "{e}");
+        let m = merge(shards(&[today, doc(2, 2, "sha256:a", &["c", "d"])])).unwrap();
+        assert_eq!(m.ctx.run_id.as_deref(), Some("run-1"));
     }
 
     fn shards(docs: &[String]) -> Vec<Shard> {
@@ -705,6 +768,10 @@ mod tests {
             crash: None,
             crash_setup: None,
             crash_scenarios: None,
+            link: None,
+            link_setup: None,
+            link_scenarios: None,
+            api_map: None,
             idem: None,
         };
         let info = profile_info(&p).unwrap();
@@ -723,6 +790,10 @@ mod tests {
             crash: None,
             crash_setup: None,
             crash_scenarios: None,
+            link: None,
+            link_setup: None,
+            link_scenarios: None,
+            api_map: None,
             idem: Some(draft.to_json()),
         };
         assert_eq!(profile_info(&p).unwrap().idem, Some(draft));

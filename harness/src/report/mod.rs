@@ -17,7 +17,9 @@
 //!
 //! Every format ends its human-readable part with the same closing line,
 //! `N passed, N failed` ([`closing_line`]), where "failed" counts every
-//! scenario that turns the run red.
+//! scenario that turns the run red. Every format states the one verdict
+//! of [`verdict::RunVerdict`] (the fuzz pass and a signal included), the
+//! exit code with it: none computes its own.
 
 pub mod certificate;
 pub mod client;
@@ -32,6 +34,7 @@ pub mod merge_check;
 pub mod merge_fuzz_warnings;
 pub mod seal;
 pub mod terminal;
+pub mod verdict;
 
 pub use certificate::CertificateReporter;
 pub use context::{

@@ -37,6 +37,8 @@ pub struct TerminalReporter<W: Write + Send> {
     /// Draw a progress bar on stdout (the CLI decides, see [`progress_wanted`]).
     progress: bool,
     bar: Option<ProgressBar>,
+    /// The certification's fuzz pass, which bears on the closing verdict.
+    fuzz: Option<crate::run::fuzz::pass::FuzzPass>,
 }
 
 impl<W: Write + Send> std::fmt::Debug for TerminalReporter<W> {
@@ -56,7 +58,15 @@ impl<W: Write + Send> TerminalReporter<W> {
             quiet,
             progress: false,
             bar: None,
+            fuzz: None,
         }
+    }
+
+    /// The fuzz pass that ran before the suite: the closing line and notes
+    /// state the one verdict it bears on ([`crate::report::verdict`]).
+    pub fn with_fuzz(mut self, fuzz: Option<crate::run::fuzz::pass::FuzzPass>) -> Self {
+        self.fuzz = fuzz;
+        self
     }
 
     /// Also draw a progress bar on stdout while the run lasts.
@@ -211,12 +221,13 @@ impl<W: Write + Send> Reporter for TerminalReporter<W> {
                 for line in warning_lines(summary) {
                     eprintln!("reqkey: {line}");
                 }
+                let run = crate::report::verdict::RunVerdict::of(summary, self.fuzz.as_ref());
                 let mut text = String::from("\n");
-                for note in closing_notes(summary) {
+                for note in closing_notes(summary, &run) {
                     text.push_str(&note);
                     text.push('\n');
                 }
-                text.push_str(&closing_line(summary));
+                text.push_str(&closing_line(summary, &run));
                 text.push('\n');
                 self.write_lines(&text);
             }

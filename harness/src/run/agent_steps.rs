@@ -36,6 +36,49 @@ const FINISHED: [&str; 3] = ["completed", "failed", "interrupted"];
 /// The pause between polls of a run that is live but not `running`.
 const POLL_PAUSE_MS: u64 = 20;
 
+/// The most JSON values of one answer the judge parses. Parsed, JSON takes
+/// tens of times its text (an effects list of 16.4 MB, under the 16 MiB
+/// cap, took 600 MB for one step, and several scenarios read one at
+/// once); past this bound the answer is not parsed and its step is no
+/// verdict (`too_large`, exit 2). About 40,000 effect records of
+/// `/.reqkey/effects`.
+pub const MAX_ANSWER_JSON_VALUES: u64 = 1 << 18;
+
+/// About how many JSON values `body` holds, counted without parsing it
+/// (one linear scan): each `,`, `{` and `[` outside strings, plus one.
+pub fn json_values(body: &[u8]) -> u64 {
+    let (mut count, mut in_string, mut escaped) = (1u64, false, false);
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b',' | b'{' | b'[' => count += 1,
+                _ => {}
+            }
+        }
+    }
+    count
+}
+
+/// `Err` when `body` holds more JSON values than the judge parses.
+fn within_json_bound(body: &[u8]) -> Result<(), TargetError> {
+    let values = json_values(body);
+    if values > MAX_ANSWER_JSON_VALUES {
+        return Err(TargetError::TooManyValues {
+            values,
+            bound: MAX_ANSWER_JSON_VALUES,
+        });
+    }
+    Ok(())
+}
+
 /// One `http` step: optional delay, the exchange, the answer as JSON.
 pub async fn http_step(
     target: &dyn Target,
@@ -48,6 +91,7 @@ pub async fn http_step(
     }
     let started = tokio::time::Instant::now();
     let response = timed(target.http(request), timeout_ms).await?;
+    within_json_bound(&response.body)?;
     let mut out = answer(&response);
     // From the request sent (after `delay_ms`) to the answer's last byte:
     // when a stream ended is part of what some clauses say.
@@ -95,6 +139,7 @@ pub async fn wait_run_step(
             wire: reqkey_scenario::agent_step::Wire::Library,
         };
         let response = timed(target.http(request), call_timeout_ms).await?;
+        within_json_bound(&response.body)?;
         let mut out = answer(&response);
         let status = out
             .get("json")
@@ -136,8 +181,12 @@ pub fn answer(response: &HttpResponse) -> Value {
         .and_then(Value::as_str)
         .is_some_and(|ct| ct.starts_with("text/event-stream"));
     let mut out = json!({"status": response.status, "headers": headers, "body": body});
-    if let Ok(parsed) = serde_json::from_slice::<Value>(&response.body) {
-        out["json"] = parsed;
+    // Parsed only within the bound (the steps check it first, as no
+    // verdict; anything else sees no `json`).
+    if json_values(&response.body) <= MAX_ANSWER_JSON_VALUES {
+        if let Ok(parsed) = serde_json::from_slice::<Value>(&response.body) {
+            out["json"] = parsed;
+        }
     }
     if is_sse {
         out["sse"] = parse_sse(&body);

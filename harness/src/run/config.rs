@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use crate::run::event::Finished;
 use crate::run::export::HistorySink;
 use reqkey_check::lin;
 
@@ -37,6 +38,9 @@ pub struct RunConfig {
     /// Where the histories of race, `linearizable` and `mixed_histories`
     /// trials go (`--export-histories`); `None`: nowhere.
     pub export_histories: Option<Arc<HistorySink>>,
+    /// Where each scenario's result goes as soon as it is known, before it
+    /// is reported in order: what a signal keeps (`cmd::interrupt_reports`).
+    pub finished: Option<Arc<Finished>>,
     /// The declared profile's fields by name, bound to `$profile.FIELD` in
     /// every trial (`reqkey_scenario::vars`); empty until a profile is read.
     pub profile_fields: serde_json::Map<String, serde_json::Value>,
@@ -64,6 +68,7 @@ impl RunConfig {
             keep_sessions: false,
             concurrency: DEFAULT_CONCURRENCY,
             export_histories: None,
+            finished: None,
             profile_fields: serde_json::Map::new(),
             bare_keys: false,
         }

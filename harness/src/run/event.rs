@@ -363,6 +363,35 @@ pub struct RunSummary {
     pub warnings: Vec<crate::targets::latency::TargetWarning>,
 }
 
+/// The results of the scenarios that finished so far, by their index in
+/// the run, recorded as soon as each is known (a concurrent run reports
+/// them in order later): what a signal keeps, so that a violation proven
+/// before it is never lost (`cmd::interrupt_reports`).
+#[derive(Debug, Default)]
+pub struct Finished {
+    results: std::sync::Mutex<std::collections::BTreeMap<usize, ScenarioResult>>,
+}
+
+impl Finished {
+    /// Records scenario `index`'s result.
+    pub fn record(&self, index: usize, result: &ScenarioResult) {
+        self.results
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(index, result.clone());
+    }
+
+    /// The results recorded so far, in the run's order.
+    pub fn results(&self) -> Vec<ScenarioResult> {
+        self.results
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+}
+
 /// Why a run reached no verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Indefinite {
@@ -373,6 +402,34 @@ pub struct Indefinite {
 }
 
 impl RunSummary {
+    /// The summary of `results` (in the order they ran), each verdict
+    /// counted once: the runner's at the end of a run, a signal's for the
+    /// scenarios that ran before it, `certify merge`'s for its shards.
+    pub fn of_results(
+        target: String,
+        seed: u64,
+        duration_ms: u64,
+        results: Vec<ScenarioResult>,
+        indefinite: Option<Indefinite>,
+        warnings: Vec<crate::targets::latency::TargetWarning>,
+    ) -> RunSummary {
+        let count = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
+        RunSummary {
+            target,
+            seed,
+            passed: count(Verdict::Pass),
+            failed: count(Verdict::Fail),
+            errored: count(Verdict::Error),
+            indefinite_scenarios: count(Verdict::Indefinite),
+            expected_failures: count(Verdict::ExpectedFail),
+            unexpected_passes: count(Verdict::UnexpectedPass),
+            duration_ms,
+            results,
+            indefinite,
+            warnings,
+        }
+    }
+
     /// A run that judged nothing: the target could not be opened.
     pub fn not_judged(target: String, seed: u64, indefinite: Indefinite) -> RunSummary {
         RunSummary {
@@ -393,7 +450,8 @@ impl RunSummary {
 }
 
 impl RunSummary {
-    /// The documented exit code, by precedence: 1 a scenario failed (a
+    /// The suite's own exit code (a report's, with the fuzz pass and a
+    /// signal, is `report::verdict::RunVerdict`'s), by precedence: 1 a scenario failed (a
     /// proven violation is never hidden behind "no verdict", whatever else
     /// could not be judged) or an expected failure passed; else 2 the
     /// harness could not judge some scenario, or the run; else 0 all

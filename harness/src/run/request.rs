@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use reqkey_scenario::agent_step::WaitRunStep;
 use reqkey_scenario::fault::FaultStep;
+use reqkey_scenario::link::LinkStep;
 use serde_json::Value;
 
 use crate::run::agent_steps::{http_step, wait_run_step};
@@ -40,6 +41,9 @@ pub enum Request {
     /// target: a kill reaps within seconds, a restart within
     /// `--start-timeout-ms`).
     Fault(FaultStep),
+    /// A fault armed on (or a heal of) the database links the harness
+    /// owns: at once, nothing waits.
+    Link(LinkStep),
 }
 
 impl Request {
@@ -86,6 +90,11 @@ impl Request {
                 m.insert("replica".to_owned(), Value::from(f.replica));
                 Value::Object(m)
             }
+            Request::Link(l) => {
+                let mut m = serde_json::Map::new();
+                m.insert("link".to_owned(), Value::from(l.label()));
+                Value::Object(m)
+            }
         }
     }
 
@@ -98,7 +107,7 @@ impl Request {
                 .and_then(|v| store_session(&v)),
             Request::Http { request, .. } => session_in_path(&request.path).map(str::to_owned),
             Request::WaitRun { session_id, .. } => Some(session_id.clone()),
-            Request::Fault(_) => None,
+            Request::Fault(_) | Request::Link(_) => None,
         }
     }
 
@@ -138,6 +147,7 @@ impl Request {
                 ..
             } => wait_run_step(target, session_id, run_id, statuses, *wait_ms, timeout_ms).await,
             Request::Fault(step) => target.fault(step).await.map(|()| self.shown()),
+            Request::Link(step) => target.link(step).await.map(|()| self.shown()),
         }
     }
 }

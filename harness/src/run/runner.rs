@@ -91,6 +91,9 @@ pub async fn run(
         if cfg.expected_failures.contains(&scenario.id) {
             result.verdict = result.verdict.expecting_failure();
         }
+        if let Some(finished) = &cfg.finished {
+            finished.record(index, &result);
+        }
         let stop = cfg.fail_fast && !result.verdict.is_green();
         emit(
             reporters,
@@ -134,21 +137,14 @@ fn finish(
     indefinite: Option<Indefinite>,
     emit: &mut (dyn FnMut(Event) + Send),
 ) -> RunSummary {
-    let count = |v: Verdict| results.iter().filter(|r| r.verdict == v).count();
-    let summary = RunSummary {
-        target: target.describe(),
-        seed: cfg.seed,
-        passed: count(Verdict::Pass),
-        failed: count(Verdict::Fail),
-        errored: count(Verdict::Error),
-        indefinite_scenarios: count(Verdict::Indefinite),
-        expected_failures: count(Verdict::ExpectedFail),
-        unexpected_passes: count(Verdict::UnexpectedPass),
-        duration_ms: started.elapsed().as_millis() as u64,
+    let summary = RunSummary::of_results(
+        target.describe(),
+        cfg.seed,
+        started.elapsed().as_millis() as u64,
         results,
         indefinite,
-        warnings: target.warnings(),
-    };
+        target.warnings(),
+    );
     emit(Event::RunFinished {
         summary: summary.clone(),
     });
@@ -207,6 +203,9 @@ pub async fn run_concurrently(
             let mut result = run_scenario(&target, &scenario, index, &cfg).await;
             if cfg.expected_failures.contains(&scenario.id) {
                 result.verdict = result.verdict.expecting_failure();
+            }
+            if let Some(finished) = &cfg.finished {
+                finished.record(index, &result);
             }
             (index, result)
         });
@@ -330,8 +329,9 @@ pub fn shares_no_session(scenario: &Scenario) -> bool {
             Action::Raw(text) => serde_json::from_str::<Value>(text).is_ok_and(|v| value_ok(&v)),
             Action::Parallel(items) => items.iter().all(step_ok),
             Action::ExpectOneOf(_) | Action::SleepMs(_) => true,
-            // A fault stops or restarts a process every trial shares.
-            Action::Fault(_) => false,
+            // A fault stops or restarts a process every trial shares; a
+            // link fault strikes whichever commit comes first.
+            Action::Fault(_) | Action::Link(_) => false,
             // Its programs use sessions of their own, but it loads the
             // target on purpose: it starts only once nothing else is in
             // flight, like a scenario that names a literal session.

@@ -71,6 +71,26 @@ pub fn by_idem_profile(
     (apply, not)
 }
 
+/// Splits `scenarios` into those the target can play and those it cannot
+/// (`plays` says why: an API map without the route a scenario needs).
+pub fn by_target(
+    scenarios: Vec<Scenario>,
+    plays: impl Fn(&Scenario) -> Result<(), String>,
+) -> (Vec<Scenario>, Vec<NotApplicable>) {
+    let (mut apply, mut not) = (Vec::with_capacity(scenarios.len()), Vec::new());
+    for s in scenarios {
+        match plays(&s) {
+            Ok(()) => apply.push(s),
+            Err(requires) => not.push(NotApplicable {
+                id: s.id,
+                file: s.file,
+                requires,
+            }),
+        }
+    }
+    (apply, not)
+}
+
 /// One line per distinct requirement: `12 require supportsRequestKey: true`.
 pub fn reasons(not: &[NotApplicable]) -> Vec<String> {
     let mut counts: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();

@@ -183,6 +183,13 @@ impl Trial<'_> {
                         .await
                         .map_err(|e| target_stop(&path, &request, e))?;
                 }
+                Action::Link(link) => {
+                    let request = Request::Link(*link);
+                    request
+                        .send(self.target.as_ref(), self.cfg.call_timeout_ms)
+                        .await
+                        .map_err(|e| target_stop(&path, &request, e))?;
+                }
                 Action::MixedHistories {
                     programs,
                     in_flight,

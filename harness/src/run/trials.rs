@@ -147,7 +147,7 @@ async fn run_scenario_unbounded(
         // whatever its verdict: a failure before its own `cont` or
         // `restart` must not decide the next scenario's. (The loader lets
         // only a scenario that declares `faults: true` strike.)
-        if scenario.requires.faults == Some(true) {
+        if scenario.requires.faults == Some(true) || scenario.requires.link.is_some() {
             if let Err(e) = target.heal().await {
                 if outcome.is_ok() {
                     let failure = Failure {
@@ -160,6 +160,13 @@ async fn run_scenario_unbounded(
                     };
                     outcome = Err(Stop::Harness(Box::new(failure), e.reason()));
                 }
+            }
+        }
+        // What the link faults did, for the reports (the last trial's).
+        if scenario.requires.link.is_some() {
+            let log = target.link_log();
+            if !log.is_empty() {
+                trial.note = Some(format!("database link: {}", log.join("; ")));
             }
         }
         // A group that did not overlap because its items left late: give

@@ -15,6 +15,7 @@ use reqkey_reference::agent::ServerHandle;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use crate::targets::access::Access;
 use crate::targets::latency::{LatencyLog, TargetWarning};
 use crate::targets::transport::HttpBase;
 use crate::targets::{
@@ -29,6 +30,8 @@ pub struct HttpAgentTarget {
     client: reqwest::Client,
     timeout_ms: u64,
     max_response_bytes: u64,
+    /// TLS trust, credentials and pace (`--cacert`, `--header`, `--max-rps`).
+    link: Access,
     /// Keeps an in-process server alive as long as the target.
     _server: Option<ServerHandle>,
     /// Every answer's timing (streams left out), for the Nagle warning.
@@ -37,13 +40,14 @@ pub struct HttpAgentTarget {
 
 impl HttpAgentTarget {
     /// A target for the server at `base`; reports name it redacted.
-    pub fn new(base: &HttpBase, opts: TargetOptions) -> Result<Self, TargetError> {
+    pub fn new(base: &HttpBase, opts: &TargetOptions) -> Result<Self, TargetError> {
         Ok(Self {
             name: base.to_string(),
             base: base.url().to_owned(),
             client: transport::client(opts)?,
             timeout_ms: opts.call_timeout_ms,
             max_response_bytes: opts.max_response_bytes,
+            link: opts.link.clone(),
             _server: None,
             latency: LatencyLog::default(),
         })
@@ -54,7 +58,7 @@ impl HttpAgentTarget {
     pub fn serving(
         server: ServerHandle,
         name: String,
-        opts: TargetOptions,
+        opts: &TargetOptions,
     ) -> Result<Self, TargetError> {
         let base = HttpBase::parse(&format!("http://{}", server.addr))
             .map_err(TargetError::Unreachable)?;
@@ -111,13 +115,17 @@ impl Target for HttpAgentTarget {
             .map_err(|_| TargetError::Protocol("GET /health is not JSON".into()))
     }
 
-    async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
+    async fn http(&self, mut request: HttpRequest) -> Result<HttpResponse, TargetError> {
+        // The credentials go under the request a report shows.
+        request.headers = self.link.with_credentials(&request.headers);
+        self.link.pace().await;
         if request.wire != reqkey_scenario::agent_step::Wire::Library {
             return crate::targets::wire::exchange(
                 &self.base,
                 &request,
                 self.max_response_bytes,
                 self.timeout_ms,
+                &self.link,
             )
             .await;
         }

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use reqkey_model::StoreError;
 use serde_json::Value;
 
+use crate::targets::access::Access;
 use crate::targets::latency::{LatencyLog, TargetWarning};
 use crate::targets::transport::HttpBase;
 use crate::targets::{transport, Level, Target, TargetError, TargetOptions};
@@ -26,19 +27,22 @@ pub struct HttpStore {
     client: reqwest::Client,
     timeout_ms: u64,
     max_response_bytes: u64,
+    /// TLS trust, credentials and pace (`--cacert`, `--header`, `--max-rps`).
+    link: Access,
     /// Every answer's timing, for the Nagle warning.
     latency: LatencyLog,
 }
 
 impl HttpStore {
     /// `authority` is `HOST:PORT`.
-    pub fn new(spec: &str, base: &HttpBase, opts: TargetOptions) -> Result<Self, TargetError> {
+    pub fn new(spec: &str, base: &HttpBase, opts: &TargetOptions) -> Result<Self, TargetError> {
         Ok(Self {
             base: base.url().to_owned(),
             spec: spec.to_owned(),
             client: transport::client(opts)?,
             timeout_ms: opts.call_timeout_ms,
             max_response_bytes: opts.max_response_bytes,
+            link: opts.link.clone(),
             latency: LatencyLog::default(),
         })
     }
@@ -52,6 +56,11 @@ impl HttpStore {
         what: &str,
     ) -> Result<Value, TargetError> {
         let classify = |e: reqwest::Error| transport::classify(&e, &self.base, self.timeout_ms);
+        let mut request = request;
+        for (name, value) in self.link.headers() {
+            request = request.header(name.as_str(), value.as_slice());
+        }
+        self.link.pace().await;
         let sent = std::time::Instant::now();
         let resp = request.send().await.map_err(classify)?;
         let head = sent.elapsed();

@@ -24,17 +24,64 @@ use crate::targets::{HttpRequest, HttpResponse, Level, Target, TargetError, Targ
 /// The path an idem app answers its identity and profile on.
 pub use crate::targets::profile::IDEM_HEALTH_PATH as HEALTH_PATH;
 
+/// Where the reference middleware keeps its keys: `memory` or
+/// `redis://HOST:PORT` (`rediss://` over TLS). The one parse of it, for
+/// `--target reference-idem@...` and `reqkey serve idem --storage`. Its
+/// `Debug` and `Display` redact the URL's secrets.
+#[derive(Clone, PartialEq, Eq)]
+pub enum IdemStorageSpec {
+    Memory,
+    Redis(String),
+}
+
+impl IdemStorageSpec {
+    /// `memory` or a Redis URL; anything else is the reason it is not one.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text {
+            "memory" => Ok(IdemStorageSpec::Memory),
+            s if s.starts_with("redis://") || s.starts_with("rediss://") => {
+                crate::secrets::register_target(s);
+                Ok(IdemStorageSpec::Redis(s.to_owned()))
+            }
+            _ => Err("the idem storage is `memory` or `redis://HOST:PORT`".to_owned()),
+        }
+    }
+
+    /// The Redis URL the reference opens (`None`: memory).
+    pub fn redis_url(&self) -> Option<String> {
+        match self {
+            IdemStorageSpec::Memory => None,
+            IdemStorageSpec::Redis(url) => Some(url.clone()),
+        }
+    }
+}
+
+impl fmt::Display for IdemStorageSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IdemStorageSpec::Memory => f.write_str("memory"),
+            IdemStorageSpec::Redis(url) => f.write_str(&redact_url(url)),
+        }
+    }
+}
+
+impl fmt::Debug for IdemStorageSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IdemStorageSpec({self})")
+    }
+}
+
 /// An idem `--target`. Its `Debug` is its redacted display name (a Redis
 /// URL may carry a password).
 #[derive(Clone, PartialEq, Eq)]
 pub enum IdemSpec {
-    /// `idem+http://HOST:PORT`.
+    /// `idem+http://HOST:PORT` or `idem+https://HOST:PORT`.
     Http { base: HttpBase },
     /// The reference middleware in process.
     Reference {
         variant: IdemVariant,
         defect: Option<IdemDefect>,
-        redis_url: Option<String>,
+        storage: IdemStorageSpec,
     },
 }
 
@@ -43,23 +90,30 @@ impl IdemSpec {
     /// [`TargetError::BadSpec`].
     pub fn parse(spec: &str) -> Result<Option<Self>, TargetError> {
         let bad = |what: &str| TargetError::BadSpec(format!("`{}`: {what}", redact_url(spec)));
-        if let Some(authority) = spec.strip_prefix("idem+http://") {
+        let http = spec
+            .strip_prefix("idem+http://")
+            .map(|a| (a, false))
+            .or_else(|| spec.strip_prefix("idem+https://").map(|a| (a, true)));
+        if let Some((authority, tls)) = http {
             if authority.is_empty() || authority.contains('/') {
-                return Err(bad("expected idem+http://HOST:PORT"));
+                return Err(bad("expected idem+http[s]://HOST:PORT"));
             }
-            let base = HttpBase::parse(&format!("http://{authority}"))
-                .map_err(|_| bad("expected idem+http://HOST:PORT"))?;
+            let base = HttpBase::of_authority(authority, tls)
+                .map_err(|_| bad("expected idem+http[s]://HOST:PORT"))?;
             return Ok(Some(IdemSpec::Http { base }));
         }
         if !(spec.starts_with("reference-idem") || spec.starts_with("broken-idem:")) {
             return Ok(None);
         }
-        let (head, redis_url) = match spec.split_once('@') {
-            Some((h, url)) if url.starts_with("redis://") || url.starts_with("rediss://") => {
-                (h, Some(url.to_owned()))
-            }
-            Some(_) => return Err(bad("the storage after @ is redis://HOST:PORT")),
-            None => (spec, None),
+        let (head, storage) = match spec.split_once('@') {
+            Some((h, url)) => (
+                h,
+                IdemStorageSpec::parse(url)
+                    .ok()
+                    .filter(|s| *s != IdemStorageSpec::Memory)
+                    .ok_or_else(|| bad("the storage after @ is redis://HOST:PORT"))?,
+            ),
+            None => (spec, IdemStorageSpec::Memory),
         };
         let named = match head.strip_prefix("reference-idem") {
             Some("") => Some((IdemVariant::Default, None)),
@@ -79,8 +133,16 @@ impl IdemSpec {
         Ok(Some(IdemSpec::Reference {
             variant,
             defect,
-            redis_url,
+            storage,
         }))
+    }
+
+    /// The endpoint of an app over HTTP (none for the reference in process).
+    pub fn http_base(&self) -> Option<HttpBase> {
+        match self {
+            IdemSpec::Http { base } => Some(base.clone()),
+            IdemSpec::Reference { .. } => None,
+        }
     }
 
     /// Opens it (starting the reference app when it is one).
@@ -91,7 +153,16 @@ impl IdemSpec {
     ) -> Result<Arc<dyn Target>, TargetError> {
         match self {
             IdemSpec::Http { base } => {
-                let inner = HttpAgentTarget::new(base, opts)?;
+                let inner = HttpAgentTarget::new(base, &opts)?;
+                if let Some(map) = &opts.api {
+                    let mapped = crate::targets::mapped::MappedTarget::open(
+                        format!("{name} (API map {})", map.file),
+                        map.as_ref().clone(),
+                        inner,
+                    )
+                    .await?;
+                    return Ok(Arc::new(mapped));
+                }
                 let target = IdemTarget {
                     name,
                     inner,
@@ -107,12 +178,12 @@ impl IdemSpec {
             IdemSpec::Reference {
                 variant,
                 defect,
-                redis_url,
+                storage,
             } => {
                 let config = IdemConfig {
                     variant: *variant,
                     defect: *defect,
-                    redis_url: redis_url.clone(),
+                    redis_url: storage.redis_url(),
                     ..IdemConfig::default()
                 };
                 let addr = SocketAddr::from(([127, 0, 0, 1], 0));
@@ -123,7 +194,7 @@ impl IdemSpec {
                     .map_err(TargetError::Unreachable)?;
                 Ok(Arc::new(IdemTarget {
                     name,
-                    inner: HttpAgentTarget::new(&base, opts)?,
+                    inner: HttpAgentTarget::new(&base, &opts)?,
                     _app: Some(app),
                 }))
             }
@@ -141,17 +212,12 @@ impl fmt::Display for IdemSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             IdemSpec::Http { base } => {
-                let shown = base.to_string();
-                write!(
-                    f,
-                    "idem+http://{}",
-                    shown.strip_prefix("http://").unwrap_or(&shown)
-                )
+                write!(f, "idem+{}://{}", base.scheme(), base.shown_authority())
             }
             IdemSpec::Reference {
                 variant,
                 defect,
-                redis_url,
+                storage,
             } => {
                 match defect {
                     Some(d) if d.declares() == *variant => write!(f, "broken-idem:{}", d.name())?,
@@ -159,8 +225,8 @@ impl fmt::Display for IdemSpec {
                     None if *variant == IdemVariant::Default => f.write_str("reference-idem")?,
                     None => write!(f, "reference-idem:{}", variant.name())?,
                 }
-                if let Some(url) = redis_url {
-                    write!(f, "@{}", redact_url(url))?;
+                if *storage != IdemStorageSpec::Memory {
+                    write!(f, "@{storage}")?;
                 }
                 Ok(())
             }
@@ -217,6 +283,11 @@ impl Target for IdemTarget {
     async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
         self.inner.http(request).await
     }
+
+    /// The answers' timings, as at every HTTP level (the Nagle stall).
+    fn warnings(&self) -> Vec<crate::targets::latency::TargetWarning> {
+        self.inner.warnings()
+    }
 }
 
 #[cfg(test)]
@@ -228,6 +299,7 @@ mod tests {
     fn idem_forms_parse_and_print_back() {
         for form in [
             "idem+http://127.0.0.1:7080",
+            "idem+https://localhost:7443",
             "reference-idem",
             "reference-idem:wait",
             "reference-idem:released@redis://127.0.0.1:6379",

@@ -21,10 +21,15 @@
 //!
 //! This file holds what they share and imports none of them.
 
+pub mod access;
+pub mod api_map;
 pub mod http_agent;
 pub mod http_store;
 pub mod idem;
 pub mod latency;
+pub mod ledger;
+pub mod link;
+pub mod mapped;
 pub mod owned;
 pub mod profile;
 pub mod reap;
@@ -33,6 +38,7 @@ pub mod replicas;
 pub mod spec;
 pub mod store;
 pub mod suggest;
+pub mod tls;
 pub mod transport;
 pub mod wire;
 
@@ -44,6 +50,7 @@ pub use reqkey_model::vocab::Level;
 use reqkey_reference::store::OpenError;
 pub use reqkey_scenario::agent_step::{HttpRequest, HttpResponse};
 use reqkey_scenario::fault::FaultStep;
+use reqkey_scenario::link::{LinkStep, OwnedLinks};
 use serde_json::Value;
 
 /// Why a call could not be judged.
@@ -76,6 +83,25 @@ pub enum TargetError {
         "the answer is larger than the response cap of {cap} bytes (raise it with --max-response-bytes)"
     )]
     TooLarge { cap: u64 },
+    /// The answer's JSON holds more values than the judge parses
+    /// ([`crate::run::agent_steps::MAX_ANSWER_JSON_VALUES`]): parsed, it
+    /// would take tens of times its size, so it is not, and its step
+    /// cannot be judged.
+    #[error(
+        "the answer's JSON holds about {values} values, more than the {bound} the judge parses \
+         (MAX_ANSWER_JSON_VALUES): not parsed, so the step cannot be judged"
+    )]
+    TooManyValues { values: u64, bound: u64 },
+    /// The target's TLS certificate is not one the harness trusts (an
+    /// unknown issuer, another host's name, expired): the message names the
+    /// certificate and the reason. Never a verdict.
+    #[error("the target's TLS certificate is refused: {0}")]
+    Certificate(String),
+    /// `--api` only: the API map's effect oracle cannot count what the
+    /// step asks (an effect whose answer carried no id, with no read
+    /// route): the step is not judged, never passed.
+    #[error("not judged by the effect oracle: {0}")]
+    Oracle(String),
     /// Before any scenario: what answered is not an HTTP server.
     #[error("not an HTTP server (is the address right?): {0}")]
     NotHttp(String),
@@ -110,8 +136,10 @@ impl TargetError {
             TargetError::Unsupported(_) => "unsupported",
             TargetError::BadSpec(_) => "bad_target",
             TargetError::Closed(_) => "closed",
-            TargetError::TooLarge { .. } => "too_large",
+            TargetError::TooLarge { .. } | TargetError::TooManyValues { .. } => "too_large",
             TargetError::NotHttp(_) => "not_http",
+            TargetError::Certificate(_) => "certificate",
+            TargetError::Oracle(_) => "oracle",
             TargetError::WrongProtocol { .. } => "wrong_protocol",
             TargetError::Wiring(_) => "wiring",
         }
@@ -190,6 +218,30 @@ pub trait Target: Send + Sync + fmt::Debug {
         )))
     }
 
+    /// Must its scenarios run one at a time? (An app played through an API
+    /// map whose effect oracle attributes effects by window.)
+    fn sequential(&self) -> bool {
+        false
+    }
+
+    /// Why this target cannot play `scenario`, if it cannot (an API map
+    /// without the route the scenario needs): it is then not applicable.
+    fn plays(&self, scenario: &reqkey_scenario::Scenario) -> Result<(), String> {
+        let _ = scenario;
+        Ok(())
+    }
+
+    /// The API map it is played through (`--api`), if any.
+    fn api_map(&self) -> Option<&api_map::ApiMap> {
+        None
+    }
+
+    /// After the run: clean up what it created, where the target can
+    /// (an API map's delete route); a line saying what was done.
+    async fn finish(&self) -> Option<String> {
+        None
+    }
+
     /// How many processes of this target the harness started (`--start`):
     /// the replicas a `fault` step can aim at. 0: none, faults unsupported.
     fn started_processes(&self) -> usize {
@@ -205,6 +257,36 @@ pub trait Target: Send + Sync + fmt::Debug {
             step.action
         )))
     }
+    /// The database links the harness owns for this target (`--start`
+    /// with `--db`): what `link` scenarios need. None by default.
+    fn owned_links(&self) -> OwnedLinks {
+        OwnedLinks::default()
+    }
+
+    /// Arms a fault on the database links the harness owns, or heals them
+    /// (`link: {action: heal}`: a fault that never struck is an error:
+    /// the trial judged nothing about it).
+    async fn link(&self, step: &LinkStep) -> Result<(), TargetError> {
+        Err(TargetError::Unsupported(format!(
+            "{}: the harness owns no database link of {} (`--start` with `--db URL`)",
+            step.label(),
+            self.describe()
+        )))
+    }
+
+    /// What the link proxies did since this was last asked (a trial's
+    /// note in the reports); empty without links.
+    fn link_log(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The links, for the reports: one line of setup, every fault that
+    /// struck in the run, the connections no fault could strike
+    /// (opaque), the nodes proxied. `None` without links.
+    fn link_summary(&self) -> Option<LinkSummary> {
+        None
+    }
+
     /// After a trial that struck processes: every process the harness
     /// started runs again (a paused one resumed, a dead one started on its
     /// port and awaited), so that a scenario which failed before its own
@@ -212,6 +294,19 @@ pub trait Target: Send + Sync + fmt::Debug {
     async fn heal(&self) -> Result<(), TargetError> {
         Ok(())
     }
+}
+
+/// What the harness's database links saw in a run (`Target::link_summary`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkSummary {
+    /// Which databases' links the harness owns.
+    pub setup: String,
+    /// Every fault that struck, in order (`reset after-commit`, ...).
+    pub struck: Vec<String>,
+    /// Connections relayed unread (no fault could strike them).
+    pub opaque: usize,
+    /// Database nodes proxied (a cluster's announced nodes included).
+    pub nodes: usize,
 }
 
 /// A store that cannot be opened: a bad specification, or a backend that
@@ -229,12 +324,16 @@ pub fn open_error(e: OpenError) -> TargetError {
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Options every target shares.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TargetOptions {
     /// The bound on every single call.
     pub call_timeout_ms: u64,
     /// The bound on every answer's body, in bytes.
     pub max_response_bytes: u64,
+    /// TLS trust, credentials and pace of every request (`access.rs`).
+    pub link: access::Access,
+    /// `--api`: the map an idem app at its own routes is played through.
+    pub api: Option<std::sync::Arc<api_map::ApiMap>>,
 }
 
 impl Default for TargetOptions {
@@ -242,6 +341,8 @@ impl Default for TargetOptions {
         Self {
             call_timeout_ms: 10_000,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            link: access::Access::default(),
+            api: None,
         }
     }
 }

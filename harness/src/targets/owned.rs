@@ -10,6 +10,12 @@
 //! `{replica}` its index; the `--target` string may name the ports as
 //! `{port}` (the first command's) or `{port0}`, `{port1}`...
 //!
+//! With `--db URL` (issue 49) the harness also owns the started store's
+//! database link: `{db}` (`{dbN}`) in a command is the address of the
+//! harness's own proxy in front of that database
+//! ([`crate::targets::link`]), which `link` steps fault; a `--db` that no
+//! command names is a wiring error.
+//!
 //! The harness does not trust that what it started is what it judges
 //! (issue 38): a `--target` naming none of the started ports is a wiring
 //! error before any scenario; a kill reaches every process the command
@@ -28,7 +34,10 @@ use nix::unistd::Pid;
 use reqkey_scenario::fault::{FaultAction, FaultStep};
 use serde_json::Value;
 
-use crate::targets::{HttpRequest, HttpResponse, Level, Target, TargetError};
+use reqkey_scenario::link::{LinkStep, OwnedLinks};
+
+use crate::targets::link::links::Links;
+use crate::targets::{HttpRequest, HttpResponse, Level, LinkSummary, Target, TargetError};
 
 /// The longest a `--start` target may take to answer (`--start-timeout-ms`
 /// defaults to 30 s and may not exceed this).
@@ -62,6 +71,9 @@ pub struct Owned {
     /// Whether `--target` names each command's port (set by
     /// [`Owned::wire_to`]): only a named port is checked after a fault.
     used: Vec<bool>,
+    /// The database links the harness owns (`--db`), given to the
+    /// commands as `{db}`; stopped after the processes.
+    pub links: Option<Arc<Links>>,
 }
 
 /// The lowest port a started command is given: below it are the ports
@@ -128,20 +140,53 @@ impl Owned {
     /// Starts every command (`sh -c`, in a process group of its own, its
     /// output passed through to the harness's stderr).
     pub fn start(commands: &[String]) -> Result<Owned, String> {
+        Owned::start_linked(commands, None)
+    }
+
+    /// Starts every command with `links` (`--db`) filled in as `{db}`;
+    /// links that no command names are a wiring error.
+    pub fn start_linked(commands: &[String], links: Option<Links>) -> Result<Owned, String> {
         if commands.len() > MAX_STARTED {
             return Err(format!("at most {MAX_STARTED} --start commands"));
+        }
+        // Before anything starts (issue 50: a command without `{port}`
+        // listened elsewhere, and the run waited --start-timeout-ms).
+        for (i, command) in commands.iter().enumerate() {
+            names_a_port_placeholder(command, commands.len()).map_err(|why| {
+                format!(
+                    "--start command {} (`{}`) {why}: write `{{port}}` where it listens \
+                     (the harness chooses a free port for each command and fills it in), \
+                     and name the same `{{port}}` in --target",
+                    i + 1,
+                    crate::secrets::redact_command(command)
+                )
+            })?;
+        }
+        if let Some(links) = &links {
+            if !commands.iter().any(|c| links.named_in(c)) {
+                return Err(
+                    "--db puts the harness's proxy in front of the database, but no --start command \
+                     names `{db}` (or `{db0}`, `{db1}`...): the store would reach the database \
+                     past the proxy, where no link fault strikes"
+                        .into(),
+                );
+            }
         }
         // Before anything starts: a SIGKILL of the judge from here on
         // still stops what it starts (the watchdog).
         crate::targets::reap::guard_the_judge()?;
         let mut owned = Owned::default();
+        owned.links = links.map(Arc::new);
         for _ in commands {
             owned
                 .ports
                 .push(free_port().map_err(|e| format!("no free port for --start: {e}"))?);
         }
         for (i, command) in commands.iter().enumerate() {
-            let line = fill(command, &owned.ports, Some(i));
+            let mut line = fill(command, &owned.ports, Some(i));
+            if let Some(links) = &owned.links {
+                line = links.fill(&line);
+            }
             let command = crate::secrets::redact_command(&line);
             let child = start_one(&line, &command, i)?;
             owned.started.push(Started {
@@ -356,6 +401,9 @@ impl Owned {
         // Every started handle was waited for: what is left to reap are
         // orphans the judge took in as subreaper.
         crate::targets::reap::reap_orphans();
+        // And those that shed the marker (`setsid env -i`, an environment
+        // rewritten in place): still the judge's descendants.
+        crate::targets::reap::stop_descendants(STOP_GRACE_MS);
         self.started.clear();
     }
 }
@@ -375,6 +423,8 @@ pub struct OwnedTarget {
     inner: Arc<dyn Target>,
     owned: Arc<Mutex<Owned>>,
     processes: usize,
+    /// The database links the harness owns (`--db`).
+    links: Option<Arc<Links>>,
     /// The bound on a restarted process's return (`--start-timeout-ms`).
     start_timeout_ms: u64,
 }
@@ -382,10 +432,12 @@ pub struct OwnedTarget {
 impl OwnedTarget {
     pub fn new(inner: Arc<dyn Target>, owned: Owned, start_timeout_ms: u64) -> OwnedTarget {
         let processes = owned.len();
+        let links = owned.links.clone();
         OwnedTarget {
             inner,
             owned: Arc::new(Mutex::new(owned)),
             processes,
+            links,
             start_timeout_ms,
         }
     }
@@ -499,6 +551,22 @@ impl Target for OwnedTarget {
         self.inner.http(request).await
     }
 
+    fn sequential(&self) -> bool {
+        self.inner.sequential()
+    }
+
+    fn plays(&self, scenario: &reqkey_scenario::Scenario) -> Result<(), String> {
+        self.inner.plays(scenario)
+    }
+
+    fn api_map(&self) -> Option<&crate::targets::api_map::ApiMap> {
+        self.inner.api_map()
+    }
+
+    async fn finish(&self) -> Option<String> {
+        self.inner.finish().await
+    }
+
     fn started_processes(&self) -> usize {
         self.processes
     }
@@ -524,6 +592,12 @@ impl Target for OwnedTarget {
     }
 
     async fn heal(&self) -> Result<(), TargetError> {
+        // The links first: a stalled link must not keep a process that
+        // is started again from answering.
+        let healed = match &self.links {
+            Some(links) => links.heal().await,
+            None => Default::default(),
+        };
         let restarted = self
             .with_owned(Owned::heal)
             .await?
@@ -532,11 +606,97 @@ impl Target for OwnedTarget {
             self.await_health(index).await?;
             self.settled(index).await?;
         }
-        Ok(())
+        unstruck_error(&healed)
+    }
+
+    fn owned_links(&self) -> OwnedLinks {
+        self.links.as_ref().map(|l| l.owned()).unwrap_or_default()
+    }
+
+    async fn link(&self, step: &LinkStep) -> Result<(), TargetError> {
+        let Some(links) = &self.links else {
+            return Err(TargetError::Unsupported(format!(
+                "{}: the harness owns no database link (`--db URL` with `--start`)",
+                step.label()
+            )));
+        };
+        match step {
+            LinkStep::Fault(fault) => {
+                links.arm(*fault);
+                Ok(())
+            }
+            LinkStep::Heal => unstruck_error(&links.heal().await),
+        }
+    }
+
+    fn link_log(&self) -> Vec<String> {
+        self.links
+            .as_ref()
+            .map(|l| l.take_log())
+            .unwrap_or_default()
+    }
+
+    fn link_summary(&self) -> Option<LinkSummary> {
+        let links = self.links.as_ref()?;
+        let (struck, opaque, nodes) = links.summary();
+        Some(LinkSummary {
+            setup: links.describe(),
+            struck,
+            opaque,
+            nodes,
+        })
     }
 }
 
+/// A link fault armed and never struck, or struck without its effect
+/// (the answer it waited for never came): the trial judged nothing about
+/// it, so it is not judged (exit 2), never passed.
+fn unstruck_error(healed: &crate::targets::link::nemesis::Healed) -> Result<(), TargetError> {
+    let list = |faults: &[reqkey_scenario::link::LinkFault]| {
+        faults
+            .iter()
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut why = Vec::new();
+    if !healed.unstruck.is_empty() {
+        why.push(format!(
+            "never struck: {} (the store sent no commit the harness's proxy recognises, \
+             docs/link-faults.md, or sent it past the proxy)",
+            list(&healed.unstruck)
+        ));
+    }
+    if !healed.incomplete.is_empty() {
+        why.push(format!(
+            "struck, but the answer it acts on never came: {} (the connection closed first)",
+            list(&healed.incomplete)
+        ));
+    }
+    if why.is_empty() {
+        return Ok(());
+    }
+    Err(TargetError::Wiring(format!(
+        "link fault {}",
+        why.join("; ")
+    )))
+}
+
 /// Does `target` name `port` (`:PORT` not followed by another digit)?
+/// Does a `--start` command name a port the harness fills in: `{port}`,
+/// or `{portN}` with N one of the `count` commands'? Why not, if not.
+fn names_a_port_placeholder(command: &str, count: usize) -> Result<(), String> {
+    if command.contains("{port}") || (0..count).any(|i| command.contains(&format!("{{port{i}}}"))) {
+        return Ok(());
+    }
+    match command.find("{port") {
+        Some(_) => Err(format!(
+            "names a `{{portN}}` beyond the {count} command(s) started"
+        )),
+        None => Err("names no port".to_owned()),
+    }
+}
+
 fn names_port(target: &str, port: u16) -> bool {
     let needle = format!(":{port}");
     target.match_indices(&needle).any(|(at, _)| {
@@ -620,7 +780,8 @@ mod tests {
 
     #[test]
     fn a_started_group_is_gone_after_stop_children_included() {
-        let mut owned = Owned::start(&["sleep 300 & sleep 300; wait".to_owned()]).unwrap();
+        let mut owned =
+            Owned::start(&[": {port}; sleep 300 & sleep 300; wait".to_owned()]).unwrap();
         let pid = owned.pids()[0];
         std::thread::sleep(Duration::from_millis(200));
         assert!(owned.exited().is_none());
@@ -651,7 +812,11 @@ mod tests {
 
     #[test]
     fn heal_resumes_a_paused_process_and_starts_a_killed_one_again() {
-        let mut owned = Owned::start(&["sleep 300".to_owned(), "sleep 300".to_owned()]).unwrap();
+        let mut owned = Owned::start(&[
+            ": {port}; sleep 300".to_owned(),
+            ": {port}; sleep 300".to_owned(),
+        ])
+        .unwrap();
         let (paused, killed) = (owned.pids()[0], owned.pids()[1]);
         // Once it sleeps (a process stopped while it still execs may read `D`).
         let deadline = Instant::now() + Duration::from_secs(10);

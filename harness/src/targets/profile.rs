@@ -182,17 +182,33 @@ pub struct ProfileInfo {
     /// is made from their results, `report::crash::claim`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub crash_scenarios: Option<CrashScenarios>,
+    /// Whether the database link was faulted: the links the harness
+    /// owned (`--db`), or that it owned none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
+    /// With `--db`: the link scenarios that applied and why the others
+    /// did not (the link claim is made from their results,
+    /// `report::crash::link_claim`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_scenarios: Option<CrashScenarios>,
     /// An idem target's declared `Idempotency-Key` profile (SPEC 10);
     /// `profile` is then unused (the default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idem: Option<reqkey_model::idem_profile::IdemProfile>,
+    /// `--api`: the map that declared the idem profile and the effect
+    /// oracle it judged by (`FILE; effect oracle: ...`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_map: Option<String>,
 }
 
 impl ProfileInfo {
     /// One line for people: the profile and where it came from.
     pub fn describe(&self) -> String {
         if let Some(idem) = &self.idem {
-            return format!("{idem} (declared by /.reqkey/health)");
+            return match &self.api_map {
+                Some(map) => format!("{idem} (declared by the API map {map})"),
+                None => format!("{idem} (declared by /.reqkey/health)"),
+            };
         }
         match self.source {
             ProfileSource::Fixed => {
@@ -230,7 +246,10 @@ pub async fn resolve_profile(
                 declared: None,
                 crash: None,
                 crash_scenarios: None,
+                link: None,
+                link_scenarios: None,
                 idem: None,
+                api_map: None,
             }),
             Some(_) => Err(ProfileError::StoreProfileFixed),
         };
@@ -254,7 +273,10 @@ pub async fn resolve_profile(
             declared: declared.ok().filter(|d| *d != profile),
             crash: None,
             crash_scenarios: None,
+            link: None,
+            link_scenarios: None,
             idem: None,
+            api_map: None,
         }),
         (None, Ok(profile)) => Ok(ProfileInfo {
             profile,
@@ -262,7 +284,10 @@ pub async fn resolve_profile(
             declared: None,
             crash: None,
             crash_scenarios: None,
+            link: None,
+            link_scenarios: None,
             idem: None,
+            api_map: None,
         }),
         (None, Err(e)) => Err(ProfileError::Health(format!(
             "{} declares no profile: {e}",
@@ -343,7 +368,16 @@ async fn resolve_idem_profile(
         declared: None,
         crash: None,
         crash_scenarios: None,
+        link: None,
+        link_scenarios: None,
         idem: Some(parsed.profile),
+        api_map: health.get("apiMap").map(|m| {
+            format!(
+                "{}; effect oracle: {}",
+                m.get("file").and_then(Value::as_str).unwrap_or("?"),
+                m.get("oracle").and_then(Value::as_str).unwrap_or("?")
+            )
+        }),
     })
 }
 
@@ -356,6 +390,7 @@ pub async fn fault_support(target: &dyn Target, timeout_ms: u64) -> FaultSupport
     if processes == 0 {
         return FaultSupport::default();
     }
+    let links = target.owned_links();
     let health = tokio::time::timeout(
         std::time::Duration::from_millis(timeout_ms),
         target.health(),
@@ -378,6 +413,7 @@ pub async fn fault_support(target: &dyn Target, timeout_ms: u64) -> FaultSupport
             .as_ref()
             .and_then(|h| h.get("leaseMs"))
             .and_then(Value::as_u64),
+        links,
     }
 }
 

@@ -22,12 +22,165 @@
 //! run's marker, then exits. The judge is also a child subreaper
 //! (`PR_SET_CHILD_SUBREAPER`), so an orphaned descendant stays under it
 //! while it lives instead of passing to init.
+//!
+//! Why the judge's descendants as well as the marker: a helper started
+//! with `setsid env -i ...` sheds the marker with its environment, and one
+//! that rewrites its environment in place (PostgreSQL, setproctitle,
+//! perl's `$0`) erases it from `/proc/PID/environ`. Either is still a
+//! descendant of the judge, or, once its parent died, an orphan the judge
+//! took in as subreaper. So the `reqkey` process ([`own_every_descendant`],
+//! set by the command line; a test process running many judges at once
+//! does not) stops every live descendant but the watchdog on every way
+//! out ([`stop_descendants`]), and the watchdog keeps a fresh list of
+//! them (pid and start time, every [`WATCH_POLL_MS`]) to stop when the
+//! judge is SIGKILLed: orphans are then re-parented to init, out of the
+//! judge's tree, so only that list still names them. What no list can
+//! hold: a process spawned less than a poll before the SIGKILL that shed
+//! the marker, and a process the target had another service start for it
+//! (systemd, a container runtime): neither is a descendant.
 
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+
+/// Is this process the judge (the `reqkey` binary), so that every
+/// descendant is its own to stop?
+static OWN_DESCENDANTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How often the watchdog lists the judge's descendants.
+pub const WATCH_POLL_MS: u64 = 100;
+
+/// Makes every descendant of this process its own to stop on every way
+/// out (the `reqkey` binary does; library tests, running many judges in
+/// one process, do not).
+pub fn own_every_descendant() {
+    OWN_DESCENDANTS.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A live process: its pid, parent and start time (clock ticks after
+/// boot: with the pid, who it is, whatever pid reuse does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Proc {
+    pid: i32,
+    ppid: i32,
+    start: u64,
+}
+
+/// Every live (not zombie) process of `/proc`, bounded.
+fn processes() -> Vec<Proc> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the command's `)`: state, ppid, ..., starttime (field 22).
+        let Some(rest) = stat.rfind(')').and_then(|i| stat.get(i + 2..)) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let (Some(state), Some(ppid), Some(start)) =
+            (fields.first(), fields.get(1), fields.get(19))
+        else {
+            continue;
+        };
+        if *state == "Z" {
+            continue;
+        }
+        if let (Ok(ppid), Ok(start)) = (ppid.parse(), start.parse()) {
+            found.push(Proc { pid, ppid, start });
+        }
+        if found.len() >= 16 * MAX_MARKED {
+            break;
+        }
+    }
+    found
+}
+
+/// The live descendants of `roots` in `table` (not the roots).
+fn descendants_of(table: &[Proc], roots: &[i32]) -> Vec<Proc> {
+    let mut found: Vec<Proc> = Vec::new();
+    let mut frontier: Vec<i32> = roots.to_vec();
+    while let Some(parent) = frontier.pop() {
+        for p in table.iter().filter(|p| p.ppid == parent) {
+            if !found.contains(p) && !roots.contains(&p.pid) && found.len() < MAX_MARKED {
+                found.push(*p);
+                frontier.push(p.pid);
+            }
+        }
+    }
+    found
+}
+
+/// The judge's live descendants but the watchdog (and what it spawned).
+fn judge_descendants() -> Vec<Proc> {
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let watchdog = WATCHDOG
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .as_ref()
+        .and_then(|c| i32::try_from(c.id()).ok());
+    let table = processes();
+    let spared: Vec<i32> = watchdog
+        .map(|w| {
+            let mut ids = vec![w];
+            ids.extend(descendants_of(&table, &[w]).iter().map(|p| p.pid));
+            ids
+        })
+        .unwrap_or_default();
+    descendants_of(&table, &[me])
+        .into_iter()
+        .filter(|p| !spared.contains(&p.pid))
+        .collect()
+}
+
+/// When this process is the judge ([`own_every_descendant`]): stops every
+/// live descendant but the watchdog, marked or not (SIGCONT and SIGTERM,
+/// up to `grace_ms`, then SIGKILL), and reaps those that were its
+/// children. Called once the started commands' own handles were waited
+/// for. `false` if some survived SIGKILL.
+pub fn stop_descendants(grace_ms: u64) -> bool {
+    if !OWN_DESCENDANTS.load(std::sync::atomic::Ordering::SeqCst) {
+        return true;
+    }
+    let signal_all = |signal: Signal| {
+        for p in judge_descendants() {
+            let _ = kill(Pid::from_raw(p.pid), signal);
+        }
+    };
+    signal_all(Signal::SIGCONT);
+    signal_all(Signal::SIGTERM);
+    let deadline = Instant::now() + Duration::from_millis(grace_ms);
+    loop {
+        reap_orphans();
+        if judge_descendants().is_empty() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let deadline = Instant::now() + Duration::from_millis(grace_ms);
+    loop {
+        signal_all(Signal::SIGKILL);
+        reap_orphans();
+        if judge_descendants().is_empty() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
 
 /// The environment variable that marks a started command and all it spawns.
 pub const OWNED_ENV: &str = "REQKEY_OWNED_BY";
@@ -263,9 +416,12 @@ pub fn guard_the_judge() -> Result<(), String> {
         .map_err(|e| format!("cannot become a child subreaper: {e}"))?;
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
     use std::os::unix::process::CommandExt;
-    let child = std::process::Command::new(exe)
-        .arg("__watchdog")
-        .arg(run_tag())
+    let mut command = std::process::Command::new(exe);
+    command.arg("__watchdog").arg(run_tag());
+    if OWN_DESCENDANTS.load(std::sync::atomic::Ordering::SeqCst) {
+        command.arg(std::process::id().to_string());
+    }
+    let child = command
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -277,34 +433,68 @@ pub fn guard_the_judge() -> Result<(), String> {
     Ok(())
 }
 
-/// The watchdog (`reqkey __watchdog TAG`): waits for its stdin to close
-/// (the judge ended), then kills every process carrying the judge's
-/// marker, for up to 5 s.
-pub fn watchdog_main(tag: &str) -> std::process::ExitCode {
+/// The watchdog (`reqkey __watchdog TAG [JUDGE]`): waits for its stdin to
+/// close (the judge ended), then kills every process carrying the judge's
+/// marker and, given the judge's pid, every process that was the judge's
+/// descendant at the last look (listed every [`WATCH_POLL_MS`] while the
+/// judge lived, by pid and start time) and all they spawned since, for
+/// up to 5 s.
+pub fn watchdog_main(tag: &str, judge: Option<i32>) -> std::process::ExitCode {
     use std::io::Read;
-    let mut sink = [0u8; 64];
-    let mut stdin = std::io::stdin();
-    while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+    let (closed_tx, closed) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let mut sink = [0u8; 64];
+        let mut stdin = std::io::stdin();
+        while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
+        let _ = closed_tx.send(());
+    });
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let mut seen: Vec<Proc> = Vec::new();
+    loop {
+        if let Some(judge) = judge {
+            let table = processes();
+            if table.iter().any(|p| p.pid == judge) {
+                seen = descendants_of(&table, &[judge])
+                    .into_iter()
+                    .filter(|p| p.pid != me)
+                    .collect();
+            }
+        }
+        match closed.recv_timeout(Duration::from_millis(WATCH_POLL_MS)) {
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            _ => break,
+        }
+    }
     let prefix = format!("{OWNED_ENV}={tag}.");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let mut left = 0;
-        if let Ok(entries) = std::fs::read_dir("/proc") {
-            for entry in entries.flatten() {
-                let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-                    continue;
-                };
-                let Ok(env) = std::fs::read(entry.path().join("environ")) else {
-                    continue;
-                };
-                if env
-                    .split(|b| *b == 0)
-                    .any(|var| var.starts_with(prefix.as_bytes()))
-                    && !is_zombie(pid.unsigned_abs())
-                    && kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok()
-                {
-                    left += 1;
-                }
+        let table = processes();
+        // Those seen, if still the same processes, and all they spawned.
+        let alive: Vec<i32> = seen
+            .iter()
+            .filter(|s| table.iter().any(|p| p.pid == s.pid && p.start == s.start))
+            .map(|s| s.pid)
+            .collect();
+        let mut doomed: Vec<i32> = alive.clone();
+        doomed.extend(descendants_of(&table, &alive).iter().map(|p| p.pid));
+        for p in &table {
+            if p.pid == me || doomed.contains(&p.pid) {
+                continue;
+            }
+            let Ok(env) = std::fs::read(format!("/proc/{}/environ", p.pid)) else {
+                continue;
+            };
+            if env
+                .split(|b| *b == 0)
+                .any(|var| var.starts_with(prefix.as_bytes()))
+            {
+                doomed.push(p.pid);
+            }
+        }
+        for pid in doomed {
+            if pid != me && kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+                left += 1;
             }
         }
         if left == 0 || Instant::now() >= deadline {

@@ -102,7 +102,7 @@ pub async fn reference_agent(
     opts: TargetOptions,
 ) -> Result<HttpAgentTarget, TargetError> {
     let server = spawn_reference_agent(variant, store, &opts).await?;
-    HttpAgentTarget::serving(server, name, opts)
+    HttpAgentTarget::serving(server, name, &opts)
 }
 
 /// Starts `count` reference servers in process, all of one variant: over
@@ -117,7 +117,7 @@ pub async fn reference_agents(
 ) -> Result<Vec<HttpAgentTarget>, TargetError> {
     let mut replicas = Vec::with_capacity(count);
     for _ in 0..count {
-        replicas.push(reference_agent(variant, store, name.to_owned(), opts).await?);
+        replicas.push(reference_agent(variant, store, name.to_owned(), opts.clone()).await?);
     }
     Ok(replicas)
 }

@@ -19,7 +19,7 @@ use crate::targets::http_store::HttpStore;
 use crate::targets::reference_agent::{reference_agent, reference_agents, AgentVariant};
 use crate::targets::replicas::{ReplicaTarget, MAX_REPLICAS};
 use crate::targets::store::InProcessStore;
-use crate::targets::transport::{check_protocol, HttpBase};
+use crate::targets::transport::{self, check_protocol, HttpBase};
 use crate::targets::{open_error, Level, Target, TargetError, TargetOptions};
 
 /// The target specifications `--target` accepts, for help texts.
@@ -41,8 +41,9 @@ postgres+standby-reads://USER@PRIMARY:PORT/DB?standby=HOST:PORT
                           primary, reads key holders and current runs from its
                           hot standby (docs/pg-replication.md)
 store+http://HOST:PORT    any store behind a reqkey-store/1 adapter, any language
-                          (`reqkey serve store` serves a reference one)
-http://HOST:PORT          any agent server speaking reqkey-agent/1
+                          (`reqkey serve store` serves a reference one);
+                          store+https:// over TLS (--cacert PEM for a private CA)
+http://HOST:PORT          any agent server speaking reqkey-agent/1 (https:// over TLS)
 http://A,http://B[,...]   replicas of one agent deployment over one store: requests
                           go round-robin (a race's items to different replicas);
                           every /health must declare one profile
@@ -56,7 +57,8 @@ reference-agent[:VARIANT]@STORE
                           the same over another reference store (sqlite:PATH,
                           postgres://..., redis://..., redis+cluster://...)
 idem+http://HOST:PORT     any app speaking reqkey-idem/1: an Idempotency-Key library
-                          wrapped per docs/idempotency-key.md
+                          wrapped per docs/idempotency-key.md (idem+https:// over TLS);
+                          with --api MAP, any app at its own routes and auth
 reference-idem[:VARIANT][@redis://HOST:PORT]
                           the reference Idempotency-Key middleware, in process
                           (default, wait, released, optional), over memory or Redis
@@ -141,19 +143,24 @@ impl TargetSpec {
         if let Some(idem) = crate::targets::idem::IdemSpec::parse(spec)? {
             return Ok(TargetSpec::Idem(idem));
         }
-        if let Some(authority) = spec.strip_prefix("store+http://") {
+        let store = spec
+            .strip_prefix("store+http://")
+            .map(|a| (a, false))
+            .or_else(|| spec.strip_prefix("store+https://").map(|a| (a, true)));
+        if let Some((authority, tls)) = store {
             if authority.is_empty() || authority.contains('/') {
-                return Err(bad("expected store+http://HOST:PORT"));
+                return Err(bad("expected store+http[s]://HOST:PORT"));
             }
-            let base = HttpBase::parse(&format!("http://{authority}"))
-                .map_err(|_| bad("expected store+http://HOST:PORT"))?;
+            let base = HttpBase::of_authority(authority, tls)
+                .map_err(|_| bad("expected store+http[s]://HOST:PORT"))?;
             return Ok(TargetSpec::StoreHttp { base });
         }
-        if spec.starts_with("http://") && spec.contains(',') {
+        let agent_http = spec.starts_with("http://") || spec.starts_with("https://");
+        if agent_http && spec.contains(',') {
             let bases: Vec<&str> = spec.split(',').collect();
             if bases.len() > MAX_REPLICAS {
                 return Err(bad(&format!(
-                    "expected 2 to {MAX_REPLICAS} endpoints http://HOST:PORT,http://HOST:PORT,..."
+                    "expected 2 to {MAX_REPLICAS} endpoints http[s]://HOST:PORT,http[s]://HOST:PORT,..."
                 )));
             }
             let bases = bases
@@ -162,7 +169,7 @@ impl TargetSpec {
                 .collect::<Result<Vec<_>, _>>()?;
             return Ok(TargetSpec::AgentReplicas { bases });
         }
-        if spec.starts_with("http://") {
+        if agent_http {
             return Ok(TargetSpec::AgentHttp {
                 base: HttpBase::parse(spec).map_err(|what| bad(&what))?,
             });
@@ -227,6 +234,38 @@ impl TargetSpec {
     /// An HTTP target whose `/health` does not answer over HTTP, or names
     /// the other protocol, fails here (see [`reachable`]).
     pub async fn open(&self, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
+        let timeout_ms = opts.call_timeout_ms;
+        match self.open_unnamed(opts).await {
+            Err(e @ TargetError::Certificate(_)) => {
+                // Name the certificate of the endpoint the refusal names.
+                let message = e.to_string();
+                let bases = self.http_bases();
+                let base = bases
+                    .iter()
+                    .find(|b| message.contains(&b.to_string()))
+                    .or(bases.first());
+                match base {
+                    Some(base) => {
+                        Err(transport::name_refused_certificate(e, base, timeout_ms).await)
+                    }
+                    None => Err(e),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// The HTTP endpoints the target names (none for a target in process).
+    pub fn http_bases(&self) -> Vec<HttpBase> {
+        match self {
+            TargetSpec::StoreHttp { base } | TargetSpec::AgentHttp { base } => vec![base.clone()],
+            TargetSpec::AgentReplicas { bases } => bases.clone(),
+            TargetSpec::Idem(idem) => idem.http_base().into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    async fn open_unnamed(&self, opts: TargetOptions) -> Result<Arc<dyn Target>, TargetError> {
         let name = self.display_name();
         match self {
             TargetSpec::Store(StoreSpec::Memory) => Ok(Arc::new(InProcessStore::new(
@@ -251,11 +290,11 @@ impl TargetSpec {
                 Ok(Arc::new(InProcessStore::new(name, opened)))
             }
             TargetSpec::StoreHttp { base } => {
-                let target = HttpStore::new(&name, base, opts)?;
+                let target = HttpStore::new(&name, base, &opts)?;
                 reachable(target).await
             }
             TargetSpec::AgentHttp { base } => {
-                let target = HttpAgentTarget::new(base, opts)?;
+                let target = HttpAgentTarget::new(base, &opts)?;
                 reachable(target).await
             }
             TargetSpec::ReferenceAgent { variant, store } => Ok(Arc::new(
@@ -264,7 +303,7 @@ impl TargetSpec {
             TargetSpec::AgentReplicas { bases } => {
                 let replicas = bases
                     .iter()
-                    .map(|b| HttpAgentTarget::new(b, opts))
+                    .map(|b| HttpAgentTarget::new(b, &opts))
                     .collect::<Result<Vec<_>, _>>()?;
                 replicated(ReplicaTarget::new(name, replicas)?).await
             }
@@ -305,9 +344,7 @@ impl fmt::Display for TargetSpec {
         match self {
             TargetSpec::Store(store) => write!(f, "{store}"),
             TargetSpec::StoreHttp { base } => {
-                let shown = base.to_string();
-                let authority = shown.strip_prefix("http://").unwrap_or(&shown);
-                write!(f, "store+http://{authority}")
+                write!(f, "store+{}://{}", base.scheme(), base.shown_authority())
             }
             TargetSpec::AgentHttp { base } => write!(f, "{base}"),
             TargetSpec::AgentReplicas { bases } => {
@@ -359,6 +396,13 @@ pub fn builtin_variants(level: Level) -> Vec<String> {
         Level::Store => reqkey_reference::store::MemoryDefect::ALL
             .iter()
             .map(|d| format!("broken-memory:{}", d.name()))
+            // Judged through a database link the harness owns: `--start
+            // 'reqkey serve store --store {db} ...' --db postgres+DEFECT://...`.
+            .chain(
+                reqkey_reference::store::PgLinkDefect::ALL
+                    .iter()
+                    .map(|d| d.scheme()),
+            )
             .collect(),
         Level::Agent => reqkey_reference::agent::ExecutorDefect::ALL
             .iter()
@@ -369,11 +413,16 @@ pub fn builtin_variants(level: Level) -> Vec<String> {
 }
 
 /// Is `name` a built-in variant of `level` that the falsification record
-/// may name: a `broken-memory:DEFECT` store, or a `reference-agent[:VARIANT]`
-/// server (in process, over its own memory store), optionally stated to be
-/// of a profile (`reference-agent --profile interrupt-previous`).
+/// may name: a `broken-memory:DEFECT` store, a `postgres+DEFECT` store (the
+/// broken PostgreSQL stores only a fault on the database link shows, named
+/// by their scheme), or a `reference-agent[:VARIANT]` server (in process,
+/// over its own memory store), optionally stated to be of a profile
+/// (`reference-agent --profile interrupt-previous`).
 pub fn is_builtin_variant(level: Level, name: &str) -> bool {
     let target = name.split(" --profile ").next().unwrap_or(name);
+    if level == Level::Store && reqkey_reference::store::PgLinkDefect::from_scheme(name).is_some() {
+        return true;
+    }
     matches!(
         (level, TargetSpec::parse(target)),
         (
@@ -386,7 +435,7 @@ pub fn is_builtin_variant(level: Level, name: &str) -> bool {
             Level::Idem,
             Ok(TargetSpec::Idem(
                 crate::targets::idem::IdemSpec::Reference {
-                    redis_url: None,
+                    storage: crate::targets::idem::IdemStorageSpec::Memory,
                     ..
                 }
             ))
@@ -408,6 +457,9 @@ mod tests {
     #[test]
     fn builtin_variants_are_the_broken_stores_and_the_reference_servers() {
         assert!(is_builtin_variant(Level::Store, "broken-memory:no-cas"));
+        assert!(is_builtin_variant(Level::Store, "postgres+blind-retry"));
+        assert!(!is_builtin_variant(Level::Store, "postgres+nope"));
+        assert!(!is_builtin_variant(Level::Agent, "postgres+blind-retry"));
         assert!(!is_builtin_variant(Level::Store, "memory"));
         assert!(!is_builtin_variant(Level::Store, "broken-memory:nope"));
         assert!(!is_builtin_variant(Level::Agent, "broken-memory:no-cas"));

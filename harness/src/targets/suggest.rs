@@ -1,10 +1,10 @@
-//! "Did you mean" for a `--target` no form takes: a misspelt scheme or name, a missing `:`, TLS.
+//! "Did you mean" for a `--target` no form takes: a misspelt scheme or name, a missing `:`.
 //!
 //! Why: `memroy` and `store+http//127.0.0.1:7001` used to get only
-//! "unknown target", and `store+https://` read as if the form did not
-//! exist rather than as "TLS is not supported" (issue 41). The check is
-//! on the form's head (the scheme or the name before `:`), never on a
-//! host or a path, and suggests at most one form.
+//! "unknown target" (issue 41). The check is on the form's head (the
+//! scheme or the name before `:`), never on a host or a path, and
+//! suggests at most one form. TLS forms (`https://`, `store+https://`,
+//! `idem+https://`) are forms like the others (issue 48).
 
 /// The heads of the target forms and the separator each takes after it.
 const FORMS: &[(&str, &str)] = &[
@@ -16,7 +16,13 @@ const FORMS: &[(&str, &str)] = &[
     ("redis", "://"),
     ("redis+cluster", "://"),
     ("store+http", "://"),
+    ("store+https", "://"),
     ("http", "://"),
+    ("https", "://"),
+    ("idem+http", "://"),
+    ("idem+https", "://"),
+    ("reference-idem", ""),
+    ("broken-idem", ":"),
     ("reference-agent", ""),
     ("reference-agents", ":"),
 ];
@@ -33,12 +39,6 @@ pub fn hint(spec: &str) -> Option<String> {
         .unwrap_or(after.len());
     let (sep, rest) = after.split_at(sep_len);
     let lower = head.to_ascii_lowercase();
-    if lower == "https" || lower == "store+https" {
-        return Some(format!(
-            "`{head}://` (TLS) is not supported: reqkey speaks plain HTTP/1.1 to a target; certify the server on a plain `{}://` port (on loopback, or behind a local TLS-terminating tunnel)",
-            &head[..head.len() - 1]
-        ));
-    }
     let (form, form_sep) = FORMS
         .iter()
         .map(|(form, form_sep)| (osa_distance(&lower, form), *form, *form_sep))
@@ -129,12 +129,17 @@ mod tests {
     }
 
     #[test]
-    fn tls_says_it_is_not_supported() {
-        for spec in ["store+https://h:1", "https://h:1"] {
-            let h = hint(spec).unwrap_or_default();
-            assert!(h.contains("TLS) is not supported"), "{h}");
-        }
-        assert!(hint("store+https://h:1").is_some_and(|h| h.contains("plain `store+http://`")));
+    fn tls_forms_are_forms_and_their_misspellings_get_them() {
+        assert_eq!(hint("store+https://h:1"), None);
+        assert_eq!(hint("idem+https://h:1"), None);
+        assert_eq!(
+            hint("store+htps://h:1").as_deref(),
+            Some("did you mean `store+https://h:1`?")
+        );
+        assert_eq!(
+            hint("idem+htps//h:1").as_deref(),
+            Some("did you mean `idem+https://h:1`?")
+        );
     }
 
     #[test]

@@ -20,8 +20,9 @@ use crate::targets::{Level, TargetError, TargetOptions};
 /// 3xx is the target's answer, judged like any other; following it would
 /// judge another server under this target's name), no proxy, and every
 /// exchange bounded by the call timeout from connect to the body's end.
-pub fn client(opts: TargetOptions) -> Result<reqwest::Client, TargetError> {
+pub fn client(opts: &TargetOptions) -> Result<reqwest::Client, TargetError> {
     reqwest::Client::builder()
+        .use_preconfigured_tls(opts.link.tls()?.as_ref().clone())
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(opts.call_timeout())
@@ -52,6 +53,17 @@ pub fn classify(e: &reqwest::Error, base: &str, timeout_ms: u64) -> TargetError 
         return TargetError::Timeout { timeout_ms };
     }
     let message = crate::secrets::scrub(&format!("{}: {}", redact_url(base), full_message(e)));
+    if let Some(refused) = crate::targets::tls::rustls_cause(e) {
+        let why = crate::targets::tls::reason(refused);
+        return if crate::targets::tls::is_certificate_refusal(refused) {
+            TargetError::Certificate(format!("{}: {why}", redact_url(base)))
+        } else {
+            TargetError::Unreachable(format!(
+                "{}: the TLS handshake failed ({why}): is the target serving TLS on that port?",
+                redact_url(base)
+            ))
+        };
+    }
     if e.is_connect() {
         return TargetError::Unreachable(message);
     }
@@ -183,28 +195,94 @@ mod tests {
     }
 }
 
-/// The base URL of an HTTP target (`http://HOST:PORT[/prefix]`), held
-/// whole for the client; it formats redacted.
+/// The base URL of an HTTP target (`http://HOST:PORT` or
+/// `https://HOST:PORT`), held whole for the client; it formats redacted.
 #[derive(Clone, PartialEq, Eq)]
 pub struct HttpBase(String);
 
 impl HttpBase {
-    /// `http://HOST:PORT` (a trailing `/` dropped); anything else is the
-    /// reason it is not one.
+    /// `http://HOST:PORT` or `https://HOST:PORT` (a trailing `/` dropped);
+    /// anything else is the reason it is not one.
     pub fn parse(text: &str) -> Result<HttpBase, String> {
         let text = text.trim().trim_end_matches('/');
-        match text.strip_prefix("http://") {
+        let rest = text
+            .strip_prefix("http://")
+            .or_else(|| text.strip_prefix("https://"));
+        match rest {
             Some(rest) if !rest.is_empty() && !rest.contains('/') => Ok(HttpBase(text.to_owned())),
             Some(rest) if rest.contains('/') => {
-                Err("expected http://HOST:PORT, without a path".to_owned())
+                Err("expected http[s]://HOST:PORT, without a path".to_owned())
             }
-            _ => Err("expected http://HOST:PORT".to_owned()),
+            _ => Err("expected http://HOST:PORT or https://HOST:PORT".to_owned()),
         }
+    }
+
+    /// `scheme://HOST:PORT` from a scheme-less authority (`tls`: https).
+    pub fn of_authority(authority: &str, tls: bool) -> Result<HttpBase, String> {
+        HttpBase::parse(&format!(
+            "{}://{authority}",
+            if tls { "https" } else { "http" }
+        ))
     }
 
     /// The URL the client connects to (with any userinfo it carries).
     pub fn url(&self) -> &str {
         &self.0
+    }
+
+    /// Is it reached over TLS (`https://`)?
+    pub fn is_tls(&self) -> bool {
+        self.0.starts_with("https://")
+    }
+
+    /// `HOST:PORT`, userinfo left out (the port defaulted by the scheme).
+    pub fn authority(&self) -> String {
+        let rest = self.0.split_once("://").map_or(self.0.as_str(), |(_, r)| r);
+        let hostport = rest.rsplit('@').next().unwrap_or(rest);
+        let has_port = hostport
+            .rsplit_once(':')
+            .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        if has_port {
+            hostport.to_owned()
+        } else {
+            format!("{hostport}:{}", if self.is_tls() { 443 } else { 80 })
+        }
+    }
+
+    /// The target's form without its scheme: `HOST:PORT`, userinfo
+    /// redacted, for forms such as `store+https://` to print back.
+    pub fn shown_authority(&self) -> String {
+        let shown = self.to_string();
+        shown
+            .split_once("://")
+            .map_or(shown.clone(), |(_, rest)| rest.to_owned())
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.is_tls() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
+/// A certificate refusal with the certificate named: the one `base`
+/// presents is read in a second handshake that checks nothing and sends
+/// nothing (`tls::name_certificate`). Any other error is returned as is.
+pub async fn name_refused_certificate(
+    e: TargetError,
+    base: &HttpBase,
+    timeout_ms: u64,
+) -> TargetError {
+    let TargetError::Certificate(message) = e else {
+        return e;
+    };
+    let timeout = std::time::Duration::from_millis(timeout_ms.min(5_000));
+    match crate::targets::tls::name_certificate(&base.authority(), timeout).await {
+        Some(named) => TargetError::Certificate(format!("{message}; the certificate: {named}")),
+        None => TargetError::Certificate(message),
     }
 }
 

@@ -14,47 +14,73 @@
 //! to the close). A connection that closes before the head is whole is
 //! [`TargetError::Closed`]; an answer that is not HTTP is
 //! [`TargetError::NotHttp`]: never a verdict.
+//!
+//! Over TLS (`https://`), `wire: exact` means the same HTTP/1.1 bytes
+//! inside the TLS stream: the spelling judged is the request's, and TLS
+//! is only its carrier (the handshake is the one every other exchange
+//! makes, `tls.rs`, with the same trust). An absolute-form target names
+//! the `https` scheme.
 
 use std::time::Duration;
 
 use reqkey_scenario::agent_step::Wire;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::targets::access::Access;
 use crate::targets::{HttpRequest, HttpResponse, TargetError};
+
+/// A connection the request is written on: TCP, or TLS over TCP.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// The most a response head may take.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
-/// Sends `request` to the server at `base` (`http://[userinfo@]HOST:PORT`)
-/// as written, and reads its answer whole.
+/// Sends `request` to the server at `base`
+/// (`http[s]://[userinfo@]HOST:PORT`) as written, and reads its answer
+/// whole.
 pub async fn exchange(
     base: &str,
     request: &HttpRequest,
     cap: u64,
     timeout_ms: u64,
+    link: &Access,
 ) -> Result<HttpResponse, TargetError> {
     tokio::time::timeout(
         Duration::from_millis(timeout_ms),
-        exchange_unbounded(base, request, cap),
+        exchange_unbounded(base, request, cap, link),
     )
     .await
     .unwrap_or(Err(TargetError::Timeout { timeout_ms }))
 }
 
-/// The authority (`HOST:PORT`) of `base`, userinfo left out.
-fn authority(base: &str) -> Result<&str, TargetError> {
-    let rest = base
-        .strip_prefix("http://")
-        .ok_or_else(|| TargetError::BadSpec("a raw wire step needs an http:// target".into()))?;
+/// The authority (`HOST:PORT`) of `base`, userinfo left out, and whether
+/// it is reached over TLS.
+fn authority(base: &str) -> Result<(&str, bool), TargetError> {
+    let (rest, tls) = match (base.strip_prefix("http://"), base.strip_prefix("https://")) {
+        (Some(rest), _) => (rest, false),
+        (_, Some(rest)) => (rest, true),
+        _ => {
+            return Err(TargetError::BadSpec(
+                "a raw wire step needs an http:// or https:// target".into(),
+            ))
+        }
+    };
     let rest = rest.split('/').next().unwrap_or(rest);
-    Ok(rest.rsplit('@').next().unwrap_or(rest))
+    Ok((rest.rsplit('@').next().unwrap_or(rest), tls))
 }
 
 /// The request's bytes: head as written, then the body.
 pub fn request_bytes(host: &str, request: &HttpRequest) -> Vec<u8> {
+    request_bytes_for(host, false, request)
+}
+
+/// [`request_bytes`], the absolute form naming `https` when `tls`.
+fn request_bytes_for(host: &str, tls: bool, request: &HttpRequest) -> Vec<u8> {
+    let scheme = if tls { "https" } else { "http" };
     let target = match request.wire {
-        Wire::AbsoluteForm => format!("http://{host}{}", request.path),
+        Wire::AbsoluteForm => format!("{scheme}://{host}{}", request.path),
         Wire::Library | Wire::Exact => request.path.clone(),
     };
     let mut out = format!("{} {target} HTTP/1.1\r\n", request.method).into_bytes();
@@ -79,13 +105,33 @@ async fn exchange_unbounded(
     base: &str,
     request: &HttpRequest,
     cap: u64,
+    link: &Access,
 ) -> Result<HttpResponse, TargetError> {
-    let host = authority(base)?;
-    let mut stream = TcpStream::connect(host)
+    let (host, tls) = authority(base)?;
+    let tcp = TcpStream::connect(host)
         .await
         .map_err(|e| TargetError::Unreachable(format!("{host}: {e}")))?;
+    let mut stream: Box<dyn Io> = if tls {
+        let config = link.tls()?;
+        match crate::targets::tls::connect(config, crate::targets::tls::host_of(host), tcp).await {
+            Ok(s) => Box::new(s),
+            Err(e) => {
+                return Err(match crate::targets::tls::rustls_cause(&e) {
+                    Some(r) if crate::targets::tls::is_certificate_refusal(r) => {
+                        TargetError::Certificate(format!(
+                            "{host}: {}",
+                            crate::targets::tls::reason(r)
+                        ))
+                    }
+                    _ => TargetError::Unreachable(format!("{host}: the TLS handshake failed: {e}")),
+                })
+            }
+        }
+    } else {
+        Box::new(tcp)
+    };
     stream
-        .write_all(&request_bytes(host, request))
+        .write_all(&request_bytes_for(host, tls, request))
         .await
         .map_err(|e| TargetError::Closed(format!("{host}: {e}")))?;
     let limit = usize::try_from(cap)
@@ -236,7 +282,13 @@ mod tests {
             "POST http://127.0.0.1:9/sessions/s/start HTTP/1.1\r\nX-HELIX-REQUEST-KEY:  k1 \r\n\
              Host: 127.0.0.1:9\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
         );
-        assert_eq!(authority("http://u:p@h:1").unwrap(), "h:1");
+        assert_eq!(authority("http://u:p@h:1").unwrap(), ("h:1", false));
+        assert_eq!(authority("https://h:2").unwrap(), ("h:2", true));
+        let tls = String::from_utf8(request_bytes_for("h:2", true, &request)).unwrap();
+        assert!(
+            tls.starts_with("POST https://h:2/sessions/s/start HTTP/1.1\r\n"),
+            "{tls}"
+        );
     }
 
     #[test]

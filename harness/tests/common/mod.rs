@@ -4,7 +4,9 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod crash;
+pub mod link;
 pub mod processes;
+pub mod tls;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};

@@ -77,7 +77,9 @@ pub fn redact_url(url: &str) -> String {
         .split(',')
         .map(|a| match a.rsplit_once('@') {
             Some((userinfo, host))
-                if matches!(scheme, "postgres" | "postgresql" | "postgres+standby-reads") =>
+                if scheme == "postgresql"
+                    || scheme == "postgres"
+                    || scheme.starts_with("postgres+") =>
             {
                 match userinfo.split_once(':') {
                     Some((user, _)) => format!("{user}:{REDACTED}@{host}"),

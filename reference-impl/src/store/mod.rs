@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod legacy;
+pub mod link_defects;
 pub mod memory;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 mod pool;
@@ -24,6 +25,7 @@ pub use self::api::{
     dispatch, dispatch_wire, dispatch_wire_bytes, redact_url, OpenError, SessionStateStore,
     REDACTED,
 };
+pub use self::link_defects::PgLinkDefect;
 pub use self::memory::{MemoryDefect, MemoryStore};
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;

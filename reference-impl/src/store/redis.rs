@@ -41,11 +41,21 @@
 //! (`[A-Za-z0-9._:-]`, SPEC 1) before any key is built from it, so it cannot
 //! contain a brace that would change the tag. The cluster client routes
 //! each script and command to the master of the session's slot and follows
-//! `MOVED`/`ASK` redirections. It may resend a command whose connection
-//! dropped; for the commit that is safe (a resent commit meets its own run
-//! and answers `replayed` by rule 1, writing nothing), and a status change
-//! resent after it succeeded finds the run already changed and answers as
-//! a second change would.
+//! `MOVED`/`ASK` redirections.
+//!
+//! Writes are never sent twice (SPEC 4, "The database link"). A cluster
+//! client left to itself resends a command whose connection dropped; a
+//! resent commit would meet its own run and answer `replayed` to the one
+//! client that sent it once, and a resent status change would meet its
+//! own status and answer `invalid_transition` (issue 49's link faults
+//! showed both). So the store's cluster client resends nothing, and the
+//! store decides: a command the server refused without running it (a
+//! redirection, a slot in migration, a cluster not ready) is sent again,
+//! a bounded number of times, read or write; a read whose connection
+//! dropped is sent again (a read sent twice answers the same); a write
+//! whose connection dropped is not, and answers `internal`, its outcome
+//! unknown. Every command is bounded by `RESPONSE_TIMEOUT`, the store's
+//! own bound on its database.
 
 use std::time::Duration;
 
@@ -63,19 +73,20 @@ use reqkey_model::{
 use super::api::{redact_url, OpenError, SessionStateStore};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Long enough for the benchmark's seeding pipelines.
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The store's bound on one command (a benchmark's seeding pipeline
+/// included): past it the command answers `internal`, its outcome unknown.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts per (re)connection, backing off from 100 ms up to the delay
 /// below; the first connection is bounded by `CONNECT_TIMEOUT` as a whole.
 const RECONNECT_RETRIES: usize = 3;
 const RECONNECT_MAX_DELAY: Duration = Duration::from_secs(1);
 /// Bound on `setRunStatus`'s compare-and-set retries.
 const MAX_STATUS_ATTEMPTS: usize = 16;
-/// A cluster command is retried (redirections, a dropped node connection)
-/// at most this often, waiting at most `CLUSTER_MAX_RETRY_WAIT_MS` between
-/// tries, and answers within `RESPONSE_TIMEOUT` overall.
+/// A command the server did not run, or a read whose connection dropped,
+/// is sent again at most this often, `RESEND_WAIT_MS` times the try
+/// number apart (see [`RedisStore::read`]).
 const CLUSTER_RETRIES: u32 = 5;
-const CLUSTER_MAX_RETRY_WAIT_MS: u64 = 1_000;
+const RESEND_WAIT_MS: u64 = 50;
 
 /// The scheme of a Redis Cluster store specification.
 pub const CLUSTER_SCHEME: &str = "redis+cluster://";
@@ -299,11 +310,11 @@ pub fn cluster_node_urls(spec: &str) -> Result<Vec<String>, String> {
 
 /// The Redis reference store, on one Redis or on a Redis Cluster. Cheap to
 /// clone. On one Redis it holds one multiplexed connection, re-established
-/// in the background when Redis drops it: the command that meets the broken
-/// connection answers `internal`, later ones go through the new connection;
-/// nothing is retried blindly. On a cluster it holds the cluster client's
-/// connection (one per master), which routes by slot and reconnects by
-/// itself (see the module notes on what it resends).
+/// in the background when Redis drops it: a write that meets the broken
+/// connection answers `internal` (its outcome unknown), a read is sent
+/// again, on the new connection; no write is sent twice. On a cluster it
+/// holds the cluster client's connection (one per master), which resends
+/// nothing itself (see the module notes).
 #[derive(Clone)]
 pub struct RedisStore {
     conn: Conn,
@@ -327,6 +338,39 @@ impl std::fmt::Debug for RedisStore {
 
 fn redis_err(e: redis::RedisError) -> StoreError {
     StoreError::internal(format!("redis: {e}"))
+}
+
+/// Did the server refuse a command without running it (a cluster's
+/// redirection, a slot in migration, a cluster or master not ready, a
+/// server loading)? Then sending it again is safe.
+fn not_run(e: &redis::RedisError) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    matches!(
+        e.kind(),
+        ErrorKind::Server(
+            ServerErrorKind::Moved
+                | ServerErrorKind::Ask
+                | ServerErrorKind::TryAgain
+                | ServerErrorKind::ClusterDown
+                | ServerErrorKind::MasterDown
+                | ServerErrorKind::BusyLoading
+        )
+    )
+}
+
+/// A read or a write, sent by [`RedisStore::read`] / [`RedisStore::write`].
+enum Command<'a> {
+    Cmd(&'a redis::Cmd),
+    Script(&'a redis::ScriptInvocation<'a>),
+}
+
+impl Command<'_> {
+    async fn send<T: redis::FromRedisValue>(&self, mut conn: Conn) -> redis::RedisResult<T> {
+        match self {
+            Command::Cmd(cmd) => cmd.query_async(&mut conn).await,
+            Command::Script(script) => script.invoke_async(&mut conn).await,
+        }
+    }
 }
 
 fn parse_run(json: &str) -> Result<RunMetadata, StoreError> {
@@ -380,12 +424,13 @@ impl RedisStore {
             message,
         };
         let nodes = cluster_node_urls(url).map_err(|e| backend_err(format!("bad URL: {e}")))?;
+        // The client resends nothing: the store decides what is sent again
+        // (`RedisStore::read`, `RedisStore::write`).
         let client = ClusterClient::builder(nodes)
             .connection_timeout(CONNECT_TIMEOUT)
             .response_timeout(RESPONSE_TIMEOUT)
             .overall_response_timeout(Some(RESPONSE_TIMEOUT))
-            .retries(CLUSTER_RETRIES)
-            .max_retry_wait(CLUSTER_MAX_RETRY_WAIT_MS)
+            .retries(0)
             .build()
             .map_err(|e| backend_err(format!("bad URL: {e}")))?;
         let mut conn = tokio::time::timeout(CONNECT_TIMEOUT, client.get_async_connection())
@@ -424,6 +469,42 @@ impl RedisStore {
             renew_lease: Script::new(RENEW_LEASE_LUA),
             expire_lease: Script::new(EXPIRE_LEASE_LUA),
             delete: Script::new(DELETE_LUA),
+        }
+    }
+
+    /// A read: sent again when the server did not run it ([`not_run`]) or
+    /// its connection dropped (a read sent twice answers the same), a
+    /// bounded number of times, while the client learns the slot's owner
+    /// or connects again.
+    async fn read<T: redis::FromRedisValue>(&self, command: Command<'_>) -> Result<T, StoreError> {
+        self.send(command, true).await
+    }
+
+    /// A write: sent again only when the server refused it without
+    /// running it ([`not_run`]), a bounded number of times; a write whose
+    /// connection broke is never sent again (its outcome is unknown:
+    /// `internal`, SPEC 4 `[[store.link.unknown-outcome]]`).
+    async fn write<T: redis::FromRedisValue>(&self, command: Command<'_>) -> Result<T, StoreError> {
+        self.send(command, false).await
+    }
+
+    async fn send<T: redis::FromRedisValue>(
+        &self,
+        command: Command<'_>,
+        read: bool,
+    ) -> Result<T, StoreError> {
+        let mut tries: u64 = 0;
+        loop {
+            match command.send(self.conn.clone()).await {
+                Err(e)
+                    if tries < u64::from(CLUSTER_RETRIES)
+                        && (not_run(&e) || (read && e.is_connection_dropped())) =>
+                {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(RESEND_WAIT_MS * tries)).await;
+                }
+                answer => return answer.map_err(redis_err),
+            }
         }
     }
 
@@ -555,9 +636,8 @@ impl SessionStateStore for RedisStore {
                 .map_err(|e| StoreError::internal(e.to_string()))?,
             reqkey_model::written_json(&start.input)
         );
-        let mut conn = self.conn.clone();
-        let answer: Vec<String> = self
-            .commit
+        let mut invocation = self.commit.prepare_invoke();
+        invocation
             .key(&k.runs)
             .key(&k.digests)
             .key(&k.request_keys)
@@ -574,10 +654,8 @@ impl SessionStateStore for RedisStore {
             .arg(start.expected_current_run_id.as_deref().unwrap_or_default())
             .arg(start.request_key.as_deref().unwrap_or_default())
             .arg(start.request_digest.as_deref().unwrap_or_default())
-            .arg(entry)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(redis_err)?;
+            .arg(entry);
+        let answer: Vec<String> = self.write(Command::Script(&invocation)).await?;
         let tag = answer.first().map(String::as_str);
         let payload = answer.get(1).cloned();
         match (tag, payload) {
@@ -612,33 +690,24 @@ impl SessionStateStore for RedisStore {
         session_id: &str,
         run_id: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
-        let json: Option<String> = redis::cmd("HGET")
-            .arg(Keys::checked(session_id)?.runs)
-            .arg(run_id)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err)?;
+        let mut cmd = redis::cmd("HGET");
+        cmd.arg(Keys::checked(session_id)?.runs).arg(run_id);
+        let json: Option<String> = self.read(Command::Cmd(&cmd)).await?;
         json.as_deref().map(parse_run).transpose()
     }
 
     async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
         let k = Keys::checked(session_id)?;
-        let json: Option<String> = self
-            .current
-            .key(&k.order)
-            .key(&k.runs)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err)?;
+        let mut invocation = self.current.prepare_invoke();
+        invocation.key(&k.order).key(&k.runs);
+        let json: Option<String> = self.read(Command::Script(&invocation)).await?;
         json.as_deref().map(parse_run).transpose()
     }
 
     async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
-        let values: Vec<String> = redis::cmd("HVALS")
-            .arg(Keys::checked(session_id)?.runs)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err)?;
+        let mut cmd = redis::cmd("HVALS");
+        cmd.arg(Keys::checked(session_id)?.runs);
+        let values: Vec<String> = self.read(Command::Cmd(&cmd)).await?;
         let mut runs = values
             .iter()
             .map(|json| parse_run(json))
@@ -653,25 +722,19 @@ impl SessionStateStore for RedisStore {
         request_key: &str,
     ) -> Result<Option<RunMetadata>, StoreError> {
         let k = Keys::checked(session_id)?;
-        let json: Option<String> = self
-            .by_key
+        let mut invocation = self.by_key.prepare_invoke();
+        invocation
             .key(&k.request_keys)
             .key(&k.runs)
-            .arg(request_key)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err)?;
+            .arg(request_key);
+        let json: Option<String> = self.read(Command::Script(&invocation)).await?;
         json.as_deref().map(parse_run).transpose()
     }
 
     async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
-        let entries: Vec<String> = redis::cmd("LRANGE")
-            .arg(Keys::checked(session_id)?.inputs)
-            .arg(0)
-            .arg(-1)
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err)?;
+        let mut cmd = redis::cmd("LRANGE");
+        cmd.arg(Keys::checked(session_id)?.inputs).arg(0).arg(-1);
+        let entries: Vec<String> = self.read(Command::Cmd(&cmd)).await?;
         entries
             .iter()
             .map(|e| {
@@ -688,14 +751,10 @@ impl SessionStateStore for RedisStore {
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError> {
         let k = Keys::checked(session_id)?;
-        let mut conn = self.conn.clone();
         for _ in 0..MAX_STATUS_ATTEMPTS {
-            let old: Option<String> = redis::cmd("HGET")
-                .arg(&k.runs)
-                .arg(run_id)
-                .query_async(&mut conn)
-                .await
-                .map_err(redis_err)?;
+            let mut cmd = redis::cmd("HGET");
+            cmd.arg(&k.runs).arg(run_id);
+            let old: Option<String> = self.read(Command::Cmd(&cmd)).await?;
             let old = old.ok_or_else(|| {
                 StoreError::NotFound(format!("no run {run_id} in session {session_id}"))
             })?;
@@ -704,15 +763,9 @@ impl SessionStateStore for RedisStore {
             run.status = status;
             let new =
                 serde_json::to_string(&run).map_err(|e| StoreError::internal(e.to_string()))?;
-            let swapped: i64 = self
-                .set_status
-                .key(&k.runs)
-                .arg(run_id)
-                .arg(&old)
-                .arg(&new)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(redis_err)?;
+            let mut invocation = self.set_status.prepare_invoke();
+            invocation.key(&k.runs).arg(run_id).arg(&old).arg(&new);
+            let swapped: i64 = self.write(Command::Script(&invocation)).await?;
             if swapped == 1 {
                 return Ok(run);
             }
@@ -727,17 +780,15 @@ impl SessionStateStore for RedisStore {
         let [request_keys, runs, digests, order, inputs, leases] = k.all();
         // The session existed if any of its data keys did; a lease alone
         // (taken before a commit that was then refused) does not make one.
-        let removed: i64 = self
-            .delete
+        let mut invocation = self.delete.prepare_invoke();
+        invocation
             .key(request_keys)
             .key(runs)
             .key(digests)
             .key(order)
             .key(inputs)
-            .key(leases)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err)?;
+            .key(leases);
+        let removed: i64 = self.write(Command::Script(&invocation)).await?;
         Ok(removed > 0)
     }
 
@@ -749,15 +800,13 @@ impl SessionStateStore for RedisStore {
         expires_at_ms: u64,
     ) -> Result<bool, StoreError> {
         let k = Keys::checked(session_id)?;
-        let renewed: i64 = self
-            .renew_lease
+        let mut invocation = self.renew_lease.prepare_invoke();
+        invocation
             .key(&k.leases)
             .arg(run_id)
             .arg(owner)
-            .arg(expires_at_ms)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err)?;
+            .arg(expires_at_ms);
+        let renewed: i64 = self.write(Command::Script(&invocation)).await?;
         Ok(renewed == 1)
     }
 
@@ -768,14 +817,10 @@ impl SessionStateStore for RedisStore {
         now_ms: u64,
     ) -> Result<Option<RunMetadata>, StoreError> {
         let k = Keys::checked(session_id)?;
-        let mut conn = self.conn.clone();
         for _ in 0..MAX_STATUS_ATTEMPTS {
-            let old: Option<String> = redis::cmd("HGET")
-                .arg(&k.runs)
-                .arg(run_id)
-                .query_async(&mut conn)
-                .await
-                .map_err(redis_err)?;
+            let mut cmd = redis::cmd("HGET");
+            cmd.arg(&k.runs).arg(run_id);
+            let old: Option<String> = self.read(Command::Cmd(&cmd)).await?;
             let Some(old) = old else {
                 return Ok(None);
             };
@@ -787,17 +832,15 @@ impl SessionStateStore for RedisStore {
             after.status = RunStatus::Interrupted;
             let new =
                 serde_json::to_string(&after).map_err(|e| StoreError::internal(e.to_string()))?;
-            let swapped: i64 = self
-                .expire_lease
+            let mut invocation = self.expire_lease.prepare_invoke();
+            invocation
                 .key(&k.runs)
                 .key(&k.leases)
                 .arg(run_id)
                 .arg(&old)
                 .arg(&new)
-                .arg(now_ms)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(redis_err)?;
+                .arg(now_ms);
+            let swapped: i64 = self.write(Command::Script(&invocation)).await?;
             match swapped {
                 1 => return Ok(Some(after)),
                 0 => {

@@ -2,7 +2,8 @@
 //! one place that knows the forms a store can be named by (`memory`,
 //! `sqlite:PATH`, `postgres://...`, `redis://...`, `rediss://...`,
 //! `redis+cluster://...`, `broken-memory:DEFECT`,
-//! `postgres+standby-reads://...`). The harness's
+//! `postgres+standby-reads://...`, `postgres+DEFECT://...` of
+//! [`PgLinkDefect`]). The harness's
 //! `--target` and `@STORE`, `reqkey serve store` and `reqkey serve agent`
 //! all parse through [`StoreSpec::parse`]; nothing else matches a scheme.
 //!
@@ -17,6 +18,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::api::{redact_url, OpenError, SessionStateStore};
+use super::link_defects::PgLinkDefect;
 use super::memory::{MemoryDefect, MemoryStore};
 #[cfg(feature = "postgres")]
 use super::postgres::PostgresStore;
@@ -39,7 +41,14 @@ redis+cluster://HOST:PORT[,HOST:PORT...]
 postgres+standby-reads://USER@PRIMARY:PORT/DB?standby=HOST:PORT
                           a deliberately broken PostgreSQL store: writes to the
                           primary, reads key holders and current runs from its
-                          hot standby (docs/pg-replication.md)";
+                          hot standby (docs/pg-replication.md)
+postgres+blind-retry://USER@HOST/DB, postgres+early-success://...,
+postgres+half-written://..., postgres+no-retry://...
+                          deliberately broken PostgreSQL stores only a fault on
+                          the database link shows: a commit run again after the
+                          link broke, a commit whose answer never came counted
+                          as done, a run and its input in two transactions, a
+                          rolled-back write not run again (docs/link-faults.md)";
 
 /// A URL that may carry a secret. Formats (Display and Debug) as its
 /// redacted form; [`SecretUrl::expose`] is the only way to the text.
@@ -99,6 +108,14 @@ pub enum StoreSpec {
         url: SecretUrl,
         primary: SecretUrl,
         standby: SecretUrl,
+    },
+    /// `postgres+DEFECT://...`: a deliberately broken Postgres store only a
+    /// fault on its database link shows (`url` as given, `postgres` the
+    /// `postgres://` URL it connects to).
+    PostgresLinkDefect {
+        defect: PgLinkDefect,
+        url: SecretUrl,
+        postgres: SecretUrl,
     },
 }
 
@@ -177,6 +194,14 @@ impl StoreSpec {
             "postgres" | "postgresql" => Ok(StoreSpec::Postgres { url: url() }),
             "redis" | "rediss" => Ok(StoreSpec::Redis { url: url() }),
             "redis+cluster" => Ok(StoreSpec::RedisCluster { url: url() }),
+            scheme if PgLinkDefect::from_scheme(scheme).is_some() => {
+                let defect = PgLinkDefect::from_scheme(scheme).ok_or_else(unknown)?;
+                Ok(StoreSpec::PostgresLinkDefect {
+                    defect,
+                    url: url(),
+                    postgres: SecretUrl::new(format!("postgres://{rest}")),
+                })
+            }
             STANDBY_READS_SCHEME => {
                 let (primary, standby) = standby_reads_urls(rest).ok_or_else(unknown)?;
                 Ok(StoreSpec::PostgresStandbyReads {
@@ -219,6 +244,14 @@ impl StoreSpec {
             )),
             #[cfg(not(feature = "postgres"))]
             StoreSpec::PostgresStandbyReads { .. } => Err(OpenError::NotBuilt("postgres")),
+            #[cfg(feature = "postgres")]
+            StoreSpec::PostgresLinkDefect {
+                defect, postgres, ..
+            } => Ok(Arc::new(
+                PostgresStore::connect_with_link_defect(postgres.expose(), *defect).await?,
+            )),
+            #[cfg(not(feature = "postgres"))]
+            StoreSpec::PostgresLinkDefect { .. } => Err(OpenError::NotBuilt("postgres")),
             #[cfg(feature = "redis")]
             StoreSpec::Redis { url } | StoreSpec::RedisCluster { url } => {
                 Ok(Arc::new(RedisStore::connect(url.expose()).await?))
@@ -240,7 +273,8 @@ impl fmt::Display for StoreSpec {
             StoreSpec::Postgres { url }
             | StoreSpec::Redis { url }
             | StoreSpec::RedisCluster { url }
-            | StoreSpec::PostgresStandbyReads { url, .. } => write!(f, "{url}"),
+            | StoreSpec::PostgresStandbyReads { url, .. }
+            | StoreSpec::PostgresLinkDefect { url, .. } => write!(f, "{url}"),
         }
     }
 }
@@ -292,6 +326,19 @@ mod tests {
             StoreSpec::parse("broken-memory:no-cas").unwrap(),
             StoreSpec::BrokenMemory(_)
         ));
+        for defect in PgLinkDefect::ALL {
+            let text = format!("{}://u:pw@h:1/db", defect.scheme());
+            let StoreSpec::PostgresLinkDefect {
+                defect: parsed,
+                postgres,
+                ..
+            } = StoreSpec::parse(&text).unwrap()
+            else {
+                panic!("{text} is not a link defect")
+            };
+            assert_eq!(parsed, defect);
+            assert_eq!(postgres.expose(), "postgres://u:pw@h:1/db");
+        }
         let StoreSpec::PostgresStandbyReads {
             primary, standby, ..
         } = StoreSpec::parse(
@@ -340,6 +387,7 @@ mod tests {
             "rediss://hunter2@cache:6380",
             "redis+cluster://u:hunter2@a:1,u:hunter2@b:2",
             "postgres+standby-reads://u:hunter2@a:1/db?standby=b:2&password=hunter2",
+            "postgres+blind-retry://u:hunter2@a:1/db",
         ];
         for text in specs {
             let spec = StoreSpec::parse(text).unwrap();

@@ -73,17 +73,6 @@ impl FuzzPass {
         }
     }
 
-    /// A run's exit code with `pass`'s: a failing program is a proven
-    /// violation (1), one that could not judge no verdict (2); neither
-    /// hides the suite's own.
-    pub fn with_suite_exit(suite: u8, pass: Option<&Self>) -> u8 {
-        match (suite, pass.map_or(0, Self::exit_code)) {
-            (0, f) => f,
-            (2, 1) => 1,
-            (c, _) => c,
-        }
-    }
-
     /// One line, the same in every report (raw: each format makes the
     /// reason, which quotes the target, inert its own way).
     pub fn line(&self) -> (String, Option<&str>) {

@@ -2,47 +2,67 @@
 //! decided, the rows written) and at a delete, with what a failed attempt
 //! means: retry, or the typed error.
 
-use reqkey_model::rules::{RunStartContext, RunStartDecision};
-use reqkey_model::{apply_run_start_rules, CommitOutcome, CommitResult, StartRun, StoreError};
+use reqkey_model::rules::{check_status_transition, RunStartContext, RunStartDecision};
+use reqkey_model::{
+    apply_run_start_rules, CommitOutcome, CommitResult, RunMetadata, RunStatus, StartRun,
+    StoreError,
+};
 use tokio_postgres::error::SqlState;
 
 use super::connect::*;
-use super::schema::*;
 use super::standby::*;
+use crate::store::link_defects::PgLinkDefect;
 use crate::store::rows::seq_to_sql;
 
 /// How one attempt of the commit transaction ended.
 pub(super) enum Attempt {
     Done(Result<CommitResult, StoreError>),
-    /// The backstop index fired; re-read the holder.
+    /// A unique index fired (the key's backstop); re-read the holder.
     KeyIndexFired,
-    /// A race with a delete or a deadlock; run the commit again.
+    /// PostgreSQL rolled the transaction back and says it may succeed if
+    /// run again; run the commit again.
     Retry(String),
+}
+
+/// Did PostgreSQL roll the transaction back as one that may succeed if
+/// run again (SQLSTATE 40001 serialization_failure, 40P01
+/// deadlock_detected)? Then nothing of it was written and running it
+/// again is safe (SPEC 4 `[[store.link.rolled-back-retried]]`). Nothing
+/// else is retried: an error without a SQLSTATE (the link broke) or
+/// 40003 (statement completion unknown) leaves the outcome unknown, and a
+/// commit run again after it would answer for a write it cannot know
+/// (`[[store.link.unknown-outcome]]`).
+pub(super) fn rolled_back(e: &tokio_postgres::Error) -> bool {
+    matches!(e.code(), Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
 }
 
 /// Classifies an error of a write inside the commit.
 pub(super) fn write_failure(e: tokio_postgres::Error) -> Attempt {
     match e.code() {
-        Some(code) if *code == SqlState::UNIQUE_VIOLATION => {
-            let constraint = e.as_db_error().and_then(|d| d.constraint());
-            if constraint == Some(KEY_INDEX) {
-                Attempt::KeyIndexFired
-            } else {
-                Attempt::Retry(describe(&e))
-            }
-        }
-        Some(code) if *code == SqlState::T_R_DEADLOCK_DETECTED => Attempt::Retry(describe(&e)),
+        _ if rolled_back(&e) => Attempt::Retry(describe(&e)),
+        Some(code) if *code == SqlState::UNIQUE_VIOLATION => Attempt::KeyIndexFired,
         _ => Attempt::Done(Err(pg_err(e))),
     }
+}
+
+/// What one commit attempt reads and does differently in a broken
+/// variant (every field `false`/`None` in the reference).
+#[derive(Clone, Copy, Default)]
+pub(super) struct AttemptHow<'a> {
+    /// Off only in the backstop test.
+    pub(super) read_holder: bool,
+    /// The standby-reads variant's standby.
+    pub(super) standby: Option<&'a StandbyConn>,
+    /// A link variant (tests of tests only).
+    pub(super) defect: Option<PgLinkDefect>,
 }
 
 pub(super) async fn commit_attempt(
     conn: &mut Conn,
     start: &StartRun,
-    read_holder: bool,
-    standby: Option<&StandbyConn>,
+    how: AttemptHow<'_>,
 ) -> Attempt {
-    match commit_attempt_inner(conn, start, read_holder, standby).await {
+    match commit_attempt_inner(conn, start, how).await {
         Ok(attempt) => attempt,
         Err(e) => write_failure(e),
     }
@@ -51,9 +71,13 @@ pub(super) async fn commit_attempt(
 pub(super) async fn commit_attempt_inner(
     conn: &mut Conn,
     start: &StartRun,
-    read_holder: bool,
-    standby: Option<&StandbyConn>,
+    how: AttemptHow<'_>,
 ) -> Result<Attempt, tokio_postgres::Error> {
+    let AttemptHow {
+        read_holder,
+        standby,
+        defect,
+    } = how;
     let st = &conn.stmts;
     let tx = conn.client.transaction().await?;
     let sid = &start.session_id;
@@ -131,17 +155,18 @@ pub(super) async fn commit_attempt_inner(
                 ],
             )
             .await?;
-            tx.execute(
-                &st.insert_input,
-                &[
-                    &run.session_id,
-                    &seq,
-                    &run.run_id,
-                    &reqkey_model::written_json(&start.input),
-                ],
-            )
-            .await?;
-            tx.commit().await?;
+            let input = reqkey_model::written_json(&start.input);
+            let input_params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+                [&run.session_id, &seq, &run.run_id, &input];
+            if defect == Some(PgLinkDefect::HalfWritten) {
+                // The broken variant: the run (and its key) in one
+                // transaction, its input in a second.
+                tx.commit().await?;
+                conn.client.execute(&st.insert_input, &input_params).await?;
+            } else {
+                tx.execute(&st.insert_input, &input_params).await?;
+                tx.commit().await?;
+            }
             Ok(Attempt::Done(Ok(CommitResult {
                 outcome: CommitOutcome::Started,
                 run,
@@ -178,4 +203,35 @@ pub(super) async fn delete_attempt(
     tx.commit().await?;
     // A session exists exactly while it has runs.
     Ok(runs > 0)
+}
+
+/// One attempt of `setRunStatus`: the run locked, the transition checked,
+/// the status written. `Ok(Err(..))` is the store's typed refusal (the
+/// read-only transaction rolled back on drop); `Err` a database error.
+pub(super) async fn status_attempt(
+    conn: &mut Conn,
+    session_id: &str,
+    run_id: &str,
+    status: RunStatus,
+) -> Result<Result<RunMetadata, StoreError>, tokio_postgres::Error> {
+    let st = &conn.stmts;
+    let tx = conn.client.transaction().await?;
+    let row = tx.query_opt(&st.lock_run, &[&session_id, &run_id]).await?;
+    let mut run = match opt_run(row) {
+        Ok(Some(run)) => run,
+        Ok(None) => {
+            return Ok(Err(StoreError::NotFound(format!(
+                "no run {run_id} in session {session_id}"
+            ))))
+        }
+        Err(e) => return Ok(Err(e)),
+    };
+    if let Err(e) = check_status_transition(&run, status) {
+        return Ok(Err(e));
+    }
+    tx.execute(&st.update_status, &[&session_id, &run_id, &status.as_str()])
+        .await?;
+    tx.commit().await?;
+    run.status = status;
+    Ok(Ok(run))
 }

@@ -21,14 +21,24 @@
 //!
 //! The unique index is a backstop. Under the lock it cannot fire, but if it
 //! ever does (a writer that bypasses the lock), the store re-reads the
-//! holder and answers `request_key_taken` naming it, never SQLSTATE 23505.
-//! Other unique violations and deadlocks retry the whole commit, a bounded
-//! number of times. Neither arises from this store's own writes: every
-//! write transaction takes the session row first (`INSERT ... ON CONFLICT
-//! DO UPDATE`, atomic under concurrency), there are no foreign keys, so a
-//! commit racing `deleteSession` waits for it; the retry is for a writer
-//! outside this store (issue 40: the server's log showed no such error
-//! over the races, the fuzzer's batches and the crash scenarios).
+//! holder and answers `request_key_taken` naming it, never SQLSTATE 23505
+//! (no holder left: the commit runs again).
+//!
+//! The database link (SPEC 4, "The database link"; issue 49). A write
+//! PostgreSQL rolled back as a serialization failure or a deadlock
+//! (40001, 40P01) is run again, a bounded number of times: nothing of it
+//! was written. Every other failure answers `internal` at once and is
+//! never run again: a link that broke (an error without a SQLSTATE) or
+//! 40003 after the commit was sent leaves its outcome unknown, and a
+//! commit run again would meet its own run and answer `replayed` to the
+//! one client that sent it once. Every operation is bounded by
+//! `OP_TIMEOUT` (the wait for a pooled connection and every statement);
+//! past it the operation answers `internal` and its connection is
+//! dropped, so an answer that arrives late can never be read as the
+//! answer to a later statement. Neither a deadlock nor a serialization
+//! failure arises from this store's own writes (every write transaction
+//! takes the session row first, there are no foreign keys); the harness's
+//! link faults make the database answer them (docs/link-faults.md).
 //!
 //! Migrations are versioned (`reqkey_migrations`) and run in one
 //! transaction under a transaction-scoped advisory lock, so concurrent
@@ -45,8 +55,11 @@
 //! A standby shows a commit only once it has replayed it, so those reads
 //! can name a past state: the common mistake of sending a replicated
 //! store's reads to a replica, which the race and linearizability
-//! scenarios must catch.
+//! scenarios must catch. [`PostgresStore::connect_with_link_defect`]
+//! builds the broken variants only a fault on the database link shows
+//! ([`PgLinkDefect`]).
 
+mod bounded;
 mod commit;
 mod connect;
 mod schema;
@@ -55,12 +68,11 @@ mod standby;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use reqkey_model::rules::{check_status_transition, validate_start_run};
+use reqkey_model::rules::validate_start_run;
 use reqkey_model::{
-    CommitResult, InputEntry, RunMetadata, RunStartRejection, RunStatus, StartRun, StoreError,
+    CommitOutcome, CommitResult, InputEntry, RunMetadata, RunStartRejection, RunStatus, StartRun,
+    StoreError,
 };
-use tokio_postgres::error::SqlState;
 use tokio_postgres::{Config, Statement};
 
 use self::commit::*;
@@ -68,7 +80,8 @@ pub(crate) use self::connect::seed_first_schema;
 use self::connect::*;
 use self::schema::*;
 use self::standby::*;
-use crate::store::api::{lease_over, redact_url, OpenError, SessionStateStore};
+use crate::store::api::{lease_over, redact_url, OpenError};
+use crate::store::link_defects::PgLinkDefect;
 use crate::store::pool::{Lease, Pool};
 use crate::store::rows::{input_entry, seq_to_sql};
 
@@ -89,6 +102,12 @@ struct Inner {
     /// Only in the broken standby-reads variant: where the key's holder
     /// and the current run are read.
     standby: Option<Standby>,
+    /// Only in a broken link variant (tests of tests).
+    defect: Option<PgLinkDefect>,
+    /// Only in the half-written variant: every operation holds it, so that
+    /// no client of this store ever sees the window between its two
+    /// transactions; only a link that breaks inside it shows the half.
+    serial: Option<tokio::sync::Mutex<()>>,
 }
 
 impl PostgresStore {
@@ -125,6 +144,8 @@ impl PostgresStore {
                 pool: Pool::new(POOL_SIZE),
                 read_holder: true,
                 standby: None,
+                defect: None,
+                serial: None,
             }),
         };
         let (lease, _) = store
@@ -149,6 +170,8 @@ impl PostgresStore {
                 pool: Pool::new(POOL_SIZE),
                 read_holder: false,
                 standby: None,
+                defect: None,
+                serial: None,
             }),
         }
     }
@@ -206,8 +229,47 @@ impl PostgresStore {
                     target,
                     pool,
                 }),
+                defect: None,
+                serial: None,
             }),
         })
+    }
+
+    /// A deliberately broken variant only a fault on the database link
+    /// shows (see [`PgLinkDefect`]): the reference store on `url`, with
+    /// the defect's commit. For the tests of tests only.
+    pub async fn connect_with_link_defect(
+        url: &str,
+        defect: PgLinkDefect,
+    ) -> Result<Self, OpenError> {
+        let store = Self::connect(url).await?;
+        let pool = Pool::new(POOL_SIZE);
+        if let Some(conn) = store.inner.pool.take().await.ok().and_then(|(_, c)| c) {
+            let (lease, _) = pool.take().await.map_err(|e| OpenError::Backend {
+                backend: "postgres",
+                target: store.inner.target.clone(),
+                message: e.to_string(),
+            })?;
+            pool.put(lease, conn);
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config: store.inner.config.clone(),
+                target: store.inner.target.clone(),
+                pool,
+                read_holder: true,
+                standby: None,
+                defect: Some(defect),
+                serial: (defect == PgLinkDefect::HalfWritten).then(|| tokio::sync::Mutex::new(())),
+            }),
+        })
+    }
+
+    /// Is a write that failed with `e` run again? Only when PostgreSQL
+    /// rolled it back as one that may succeed if run again (not in the
+    /// broken `no-retry` variant).
+    fn runs_again(&self, e: &tokio_postgres::Error) -> bool {
+        rolled_back(e) && self.inner.defect != Some(PgLinkDefect::NoRetry)
     }
 
     /// A connection to the standby, when this is the standby-reads variant.
@@ -266,6 +328,11 @@ impl PostgresStore {
         if let Some(conn) = idle.filter(|c| !c.client.is_closed()) {
             return Ok((lease, conn));
         }
+        Ok((lease, self.open_conn().await?))
+    }
+
+    /// A new connection with its prepared statements.
+    async fn open_conn(&self) -> Result<Conn, StoreError> {
         let client = tokio::time::timeout(CONNECT_TIMEOUT, connect_client(&self.inner.config))
             .await
             .map_err(|_| {
@@ -273,7 +340,7 @@ impl PostgresStore {
             })?
             .map_err(pg_err)?;
         let stmts = Stmts::prepare(&client).await.map_err(pg_err)?;
-        Ok((lease, Conn { client, stmts }))
+        Ok(Conn { client, stmts })
     }
 
     /// Gives a connection back unless the call failed at the backend level.
@@ -377,17 +444,10 @@ impl PostgresStore {
     }
 }
 
-#[async_trait]
-impl SessionStateStore for PostgresStore {
-    fn backend(&self) -> &'static str {
-        "postgres"
-    }
-
-    fn durable(&self) -> bool {
-        true
-    }
-
-    async fn commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
+/// The operations, each unbounded: `bounded.rs` bounds them by
+/// `OP_TIMEOUT` and implements the trait with them.
+impl PostgresStore {
+    async fn op_commit_run_start(&self, start: StartRun) -> Result<CommitResult, StoreError> {
         // Malformed fields are refused before a query can trip on them.
         validate_start_run(&start)?;
         let (lease, mut conn) = self.conn().await?;
@@ -395,10 +455,47 @@ impl SessionStateStore for PostgresStore {
         let mut last_retry = String::new();
         let mut result = None;
         for _ in 0..MAX_COMMIT_ATTEMPTS {
-            let on_standby = standby.as_ref().map(|(_, c)| c);
-            match commit_attempt(&mut conn, &start, self.inner.read_holder, on_standby).await {
+            let how = AttemptHow {
+                read_holder: self.inner.read_holder,
+                standby: standby.as_ref().map(|(_, c)| c),
+                defect: self.inner.defect,
+            };
+            match commit_attempt(&mut conn, &start, how).await {
+                // The broken variant: the link broke, so it connects again
+                // and runs the commit again, blind to whether it landed.
+                Attempt::Done(Err(StoreError::Internal(why)))
+                    if self.inner.defect == Some(PgLinkDefect::BlindRetry)
+                        && conn.client.is_closed() =>
+                {
+                    last_retry = why;
+                    conn = self.open_conn().await?;
+                }
+                // The broken variant: a write whose link broke counted as
+                // done, the run it meant to write answered.
+                Attempt::Done(Err(StoreError::Internal(_)))
+                    if self.inner.defect == Some(PgLinkDefect::EarlySuccess)
+                        && conn.client.is_closed() =>
+                {
+                    result = Some(Ok(CommitResult {
+                        outcome: CommitOutcome::Started,
+                        run: RunMetadata {
+                            session_id: start.session_id.clone(),
+                            run_id: start.run_id.clone(),
+                            status: RunStatus::Running,
+                            start_sequence: 1,
+                            request_key: start.request_key.clone(),
+                            request_digest: start.request_digest.clone(),
+                        },
+                    }));
+                    break;
+                }
                 Attempt::Done(r) => {
                     result = Some(r);
+                    break;
+                }
+                // The broken variant: a rolled-back commit answered as failed.
+                Attempt::Retry(why) if self.inner.defect == Some(PgLinkDefect::NoRetry) => {
+                    result = Some(Err(StoreError::internal(why)));
                     break;
                 }
                 Attempt::Retry(why) => last_retry = why,
@@ -439,7 +536,7 @@ impl SessionStateStore for PostgresStore {
         result
     }
 
-    async fn get_run(
+    async fn op_get_run(
         &self,
         session_id: &str,
         run_id: &str,
@@ -450,7 +547,10 @@ impl SessionStateStore for PostgresStore {
             .pop())
     }
 
-    async fn get_current_run(&self, session_id: &str) -> Result<Option<RunMetadata>, StoreError> {
+    async fn op_get_current_run(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<RunMetadata>, StoreError> {
         if let Some(read) = self.standby_read(StandbyRead::Current { session_id }).await {
             return read;
         }
@@ -460,11 +560,11 @@ impl SessionStateStore for PostgresStore {
             .pop())
     }
 
-    async fn list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
+    async fn op_list_runs(&self, session_id: &str) -> Result<Vec<RunMetadata>, StoreError> {
         self.query_runs(|s| &s.list_runs, &[&session_id]).await
     }
 
-    async fn get_run_by_request_key(
+    async fn op_get_run_by_request_key(
         &self,
         session_id: &str,
         request_key: &str,
@@ -484,7 +584,7 @@ impl SessionStateStore for PostgresStore {
             .pop())
     }
 
-    async fn list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
+    async fn op_list_inputs(&self, session_id: &str) -> Result<Vec<InputEntry>, StoreError> {
         let (lease, conn) = self.conn().await?;
         let result = match conn
             .client
@@ -505,49 +605,23 @@ impl SessionStateStore for PostgresStore {
         result
     }
 
-    async fn set_run_status(
+    async fn op_set_run_status(
         &self,
         session_id: &str,
         run_id: &str,
         status: RunStatus,
     ) -> Result<RunMetadata, StoreError> {
         let (lease, mut conn) = self.conn().await?;
-        let result = async {
-            let st = &conn.stmts;
-            let tx = conn.client.transaction().await.map_err(pg_err)?;
-            let row = tx
-                .query_opt(&st.lock_run, &[&session_id, &run_id])
-                .await
-                .map_err(pg_err)?;
-            let mut run = opt_run(row)?.ok_or_else(|| {
-                StoreError::NotFound(format!("no run {run_id} in session {session_id}"))
-            })?;
-            // A refusal rolls the (read-only) transaction back on drop.
-            check_status_transition(&run, status)?;
-            tx.execute(&st.update_status, &[&session_id, &run_id, &status.as_str()])
-                .await
-                .map_err(pg_err)?;
-            tx.commit().await.map_err(pg_err)?;
-            run.status = status;
-            Ok(run)
-        }
-        .await;
-        self.give_back(lease, conn, &result);
-        result
-    }
-
-    async fn delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
-        let (lease, mut conn) = self.conn().await?;
         let mut result = Err(StoreError::internal(format!(
-            "deleteSession deadlocked {MAX_COMMIT_ATTEMPTS} times in a row"
+            "setRunStatus was rolled back {MAX_COMMIT_ATTEMPTS} times in a row"
         )));
         for _ in 0..MAX_COMMIT_ATTEMPTS {
-            match delete_attempt(&mut conn, session_id).await {
-                Ok(existed) => {
-                    result = Ok(existed);
+            match status_attempt(&mut conn, session_id, run_id, status).await {
+                Ok(answer) => {
+                    result = answer;
                     break;
                 }
-                Err(e) if e.code() == Some(&SqlState::T_R_DEADLOCK_DETECTED) => continue,
+                Err(e) if self.runs_again(&e) => continue,
                 Err(e) => {
                     result = Err(pg_err(e));
                     break;
@@ -558,7 +632,29 @@ impl SessionStateStore for PostgresStore {
         result
     }
 
-    async fn renew_lease(
+    async fn op_delete_session(&self, session_id: &str) -> Result<bool, StoreError> {
+        let (lease, mut conn) = self.conn().await?;
+        let mut result = Err(StoreError::internal(format!(
+            "deleteSession was rolled back {MAX_COMMIT_ATTEMPTS} times in a row"
+        )));
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            match delete_attempt(&mut conn, session_id).await {
+                Ok(existed) => {
+                    result = Ok(existed);
+                    break;
+                }
+                Err(e) if self.runs_again(&e) => continue,
+                Err(e) => {
+                    result = Err(pg_err(e));
+                    break;
+                }
+            }
+        }
+        self.give_back(lease, conn, &result);
+        result
+    }
+
+    async fn op_renew_lease(
         &self,
         session_id: &str,
         run_id: &str,
@@ -585,7 +681,7 @@ impl SessionStateStore for PostgresStore {
         result
     }
 
-    async fn expire_lease(
+    async fn op_expire_lease(
         &self,
         session_id: &str,
         run_id: &str,

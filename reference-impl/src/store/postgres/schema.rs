@@ -10,14 +10,16 @@ use crate::store::rows::pending_migrations;
 /// Connections kept open (and at most in use at once).
 pub(super) const POOL_SIZE: usize = 8;
 pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How many times a commit is retried after a deadlock or a non-key unique
-/// violation (both only possible in a race with `deleteSession` or a
-/// foreign writer).
+/// How many times a write runs when PostgreSQL rolls it back as a
+/// serialization failure or a deadlock (SPEC 4 `[[store.link.rolled-back-retried]]`).
 pub(super) const MAX_COMMIT_ATTEMPTS: usize = 5;
+/// The bound on one store operation, every statement and the wait for a
+/// pooled connection included: past it the operation answers `internal`
+/// (its outcome unknown, SPEC 4 `[[store.link.unknown-outcome]]`) and its
+/// connection is dropped, never reused.
+pub(super) const OP_TIMEOUT: Duration = Duration::from_secs(5);
 /// The advisory lock key that serializes migrations ("reqkey" in ASCII).
 pub(super) const MIGRATION_LOCK_KEY: i64 = 0x7265_716b_6579;
-/// The backstop index, as Postgres names it in a violation.
-pub(super) const KEY_INDEX: &str = "reqkey_runs_session_request_key";
 
 pub(super) const MIGRATIONS: &[(i32, &str, &str)] = &[
     (

@@ -1,0 +1,237 @@
+//! What every request to a target carries and keeps, whatever its level:
+//! the TLS trust (`--cacert`, `tls.rs`), the credentials (`--header`,
+//! curl's spelling), and the pace (`--max-rps`).
+//!
+//! Parsed once at the command line into a [`Access`] that every HTTP target,
+//! the exact-bytes writer and the proxy's upstream client share. A
+//! credential's value is registered as a secret when it is parsed
+//! (`secrets.rs`), so that no output shows it even where an error quotes
+//! it; it is added at the lowest layer, under the request a report shows.
+//!
+//! A value written `env:NAME` is read from the environment variable NAME
+//! (so that a token needs to be on no command line and in no file); an
+//! unset variable is a usage error naming the variable, never the value.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rustls::ClientConfig;
+use tokio::time::Instant;
+
+use crate::targets::{tls, TargetError};
+
+/// How every request reaches a target.
+#[derive(Clone, Default)]
+pub struct Access(Arc<Inner>);
+
+#[derive(Default)]
+struct Inner {
+    /// `None`: the system's roots only ([`tls::default_config`]).
+    tls: Option<Arc<ClientConfig>>,
+    /// The `--cacert` file, for messages.
+    cacert: Option<String>,
+    headers: Vec<(String, Vec<u8>)>,
+    pace: Option<Pace>,
+}
+
+impl Access {
+    /// A link trusting the system's roots and `cacert`, sending `headers`
+    /// (`NAME: VALUE` each, as [`parse_header`] reads them) on every
+    /// request, at most `max_rps` requests a second.
+    pub fn new(
+        cacert: Option<&Path>,
+        headers: &[String],
+        max_rps: Option<u32>,
+    ) -> Result<Access, String> {
+        let tls = cacert.map(|p| tls::client_config(Some(p))).transpose()?;
+        let headers = headers
+            .iter()
+            .map(|h| parse_header(h))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Access(Arc::new(Inner {
+            tls,
+            cacert: cacert.map(|p| p.display().to_string()),
+            headers,
+            pace: max_rps.map(Pace::new),
+        })))
+    }
+
+    /// The TLS client configuration every HTTPS exchange uses.
+    pub fn tls(&self) -> Result<Arc<ClientConfig>, TargetError> {
+        match &self.0.tls {
+            Some(config) => Ok(Arc::clone(config)),
+            None => tls::default_config().map_err(TargetError::BadSpec),
+        }
+    }
+
+    /// The `--cacert` file, if one was given.
+    pub fn cacert(&self) -> Option<&str> {
+        self.0.cacert.as_deref()
+    }
+
+    /// The credential headers sent on every request.
+    pub fn headers(&self) -> &[(String, Vec<u8>)] {
+        &self.0.headers
+    }
+
+    /// `headers` of a request with the credentials added (a header the
+    /// request already carries, by name, is left as the request has it).
+    pub fn with_credentials(&self, headers: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
+        let mut out = headers.to_vec();
+        for (name, value) in self.headers() {
+            if !out.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                out.push((name.clone(), value.clone()));
+            }
+        }
+        out
+    }
+
+    /// The `--max-rps` bound, if any.
+    pub fn max_rps(&self) -> Option<u32> {
+        self.0.pace.as_ref().map(|p| p.rps)
+    }
+
+    /// Waits for this request's turn under `--max-rps` (at once without
+    /// one). Bounded: a request waits at most for the requests already
+    /// queued before it, one interval each.
+    pub async fn pace(&self) {
+        if let Some(pace) = &self.0.pace {
+            tokio::time::sleep_until(pace.turn(Instant::now())).await;
+        }
+    }
+}
+
+impl fmt::Debug for Access {
+    /// Names the credentials' headers, never their values.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.0.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Access")
+            .field("cacert", &self.0.cacert)
+            .field("headers", &names)
+            .field("max_rps", &self.max_rps())
+            .finish()
+    }
+}
+
+/// A rate of at most `rps` requests a second with bursts of up to `rps`
+/// (a generic cell rate: each request takes the next slot one interval
+/// after the last, and may go up to `rps - 1` intervals early), so that a
+/// race scenario's burst still starts at once under a rate that allows it.
+struct Pace {
+    rps: u32,
+    interval: Duration,
+    /// When the next request's slot is (the theoretical arrival time).
+    next: Mutex<Option<Instant>>,
+}
+
+impl Pace {
+    fn new(rps: u32) -> Pace {
+        let rps = rps.max(1);
+        Pace {
+            rps,
+            interval: Duration::from_secs(1) / rps,
+            next: Mutex::new(None),
+        }
+    }
+
+    /// The instant a request asking at `now` may go.
+    fn turn(&self, now: Instant) -> Instant {
+        let mut next = self
+            .next
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = next.map_or(now, |n| n.max(now));
+        *next = Some(slot + self.interval);
+        let early = self.interval * (self.rps - 1);
+        slot.checked_sub(early).map_or(now, |t| t.max(now))
+    }
+}
+
+/// `NAME: VALUE` (curl's `--header` spelling) into a header, its value
+/// read from the environment when written `env:VAR`, and registered as a
+/// secret (with the credentials after an auth scheme, `Bearer TOKEN`).
+/// A mistake names the header and never the value.
+pub fn parse_header(text: &str) -> Result<(String, Vec<u8>), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or("--header takes `NAME: VALUE` (a colon after the name)")?;
+    let name = name.trim();
+    reqwest::header::HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("--header: `{name}` is not a header name"))?;
+    let value = resolve_value(name, value.trim())?;
+    reqwest::header::HeaderValue::from_bytes(value.as_bytes())
+        .map_err(|_| format!("--header {name}: the value cannot be sent in HTTP/1.1"))?;
+    register_credential(&value);
+    Ok((name.to_owned(), value.into_bytes()))
+}
+
+/// A header value as written, or read from the environment (`env:VAR`).
+pub fn resolve_value(name: &str, written: &str) -> Result<String, String> {
+    let Some(var) = written.strip_prefix("env:") else {
+        return Ok(written.to_owned());
+    };
+    if var.is_empty() || !var.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(format!(
+            "header {name}: `env:{var}` does not name an environment variable"
+        ));
+    }
+    std::env::var(var)
+        .map_err(|_| format!("header {name}: the environment variable {var} is not set"))
+}
+
+/// Registers a credential's value as a secret, and the credentials after
+/// its auth scheme (`Bearer TOKEN`, `Basic B64`) on their own.
+pub fn register_credential(value: &str) {
+    crate::secrets::register_secret(value);
+    if let Some((_, credentials)) = value.split_once(' ') {
+        crate::secrets::register_secret(credentials.trim());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn headers_parse_in_curls_spelling_and_read_the_environment() {
+        let (n, v) = parse_header("X-Tenant: acme-corp").unwrap();
+        assert_eq!((n.as_str(), v.as_slice()), ("X-Tenant", &b"acme-corp"[..]));
+        std::env::set_var("REQKEY_LINK_TEST_TOKEN", "Bearer tok-from-env-123");
+        let (_, v) = parse_header("Authorization: env:REQKEY_LINK_TEST_TOKEN").unwrap();
+        assert_eq!(v, b"Bearer tok-from-env-123");
+        assert_eq!(crate::secrets::scrub("saw tok-from-env-123"), "saw ***");
+        let e = parse_header("Authorization: env:REQKEY_LINK_UNSET_VAR").unwrap_err();
+        assert!(e.contains("REQKEY_LINK_UNSET_VAR is not set"), "{e}");
+        assert!(parse_header("no colon here").is_err());
+        let e = parse_header("Bad Name: s3cr3t-value").unwrap_err();
+        assert!(!e.contains("s3cr3t-value"), "{e}");
+        let e = parse_header("X-A: bad\u{1}s3cr3t").unwrap_err();
+        assert!(!e.contains("s3cr3t"), "{e}");
+    }
+
+    #[test]
+    fn a_request_keeps_its_own_header_and_gets_the_others() {
+        let link = Access::new(None, &["Authorization: Bearer a-b-c-d".into()], None).unwrap();
+        let out = link.with_credentials(&[("x-a".into(), b"1".to_vec())]);
+        assert_eq!(out.len(), 2);
+        let own = link.with_credentials(&[("authorization".into(), b"mine".to_vec())]);
+        assert_eq!(own, vec![("authorization".to_owned(), b"mine".to_vec())]);
+        assert!(!format!("{link:?}").contains("a-b-c-d"));
+    }
+
+    #[test]
+    fn the_pace_allows_a_burst_then_one_request_an_interval() {
+        let pace = Pace::new(4);
+        let start = Instant::now();
+        let turns: Vec<Duration> = (0..8).map(|_| pace.turn(start) - start).collect();
+        assert!(turns[..4].iter().all(|t| t.is_zero()), "{turns:?}");
+        assert_eq!(turns[4], Duration::from_millis(250));
+        assert_eq!(turns[7], Duration::from_millis(1000));
+        // A second later the bucket is full again.
+        let later = start + Duration::from_secs(3);
+        assert_eq!(pace.turn(later), later);
+    }
+}
