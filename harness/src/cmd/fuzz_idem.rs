@@ -52,10 +52,17 @@ pub fn fuzz_idem_command(
             ExitCode::SUCCESS
         }
         IdemFuzzOutcome::Failed(f) => {
-            println!(
-                "FAIL: a program does not conform; shrunk to {} steps",
-                f.program.len()
-            );
+            if f.reason.starts_with("the battery") {
+                println!(
+                    "FAIL: a program of the battery does not conform ({} steps, fixed)",
+                    f.program.len()
+                );
+            } else {
+                println!(
+                    "FAIL: a program does not conform; shrunk to {} steps",
+                    f.program.len()
+                );
+            }
             println!("{}", inert_lines(&f.reason));
             println!("\nseed: {0} (reproduce with --seed {0})", f.seed);
             println!(

@@ -220,8 +220,19 @@ pub struct IdemAnswer {
 }
 
 impl IdemAnswer {
+    /// The run the answer shows: the contract's counter, or (an app played
+    /// through an API map, whose `order` is the created resource's id) the
+    /// id as a number of its own: equal ids, equal orders; a new id, a new
+    /// order (FNV-1a, its top bit set so no counter value meets it).
     fn order(&self) -> Option<u64> {
-        self.json.as_ref()?.get("order")?.as_u64()
+        match self.json.as_ref()?.get("order")? {
+            Value::String(id) if !id.is_empty() => Some(
+                id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+                }) | (1 << 63),
+            ),
+            v => v.as_u64(),
+        }
     }
 
     fn caller(&self) -> Option<&str> {
@@ -588,8 +599,16 @@ pub fn shown_key(k: &Option<String>) -> String {
 /// What an answer shows of a run or replay, for messages.
 pub fn shown_answer(a: &IdemAnswer) -> String {
     let mut s = format!("{}", a.status);
-    if let Some(o) = a.order() {
-        s.push_str(&format!(" order {o}"));
+    match a.json.as_ref().and_then(|j| j.get("order")) {
+        Some(Value::String(id)) if !id.is_empty() => {
+            let id: String = id.chars().take(40).collect();
+            s.push_str(&format!(" order {id:?}"));
+        }
+        _ => {
+            if let Some(o) = a.order() {
+                s.push_str(&format!(" order {o}"));
+            }
+        }
     }
     if let Some(c) = a.caller() {
         let c: String = c.chars().take(40).collect();

@@ -35,7 +35,7 @@ use tokio::sync::Barrier;
 
 pub use crate::run::fuzz::cases::CaseFailure;
 use crate::run::fuzz::cases::{run_cases, CasesOutcome};
-use crate::run::fuzz::idem_battery::{battery, power_line};
+use crate::run::fuzz::idem_battery::{battery, power_line, ProbeKind};
 use crate::run::fuzz::idem_program::{
     arb_program, case_tag, pause_ms, requests_of, Req, Sent, Step,
 };
@@ -263,6 +263,63 @@ pub async fn run_program(
     judge_effects(target, &states, tag, call_timeout_ms, "after the program").await
 }
 
+/// `program` for a target whose failing route does (or does not) sleep:
+/// without, the slow failing route is the failing route at once.
+fn fitted(program: &[Step], failing_sleeps: bool) -> Vec<Step> {
+    if failing_sleeps {
+        return program.to_vec();
+    }
+    let fit = |r: &Req| Req {
+        route: if r.route == 5 { 3 } else { r.route },
+        ..r.clone()
+    };
+    program
+        .iter()
+        .map(|step| match step {
+            Step::Send(r) => Step::Send(fit(r)),
+            Step::Burst { req, copies } => Step::Burst {
+                req: fit(req),
+                copies: *copies,
+            },
+            Step::Batch(reqs) => Step::Batch(reqs.iter().map(fit).collect()),
+            Step::PastLock(r) => Step::PastLock(fit(r)),
+            other => other.clone(),
+        })
+        .collect()
+}
+
+/// Whether the failing route sleeps the `sleepMs` of its body, as
+/// `reqkey-idem/1` has it: one failing request with a fresh key, timed. An
+/// app played through an API map whose failing route takes no duration
+/// answers at once; the battery's failing bursts (whose duplicates must
+/// arrive while the first runs) are then not sent, and every report says so.
+async fn failing_route_sleeps(
+    target: &Arc<dyn Target>,
+    profile: &IdemProfile,
+    tag: &str,
+    call_timeout_ms: u64,
+) -> Result<bool, String> {
+    let req = Req {
+        route: 5,
+        caller: 0,
+        key: 1,
+        payload: 0,
+    };
+    let request = req.resolve(profile, tag, None);
+    let Some(h) =
+        reqkey_model::idem_model::handler_of(&request.method, &request.path, &request.body)
+    else {
+        return Ok(false);
+    };
+    let start = Instant::now();
+    exchange(target, http_request(&request), call_timeout_ms)
+        .await
+        .map_err(|e| match e {
+            CaseFailure::Harness(e) | CaseFailure::Nonconforming(e) => e,
+        })?;
+    Ok(start.elapsed().as_millis() as u64 >= h.sleep_ms)
+}
+
 /// Options of an idem fuzz run.
 #[derive(Debug, Clone)]
 pub struct IdemFuzzOptions {
@@ -288,6 +345,8 @@ pub struct IdemFuzzFailure {
     pub program: Vec<Step>,
     pub reason: String,
     pub scenario_yaml: String,
+    /// What the battery sent, when it ran.
+    pub power: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -308,9 +367,27 @@ pub fn fuzz_idem(
     target: Arc<dyn Target>,
     opts: &IdemFuzzOptions,
 ) -> IdemFuzzOutcome {
+    let mut power = opts.battery.then(power_line);
+    let failing_sleeps = match runtime.block_on(failing_route_sleeps(
+        &target,
+        &opts.profile,
+        &case_tag(&format!("{}.sleeps", opts.namespace), 0),
+        opts.call_timeout_ms,
+    )) {
+        Ok(s) => s,
+        Err(e) => return IdemFuzzOutcome::Error(format!("the failing route's check: {e}")),
+    };
     if opts.battery {
         let namespace = format!("{}.battery", opts.namespace);
+        if !failing_sleeps {
+            power = power.map(|p| {
+                format!("{p} not sent: the failing route answered sooner than its sleepMs (an API map whose failing route does not sleep)")
+            });
+        }
         for (i, probe) in battery(&opts.profile).iter().enumerate() {
+            if probe.kind == ProbeKind::FailingBurst && !failing_sleeps {
+                continue;
+            }
             let tag = case_tag(&namespace, i as u64);
             let ran = runtime.block_on(run_program(
                 &target,
@@ -335,12 +412,18 @@ pub fn fuzz_idem(
                         opts.seed,
                         &reason,
                         probe.repeat.max(RACE_REPEAT),
+                    )
+                    .replacen(
+                        &format!(", shrunk to {} steps.", probe.program.len()),
+                        ", a program of its battery (fixed, not shrunk).",
+                        1,
                     );
                     return IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
                         seed: opts.seed,
                         program: probe.program.clone(),
                         reason,
                         scenario_yaml,
+                        power,
                     }));
                 }
                 Err(CaseFailure::Harness(e)) => {
@@ -357,9 +440,10 @@ pub fn fuzz_idem(
         &strategy,
         |case, program| {
             let tag = case_tag(&opts.namespace, case);
+            let program = fitted(program, failing_sleeps);
             runtime.block_on(run_program(
                 &target,
-                program,
+                &program,
                 &tag,
                 &opts.profile,
                 opts.call_timeout_ms,
@@ -369,9 +453,10 @@ pub fn fuzz_idem(
     match outcome {
         CasesOutcome::Passed => IdemFuzzOutcome::Passed {
             cases: opts.cases,
-            battery: opts.battery.then(power_line),
+            battery: power,
         },
         CasesOutcome::Failed { program, reason } => {
+            let program = fitted(&program, failing_sleeps);
             let scenario_yaml = scenario_yaml(
                 &program,
                 &opts.profile,
@@ -385,6 +470,7 @@ pub fn fuzz_idem(
                 program,
                 reason,
                 scenario_yaml,
+                power,
             }))
         }
         CasesOutcome::Error(e) => IdemFuzzOutcome::Error(e),

@@ -19,7 +19,6 @@ use serde::Serialize;
 
 use crate::run::fuzz::agent::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
 use crate::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
-use crate::run::fuzz::idem_battery::power_line;
 use crate::run::fuzz::store::{fuzz, FuzzOptions, FuzzOutcome};
 use crate::targets::Target;
 
@@ -122,6 +121,11 @@ pub async fn fuzz_pass(
         return FuzzPass::skipped(level, seed);
     }
     let name = target.describe();
+    // Through an API map the callers are the map's (a program's fresh,
+    // tagged callers would all be its default caller): the battery runs
+    // (one caller, fresh keys), the generated programs do not.
+    let mapped = level == Level::Idem && target.api_map().is_some();
+    let cases = if mapped { 0 } else { cases };
     // Fresh sessions on every pass (the seed picks the programs, the
     // namespace only the ids): a second certification of a persistent
     // store with the same seed must not meet the first one's sessions.
@@ -189,9 +193,7 @@ pub async fn fuzz_pass(
                     },
                 ) {
                     IdemFuzzOutcome::Passed { battery, .. } => (None, None, battery),
-                    IdemFuzzOutcome::Failed(f) => {
-                        (Some(f.reason), Some(f.scenario_yaml), Some(power_line()))
-                    }
+                    IdemFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), f.power),
                     IdemFuzzOutcome::Error(e) => return Err(e),
                 }
             }
@@ -202,11 +204,16 @@ pub async fn fuzz_pass(
         Ok(o) => o,
         Err(e) => Err(format!("the fuzz pass stopped: {e}")),
     };
-    let (verdict, reason, scenario_yaml, power) = match outcome {
+    let (verdict, reason, scenario_yaml, mut power) = match outcome {
         Ok((None, _, power)) => ("passed", None, None, power),
         Ok((Some(reason), yaml, power)) => ("failed", Some(reason), yaml, power),
         Err(e) => ("error", Some(e), None, None),
     };
+    if mapped {
+        power = power.map(|p| {
+            format!("{p}; no generated program through an API map (its callers are the map's)")
+        });
+    }
     FuzzPass {
         level: level.name().to_owned(),
         cases,
