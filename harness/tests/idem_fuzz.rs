@@ -195,10 +195,21 @@ fn a_racy_app_is_red_under_every_profile_of_the_space() {
 fn the_dodging_profile_meets_bursts_and_a_racy_app_under_it_is_red() {
     // concurrentStatus 429, errors released, lockMs 60000: no burst
     // scenario applies, the battery still sends 8 copies at once.
-    let found = battery_verdict("broken-idem:check-then-set:long-lock", 0, 9)
-        .expect("the racy app under the dodging profile passed");
+    let spec = "broken-idem:check-then-set:long-lock";
+    let found = battery_verdict(spec, 0, 9).expect("the racy app under the dodging profile passed");
     assert!(found.contains("idem.effect.at-most-once"), "{found}");
     assert!(found.contains("(SucceedingBurst,"), "{found}");
+    // Its scenario repeats the burst as often as the battery sent it, and
+    // replays red on the racy app, green on the reference of the profile.
+    let yaml = &found[found.find("# Found by").expect("a scenario")..];
+    assert!(yaml.contains("repeat: 66"), "{yaml}");
+    let rt = rt();
+    assert_eq!(replay(&rt, yaml, spec), Verdict::Fail, "{yaml}");
+    assert_eq!(
+        replay(&rt, yaml, "reference-idem:long-lock"),
+        Verdict::Pass,
+        "{yaml}"
+    );
 }
 
 #[test]
