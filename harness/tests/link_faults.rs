@@ -204,7 +204,7 @@ fn a_db_no_command_names_is_a_wiring_error() {
         "--target",
         "store+http://127.0.0.1:{port}",
         "--start",
-        "sleep 30",
+        ": {port}; sleep 30",
         "--db",
         "postgres://postgres:hunter2@127.0.0.1:5432/test",
         "scenarios/store/link.reset-after-commit.yaml",

@@ -238,8 +238,12 @@ async fn the_store_that_reads_the_standby_fails_its_races_as_not_linearizable() 
             .failure
             .as_ref()
             .unwrap_or_else(|| panic!("{id} passed on {spec}: {result:#?}"));
+        // On a loaded machine the standby lags further behind, and a
+        // sequential step of the scenario may read the stale answer before
+        // the race's history is judged: red either way, for the stale read.
         assert!(
-            failure.message.contains("not linearizable"),
+            failure.message.contains("not linearizable")
+                || failure.message.contains("answer does not match"),
             "{id}: {failure:#?}"
         );
     }

@@ -216,23 +216,23 @@ fn a_start_secret_glued_to_punctuation_is_hidden_when_the_command_prints_it() {
     for (name, line) in [
         (
             "quoted-export",
-            "export DB_PASSWORD='HUNTER2-q1'; echo \"db $DB_PASSWORD\" >&2; exit 3",
+            ": {port}; export DB_PASSWORD='HUNTER2-q1'; echo \"db $DB_PASSWORD\" >&2; exit 3",
         ),
         (
             "double-quoted",
-            "DB_PASSWORD=\"HUNTER2-q2\"; echo \"db $DB_PASSWORD;\" >&2; exit 3",
+            ": {port}; DB_PASSWORD=\"HUNTER2-q2\"; echo \"db $DB_PASSWORD;\" >&2; exit 3",
         ),
         (
             "flag-equals",
-            "echo server --password=HUNTER2-q3 >&2; exit 3",
+            ": {port}; echo server --password=HUNTER2-q3 >&2; exit 3",
         ),
         (
             "semicolon",
-            "TOKEN=HUNTER2-q4; echo \"($TOKEN)\" >&2; exit 3",
+            ": {port}; TOKEN=HUNTER2-q4; echo \"($TOKEN)\" >&2; exit 3",
         ),
         (
             "url-quoted",
-            "echo 'postgres://app:HUNTER2-q5@db/app' >&2; exit 3",
+            ": {port}; echo 'postgres://app:HUNTER2-q5@db/app' >&2; exit 3",
         ),
     ] {
         certify_leaks_nothing(

@@ -135,7 +135,7 @@ fn orphans_that_shed_the_marker_are_stopped_after_a_pass_a_failure_and_no_verdic
         ),
         (
             "no-verdict",
-            "exec sleep 300".to_owned(),
+            ": {port}; exec sleep 300".to_owned(),
             vec![case.as_str(), "--start-timeout-ms", "2000"],
             2,
         ),
@@ -152,7 +152,7 @@ fn spawn_waiting(helpers: &Helpers) -> Child {
         .args([
             "run",
             "--start",
-            &helpers.command("exec sleep 300"),
+            &helpers.command(": {port}; exec sleep 300"),
             "--target",
             "store+http://127.0.0.1:{port}",
             "--start-timeout-ms",
