@@ -93,11 +93,17 @@ pub fn scrub_json(serialized: &str) -> String {
 }
 
 /// The secrets of one URL: its userinfo's password (or the user when no
-/// password follows: a token) and its query values.
+/// password follows: a token) and its query values. A PostgreSQL URL's
+/// user is a role, never a secret, as `redact_url` shows it: remembering
+/// `postgres` as a secret hid the word in every report (`***://...`).
 fn url_secrets(url: &str) -> Vec<String> {
-    let Some((_, rest)) = url.split_once("://") else {
+    let Some((scheme, rest)) = url.split_once("://") else {
         return Vec::new();
     };
+    let postgres = scheme
+        .rsplit('@')
+        .next()
+        .is_some_and(|s| s == "postgres" || s == "postgresql" || s.starts_with("postgres+"));
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
     let mut found = Vec::new();
@@ -108,10 +114,11 @@ fn url_secrets(url: &str) -> Vec<String> {
                     found.push(password.to_owned());
                     found.push(userinfo.to_owned());
                     // A user with an empty password is a token.
-                    if password.is_empty() {
+                    if password.is_empty() && !postgres {
                         found.push(user.to_owned());
                     }
                 }
+                None if postgres => {}
                 None => found.push(userinfo.to_owned()),
             }
         }
@@ -359,6 +366,22 @@ pub fn forward_scrubbed(stream: impl std::io::Read + Send + 'static) {
 mod tests {
     use super::*;
 
+    /// A PostgreSQL user is a role, shown by `redact_url`; remembered as
+    /// a secret, `postgres` was hidden in every report (`***://...`).
+    #[test]
+    fn a_postgres_user_is_no_secret_but_a_token_as_user_is() {
+        assert!(url_secrets("postgres://postgres@127.0.0.1:5432/test").is_empty());
+        assert_eq!(
+            url_secrets("postgres://app:pw-secret@h/db"),
+            ["pw-secret", "app:pw-secret"]
+        );
+        assert_eq!(url_secrets("redis://tok-12345@h:6379/"), ["tok-12345"]);
+        assert_eq!(
+            url_secrets("https://tok-12345:@h/"),
+            ["", "tok-12345:", "tok-12345"]
+        );
+    }
+
     #[test]
     fn a_command_line_shows_no_secret_and_remembers_each() {
         let line = "DB_PASSWORD=s3cr3t-a server --token s3cr3t-b --port 7001 \
@@ -393,7 +416,7 @@ mod tests {
         "server --api-key=\"{S}\"",
         "server --db 'postgres://u:{S}@h/db';",
         "server --db \"postgres://u:{S}@h:5432/db?x=1\"",
-        "server --db postgres://{S}@h/db;",
+        "server --url https://{S}@h/db;",
         "server --url 'http://h/x?token={S}&a=b'",
         "DATABASE_URL='postgres://app:{S}@db/app' server",
         "curl -H 'Authorization: Bearer {S}' http://h/",
