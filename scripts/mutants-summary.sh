@@ -20,10 +20,14 @@
 #               log, which the spec's table certifies by no scenario
 #               (a suite judges the answers of the server it is given); the
 #               why names the test of the reference that catches it;
+#   superseded  the mutated code was rewritten since, and the mutants of
+#               its successor were run again in a later re-run (the why
+#               names it): judged there, so left out here, never counted
+#               twice (give that re-run's directory too);
 #   open        not killed yet (the why says what would kill it).
 # The score counts killed survivors as detected and leaves equivalent,
-# deleted and unreachable ones out; the strict score counts unreachable
-# ones as missed. An unexplained survivor counts as missed.
+# deleted, superseded and unreachable ones out; the strict score counts
+# unreachable ones as missed. An unexplained survivor counts as missed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$#" -gt 0 ] || set -- target/mutants/mutants.out
@@ -35,13 +39,14 @@ unviable=$(count unviable "$@"); timeout=$(count timeout "$@")
 name=missed; missed_list="$(all "$@")"
 fate() { [ -f "$survivors" ] && awk -F'\t' -v m="$1" '$1 == m { print $2; exit }' "$survivors" || true; }
 why() { [ -f "$survivors" ] && awk -F'\t' -v m="$1" '$1 == m { print $3; exit }' "$survivors" || true; }
-killed=0; equivalent=0; deleted=0; unreachable=0; open=0
+killed=0; equivalent=0; deleted=0; superseded=0; unreachable=0; open=0
 if [ -n "$missed_list" ]; then
   while IFS= read -r m; do
     case "$(fate "$m")" in
       killed) killed=$((killed + 1)) ;;
       equivalent) equivalent=$((equivalent + 1)) ;;
       deleted) deleted=$((deleted + 1)) ;;
+      superseded) superseded=$((superseded + 1)) ;;
       unreachable) unreachable=$((unreachable + 1)) ;;
       *) open=$((open + 1)) ;;
     esac
@@ -49,12 +54,12 @@ if [ -n "$missed_list" ]; then
 fi
 viable=$((caught + missed + timeout))
 echo "mutants: caught $caught, missed $missed, unviable $unviable, timeout $timeout"
-echo "missed: $killed killed since, $equivalent equivalent, $deleted of deleted code, $unreachable unreachable by a scenario, $open still alive"
+echo "missed: $killed killed since, $equivalent equivalent, $deleted of deleted code, $superseded superseded by a re-run, $unreachable unreachable by a scenario, $open still alive"
 if [ "$viable" -gt 0 ]; then
-  awk -v c="$((caught + timeout))" -v v="$viable" -v k="$killed" -v x="$((equivalent + deleted))" -v u="$unreachable" 'BEGIN {
-    printf "raw score (as run): %d of %d viable mutants detected (%.1f%%)\n", c, v, 100 * c / v
-    if (v - x - u > 0) printf "score (killed survivors detected; equivalent, deleted and unreachable out): %d of %d (%.1f%%)\n", c + k, v - x - u, 100 * (c + k) / (v - x - u)
-    if (v - x > 0) printf "strict score (unreachable counted as missed): %d of %d (%.1f%%)\n", c + k, v - x, 100 * (c + k) / (v - x)
+  awk -v c="$((caught + timeout))" -v v="$viable" -v k="$killed" -v x="$((equivalent + deleted + superseded))" -v u="$unreachable" 'BEGIN {
+    printf "raw score (as run): %d of %d viable mutants detected (%.2f%%)\n", c, v, 100 * c / v
+    if (v - x - u > 0) printf "score (killed survivors detected; equivalent, deleted, superseded and unreachable out): %d of %d (%.2f%%)\n", c + k, v - x - u, 100 * (c + k) / (v - x - u)
+    if (v - x > 0) printf "strict score (unreachable counted as missed): %d of %d (%.2f%%)\n", c + k, v - x, 100 * (c + k) / (v - x)
   }'
 fi
 if [ -n "$missed_list" ]; then

@@ -8,7 +8,9 @@
 # What is mutated (the --file list below): the model's rules and planning
 # code, the reference stores and executor. What judges a mutant
 # (.cargo/mutants.toml): only harness/tests/mutation_oracle.rs (the store corpus on memory,
-# SQLite, PostgreSQL and Redis; the agent corpus on the reference agent).
+# SQLite, PostgreSQL and Redis; the agent corpus on the reference agent) and
+# harness/tests/link_faults.rs (the link scenarios through a faulted database
+# link; issue 49).
 # PostgreSQL, Redis and a Redis Cluster must answer (REQKEY_POSTGRES_URL,
 # REQKEY_REDIS_URL, REQKEY_REDIS_CLUSTER_URL; scripts/redis-cluster.sh start).
 #
@@ -23,8 +25,14 @@ cd "$(dirname "$0")/.."
 out="${REQKEY_MUTANTS_OUT:-target/mutants}"
 oracle_filter=()
 mkdir -p "$out"
-args=(--timeout 120 --build-timeout 1800 --output "$out"
-  --test-workspace=true --cargo-arg=--test --cargo-arg=mutation_oracle)
+# The oracle's bound: the link scenarios stall their links for 7-8 s each,
+# and the link tests run them on three databases and four broken variants
+# (about 2.5 minutes on two loaded cores, 2026-12-06, beside the corpora's
+# two); a hang past it counts as caught.
+args=(--timeout 600 --build-timeout 1800 --output "$out"
+  --test-workspace=true)
+# The oracle's test targets (.cargo/mutants.toml says why these two).
+oracle_tests=(mutation_oracle link_faults)
 if [ "${1:-}" = "--sample" ]; then
   shift
   # A fixed sample: one mutant of the executor's keyed-entry table (SPEC 5),
@@ -36,7 +44,10 @@ if [ "${1:-}" = "--sample" ]; then
   # the reference agent (CI's `cargo test --workspace` has just run the
   # whole oracle on the unmutated tree, so the baseline below needs only it).
   oracle_filter=(-- --exact agent_corpus_on_the_reference_agent)
-  set -- --in-place --file model/src/contract/plan.rs --re 'replace != with == in plan_keyed_entry' \
+  # That test lives in mutation_oracle: no link test to build (--no-config:
+  # the config names link_faults too; everything else it says is below).
+  oracle_tests=(mutation_oracle)
+  set -- --no-config --in-place --file model/src/contract/plan.rs --re 'replace != with == in plan_keyed_entry' \
     --cargo-test-arg=-- --cargo-test-arg=--exact --cargo-test-arg=agent_corpus_on_the_reference_agent "$@"
 fi
 # Without a --file of the caller's, the whole scope of issue 13.
@@ -50,6 +61,7 @@ case " $* " in
     done
     ;;
 esac
+for t in "${oracle_tests[@]}"; do args+=(--cargo-arg=--test "--cargo-arg=$t"); done
 # One mutant at a time (the suite's race trials want the cores); --in-place
 # is one at a time already and refuses --jobs.
 case " $* " in *" --in-place "*) ;; *) args+=(--jobs 1) ;; esac
@@ -65,8 +77,10 @@ command -v cargo-mutants >/dev/null 2>&1 || {
 case " $* " in
   *" --list "* | *" --list-files "*) ;;
   *)
-    echo "baseline: cargo test --workspace --test mutation_oracle ${oracle_filter[*]} (unmutated)"
-    if ! cargo test --workspace --test mutation_oracle "${oracle_filter[@]}"; then
+    tests=()
+    for t in "${oracle_tests[@]}"; do tests+=(--test "$t"); done
+    echo "baseline: cargo test --workspace ${tests[*]} ${oracle_filter[*]} (unmutated)"
+    if ! cargo test --workspace "${tests[@]}" "${oracle_filter[@]}"; then
       echo "the unmutated tree fails the oracle: no mutant can be judged" >&2
       exit 4
     fi

@@ -119,5 +119,8 @@ done <"$here/libraries.txt"
 
 echo "certify-all.sh: every certification took $(( $(date +%s) - started_at ))s"
 mkdir -p "$(dirname "$doc")"
-python3 "$here/conformance_table.py" --results "$out" --out "$doc" || { echo "certify-all.sh: could not write $doc" >&2; exit 2; }
+# The table this one replaces, so that the page says which FAILs went and came.
+previous=()
+if [ -f "$doc" ]; then cp "$doc" "$out/previous-table.md"; previous=(--previous "$out/previous-table.md"); fi
+python3 "$here/conformance_table.py" --results "$out" --out "$doc" "${previous[@]}" || { echo "certify-all.sh: could not write $doc" >&2; exit 2; }
 echo "certify-all.sh: wrote $doc"

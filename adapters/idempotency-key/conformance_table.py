@@ -6,9 +6,16 @@ OUT_DIR holds one directory per wrapper x storage, as certify-all.sh leaves
 them: wrapper.json ({wrapper, storage}), replay-args.txt (run.sh arguments for a replay), health.json (what
 the wrapper declared), exit-code, certify.log, seconds, and results.json
 when `reqkey certify` wrote one (see docs/reports.md for its fields: per
-scenario `verdict`, `checks` = the clause ids, `failure`; the run's `seed`;
-`fuzz`, the certification's fuzz pass: its bursts, programs and verdict).
-A failing fuzz pass makes the row DOES NOT CONFORM and its clause (the
+scenario `verdict`, `checks` = the clause ids, `clauses` = each clause's
+standing (`pass`, `fail`, `not_judged` with why), `failure` with the
+`clauses` its failed check judges; the run's `seed`; `fuzz`, the
+certification's fuzz pass: its bursts, programs and verdict).
+
+A clause is charged only on the evidence of a check that judges it (issue
+45): FAIL where a failed check names it, pass where a check of it passed
+and none failed, not judged otherwise. With `--previous FILE` (the table
+this one replaces) the page says which FAILs went and which came. A
+failing fuzz pass makes the row DOES NOT CONFORM and its clause (the
 `[idem...]` its reason names) FAIL, whatever the scenarios said.
 
 Everything a target or a library wrote (messages, names, versions, the
@@ -35,7 +42,12 @@ MAX_CELL_CHARS = 300
 # The clause a fuzz failure names: its reason says `[idem.x.y] ...`.
 FUZZ_CLAUSE = re.compile(r"\[(idem\.[a-z0-9.-]+)\]")
 # How a scenario verdict counts for each clause it checks; the worst wins.
-CLAUSE_RANK = {"pass": 0, "expected_fail": 0, "not judged": 1, "FAIL": 2}
+# Per-clause standings: FAIL outranks pass, pass (a check of it passed)
+# outranks not judged. Older results (scenario verdicts only): the worst wins.
+CLAUSE_RANK = {"not judged": 0, "pass": 1, "FAIL": 2}
+SCENARIO_RANK = {"pass": 0, "not judged": 1, "FAIL": 2}
+# A clause standing of results.json as the table shows it.
+CLAUSE_STANDING = {"pass": "pass", "fail": "FAIL", "not_judged": "not judged"}
 SCENARIO_TO_CLAUSE = {
     "pass": "pass", "expected_fail": "pass",
     "fail": "FAIL", "unexpected_pass": "FAIL",
@@ -150,13 +162,27 @@ class Target:
         return ""
 
     def clause_verdicts(self) -> dict[str, str]:
+        """Each clause on the evidence of its checks: FAIL, pass or not judged.
+
+        A results.json with per-clause standings (`clauses`) is read clause
+        by clause; an older one (no `clauses`) by its scenario verdicts.
+        """
         out: dict[str, str] = {}
+
+        def put(clause: str, v: str, rank: dict[str, int] = CLAUSE_RANK) -> None:
+            if clause not in out or rank[v] > rank[out[clause]]:
+                out[clause] = v
+
         for s in self.scenarios():
+            standings = s.get("clauses")
+            if isinstance(standings, list):
+                for c in standings:
+                    if isinstance(c, dict) and c.get("clause"):
+                        put(str(c["clause"]), CLAUSE_STANDING.get(str(c.get("standing")), "not judged"))
+                continue
             v = SCENARIO_TO_CLAUSE.get(str(s.get("verdict")), "not judged")
             for clause in s.get("checks") or []:
-                clause = str(clause)
-                if clause not in out or CLAUSE_RANK[v] > CLAUSE_RANK[out[clause]]:
-                    out[clause] = v
+                put(str(clause), v, SCENARIO_RANK)
         fuzz_clause = self.fuzz_clause()
         if fuzz_clause:
             out[fuzz_clause] = "FAIL"
@@ -167,6 +193,14 @@ class Target:
         args = self.replay_args or f"{self.wrapper} --storage {self.storage}"
         start = f"adapters/idempotency-key/run.sh {args} --effects-file $(mktemp -u) --port {{port}}"
         return f"\"$REQKEY\" certify --start \"{start}\" --target 'idem+http://127.0.0.1:{{port}}' --seed {seed}"
+
+    def failed_clauses(self, scenario: dict) -> list[str]:
+        """The clauses a failed scenario's failed checks judge (older results: its checks)."""
+        failures = [scenario.get("failure")] + list(scenario.get("later_failures") or [])
+        named = [str(c) for f in failures if isinstance(f, dict) for c in (f.get("clauses") or [])]
+        if isinstance(scenario.get("clauses"), list):
+            return list(dict.fromkeys(named))
+        return [str(c) for c in scenario.get("checks") or []]
 
     def replay(self, scenario: dict) -> str:
         f = str(scenario.get("file", ""))
@@ -189,7 +223,53 @@ def profile_cell(p: Optional[dict], field: str) -> str:
     return md(v)
 
 
-def render(targets: list[Target], now: str) -> str:
+def previous_cells(text: str) -> dict[tuple[str, str], str]:
+    """(clause, target label) -> cell of a previous table's "Clause by clause" section."""
+    cells: dict[tuple[str, str], str] = {}
+    lines = text.splitlines()
+    try:
+        start = lines.index("## Clause by clause")
+    except ValueError:
+        return cells
+    header: list[str] = []
+    for line in lines[start + 1:]:
+        if line.startswith("## "):
+            break
+        if not line.startswith("|") or line.startswith("|---"):
+            continue
+        row = [c.strip() for c in line.strip().strip("|").split("|")]
+        if row[0] == "clause":
+            header = row[1:]
+            continue
+        clause = row[0].strip("`")
+        for label, cell in zip(header, row[1:]):
+            cells[(clause, label)] = cell
+    return cells
+
+
+def changes(targets: list[Target], previous: dict[tuple[str, str], str]) -> list[str]:
+    """Lines: per target, the FAILs that went and the FAILs that came."""
+    out: list[str] = []
+    for t in targets:
+        now = t.clause_verdicts()
+        label = md(t.label)
+        before = {c for (c, l), cell in previous.items() if l == label and cell == "**FAIL**"}
+        after = {c for c, v in now.items() if v == "FAIL"}
+        went = sorted(before - after)
+        came = sorted(after - before)
+        if not went and not came:
+            continue
+        parts = []
+        if went:
+            parts.append("FAIL went: " + ", ".join(
+                f"`{md(c)}` (now {md(now.get(c, 'not run'))})" for c in went))
+        if came:
+            parts.append("FAIL came: " + ", ".join(f"`{md(c)}`" for c in came))
+        out.append(f"- {label}: " + "; ".join(parts))
+    return out
+
+
+def render(targets: list[Target], now: str, previous: Optional[dict[tuple[str, str], str]] = None) -> str:
     lines: list[str] = []
     add = lines.append
     add("# Idempotency-Key libraries: conformance table")
@@ -205,10 +285,23 @@ def render(targets: list[Target], now: str) -> str:
     digests = sorted({str((t.results.get("suite") or {}).get("digest")) for t in targets if t.results})
     add(f"- generated: {md(now)}")
     add(f"- reqkey: {', '.join(md(v) for v in versions) or 'none ran'}; suite digest: {', '.join(md(d) for d in digests) or '—'}")
-    add("- clause verdicts: `pass` (every scenario checking it passed), **FAIL** (a scenario checking it failed),")
-    add("  `not judged` (a scenario checking it could not be judged), `—` (no scenario checking it ran for that target:")
-    add("  not applicable to the declared profile, or nothing ran)")
+    add("- clause verdicts, each on the evidence of the checks that judge it (a scenario's failed check fails its")
+    add("  own clauses, nothing else): **FAIL** (a check of it failed), `pass` (a check of it passed, none failed),")
+    add("  `not judged` (no check of it reached a verdict: the scenario stopped before it, or could not be judged),")
+    add("  `—` (no scenario judging it ran for that target: not applicable to the declared profile, or nothing ran)")
     add("")
+    if previous is not None:
+        add("## What changed since the previous table")
+        add("")
+        add("The previous table charged a scenario's whole `checks:` list for any failed step, so a missing")
+        add("`X-Reqkey-Order` header, a status or a missing `echo` field was reported as a broken")
+        add("`idem.effect.at-most-once` although the step reading the effect counter never ran. Now each check names")
+        add("the clauses it judges, the effect counter is read even after a failed step, and a clause is FAIL only")
+        add("where a check of it failed. Per target:")
+        add("")
+        lines_ = changes(targets, previous)
+        lines.extend(lines_ or ["- no FAIL went or came."])
+        add("")
     add("## Verdicts")
     add("")
     powers = sorted({str(t.fuzz().get("power")) for t in targets if t.fuzz().get("power")})
@@ -269,7 +362,7 @@ def render(targets: list[Target], now: str) -> str:
         add("")
         for s in failed:
             f = s.get("failure") if isinstance(s.get("failure"), dict) else {}
-            clauses_ = ", ".join(f"`{md(c)}`" for c in s.get("checks") or []) or "—"
+            clauses_ = ", ".join(f"`{md(c)}`" for c in t.failed_clauses(s)) or "—"
             add(f"- **{md(s.get('id'))}** ({clauses_}): {md(f.get('message', s.get('verdict')))}")
             add(f"  - trial {md(f.get('trial', '—'))}, step {md(f.get('step', '—'))}; seed {md((t.results or {}).get('seed'))}")
             if f.get("expected") is not None:
@@ -293,6 +386,7 @@ def main() -> int:
     ap.add_argument("--results", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--date", default=None, help="the generation date to print (default: now, UTC)")
+    ap.add_argument("--previous", default=None, help="the table this one replaces: say which FAILs went and came")
     a = ap.parse_args()
     try:
         dirs = sorted(d for d in os.listdir(a.results) if os.path.isfile(os.path.join(a.results, d, "wrapper.json")))
@@ -304,7 +398,11 @@ def main() -> int:
         return 2
     targets = [Target(os.path.join(a.results, d)) for d in dirs]
     now = a.date or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    page = render(targets, now)
+    previous = None
+    if a.previous:
+        prev_text = read_text(a.previous, default="")
+        previous = previous_cells(prev_text) if prev_text else None
+    page = render(targets, now, previous)
     try:
         with open(a.out, "w", encoding="utf-8") as f:
             f.write(page + "\n")

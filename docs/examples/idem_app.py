@@ -40,6 +40,12 @@ def guarded(method, path, headers, body):
     # The layer being judged goes here: it sees the request and calls `app` (at most once per key).
     return app(method, path, headers, body)
 
+class Server(ThreadingHTTPServer):
+    # The listen backlog: Python's default is 5, and a burst of 8 then overflows it; the kernel drops
+    # the extra connections and the client retries them a second later, after the first request ended.
+    request_queue_size = 128
+    daemon_threads = True
+
 class Handler(BaseHTTPRequestHandler):
     def answer(self):
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -64,4 +70,4 @@ class Handler(BaseHTTPRequestHandler):
 
 if __name__ == "__main__":
     port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 7090
-    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    Server(("127.0.0.1", port), Handler).serve_forever()

@@ -392,7 +392,24 @@ const PROFILE_MISMATCHES: [(&str, &str); 4] = [
     ("reference-agent:interrupt-previous", "default"),
 ];
 
-const NAMED_AFTER: [(&str, &str); 43] = [
+/// Defects the whole suite passes: only a dimension of the agent fuzzer's
+/// alphabet finds each (`reqkey coverage --fuzz`, docs/fuzz.md).
+pub const FUZZ_ONLY: [&str; 11] = [
+    "delete-matches-sub-routes",
+    "key-spelling-ignored-on-resume-and-retry",
+    "content-type-compared-exactly",
+    "last-event-id-resumes-live",
+    "chunked-body-unread",
+    "digest-keeps-string-escapes",
+    "body-limit-in-characters",
+    "session-id-limit-255",
+    "sleep-cut-short",
+    "wait-drops-key-fields",
+    "stream-text-drops-non-bmp",
+];
+
+const NAMED_AFTER: [(&str, &str); 44] = [
+    ("delete-leaves-runs-executing", "agent.delete-frees-keys"),
     ("policy-before-key", "agent.keyed-retries-skip-refusals"),
     ("no-replan-after-key-taken", "agent.concurrent-duplicates"),
     ("ignore-digest", "agent.key-conflict"),
@@ -531,10 +548,17 @@ const RACE_VARIANTS: [(&str, &[&str]); 2] = [
 /// loaded machine the run may still be running, and the catch is missed
 /// (CI missed it once). They may fail the variant; the record leaves them
 /// out, as it does races, since a record must hold on every run.
-const TIMED_CATCHES: [(&str, &str); 1] = [(
-    "reference-agent:attach-streams-from-now",
-    "agent.chat-unidentified-keyless-send-commits-its-input",
-)];
+const TIMED_CATCHES: [(&str, &str); 2] = [
+    (
+        "reference-agent:attach-streams-from-now",
+        "agent.chat-unidentified-keyless-send-commits-its-input",
+    ),
+    // Its run writes itself back only if it ends after the delete.
+    (
+        "reference-agent:delete-leaves-runs-executing",
+        "agent.wait-answers-at-once",
+    ),
+];
 
 /// Broken servers judged at once by
 /// [`each_broken_executor_fails_the_scenarios_that_test_its_bug`].
@@ -567,7 +591,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         .into_iter()
         .filter(|d| !CRASH_DEFECT_NAMES.contains(&d.name()))
         .collect();
-    assert_eq!(in_process.len(), NAMED_AFTER.len());
+    assert_eq!(in_process.len(), NAMED_AFTER.len() + FUZZ_ONLY.len());
     let variants: Vec<String> = in_process
         .iter()
         .map(|d| format!("reference-agent:{}", d.name()))
@@ -618,8 +642,18 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
     let variants: Vec<String> = results.iter().map(|(t, _)| t.clone()).collect();
     for (target, summary) in &results {
         let failed: BTreeSet<String> = failing(summary).into_iter().map(str::to_owned).collect();
-        assert_failures_are_verdicts(target, summary);
         let name = target.trim_start_matches("reference-agent:");
+        if FUZZ_ONLY.contains(&name) {
+            // The suite passes it; the fuzz pass of a certification finds
+            // it (harness/tests/fuzz_teeth.rs). Races aside, nothing fails.
+            let steady: Vec<&String> = failed
+                .iter()
+                .filter(|id| !RACES.contains(&id.as_str()))
+                .collect();
+            assert!(steady.is_empty(), "{target} failed {steady:?}");
+        } else {
+            assert_failures_are_verdicts(target, summary);
+        }
         if let Some((_, named)) = NAMED_AFTER.iter().find(|(d, _)| *d == name) {
             assert!(
                 failed.contains(*named),

@@ -89,7 +89,11 @@ fn assert_found(rt: &tokio::runtime::Runtime, defect: &str, seed: u64) {
     };
     // Shrinking is best effort (a repeated request points back into the
     // program); what must hold is that the program replays.
-    assert!(f.program.len() <= MAX_STEPS, "{spec}: {:#?}", f.program);
+    assert!(
+        f.program.steps.len() <= MAX_STEPS,
+        "{spec}: {:#?}",
+        f.program
+    );
     assert!(f
         .scenario_yaml
         .contains(&format!("id: agent.fuzz.seed-{seed}")));

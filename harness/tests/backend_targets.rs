@@ -267,13 +267,17 @@ const CLEANUP_SCENARIO: &str = "\
 id: cleanup.fresh-and-literal
 level: store
 summary: Two fresh sessions and one literal session id.
+checks: [store.commit.started-answer]
 steps:
   - commitRunStart: {sessionId: $s1, runId: r1, expectedCurrentRunId: null, input: null}
     expect: {ok: {outcome: started}}
+    judges: [store.commit.started-answer]
   - commitRunStart: {sessionId: '${s2}-x', runId: r1, expectedCurrentRunId: null, input: null, requestKey: k, requestDigest: d}
     expect: {ok: {outcome: started}}
+    judges: [store.commit.started-answer]
   - commitRunStart: {sessionId: someone-elses-session, runId: r1, expectedCurrentRunId: null, input: null}
     expect: {ok: {outcome: started}}
+    judges: [store.commit.started-answer]
 ";
 
 #[tokio::test]

@@ -263,12 +263,12 @@ fn coverage_root(name: &str, record: &str) -> PathBuf {
     std::fs::write(root.join("VERSION"), "1\n").unwrap();
     std::fs::write(
         root.join("store/a.yaml"),
-        "id: a\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: $s, runId: r}\n    expect: any\n",
+        "id: a\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: $s, runId: r}\n    expect: {ok: null}\n    judges: [store.commit.cas]\n",
     )
     .unwrap();
     std::fs::write(
         root.join("agent/b.yaml"),
-        "id: b\nlevel: agent\nchecks: [agent.route.health]\nsummary: s\nsteps:\n  - http: {path: /health}\n    expect: any\n",
+        "id: b\nlevel: agent\nchecks: [agent.route.health]\nsummary: s\nsteps:\n  - http: {path: /health}\n    expect: {status: 200}\n    judges: [agent.route.health]\n",
     )
     .unwrap();
     std::fs::write(root.join("falsification.json"), record).unwrap();

@@ -607,9 +607,11 @@ fn an_effects_answer_of_too_many_values_is_not_parsed() {
     let scenario = dir.join("effects.yaml");
     std::fs::write(
         &scenario,
-        "id: idem.effects-read\nlevel: idem\nsummary: reads the effects\nsteps:\n  \
+        "id: idem.effects-read\nlevel: idem\nsummary: reads the effects\n\
+         checks: [idem.effects.recorded]\nsteps:\n  \
          - http: {method: GET, path: /.reqkey/effects}\n    \
-         expect: {status: 200, json: {effects: {$contains: {count: 1}}}}\n",
+         expect: {status: 200, json: {effects: {$contains: {count: 1}}}}\n    \
+         judges: [idem.effects.recorded]\n",
     )
     .unwrap();
     let (port, _) = serve(Health::Idem, Rpc::ManyValues(400_000));

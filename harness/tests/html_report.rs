@@ -13,7 +13,8 @@ use std::process::Command;
 use reqkey_harness::report::html::{escape, history_svg, render, timeline_svg};
 use reqkey_harness::report::ReportContext;
 use reqkey_harness::run::event::{
-    Failure, HistoryView, RunSummary, ScenarioResult, Span, TrialTimeline, Verdict, ViewOp,
+    ClauseStanding, ClauseVerdict, Failure, HistoryView, RunSummary, ScenarioResult, Span,
+    TrialTimeline, Verdict, ViewOp,
 };
 use reqkey_harness::scenario::parse_scenario;
 use reqkey_harness::targets::Level;
@@ -33,6 +34,22 @@ fn result(id: &str, verdict: Verdict) -> ScenarioResult {
         max_send_spread_us: None,
         duration_ms: 5,
         failure: None,
+        later_failures: Vec::new(),
+        // The clause's standing as the runner gives it: a failed check
+        // fails it, a scenario that could not be judged judges nothing.
+        clauses: vec![ClauseVerdict {
+            clause: "store.commit.cas".into(),
+            standing: match verdict {
+                Verdict::Pass => ClauseStanding::Pass,
+                Verdict::Fail => ClauseStanding::Fail,
+                _ => ClauseStanding::NotJudged,
+            },
+            why: match verdict {
+                Verdict::Pass => None,
+                Verdict::Fail => Some("steps[0].parallel[1] commitRunStart".into()),
+                _ => Some("could not judge steps[0] getRun: timeout".into()),
+            },
+        }],
         timelines: Vec::new(),
         history_view: None,
         reason: None,
@@ -78,6 +95,7 @@ fn fixed_run() -> (
         expected: Some(serde_json::json!({"error": {"cause": "request_key_taken"}})),
         actual: Some(serde_json::json!({"ok": {"outcome": "started"}})),
         detail: Some("history:\n  c.0 |----|\n  c.1   |-------|".into()),
+        clauses: vec!["store.commit.cas".into()],
     });
     let mut down = result("fixture.down", Verdict::Error);
     down.reason = Some("timeout");
@@ -88,10 +106,11 @@ fn fixed_run() -> (
         expected: None,
         actual: None,
         detail: None,
+        clauses: Vec::new(),
     });
     let scenario = parse_scenario(
         Path::new("fixture.race.yaml"),
-        "id: fixture.race\nlevel: store\nsummary: s\nsteps:\n  - parallel:\n      - commitRunStart: {startRun: {sessionId: $s}}\n        copies: 2\n    linearizable: true\n",
+        "id: fixture.race\nlevel: store\nsummary: s\nchecks: [wire.store.concurrent]\nsteps:\n  - parallel:\n      - commitRunStart: {startRun: {sessionId: $s}}\n        copies: 2\n    linearizable: true\n    judges: [wire.store.concurrent]\n",
     )
     .unwrap();
     let summary = RunSummary {

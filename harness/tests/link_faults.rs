@@ -204,7 +204,9 @@ fn a_db_no_command_names_is_a_wiring_error() {
         "--target",
         "store+http://127.0.0.1:{port}",
         "--start",
-        ": {port}; sleep 30",
+        // A port, so that the check before it (issue 50: a command names
+        // `{port}`) passes and this one is reached; nothing starts.
+        "sleep 30 --listen 127.0.0.1:{port}",
         "--db",
         "postgres://postgres:hunter2@127.0.0.1:5432/test",
         "scenarios/store/link.reset-after-commit.yaml",
@@ -233,8 +235,9 @@ fn a_link_fault_that_never_strikes_leaves_its_scenario_not_judged() {
     std::fs::write(
         &file,
         "id: t.link.unstruck\nlevel: store\nrequires: {link: true}\nsummary: reads only\n\
+         checks: [store.reads.unknown-session]\n\
          steps:\n  - link: {action: reset, at: after-commit}\n  - listRuns: {sessionId: $s}\n    \
-         expect: {ok: []}\n  - link: {action: heal}\n",
+         expect: {ok: []}\n    judges: [store.reads.unknown-session]\n  - link: {action: heal}\n",
     )
     .unwrap();
     let db = FreshDb::create("unstruck");

@@ -79,10 +79,10 @@ fn scenario() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("reqkey-nagle-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut text = String::from(
-        "id: nagle.reads\nlevel: store\nsummary: reads of an unknown session\nsteps:\n",
+        "id: nagle.reads\nlevel: store\nsummary: reads of an unknown session\nchecks: [store.reads.unknown-session]\nsteps:\n",
     );
     for _ in 0..24 {
-        text.push_str("  - getCurrentRun: {sessionId: $s}\n    expect: {ok: null}\n");
+        text.push_str("  - getCurrentRun: {sessionId: $s}\n    expect: {ok: null}\n    judges: [store.reads.unknown-session]\n");
     }
     let file = dir.join("reads.yaml");
     std::fs::write(&file, text).unwrap();
@@ -94,9 +94,9 @@ fn idem_scenario() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("reqkey-nagle-idem-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut text =
-        String::from("id: nagle.idem-reads\nlevel: idem\nsummary: reads of a route\nsteps:\n");
+        String::from("id: nagle.idem-reads\nlevel: idem\nsummary: reads of a route\nchecks: [idem.key.missing-optional]\nsteps:\n");
     for _ in 0..24 {
-        text.push_str("  - http: {method: GET, path: /orders}\n    expect: {status: 200}\n");
+        text.push_str("  - http: {method: GET, path: /orders}\n    expect: {status: 200}\n    judges: [idem.key.missing-optional]\n");
     }
     let file = dir.join("reads.yaml");
     std::fs::write(&file, text).unwrap();

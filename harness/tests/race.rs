@@ -109,6 +109,7 @@ async fn a_linearizable_group_is_checked_against_the_state_left_by_earlier_steps
 id: t.lin-after-sequential
 level: store
 summary: t
+checks: [wire.store.concurrent]
 steps:
   - commitRunStart: {sessionId: $s, runId: r0, expectedCurrentRunId: null, input: {text: a}, requestKey: k, requestDigest: d}
     expect: any
@@ -116,6 +117,7 @@ steps:
       - copies: 2
         commitRunStart: {sessionId: $s, runId: "r-${i}", expectedCurrentRunId: null, input: {text: a}, requestKey: k, requestDigest: d}
     linearizable: true
+    judges: [wire.store.concurrent]
 "#;
     let s = reqkey_harness::scenario::parse_scenario(std::path::Path::new("t.yaml"), yaml).unwrap();
     let target = open_target("memory", TargetOptions::default())

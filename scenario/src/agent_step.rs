@@ -44,6 +44,10 @@ pub enum Wire {
     /// `absolute-form`: as `exact`, the request target in absolute form
     /// (`POST http://HOST:PORT/sessions/... HTTP/1.1`, RFC 9112 3.2.2).
     AbsoluteForm,
+    /// `chunked`: as `exact`, the body sent with `Transfer-Encoding:
+    /// chunked` in chunks instead of with `Content-Length` (RFC 9112
+    /// section 7.1: one body either way).
+    Chunked,
 }
 
 impl Wire {
@@ -53,8 +57,17 @@ impl Wire {
             Wire::Library => "library",
             Wire::Exact => "exact",
             Wire::AbsoluteForm => "absolute-form",
+            Wire::Chunked => "chunked",
         }
     }
+
+    /// Every spelling, in the order the format lists them.
+    pub const ALL: [Wire; 4] = [
+        Wire::Library,
+        Wire::Exact,
+        Wire::AbsoluteForm,
+        Wire::Chunked,
+    ];
 }
 
 /// The whole answer to an [`HttpRequest`] (an SSE body read to its end).
@@ -212,16 +225,19 @@ impl HttpStep {
             ),
         };
         let headers = headers_of(map.get("headers"))?;
-        let wire = match map.get("wire") {
-            None => Wire::Library,
-            Some(Value::String(w)) => [Wire::Library, Wire::Exact, Wire::AbsoluteForm]
-                .into_iter()
-                .find(|k| k.name() == w)
-                .ok_or_else(|| {
-                    format!("`http.wire` is `library`, `exact` or `absolute-form`, not `{w}`")
-                })?,
-            Some(_) => return Err("`http.wire` must be a string".into()),
-        };
+        let wire =
+            match map.get("wire") {
+                None => Wire::Library,
+                Some(Value::String(w)) => Wire::ALL
+                    .into_iter()
+                    .find(|k| k.name() == w)
+                    .ok_or_else(|| {
+                        format!(
+                        "`http.wire` is `library`, `exact`, `absolute-form` or `chunked`, not `{w}`"
+                    )
+                    })?,
+                Some(_) => return Err("`http.wire` must be a string".into()),
+            };
         if wire != Wire::Library {
             let line_break = |b: &[u8]| b.iter().any(|&c| c == b'\r' || c == b'\n');
             for (name, value) in &headers {

@@ -10,6 +10,7 @@ use serde::Deserialize;
 pub enum KeySyntax {
     SfString,
     Any,
+    Token,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
@@ -43,6 +44,8 @@ pub struct IdemRequires {
     /// `true`: `invalidKeyStatus` is a status (malformed keys refused).
     pub invalid_key_refused: Option<bool>,
     pub fingerprint: Option<Fingerprint>,
+    /// `true`: `mismatchStatus` is a status (payloads are compared).
+    pub mismatch_refused: Option<bool>,
     pub concurrent: Option<Concurrent>,
     pub errors: Option<Errors>,
     /// `true`/`false`: `scope` holds / lacks `caller`.
@@ -58,6 +61,9 @@ pub struct IdemRequires {
     pub replay_header: Option<bool>,
     /// `true`: `lockMs` is null (the lock lasts until completion).
     pub lock_until_completion: Option<bool>,
+    /// The least `lockMs` the profile may declare (or null): the
+    /// scenario's duplicates come sooner.
+    pub lock_ms_at_least: Option<u64>,
     /// The exact statuses the scenario expects for a malformed key, another
     /// payload, and a duplicate in flight.
     pub invalid_key_status: Option<u16>,
@@ -91,6 +97,7 @@ impl IdemRequires {
             let is = match w {
                 KeySyntax::SfString => p::KeySyntax::SfString,
                 KeySyntax::Any => p::KeySyntax::Any,
+                KeySyntax::Token => p::KeySyntax::Token,
             };
             want(
                 profile.key_syntax == is,
@@ -112,6 +119,12 @@ impl IdemRequires {
             want(
                 profile.fingerprint == is,
                 format!("fingerprint: {}", spelled(is)),
+            );
+        }
+        if let Some(w) = self.mismatch_refused {
+            want(
+                profile.mismatch_status.is_some() == w,
+                format!("mismatchStatus {}", if w { "a status" } else { "null" }),
             );
         }
         if let Some(w) = self.concurrent {
@@ -166,6 +179,12 @@ impl IdemRequires {
             want(
                 profile.lock_ms.is_none() == w,
                 format!("lockMs {}", if w { "null" } else { "an integer" }),
+            );
+        }
+        if let Some(least) = self.lock_ms_at_least {
+            want(
+                profile.lock_ms.is_none_or(|ms| ms >= least),
+                format!("lockMs at least {least} or null"),
             );
         }
         for (name, req, is) in [

@@ -55,11 +55,24 @@ mod tests {
     }
 
     const HEAD: &str = "id: t\nlevel: store\nsummary: s\nsteps:\n";
+    /// A head whose one clause the steps' `judges:` name (`J`).
+    const HEAD_CHECKS: &str =
+        "id: t\nlevel: store\nsummary: s\nchecks: [store.reads.list-runs-order]\nsteps:\n";
+    const J: &str = "    judges: [store.reads.list-runs-order]\n";
 
     #[test]
     fn a_profile_field_the_level_does_not_declare_is_refused_at_its_step() {
         let idem = "id: t\nlevel: idem\nsummary: s\nsteps:\n  - http: {method: POST, path: /orders, headers: [[Idempotency-Key, '${key.k}']]}\n    expect: {status: $profile.concurrentStatus}\n";
-        parse_scenario(Path::new("x.yaml"), idem).unwrap();
+        parse_scenario(
+            Path::new("x.yaml"),
+            &idem
+                .replace("steps:", "checks: [idem.concurrent.declared]\nsteps:")
+                .replace(
+                    "Status}\n",
+                    "Status}\n    judges: [idem.concurrent.declared]\n",
+                ),
+        )
+        .unwrap();
         let e = err(&idem.replace("concurrentStatus", "concurrentStatuss"));
         assert!(e.starts_with("x.yaml:5:"), "{e}");
         assert!(
@@ -115,7 +128,7 @@ mod tests {
         assert!(e.contains("listed twice"), "{e}");
         let ok = parse_scenario(
             Path::new("x.yaml"),
-            "id: t\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n    expect: any\n",
+            "id: t\nlevel: store\nchecks: [store.commit.cas]\nsummary: s\nsteps:\n  - getRun: {sessionId: s, runId: r}\n    expect: {ok: null}\n    judges: [store.commit.cas]\n",
         )
         .unwrap();
         assert_eq!(ok.checks, vec![ClauseRef("store.commit.cas".into())]);
@@ -200,7 +213,7 @@ mod tests {
         parse_scenario(
             Path::new("x.yaml"),
             &format!(
-                "{HEAD}  - parallel:\n      - copies: 2\n        as: c\n        listRuns: {{sessionId: s}}\n  - expect_one_of: [{{c.0: {{ok: []}}}}]\n"
+                "{HEAD_CHECKS}  - parallel:\n      - copies: 2\n        as: c\n        listRuns: {{sessionId: s}}\n  - expect_one_of: [{{c.0: {{ok: []}}}}]\n{J}"
             ),
         )
         .unwrap();
@@ -220,7 +233,7 @@ mod tests {
             parse_scenario(
                 Path::new("x.yaml"),
                 &format!(
-                    "{HEAD}  - parallel:\n      - copies: 2\n        listRuns: {{sessionId: s}}\n{judged}"
+                    "{HEAD_CHECKS}  - parallel:\n      - copies: 2\n        listRuns: {{sessionId: s}}\n{judged}{J}"
                 ),
             )
             .unwrap();
@@ -232,7 +245,7 @@ mod tests {
         let s = parse_scenario(
             Path::new("x.yaml"),
             &format!(
-                "{HEAD}  - raw: '{{\"op\":\"listRuns\",\"args\":{{\"sessionId\":\"${{s}}\"}}}}'\n    expect_raw: '{{\"ok\":[]}}'\n"
+                "{HEAD_CHECKS}  - raw: '{{\"op\":\"listRuns\",\"args\":{{\"sessionId\":\"${{s}}\"}}}}'\n    expect_raw: '{{\"ok\":[]}}'\n{J}"
             ),
         )
         .unwrap();
@@ -364,7 +377,7 @@ mod tests {
         let s = parse_scenario(
             Path::new("x.yaml"),
             &format!(
-                "{HEAD}  - parallel:\n      - copies: 3\n        as: c\n        getRun: {{sessionId: $s, runId: r}}\n    linearizable: true\n    expect_group:\n      - count: rest\n        match: {{ok: null}}\n"
+                "{HEAD_CHECKS}  - parallel:\n      - copies: 3\n        as: c\n        getRun: {{sessionId: $s, runId: r}}\n    linearizable: true\n    expect_group:\n      - count: rest\n        match: {{ok: null}}\n{J}"
             ),
         )
         .unwrap();
@@ -377,13 +390,16 @@ mod tests {
     }
 
     const AGENT: &str = "id: t\nlevel: agent\nsummary: s\nsteps:\n";
+    const AGENT_CHECKS: &str =
+        "id: t\nlevel: agent\nsummary: s\nchecks: [agent.route.start]\nsteps:\n";
+    const JA: &str = "    judges: [agent.route.start]\n";
 
     #[test]
     fn agent_steps_parse_with_their_modifiers() {
         let s = parse_scenario(
             Path::new("x.yaml"),
             &format!(
-                "{AGENT}  - http: {{method: POST, path: \"/sessions/${{s}}/start\", headers: [[K, v], [K, {{hex: ff}}]], json: {{input: 1}}}}\n    expect: {{status: 201}}\n    expect_not_echoed: [v]\n  - wait_run: {{sessionId: $s, runId: $r, status: [completed, failed]}}\n"
+                "{AGENT_CHECKS}  - http: {{method: POST, path: \"/sessions/${{s}}/start\", headers: [[K, v], [K, {{hex: ff}}]], json: {{input: 1}}}}\n    expect: {{status: 201}}\n    expect_not_echoed: [v]\n{JA}  - wait_run: {{sessionId: $s, runId: $r, status: [completed, failed]}}\n{JA}"
             ),
         )
         .unwrap();
@@ -410,7 +426,7 @@ mod tests {
         assert_eq!(body, format!(r#"{{"input":{WIRE}}}"#));
         // Store args, `rpc` and the steps of a `parallel` group likewise.
         let text = format!(
-            "{HEAD}  - commitRunStart: {{sessionId: s, runId: r, expectedCurrentRunId: null, input: {NUMS}}}\n    expect: any\n  - rpc: {{op: getRun, args: {{n: 1.50}}}}\n    expect: any\n  - parallel:\n      - listRuns: {{sessionId: s, n: 1e400}}\n    expect_group:\n      - count: rest\n        match: {{ok: []}}\n"
+            "{HEAD_CHECKS}  - commitRunStart: {{sessionId: s, runId: r, expectedCurrentRunId: null, input: {NUMS}}}\n    expect: any\n  - rpc: {{op: getRun, args: {{n: 1.50}}}}\n    expect: any\n  - parallel:\n      - listRuns: {{sessionId: s, n: 1e400}}\n    expect_group:\n      - count: rest\n        match: {{ok: []}}\n{J}"
         );
         let s = parse_scenario(Path::new("x.yaml"), &text).unwrap();
         let Action::Store { args, .. } = &s.steps[0].action else {

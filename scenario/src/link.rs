@@ -132,6 +132,11 @@ pub enum LinkFaultKind {
     /// Everything the database sends from the commit's answer on is
     /// dropped; the silent connection is reset after `ms` (or when healed).
     Drop { ms: u64 },
+    /// The link goes down at the commit, before it is sent: the
+    /// connection is reset, and every connection to the database (new or
+    /// relayed) is refused or reset until healed. Outlasts any store's
+    /// own bound on its database (the Redis store's resend budget).
+    Down,
     /// The database's answer to the commit is this error (PostgreSQL):
     /// a rollback in place of a commit not sent, or an unknown completion
     /// in place of the answer of a commit that was applied.
@@ -146,6 +151,7 @@ impl LinkFaultKind {
             LinkFaultKind::Delay { .. } => "delay",
             LinkFaultKind::Drop { .. } => "drop",
             LinkFaultKind::Error(_) => "error",
+            LinkFaultKind::Down => "down",
         }
     }
 
@@ -156,6 +162,7 @@ impl LinkFaultKind {
             LinkFaultKind::Delay { at, .. } => at,
             LinkFaultKind::Drop { .. } => LinkPoint::AfterCommit,
             LinkFaultKind::Error(s) => s.point(),
+            LinkFaultKind::Down => LinkPoint::BeforeCommit,
         }
     }
 
@@ -172,6 +179,7 @@ impl fmt::Display for LinkFaultKind {
             LinkFaultKind::Delay { at, ms } => write!(f, "delay {at} {ms} ms"),
             LinkFaultKind::Drop { ms } => write!(f, "drop after-commit {ms} ms"),
             LinkFaultKind::Error(s) => write!(f, "error {s} {}", s.point()),
+            LinkFaultKind::Down => f.write_str("down before-commit until healed"),
         }
     }
 }
@@ -205,7 +213,7 @@ pub enum LinkStep {
 }
 
 const LINK_KEYS: [&str; 5] = ["action", "at", "ms", "sqlstate", "db"];
-const ACTIONS: [&str; 5] = ["reset", "delay", "drop", "error", "heal"];
+const ACTIONS: [&str; 6] = ["reset", "delay", "drop", "error", "down", "heal"];
 
 impl LinkStep {
     /// Parses a `link` step's map; a mistake is the message a load error
@@ -213,7 +221,7 @@ impl LinkStep {
     pub fn parse(spec: &Value) -> Result<LinkStep, String> {
         let Value::Object(map) = spec else {
             return Err(
-                "`link` takes a map: {action: reset|delay|drop|error|heal, at: ..., ms: N, sqlstate: ..., db: N}"
+                "`link` takes a map: {action: reset|delay|drop|error|down|heal, at: ..., ms: N, sqlstate: ..., db: N}"
                     .into(),
             );
         };
@@ -307,6 +315,17 @@ impl LinkStep {
                     return Err("link drop needs `ms` above 0".into());
                 }
                 LinkFaultKind::Drop { ms }
+            }
+            "down" => {
+                refuse("ms", "the link stays down until healed")?;
+                refuse("sqlstate", "a link that is down answers nothing")?;
+                if at.is_some_and(|p| p != LinkPoint::BeforeCommit) {
+                    return Err(
+                        "link down goes down as the commit is about to be sent: `at` is before-commit (or left out)"
+                            .into(),
+                    );
+                }
+                LinkFaultKind::Down
             }
             "error" => {
                 refuse("ms", "the error is the answer")?;
@@ -486,6 +505,13 @@ mod tests {
                 db: None
             }))
         );
+        assert_eq!(
+            parse(json!({"action": "down", "db": 0})),
+            Ok(LinkStep::Fault(LinkFault {
+                kind: LinkFaultKind::Down,
+                db: Some(0)
+            }))
+        );
         assert_eq!(parse(json!({"action": "heal"})), Ok(LinkStep::Heal));
     }
 
@@ -513,6 +539,8 @@ mod tests {
                 .contains("answered after-commit")
         );
         assert!(e(json!({"action": "heal", "db": 0})).contains("no `db`"));
+        assert!(e(json!({"action": "down", "ms": 5})).contains("no `ms`"));
+        assert!(e(json!({"action": "down", "at": "after-commit"})).contains("before-commit"));
         assert!(e(json!({"action": "burn"})).contains("not one of"));
         assert!(
             e(json!({"action": "reset", "at": "after-commit", "port": 1}))

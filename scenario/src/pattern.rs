@@ -55,7 +55,7 @@ fn special(pattern: &serde_json::Map<String, Value>) -> Option<(&str, &Value)> {
     let (k, v) = pattern.iter().next()?;
     matches!(
         k.as_str(),
-        "$exact" | "$length" | "$one_of" | "$at_most" | "$contains" | "$none"
+        "$exact" | "$length" | "$one_of" | "$at_most" | "$at_least" | "$contains" | "$none"
     )
     .then_some((k.as_str(), v))
 }
@@ -218,17 +218,19 @@ fn match_special(path: &str, key: &str, arg: &Value, actual: &Value) -> Result<(
                 ))
             }
         }
-        "$at_most" => {
+        "$at_most" | "$at_least" => {
+            let most = key == "$at_most";
+            let word = if most { "at most" } else { "at least" };
             let (Some(bound), Value::Number(n)) = (arg.as_f64(), actual) else {
                 return fail(format!(
-                    "expected a number at most {}, found {}",
+                    "expected a number {word} {}, found {}",
                     short(arg),
                     short(actual)
                 ));
             };
             match n.as_f64() {
-                Some(x) if x <= bound => Ok(()),
-                _ => fail(format!("expected at most {}, found {n}", short(arg))),
+                Some(x) if (most && x <= bound) || (!most && x >= bound) => Ok(()),
+                _ => fail(format!("expected {word} {}, found {n}", short(arg))),
             }
         }
         "$contains" | "$none" => {
@@ -313,6 +315,10 @@ mod tests {
         assert_eq!(m.path, "t");
         assert!(matches(&json!({"t": {"$at_most": 300}}), &json!({"t": "1"})).is_err());
         assert!(matches(&json!({"t": {"$at_most": 300}}), &json!({})).is_err());
+        assert!(matches(&json!({"c": {"$at_least": 2}}), &json!({"c": 2})).is_ok());
+        assert!(matches(&json!({"c": {"$at_least": 2}}), &json!({"c": 7})).is_ok());
+        let m = matches(&json!({"c": {"$at_least": 2}}), &json!({"c": 1})).unwrap_err();
+        assert!(m.to_string().contains("at least 2"), "{m}");
     }
 
     #[test]

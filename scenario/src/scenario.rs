@@ -69,19 +69,6 @@ pub struct Scenario {
     pub file: PathBuf,
 }
 
-impl Scenario {
-    /// Does the scenario name the clauses of its checks (`judges:`, or
-    /// `always:`)? (The transition of issue 45: a scenario that names none
-    /// is blamed whole, as before, until every file names them.)
-    pub fn names_judges(&self) -> bool {
-        self.steps.iter().any(|s| {
-            s.always
-                || !s.all_judges().is_empty()
-                || matches!(&s.action, crate::step::Action::Parallel(items) if items.iter().any(|i| i.always))
-        })
-    }
-}
-
 fn one() -> u32 {
     1
 }

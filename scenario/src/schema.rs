@@ -130,7 +130,7 @@ fn agent_properties(props: &mut Map<String, Value>) {
                 "pad_to_bytes": {"type": "integer", "minimum": 0, "maximum": MAX_BODY_BYTES, "description": "Pad the body with blanks to this many bytes."},
                 "delay_ms": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "description": "Wait before sending (in a parallel group: after the barrier)."},
                 "replica": {"type": "integer", "minimum": 0, "maximum": MAX_REPLICA_INDEX, "description": "Send to this replica of a replicated target (modulo their number); absent: the next in turn. A one-endpoint target ignores it."},
-                "wire": {"enum": ["library", "exact", "absolute-form"], "description": "How the request goes on the wire: through the HTTP client (library, the default), or its head written byte for byte, header names as spelt and values with their blanks (exact), and with the request target in absolute form (absolute-form)."}
+                "wire": {"enum": ["library", "exact", "absolute-form", "chunked"], "description": "How the request goes on the wire: through the HTTP client (library, the default), or its head written byte for byte, header names as spelt and values with their blanks (exact), with the request target in absolute form (absolute-form), or with the body sent Transfer-Encoding: chunked (chunked)."}
             },
             "required": ["path"],
             "not": {"required": ["json", "body"]},
@@ -203,7 +203,7 @@ fn modifier_properties(props: &mut Map<String, Value>, generator: &mut SchemaGen
     );
     props.insert(
         "expect".into(),
-        json!({"description": "A pattern the answer must match (subset match; $absent, $any, {$exact}, {$length}, {$one_of}, {$at_most}, {$contains}, {$none}), or `any`: the answer is deliberately not checked. An operation without an expectation is a load error."}),
+        json!({"description": "A pattern the answer must match (subset match; $absent, $any, {$exact}, {$length}, {$one_of}, {$at_most}, {$at_least}, {$contains}, {$none}), or `any`: the answer is deliberately not checked. An operation without an expectation is a load error."}),
     );
     props.insert(
         "expect_raw".into(),

@@ -184,9 +184,7 @@ pub fn validate(s: &Scenario) -> Result<(), Invalid> {
             }
         }
     }
-    if s.names_judges() {
-        crate::judges::validate_judges(s)?;
-    }
+    crate::judges::validate_judges(s)?;
     for (at, i, name) in unjudged {
         // A copied item `as: c` answers as c.0, c.1, ...: any of them judged counts.
         let judged = judged_names.iter().any(|j| {

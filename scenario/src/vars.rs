@@ -168,12 +168,21 @@ impl Vars {
                     .find('}')
                     .and_then(|end| padded(&inner[..end]).map(|p| (end, p)));
                 if let Some((end, (name, width))) = pad {
-                    let mut v = match self.resolve(name) {
+                    // `${key.NAME:N}`: NAME's value padded, then written
+                    // as the declared keySyntax writes a key.
+                    let (base, as_key) = match name.strip_prefix(KEY_PREFIX) {
+                        Some(base) => (base, true),
+                        None => (name, false),
+                    };
+                    let mut v = match self.resolve(base) {
                         Value::String(v) => v,
                         other => other.to_string(),
                     };
                     while v.chars().count() < width {
                         v.push('x');
+                    }
+                    if as_key && !self.bare_keys {
+                        v = format!("\"{v}\"");
                     }
                     out.push_str(&v);
                     rest = &inner[end + 1..];
@@ -238,7 +247,7 @@ fn names_in_str(s: &str, out: &mut BTreeSet<String>) {
                 Some(end) => {
                     let name = &inner[..end];
                     if let Some((base, _)) = padded(name) {
-                        out.insert(base.to_owned());
+                        out.insert(base.strip_prefix(KEY_PREFIX).unwrap_or(base).to_owned());
                     } else if is_ref(name) {
                         out.insert(name.to_owned());
                     }
@@ -252,11 +261,12 @@ fn names_in_str(s: &str, out: &mut BTreeSet<String>) {
     }
 }
 
-/// `name:N` (N at most 4096) as `(name, N)`.
+/// `name:N` or `key.name:N` (N at most 4096) as `(name, N)`.
 fn padded(s: &str) -> Option<(&str, usize)> {
     let (name, width) = s.split_once(':')?;
     let width: usize = width.parse().ok().filter(|w| *w <= 4096)?;
-    is_var_name(name).then_some((name, width))
+    let base = name.strip_prefix(KEY_PREFIX).unwrap_or(name);
+    is_var_name(base).then_some((name, width))
 }
 
 /// Reads a dot-separated path (`ok.run.runId`, `ok.0.runId`) out of `value`.
@@ -326,8 +336,10 @@ mod tests {
             json!({"status": 429, "headers": {"x-replayed": "$absent"}, "k": "\"p.k\"",
                 "text": "status 429", "none": null})
         );
+        assert_eq!(vars.substitute(&json!("${key.k:6}")), json!("\"p.kxxx\""));
         vars.set_bare_keys(true);
         assert_eq!(vars.substitute(&json!("${key.k}")), json!("p.k"));
+        assert_eq!(vars.substitute(&json!("${key.k:6}")), json!("p.kxxx"));
         let mut names = BTreeSet::new();
         names_in(&t, &mut names);
         names_in(&json!(["${s:12}", "$$x", "$absent", "a${r}b"]), &mut names);

@@ -70,6 +70,41 @@ class TableTests(unittest.TestCase):
             v = ct.Target(d).clause_verdicts()
             self.assertEqual(v, {"idem.x": "not judged", "idem.y": "FAIL", "idem.z": "not judged"})
 
+    def test_a_clause_is_charged_only_by_a_check_that_judges_it(self):
+        # Issue 45: the header check failed at steps[1]; the effect counter
+        # was read anyway and at-most-once passed; expiry was never reached.
+        failing = scenario("s1", "fail", ["idem.replay.completed", "idem.effect.at-most-once",
+                                          "idem.expiry.honoured"])
+        failing["failure"]["clauses"] = ["idem.replay.completed"]
+        failing["clauses"] = [
+            {"clause": "idem.replay.completed", "standing": "fail", "why": "steps[1] post"},
+            {"clause": "idem.effect.at-most-once", "standing": "pass"},
+            {"clause": "idem.expiry.honoured", "standing": "not_judged", "why": "stopped at steps[1] post"},
+        ]
+        other = scenario("s2", "pass", ["idem.expiry.honoured"])
+        other["clauses"] = [{"clause": "idem.expiry.honoured", "standing": "not_judged", "why": "x"}]
+        with tempfile.TemporaryDirectory() as root:
+            d = write_target(root, "a", "memory", results([failing, other], 1))
+            t = ct.Target(d)
+            self.assertEqual(t.clause_verdicts(), {"idem.replay.completed": "FAIL",
+                                                   "idem.effect.at-most-once": "pass",
+                                                   "idem.expiry.honoured": "not judged"})
+            self.assertEqual(t.failed_clauses(failing), ["idem.replay.completed"])
+            page = ct.render([t], "2026-01-01T00:00:00Z")
+            self.assertIn("- **s1** (`idem.replay.completed`):", page)
+            previous = {("idem.effect.at-most-once", ct.md(t.label)): "**FAIL**",
+                        ("idem.replay.completed", ct.md(t.label)): "`pass`"}
+            page = ct.render([t], "2026-01-01T00:00:00Z", previous)
+            self.assertIn("## What changed since the previous table", page)
+            self.assertIn("FAIL went: `idem.effect.at-most-once` (now pass); FAIL came: `idem.replay.completed`",
+                          page)
+
+    def test_a_previous_table_is_read_back_by_clause_and_target(self):
+        text = "## Clause by clause\n\n| clause | a / memory | b / redis |\n|---|---|---|\n" \
+               "| `idem.x` | **FAIL** | `pass` |\n\n## Violations\n"
+        self.assertEqual(ct.previous_cells(text), {("idem.x", "a / memory"): "**FAIL**",
+                                                   ("idem.x", "b / redis"): "`pass`"})
+
     def test_page_names_violation_seed_and_replay_and_escapes_target_text(self):
         with tempfile.TemporaryDirectory() as root:
             write_target(root, "a", "memory", results([

@@ -16,10 +16,13 @@
 //!   hostile load: RSS and a fresh client's latency.
 //! - [`heads`]: a fresh client's latency while hundreds of connections
 //!   hold half-sent request heads.
+//! - [`fuzz`]: the fuzz pass's detection of every built-in broken variant,
+//!   seed by seed, and the curve certify's default budget is read from.
 
 pub mod backends;
 pub mod checker;
 pub mod failover;
+pub mod fuzz;
 pub mod heads;
 pub mod lookup;
 pub mod model;

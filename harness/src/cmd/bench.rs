@@ -12,6 +12,7 @@ use crate::bench::checker::{
     lin_workload_of, lin_workloads,
 };
 use crate::bench::failover::{failover_benchmark, FailoverConfig};
+use crate::bench::fuzz::{fuzz_benchmark, FuzzBenchConfig};
 use crate::bench::heads::{heads_benchmark, HeadsConfig};
 use crate::bench::lookup::{lookup_benchmark, LookupConfig};
 use crate::bench::model::{model_benchmark, model_cases};
@@ -19,6 +20,7 @@ use crate::bench::soak::{soak_benchmark, SoakConfig, SoakServer};
 use crate::cmd::exit::harness_error;
 use crate::cmd::runtime::runtime;
 use crate::run::select::filter_by_tags;
+use crate::targets::Level;
 
 /// Which benchmark to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -65,6 +67,13 @@ pub enum BenchKind {
     /// 3): median, p99 and max latency; exit 1 when the p99 is 100 ms or
     /// more or a probe failed (issue 39).
     Heads,
+    /// The fuzz pass's detection: every built-in broken variant (of
+    /// --level, default store and agent; --target: those whose name holds
+    /// it) fuzzed in process with up to --max-cases programs on --seeds
+    /// seeds from --seed, and the correct references; the programs to the
+    /// first failure, and the curve certify's default is chosen from
+    /// (docs/fuzz.md). Exit 1 when a correct reference is flagged.
+    Fuzz,
 }
 
 #[derive(Debug, Args)]
@@ -77,7 +86,8 @@ pub struct BenchArgs {
     /// The target: the racy store of the race benchmark (also a second
     /// checker workload; default broken-memory:holder-read-outside-commit),
     /// or the store of the lookup benchmark (any store target,
-    /// store+http:// included; without it, the reference backends).
+    /// store+http:// included; without it, the reference backends); for
+    /// fuzz, the variants whose name holds one of these (comma-separated).
     #[arg(long)]
     pub target: Option<String>,
     /// lookup without --target: the reference backends to measure
@@ -147,6 +157,18 @@ pub struct BenchArgs {
     /// benchmarks work; seconds).
     #[arg(long)]
     pub quick: bool,
+    /// fuzz: one level only.
+    #[arg(long, value_parser = ["store", "agent"])]
+    pub level: Option<String>,
+    /// fuzz: how many seeds, from --seed on.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub seeds: u64,
+    /// fuzz: the most programs per variant and seed.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_cases: u32,
+    /// fuzz: variants fuzzed at once.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub jobs: u16,
     /// Checker threads (model benchmark).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: u16,
@@ -412,6 +434,9 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
     if args.kind == BenchKind::Model {
         return model_bench(&args);
     }
+    if args.kind == BenchKind::Fuzz {
+        return fuzz_bench(&args);
+    }
     if args.export_histories.is_some() {
         return harness_error("--export-histories is an option of `reqkey bench lin` only");
     }
@@ -463,6 +488,41 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
         }
         ExitCode::SUCCESS
     })
+}
+
+/// `reqkey bench fuzz`: the tables of docs/fuzz.md; exit 1 when a correct
+/// reference was flagged (or could not be judged).
+fn fuzz_bench(args: &BenchArgs) -> ExitCode {
+    let record = match crate::cmd::coverage::suite_record(None) {
+        Ok(r) => r,
+        Err(e) => return harness_error(e),
+    };
+    let levels = match args.level.as_deref() {
+        Some(l) => Level::parse(l).into_iter().collect(),
+        None => vec![Level::Store, Level::Agent],
+    };
+    let config = FuzzBenchConfig {
+        levels,
+        seeds: (args.seed..args.seed.saturating_add(args.seeds)).collect(),
+        max_cases: args.max_cases,
+        jobs: usize::from(args.jobs),
+        only: args.target.clone(),
+        call_timeout_ms: args.timeout_ms,
+    };
+    let started = std::time::Instant::now();
+    let report = fuzz_benchmark(&config, &record);
+    print!("{}", report.render());
+    println!(
+        "(`reqkey bench fuzz --seeds {} --max-cases {}`: {:.0} s wall)",
+        args.seeds,
+        args.max_cases,
+        started.elapsed().as_secs_f64()
+    );
+    if report.has_problem() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// `reqkey bench model`: one line per world; exit 1 when a check does

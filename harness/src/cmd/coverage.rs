@@ -46,6 +46,37 @@ pub struct CoverageArgs {
     /// Only list the clauses of spec/SPEC.md and where each is certified.
     #[arg(long)]
     pub list: bool,
+    /// List the fuzzers' alphabets instead: each dimension (a parameter
+    /// the spec or a profile names) with the clauses it can break and the
+    /// broken variants only it finds, then what is not generated and why.
+    /// Exit 1 when a row names an unknown clause or variant.
+    #[arg(long, conflicts_with_all = ["grid", "list", "scenarios"])]
+    pub fuzz: bool,
+}
+
+/// `reqkey coverage --fuzz` (module docs of `run::fuzz::alphabet`).
+fn fuzz_coverage(all: &[reqkey_model::clauses::Clause], level: Option<&str>) -> ExitCode {
+    use crate::run::fuzz::alphabet;
+    let fuzzers: Vec<alphabet::Fuzzer> = alphabet::fuzzers()
+        .into_iter()
+        .filter(|f| level.is_none_or(|want| want == f.level.name()))
+        .collect();
+    print!("{}", alphabet::render(&fuzzers));
+    let is_clause = |id: &str| all.iter().any(|c| c.id == id);
+    let is_variant = |level: Level, name: &str| {
+        crate::targets::spec::builtin_variants(level)
+            .iter()
+            .any(|v| v == name)
+    };
+    let problems = alphabet::problems(&fuzzers, &is_clause, &is_variant);
+    for p in &problems {
+        eprintln!("reqkey: fuzz alphabet: {p}");
+    }
+    if problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 pub fn coverage_command(args: CoverageArgs) -> ExitCode {
@@ -66,6 +97,9 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
             println!("{}\tSPEC.md:{}\t{at}", c.id, c.line);
         }
         return ExitCode::SUCCESS;
+    }
+    if args.fuzz {
+        return fuzz_coverage(all, args.level.as_deref());
     }
     let record = match suite_record(args.scenarios.as_deref()) {
         Ok(r) => r,
@@ -93,8 +127,27 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
             }
         }
     }
-    if gaps > 0 {
-        eprintln!("reqkey: {gaps} clause(s) without a scenario that can fail on them");
+    // Every value of every declared field of the idem profile (issue 45).
+    let mut field_gaps = 0;
+    if args.level.as_deref().is_none_or(|want| want == "idem") {
+        let suite = match crate::cmd::fields::idem_suite_texts(args.scenarios.as_deref()) {
+            Ok(s) => s,
+            Err(e) => return harness_error(e),
+        };
+        let pairs: Vec<(&reqkey_scenario::Scenario, &str)> =
+            suite.iter().map(|(s, t)| (s, t.as_str())).collect();
+        let (text, n) =
+            crate::cmd::fields::render_matrix(&crate::cmd::fields::idem_field_matrix(&pairs));
+        print!("{text}");
+        field_gaps = n;
+    }
+    if gaps > 0 || field_gaps > 0 {
+        if gaps > 0 {
+            eprintln!("reqkey: {gaps} clause(s) without a scenario that can fail on them");
+        }
+        if field_gaps > 0 {
+            eprintln!("reqkey: {field_gaps} profile field value(s) no scenario judges");
+        }
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -3,6 +3,12 @@
 //! of the suite built into this binary check it, each with the built-in
 //! broken variants it fails on. What a store author reads after a report
 //! names a clause.
+//!
+//! `reqkey explain SCENARIO_ID`: a scenario's clauses, and for each the
+//! checks that judge it (issue 45). A report blames a clause only on the
+//! evidence of a check that judges it, so this is how a reader finds which
+//! step's failure a clause's FAIL rests on, and which clauses a scenario
+//! leaves `not judged` when it stops early.
 
 use std::process::ExitCode;
 
@@ -15,7 +21,8 @@ use crate::cmd::exit::harness_error;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
-    /// A clause id (`store.commit.cas`), as reports name it.
+    /// A clause id (`store.commit.cas`), as reports name it, or a
+    /// scenario id of the built-in suite (`idem.replay-after-completion`).
     pub clause: String,
 }
 
@@ -25,6 +32,10 @@ pub fn explain_command(args: ExplainArgs) -> ExitCode {
         Err(e) => return harness_error(format!("spec/SPEC.md: {e}")),
     };
     let Some(clause) = all.iter().find(|c| c.id == args.clause) else {
+        if let Some(scenario) = built_in_scenario(&args.clause) {
+            print!("{}", scenario_checks_text(&scenario));
+            return ExitCode::SUCCESS;
+        }
         let near: Vec<&str> = all
             .iter()
             .filter(|c| {
@@ -40,7 +51,7 @@ pub fn explain_command(args: ExplainArgs) -> ExitCode {
             format!("clauses of that area: {}", near.join(", "))
         };
         return harness_error(format!(
-            "no clause `{}` in spec/SPEC.md; {hint}",
+            "no clause `{}` in spec/SPEC.md and no scenario of that id in the built-in suite; {hint}",
             crate::report::inert::terminal(&args.clause)
         ));
     };
@@ -104,4 +115,161 @@ pub fn explain_command(args: ExplainArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// The scenario of the built-in suite with id `id`, at any level.
+fn built_in_scenario(id: &str) -> Option<reqkey_scenario::Scenario> {
+    Level::ALL.into_iter().find_map(|level| {
+        crate::run::suite::embedded_suite(level)
+            .ok()
+            .and_then(|(_, scenarios)| scenarios.into_iter().find(|s| s.id == id))
+    })
+}
+
+/// One check of a scenario: where it is (`steps[2] http POST /orders`),
+/// what it checks (`expect`, `expect_group[1]`), and the clauses it judges.
+struct CheckOf<'a> {
+    place: String,
+    what: String,
+    judges: Vec<&'a str>,
+    always: bool,
+}
+
+/// Clause ids as text.
+fn names(list: &[reqkey_scenario::ClauseRef]) -> Vec<&str> {
+    list.iter().map(|c| c.0.as_str()).collect()
+}
+
+/// Every check of `s`, in order: a step's own checks, each item of its
+/// group that checks its own answer, each group rule.
+fn checks_of(s: &reqkey_scenario::Scenario) -> Vec<CheckOf<'_>> {
+    use reqkey_scenario::step::Action;
+    let mut out = Vec::new();
+    for (i, step) in s.steps.iter().enumerate() {
+        let place = format!("steps[{i}] {}", step.action.label());
+        let mut what: Vec<&str> = Vec::new();
+        if step.expect.is_some() {
+            what.push("expect");
+        }
+        if step.expect_raw.is_some() {
+            what.push("expect_raw");
+        }
+        if !step.expect_not_echoed.is_empty() {
+            what.push("expect_not_echoed");
+        }
+        if !step.bind.is_empty() {
+            what.push("bind");
+        }
+        if step.linearizable {
+            what.push("linearizable");
+        }
+        match &step.action {
+            Action::WaitRun(_) => what.push("wait_run"),
+            Action::ExpectOneOf(_) => what.push("expect_one_of"),
+            Action::MixedHistories { .. } => what.push("mixed_histories"),
+            _ => {}
+        }
+        if !what.is_empty() && !step.judges.is_empty() {
+            out.push(CheckOf {
+                place: place.clone(),
+                what: what.join(", "),
+                judges: names(&step.judges),
+                always: step.always,
+            });
+        }
+        if let Action::Parallel(items) = &step.action {
+            for (k, item) in items.iter().enumerate() {
+                if item.checks_own_answer() {
+                    out.push(CheckOf {
+                        place: format!("{place} parallel[{k}] {}", item.action.label()),
+                        what: "expect".into(),
+                        judges: names(step.item_judges(item)),
+                        always: step.always,
+                    });
+                }
+            }
+        }
+        for (r, rule) in step.expect_group.iter().enumerate() {
+            out.push(CheckOf {
+                place: place.clone(),
+                what: format!("expect_group[{r}]"),
+                judges: names(step.rule_judges(rule)),
+                always: step.always,
+            });
+        }
+    }
+    out
+}
+
+/// What `reqkey explain SCENARIO_ID` prints: the scenario, then each of
+/// its clauses with the checks that judge it.
+fn scenario_checks_text(s: &reqkey_scenario::Scenario) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    let _ = writeln!(text, "{} ({} level)", s.id, s.level);
+    let _ = writeln!(text, "  {}", s.summary);
+    let _ = writeln!(text, "  file: {}", s.file.display());
+    let _ = writeln!(
+        text,
+        "  A failed check fails the clauses it judges and no other; the steps after it are skipped (unless `always`), and the clauses only they judge are not judged."
+    );
+    let checks = checks_of(s);
+    for clause in &s.checks {
+        let _ = writeln!(text, "  {}:", clause.0);
+        let mut any = false;
+        for c in checks
+            .iter()
+            .filter(|c| c.judges.contains(&clause.0.as_str()))
+        {
+            any = true;
+            let also: Vec<&str> = c
+                .judges
+                .iter()
+                .copied()
+                .filter(|j| *j != clause.0)
+                .collect();
+            let _ = writeln!(
+                text,
+                "    {}: {}{}{}",
+                c.place,
+                c.what,
+                if c.always { " (always runs)" } else { "" },
+                if also.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (also judges {})", also.join(", "))
+                }
+            );
+        }
+        if !any {
+            let _ = writeln!(text, "    (no check: the loader refuses this)");
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_scenario_id_lists_each_clause_with_the_checks_that_judge_it() {
+        let s = built_in_scenario("idem.replay-marks-itself").unwrap();
+        let text = scenario_checks_text(&s);
+        assert!(
+            text.contains("  idem.replay.header:\n    steps[1] http POST /payments: expect\n    steps[2] http POST /payments: expect\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  idem.effect.at-most-once:\n    steps[4] http GET /.reqkey/effects: expect (always runs)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("no check"), "{text}");
+    }
+
+    #[test]
+    fn an_unknown_id_is_neither_clause_nor_scenario() {
+        assert!(built_in_scenario("idem.no-such-scenario").is_none());
+    }
 }

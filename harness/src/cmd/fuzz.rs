@@ -111,8 +111,10 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         }
         FuzzOutcome::Failed(f) => {
             println!(
-                "FAIL: a program does not conform; shrunk to {} steps",
-                f.program.len()
+                "FAIL: program {} of {} does not conform; shrunk to {} steps",
+                f.found_at,
+                args.cases,
+                f.program.steps.len()
             );
             println!("{}", f.reason);
             println!("\nseed: {0} (reproduce with --seed {0})", f.seed);

@@ -55,8 +55,10 @@ pub fn fuzz_agent_command(
         }
         AgentFuzzOutcome::Failed(f) => {
             println!(
-                "FAIL: a program does not conform; shrunk to {} steps",
-                f.program.len()
+                "FAIL: program {} of {} does not conform; shrunk to {} steps",
+                f.found_at,
+                args.cases,
+                f.program.steps.len()
             );
             println!("{}", f.reason);
             println!("\nseed: {0} (reproduce with --seed {0})", f.seed);

@@ -67,6 +67,11 @@ impl StartArgs {
             .iter()
             .map(|c| crate::secrets::redact_command(c))
             .collect();
+        ctx.db_urls = self
+            .db
+            .iter()
+            .map(|u| reqkey_reference::store::redact_url(u))
+            .collect();
     }
 }
 
@@ -317,11 +322,13 @@ pub async fn select_by_profile(
         )
     });
     info.link_scenarios = links.is_some().then(|| {
-        crate::report::crash::crash_scenarios(
+        let mut link = crate::report::crash::crash_scenarios(
             &linked,
             apply.iter().map(|s| s.id.as_str()),
             not.iter().map(|n| (n.id.as_str(), n.requires.as_str())),
-        )
+        );
+        link.faults = armed_link_faults(apply.iter().filter(|s| linked.contains(&s.id)));
+        link
     });
     if !quiet {
         println!("reqkey: profile: {}", info.describe());
@@ -338,6 +345,32 @@ pub async fn select_by_profile(
         }
     }
     Ok((info, apply, not))
+}
+
+/// The faults `scenarios` arm on the database link, each once, in the
+/// order they are first armed: what a certified link claim names (a link
+/// scenario that passed struck every fault it armed: one that never
+/// struck leaves its scenario not judged).
+fn armed_link_faults<'a>(scenarios: impl Iterator<Item = &'a Scenario>) -> Vec<String> {
+    fn walk(steps: &[reqkey_scenario::step::Step], out: &mut Vec<String>) {
+        for step in steps {
+            match &step.action {
+                reqkey_scenario::step::Action::Link(reqkey_scenario::link::LinkStep::Fault(f)) => {
+                    let fault = f.to_string();
+                    if !out.contains(&fault) {
+                        out.push(fault);
+                    }
+                }
+                reqkey_scenario::step::Action::Parallel(items) => walk(items, out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for s in scenarios {
+        walk(&s.steps, &mut out);
+    }
+    out
 }
 
 /// Asks the target who it is, under the call timeout.
@@ -540,6 +573,9 @@ impl Started {
             ctx.fuzz = Some(pass);
         }
         let cfg = cfg.declaring(&profile);
+        if let Some(declared) = &profile.idem {
+            ctx.unjudged_fields = Some(unjudged_fields(declared, &scenarios));
+        }
         ctx.profile = Some(profile);
         ctx.not_applicable = not_applicable;
         // From here a signal keeps every scenario that finished: a proven
@@ -578,4 +614,26 @@ impl Started {
         }
         code
     }
+}
+
+/// The declared idem fields no scenario of `scenarios` (those that apply)
+/// judges (`cmd/fields.rs`). A scenario whose text cannot be read counts
+/// as judging nothing: the certificate then names more, never fewer.
+fn unjudged_fields(
+    declared: &reqkey_model::idem_profile::IdemProfile,
+    scenarios: &[reqkey_scenario::Scenario],
+) -> Vec<String> {
+    let texts: Vec<String> = scenarios
+        .iter()
+        .map(|s| match crate::run::suite::embedded_text(&s.file) {
+            Some(t) => t.to_owned(),
+            None => std::fs::read_to_string(&s.file).unwrap_or_default(),
+        })
+        .collect();
+    let pairs: Vec<(&reqkey_scenario::Scenario, &str)> = scenarios
+        .iter()
+        .zip(&texts)
+        .map(|(s, t)| (s, t.as_str()))
+        .collect();
+    crate::cmd::fields::unjudged_declared(declared, &pairs)
 }

@@ -18,6 +18,7 @@ pub mod check;
 pub mod coverage;
 pub mod exit;
 pub mod explain;
+pub mod fields;
 pub mod fuzz;
 pub mod fuzz_agent;
 pub mod fuzz_idem;

@@ -322,7 +322,8 @@ pub fn render(s: &ExportedScenario) -> Result<String, String> {
 }
 
 /// JSON to YAML with the keys in reading order: `id`, `level`, `tags`,
-/// `summary` first, `expect` after the step's action, the rest as they come.
+/// `summary` first, `expect` then `judges` after the step's action, the rest
+/// as they come.
 fn ordered(v: &serde_json::Value) -> serde_yaml::Value {
     use serde_json::Value as J;
     use serde_yaml::Value as Y;
@@ -330,6 +331,7 @@ fn ordered(v: &serde_json::Value) -> serde_yaml::Value {
     let rank = |k: &str| match FIRST.iter().position(|f| *f == k) {
         Some(i) => i,
         None if k == "expect" => FIRST.len() + 2,
+        None if k == "judges" => FIRST.len() + 3,
         None => FIRST.len() + 1,
     };
     match v {

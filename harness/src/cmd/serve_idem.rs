@@ -30,7 +30,8 @@ pub struct ServeIdemArgs {
     /// The profile: `default`, `wait` (duplicates in flight wait),
     /// `released` (an error answer frees the key), `optional` (a keyless
     /// request runs), `wait-released`, `long-lock`, `short-lock`,
-    /// `no-expiry`, `loose`, `bytes` (docs/idempotency-key.md); or a
+    /// `no-expiry`, `loose`, `bytes`, `token`, `any`, `lenient`
+    /// (docs/idempotency-key.md); or a
     /// deliberately broken middleware, `broken-idem:DEFECT[:VARIANT]`
     /// (`reqkey targets` lists them).
     #[arg(long, default_value = "default")]

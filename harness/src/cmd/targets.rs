@@ -43,6 +43,14 @@ pub fn targets_command() -> ExitCode {
             );
             println!("  {variant:<48} {fails}");
         }
+        if level == Level::Idem {
+            println!(
+                "  (a scenario your app fails as a variant does is not proof of that variant's bug: \
+                 the certificate names the clauses of the check that failed and its evidence; a \
+                 burst whose connections queued (warning[listen_queue]) is not judged, never \
+                 called a race)"
+            );
+        }
         if level == Level::Store {
             println!(
                 "  (each postgres+DEFECT is judged through a database link the harness owns: \

@@ -171,6 +171,21 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             c.covered, c.total, c.level
         );
     }
+    if let Some(fields) = &ctx.unjudged_fields {
+        let said = if fields.is_empty() {
+            "none: every declared value is judged by a scenario that applied (`reqkey coverage` shows the matrix)".to_owned()
+        } else {
+            format!(
+                "{}: no scenario that applied can fail on them, so this certificate says nothing of them",
+                fields
+                    .iter()
+                    .map(|f| code_cell(f))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let _ = writeln!(md, "| declared fields nothing judged | {said} |");
+    }
     let _ = writeln!(md, "| reqkey | {} |", ctx.reqkey_version);
     let _ = writeln!(md, "| seed | `{}` |", summary.seed);
     if let Some(f) = &ctx.fuzz {
@@ -233,10 +248,11 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             "| {} | {} | {trials} | {} | {} |",
             code_cell(&r.id),
             verdict_label(r.verdict),
-            clauses(&r.checks),
+            standings(r),
             cell(&checks)
         );
     }
+    by_clause_section(&mut md, summary, &run);
     if !ctx.not_applicable.is_empty() {
         let _ = writeln!(md, "\n## Not applicable to this profile\n");
         let _ = writeln!(md, "| scenario | requires |");
@@ -259,11 +275,25 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 code_span(&r.id),
                 verdict_label(r.verdict)
             );
-            if !r.checks.is_empty() {
+            let c = crate::report::clauses::of_scenario(r);
+            if !c.failed.is_empty() {
+                let failed: Vec<String> = c.failed.iter().map(|s| (*s).to_owned()).collect();
                 let _ = writeln!(
                     md,
                     "- breaks: {} (spec/SPEC.md; `reqkey explain CLAUSE` prints one)",
-                    clauses(&r.checks)
+                    clauses(&failed)
+                );
+            }
+            if !c.passed.is_empty() {
+                let passed: Vec<String> = c.passed.iter().map(|s| (*s).to_owned()).collect();
+                let _ = writeln!(md, "- passes: {}", clauses(&passed));
+            }
+            for (clause, why) in &c.not_judged {
+                let _ = writeln!(
+                    md,
+                    "- not judged: {} ({})",
+                    code_span(clause),
+                    code_span(why)
                 );
             }
             let _ = writeln!(md, "- file: {}", code_span(&r.file.display().to_string()));
@@ -284,6 +314,15 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 if let Some(d) = &f.detail {
                     let _ = writeln!(md, "\n{}", fenced("text", d));
                 }
+            }
+            for later in &r.later_failures {
+                let _ = writeln!(
+                    md,
+                    "- also failed: step {}, breaks {}: {}",
+                    code_span(&later.step),
+                    clauses(&later.clauses),
+                    code_span(&later.message)
+                );
             }
             let _ = writeln!(
                 md,
@@ -318,6 +357,99 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     }
     let _ = writeln!(md, "{}", closing_line(summary, &run));
     md
+}
+
+/// A scenario's clauses with their standing, failed ones first.
+fn standings(r: &crate::run::event::ScenarioResult) -> String {
+    let c = crate::report::clauses::of_scenario(r);
+    let mut parts: Vec<String> = c
+        .failed
+        .iter()
+        .map(|x| format!("{} **FAIL**", code_cell(x)))
+        .collect();
+    parts.extend(c.passed.iter().map(|x| format!("{} pass", code_cell(x))));
+    parts.extend(
+        c.not_judged
+            .iter()
+            .map(|(x, _)| format!("{} not judged", code_cell(x))),
+    );
+    if parts.is_empty() {
+        "-".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The run by clause: each clause's verdict on the evidence of the checks
+/// that judge it, failures that read the same given once as one finding.
+fn by_clause_section(
+    md: &mut String,
+    summary: &RunSummary,
+    run: &crate::report::verdict::RunVerdict,
+) {
+    use crate::report::clauses::label;
+    let rows = run.clauses(summary);
+    let unclaused = run.unclaused(summary);
+    if rows.is_empty() && unclaused.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "\n## Clauses\n");
+    let _ = writeln!(
+        md,
+        "Each clause on the evidence of the checks that judge it: FAIL (a check of it failed), pass (a check of it passed, none failed), not judged (no check of it reached a verdict).\n"
+    );
+    for why in &unclaused {
+        let _ = writeln!(md, "Also red beyond its clauses: {why}.\n");
+    }
+    let _ = writeln!(md, "| clause | verdict | evidence |");
+    let _ = writeln!(md, "|---|---|---|");
+    for row in rows {
+        let evidence = match row.standing {
+            crate::run::event::ClauseStanding::Fail => row
+                .findings
+                .iter()
+                .map(|f| {
+                    let ids: Vec<String> =
+                        f.scenarios.iter().map(|(id, _)| code_cell(id)).collect();
+                    format!(
+                        "{}: {} (in {} scenario{}: {})",
+                        code_cell(f.step),
+                        code_cell(f.message),
+                        ids.len(),
+                        if ids.len() == 1 { "" } else { "s" },
+                        ids.join(", ")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; "),
+            crate::run::event::ClauseStanding::Pass => format!(
+                "{} scenario{} passed a check of it",
+                row.passed_in.len(),
+                if row.passed_in.len() == 1 { "" } else { "s" }
+            ),
+            crate::run::event::ClauseStanding::NotJudged => match row.not_judged.first() {
+                Some((id, why)) => {
+                    let more = row.not_judged.len() - 1;
+                    format!(
+                        "{}: {}{}",
+                        code_cell(id),
+                        code_cell(why),
+                        if more > 0 {
+                            format!(" (and {more} more)")
+                        } else {
+                            String::new()
+                        }
+                    )
+                }
+                None => "no check of it reached a verdict".to_owned(),
+            },
+        };
+        let verdict = match row.standing {
+            crate::run::event::ClauseStanding::Fail => "**FAIL**".to_owned(),
+            s => label(s).to_owned(),
+        };
+        let _ = writeln!(md, "| {} | {verdict} | {evidence} |", code_cell(row.clause));
+    }
 }
 
 /// Clause ids as code spans, comma-separated (`-` for none).

@@ -54,12 +54,19 @@ pub struct ReportContext {
     /// With `--start`: each command as written (`{port}` unfilled),
     /// redacted, so that a replay line can start the target again.
     pub start_commands: Vec<String>,
+    /// With `--start --db`: each database as written, redacted, so that a
+    /// replay puts the harness's proxy on the link again (issue 49).
+    pub db_urls: Vec<String>,
     /// The certification's bounded fuzz pass (`None`: none ran, as in `run`).
     pub fuzz: Option<FuzzPass>,
     /// The certification run this is (or is a shard of): `certify
     /// --run-id`, or derived (`report::seal::derived_run_id`); `certify
     /// merge` refuses shards of different runs.
     pub run_id: Option<String>,
+    /// An idem run: the declared fields (as `field = value`) that no
+    /// scenario that applied judges (`cmd/fields.rs`); `None` when not
+    /// computed (another level, or no profile read).
+    pub unjudged_fields: Option<Vec<String>>,
 }
 
 /// The clause coverage of a suite: `covered` of the `total` clauses of
@@ -90,8 +97,10 @@ impl ReportContext {
             partition: None,
             target_template: None,
             start_commands: Vec::new(),
+            db_urls: Vec::new(),
             fuzz: None,
             run_id: None,
+            unjudged_fields: None,
         }
     }
 
@@ -108,6 +117,10 @@ impl ReportContext {
         for command in &self.start_commands {
             line.push_str(" --start ");
             line.push_str(&shell_quote(command));
+        }
+        for db in &self.db_urls {
+            line.push_str(" --db ");
+            line.push_str(&shell_quote(db));
         }
         line
     }

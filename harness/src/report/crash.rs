@@ -35,7 +35,7 @@ pub fn claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String> {
             many: "crash scenarios",
             nothing: "crash behaviour is NOT certified",
             wrong: "crash behaviour does NOT conform",
-            certified: "crash behaviour (kill, pause, restart) is certified",
+            certified: "crash behaviour (kill, pause, restart) is certified".to_owned(),
         },
     ))
 }
@@ -58,8 +58,14 @@ pub fn link_claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String>
             many: "link scenarios",
             nothing: "database link faults are NOT certified",
             wrong: "the store does NOT conform under database link faults",
-            certified:
-                "the database link was faulted (reset, delay, drop, refused) and the store conforms",
+            certified: if link.faults.is_empty() {
+                "the database link was faulted and the store conforms".to_owned()
+            } else {
+                format!(
+                    "the database link was faulted ({}) and the store conforms",
+                    link.faults.join(", ")
+                )
+            },
         },
     ))
 }
@@ -70,7 +76,7 @@ struct Words {
     many: &'static str,
     nothing: &'static str,
     wrong: &'static str,
-    certified: &'static str,
+    certified: String,
 }
 
 fn from_results(

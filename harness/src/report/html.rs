@@ -385,15 +385,36 @@ fn scenario_html(r: &ScenarioResult, scenario: Option<&Scenario>, out: &mut Stri
     if let Some(note) = &r.note {
         let _ = write!(out, "<p class=\"note\">{}</p>", escape(note));
     }
-    if !r.checks.is_empty() {
+    if !r.clauses.is_empty() {
         let _ = write!(
             out,
             "<p class=\"clauses\">clauses of spec/SPEC.md: {}</p>",
-            r.checks
+            r.clauses
                 .iter()
-                .map(|c| format!("<code class=\"clause\">{}</code>", escape(c)))
+                .map(|c| {
+                    let why = c
+                        .why
+                        .as_deref()
+                        .filter(|_| c.standing == crate::run::event::ClauseStanding::NotJudged)
+                        .map_or(String::new(), |w| format!(" ({})", escape(w)));
+                    format!(
+                        "<code class=\"clause\">{}</code> <span class=\"standing {}\">{}</span>{why}",
+                        escape(&c.clause),
+                        c.standing.as_str(),
+                        crate::report::clauses::label(c.standing)
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join(", ")
+        );
+    }
+    for later in &r.later_failures {
+        let _ = write!(
+            out,
+            "<p class=\"also\">also failed: {} breaks {}: {}</p>",
+            escape(&later.step),
+            escape(&later.clauses.join(", ")),
+            escape(&later.message)
         );
     }
     if let Some(f) = &r.failure {
@@ -579,12 +600,13 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             broken.len()
         );
         for r in &broken {
-            let clauses = if r.checks.is_empty() {
+            let failed = crate::report::clauses::of_scenario(r).failed;
+            let clauses = if failed.is_empty() {
                 String::new()
             } else {
                 format!(
                     " — breaks {}",
-                    r.checks
+                    failed
                         .iter()
                         .map(|c| format!("<code class=\"clause\">{}</code>", escape(c)))
                         .collect::<Vec<_>>()

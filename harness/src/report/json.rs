@@ -78,6 +78,10 @@ struct TargetDoc<'a> {
     /// With `--start`: each command as written, redacted.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     start: &'a [String],
+    /// With `--start --db`: each database whose link the harness owned,
+    /// redacted.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    db: &'a [String],
 }
 
 #[derive(Debug, Serialize)]
@@ -175,6 +179,11 @@ struct ScenarioDoc<'a> {
     max_send_spread_us: Option<u64>,
     duration_ms: u64,
     failure: Option<FailureDoc<'a>>,
+    /// Failures of `always` steps after the first, each with its clauses.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    later_failures: Vec<FailureDoc<'a>>,
+    /// Each clause of the scenario: pass, fail or not judged, and why.
+    clauses: &'a [crate::run::event::ClauseVerdict],
     /// What a stage measured (mixed histories: seed, operations, overlap).
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<&'a str>,
@@ -191,6 +200,9 @@ struct FailureDoc<'a> {
     /// The typed reason a scenario could not be judged (errors and
     /// indefinite races only).
     reason: Option<&'a str>,
+    /// The clauses of spec/SPEC.md the failed check judges: what this
+    /// failure is evidence against, and nothing else.
+    clauses: &'a [String],
 }
 
 /// Renders a run as a `reqkey-results/1` document (pretty, newline-ended).
@@ -208,6 +220,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             health: ctx.health.as_ref(),
             template: ctx.target_template.as_deref(),
             start: &ctx.start_commands,
+            db: &ctx.db_urls,
         },
         profile: ctx.profile.as_ref().map(|p| ProfileDoc {
             supports_request_key: p.profile.supports_request_key,
@@ -282,15 +295,13 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 trials_overlapped: r.trials_overlapped,
                 max_send_spread_us: r.max_send_spread_us,
                 duration_ms: r.duration_ms,
-                failure: r.failure.as_ref().map(|f| FailureDoc {
-                    trial: f.trial + 1,
-                    step: &f.step,
-                    message: &f.message,
-                    expected: f.expected.as_ref(),
-                    actual: f.actual.as_ref(),
-                    detail: f.detail.as_deref(),
-                    reason: r.reason,
-                }),
+                failure: r.failure.as_ref().map(|f| failure_doc(f, r.reason)),
+                later_failures: r
+                    .later_failures
+                    .iter()
+                    .map(|f| failure_doc(f, None))
+                    .collect(),
+                clauses: &r.clauses,
                 note: r.note.as_deref(),
             })
             .collect(),
@@ -305,6 +316,20 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             text
         }
         Err(e) => format!("{{\"schema\": \"{SCHEMA}\", \"error\": \"{e}\"}}\n"),
+    }
+}
+
+/// A failure as the document writes it (trials counted from 1).
+fn failure_doc<'a>(f: &'a crate::run::event::Failure, reason: Option<&'a str>) -> FailureDoc<'a> {
+    FailureDoc {
+        trial: f.trial + 1,
+        step: &f.step,
+        message: &f.message,
+        expected: f.expected.as_ref(),
+        actual: f.actual.as_ref(),
+        detail: f.detail.as_deref(),
+        reason,
+        clauses: &f.clauses,
     }
 }
 

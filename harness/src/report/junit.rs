@@ -47,8 +47,16 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         suite.set_time(Duration::from_millis(r.duration_ms));
         let mut case = TestCase::new(r.id.as_str(), status(ctx, summary, r));
         case.set_classname(format!("reqkey.{}", r.level));
-        for clause in &r.checks {
-            case.add_property(("clause", clause.as_str()));
+        // Each clause with its standing (issue 45): `fail`, `pass` or
+        // `not_judged: why`.
+        for c in &r.clauses {
+            let value = match &c.why {
+                Some(why) if c.standing == crate::run::event::ClauseStanding::NotJudged => {
+                    format!("{}: not_judged: {}", c.clause, xml_text(why))
+                }
+                _ => format!("{}: {}", c.clause, c.standing.as_str()),
+            };
+            case.add_property(("clause", value.as_str()));
         }
         if let Some(note) = &r.note {
             case.add_property(("note", xml_text(note).as_str()));
@@ -151,10 +159,15 @@ fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> Test
                 NonSuccessKind::Error
             };
             let mut s = TestCaseStatus::non_success(kind);
+            let failed = crate::report::clauses::of_scenario(r).failed;
             s.set_message(xml_text(&format!(
                 "{} [{}]",
                 r.failure.as_ref().map_or("failed", |f| f.message.as_str()),
-                clause_list(&r.checks)
+                if failed.is_empty() {
+                    "no clause failed".to_owned()
+                } else {
+                    format!("breaks {}", failed.join(", "))
+                }
             )));
             s.set_type(r.verdict.as_str());
             s.set_description(format!("{}\n{replay}", failure_text(r)));
@@ -163,11 +176,10 @@ fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> Test
     }
 }
 
-/// The clauses a scenario checks, for a line (`none declared` when it
-/// names none).
+/// Clauses for a line (`none` when there are none).
 fn clause_list(checks: &[String]) -> String {
     if checks.is_empty() {
-        "no clause declared".to_owned()
+        "none".to_owned()
     } else {
         checks.join(", ")
     }
@@ -178,15 +190,28 @@ fn failure_text(r: &ScenarioResult) -> String {
     let Some(f) = &r.failure else {
         return String::new();
     };
+    let c = crate::report::clauses::of_scenario(r);
     let mut text = format!(
-        "scenario: {}\nclauses (spec/SPEC.md): {}\nfile: {}\ntrial: {}\nstep: {}\nwhy: {}\n",
+        "scenario: {}\nclauses (spec/SPEC.md): {}\nbreaks: {}\nfile: {}\ntrial: {}\nstep: {}\nwhy: {}\n",
         r.id,
         clause_list(&r.checks),
+        clause_list(&c.failed.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>()),
         r.file.display(),
         f.trial + 1,
         f.step,
         f.message
     );
+    for (clause, why) in &c.not_judged {
+        text.push_str(&format!("not judged: {clause} ({why})\n"));
+    }
+    for later in &r.later_failures {
+        text.push_str(&format!(
+            "also: {} breaks {}: {}\n",
+            later.step,
+            later.clauses.join(", "),
+            later.message
+        ));
+    }
     if let Some(e) = &f.expected {
         text.push_str(&format!("expected: {e}\n"));
     }

@@ -35,7 +35,9 @@ use serde_json::Value;
 use crate::report::context::{ClauseCoverage, ReportContext};
 use crate::report::json::SCHEMA;
 use crate::report::merge_fuzz_warnings::{merge_fuzz, merge_warnings, FuzzDoc, WarningDoc};
-use crate::run::event::{Failure, Indefinite, RunSummary, ScenarioResult, Verdict};
+use crate::run::event::{
+    ClauseStanding, ClauseVerdict, Failure, Indefinite, RunSummary, ScenarioResult, Verdict,
+};
 use crate::run::partition::Partition;
 use crate::run::select::NotApplicable;
 use crate::run::suite::SuiteInfo;
@@ -87,6 +89,9 @@ pub struct TargetDoc {
     /// Its `--start` commands as written, redacted.
     #[serde(default)]
     pub start: Vec<String>,
+    /// Its `--db` databases, redacted.
+    #[serde(default)]
+    pub db: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -126,6 +131,9 @@ pub struct CrashScenariosDoc {
     pub applied: Vec<String>,
     #[serde(default)]
     pub unmet: Vec<String>,
+    /// The link faults the applied scenarios armed.
+    #[serde(default)]
+    pub faults: Vec<String>,
 }
 
 impl ProfileDoc {
@@ -203,7 +211,21 @@ pub struct ScenarioDoc {
     pub max_send_spread_us: Option<u64>,
     pub duration_ms: u64,
     pub failure: Option<FailureDoc>,
+    /// Failures of `always` steps after the first (issue 45).
+    #[serde(default)]
+    pub later_failures: Vec<FailureDoc>,
+    /// Each clause: pass, fail or not judged, and why (issue 45).
+    #[serde(default)]
+    pub clauses: Vec<ClauseDoc>,
     pub note: Option<String>,
+}
+
+/// A clause's standing as `results.json` writes it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClauseDoc {
+    pub clause: String,
+    pub standing: String,
+    pub why: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -215,6 +237,9 @@ pub struct FailureDoc {
     pub actual: Option<Value>,
     pub detail: Option<String>,
     pub reason: Option<String>,
+    /// The clauses of the failed check.
+    #[serde(default)]
+    pub clauses: Vec<String>,
 }
 
 /// The typed reasons a report may carry (`docs/reports.md`): a merged
@@ -238,6 +263,7 @@ const KNOWN_REASONS: &[&str] = &[
     "harness",
     "wrong_level",
     "no_overlap",
+    "listen_queue",
 ];
 
 fn known_reason(reason: &str) -> Result<&'static str, String> {
@@ -506,6 +532,7 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
     );
     ctx.target_template = first.target.template.clone();
     ctx.start_commands = first.target.start.clone();
+    ctx.db_urls = first.target.db.clone();
     ctx.reqkey_version = first.reqkey_version.clone();
     ctx.target_defaulted = first.target.defaulted;
     ctx.health = first.target.health.clone();
@@ -542,6 +569,19 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
     })
 }
 
+/// A failure as `results.json` wrote it, read back.
+fn failure(f: &FailureDoc) -> Failure {
+    Failure {
+        trial: f.trial,
+        step: f.step.clone(),
+        message: f.message.clone(),
+        expected: f.expected.clone(),
+        actual: f.actual.clone(),
+        detail: f.detail.clone(),
+        clauses: f.clauses.clone(),
+    }
+}
+
 fn scenario_result(r: &ScenarioDoc) -> Result<ScenarioResult, String> {
     let reason = r
         .failure
@@ -562,14 +602,20 @@ fn scenario_result(r: &ScenarioDoc) -> Result<ScenarioResult, String> {
         trials_with_groups: r.trials_with_groups,
         max_send_spread_us: r.max_send_spread_us,
         duration_ms: r.duration_ms,
-        failure: r.failure.as_ref().map(|f| Failure {
-            trial: f.trial,
-            step: f.step.clone(),
-            message: f.message.clone(),
-            expected: f.expected.clone(),
-            actual: f.actual.clone(),
-            detail: f.detail.clone(),
-        }),
+        failure: r.failure.as_ref().map(failure),
+        later_failures: r.later_failures.iter().map(failure).collect(),
+        clauses: r
+            .clauses
+            .iter()
+            .map(|c| {
+                Ok(ClauseVerdict {
+                    clause: c.clause.clone(),
+                    standing: ClauseStanding::parse(&c.standing)
+                        .ok_or_else(|| format!("unknown clause standing `{}`", c.standing))?,
+                    why: c.why.clone(),
+                })
+            })
+            .collect::<Result<_, String>>()?,
         timelines: Vec::new(),
         history_view: None,
         reason,
@@ -637,6 +683,11 @@ fn united_crash_scenarios(
         for why in &doc.unmet {
             if !united.unmet.contains(why) {
                 united.unmet.push(why.clone());
+            }
+        }
+        for fault in &doc.faults {
+            if !united.faults.contains(fault) {
+                united.faults.push(fault.clone());
             }
         }
     }

@@ -22,6 +22,7 @@
 //! exit code with it: none computes its own.
 
 pub mod certificate;
+pub mod clauses;
 pub mod client;
 pub mod context;
 pub mod crash;

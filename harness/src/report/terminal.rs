@@ -136,11 +136,18 @@ impl<W: Write + Send> TerminalReporter<W> {
                 return text;
             }
             text.push_str(&format!("      file:  {}\n", r.file.display()));
-            if !r.checks.is_empty() {
+            let c = crate::report::clauses::of_scenario(r);
+            if !c.failed.is_empty() {
                 text.push_str(&format!(
                     "      breaks: {} (spec/SPEC.md; `reqkey explain CLAUSE`)\n",
-                    r.checks.join(", ")
+                    c.failed.join(", ")
                 ));
+            }
+            if !c.passed.is_empty() {
+                text.push_str(&format!("      passes: {}\n", c.passed.join(", ")));
+            }
+            for (clause, why) in &c.not_judged {
+                text.push_str(&format!("      not judged: {clause} ({})\n", terminal(why)));
             }
             // 1-based, as in every report (issue 41).
             text.push_str(&format!("      trial: {}\n", f.trial + 1));
@@ -156,6 +163,14 @@ impl<W: Write + Send> TerminalReporter<W> {
                 for line in d.lines() {
                     text.push_str(&format!("      | {}\n", terminal(line)));
                 }
+            }
+            for later in &r.later_failures {
+                text.push_str(&format!(
+                    "      also:  {} breaks {}: {}\n",
+                    terminal(&later.step),
+                    later.clauses.join(", "),
+                    terminal(&later.message)
+                ));
             }
             text.push_str(&format!(
                 "      seed:  {0} (reproduce with --seed {0})\n",

@@ -64,6 +64,10 @@ pub fn scenario_result(mut result: ScenarioResult) -> ScenarioResult {
     if let Some(f) = result.failure.as_mut() {
         failure(f);
     }
+    result.later_failures.iter_mut().for_each(failure);
+    for c in &mut result.clauses {
+        c.why = c.why.as_deref().map(text);
+    }
     result.note = result.note.as_deref().map(text);
     if let Some(view) = result.history_view.as_mut() {
         for op in &mut view.ops {

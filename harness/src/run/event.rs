@@ -64,7 +64,7 @@ impl Verdict {
 }
 
 /// Where and how a scenario failed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Failure {
     /// 0-based trial index.
     pub trial: u32,
@@ -78,6 +78,51 @@ pub struct Failure {
     /// Extra text (a timeline, a counterexample), printed as is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The clauses of spec/SPEC.md the failed check judges (its step's
+    /// `judges:`, a group rule's, or a built-in check's own clause): what
+    /// this failure, and only it, is evidence against.
+    pub clauses: Vec<String>,
+}
+
+/// What one clause of a scenario came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClauseStanding {
+    /// A check of it passed and none failed.
+    Pass,
+    /// A check of it failed (the failure names it).
+    Fail,
+    /// No check of it ran to a verdict (`why` says what stopped it).
+    NotJudged,
+}
+
+impl ClauseStanding {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClauseStanding::Pass => "pass",
+            ClauseStanding::Fail => "fail",
+            ClauseStanding::NotJudged => "not_judged",
+        }
+    }
+
+    /// Parses [`Self::as_str`] back (`certify merge`).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Pass, Self::Fail, Self::NotJudged]
+            .into_iter()
+            .find(|c| c.as_str() == s)
+    }
+}
+
+/// One clause of a scenario and what its checks came to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClauseVerdict {
+    pub clause: String,
+    pub standing: ClauseStanding,
+    /// Not judged: why (`stopped at steps[2] http POST /orders`, `could not
+    /// judge steps[0] ...: timeout`, `no trial overlapped`). Fail: the
+    /// step of the failed check.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// One request of a parallel group drawn as a bar on a timeline: its
@@ -315,8 +360,16 @@ pub struct ScenarioResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_send_spread_us: Option<u64>,
     pub duration_ms: u64,
+    /// The first failed check (or what could not be judged).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// Checks of `always` steps that failed after the first, in the same
+    /// trial: each evidence against its own clauses.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub later_failures: Vec<Failure>,
+    /// Each clause of `checks:` (and any other clause a failed built-in
+    /// check names): pass, fail or not judged, and why.
+    pub clauses: Vec<ClauseVerdict>,
     /// The parallel groups of each trial as timelines (trials with a
     /// group only; at most [`MAX_TIMELINE_TRIALS`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -35,6 +35,7 @@ impl Trial<'_> {
                 expected: None,
                 actual: Some(json!({"request": request, "answer": answer})),
                 detail: None,
+                clauses: Vec::new(),
             }));
         }
         self.check_expectations(path, step, sent, request, answer)
@@ -63,6 +64,7 @@ impl Trial<'_> {
                     expected: Some(json!({"notEchoed": needle})),
                     actual: Some(json!({"request": request, "answer": answer})),
                     detail: None,
+                    clauses: Vec::new(),
                 }));
             }
         }
@@ -76,6 +78,7 @@ impl Trial<'_> {
                     expected: Some(pattern),
                     actual: Some(json!({"request": request, "answer": answer})),
                     detail: None,
+                    clauses: Vec::new(),
                 }));
             }
         }
@@ -107,6 +110,7 @@ impl Trial<'_> {
                 expected,
                 actual: Some(json!({"request": request, "answer": answer})),
                 detail: None,
+                clauses: Vec::new(),
             })
         };
         let text = match self.vars.substitute(&Value::String(text.to_owned())) {
@@ -121,6 +125,7 @@ impl Trial<'_> {
                 expected: None,
                 actual: None,
                 detail: None,
+                clauses: Vec::new(),
             })
         })?;
         let actual = if sent.is_http() {
@@ -159,6 +164,7 @@ impl Trial<'_> {
                     expected: None,
                     actual: Some(answer.clone()),
                     detail: None,
+                    clauses: Vec::new(),
                 })
             })?;
             self.vars.bind(var, value.clone());
@@ -205,6 +211,7 @@ impl Trial<'_> {
             expected: Some(serde_json::to_value(alternatives).unwrap_or(Value::Null)),
             actual: Some(Value::Object(actual)),
             detail: None,
+            clauses: Vec::new(),
         }))
     }
 }

@@ -56,6 +56,9 @@ impl Trial<'_> {
             >= 2;
         let mut order: Vec<usize> = (0..prepared.len()).collect();
         order.shuffle(&mut self.rng);
+        // A connection that opens a second late (a full listen queue) sends
+        // its request after the others finished: see after the answers.
+        let slow_connects_before = self.target.slow_connects();
         let barrier = Arc::new(Barrier::new(prepared.len()));
         // Each item runs on an OS thread of its own, driving its call with
         // the runtime's handle, so items really run at once: as tasks, the
@@ -145,6 +148,7 @@ impl Trial<'_> {
                 expected: None,
                 actual: None,
                 detail: None,
+                clauses: Vec::new(),
             }));
         }
         let mut outcomes: Vec<Option<(Instant, Instant, Value)>> = vec![None; prepared.len()];
@@ -171,12 +175,34 @@ impl Trial<'_> {
                         expected: None,
                         actual: None,
                         detail: None,
+                        clauses: Vec::new(),
                     }));
                 }
             }
         }
         if let Some(stop) = first_stop {
             return Err(stop);
+        }
+        let slow = self
+            .target
+            .slow_connects()
+            .saturating_sub(slow_connects_before);
+        if slow > 0 && prepared.len() >= 2 {
+            return Err(Stop::Harness(
+                Box::new(Failure {
+                    trial: 0,
+                    step: path.to_owned(),
+                    message: format!(
+                        "{slow} connection(s) of this group took {} ms or more to open: the target's listen queue was full and the kernel retried them, so their requests arrived after the others had finished. The group's answers are not concurrent, so its checks are not judged (warning[listen_queue] names the fix).",
+                        crate::targets::connect_log::SLOW_CONNECT_MS
+                    ),
+                    expected: None,
+                    actual: None,
+                    detail: None,
+                    clauses: Vec::new(),
+                }),
+                super::trial::LISTEN_QUEUE,
+            ));
         }
         let invokes = outcomes.iter().flatten().map(|(invoke, _, _)| *invoke);
         if let (Some(first), Some(last)) = (invokes.clone().min(), invokes.max()) {
@@ -212,7 +238,10 @@ impl Trial<'_> {
             self.record(r.name.clone(), request, invoke_ns, return_ns, &r.answer);
         }
         if group.linearizable {
-            self.check_linearizable(path)?;
+            self.check_linearizable(path)
+                .map_err(|stop| stop.blaming(&group.judges))?;
+            self.verdicts
+                .pass(group.judges.iter().map(|c| c.0.as_str()));
         }
         // Per-item expectations, in declaration order.
         // (Cut items and faults were not recorded: each item finds its own.)
@@ -226,9 +255,14 @@ impl Trial<'_> {
             let item_path = format!("{path}[{k}] {}", item.action.label());
             let mut named = (*item).clone();
             named.name = Some(rec.name.clone());
-            self.check_answer(&item_path, &named, request, rec.answer.clone())?;
+            let judges = group.item_judges(item);
+            self.check_answer(&item_path, &named, request, rec.answer.clone())
+                .map_err(|stop| stop.blaming(judges))?;
+            if item.checks_own_answer() {
+                self.verdicts.pass(judges.iter().map(|c| c.0.as_str()));
+            }
         }
-        self.check_group_rules(path, &group.expect_group, &recorded)?;
+        self.check_group_rules(path, group, &recorded)?;
         Ok(())
     }
 
@@ -270,6 +304,7 @@ impl Trial<'_> {
             expected: None,
             actual: None,
             detail,
+            clauses: Vec::new(),
         };
         match report.verdict {
             lin::Verdict::Linearizable => Ok(()),
@@ -295,10 +330,13 @@ impl Trial<'_> {
         }
     }
 
+    /// The `expect_group` rules of `group`, in order, each consuming the
+    /// answers it matches; a rule that fails is evidence against its own
+    /// clauses (`judges:`, or its step's).
     pub(super) fn check_group_rules(
         &mut self,
         path: &str,
-        rules: &[GroupRule],
+        group: &Step,
         recorded: &[Recorded],
     ) -> Result<(), Stop> {
         let mut remaining: Vec<&Recorded> = recorded.iter().collect();
@@ -308,47 +346,65 @@ impl Trial<'_> {
                 .map(|r| (r.name.clone(), r.answer.clone()))
                 .collect(),
         );
-        for (k, rule) in rules.iter().enumerate() {
-            let pattern = self.vars.substitute(&rule.pattern);
-            let (hit, miss): (Vec<&Recorded>, Vec<&Recorded>) = remaining
-                .iter()
-                .partition(|r| matches(&pattern, &r.answer).is_ok());
-            let ok = match rule.count {
-                GroupCount::Exactly(n) => hit.len() == n as usize,
-                GroupCount::Rest => miss.is_empty(),
-            };
-            if !ok {
-                let want = match rule.count {
-                    GroupCount::Exactly(n) => format!("exactly {n}"),
-                    GroupCount::Rest => format!("all {} remaining", remaining.len()),
-                };
-                return Err(Stop::fail(Failure {
-                    trial: 0,
-                    step: path.to_owned(),
-                    message: format!(
-                        "expect_group rule {k}: wanted {want} answers to match, {} did ({})",
-                        hit.len(),
-                        hit.iter()
-                            .map(|r| r.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    expected: Some(pattern),
-                    actual: Some(all),
-                    detail: None,
-                }));
-            }
-            if let Some(first) = hit.first() {
-                self.bind(path, &rule.bind, &first.answer)?;
-            } else if !rule.bind.is_empty() {
-                return Err(fail(
-                    path,
-                    format!("expect_group rule {k} matched nothing to bind from"),
-                ));
-            }
-            remaining = miss;
+        for (k, rule) in group.expect_group.iter().enumerate() {
+            let judges = group.rule_judges(rule);
+            remaining = self
+                .check_group_rule(path, k, rule, remaining, &all)
+                .map_err(|stop| stop.blaming(judges))?;
+            self.verdicts.pass(judges.iter().map(|c| c.0.as_str()));
         }
         Ok(())
+    }
+
+    /// Rule `k` of a group over the answers the earlier rules left; the
+    /// answers it leaves.
+    fn check_group_rule<'r>(
+        &mut self,
+        path: &str,
+        k: usize,
+        rule: &GroupRule,
+        remaining: Vec<&'r Recorded>,
+        all: &Value,
+    ) -> Result<Vec<&'r Recorded>, Stop> {
+        let pattern = self.vars.substitute(&rule.pattern);
+        let (hit, miss): (Vec<&Recorded>, Vec<&Recorded>) = remaining
+            .iter()
+            .partition(|r| matches(&pattern, &r.answer).is_ok());
+        let ok = match rule.count {
+            GroupCount::Exactly(n) => hit.len() == n as usize,
+            GroupCount::Rest => miss.is_empty(),
+        };
+        if !ok {
+            let want = match rule.count {
+                GroupCount::Exactly(n) => format!("exactly {n}"),
+                GroupCount::Rest => format!("all {} remaining", remaining.len()),
+            };
+            return Err(Stop::fail(Failure {
+                trial: 0,
+                step: path.to_owned(),
+                message: format!(
+                    "expect_group rule {k}: wanted {want} answers to match, {} did ({})",
+                    hit.len(),
+                    hit.iter()
+                        .map(|r| r.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                expected: Some(pattern),
+                actual: Some(all.clone()),
+                detail: None,
+                clauses: Vec::new(),
+            }));
+        }
+        if let Some(first) = hit.first() {
+            self.bind(path, &rule.bind, &first.answer)?;
+        } else if !rule.bind.is_empty() {
+            return Err(fail(
+                path,
+                format!("expect_group rule {k} matched nothing to bind from"),
+            ));
+        }
+        Ok(miss)
     }
 }
 

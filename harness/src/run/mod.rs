@@ -13,6 +13,7 @@
 //! `--export-histories`.
 
 pub mod agent_steps;
+pub mod blame;
 pub mod bound;
 pub mod config;
 pub mod event;

@@ -290,7 +290,15 @@ fn collect(
                         expected: None,
                         actual: None,
                         detail: None,
+                        clauses: Vec::new(),
                     }),
+                    later_failures: Vec::new(),
+                    clauses: crate::run::blame::clause_verdicts(
+                        &s.checks.iter().map(|c| c.0.clone()).collect::<Vec<_>>(),
+                        [],
+                        &crate::run::blame::Judged::default(),
+                        "the scenario's task failed",
+                    ),
                 });
             }
         }

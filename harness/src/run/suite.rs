@@ -156,6 +156,17 @@ fn embedded_level(level: Level) -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// The text of an embedded scenario, by the `file` its [`Scenario`] has
+/// (`embedded/<level dir>/<path>`).
+pub fn embedded_text(file: &Path) -> Option<&'static str> {
+    let rel = file.strip_prefix(EMBEDDED_SOURCE).ok()?;
+    let rel = rel.to_str()?;
+    EMBEDDED_FILES
+        .iter()
+        .find(|(path, _)| *path == rel)
+        .map(|(_, text)| *text)
+}
+
 /// A top-level file of the embedded suite (`VERSION`,
 /// `falsification.json`), by name.
 pub fn embedded_file(name: &str) -> Option<&'static str> {

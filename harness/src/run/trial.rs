@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use serde_json::{json, Value};
 
+use crate::run::blame::Judged;
 use crate::run::config::RunConfig;
 use crate::run::event::OpShown;
 use crate::run::event::{FailingSubset, Failure};
@@ -19,7 +20,7 @@ use crate::run::request::Request;
 use crate::targets::{Level, Target, TargetError};
 use reqkey_check::lin::{self};
 use reqkey_scenario::vars::Vars;
-use reqkey_scenario::{Action, Step};
+use reqkey_scenario::{Action, ClauseRef, Step};
 
 /// One operation of a parallel group as it happened.
 #[derive(Debug, Clone)]
@@ -45,10 +46,28 @@ impl Stop {
     pub(super) fn fail(f: Failure) -> Stop {
         Stop::Fail(Box::new(f))
     }
+    /// A failure that names no clause yet is evidence against `clauses`
+    /// (the check's own: a step's `judges:`, an item's, a rule's). A
+    /// failure that already names its clause (a built-in check) keeps it.
+    pub(super) fn blaming<'c>(self, clauses: impl IntoIterator<Item = &'c ClauseRef>) -> Stop {
+        match self {
+            Stop::Fail(mut f) if f.clauses.is_empty() => {
+                f.clauses = clauses.into_iter().map(|c| c.0.clone()).collect();
+                Stop::Fail(f)
+            }
+            other => other,
+        }
+    }
     pub(super) fn harness(f: Failure) -> Stop {
         Stop::Harness(Box::new(f), "harness")
     }
 }
+
+/// The reason of a parallel group whose connections queued (a full
+/// listen queue, `targets/connect_log.rs`): its answers are not
+/// concurrent, so its checks are not judged; the trial's observations
+/// (`always` steps) still run and judge theirs.
+pub(super) const LISTEN_QUEUE: &str = "listen_queue";
 
 pub(super) fn fail(step: &str, message: impl Into<String>) -> Stop {
     Stop::fail(Failure {
@@ -58,6 +77,7 @@ pub(super) fn fail(step: &str, message: impl Into<String>) -> Stop {
         expected: None,
         actual: None,
         detail: None,
+        clauses: Vec::new(),
     })
 }
 
@@ -102,6 +122,11 @@ pub(super) struct Trial<'a> {
     /// What a `mixed_histories` step shows the viewer: one program's
     /// operations (the failing one, or the first), and its failing subset.
     pub(super) mixed_view: Option<(Vec<lin::Operation>, Option<FailingSubset>, BTreeSet<usize>)>,
+    /// The clauses this trial's checks passed or did not reach.
+    pub(super) verdicts: Judged,
+    /// Every failed check of the trial, in order (the first stopped the
+    /// steps that are not `always`).
+    pub(super) failures: Vec<Failure>,
 }
 
 /// How many times its trial count a race scenario may run more trials
@@ -148,11 +173,17 @@ pub(super) fn universal(
             expected: None,
             actual: Some(json!({"request": request, "answer": answer})),
             detail: None,
+            clauses: vec![v.clause.to_owned()],
         })),
     }
 }
 
 pub(super) fn target_stop(step: &str, request: &Request, e: TargetError) -> Stop {
+    // A protocol violation is the store wire's own check (SPEC 6).
+    let clauses = match &e {
+        TargetError::Protocol(m) => vec![store::protocol_clause(m).to_owned()],
+        _ => Vec::new(),
+    };
     let failure = Failure {
         trial: 0,
         step: step.to_owned(),
@@ -160,6 +191,7 @@ pub(super) fn target_stop(step: &str, request: &Request, e: TargetError) -> Stop
         expected: None,
         actual: Some(json!({"request": request.shown()})),
         detail: None,
+        clauses,
     };
     if e.is_harness_error() {
         Stop::Harness(Box::new(failure), e.reason())
@@ -169,59 +201,137 @@ pub(super) fn target_stop(step: &str, request: &Request, e: TargetError) -> Stop
 }
 
 impl Trial<'_> {
+    /// Runs the steps in order. A failed check is recorded (against its
+    /// own clauses) and the steps after it are skipped, their clauses not
+    /// judged, except those marked `always` (observations), which still
+    /// judge theirs. A step that could not be judged ends the trial. The
+    /// first failure, if any, is the trial's `Err`.
     pub(super) async fn run_steps(&mut self, steps: &[Step]) -> Result<(), Stop> {
+        // Names some step binds: an `always` step that needs one its
+        // binder never bound (it failed or was skipped) is skipped too.
+        let bound_by_steps: BTreeSet<String> =
+            steps.iter().flat_map(Step::names_bound).cloned().collect();
+        let mut stopped: Option<String> = None;
+        // A group whose answers were not concurrent (a full listen queue):
+        // not judged, but the observations after it still run.
+        let mut unjudged_group: Option<Stop> = None;
         for (i, step) in steps.iter().enumerate() {
             let path = format!("steps[{i}] {}", step.action.label());
-            match &step.action {
-                Action::Parallel(items) => self.run_group(&path, step, items).await?,
-                Action::ExpectOneOf(alternatives) => self.expect_one_of(&path, alternatives)?,
-                Action::SleepMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
-                Action::Fault(fault) => {
-                    let request = Request::Fault(fault.clone());
-                    request
-                        .send(self.target.as_ref(), self.cfg.call_timeout_ms)
-                        .await
-                        .map_err(|e| target_stop(&path, &request, e))?;
+            let clauses: Vec<&str> = step.all_judges().iter().map(|c| c.0.as_str()).collect();
+            if let Some(why) = &stopped {
+                if !step.always {
+                    self.verdicts.not_judged(clauses, why);
+                    continue;
                 }
-                Action::Link(link) => {
-                    let request = Request::Link(*link);
-                    request
-                        .send(self.target.as_ref(), self.cfg.call_timeout_ms)
-                        .await
-                        .map_err(|e| target_stop(&path, &request, e))?;
+                let unbound: Vec<String> = step
+                    .names_used()
+                    .into_iter()
+                    .filter(|n| bound_by_steps.contains(n) && self.vars.get(n).is_none())
+                    .collect();
+                if !unbound.is_empty() {
+                    let why = format!("{why}; {path} needs ${}, never bound", unbound.join(", $"));
+                    self.verdicts.not_judged(clauses, &why);
+                    continue;
                 }
-                Action::MixedHistories {
-                    programs,
-                    in_flight,
-                } => self.mixed_histories(&path, *programs, *in_flight).await?,
-                Action::Store { .. }
-                | Action::Rpc(_)
-                | Action::Raw(_)
-                | Action::Http(_)
-                | Action::WaitRun(_) => {
-                    let request = self.request(&path, step)?;
-                    let invoke_ns = self.clock.now_ns();
-                    let answer = match request
-                        .send(self.target.as_ref(), self.cfg.call_timeout_ms)
-                        .await
-                    {
-                        Ok(answer) => answer,
-                        // A fault cut it, as the scenario allows: nothing
-                        // was answered to judge.
-                        Err(e) if step.may_be_cut && e.is_silence() => continue,
-                        Err(e) => return Err(target_stop(&path, &request, e)),
-                    };
-                    let return_ns = self.clock.now_ns();
-                    let client = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
-                    if self.history.len() < MAX_HISTORY_OPS {
-                        self.sequential.insert(self.history.len());
+            }
+            match self.run_step(i, &path, step).await {
+                Ok(true) => self.verdicts.pass(clauses),
+                Ok(false) => self
+                    .verdicts
+                    .not_judged(clauses, &format!("{path}: its answer was cut by a fault")),
+                Err(stop @ Stop::Fail(_)) => {
+                    if let Stop::Fail(f) = stop.blaming(&step.judges) {
+                        let why = format!("stopped at {path}");
+                        self.verdicts.not_judged(
+                            clauses
+                                .iter()
+                                .copied()
+                                .filter(|c| !f.clauses.iter().any(|x| x == c)),
+                            &why,
+                        );
+                        self.failures.push(*f);
+                        stopped.get_or_insert(why);
                     }
-                    self.record(client, &request, invoke_ns, return_ns, &answer);
-                    self.check_answer(&path, step, &request, answer)?;
+                }
+                Err(Stop::Harness(f, reason)) if reason == LISTEN_QUEUE => {
+                    let why = format!("could not judge {path} ({reason})");
+                    self.verdicts.not_judged(clauses, &why);
+                    stopped.get_or_insert(why);
+                    unjudged_group.get_or_insert(Stop::Harness(f, reason));
+                }
+                Err(Stop::Harness(f, reason)) => {
+                    let why = format!("could not judge {path} ({reason})");
+                    for rest in &steps[i..] {
+                        self.verdicts
+                            .not_judged(rest.all_judges().iter().map(|c| c.0.as_str()), &why);
+                    }
+                    // A proven violation outranks what could not be judged.
+                    return match self.failures.first() {
+                        Some(first) => Err(Stop::fail(first.clone())),
+                        None => Err(Stop::Harness(f, reason)),
+                    };
                 }
             }
         }
-        Ok(())
+        match (self.failures.first(), unjudged_group) {
+            (Some(first), _) => Err(Stop::fail(first.clone())),
+            (None, Some(stop)) => Err(stop),
+            (None, None) => Ok(()),
+        }
+    }
+
+    /// One step. `Ok(false)`: it ran, but a fault cut its answer, so
+    /// nothing was judged.
+    async fn run_step(&mut self, i: usize, path: &str, step: &Step) -> Result<bool, Stop> {
+        match &step.action {
+            Action::Parallel(items) => self.run_group(path, step, items).await?,
+            Action::ExpectOneOf(alternatives) => self.expect_one_of(path, alternatives)?,
+            Action::SleepMs(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+            Action::Fault(fault) => {
+                let request = Request::Fault(fault.clone());
+                request
+                    .send(self.target.as_ref(), self.cfg.call_timeout_ms)
+                    .await
+                    .map_err(|e| target_stop(path, &request, e))?;
+            }
+            Action::Link(link) => {
+                let request = Request::Link(*link);
+                request
+                    .send(self.target.as_ref(), self.cfg.call_timeout_ms)
+                    .await
+                    .map_err(|e| target_stop(path, &request, e))?;
+            }
+            Action::MixedHistories {
+                programs,
+                in_flight,
+            } => self.mixed_histories(path, *programs, *in_flight).await?,
+            Action::Store { .. }
+            | Action::Rpc(_)
+            | Action::Raw(_)
+            | Action::Http(_)
+            | Action::WaitRun(_) => {
+                let request = self.request(path, step)?;
+                let invoke_ns = self.clock.now_ns();
+                let answer = match request
+                    .send(self.target.as_ref(), self.cfg.call_timeout_ms)
+                    .await
+                {
+                    Ok(answer) => answer,
+                    // A fault cut it, as the scenario allows: nothing
+                    // was answered to judge.
+                    Err(e) if step.may_be_cut && e.is_silence() => return Ok(false),
+                    Err(e) => return Err(target_stop(path, &request, e)),
+                };
+                let return_ns = self.clock.now_ns();
+                let client = step.name.clone().unwrap_or_else(|| format!("steps[{i}]"));
+                if self.history.len() < MAX_HISTORY_OPS {
+                    self.sequential.insert(self.history.len());
+                }
+                self.record(client, &request, invoke_ns, return_ns, &answer);
+                self.check_answer(path, step, &request, answer)?;
+            }
+        }
+        Ok(true)
     }
 
     /// A `mixed_histories` step: random concurrent programs, each history
@@ -277,6 +387,7 @@ impl Trial<'_> {
                     expected: None,
                     actual: None,
                     detail: None,
+                    clauses: Vec::new(),
                 }))
             }
         };
@@ -308,6 +419,7 @@ impl Trial<'_> {
                 expected: None,
                 actual: Some(json!({"sessions": sessions, "program": format!("{steps:?}")})),
                 detail: Some(reason),
+                clauses: Vec::new(),
             }));
         }
         Ok(())
@@ -335,6 +447,7 @@ impl Trial<'_> {
                         expected: None,
                         actual: None,
                         detail: None,
+                        clauses: Vec::new(),
                     })
                 })?;
                 Request::Http {
@@ -353,6 +466,7 @@ impl Trial<'_> {
                     expected: None,
                     actual: None,
                     detail: None,
+                    clauses: Vec::new(),
                 }))
             }
         };

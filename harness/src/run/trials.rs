@@ -9,6 +9,7 @@ use std::time::Instant;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
+use crate::run::blame::{clause_verdicts, none_judged, Judged};
 use crate::run::config::RunConfig;
 use crate::run::event::{Failure, HistoryView, ScenarioResult, Verdict, MAX_TIMELINE_TRIALS};
 use crate::run::export::TrialHistory;
@@ -62,11 +63,14 @@ async fn run_scenario_unbounded(
         max_send_spread_us: None,
         duration_ms: 0,
         failure: None,
+        later_failures: Vec::new(),
+        clauses: Vec::new(),
         timelines: Vec::new(),
         history_view: None,
         reason: None,
         note: None,
     };
+    let checks: Vec<String> = result.checks.clone();
     if scenario.level != target.level() {
         result.verdict = Verdict::Error;
         result.failure = Some(Failure {
@@ -81,8 +85,15 @@ async fn run_scenario_unbounded(
             expected: None,
             actual: None,
             detail: None,
+            clauses: Vec::new(),
         });
         result.reason = Some("wrong_level");
+        result.clauses = clause_verdicts(
+            &checks,
+            [],
+            &Judged::default(),
+            "not run: a scenario of another level",
+        );
         return result;
     }
     let base_seed = scenario_seed(cfg.seed, &scenario.id);
@@ -105,6 +116,8 @@ async fn run_scenario_unbounded(
     let mut late_retries = 0u32;
     let mut worst_late_us = 0u64;
     let mut lead_us = GROUP_START_SPIN_US;
+    // What every trial's checks said of the clauses (passes add up).
+    let mut judged = Judged::default();
     while trial_index < most {
         let wanted_more = trial_index >= trials;
         if wanted_more && (!races || result.trials_with_groups == 0 || result.trials_overlapped > 0)
@@ -141,6 +154,8 @@ async fn run_scenario_unbounded(
             judged: None,
             mixed_view: None,
             sequential: BTreeSet::new(),
+            verdicts: Judged::default(),
+            failures: Vec::new(),
         };
         let mut outcome = trial.run_steps(&scenario.steps).await;
         // A trial that struck processes leaves the deployment whole again,
@@ -157,6 +172,7 @@ async fn run_scenario_unbounded(
                         expected: None,
                         actual: None,
                         detail: None,
+                        clauses: Vec::new(),
                     };
                     outcome = Err(Stop::Harness(Box::new(failure), e.reason()));
                 }
@@ -214,6 +230,7 @@ async fn run_scenario_unbounded(
                 .retain(|t| t.trial != trial_index || !t.failed);
             continue;
         }
+        judged.absorb(std::mem::take(&mut trial.verdicts));
         // The history viewer of the HTML page: the failing trial's, or
         // the first trial's (not a trial the harness could not judge).
         if exported
@@ -274,6 +291,18 @@ async fn run_scenario_unbounded(
             result.verdict = verdict;
             result.reason = reason;
             result.failure = Some(failure);
+            if verdict == Verdict::Fail {
+                // The failures after the first, of `always` steps.
+                result.later_failures = trial
+                    .failures
+                    .drain(..)
+                    .skip(1)
+                    .map(|mut f| {
+                        f.trial = trial_index;
+                        f
+                    })
+                    .collect();
+            }
             break;
         }
         trial_index += 1;
@@ -298,10 +327,26 @@ async fn run_scenario_unbounded(
             None => said,
         });
     }
+    let fallback = match result.reason {
+        Some(reason) if result.verdict == Verdict::Error => {
+            format!("the scenario could not be judged ({reason})")
+        }
+        _ => "no check of it ran".to_owned(),
+    };
+    let proofs = result
+        .failure
+        .iter()
+        .filter(|_| result.verdict == Verdict::Fail)
+        .chain(&result.later_failures);
+    result.clauses = clause_verdicts(&checks, proofs, &judged, &fallback);
     if let Some(failure) = no_overlap(&result).filter(|_| races) {
         result.verdict = Verdict::Indefinite;
         result.reason = Some("no_overlap");
         result.failure = Some(failure);
+        none_judged(
+            &mut result.clauses,
+            "no trial overlapped: the race was never exercised",
+        );
     }
     result.duration_ms = started.elapsed().as_millis() as u64;
     result
@@ -352,5 +397,6 @@ pub fn no_overlap(result: &ScenarioResult) -> Option<Failure> {
             expected: None,
             actual: None,
             detail: None,
+            clauses: Vec::new(),
         })
 }

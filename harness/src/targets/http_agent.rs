@@ -15,7 +15,10 @@ use reqkey_reference::agent::ServerHandle;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
+use std::sync::Arc;
+
 use crate::targets::access::Access;
+use crate::targets::connect_log::ConnectLog;
 use crate::targets::latency::{LatencyLog, TargetWarning};
 use crate::targets::transport::HttpBase;
 use crate::targets::{
@@ -36,15 +39,19 @@ pub struct HttpAgentTarget {
     _server: Option<ServerHandle>,
     /// Every answer's timing (streams left out), for the Nagle warning.
     latency: LatencyLog,
+    /// Every connection's opening time, for the listen-queue warning.
+    connects: Arc<ConnectLog>,
 }
 
 impl HttpAgentTarget {
     /// A target for the server at `base`; reports name it redacted.
     pub fn new(base: &HttpBase, opts: &TargetOptions) -> Result<Self, TargetError> {
+        let connects = Arc::new(ConnectLog::default());
         Ok(Self {
             name: base.to_string(),
             base: base.url().to_owned(),
-            client: transport::client(opts)?,
+            client: transport::client(opts, &connects)?,
+            connects,
             timeout_ms: opts.call_timeout_ms,
             max_response_bytes: opts.max_response_bytes,
             link: opts.link.clone(),
@@ -94,7 +101,13 @@ impl Target for HttpAgentTarget {
     }
 
     fn warnings(&self) -> Vec<TargetWarning> {
-        self.latency.warnings()
+        let mut warnings = self.latency.warnings();
+        warnings.extend(self.connects.warning());
+        warnings
+    }
+
+    fn slow_connects(&self) -> u64 {
+        self.connects.slow_connects()
     }
 
     async fn health(&self) -> Result<Value, TargetError> {

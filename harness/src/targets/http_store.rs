@@ -6,6 +6,7 @@ use reqkey_model::StoreError;
 use serde_json::Value;
 
 use crate::targets::access::Access;
+use crate::targets::connect_log::ConnectLog;
 use crate::targets::latency::{LatencyLog, TargetWarning};
 use crate::targets::transport::HttpBase;
 use crate::targets::{transport, Level, Target, TargetError, TargetOptions};
@@ -31,15 +32,19 @@ pub struct HttpStore {
     link: Access,
     /// Every answer's timing, for the Nagle warning.
     latency: LatencyLog,
+    /// Every connection's opening time, for the listen-queue warning.
+    connects: std::sync::Arc<ConnectLog>,
 }
 
 impl HttpStore {
     /// `authority` is `HOST:PORT`.
     pub fn new(spec: &str, base: &HttpBase, opts: &TargetOptions) -> Result<Self, TargetError> {
+        let connects = std::sync::Arc::new(ConnectLog::default());
         Ok(Self {
             base: base.url().to_owned(),
             spec: spec.to_owned(),
-            client: transport::client(opts)?,
+            client: transport::client(opts, &connects)?,
+            connects,
             timeout_ms: opts.call_timeout_ms,
             max_response_bytes: opts.max_response_bytes,
             link: opts.link.clone(),
@@ -137,7 +142,13 @@ impl Target for HttpStore {
     }
 
     fn warnings(&self) -> Vec<TargetWarning> {
-        self.latency.warnings()
+        let mut warnings = self.latency.warnings();
+        warnings.extend(self.connects.warning());
+        warnings
+    }
+
+    fn slow_connects(&self) -> u64 {
+        self.connects.slow_connects()
     }
 
     fn describe(&self) -> String {

@@ -1,6 +1,6 @@
 //! The idem level's targets (SPEC 10): `idem+http://HOST:PORT` (any app
 //! speaking `reqkey-idem/1`, a wrapped library), `reference-idem[:VARIANT]
-//! [@redis://...]` and `broken-idem:DEFECT[@redis://...]` (the reference
+//! [@redis://...]` and `broken-idem:DEFECT[:VARIANT][@redis://...]` (the reference
 //! middleware, in process on an ephemeral port).
 //!
 //! The HTTP exchanges go through [`HttpAgentTarget`]'s client (bounded
@@ -259,6 +259,10 @@ impl Target for IdemTarget {
 
     fn describe(&self) -> String {
         self.name.clone()
+    }
+
+    fn slow_connects(&self) -> u64 {
+        self.inner.slow_connects()
     }
 
     async fn health(&self) -> Result<Value, TargetError> {

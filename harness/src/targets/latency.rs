@@ -66,7 +66,7 @@ pub struct TargetWarning {
 
 impl TargetWarning {
     /// The codes reqkey writes, for reading a report back (`certify merge`).
-    pub const CODES: [&'static str; 1] = ["nagle_stall"];
+    pub const CODES: [&'static str; 2] = ["nagle_stall", "listen_queue"];
 
     /// `code` as one of [`Self::CODES`], if it is one.
     pub fn known_code(code: &str) -> Option<&'static str> {

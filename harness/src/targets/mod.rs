@@ -23,6 +23,7 @@
 
 pub mod access;
 pub mod api_map;
+pub mod connect_log;
 pub mod http_agent;
 pub mod http_store;
 pub mod idem;
@@ -169,6 +170,13 @@ pub trait Target: Send + Sync + fmt::Debug {
     /// a Nagle shape, [`latency`]).
     fn warnings(&self) -> Vec<latency::TargetWarning> {
         Vec::new()
+    }
+
+    /// How many of its connections so far took a second or more to open
+    /// (a full listen queue, [`connect_log`]): a parallel group during
+    /// which this grew is not judged as concurrent.
+    fn slow_connects(&self) -> u64 {
+        0
     }
 
     /// The target's identity: `/health` for HTTP targets, a synthesized

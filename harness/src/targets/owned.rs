@@ -535,6 +535,10 @@ impl Target for OwnedTarget {
         self.inner.warnings()
     }
 
+    fn slow_connects(&self) -> u64 {
+        self.inner.slow_connects()
+    }
+
     async fn health(&self) -> Result<Value, TargetError> {
         self.inner.health().await
     }

@@ -303,6 +303,11 @@ pub struct CrashScenarios {
     pub applied: Vec<String>,
     /// Why the others did not apply (each reason once, in order).
     pub unmet: Vec<String>,
+    /// The faults the applied scenarios arm, each once, in the order the
+    /// suite first arms them (the link scenarios': what a certified
+    /// database-link claim names; empty for crash scenarios).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<String>,
 }
 
 /// The crash scenarios of a run: which of `faulty` (the ids of the
@@ -319,6 +324,7 @@ pub fn crash_scenarios<'a>(
             .map(str::to_owned)
             .collect(),
         unmet: Vec::new(),
+        faults: Vec::new(),
     };
     for (id, why) in not_applied {
         if faulty.contains(id) && !out.unmet.iter().any(|u| u == why) {

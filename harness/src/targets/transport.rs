@@ -20,9 +20,17 @@ use crate::targets::{Level, TargetError, TargetOptions};
 /// 3xx is the target's answer, judged like any other; following it would
 /// judge another server under this target's name), no proxy, and every
 /// exchange bounded by the call timeout from connect to the body's end.
-pub fn client(opts: &TargetOptions) -> Result<reqwest::Client, TargetError> {
+/// Every connection it opens is timed into `connects` (a full listen
+/// queue shows as a connect of a second or more: `connect_log.rs`).
+pub fn client(
+    opts: &TargetOptions,
+    connects: &std::sync::Arc<crate::targets::connect_log::ConnectLog>,
+) -> Result<reqwest::Client, TargetError> {
     reqwest::Client::builder()
         .use_preconfigured_tls(opts.link.tls()?.as_ref().clone())
+        .connector_layer(crate::targets::connect_log::TimedConnect {
+            log: std::sync::Arc::clone(connects),
+        })
         .no_proxy()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(opts.call_timeout())

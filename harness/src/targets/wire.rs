@@ -81,8 +81,9 @@ fn request_bytes_for(host: &str, tls: bool, request: &HttpRequest) -> Vec<u8> {
     let scheme = if tls { "https" } else { "http" };
     let target = match request.wire {
         Wire::AbsoluteForm => format!("{scheme}://{host}{}", request.path),
-        Wire::Library | Wire::Exact => request.path.clone(),
+        Wire::Library | Wire::Exact | Wire::Chunked => request.path.clone(),
     };
+    let chunked = request.wire == Wire::Chunked;
     let mut out = format!("{} {target} HTTP/1.1\r\n", request.method).into_bytes();
     for (name, value) in &request.headers {
         out.extend_from_slice(name.as_bytes());
@@ -91,13 +92,37 @@ fn request_bytes_for(host: &str, tls: bool, request: &HttpRequest) -> Vec<u8> {
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(format!("Host: {host}\r\n").as_bytes());
-    if let Some(body) = &request.body {
-        out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+    match &request.body {
+        Some(_) if chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        Some(body) => {
+            out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        }
+        None => {}
     }
     out.extend_from_slice(b"Connection: close\r\n\r\n");
-    if let Some(body) = &request.body {
-        out.extend_from_slice(body);
+    match &request.body {
+        Some(body) if chunked => out.extend_from_slice(&chunks(body)),
+        Some(body) => out.extend_from_slice(body),
+        None => {}
     }
+    out
+}
+
+/// The size of each chunk of a `wire: chunked` body but the last: small
+/// and odd, so that chunk boundaries fall inside tokens and inside
+/// multi-byte characters.
+const CHUNK_BYTES: usize = 7_001;
+
+/// `body` in the chunked transfer coding (RFC 9112 section 7.1): chunks
+/// of [`CHUNK_BYTES`], the last shorter, then the zero-size chunk.
+pub fn chunks(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + body.len() / CHUNK_BYTES * 8 + 16);
+    for chunk in body.chunks(CHUNK_BYTES) {
+        out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        out.extend_from_slice(chunk);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
     out
 }
 
@@ -289,6 +314,31 @@ mod tests {
             tls.starts_with("POST https://h:2/sessions/s/start HTTP/1.1\r\n"),
             "{tls}"
         );
+    }
+
+    /// A `wire: chunked` body is the same bytes in chunks cut inside
+    /// characters, and reads back whole.
+    #[test]
+    fn a_chunked_body_reads_back_as_its_bytes() {
+        let body = "é🦀x".repeat(3_000).into_bytes();
+        let request = HttpRequest {
+            method: "POST".into(),
+            path: "/p".into(),
+            body: Some(body.clone()),
+            wire: Wire::Chunked,
+            ..HttpRequest::default()
+        };
+        let bytes = request_bytes("h:1", &request);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains("Transfer-Encoding: chunked\r\n"),
+            "{text:.200}"
+        );
+        assert!(!text.contains("Content-Length"));
+        let head_end = bytes.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        assert!(bytes[head_end..].starts_with(b"1b59\r\n"));
+        assert_eq!(dechunk(&bytes[head_end..]).unwrap(), body);
+        assert_eq!(chunks(b""), b"0\r\n\r\n");
     }
 
     #[test]

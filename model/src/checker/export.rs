@@ -134,10 +134,14 @@ fn scenario_from_path(
         .iter()
         .map(|op| {
             let answer = oracle.apply(op);
-            checks.insert(step_clause(op, &answer));
+            let clause = step_clause(op, &answer);
+            checks.insert(clause);
             let mut step = Map::new();
             step.insert(op.name().to_owned(), variables(op_args(op)));
             step.insert("expect".to_owned(), variables(expectation(op, &answer)));
+            // The step judges its expected answer's clause, and no other
+            // (issue 45): checks: is the union of these.
+            step.insert("judges".to_owned(), json!([clause]));
             Value::Object(step)
         })
         .collect();
@@ -157,9 +161,10 @@ fn scenario_from_path(
 }
 
 /// The clause of spec/SPEC.md a step's expected answer is the rule of:
-/// what the scenario declares (`checks:`), so that a failure names a
-/// clause like any other scenario's (issue 41).
-fn step_clause(
+/// what the step judges (`judges:`), so that a failure names a clause like
+/// any other scenario's (issues 41 and 45). The store fuzzer's shrunk
+/// programs name theirs the same way.
+pub fn step_clause(
     op: &StoreOp,
     answer: &Result<crate::contract::seq::StoreReply, StoreError>,
 ) -> &'static str {

@@ -27,113 +27,19 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use crate::contract::digest::{canonical_json, request_digest, DigestKind};
+pub use crate::contract::agent_exchange::{
+    echo_of, scripted_end, sleep_ms, AgentOp, KeyHeader, Observed, RunLife, StreamSeen, Timing,
+};
+use crate::contract::agent_exchange::{
+    finish_ok, health_matches, run_json, run_matches, snapshot_matches, texts_ok,
+};
+use crate::contract::digest::{request_digest, DigestKind};
 use crate::contract::plan::{plan_keyed_entry, KeyedEntryPlan};
 use crate::contract::seq::{
     CommitArgs, SeqStore, SessionArgs, SessionState, StatusArgs, StoreOp, StoreReply,
 };
 use crate::contract::types::{RunMetadata, RunStatus, StartRun};
 use crate::contract::vocab::{ConcurrentEntry, Profile};
-
-/// The key header a request carries.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum KeyHeader {
-    None,
-    /// A well-formed key.
-    Valid(String),
-    /// A malformed value (never echoed).
-    Malformed(String),
-}
-
-/// One request of SPEC 7, over sessions named by id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AgentOp {
-    Start {
-        session: String,
-        key: KeyHeader,
-        input: Value,
-    },
-    Resume {
-        session: String,
-        key: KeyHeader,
-        input: Value,
-    },
-    Retry {
-        session: String,
-        key: KeyHeader,
-    },
-    /// `POST .../chat`; `tool`: the last message has role `tool` (keyless).
-    ChatSend {
-        session: String,
-        key: KeyHeader,
-        content: String,
-        tool: bool,
-    },
-    /// `GET .../chat`; the key header, if any, is ignored.
-    Reconnect {
-        session: String,
-        key: KeyHeader,
-    },
-    Snapshot {
-        session: String,
-    },
-    /// `GET .../runs/{run}?waitMs=0`.
-    ReadRun {
-        session: String,
-        run_id: String,
-    },
-    Delete {
-        session: String,
-    },
-}
-
-impl AgentOp {
-    pub fn session(&self) -> &str {
-        match self {
-            AgentOp::Start { session, .. }
-            | AgentOp::Resume { session, .. }
-            | AgentOp::Retry { session, .. }
-            | AgentOp::ChatSend { session, .. }
-            | AgentOp::Reconnect { session, .. }
-            | AgentOp::Snapshot { session }
-            | AgentOp::ReadRun { session, .. }
-            | AgentOp::Delete { session } => session,
-        }
-    }
-}
-
-/// What a chat stream showed: its `run-start`, its `finish`, how many runs.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StreamSeen {
-    pub run_id: Option<String>,
-    pub start_sequence: Option<u64>,
-    pub attached: Option<bool>,
-    pub finish: Option<String>,
-    /// Distinct run ids over all events (SPEC 7: one).
-    pub runs: usize,
-}
-
-/// An answer as the server gave it: status, JSON body, stream.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Observed {
-    pub status: u16,
-    pub json: Option<Value>,
-    pub stream: Option<StreamSeen>,
-    /// The raw body text, for the no-echo rule.
-    pub body: String,
-}
-
-/// How a run of the test agent ends (SPEC 7 "Test agent"); `None`: the
-/// input is not `{"text": string}`, or its markers clash: any end.
-pub fn scripted_end(input: &Value) -> Option<RunStatus> {
-    let text = input.get("text")?.as_str()?;
-    match (text.contains("[fail]"), text.contains("[suspend]")) {
-        (true, true) => None,
-        (true, false) => Some(RunStatus::Failed),
-        (false, true) => Some(RunStatus::SuspendedInput),
-        (false, false) => Some(RunStatus::Completed),
-    }
-}
 
 const ANY_END: [RunStatus; 3] = [
     RunStatus::Completed,
@@ -145,10 +51,10 @@ const ANY_END: [RunStatus; 3] = [
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AgentModel {
     store: SeqStore,
-    /// Runs still `running`: (session, run id) -> how they end (`None`: any).
-    running: BTreeMap<(String, String), Option<RunStatus>>,
-    keys: bool,
-    interrupt: bool,
+    /// Runs still `running`: (session, run id) -> how they end and when
+    /// they may end at the earliest.
+    running: BTreeMap<(String, String), RunLife>,
+    profile: Profile,
 }
 
 /// What one request may be answered, in one state.
@@ -176,6 +82,8 @@ enum Expect {
     Deleted,
     /// A reconnect's stream of this run.
     Reconnect(RunMetadata),
+    /// `/health` declaring the profile.
+    Health,
 }
 
 impl AgentModel {
@@ -183,9 +91,16 @@ impl AgentModel {
         Self {
             store: SeqStore::new(),
             running: BTreeMap::new(),
-            keys: profile.supports_request_key,
-            interrupt: profile.concurrent_entry == ConcurrentEntry::InterruptPrevious,
+            profile: *profile,
         }
+    }
+
+    fn keys(&self) -> bool {
+        self.profile.supports_request_key
+    }
+
+    fn interrupt(&self) -> bool {
+        self.profile.concurrent_entry == ConcurrentEntry::InterruptPrevious
     }
 
     /// The store as the model holds it.
@@ -206,6 +121,11 @@ impl AgentModel {
         !self.running.is_empty()
     }
 
+    /// The runs still `running` here, with their lives.
+    pub fn running(&self) -> impl Iterator<Item = (&(String, String), &RunLife)> {
+        self.running.iter()
+    }
+
     fn set_status(&mut self, session: &str, run_id: &str, to: RunStatus) {
         let op = StoreOp::SetRunStatus(StatusArgs {
             session_id: session.to_owned(),
@@ -223,11 +143,42 @@ impl AgentModel {
     /// Every run left `running` ends (the harness waited for them); a run
     /// of unknown end branches over every end.
     pub fn settle_all(&self) -> Vec<AgentModel> {
+        self.settle_all_at(u64::MAX)
+    }
+
+    /// [`Self::settle_all`] at `now_ms`: a run whose earliest end is later
+    /// stays `running` (it cannot have ended; a server that says it did
+    /// is caught by the next read of it).
+    pub fn settle_all_at(&self, now_ms: u64) -> Vec<AgentModel> {
+        self.branch(now_ms, false)
+    }
+
+    /// Every subset of the running runs may have ended by now (inside a
+    /// concurrent batch, or after a step the harness did not wait for).
+    pub fn settle_choices(&self) -> Vec<AgentModel> {
+        self.settle_choices_at(u64::MAX)
+    }
+
+    /// [`Self::settle_choices`] at `now_ms`: only runs whose earliest end
+    /// is not after it may have ended.
+    pub fn settle_choices_at(&self, now_ms: u64) -> Vec<AgentModel> {
+        self.branch(now_ms, true)
+    }
+
+    /// Each run that may have ended by `now_ms` ends (every end it may
+    /// have), or (`optional`) also stays running.
+    fn branch(&self, now_ms: u64, optional: bool) -> Vec<AgentModel> {
         let mut out = vec![self.clone()];
-        for ((session, run), end) in &self.running {
-            let ends: Vec<RunStatus> = end.map_or(ANY_END.to_vec(), |e| vec![e]);
+        for ((session, run), life) in &self.running {
+            if life.not_before_ms > now_ms {
+                continue;
+            }
+            let ends: Vec<RunStatus> = life.end.map_or(ANY_END.to_vec(), |e| vec![e]);
             let mut next = Vec::new();
             for state in &out {
+                if optional {
+                    next.push(state.clone());
+                }
                 for e in &ends {
                     let mut s = state.clone();
                     s.set_status(session, run, *e);
@@ -239,24 +190,29 @@ impl AgentModel {
         out
     }
 
-    /// Every subset of the running runs may have ended by now (inside a
-    /// concurrent batch).
-    pub fn settle_choices(&self) -> Vec<AgentModel> {
-        let mut out = vec![self.clone()];
-        for ((session, run), end) in &self.running {
-            let ends: Vec<RunStatus> = end.map_or(ANY_END.to_vec(), |e| vec![e]);
-            let mut next = Vec::new();
-            for state in &out {
-                next.push(state.clone());
-                for e in &ends {
-                    let mut s = state.clone();
-                    s.set_status(session, run, *e);
-                    next.push(s);
-                }
-            }
-            out = dedup(next);
-        }
-        out
+    /// The states one request (answered `obs`) may have met: after the
+    /// harness waited for every run (`settled`), each run that could end
+    /// before the request was sent has ended; a run that could end while
+    /// it was in flight may have; none other.
+    pub fn before(&self, obs: &Observed, settled: bool) -> Vec<AgentModel> {
+        let (invoke, ret) = obs
+            .timing
+            .map_or((u64::MAX, u64::MAX), |t| (t.invoke_ms, t.return_ms));
+        let base = if settled {
+            self.settle_all_at(invoke)
+        } else {
+            vec![self.clone()]
+        };
+        dedup(base.iter().flat_map(|s| s.settle_choices_at(ret)).collect())
+    }
+
+    /// The input `run_id` of `session` was committed with.
+    fn run_input(&self, session: &str, run_id: &str) -> Option<Value> {
+        self.session(session)?
+            .inputs()
+            .into_iter()
+            .find(|i| i.run_id == run_id)
+            .map(|i| i.input)
     }
 
     fn session(&self, id: &str) -> Option<&SessionState> {
@@ -265,7 +221,7 @@ impl AgentModel {
 
     fn effective_key(&self, key: &KeyHeader) -> Option<String> {
         match key {
-            KeyHeader::Valid(k) if self.keys => Some(k.clone()),
+            KeyHeader::Valid(k) if self.keys() => Some(k.clone()),
             _ => None,
         }
     }
@@ -330,7 +286,9 @@ impl AgentModel {
                     )]
                 }
             },
-            AgentOp::ReadRun { session, run_id } => match self.session(session) {
+            AgentOp::ReadRun {
+                session, run_id, ..
+            } => match self.session(session) {
                 None => vec![Expect::NotFound(&[
                     "state_session_not_found",
                     "state_run_not_found",
@@ -340,10 +298,34 @@ impl AgentModel {
                     None => vec![Expect::NotFound(&["state_run_not_found"])],
                 },
             },
+            AgentOp::BadWait { session, run_id } => {
+                let read = AgentOp::ReadRun {
+                    session: session.clone(),
+                    run_id: run_id.clone(),
+                    wait_ms: 0,
+                };
+                let mut out: Vec<Expect> = self
+                    .expect(&read)
+                    .into_iter()
+                    .filter(|e| matches!(e, Expect::NotFound(_)))
+                    .collect();
+                out.push(Expect::Refused {
+                    status: 400,
+                    code: "validation_error",
+                    run_id: None,
+                });
+                out
+            }
             AgentOp::Delete { session } => match self.session(session) {
                 None => vec![Expect::NotFound(&["state_session_not_found"])],
                 Some(_) => vec![Expect::Deleted],
             },
+            AgentOp::Health => vec![Expect::Health],
+            AgentOp::Refusal { status, code, .. } => vec![Expect::Refused {
+                status: *status,
+                code,
+                run_id: None,
+            }],
         }
     }
 
@@ -389,7 +371,7 @@ impl AgentModel {
         // Which transitions of the current run a new run may come with.
         let mut previous: Vec<Option<(String, RunStatus)>> = Vec::new();
         let mut refusals = Vec::new();
-        let interrupts = self.interrupt && (key.is_some() || kind != Entry::Chat);
+        let interrupts = self.interrupt() && (key.is_some() || kind != Entry::Chat);
         match (kind, current) {
             (Entry::Start, Some(_)) => refusals.push(Expect::Refused {
                 status: 409,
@@ -407,7 +389,7 @@ impl AgentModel {
             }
             (Entry::Retry, Some(run)) if run.status.is_live() => {
                 refusals.push(busy);
-                if self.interrupt {
+                if self.interrupt() {
                     // SPEC 7 leaves a suspended run on retry open here.
                     previous.push(Some((run.run_id.clone(), RunStatus::Interrupted)));
                 }
@@ -448,24 +430,29 @@ impl AgentModel {
     /// allows), a new run named `fresh_run_id`: what a scenario written
     /// from a program expects.
     pub fn conforming(&self, op: &AgentOp, fresh_run_id: &str) -> Option<Observed> {
-        let chat = matches!(op, AgentOp::ChatSend { .. } | AgentOp::Reconnect { .. });
-        let stream = |run_id: &str, seq: u64, attached: bool, finish: RunStatus| Observed {
-            status: 200,
-            json: None,
-            body: String::new(),
-            stream: Some(StreamSeen {
-                run_id: Some(run_id.to_owned()),
-                start_sequence: Some(seq),
-                attached: Some(attached),
-                finish: Some(finish.as_str().to_owned()),
-                runs: 1,
-            }),
-        };
+        let chat = op.streams();
+        let stream =
+            |run_id: &str, seq: u64, attached: bool, finish: RunStatus, input: &Value| Observed {
+                status: 200,
+                stream: Some(StreamSeen {
+                    run_id: Some(run_id.to_owned()),
+                    start_sequence: Some(seq),
+                    attached: Some(attached),
+                    finish: Some(finish.as_str().to_owned()),
+                    runs: 1,
+                    texts: echo_of(input).into_iter().collect(),
+                }),
+                ..Observed::default()
+            };
         let body = |status: u16, v: Value| Observed {
             status,
             body: v.to_string(),
             json: Some(v),
-            stream: None,
+            ..Observed::default()
+        };
+        let input_of = |r: &RunMetadata| {
+            self.run_input(&r.session_id, &r.run_id)
+                .unwrap_or(Value::Null)
         };
         Some(match self.expect(op).into_iter().next()? {
             Expect::New {
@@ -480,6 +467,7 @@ impl AgentModel {
                         start_sequence,
                         false,
                         end.unwrap_or(RunStatus::Completed),
+                        &start.input,
                     )
                 } else {
                     body(
@@ -489,8 +477,9 @@ impl AgentModel {
                     )
                 }
             }
-            Expect::Attach(r) if chat => stream(&r.run_id, r.start_sequence, true, r.status),
-            Expect::Reconnect(r) => stream(&r.run_id, r.start_sequence, true, r.status),
+            Expect::Attach(r) | Expect::Reconnect(r) if chat => {
+                stream(&r.run_id, r.start_sequence, true, r.status, &input_of(&r))
+            }
             Expect::Attach(r) => body(
                 200,
                 json!({"sessionId": r.session_id, "runId": r.run_id,
@@ -514,6 +503,15 @@ impl AgentModel {
                 status: 204,
                 ..Observed::default()
             },
+            Expect::Reconnect(_) => return None,
+            Expect::Health => {
+                let mut v = json!({"protocol": "reqkey-agent/1",
+                                   "supportsRequestKey": self.keys()});
+                if self.interrupt() {
+                    v["concurrentEntry"] = json!("interrupt_previous");
+                }
+                body(200, v)
+            }
         })
     }
 
@@ -529,7 +527,7 @@ impl AgentModel {
     ) -> Result<Vec<AgentModel>, String> {
         let mut out = Vec::new();
         let mut allowed = Vec::new();
-        if let KeyHeader::Malformed(raw) = op_key(op) {
+        if let KeyHeader::Malformed(raw) = op.key() {
             if obs.body.contains(raw.as_str()) {
                 return Err(
                     "the answer echoes the malformed key (SPEC 2 [[key.parse.not-echoed]])".into(),
@@ -539,6 +537,18 @@ impl AgentModel {
         if let Some(stream) = &obs.stream {
             if stream.runs > 1 {
                 return Err("a stream shows two runs ([[agent.chat.one-run-per-stream]])".into());
+            }
+        }
+        if let (AgentOp::ReadRun { wait_ms, .. }, Some(t), true) = (op, obs.timing, sequential) {
+            let running =
+                obs.json.as_ref().and_then(|j| j.get("status")) == Some(&json!("running"));
+            let waited = t.return_ms.saturating_sub(t.invoke_ms);
+            if obs.status == 200 && running && *wait_ms > 0 && waited < *wait_ms {
+                return Err(format!(
+                    "a poll of waitMs={wait_ms} answered `running` after {waited} ms, while no \
+                     other poll waited: a server waits while the run is running \
+                     ([[agent.route.run]], [[agent.run.wait-capped]])"
+                ));
             }
         }
         for e in self.expect(op) {
@@ -563,9 +573,21 @@ impl AgentModel {
         obs: &Observed,
         sequential: bool,
     ) -> Result<Option<AgentModel>, String> {
-        let chat = matches!(op, AgentOp::ChatSend { .. } | AgentOp::Reconnect { .. });
+        let chat = op.streams();
         let field = |name: &str| obs.json.as_ref().and_then(|j| j.get(name)).cloned();
+        // The stream of an existing run: its one echo (SPEC 7
+        // `[[agent.test-agent.echo]]`), all of it once everything settled.
+        let echo_ok = |s: &StreamSeen, run: &RunMetadata| {
+            let input = self.run_input(&run.session_id, &run.run_id);
+            texts_ok(s, input.as_ref().and_then(echo_of).as_deref(), sequential)
+        };
         Ok(match e {
+            Expect::Health => (obs.status == 200
+                && obs
+                    .json
+                    .as_ref()
+                    .is_some_and(|j| health_matches(&self.profile, j)))
+            .then(|| self.clone()),
             Expect::Refused {
                 status,
                 code,
@@ -606,6 +628,7 @@ impl AgentModel {
                                 && s.start_sequence == Some(run.start_sequence)
                                 && s.attached == Some(true)
                                 && finish_ok(s, run, sequential)
+                                && echo_ok(s, run)
                         })
                 } else {
                     obs.status == 200
@@ -623,6 +646,7 @@ impl AgentModel {
                             && s.start_sequence == Some(run.start_sequence)
                             && s.attached == Some(true)
                             && finish_ok(s, run, sequential)
+                            && echo_ok(s, run)
                     });
                 ok.then(|| self.clone())
             }
@@ -632,11 +656,23 @@ impl AgentModel {
                 previous,
                 end,
             } => {
+                // The earliest the run may end: sent, then `[sleep:N]`.
+                let not_before_ms = obs
+                    .timing
+                    .map_or(0, |t| t.invoke_ms.saturating_add(sleep_ms(&start.input)));
                 let (run_id, finish) = if chat {
                     let Some(s) = obs.stream.as_ref().filter(|_| obs.status == 200) else {
                         return Ok(None);
                     };
                     if s.attached != Some(false) || s.start_sequence != Some(*start_sequence) {
+                        return Ok(None);
+                    }
+                    if !texts_ok(s, echo_of(&start.input).as_deref(), sequential) {
+                        return Ok(None);
+                    }
+                    // A stream that finished before its run could end.
+                    let early = obs.timing.is_some_and(|t| t.return_ms < not_before_ms);
+                    if s.finish.is_some() && early && sequential {
                         return Ok(None);
                     }
                     (s.run_id.clone(), s.finish.clone())
@@ -675,7 +711,13 @@ impl AgentModel {
                 if let Some((prev, to)) = previous {
                     s.set_status(&session, prev, *to);
                 }
-                s.running.insert((session.clone(), run_id.clone()), *end);
+                s.running.insert(
+                    (session.clone(), run_id.clone()),
+                    RunLife {
+                        end: *end,
+                        not_before_ms,
+                    },
+                );
                 if let Some(finish) = finish {
                     let status = RunStatus::parse(&finish);
                     let allowed = match end {
@@ -716,99 +758,8 @@ impl Entry {
     }
 }
 
-fn op_key(op: &AgentOp) -> &KeyHeader {
-    match op {
-        AgentOp::Start { key, .. }
-        | AgentOp::Resume { key, .. }
-        | AgentOp::Retry { key, .. }
-        | AgentOp::ChatSend { key, .. }
-        | AgentOp::Reconnect { key, .. } => key,
-        _ => &KeyHeader::None,
-    }
-}
-
-/// A stream's `finish`: once everything settled it is the run's status;
-/// inside a batch any status the run may end in.
-fn finish_ok(s: &StreamSeen, run: &RunMetadata, sequential: bool) -> bool {
-    match (&s.finish, sequential) {
-        (Some(f), true) => run.status != RunStatus::Running && f == run.status.as_str(),
-        (Some(f), false) => RunStatus::parse(f).is_some_and(|st| st != RunStatus::Running),
-        (None, _) => false,
-    }
-}
-
-/// A run as the snapshot and run reads write it (the digest's value is
-/// the server's own business: only its presence is compared).
-fn run_json(r: &RunMetadata) -> Value {
-    let mut v = json!({
-        "sessionId": r.session_id,
-        "runId": r.run_id,
-        "status": r.status.as_str(),
-        "startSequence": r.start_sequence,
-    });
-    if let Some(k) = &r.request_key {
-        v["requestKey"] = json!(k);
-        // Any string: the server's digest is its own business.
-        v["requestDigest"] = json!("");
-    }
-    v
-}
-
-fn run_matches(want: &RunMetadata, got: &Value) -> bool {
-    let w = run_json(want);
-    let digest_present = got.get("requestDigest").is_some_and(Value::is_string);
-    [
-        "sessionId",
-        "runId",
-        "status",
-        "startSequence",
-        "requestKey",
-    ]
-    .iter()
-    .all(|k| w.get(*k) == got.get(*k))
-        && digest_present == w.get("requestDigest").is_some()
-}
-
-fn snapshot_matches(want: &Value, got: &Value) -> bool {
-    let list = |v: &Value, k: &str| {
-        v.get(k)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let (wr, gr) = (list(want, "runs"), list(got, "runs"));
-    let (wi, gi) = (list(want, "inputs"), list(got, "inputs"));
-    want.get("sessionId") == got.get("sessionId")
-        && wr.len() == gr.len()
-        && wr
-            .iter()
-            .zip(&gr)
-            .all(|(w, g)| meta_of(w).is_some_and(|w| run_matches(&w, g)))
-        && wi.len() == gi.len()
-        && wi.iter().zip(&gi).all(|(w, g)| {
-            w.get("runId") == g.get("runId")
-                && g.get("input")
-                    .is_some_and(|gi| canonical_json(gi) == canonical_json(&w["input"]))
-        })
-}
-
-/// The metadata `run_json` wrote (its digest replaced by a marker).
-fn meta_of(v: &Value) -> Option<RunMetadata> {
-    Some(RunMetadata {
-        session_id: v.get("sessionId")?.as_str()?.to_owned(),
-        run_id: v.get("runId")?.as_str()?.to_owned(),
-        status: RunStatus::parse(v.get("status")?.as_str()?)?,
-        start_sequence: v.get("startSequence")?.as_u64()?,
-        request_key: v
-            .get("requestKey")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
-        request_digest: v.get("requestKey").map(|_| String::new()),
-    })
-}
-
 fn describe(e: &Expect, op: &AgentOp) -> String {
-    let chat = matches!(op, AgentOp::ChatSend { .. } | AgentOp::Reconnect { .. });
+    let chat = op.streams();
     match e {
         Expect::New { start_sequence, .. } if chat => {
             format!("200 a stream of a new run (startSequence {start_sequence}, attached false)")
@@ -842,6 +793,7 @@ fn describe(e: &Expect, op: &AgentOp) -> String {
             r.run_id,
             r.status.as_str()
         ),
+        Expect::Health => "200 /health declaring the profile it declared first".into(),
     }
 }
 
@@ -860,17 +812,27 @@ pub fn dedup(states: Vec<AgentModel>) -> Vec<AgentModel> {
 /// (index for index): every order of the batch, every run ending at any
 /// point. Empty: no order explains the answers.
 pub fn next_batch(states: &[AgentModel], ops: &[AgentOp], obs: &[Observed]) -> Vec<AgentModel> {
+    // No run ends after the batch's last answer arrived.
+    let now = obs
+        .iter()
+        .map(|o| o.timing.map_or(u64::MAX, |t| t.return_ms))
+        .max()
+        .unwrap_or(u64::MAX);
     let mut out = Vec::new();
     for state in states {
-        explore(state, ops, obs, &mut vec![false; ops.len()], &mut out);
+        explore(
+            state,
+            (ops, obs, now),
+            &mut vec![false; ops.len()],
+            &mut out,
+        );
     }
     dedup(out)
 }
 
 fn explore(
     state: &AgentModel,
-    ops: &[AgentOp],
-    obs: &[Observed],
+    (ops, obs, now): (&[AgentOp], &[Observed], u64),
     done: &mut Vec<bool>,
     out: &mut Vec<AgentModel>,
 ) {
@@ -882,13 +844,13 @@ fn explore(
         if done[i] {
             continue;
         }
-        for settled in state.settle_choices() {
+        for settled in state.settle_choices_at(now) {
             let Ok(nexts) = settled.next(&ops[i], &obs[i], false) else {
                 continue;
             };
             done[i] = true;
             for n in nexts {
-                explore(&n, ops, obs, done, out);
+                explore(&n, (ops, obs, now), done, out);
             }
             done[i] = false;
         }

@@ -24,12 +24,16 @@ pub enum KeySyntax {
     SfString,
     /// The raw field value, quoted or bare, is the key.
     Any,
+    /// The raw field value is the key, and only an RFC 9110 token is one
+    /// (`1*tchar`: letters, digits and ``!#$%&'*+-.^_`|~``); anything
+    /// else (a quote, a blank, a comma, a non-ASCII byte) is malformed.
+    Token,
 }
 
 impl KeySyntax {
     /// Is a key written bare on the wire (not as a quoted sf-string)?
     pub fn bare_keys(self) -> bool {
-        false
+        self == KeySyntax::Token
     }
 }
 
@@ -330,11 +334,17 @@ pub fn parse_health(health: &Value) -> Result<IdemHealth, IdemProfileError> {
 
 /// Parses the `profile` object alone.
 pub fn parse_profile(obj: &Map<String, Value>) -> Result<IdemProfile, IdemProfileError> {
-    let key_syntax = word(obj, "keySyntax", "\"sf-string\" or \"any\"", |s| match s {
-        "sf-string" => Some(KeySyntax::SfString),
-        "any" => Some(KeySyntax::Any),
-        _ => None,
-    })?;
+    let key_syntax = word(
+        obj,
+        "keySyntax",
+        "\"sf-string\", \"any\" or \"token\"",
+        |s| match s {
+            "sf-string" => Some(KeySyntax::SfString),
+            "any" => Some(KeySyntax::Any),
+            "token" => Some(KeySyntax::Token),
+            _ => None,
+        },
+    )?;
     let fingerprint = word(
         obj,
         "fingerprint",
@@ -398,6 +408,13 @@ pub fn parse_profile(obj: &Map<String, Value>) -> Result<IdemProfile, IdemProfil
             because: "fingerprint is \"none\"",
         });
     }
+    if profile.key_syntax == KeySyntax::Token && profile.invalid_key_status.is_none() {
+        return Err(IdemProfileError::Inconsistent {
+            field: "invalidKeyStatus",
+            want: "a status",
+            because: "keySyntax is \"token\" (a value of other characters is refused)",
+        });
+    }
     if (profile.concurrent == Concurrent::Wait) != profile.concurrent_status.is_none() {
         return Err(IdemProfileError::Inconsistent {
             field: "concurrentStatus",
@@ -418,14 +435,20 @@ fn is_token(s: &str) -> bool {
 
 /// The key an `Idempotency-Key` field value carries under `syntax`, or
 /// `None` when it is malformed (draft 2.1; RFC 8941 3.3.3 for sf-string:
-/// printable ASCII between double quotes, `\"` and `\\` escapes). An empty
-/// key is malformed under both syntaxes.
+/// printable ASCII between double quotes, `\"` and `\\` escapes; RFC 9110
+/// 5.6.2 for token). An empty key is malformed under every syntax.
 pub fn key_of(raw: &[u8], syntax: KeySyntax) -> Option<Vec<u8>> {
     let key = match syntax {
         KeySyntax::Any => raw.to_vec(),
         KeySyntax::SfString => parse_sf_string(raw)?,
+        KeySyntax::Token => raw.iter().all(|b| is_tchar(*b)).then(|| raw.to_vec())?,
     };
     (!key.is_empty()).then_some(key)
+}
+
+/// An RFC 9110 `tchar`.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 fn parse_sf_string(raw: &[u8]) -> Option<Vec<u8>> {
@@ -584,5 +607,25 @@ mod tests {
         assert_eq!(key_of("\"é\"".as_bytes(), SfString), None);
         assert_eq!(key_of(b"\"k1\"", Any), Some(b"\"k1\"".to_vec()));
         assert_eq!(key_of(b" k1", Any), Some(b" k1".to_vec()));
+        assert_eq!(key_of(b"k1.x-Y_~", Token), Some(b"k1.x-Y_~".to_vec()));
+        for bad in [&b"\"k1\""[..], b"k 1", b"k,1", b"k:1", b"", "é".as_bytes()] {
+            assert_eq!(key_of(bad, Token), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_token_profile_refuses_what_is_not_a_token_so_it_declares_a_status() {
+        let mut p = IdemProfile::draft_default().to_json();
+        p["keySyntax"] = json!("token");
+        let h = parse_health(&health(p.clone())).unwrap();
+        assert!(h.profile.key_syntax.bare_keys());
+        p["invalidKeyStatus"] = Value::Null;
+        assert!(matches!(
+            parse_health(&health(p)),
+            Err(IdemProfileError::Inconsistent {
+                field: "invalidKeyStatus",
+                ..
+            })
+        ));
     }
 }

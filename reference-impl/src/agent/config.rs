@@ -199,10 +199,74 @@ pub enum ExecutorDefect {
     /// key's holder: right while the holder is the latest run
     /// (`[[plan.row.key-conflict]]`, `[[agent.keys.conflict-run-id]]`).
     ConflictNamesCurrentRun,
+    // The defects below pass the whole suite; only a dimension of the
+    // fuzzer's alphabet finds each (docs/fuzz.md, `reqkey coverage --fuzz`).
+    /// `DELETE` on any path under a session deletes the session, as a
+    /// router that matches `DELETE /sessions/:id*` does: `DELETE
+    /// /sessions/{id}/runs/{run}` answers 204 instead of 405
+    /// (`[[agent.refusal.method]]`; dimension `agent.routes.other`).
+    DeleteMatchesSubRoutes,
+    /// The key header is read case-sensitively on `resume` and `retry` (a
+    /// handler that reads the raw head), in any spelling elsewhere: a key
+    /// spelt `X-HELIX-REQUEST-KEY` on a resume is not read
+    /// (`[[agent.keys.wire-forms]]`; dimension `agent.wire.spellings`).
+    KeySpellingIgnoredOnResumeAndRetry,
+    /// An entry whose `Content-Type` is not exactly `application/json`
+    /// (`application/json; charset=utf-8`, `Application/JSON`) is refused
+    /// 400; none at all is read as JSON (`[[agent.wire.http-semantics]]`;
+    /// dimension `agent.headers.http`).
+    ContentTypeComparedExactly,
+    /// A chat reconnect that carries `Last-Event-ID` (as EventSource sends
+    /// on every reconnect) streams the run from now, not from its start:
+    /// for a finished run, a `run-start` and nothing else
+    /// (`[[agent.chat.reconnect.streams-current]]`; dimension
+    /// `agent.headers.sse`).
+    LastEventIdResumesLive,
+    /// A body sent `Transfer-Encoding: chunked` is read as empty (only
+    /// `Content-Length` is read): a valid entry is refused 400
+    /// (`[[agent.wire.http-semantics]]`; dimension `agent.body.chunked`).
+    ChunkedBodyUnread,
+    /// The request digest's canonical form copies string tokens as
+    /// written: the same input with `é` spelt `\u00e9` (or `/` spelt `\/`)
+    /// is another digest, so a client's retry in that spelling is a 409
+    /// conflict (`[[agent.keys.digest-input]]`, `[[digest.black-box]]`;
+    /// dimension `agent.json.type-and-spelling`).
+    DigestKeepsStringEscapes,
+    /// The 1 MiB body limit counts characters, not bytes: a body of
+    /// 1 MiB + 1 bytes of multi-byte text is accepted instead of 413
+    /// (`[[agent.refusal.too-large]]`; dimension `agent.limits.body`).
+    BodyLimitInCharacters,
+    /// A session id of 256 characters (SPEC 1's longest) is refused 400
+    /// on every route, as a `VARCHAR(255)` column or a `{1,255}` route
+    /// pattern does (`[[agent.route.start]]`; dimension
+    /// `agent.limits.ids`).
+    SessionIdLimit255,
+    /// `DELETE` stops no live run; a run that ends after its session was
+    /// deleted writes itself back (an upsert of its row), so the deleted
+    /// session, or the one created in its place, holds it again
+    /// (`[[agent.route.delete]]`). The suite's delete scenarios find it
+    /// (`agent.delete-frees-keys`), and so does the fuzzer's timers
+    /// dimension.
+    DeleteLeavesRunsExecuting,
+    /// The test agent's `[sleep:N]` sleeps half of N, as a timer
+    /// written in the wrong unit does: a run seen ended before its timer
+    /// ran out (`[[agent.test-agent.sleep]]`; dimension
+    /// `agent.timers.run-end`, which judges time from below).
+    SleepCutShort,
+    /// A run read that waits (`waitMs` > 0) answers from another query
+    /// that has no key columns: a keyed run without `requestKey` and
+    /// `requestDigest` (`[[agent.route.run]]`; dimension
+    /// `agent.timers.wait-ms`).
+    WaitDropsKeyFields,
+    /// A stream's `text` event turns every character outside the Basic
+    /// Multilingual Plane into U+FFFD, as a writer that cuts text in
+    /// UTF-16 units does (`[[agent.test-agent.echo]]`; dimension
+    /// `agent.stream.events`).
+    StreamTextDropsNonBmp,
 }
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 52] = [
+    pub const ALL: [ExecutorDefect; 64] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -255,6 +319,18 @@ impl ExecutorDefect {
         ExecutorDefect::ReconnectStreamsFirstRun,
         ExecutorDefect::ChatLeavesSuspendedRun,
         ExecutorDefect::ConflictNamesCurrentRun,
+        ExecutorDefect::DeleteMatchesSubRoutes,
+        ExecutorDefect::KeySpellingIgnoredOnResumeAndRetry,
+        ExecutorDefect::ContentTypeComparedExactly,
+        ExecutorDefect::LastEventIdResumesLive,
+        ExecutorDefect::ChunkedBodyUnread,
+        ExecutorDefect::DigestKeepsStringEscapes,
+        ExecutorDefect::BodyLimitInCharacters,
+        ExecutorDefect::SessionIdLimit255,
+        ExecutorDefect::DeleteLeavesRunsExecuting,
+        ExecutorDefect::WaitDropsKeyFields,
+        ExecutorDefect::StreamTextDropsNonBmp,
+        ExecutorDefect::SleepCutShort,
     ];
 
     pub fn name(self) -> &'static str {
@@ -311,6 +387,20 @@ impl ExecutorDefect {
             ExecutorDefect::ReconnectStreamsFirstRun => "reconnect-streams-first-run",
             ExecutorDefect::ChatLeavesSuspendedRun => "chat-leaves-suspended-run",
             ExecutorDefect::ConflictNamesCurrentRun => "conflict-names-current-run",
+            ExecutorDefect::DeleteMatchesSubRoutes => "delete-matches-sub-routes",
+            ExecutorDefect::KeySpellingIgnoredOnResumeAndRetry => {
+                "key-spelling-ignored-on-resume-and-retry"
+            }
+            ExecutorDefect::ContentTypeComparedExactly => "content-type-compared-exactly",
+            ExecutorDefect::LastEventIdResumesLive => "last-event-id-resumes-live",
+            ExecutorDefect::ChunkedBodyUnread => "chunked-body-unread",
+            ExecutorDefect::DigestKeepsStringEscapes => "digest-keeps-string-escapes",
+            ExecutorDefect::BodyLimitInCharacters => "body-limit-in-characters",
+            ExecutorDefect::SessionIdLimit255 => "session-id-limit-255",
+            ExecutorDefect::DeleteLeavesRunsExecuting => "delete-leaves-runs-executing",
+            ExecutorDefect::WaitDropsKeyFields => "wait-drops-key-fields",
+            ExecutorDefect::StreamTextDropsNonBmp => "stream-text-drops-non-bmp",
+            ExecutorDefect::SleepCutShort => "sleep-cut-short",
         }
     }
 

@@ -25,6 +25,10 @@ pub struct EntryRequest {
     pub input: JsonText,
     /// Already parsed: a malformed key never gets this far.
     pub request_key: Option<RequestKey>,
+    /// The string escapes (`\u00e9`, `\/`) the body was written with, in
+    /// order: read only by the digest of the broken variant
+    /// `ExecutorDefect::DigestKeepsStringEscapes`.
+    pub written_escapes: String,
 }
 
 /// How an entry ended when it was not refused.

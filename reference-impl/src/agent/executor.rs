@@ -330,6 +330,17 @@ impl Executor {
         let mut digest = key
             .as_ref()
             .map(|_| Self::request_digest(req.kind, &req.input));
+        if self.has_defect(ExecutorDefect::DigestKeepsStringEscapes)
+            && !req.written_escapes.is_empty()
+        {
+            // The bug: the escapes as written are part of the digest.
+            digest = digest.map(|d| {
+                reqkey_model::json_text::request_digest_of_canonical(
+                    DigestKind::Execute,
+                    &format!("{d}{}", req.written_escapes),
+                )
+            });
+        }
         // The entry's input is text (issue 39: never a `Value` of it, which
         // costs tens of bytes a node); every decision commits that same
         // text, every number spelled as sent.
@@ -769,6 +780,7 @@ mod tests {
             kind,
             input: JsonText::from_value(&json!({ "text": text })),
             request_key: key.map(|k| parse_request_key(k).unwrap()),
+            written_escapes: String::new(),
         }
     }
 
@@ -789,6 +801,7 @@ mod tests {
                 kind: EntryKind::Start,
                 input: JsonText::from_value(&json!({ "text": text })),
                 request_key: None,
+                written_escapes: String::new(),
             };
             let run = ex.enter(req).await.unwrap().run().clone();
             // Finished before the next one, so each may be dropped.
@@ -936,6 +949,7 @@ mod tests {
                     kind: EntryKind::Start,
                     input: JsonText::from_value(&input),
                     request_key: key.map(|k| parse_request_key(k).unwrap()),
+                    written_escapes: String::new(),
                 })
                 .await
                 .unwrap();

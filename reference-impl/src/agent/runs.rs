@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqkey_model::{RunMetadata, RunStatus, StoreError};
+use reqkey_model::{RunMetadata, RunStatus, StartRun, StoreError};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
@@ -133,10 +133,24 @@ impl Executor {
         let owner = self.run_id_prefix.clone();
         let lease_ms = self.config.lease_ms.max(3);
         let renews = !self.has_defect(ExecutorDefect::NeverRenews);
+        let writes_back = self.has_defect(ExecutorDefect::DeleteLeavesRunsExecuting);
+        let echo = if self.has_defect(ExecutorDefect::StreamTextDropsNonBmp) {
+            // The bug: text cut in UTF-16 units, each surrogate lost.
+            text.chars()
+                .map(|c| if u32::from(c) > 0xFFFF { '\u{FFFD}' } else { c })
+                .collect()
+        } else {
+            text.clone()
+        };
+        let sleep_share = if self.has_defect(ExecutorDefect::SleepCutShort) {
+            2
+        } else {
+            1
+        };
         tokio::spawn(async move {
             let script = parse_script(&text);
-            log.push_text(format!("echo: {text}"));
-            let sleep = tokio::time::sleep(Duration::from_millis(script.sleep_ms));
+            log.push_text(format!("echo: {echo}"));
+            let sleep = tokio::time::sleep(Duration::from_millis(script.sleep_ms / sleep_share));
             // Renewed every third of the lease while the run executes
             // ([[lease.renew.owner-only]]); a refused or failed renewal is not
             // fatal here: if the lease is lost the run was interrupted, and
@@ -164,6 +178,27 @@ impl Executor {
                 log.finish(RunStatus::Interrupted);
                 return;
             }
+            if writes_back
+                && store
+                    .get_run(&session, &run_id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_none()
+            {
+                // The bug: the run's end is an upsert of its row.
+                let current = store.get_current_run(&session).await.ok().flatten();
+                let _ = store
+                    .commit_run_start(StartRun {
+                        session_id: session.clone(),
+                        run_id: run_id.clone(),
+                        expected_current_run_id: current.map(|r| r.run_id),
+                        input: serde_json::json!({ "text": text }),
+                        request_key: None,
+                        request_digest: None,
+                    })
+                    .await;
+            }
             let status = match store.set_run_status(&session, &run_id, script.end).await {
                 Ok(run) => run.status,
                 // Interrupted or deleted meanwhile: report what the store holds.
@@ -179,7 +214,9 @@ impl Executor {
     /// Deletes a session: keys freed at once (the store), live runs stopped.
     pub async fn delete_session(&self, session: &str) -> Result<bool, StoreError> {
         let deleted = self.store.delete_session(session).await?;
-        self.signal_stop(session, None);
+        if !self.has_defect(ExecutorDefect::DeleteLeavesRunsExecuting) {
+            self.signal_stop(session, None);
+        }
         let removed = self.registry().sessions.remove(session);
         if let Some(runs) = removed {
             for run in runs.values() {
@@ -257,10 +294,22 @@ impl Executor {
     /// then live, ending after `finish` or at shutdown. The channel is
     /// bounded; the feeding task ends when the receiver is dropped.
     pub fn follow_run(&self, run: &RunMetadata, attached: bool) -> mpsc::Receiver<RunEvent> {
+        self.follow_run_from(run, attached, false)
+    }
+
+    /// [`Self::follow_run`], from now when `from_now` (only
+    /// [`ExecutorDefect::LastEventIdResumesLive`] asks for it).
+    pub fn follow_run_from(
+        &self,
+        run: &RunMetadata,
+        attached: bool,
+        from_now: bool,
+    ) -> mpsc::Receiver<RunEvent> {
         let (tx, rx) = mpsc::channel(8);
         let log = self.log_of(&run.session_id, &run.run_id);
         let mut shutdown = self.shutdown.subscribe();
-        let from_now = attached && self.has_defect(ExecutorDefect::AttachStreamsFromNow);
+        let from_now =
+            from_now || (attached && self.has_defect(ExecutorDefect::AttachStreamsFromNow));
         let store = self.store.clone();
         let run = run.clone();
         // Without a log (and not started here) nobody here executes it.

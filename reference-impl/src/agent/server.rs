@@ -219,6 +219,24 @@ async fn answer_defects(
     if ex.has_defect(ExecutorDefect::AbsoluteFormNotFound) && request.uri().scheme().is_some() {
         return ApiError::new(404, "not_found", "no such route").into_response();
     }
+    let segments: Vec<&str> = request.uri().path().split('/').collect();
+    if let ["", "sessions", id, ..] = segments.as_slice() {
+        if ex.has_defect(ExecutorDefect::SessionIdLimit255) && id.len() > 255 {
+            return ApiError::validation("sessionId must be 1 to 255 characters").into_response();
+        }
+        let sub_route = segments.len() > 3;
+        if ex.has_defect(ExecutorDefect::DeleteMatchesSubRoutes)
+            && request.method() == axum::http::Method::DELETE
+            && sub_route
+        {
+            // The bug: `DELETE /sessions/:id*` deletes the session.
+            return match ex.delete_session(id).await {
+                Ok(true) => StatusCode::NO_CONTENT.into_response(),
+                Ok(false) => ApiError::session_not_found().into_response(),
+                Err(e) => ApiError::from(e).into_response(),
+            };
+        }
+    }
     let echo: Vec<HeaderValue> = if ex.has_defect(ExecutorDefect::EchoKeyHeader) {
         request
             .headers()
@@ -275,6 +293,8 @@ pub async fn serve_with_limits(
     let rewrite: Option<http_serve::ReadRewrite> =
         if executor.has_defect(ExecutorDefect::KeyHeaderCaseSensitive) {
             Some(hide_key_spellings)
+        } else if executor.has_defect(ExecutorDefect::KeySpellingIgnoredOnResumeAndRetry) {
+            Some(hide_key_spellings_on_resume_and_retry)
         } else if executor.has_defect(ExecutorDefect::KeyKeepsBlanks) {
             Some(keep_key_blanks)
         } else {
@@ -311,6 +331,21 @@ fn hide_key_spellings(chunk: &mut [u8]) {
         if at != lower.as_bytes() {
             at.copy_from_slice(other);
         }
+    }
+}
+
+/// [`ExecutorDefect::KeySpellingIgnoredOnResumeAndRetry`]:
+/// [`hide_key_spellings`] in a request head to `resume` or `retry` only.
+fn hide_key_spellings_on_resume_and_retry(chunk: &mut [u8]) {
+    let line_end = chunk
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(chunk.len());
+    let line = String::from_utf8_lossy(&chunk[..line_end]);
+    let target = line.split(' ').nth(1).unwrap_or("");
+    let path = target.split('?').next().unwrap_or("");
+    if path.ends_with("/resume") || path.ends_with("/retry") {
+        hide_key_spellings(chunk);
     }
 }
 
@@ -467,11 +502,69 @@ fn fold_fullwidth(raw: &[u8]) -> String {
 /// The body limit of `ex` (`ExecutorDefect::NoBodyLimit` has none short
 /// of the read limit).
 fn body_limit(ex: &Executor) -> usize {
-    if ex.has_defect(ExecutorDefect::NoBodyLimit) {
+    if ex.has_defect(ExecutorDefect::NoBodyLimit)
+        || ex.has_defect(ExecutorDefect::BodyLimitInCharacters)
+    {
         BODY_READ_LIMIT_BYTES
     } else {
         MAX_BODY_BYTES
     }
+}
+
+/// [`ExecutorDefect::DigestKeepsStringEscapes`]: the escapes (`\uXXXX`,
+/// `\/`) of a body as written, in order.
+fn string_escapes(written: &str) -> String {
+    let mut escapes = String::new();
+    let mut chars = written.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            match chars.next() {
+                Some('u') => {
+                    escapes.push_str("\\u");
+                    escapes.extend(chars.by_ref().take(4));
+                }
+                Some('/') => escapes.push_str("\\/"),
+                _ => {}
+            }
+        }
+    }
+    escapes
+}
+
+/// An entry's body as `ex` reads it: the bytes within its limit, or the
+/// broken readings of the body defects (a correct server reads bytes).
+fn entry_body(
+    ex: &Executor,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Bytes, ApiError> {
+    let bytes = body_bytes(body, body_limit(ex))?;
+    let header = |name: header::HeaderName| {
+        headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    if ex.has_defect(ExecutorDefect::ContentTypeComparedExactly) {
+        if let Some(ct) = header(header::CONTENT_TYPE) {
+            if ct != "application/json" {
+                return Err(ApiError::validation(
+                    "Content-Type must be application/json",
+                ));
+            }
+        }
+    }
+    if ex.has_defect(ExecutorDefect::ChunkedBodyUnread)
+        && header(header::TRANSFER_ENCODING).is_some_and(|te| te.contains("chunked"))
+    {
+        // The bug: only a Content-Length body is read.
+        return Ok(Bytes::new());
+    }
+    if ex.has_defect(ExecutorDefect::BodyLimitInCharacters)
+        && String::from_utf8_lossy(&bytes).chars().count() > MAX_BODY_BYTES
+    {
+        return Err(BodyError::TooLarge.into());
+    }
+    Ok(bytes)
 }
 
 fn run_answer(outcome: &EntryOutcome) -> Response {
@@ -525,7 +618,12 @@ async fn keyed_entry(
 ) -> Result<Response, ApiError> {
     let session_id = session_id(path)?;
     let request_key = entry_key(ex, headers)?;
-    let bytes = body_bytes(body, body_limit(ex))?;
+    let bytes = entry_body(ex, headers, body)?;
+    let written_escapes = if ex.has_defect(ExecutorDefect::DigestKeepsStringEscapes) {
+        string_escapes(&String::from_utf8_lossy(&bytes))
+    } else {
+        String::new()
+    };
     let input = match kind {
         EntryKind::Retry => {
             read_body(bytes, retry_body).await?;
@@ -539,6 +637,7 @@ async fn keyed_entry(
             kind,
             input,
             request_key,
+            written_escapes,
         })
         .await?;
     Ok(run_answer(&outcome))
@@ -580,7 +679,7 @@ async fn chat(
     let session_id = session_id(path)?;
     // Parsed even when it will be ignored: a malformed key is 400 everywhere.
     let request_key = entry_key(&ex, &headers)?;
-    let bytes = body_bytes(body, body_limit(&ex))?;
+    let bytes = entry_body(&ex, &headers, body)?;
     let (role, content) = read_body(bytes, chat_message).await?;
     // A tool-result send is keyless in this release.
     let keyless = role == "tool" && !ex.has_defect(ExecutorDefect::ToolSendKeyed);
@@ -595,6 +694,7 @@ async fn chat(
             kind: EntryKind::Chat,
             input: JsonText::from_value(&Value::Object(input)),
             request_key,
+            written_escapes: String::new(),
         })
         .await?;
     let attached = outcome.attached();
@@ -660,7 +760,9 @@ async fn chat_reconnect(
         }
     }
     let run = ex.reclaim(run).await?;
-    let events = ex.follow_run(&run, true);
+    let from_now = ex.has_defect(ExecutorDefect::LastEventIdResumesLive)
+        && headers.contains_key("last-event-id");
+    let events = ex.follow_run_from(&run, true, from_now);
     Ok(sse_response(&run, true, events))
 }
 
@@ -685,6 +787,7 @@ async fn reconnect_as_send(
             kind: EntryKind::Chat,
             input: JsonText::from_value(&input),
             request_key,
+            written_escapes: String::new(),
         })
         .await?;
     let attached = outcome.attached();
@@ -763,7 +866,14 @@ async fn get_run(
     valid_run_id(&run_id)?;
     let wait_ms = wait_ms(query.as_deref())?;
     match ex.wait_run(&session_id, &run_id, wait_ms).await? {
-        Some(run) => Ok(axum::Json(run).into_response()),
+        Some(mut run) => {
+            if wait_ms > 0 && ex.has_defect(ExecutorDefect::WaitDropsKeyFields) {
+                // The bug: the waiting path's query has no key columns.
+                run.request_key = None;
+                run.request_digest = None;
+            }
+            Ok(axum::Json(run).into_response())
+        }
         None if ex.store().get_current_run(&session_id).await?.is_some()
             && !ex.has_defect(ExecutorDefect::UnknownRunIsUnknownSession) =>
         {

@@ -117,8 +117,10 @@ fn hex_sha256(bytes: &[u8]) -> String {
 
 /// The payload's fingerprint as `fingerprint` declares it (draft 2.4).
 fn fingerprint_of(layer: &IdemLayer, body: &[u8]) -> String {
-    let by_json = layer.profile.fingerprint == Fingerprint::Json
-        && !layer.has(IdemDefect::FingerprintRawBytes);
+    let by_json = (layer.profile.fingerprint == Fingerprint::Json
+        && !layer.has(IdemDefect::FingerprintRawBytes))
+        || layer.has(IdemDefect::BytesComparedAsJson)
+        || layer.has(IdemDefect::FingerprintDespiteNone);
     if by_json {
         if let Ok(v) = serde_json::from_slice::<Value>(body) {
             return format!("json:{}", hex_sha256(canonical_json(&v).as_bytes()));
@@ -130,16 +132,18 @@ fn fingerprint_of(layer: &IdemLayer, body: &[u8]) -> String {
 /// The storage key: the key and what `scope` declares, hashed.
 fn scope_key(layer: &IdemLayer, req: &Request, caller: &str, key: &[u8]) -> String {
     let p = &layer.profile;
-    let by_caller = p.scoped_by(ScopeBy::Caller) && !layer.has(IdemDefect::UnscopedCaller);
+    let scoped_anyway = layer.has(IdemDefect::ScopedDespiteUnscoped);
+    let by_caller =
+        (p.scoped_by(ScopeBy::Caller) && !layer.has(IdemDefect::UnscopedCaller)) || scoped_anyway;
     let by_route = !layer.has(IdemDefect::UnscopedRoute);
     let parts = json!([
         if by_caller { caller } else { "" },
-        if p.scoped_by(ScopeBy::Method) && by_route {
+        if (p.scoped_by(ScopeBy::Method) || scoped_anyway) && by_route {
             req.method().as_str()
         } else {
             ""
         },
-        if p.scoped_by(ScopeBy::Path) && by_route {
+        if (p.scoped_by(ScopeBy::Path) || scoped_anyway) && by_route {
             req.uri().path()
         } else {
             ""
@@ -148,6 +152,9 @@ fn scope_key(layer: &IdemLayer, req: &Request, caller: &str, key: &[u8]) -> Stri
     ]);
     hex_sha256(parts.to_string().as_bytes())
 }
+
+/// The longest field value `broken-idem:long-key-refused` takes as a key.
+pub const LONG_KEY_REFUSED_AT: usize = 100;
 
 /// The key of a request: `Ok(None)` without the header, `Err` for a
 /// malformed one (draft 2.1), as the profile and the defect read it.
@@ -160,6 +167,9 @@ fn read_key(layer: &IdemLayer, req: &Request) -> Result<Option<Vec<u8>>, ()> {
         return Err(());
     }
     let mut raw = first.as_bytes().to_vec();
+    if layer.has(IdemDefect::LongKeyRefused) && raw.len() > LONG_KEY_REFUSED_AT {
+        return Err(());
+    }
     if layer.has(IdemDefect::TrimmedKey) {
         raw = raw.trim_ascii().to_vec();
         if layer.profile.key_syntax == KeySyntax::SfString {
@@ -168,11 +178,23 @@ fn read_key(layer: &IdemLayer, req: &Request) -> Result<Option<Vec<u8>>, ()> {
             }
         }
     }
-    let key = match key_of(&raw, layer.profile.key_syntax) {
+    let syntax = match layer.profile.key_syntax {
+        KeySyntax::Token if layer.has(IdemDefect::TokenAcceptsQuoted) => KeySyntax::Any,
+        KeySyntax::Any if layer.has(IdemDefect::AnyUnquotes) && raw.starts_with(b"\"") => {
+            KeySyntax::SfString
+        }
+        s => s,
+    };
+    let empty = raw == b"\"\"" || raw.is_empty();
+    let key = match key_of(&raw, syntax) {
         Some(k) => k,
-        None if layer.has(IdemDefect::EmptyKeyAccepted) && (raw == b"\"\"" || raw.is_empty()) => {
+        None if empty
+            && (layer.has(IdemDefect::EmptyKeyAccepted)
+                || layer.has(IdemDefect::EmptyKeyRunsUnderAny)) =>
+        {
             Vec::new()
         }
+        None if empty && layer.has(IdemDefect::RefusesEmptyKey) => return Err(()),
         None if layer.profile.invalid_key_status.is_none() => raw,
         None => return Err(()),
     };
@@ -212,23 +234,29 @@ pub async fn idempotency(
         return refuse(413, "the request body is too large or was cut");
     };
     let req = Request::from_parts(parts, Body::from(bytes.clone()));
+    // A key not scoped by caller is shared by callers, but an answer is
+    // never replayed to another caller (SPEC 10 `[[idem.scope.no-leak]]`):
+    // the record keeps its caller, and another caller is refused.
     let fp = fingerprint_of(&layer, &bytes);
     let mut skey = scope_key(&layer, &req, &caller, &key);
     if layer.has(IdemDefect::FingerprintInKey) {
         skey = hex_sha256(format!("{skey}:{fp}").as_bytes());
     }
-    let lock_ms = if layer.has(IdemDefect::LockTimeout) {
-        Some(BROKEN_LOCK_MS)
-    } else {
-        p.lock_ms
-    };
+    let lock_ms =
+        if layer.has(IdemDefect::LockTimeout) || layer.has(IdemDefect::LockShorterThanDeclared) {
+            Some(BROKEN_LOCK_MS)
+        } else {
+            p.lock_ms
+        };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(WAIT_LIMIT_MS);
     let ours = Slot::InFlight {
         fingerprint: fp.clone(),
         caller: caller.clone(),
         token: fresh_token(),
     };
-    let compares = p.fingerprint != Fingerprint::None && !layer.has(IdemDefect::NoFingerprint);
+    let compares = (p.fingerprint != Fingerprint::None
+        || layer.has(IdemDefect::FingerprintDespiteNone))
+        && !layer.has(IdemDefect::NoFingerprint);
     // Another caller's record (a key not scoped by caller): refused.
     let others = |owner: &str| owner != caller && !layer.has(IdemDefect::UnscopedCaller);
     // The lock this request waits on, once it met one in flight.
@@ -330,7 +358,10 @@ async fn run_renewing(
     req: Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let renews = !layer.has(IdemDefect::LockLapses) && !layer.has(IdemDefect::LockTimeout);
+    // The bugs of a lock that lapses while its handler runs never renew it.
+    let renews = !layer.has(IdemDefect::LockLapses)
+        && !layer.has(IdemDefect::LockTimeout)
+        && !layer.has(IdemDefect::LockShorterThanDeclared);
     let Some(ms) = lock_ms.filter(|_| renews) else {
         return next.run(req).await;
     };
@@ -448,7 +479,12 @@ fn replay(layer: &IdemLayer, answer: &StoredAnswer) -> Response {
             r.headers_mut().insert(n, v);
         }
     }
-    if let Some(h) = &layer.profile.replay_header {
+    if let Some(h) = layer
+        .profile
+        .replay_header
+        .as_ref()
+        .filter(|_| !layer.has(IdemDefect::ReplayUnmarked))
+    {
         if let Ok(n) = axum::http::HeaderName::from_bytes(h.as_bytes()) {
             r.headers_mut().insert(n, HeaderValue::from_static("true"));
         }

@@ -57,13 +57,27 @@ pub enum IdemVariant {
     /// and none is refused, payloads not compared, keys scoped by nothing
     /// (another caller is refused), no replay header.
     Loose,
-    /// Payloads compared byte for byte, keys scoped by caller and path,
-    /// duplicates wait, replays marked `x-idempotent-replay`.
+    /// Payloads compared byte for byte (`fingerprint: "bytes"`), keys
+    /// scoped by caller and path, duplicates wait, replays marked
+    /// `x-idempotent-replay`.
     Bytes,
+    /// Keys are bare RFC 9110 tokens (`keySyntax: "token"`).
+    Token,
+    /// The raw field value is the key (`keySyntax: "any"`), malformed
+    /// (empty) keys refused 400.
+    Any,
+    /// The other value of every field that has one: keys optional, `any`,
+    /// nothing refused for its form, payloads not compared, keys scoped by
+    /// nothing (another caller refused, never replayed to), a lock of
+    /// `LENIENT_LOCK_MS`, no replay header.
+    Lenient,
 }
 
+/// The `lockMs` the lenient variant declares.
+pub const LENIENT_LOCK_MS: u64 = 3000;
+
 impl IdemVariant {
-    pub const ALL: [IdemVariant; 10] = [
+    pub const ALL: [IdemVariant; 13] = [
         Self::Default,
         Self::Wait,
         Self::Released,
@@ -74,6 +88,9 @@ impl IdemVariant {
         Self::NoExpiry,
         Self::Loose,
         Self::Bytes,
+        Self::Token,
+        Self::Any,
+        Self::Lenient,
     ];
 
     pub fn name(self) -> &'static str {
@@ -88,6 +105,9 @@ impl IdemVariant {
             Self::NoExpiry => "no-expiry",
             Self::Loose => "loose",
             Self::Bytes => "bytes",
+            Self::Token => "token",
+            Self::Any => "any",
+            Self::Lenient => "lenient",
         }
     }
 
@@ -120,6 +140,8 @@ impl IdemVariant {
             }
             Self::ShortLock => p.lock_ms = Some(500),
             Self::NoExpiry => p.expiry_ms = None,
+            Self::Token => p.key_syntax = KeySyntax::Token,
+            Self::Any => p.key_syntax = KeySyntax::Any,
             Self::Loose => {
                 p.key_required = false;
                 p.key_syntax = KeySyntax::Any;
@@ -127,6 +149,16 @@ impl IdemVariant {
                 p.fingerprint = Fingerprint::None;
                 p.mismatch_status = None;
                 p.scope = Vec::new();
+                p.replay_header = None;
+            }
+            Self::Lenient => {
+                p.key_required = false;
+                p.key_syntax = KeySyntax::Any;
+                p.invalid_key_status = None;
+                p.fingerprint = Fingerprint::None;
+                p.mismatch_status = None;
+                p.scope = Vec::new();
+                p.lock_ms = Some(LENIENT_LOCK_MS);
                 p.replay_header = None;
             }
             Self::Bytes => {
@@ -200,10 +232,38 @@ pub enum IdemDefect {
     /// Declares `lockMs` 500 and never renews it: a handler slower than
     /// that has its duplicate run beside it.
     LockLapses,
+    /// Declares `keySyntax: "token"` but takes any raw value as the key: a
+    /// quoted key runs instead of being refused.
+    TokenAcceptsQuoted,
+    /// Declares `keySyntax: "any"` and `invalidKeyStatus: 400` but runs a
+    /// request whose key is empty (the dodge of issue 45).
+    EmptyKeyRunsUnderAny,
+    /// Declares `keySyntax: "any"` but unquotes sf-strings: `"k"` and `k`
+    /// are one key.
+    AnyUnquotes,
+    /// Declares `fingerprint: "bytes"` but compares parsed JSON: a body
+    /// with its members reordered is replayed instead of refused.
+    BytesComparedAsJson,
+    /// Declares `invalidKeyStatus: null` (lenient) but refuses an empty key 400.
+    RefusesEmptyKey,
+    /// Declares `fingerprint: "none"` (lenient) but refuses another
+    /// payload 422.
+    FingerprintDespiteNone,
+    /// Declares `scope: []` (lenient) but scopes keys by caller, method
+    /// and path: another caller's request with the key runs.
+    ScopedDespiteUnscoped,
+    /// Declares `lockMs` (lenient's 3000) but its lock lapses after 300 ms.
+    LockShorterThanDeclared,
+    /// Declares `replayHeader` but a replay does not carry it: a client
+    /// cannot tell a replay from a first execution.
+    ReplayUnmarked,
+    /// Refuses a key longer than [`middleware::LONG_KEY_REFUSED_AT`]
+    /// bytes (a column too narrow): a 200-character key is answered 400.
+    LongKeyRefused,
 }
 
 impl IdemDefect {
-    pub const ALL: [IdemDefect; 22] = [
+    pub const ALL: [IdemDefect; 32] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -226,6 +286,16 @@ impl IdemDefect {
         Self::WaitersRunAfterRelease,
         Self::ForgetsAfterOneSecond,
         Self::LockLapses,
+        Self::TokenAcceptsQuoted,
+        Self::EmptyKeyRunsUnderAny,
+        Self::AnyUnquotes,
+        Self::BytesComparedAsJson,
+        Self::RefusesEmptyKey,
+        Self::FingerprintDespiteNone,
+        Self::ScopedDespiteUnscoped,
+        Self::LockShorterThanDeclared,
+        Self::ReplayUnmarked,
+        Self::LongKeyRefused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -252,6 +322,16 @@ impl IdemDefect {
             Self::WaitersRunAfterRelease => "waiters-run-after-release",
             Self::ForgetsAfterOneSecond => "forgets-after-1s",
             Self::LockLapses => "lock-lapses",
+            Self::TokenAcceptsQuoted => "token-accepts-quoted",
+            Self::EmptyKeyRunsUnderAny => "empty-key-runs-under-any",
+            Self::AnyUnquotes => "any-unquotes",
+            Self::BytesComparedAsJson => "bytes-compared-as-json",
+            Self::RefusesEmptyKey => "refuses-empty-key",
+            Self::FingerprintDespiteNone => "fingerprint-despite-none",
+            Self::ScopedDespiteUnscoped => "scoped-despite-unscoped",
+            Self::LockShorterThanDeclared => "lock-shorter-than-declared",
+            Self::ReplayUnmarked => "replay-unmarked",
+            Self::LongKeyRefused => "long-key-refused",
         }
     }
 
@@ -267,6 +347,13 @@ impl IdemDefect {
             Self::WaitersRunAfterRelease => IdemVariant::WaitReleased,
             Self::ForgetsAfterOneSecond => IdemVariant::NoExpiry,
             Self::LockLapses => IdemVariant::ShortLock,
+            Self::TokenAcceptsQuoted => IdemVariant::Token,
+            Self::EmptyKeyRunsUnderAny | Self::AnyUnquotes => IdemVariant::Any,
+            Self::BytesComparedAsJson => IdemVariant::Bytes,
+            Self::RefusesEmptyKey
+            | Self::FingerprintDespiteNone
+            | Self::ScopedDespiteUnscoped
+            | Self::LockShorterThanDeclared => IdemVariant::Lenient,
             _ => IdemVariant::Default,
         }
     }

@@ -207,6 +207,13 @@ pub trait SessionStateStore: Send + Sync + std::fmt::Debug {
     fn prepare_op(&self, op: StoreOp) -> StoreOp {
         op
     }
+
+    /// A rewrite of the raw request before it is parsed. Correct stores
+    /// have none; a deliberately broken one (`MemoryStore` with
+    /// `StatusCaseFolded`) reads the wire as a careless parser would.
+    fn wire_rewrite(&self) -> Option<fn(&serde_json::Value) -> serde_json::Value> {
+        None
+    }
 }
 
 /// Is a lease that expires at `expires_at` (none: never taken) over at `now`?
@@ -252,7 +259,10 @@ pub async fn dispatch_wire(
     store: &dyn SessionStateStore,
     request: &serde_json::Value,
 ) -> Result<StoreReply, StoreError> {
-    dispatch(store, StoreOp::parse_wire(request)?).await
+    match store.wire_rewrite() {
+        Some(rewrite) => dispatch(store, StoreOp::parse_wire(&rewrite(request))?).await,
+        None => dispatch(store, StoreOp::parse_wire(request)?).await,
+    }
 }
 
 /// Upgrades (SPEC 4 `[S4-upgrade]`, `store/legacy.rs`): the rows the SQL
@@ -302,5 +312,11 @@ pub async fn dispatch_wire_bytes(
     store: &dyn SessionStateStore,
     request: &[u8],
 ) -> Result<StoreReply, StoreError> {
+    if let Some(rewrite) = store.wire_rewrite() {
+        // Only a broken store reads a request as a value first.
+        let value: serde_json::Value = serde_json::from_slice(request)
+            .map_err(|e| StoreError::InvalidArgument(format!("not JSON: {e}")))?;
+        return dispatch(store, StoreOp::parse_wire(&rewrite(&value))?).await;
+    }
     dispatch(store, StoreOp::parse_wire_bytes(request)?).await
 }

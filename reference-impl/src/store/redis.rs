@@ -342,19 +342,23 @@ fn redis_err(e: redis::RedisError) -> StoreError {
 
 /// Did the server refuse a command without running it (a cluster's
 /// redirection, a slot in migration, a cluster or master not ready, a
-/// server loading)? Then sending it again is safe.
+/// server loading), or did the cluster client have no connection to send
+/// it on (a link down, not yet back: SPEC 4
+/// `[[store.link.down-answers-internal]]` wants the store to answer again
+/// once it is)? Then sending it again is safe.
 fn not_run(e: &redis::RedisError) -> bool {
     use redis::{ErrorKind, ServerErrorKind};
     matches!(
         e.kind(),
-        ErrorKind::Server(
-            ServerErrorKind::Moved
-                | ServerErrorKind::Ask
-                | ServerErrorKind::TryAgain
-                | ServerErrorKind::ClusterDown
-                | ServerErrorKind::MasterDown
-                | ServerErrorKind::BusyLoading
-        )
+        ErrorKind::ClusterConnectionNotFound
+            | ErrorKind::Server(
+                ServerErrorKind::Moved
+                    | ServerErrorKind::Ask
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::BusyLoading
+            )
     )
 }
 

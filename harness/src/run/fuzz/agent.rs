@@ -4,410 +4,67 @@
 //! are *sequences*: state carried across a session's life (a key index, a
 //! digest, an input log or a current-run pointer that a delete or a later
 //! run should have changed), routes interleaved in orders no scenario
-//! uses, inputs of shapes no scenario sends. proptest generates short
-//! programs over every route of SPEC 7 (start, resume, retry, chat send and
-//! tool-result send, chat reconnect, snapshot, run read, delete and
-//! re-create) in a tiny domain (two sessions, two keys and a malformed
-//! one, inputs of every JSON shape and kinds of text), so collisions are
-//! the common case. Runs use the test agent's markers and finish within
-//! milliseconds; after every entry the harness waits (bounded) for the run
-//! to leave `running`, so a sequential step meets settled runs.
+//! uses, inputs of shapes no scenario sends, and every way of saying one
+//! request that HTTP allows. proptest generates short programs from the
+//! alphabet of `run::fuzz::agent_program` (every parameter SPEC 7 names;
+//! `run::fuzz::alphabet` lists them with their clauses) over a tiny domain
+//! (two sessions, two keys), so collisions are the common case. Most
+//! steps are followed by a (bounded) wait for every run to leave
+//! `running`; some are not, and the next request meets a run just before,
+//! at or past its scripted end.
 //!
 //! The oracle is [`reqkey_model::agent::AgentModel`]: a set of states a
-//! conforming server may be in, pruned by each answer. A step of a
-//! concurrent batch (released behind a barrier) is judged by every order
-//! of the batch ([`next_batch`]): some order must explain all its answers.
-//! A failure shrinks to a minimal program, printed with its seed and as a
-//! YAML scenario for `reqkey run` (sequential steps carry the model's
-//! answer as `expect`; see docs/fuzz.md for what a batch's file checks).
+//! conforming server may be in, pruned by each answer, with each run's
+//! earliest end (its entry's send time plus its `[sleep:N]`): no answer may
+//! show a run ended before then. A step of a concurrent batch (released
+//! behind a barrier) is judged by every order of the batch
+//! ([`next_batch`]): some order must explain all its answers. Every answer
+//! is also held to the invariants every agent answer keeps
+//! ([`reqkey_check::answer`]: error shape, a stream's events in order,
+//! one run, no echo of a malformed key). A failure shrinks to a minimal
+//! program, printed with its seed and as a YAML scenario for `reqkey run`
+//! (`run::fuzz::agent_scenario`; docs/fuzz.md says what a file of a
+//! batch or an unsettled step checks).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use proptest::prelude::*;
-use reqkey_model::agent::{next_batch, AgentModel, AgentOp, KeyHeader, Observed, StreamSeen};
+use reqkey_model::agent::{
+    next_batch, sleep_ms, AgentModel, AgentOp, Observed, StreamSeen, Timing,
+};
 use reqkey_model::vocab::Profile;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::Barrier;
 
 use crate::run::agent_steps::{answer, wait_run_step};
+use crate::run::fuzz::agent_program::BEFORE_MS;
+pub use crate::run::fuzz::agent_program::{
+    arb_program, build, named_run, resolve, resolve_in_batch, After, AgentFuzzOptions, Domain, Op,
+    Program, Sent, Step, MAX_BATCH, MAX_STEPS, PAST_MS, SESSIONS,
+};
+use crate::run::fuzz::agent_scenario::scenario_yaml;
 pub use crate::run::fuzz::cases::CaseFailure;
 use crate::run::fuzz::cases::{case_sessions, run_cases, CasesOutcome};
-use crate::run::fuzz::inputs;
 use crate::targets::{HttpRequest, Target};
-use reqkey_scenario::agent_step::Wire;
-
-/// The tiny domain: two sessions; no key, two keys, a malformed one.
-pub const SESSIONS: usize = 2;
-const KEYS: [Option<&str>; 4] = [None, Some("k0"), Some("k1"), Some("k 0")];
-/// The test agent's markers (plain, suspending, failing, slow texts),
-/// before the texts of every kind the fuzzers share.
-const MARKERS: [&str; 5] = ["a", "b", "[suspend] ask", "[fail] boom", "[sleep:80] slow"];
-/// Texts: the markers, then every other kind of [`inputs::TEXTS`]
-/// (its first two, plain `a` and `b`, are the markers' first two).
-const TEXT_COUNT: usize = MARKERS.len() + inputs::TEXT_KINDS - 2;
-fn text(i: usize) -> String {
-    match MARKERS.get(i) {
-        Some(m) => (*m).to_owned(),
-        None => inputs::text(i - MARKERS.len() + 2),
-    }
-}
-/// Inputs: the test agent's `{"text"}` with every text, then a value of
-/// every JSON shape ([`inputs::shape`]).
-fn input(i: usize) -> Value {
-    if i < TEXT_COUNT {
-        json!({ "text": text(i) })
-    } else {
-        inputs::shape(i - TEXT_COUNT)
-    }
-}
-const INPUTS: usize = TEXT_COUNT + inputs::SHAPES.len();
 
 /// The default budget of `reqkey fuzz` on an agent target: every broken
-/// sequence variant of the reference is found within it on seeds 1, 2, 3
-/// (harness/tests/agent_fuzz.rs).
+/// variant of the reference the fuzzer is meant to find is found within
+/// it on seeds 1, 2, 3 (harness/tests/agent_fuzz.rs, docs/fuzz.md).
 pub const DEFAULT_CASES: u32 = 256;
 
-/// The most steps in one program, and requests in one batch.
-pub const MAX_STEPS: usize = 10;
-pub const MAX_BATCH: usize = 3;
 /// The longest the harness waits for one run to leave `running`.
 const SETTLE_MS: u64 = 5_000;
 /// Model states kept at once; beyond it the case has no verdict.
 const MAX_STATES: usize = 4_096;
 
-/// One abstract request over the domain.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
-    Start {
-        s: usize,
-        key: usize,
-        input: usize,
-    },
-    Resume {
-        s: usize,
-        key: usize,
-        input: usize,
-    },
-    Retry {
-        s: usize,
-        key: usize,
-    },
-    Chat {
-        s: usize,
-        key: usize,
-        text: usize,
-        tool: bool,
-    },
-    Reconnect {
-        s: usize,
-        key: usize,
-    },
-    Snapshot {
-        s: usize,
-    },
-    /// The `run`-th run id seen in the case (any session), or an unknown one.
-    ReadRun {
-        s: usize,
-        run: usize,
-    },
-    Delete {
-        s: usize,
-    },
-    /// The same request as one sent before (`back` requests back, modulo
-    /// how many there were): a client's retry, the duplicate keys exist for.
-    Again {
-        back: usize,
-    },
-}
-
-/// Resolves `Again` against the requests sent so far (`sent`, oldest
-/// first); with none sent yet it is a snapshot of session 0.
-fn resolve(op: &Op, sent: &[Op]) -> Op {
-    match op {
-        Op::Again { back } if !sent.is_empty() => sent[sent.len() - 1 - back % sent.len()].clone(),
-        Op::Again { .. } => Op::Snapshot { s: 0 },
-        other => other.clone(),
-    }
-}
-
-/// Resolves `op` for a batch: as [`resolve`], but never a snapshot. A
-/// snapshot is two reads (runs, then inputs), and SPEC 7
-/// `[[agent.snapshot.not-one-read]]` does not make it one view beside
-/// writes to its session in flight, so a batch holds none (an unknown
-/// run's read of the same session stands in: it writes nothing either).
-fn resolve_in_batch(op: &Op, sent: &[Op]) -> Op {
-    match resolve(op, sent) {
-        Op::Snapshot { s } => Op::ReadRun { s, run: usize::MAX },
-        other => other,
-    }
-}
-
-/// One step: a request alone, or a batch released together.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    Single(Op),
-    Batch(Vec<Op>),
-}
-
-/// The key header of index `k`; valid keys carry `tag` (a case's own
-/// suffix, so that no state of an earlier case's keys leaks into a case:
-/// each case is then a program that fails on its own).
-fn key_header(k: usize, tag: &str) -> KeyHeader {
-    match KEYS.get(k).copied().flatten() {
-        None => KeyHeader::None,
-        Some(v) if v.contains(' ') => KeyHeader::Malformed(v.to_owned()),
-        Some(v) => KeyHeader::Valid(format!("{v}{tag}")),
-    }
-}
-
-/// The key suffix of a case whose sessions are `sessions`: `.` and their
-/// namespace (valid key characters, at most 100 of them).
-fn key_tag(sessions: &[String]) -> String {
-    let ns = sessions
-        .first()
-        .and_then(|s| s.rsplit_once('.'))
-        .map_or("", |(ns, _)| ns);
-    let ns: String = ns
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'))
-        .take(100)
-        .collect();
-    if ns.is_empty() {
-        String::new()
-    } else {
-        format!(".{ns}")
-    }
-}
-
-impl Op {
-    fn session(&self) -> usize {
-        match self {
-            Op::Start { s, .. }
-            | Op::Resume { s, .. }
-            | Op::Retry { s, .. }
-            | Op::Chat { s, .. }
-            | Op::Reconnect { s, .. }
-            | Op::Snapshot { s }
-            | Op::ReadRun { s, .. }
-            | Op::Delete { s } => *s,
-            Op::Again { .. } => 0,
-        }
-    }
-
-    fn run_id(run: usize, seen: &[String]) -> String {
-        seen.get(run)
-            .cloned()
-            .unwrap_or_else(|| "no-such-run".into())
-    }
-
-    /// The model's request.
-    pub fn model(&self, sessions: &[String], seen: &[String], tag: &str) -> AgentOp {
-        let session = sessions.get(self.session()).cloned().unwrap_or_default();
-        let key_header = |k: usize| key_header(k, tag);
-        match self {
-            Op::Start { key, input: i, .. } => AgentOp::Start {
-                session,
-                key: key_header(*key),
-                input: input(*i),
-            },
-            Op::Resume { key, input: i, .. } => AgentOp::Resume {
-                session,
-                key: key_header(*key),
-                input: input(*i),
-            },
-            Op::Retry { key, .. } => AgentOp::Retry {
-                session,
-                key: key_header(*key),
-            },
-            Op::Chat {
-                key, text, tool, ..
-            } => AgentOp::ChatSend {
-                session,
-                key: key_header(*key),
-                content: self::text(*text % TEXT_COUNT),
-                tool: *tool,
-            },
-            Op::Reconnect { key, .. } => AgentOp::Reconnect {
-                session,
-                key: key_header(*key),
-            },
-            Op::Snapshot { .. } => AgentOp::Snapshot { session },
-            Op::ReadRun { run, .. } => AgentOp::ReadRun {
-                session,
-                run_id: Self::run_id(*run, seen),
-            },
-            Op::Delete { .. } | Op::Again { .. } => AgentOp::Delete { session },
-        }
-    }
-}
-
-/// The HTTP request of a model request: (method, path, key, JSON body).
-pub fn http_parts(op: &AgentOp) -> (&'static str, String, Option<String>, Option<Value>) {
-    let key = |k: &KeyHeader| match k {
-        KeyHeader::None => None,
-        KeyHeader::Valid(v) | KeyHeader::Malformed(v) => Some(v.clone()),
-    };
-    let s = op.session();
-    match op {
-        AgentOp::Start { key: k, input, .. } => (
-            "POST",
-            format!("/sessions/{s}/start"),
-            key(k),
-            Some(json!({ "input": input })),
-        ),
-        AgentOp::Resume { key: k, input, .. } => (
-            "POST",
-            format!("/sessions/{s}/resume"),
-            key(k),
-            Some(json!({ "input": input })),
-        ),
-        AgentOp::Retry { key: k, .. } => (
-            "POST",
-            format!("/sessions/{s}/retry"),
-            key(k),
-            Some(json!({})),
-        ),
-        AgentOp::ChatSend {
-            key: k,
-            content,
-            tool,
-            ..
-        } => {
-            let role = if *tool { "tool" } else { "user" };
-            (
-                "POST",
-                format!("/sessions/{s}/chat"),
-                key(k),
-                Some(json!({"messages": [{"role": role, "content": content}]})),
-            )
-        }
-        AgentOp::Reconnect { key: k, .. } => ("GET", format!("/sessions/{s}/chat"), key(k), None),
-        AgentOp::Snapshot { .. } => ("GET", format!("/sessions/{s}"), None, None),
-        AgentOp::ReadRun { run_id, .. } => (
-            "GET",
-            format!("/sessions/{s}/runs/{run_id}?waitMs=0"),
-            None,
-            None,
-        ),
-        AgentOp::Delete { .. } => ("DELETE", format!("/sessions/{s}"), None, None),
-    }
-}
-
-fn request(op: &AgentOp) -> HttpRequest {
-    let (method, path, key, body) = http_parts(op);
-    HttpRequest {
-        method: method.into(),
-        path,
-        headers: key
-            .map(|k| vec![("X-Helix-Request-Key".to_owned(), k.into_bytes())])
-            .unwrap_or_default(),
-        body: body.map(|b| b.to_string().into_bytes()),
-        replica: None,
-        wire: Wire::Library,
-    }
-}
-
-/// What the model reads of an answer.
-pub fn observe(answer: &Value) -> Observed {
-    let stream = answer.get("sse").map(|sse| {
-        let start = sse
-            .get("events")
-            .and_then(Value::as_array)
-            .and_then(|evs| evs.iter().find(|e| e["event"] == "run-start"))
-            .map(|e| e["data"].clone())
-            .unwrap_or(Value::Null);
-        StreamSeen {
-            run_id: start
-                .get("runId")
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            start_sequence: start.get("startSequence").and_then(Value::as_u64),
-            attached: start.get("attached").and_then(Value::as_bool),
-            finish: sse.get("status").and_then(Value::as_str).map(str::to_owned),
-            runs: sse
-                .get("runIds")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len),
-        }
-    });
-    Observed {
-        status: answer
-            .get("status")
-            .and_then(Value::as_u64)
-            .and_then(|s| u16::try_from(s).ok())
-            .unwrap_or(0),
-        json: answer.get("json").cloned(),
-        stream,
-        body: answer
-            .get("body")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned(),
-    }
-}
-
-/// The run an answer named, if any.
-fn named_run(o: &Observed) -> Option<String> {
-    o.stream
-        .as_ref()
-        .and_then(|s| s.run_id.clone())
-        .or_else(|| o.json.as_ref()?.get("runId")?.as_str().map(str::to_owned))
-}
-
-/// A text index: the plain and suspending ones most often (collisions and
-/// live runs), every other kind now and then.
-fn arb_text() -> impl Strategy<Value = usize> {
-    prop_oneof![4 => 0..2usize, 3 => Just(2usize), 3 => 3..TEXT_COUNT]
-}
-
-/// An input index: the test agent's `{"text"}` mostly, other shapes too.
-fn arb_input() -> impl Strategy<Value = usize> {
-    prop_oneof![4 => arb_text(), 1 => TEXT_COUNT..INPUTS]
-}
-
-/// One request per `op` strategy, weighted toward entries on few values.
-pub fn arb_op() -> impl Strategy<Value = Op> {
-    // Session 0 twice as often: a session's whole life is under test, and two sessions sharing keys are too.
-    let s = prop_oneof![2 => Just(0usize), 1 => Just(1usize)];
-    let k = prop_oneof![3 => Just(0usize), 3 => Just(1usize), 2 => Just(2usize), 1 => Just(3usize)];
-    prop_oneof![
-        5 => (s.clone(), k.clone(), arb_input()).prop_map(|(s, key, input)| Op::Start { s, key, input }),
-        3 => (s.clone(), k.clone(), arb_input()).prop_map(|(s, key, input)| Op::Resume { s, key, input }),
-        2 => (s.clone(), k.clone()).prop_map(|(s, key)| Op::Retry { s, key }),
-        4 => (s.clone(), k.clone(), arb_text(), prop::bool::weighted(0.15))
-            .prop_map(|(s, key, text, tool)| Op::Chat { s, key, text, tool }),
-        1 => (s.clone(), k).prop_map(|(s, key)| Op::Reconnect { s, key }),
-        3 => s.clone().prop_map(|s| Op::Snapshot { s }),
-        2 => (s.clone(), 0..4usize).prop_map(|(s, run)| Op::ReadRun { s, run }),
-        3 => s.prop_map(|s| Op::Delete { s }),
-        4 => (0..3usize).prop_map(|back| Op::Again { back }),
-    ]
-}
-
-/// Programs: mostly single requests, sometimes a batch (when `batches`).
-pub fn arb_program(batches: bool) -> impl Strategy<Value = Vec<Step>> {
-    let batch_weight = u32::from(batches);
-    let step = prop_oneof![
-        6 => arb_op().prop_map(Step::Single),
-        batch_weight => prop::collection::vec(arb_op(), 1..=MAX_BATCH).prop_map(|mut ops| {
-            if ops.len() == 1 {
-                ops.pop().map_or(Step::Batch(ops), Step::Single)
-            } else {
-                Step::Batch(ops)
-            }
-        }),
-    ];
-    prop::collection::vec(step, 1..=MAX_STEPS)
-}
-
 async fn exchange(
     target: &Arc<dyn Target>,
-    op: &AgentOp,
+    request: &HttpRequest,
     call_timeout_ms: u64,
 ) -> Result<Value, CaseFailure> {
-    let fut = target.http(request(op));
-    match tokio::time::timeout(std::time::Duration::from_millis(call_timeout_ms), fut).await {
+    let fut = target.http(request.clone());
+    match tokio::time::timeout(Duration::from_millis(call_timeout_ms), fut).await {
         Ok(Ok(response)) => Ok(answer(&response)),
         Ok(Err(e)) => Err(CaseFailure::Harness(e.to_string())),
         Err(_) => Err(CaseFailure::Harness(format!(
@@ -445,90 +102,245 @@ fn short(v: &Value) -> String {
     s
 }
 
+/// What the model reads of an answer.
+pub fn observe(answer: &Value) -> Observed {
+    let stream = answer.get("sse").map(|sse| {
+        let events = sse
+            .get("events")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let start = events
+            .iter()
+            .find(|e| e["event"] == "run-start")
+            .map(|e| e["data"].clone())
+            .unwrap_or(Value::Null);
+        StreamSeen {
+            run_id: start
+                .get("runId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            start_sequence: start.get("startSequence").and_then(Value::as_u64),
+            attached: start.get("attached").and_then(Value::as_bool),
+            finish: sse.get("status").and_then(Value::as_str).map(str::to_owned),
+            runs: sse
+                .get("runIds")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
+            texts: events
+                .iter()
+                .filter(|e| e["event"] == "text")
+                .map(|e| {
+                    e["data"]
+                        .get("delta")
+                        .and_then(Value::as_str)
+                        .map_or_else(|| e["data"].to_string(), str::to_owned)
+                })
+                .collect(),
+        }
+    });
+    Observed {
+        status: answer
+            .get("status")
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok())
+            .unwrap_or(0),
+        json: answer.get("json").cloned(),
+        stream,
+        body: answer
+            .get("body")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        timing: None,
+    }
+}
+
+/// A request as the failure message shows it (bodies cut).
+fn shown(request: &HttpRequest) -> String {
+    let body = request.body.as_ref().map_or(String::new(), |b| {
+        let text = String::from_utf8_lossy(b);
+        let cut: String = text.chars().take(200).collect();
+        if cut.len() < text.len() {
+            format!(" {cut}… ({} bytes)", b.len())
+        } else {
+            format!(" {cut}")
+        }
+    });
+    let headers: String = request
+        .headers
+        .iter()
+        .map(|(n, v)| format!(" [{n}: {:?}]", String::from_utf8_lossy(v)))
+        .collect();
+    let wire = match request.wire {
+        reqkey_scenario::agent_step::Wire::Library => String::new(),
+        w => format!(" (wire: {})", w.name()),
+    };
+    format!("{} {}{headers}{wire}{body}", request.method, request.path)
+}
+
+/// The invariants every agent answer keeps (SPEC 8): a violation names
+/// its clause.
+fn invariants(
+    k: usize,
+    request: &HttpRequest,
+    answer: &Value,
+    may_be_cut: bool,
+) -> Result<(), CaseFailure> {
+    match reqkey_check::answer::check_answer(Some(request), answer, may_be_cut) {
+        None => Ok(()),
+        Some(v) => Err(CaseFailure::Nonconforming(format!(
+            "step {k}: {}\n  [[{}]] {}\n  the target answered {}",
+            shown(request),
+            v.clause,
+            v.message,
+            short(answer)
+        ))),
+    }
+}
+
+/// The program's clock: milliseconds since it started.
+#[derive(Debug, Clone, Copy)]
+struct Clock(Instant);
+
+impl Clock {
+    fn ms(self) -> u64 {
+        u64::try_from(self.0.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Every run some state holds `running`, with the latest earliest end
+/// any state gives it.
+fn running(states: &[AgentModel]) -> Vec<((String, String), u64)> {
+    let mut out: Vec<((String, String), u64)> = Vec::new();
+    for s in states {
+        for (run, life) in s.running() {
+            match out.iter_mut().find(|(r, _)| r == run) {
+                Some(o) => o.1 = o.1.max(life.not_before_ms),
+                None => out.push((run.clone(), life.not_before_ms)),
+            }
+        }
+    }
+    out
+}
+
 /// Runs one program against `target`; sessions are named `sessions`.
 pub async fn run_program(
     target: &Arc<dyn Target>,
-    program: &[Step],
+    program: &Program,
     sessions: &[String],
     profile: &Profile,
     call_timeout_ms: u64,
 ) -> Result<(), CaseFailure> {
+    let clock = Clock(Instant::now());
+    let dom = Domain::new(sessions, program.long_ids);
     let mut states = vec![AgentModel::new(profile)];
-    let mut seen: Vec<String> = Vec::new();
-    let tag = key_tag(sessions);
+    let mut seen: Vec<(String, String)> = Vec::new();
+    // The earliest end of every run an answer named (deleted ones too):
+    // the timers a step is placed against.
+    let mut timers: Vec<u64> = Vec::new();
     let mut sent: Vec<Op> = Vec::new();
-    for (k, step) in program.iter().enumerate() {
+    // Whether the harness waited for every run after the last step.
+    let mut settled = true;
+    for (k, step) in program.steps.iter().enumerate() {
         let ops: Vec<Op> = match step {
-            Step::Single(op) => vec![resolve(op, &sent)],
+            Step::Single(op) | Step::Unsettled(op, _) => vec![resolve(op, &sent)],
             Step::Batch(ops) => ops.iter().map(|o| resolve_in_batch(o, &sent)).collect(),
         };
         sent.extend(ops.iter().cloned());
-        let model_ops: Vec<AgentOp> = ops.iter().map(|o| o.model(sessions, &seen, &tag)).collect();
-        let mut answers = Vec::with_capacity(ops.len());
-        if model_ops.len() == 1 {
-            answers.push(exchange(target, &model_ops[0], call_timeout_ms).await?);
+        let now = clock.ms();
+        let left = |session: &str, run: &str| {
+            running(&states)
+                .iter()
+                .find(|((s, r), _)| s == session && r == run)
+                .map_or(0, |(_, nb)| nb.saturating_sub(now))
+        };
+        let built: Vec<Sent> = ops.iter().map(|o| build(o, &dom, &seen, &left)).collect();
+        let mut answers = Vec::with_capacity(built.len());
+        if let [one] = built.as_slice() {
+            let invoke_ms = clock.ms();
+            let a = exchange(target, &one.request, call_timeout_ms).await?;
+            answers.push((a, invoke_ms, clock.ms()));
         } else {
-            let barrier = Arc::new(Barrier::new(model_ops.len()));
+            let barrier = Arc::new(Barrier::new(built.len()));
             let mut tasks = Vec::new();
-            for op in &model_ops {
-                let (target, barrier, op) = (Arc::clone(target), Arc::clone(&barrier), op.clone());
+            for b in &built {
+                let (target, barrier) = (Arc::clone(target), Arc::clone(&barrier));
+                let request = b.request.clone();
                 tasks.push(tokio::spawn(async move {
                     barrier.wait().await;
-                    exchange(&target, &op, call_timeout_ms).await
+                    let invoke_ms = clock.ms();
+                    let a = exchange(&target, &request, call_timeout_ms).await;
+                    a.map(|a| (a, invoke_ms, clock.ms()))
                 }));
             }
             for t in tasks {
-                let a = t
-                    .await
-                    .map_err(|e| CaseFailure::Harness(format!("batch task: {e}")))??;
-                answers.push(a);
+                answers.push(
+                    t.await
+                        .map_err(|e| CaseFailure::Harness(format!("batch task: {e}")))??,
+                );
             }
         }
-        let observed: Vec<Observed> = answers.iter().map(observe).collect();
-        // Wait for every run an answer named, so the next step meets it settled.
-        for (op, o) in model_ops.iter().zip(&observed) {
-            if let Some(run) = named_run(o) {
-                if !seen.contains(&run) {
-                    seen.push(run.clone());
+        // A stream in a batch with a delete of its session may be cut.
+        let deletes: Vec<&str> = built
+            .iter()
+            .filter(|b| matches!(b.model, AgentOp::Delete { .. }))
+            .map(|b| b.model.session())
+            .collect();
+        let mut observed = Vec::with_capacity(built.len());
+        for (b, (a, invoke_ms, return_ms)) in built.iter().zip(&answers) {
+            let cut = built.len() > 1 && deletes.contains(&b.model.session());
+            invariants(k, &b.request, a, cut)?;
+            let mut o = observe(a);
+            o.timing = Some(Timing {
+                invoke_ms: *invoke_ms,
+                return_ms: *return_ms,
+            });
+            if let Some(run) = named_run(&o) {
+                let named = (b.model.session().to_owned(), run);
+                if !seen.contains(&named) {
+                    seen.push(named);
+                    timers.push(invoke_ms.saturating_add(entry_sleep_ms(&b.model)));
                 }
-                settle(target, op.session(), &run, call_timeout_ms).await;
             }
+            observed.push(o);
         }
-        let next = if model_ops.len() == 1 {
+        let next = if let [one] = built.as_slice() {
             let mut next = Vec::new();
             let mut why = String::new();
             for s in &states {
-                for settled in s.settle_all() {
-                    match settled.next(&model_ops[0], &observed[0], true) {
+                for before in s.before(&observed[0], settled) {
+                    match before.next(&one.model, &observed[0], true) {
                         Ok(n) => next.extend(n),
                         Err(e) => why = e,
                     }
                 }
             }
             if next.is_empty() {
-                let (method, path, key, body) = http_parts(&model_ops[0]);
                 return Err(CaseFailure::Nonconforming(format!(
-                    "step {k}: {method} {path}{}{}\n  {why}\n  the target answered {}",
-                    key.map(|k| format!(" key {k:?}")).unwrap_or_default(),
-                    body.map(|b| format!(" {b}")).unwrap_or_default(),
-                    short(&answers[0])
+                    "step {k}: {}\n  {why}\n  the target answered {}",
+                    shown(&one.request),
+                    short(&answers[0].0)
                 )));
             }
             reqkey_model::agent::dedup(next)
         } else {
-            let settled: Vec<AgentModel> = states.iter().flat_map(AgentModel::settle_all).collect();
-            let next = next_batch(&settled, &model_ops, &observed);
+            let first = observed
+                .iter()
+                .filter_map(|o| o.timing.map(|t| t.invoke_ms))
+                .min()
+                .unwrap_or(0);
+            let before: Vec<AgentModel> = if settled {
+                states.iter().flat_map(|s| s.settle_all_at(first)).collect()
+            } else {
+                states.clone()
+            };
+            let model_ops: Vec<AgentOp> = built.iter().map(|b| b.model.clone()).collect();
+            let next = next_batch(&before, &model_ops, &observed);
             if next.is_empty() {
                 let mut lines = format!("step {k}: no order of the batch explains its answers");
-                for (op, a) in model_ops.iter().zip(&answers) {
-                    let (method, path, key, body) = http_parts(op);
-                    let _ = write!(
-                        lines,
-                        "\n  {method} {path}{}{} answered {}",
-                        key.map(|k| format!(" key {k:?}")).unwrap_or_default(),
-                        body.map(|b| format!(" {b}")).unwrap_or_default(),
-                        short(a)
-                    );
+                for (b, a) in built.iter().zip(&answers) {
+                    let _ = write!(lines, "\n  {} answered {}", shown(&b.request), short(&a.0));
                 }
                 return Err(CaseFailure::Nonconforming(lines));
             }
@@ -540,27 +352,58 @@ pub async fn run_program(
             )));
         }
         states = next;
+        match step {
+            Step::Unsettled(_, after) => {
+                pause(*after, &timers, clock).await;
+                settled = false;
+            }
+            _ => {
+                // Every run that may still run ends before the next step.
+                for ((session, run), _) in running(&states) {
+                    settle(target, &session, &run, call_timeout_ms).await;
+                }
+                settled = true;
+            }
+        }
     }
     Ok(())
 }
 
-/// Options of an agent fuzz run.
-#[derive(Debug, Clone)]
-pub struct AgentFuzzOptions {
-    pub cases: u32,
-    pub seed: u64,
-    pub namespace: String,
-    pub target_name: String,
-    pub profile: Profile,
-    pub call_timeout_ms: u64,
-    pub max_shrink_iters: u32,
+/// How long the run an entry starts sleeps (its `[sleep:N]`).
+fn entry_sleep_ms(op: &AgentOp) -> u64 {
+    match op {
+        AgentOp::Start { input, .. } | AgentOp::Resume { input, .. } => sleep_ms(input),
+        AgentOp::ChatSend { content, .. } => sleep_ms(&serde_json::json!({ "text": content })),
+        _ => 0,
+    }
+}
+
+/// Places the next step after an unsettled one: at once, or just before,
+/// at or past the latest timer that has not run out (a run's end; the
+/// run may have been deleted since, and a server that kept it running
+/// shows it then).
+async fn pause(after: After, timers: &[u64], clock: Clock) {
+    let now = clock.ms();
+    let Some(end) = timers.iter().copied().filter(|t| *t > now).max() else {
+        return;
+    };
+    let at = match after {
+        After::Now => return,
+        After::Before => end.saturating_sub(BEFORE_MS),
+        After::At => end,
+        After::Past => end + PAST_MS,
+    };
+    let wait = at.saturating_sub(clock.ms()).min(SETTLE_MS);
+    tokio::time::sleep(Duration::from_millis(wait)).await;
 }
 
 /// A shrunk failure.
 #[derive(Debug, Clone)]
 pub struct AgentFuzzFailure {
     pub seed: u64,
-    pub program: Vec<Step>,
+    /// The program (counted from 1) that failed first, before shrinking.
+    pub found_at: u64,
+    pub program: Program,
     pub reason: String,
     pub scenario_yaml: String,
 }
@@ -588,35 +431,26 @@ pub fn fuzz_agent(
         opts.seed,
         opts.max_shrink_iters,
         &strategy,
-        |case, program| {
-            let sessions = case_sessions(&opts.namespace, case, SESSIONS);
-            let outcome = runtime.block_on(run_program(
-                &target,
-                program,
-                &sessions,
-                &opts.profile,
-                opts.call_timeout_ms,
-            ));
-            // Best effort: leave nothing behind on a shared server.
-            runtime.block_on(async {
-                for s in &sessions {
-                    let _ = exchange(
-                        &target,
-                        &AgentOp::Delete { session: s.clone() },
-                        opts.call_timeout_ms,
-                    )
-                    .await;
-                }
-            });
-            outcome
-        },
+        |case, program| one_case(runtime, &target, opts, case, program),
     );
     match outcome {
         CasesOutcome::Passed => AgentFuzzOutcome::Passed { cases: opts.cases },
-        CasesOutcome::Failed { program, reason } => {
+        CasesOutcome::Failed {
+            program,
+            reason,
+            found_at,
+        } => {
+            let (program, reason) = if opts.max_shrink_iters > 0 {
+                settle_shrunk(program, reason, |case, p| {
+                    one_case(runtime, &target, opts, case, p)
+                })
+            } else {
+                (program, reason)
+            };
             let scenario_yaml = scenario_yaml(&program, opts, &reason);
             AgentFuzzOutcome::Failed(Box::new(AgentFuzzFailure {
                 seed: opts.seed,
+                found_at,
                 program,
                 reason,
                 scenario_yaml,
@@ -626,187 +460,93 @@ pub fn fuzz_agent(
     }
 }
 
-/// Session ids the model runs a program with when writing a scenario;
-/// they become `$s0`, `$s1`, and run ids `fz-rN` become `$rN`.
-const PLACEHOLDER_SESSIONS: [&str; SESSIONS] = ["fz-s0", "fz-s1"];
-
-/// Replaces placeholders by variables (`fz-s0` -> `$s0`, `fz-r3` -> `$r3`).
-fn templatize(text: &str) -> String {
-    let mut out = text.to_owned();
-    for (i, p) in PLACEHOLDER_SESSIONS.iter().enumerate() {
-        out = out.replace(p, &format!("${{s{i}}}"));
-    }
-    // Run ids, longest first so fz-r12 is not read as fz-r1.
-    for n in (0..64).rev() {
-        out = out.replace(&format!("fz-r{n}"), &format!("${{r{n}}}"));
-    }
-    out
+/// Runs program `case` against `target` on sessions of its own, then
+/// deletes them (best effort: leave nothing behind on a shared server).
+fn one_case(
+    runtime: &tokio::runtime::Runtime,
+    target: &Arc<dyn Target>,
+    opts: &AgentFuzzOptions,
+    case: u64,
+    program: &Program,
+) -> Result<(), CaseFailure> {
+    let sessions = case_sessions(&opts.namespace, case, SESSIONS);
+    let outcome = runtime.block_on(run_program(
+        target,
+        program,
+        &sessions,
+        &opts.profile,
+        opts.call_timeout_ms,
+    ));
+    let dom = Domain::new(&sessions, program.long_ids);
+    runtime.block_on(async {
+        for s in &dom.sessions {
+            let delete = HttpRequest {
+                method: "DELETE".into(),
+                path: format!("/sessions/{s}"),
+                ..HttpRequest::default()
+            };
+            let _ = exchange(target, &delete, opts.call_timeout_ms).await;
+        }
+    });
+    outcome
 }
 
-fn var(v: &Value) -> Value {
-    match v {
-        Value::String(s) if s.starts_with("fz-") => json!(templatize(s).replace(['{', '}'], "")),
-        Value::Array(a) => Value::Array(a.iter().map(var).collect()),
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), var(v))).collect()),
-        other => other.clone(),
-    }
-}
+/// The program numbers the settling pass runs under: past any budget, so
+/// that no session of the fuzz run is met again.
+const SETTLE_CASES_FROM: u64 = 1 << 40;
 
-/// The `expect` pattern of a conforming answer.
-/// A new run's id (`fresh`) is not known before its answer binds it.
-fn expect_of(o: &reqkey_model::agent::Observed, fresh: &str) -> Value {
-    let mut e = json!({ "status": o.status });
-    if let Some(s) = &o.stream {
-        let ids = if s.run_id.as_deref() == Some(fresh) {
-            json!({"$length": 1})
-        } else {
-            json!([s.run_id])
+/// After proptest shrank a failure: each step the harness did not wait
+/// after becomes one it waits after, and each batch its requests one by
+/// one, wherever the program still fails so, then each step is dropped
+/// where it still fails without it. proptest cannot make these moves (it
+/// draws a fresh request when it tries a simpler kind of step), and a
+/// settled, sequential step is one a scenario file can judge
+/// (`run::fuzz::agent_scenario`): the file then fails the target under
+/// `reqkey run` too. `run` runs a program as a case (its number first).
+pub fn settle_shrunk(
+    mut program: Program,
+    mut reason: String,
+    run: impl Fn(u64, &Program) -> Result<(), CaseFailure>,
+) -> (Program, String) {
+    let mut case = SETTLE_CASES_FROM;
+    let mut still_fails = |p: &Program, reason: &mut String| {
+        case += 1;
+        match run(case, p) {
+            Err(CaseFailure::Nonconforming(r)) => {
+                *reason = r;
+                true
+            }
+            _ => false,
+        }
+    };
+    let mut i = 0;
+    while i < program.steps.len() {
+        let replacement: Option<Vec<Step>> = match &program.steps[i] {
+            Step::Unsettled(op, _) => Some(vec![Step::Single(op.clone())]),
+            Step::Batch(ops) => Some(ops.iter().cloned().map(Step::Single).collect()),
+            Step::Single(_) => None,
         };
-        e["sse"] = json!({"attached": s.attached, "runIds": ids, "status": s.finish});
-    } else if let Some(j) = &o.json {
-        let mut j = j.clone();
-        if let Some(m) = j.as_object_mut() {
-            m.remove("message");
-            if m.get("runId").and_then(Value::as_str) == Some(fresh) {
-                m.remove("runId");
-            }
-            if m.contains_key("code") && !m.contains_key("runId") {
-                m.insert("runId".into(), json!("$absent"));
-            }
-            if let Some(runs) = m.get_mut("runs").and_then(Value::as_array_mut) {
-                for r in runs {
-                    if let Some(r) = r.as_object_mut() {
-                        r.remove("requestDigest");
-                        r.entry("requestKey").or_insert(json!("$absent"));
-                    }
-                }
+        if let Some(steps) = replacement {
+            let mut candidate = program.clone();
+            let n = steps.len();
+            candidate.steps.splice(i..=i, steps);
+            if still_fails(&candidate, &mut reason) {
+                program = candidate;
+                i += n;
+                continue;
             }
         }
-        if j.get("requestKey").is_none()
-            && j.get("startSequence").is_some()
-            && o.status == 200
-            && j.get("status").and_then(Value::as_str) != Some("attached")
-        {
-            j["requestKey"] = json!("$absent");
-        }
-        if let Some(m) = j.as_object_mut() {
-            m.remove("requestDigest");
-        }
-        e["json"] = j;
+        i += 1;
     }
-    var(&e)
-}
-
-/// One request as an `http` step (JSON flow maps are YAML).
-fn http_line(op: &AgentOp) -> String {
-    let (method, path, key, body) = http_parts(op);
-    let mut step = json!({"method": method, "path": templatize(&path)});
-    if let Some(k) = key {
-        step["headers"] = json!([["X-Helix-Request-Key", k]]);
-    }
-    if let Some(b) = body {
-        step["json"] = b;
-    }
-    format!("http: {step}")
-}
-
-/// The program as a scenario. While the program is sequential each step
-/// carries the model's answer as `expect` (run ids bound as `$rN`, and a
-/// `wait_run` after every new run, as the fuzzer waits); a batch becomes a
-/// `parallel` group, and from there on steps are sent without `expect`
-/// (the file then reproduces the requests, not the judgement).
-pub fn scenario_yaml(program: &[Step], opts: &AgentFuzzOptions, reason: &str) -> String {
-    let sessions: Vec<String> = PLACEHOLDER_SESSIONS
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-    let mut model = Some(AgentModel::new(&opts.profile));
-    let mut seen: Vec<String> = Vec::new();
-    let mut sent: Vec<Op> = Vec::new();
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# Found by `reqkey fuzz --target {} --seed {}`, shrunk to {} steps.",
-        opts.target_name,
-        opts.seed,
-        program.len()
-    );
-    for line in reason.lines().take(1) {
-        let _ = writeln!(out, "# {line}");
-    }
-    let _ = writeln!(out, "id: agent.fuzz.seed-{}", opts.seed);
-    let _ = writeln!(out, "level: agent");
-    let _ = writeln!(out, "tags: [agent, fuzz]");
-    let _ = writeln!(
-        out,
-        "requires: {{supportsRequestKey: {}, concurrentEntry: {}}}",
-        opts.profile.supports_request_key,
-        opts.profile.concurrent_entry.name()
-    );
-    let _ = writeln!(
-        out,
-        "summary: A program found by reqkey fuzz (seed {}); every answer must be the agent model's.",
-        opts.seed
-    );
-    let _ = writeln!(out, "steps:");
-    for step in program {
-        match step {
-            Step::Single(op) => {
-                let op = resolve(op, &sent);
-                sent.push(op.clone());
-                let op = op.model(&sessions, &seen, "");
-                let line = http_line(&op);
-                let Some(state) = model
-                    .as_ref()
-                    .and_then(|m| m.settle_all().into_iter().next())
-                else {
-                    let _ = writeln!(out, "  - {line}");
-                    continue;
-                };
-                let fresh = format!("fz-r{}", seen.len());
-                let Some(answer) = state.conforming(&op, &fresh) else {
-                    model = None;
-                    let _ = writeln!(out, "  - {line}");
-                    continue;
-                };
-                let _ = writeln!(out, "  - {line}");
-                let _ = writeln!(out, "    expect: {}", expect_of(&answer, &fresh));
-                if let Some(run) = named_run(&answer) {
-                    if run == fresh {
-                        seen.push(fresh.clone());
-                        let path = if answer.stream.is_some() {
-                            "sse.runIds.0"
-                        } else {
-                            "json.runId"
-                        };
-                        let _ = writeln!(out, "    bind: {{r{}: {path}}}", seen.len() - 1);
-                        let _ = writeln!(
-                            out,
-                            "  - wait_run: {{sessionId: \"{}\", runId: \"${{r{}}}\", status: [completed, failed, interrupted, suspended_input]}}",
-                            templatize(op.session()),
-                            seen.len() - 1
-                        );
-                    }
-                }
-                model = state
-                    .next(&op, &answer, true)
-                    .ok()
-                    .and_then(|n| n.into_iter().next());
-            }
-            Step::Batch(ops) => {
-                model = None;
-                let _ = writeln!(out, "  - parallel:");
-                let ops: Vec<Op> = ops.iter().map(|o| resolve_in_batch(o, &sent)).collect();
-                sent.extend(ops.iter().cloned());
-                for op in &ops {
-                    let _ = writeln!(
-                        out,
-                        "      - {}",
-                        http_line(&op.model(&sessions, &seen, ""))
-                    );
-                }
-            }
+    let mut i = 0;
+    while i < program.steps.len() && program.steps.len() > 1 {
+        let mut candidate = program.clone();
+        candidate.steps.remove(i);
+        if still_fails(&candidate, &mut reason) {
+            program = candidate;
+        } else {
+            i += 1;
         }
     }
-    out
+    (program, reason)
 }

@@ -29,6 +29,9 @@ pub enum CasesOutcome<P> {
     Failed {
         program: P,
         reason: String,
+        /// Which program (counted from 1) failed first, before shrinking:
+        /// the budget that found it.
+        found_at: u64,
     },
     /// The target could not be judged.
     Error(String),
@@ -85,6 +88,7 @@ where
     let counter = AtomicU64::new(0);
     let harness_error: Mutex<Option<String>> = Mutex::new(None);
     let last_reason: Mutex<String> = Mutex::new(String::new());
+    let found_at: Mutex<Option<u64>> = Mutex::new(None);
     let result = runner.run(strategy, |program| {
         // After a harness error there is no verdict to look for: let
         // proptest wind down (shrinking included) without calling again.
@@ -99,6 +103,10 @@ where
         match one(case, &program) {
             Ok(()) => Ok(()),
             Err(CaseFailure::Nonconforming(reason)) => {
+                found_at
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(case + 1);
                 *last_reason.lock().unwrap_or_else(|p| p.into_inner()) = reason.clone();
                 Err(TestCaseError::fail(reason))
             }
@@ -130,7 +138,15 @@ where
             } else {
                 reason.message().to_owned()
             };
-            CasesOutcome::Failed { program, reason }
+            let found_at = found_at
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or(0);
+            CasesOutcome::Failed {
+                program,
+                reason,
+                found_at,
+            }
         }
         Err(TestError::Abort(reason)) => CasesOutcome::Error(reason.message().to_owned()),
     }

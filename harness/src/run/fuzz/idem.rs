@@ -460,7 +460,9 @@ pub fn fuzz_idem(
             cases: opts.cases,
             battery: power,
         },
-        CasesOutcome::Failed { program, reason } => {
+        CasesOutcome::Failed {
+            program, reason, ..
+        } => {
             let program = fitted(&program, failing_sleeps);
             let scenario_yaml = scenario_yaml(
                 &program,

@@ -118,7 +118,8 @@ pub struct Sent {
 /// header): the first key in the spelling the syntax admits (quoted when
 /// it admits that), the second key likewise, the first key in the other
 /// spelling, its upper-case twin, the empty value, the first key with a
-/// blank at its end (another key: keys compare octet for octet).
+/// blank at its end (another key: keys compare octet for octet; under
+/// `token`, a blank inside the key, malformed).
 pub fn key_header(form: usize, tag: &str, syntax: KeySyntax) -> Option<String> {
     let quoted = |k: &str| format!("\"{k}\"");
     let admitted = |k: &str| {
@@ -147,7 +148,17 @@ pub fn key_header(form: usize, tag: &str, syntax: KeySyntax) -> Option<String> {
         // empty field value (never a key, so never shared between cases).
         5 if key_of(b"\"\"", syntax).is_none() => Some("\"\"".to_owned()),
         5 => Some(String::new()),
-        _ => Some(admitted(&format!("k0-{tag} "))),
+        // A trailing blank crosses the wire only inside quotes (RFC 9110
+        // 5.5 strips it from a bare field value): where quotes are refused
+        // (`token`), the blank goes inside the key, which must be refused.
+        _ => {
+            let blank_end = quoted(&format!("k0-{tag} "));
+            if key_of(blank_end.as_bytes(), syntax).is_some() {
+                Some(blank_end)
+            } else {
+                Some(format!("k0 {tag}"))
+            }
+        }
     }
 }
 

@@ -86,7 +86,8 @@ fn requires(p: &IdemProfile) -> String {
             "keySyntax: {}",
             match p.key_syntax {
                 KeySyntax::SfString => "sf-string",
-                _ => "any",
+                KeySyntax::Token => "token",
+                KeySyntax::Any => "any",
             }
         ),
         format!("invalidKeyRefused: {}", p.invalid_key_status.is_some()),

@@ -4,11 +4,18 @@
 //!
 //! - [`store`]: programs of store operations, judged by `SeqStore`
 //!   (`reqkey fuzz` on a store target);
-//! - [`agent`]: programs over every SPEC 7 route, judged by `AgentModel`;
+//! - [`agent`]: programs over every SPEC 7 route, judged by `AgentModel`
+//!   ([`agent_program`]: its domain, steps and requests;
+//!   [`agent_requests`]: a request's forms on the wire and the requests
+//!   SPEC 7 refuses; [`agent_scenario`]: a failing program as a YAML
+//!   scenario);
 //! - [`idem`]: programs over every `reqkey-idem/1` route, judged by
 //!   `IdemModel` under the declared profile ([`idem_program`] their domain,
 //!   [`idem_scenario`] a failure as a scenario, [`idem_battery`] the fixed
 //!   bursts and timing probes every run sends first);
+//! - [`alphabet`]: every fuzzer's dimensions, keyed by the SPEC parameter
+//!   each generates, with the clauses it can break (`reqkey coverage
+//!   --fuzz`);
 //! - [`cases`]: the seeded proptest loop the fuzzers share (cases, shrinking, no
 //!   verdict on a target that did not answer);
 //! - [`program`]: the store fuzzer's domain, every write with reads by other
@@ -21,6 +28,10 @@
 //! [`store`]; nothing here renders output.
 
 pub mod agent;
+pub mod agent_program;
+pub mod agent_requests;
+pub mod agent_scenario;
+pub mod alphabet;
 pub mod cases;
 pub mod idem;
 pub mod idem_battery;

@@ -4,12 +4,14 @@
 //! linearizability, the reads around each write included, and every text
 //! in a form YAML reads back as the same characters.
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use serde_json::{json, Value};
 
-use crate::run::fuzz::program::{expand, Expanded, FuzzStep, SESSIONS};
+use crate::run::fuzz::agent_program::{pad, ID_MAX};
+use crate::run::fuzz::program::{expand, Expanded, StoreProgram, SESSIONS};
 
 /// Session ids the spec runs the program with when writing a scenario;
 /// they become `$s0`, `$s1` in the file.
@@ -21,7 +23,13 @@ fn templatize(v: &Value) -> Value {
     match v {
         Value::String(s) => match PLACEHOLDER_SESSIONS.iter().position(|p| p == s) {
             Some(i) => json!(format!("$s{i}")),
-            None => v.clone(),
+            None => match PLACEHOLDER_SESSIONS
+                .iter()
+                .position(|p| pad(p, ID_MAX) == *s)
+            {
+                Some(i) => json!(format!("${{s{i}:{ID_MAX}}}")),
+                None => v.clone(),
+            },
         },
         Value::Array(items) => Value::Array(items.iter().map(templatize).collect()),
         Value::Object(map) => Value::Object(
@@ -49,10 +57,16 @@ fn step_line(request: &Value) -> String {
 /// `expect`; a batch is a `parallel` group with `linearizable: true`; once
 /// a batch has run, later single steps are groups of one, so that the
 /// linearizability check covers them too.
-pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason: &str) -> String {
+pub fn scenario_yaml(program: &StoreProgram, target_name: &str, seed: u64, reason: &str) -> String {
     let sessions: Vec<String> = PLACEHOLDER_SESSIONS
         .iter()
-        .map(|s| (*s).to_owned())
+        .map(|s| {
+            if program.long_ids {
+                pad(s, ID_MAX)
+            } else {
+                (*s).to_owned()
+            }
+        })
         .collect();
     let mut spec = Some(SeqStore::new());
     let mut out = String::new();
@@ -61,7 +75,7 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
         "# Found by `reqkey fuzz --target {} --seed {}`, shrunk to {} steps.",
         target_name,
         seed,
-        program.len()
+        program.steps.len()
     );
     for line in reason.lines().take(1) {
         let _ = writeln!(out, "# {line}");
@@ -75,7 +89,12 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
         seed
     );
     let _ = writeln!(out, "steps:");
-    for step in program {
+    let mut checks: BTreeSet<&'static str> = BTreeSet::new();
+    let mut judge = |out: &mut String, clauses: &[&'static str]| {
+        checks.extend(clauses.iter().copied());
+        let _ = writeln!(out, "    judges: [{}]", clauses.join(", "));
+    };
+    for step in &program.steps {
         let Expanded { together, after } = expand(step);
         if together.len() > 1 {
             spec = None;
@@ -84,6 +103,7 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
                 let _ = writeln!(out, "      - {}", step_line(&op.request(&sessions)));
             }
             let _ = writeln!(out, "    linearizable: true");
+            judge(&mut out, &[CONCURRENT]);
         }
         let alone = if together.len() == 1 {
             together.iter()
@@ -99,20 +119,55 @@ pub fn scenario_yaml(program: &[FuzzStep], target_name: &str, seed: u64, reason:
                         Err(e) => Err(e),
                     };
                     let _ = writeln!(out, "  - {}", step_line(&request));
+                    let refused = matches!(
+                        &answer,
+                        Err(e) if e.kind() == "invalid_argument"
+                    );
                     let _ = writeln!(
                         out,
                         "    expect: {}",
                         yaml_safe(&templatize(&answer_to_wire(&answer)))
                     );
+                    let op = op_clause(&request);
+                    if refused && op != INVALID {
+                        judge(&mut out, &[op, INVALID]);
+                    } else {
+                        judge(&mut out, &[op]);
+                    }
                 }
                 None => {
                     let _ = writeln!(out, "  - parallel:\n      - {}", step_line(&request));
                     let _ = writeln!(out, "    linearizable: true");
+                    judge(&mut out, &[CONCURRENT]);
                 }
             }
         }
     }
+    // Every clause a step judges, as SPEC 8's scenario format asks.
+    let all: Vec<&str> = checks.into_iter().collect();
+    let _ = writeln!(out, "checks: [{}]", all.join(", "));
     out
+}
+
+/// The clause a history of batches is judged by.
+const CONCURRENT: &str = "wire.store.concurrent";
+/// The clause an argument of another type or spelling is refused by.
+const INVALID: &str = "wire.store.invalid-argument";
+
+/// The clause of a request's op (SPEC 6 op table); an op the protocol
+/// does not name (its name respelt) is an invalid argument.
+fn op_clause(request: &Value) -> &'static str {
+    match request["op"].as_str().unwrap_or("") {
+        "commitRunStart" => "wire.store.op.commit-run-start",
+        "getRun" => "wire.store.op.get-run",
+        "getCurrentRun" => "wire.store.op.get-current-run",
+        "listRuns" => "wire.store.op.list-runs",
+        "getRunByRequestKey" => "wire.store.op.get-run-by-request-key",
+        "listInputs" => "wire.store.op.list-inputs",
+        "setRunStatus" => "wire.store.op.set-run-status",
+        "deleteSession" => "wire.store.op.delete-session",
+        _ => INVALID,
+    }
 }
 
 /// `v` as JSON text that is also a YAML flow value: the characters YAML

@@ -35,8 +35,8 @@ use crate::targets::Target;
 use reqkey_check::lin::{self, CheckOptions, Operation, Verdict};
 
 pub use crate::run::fuzz::program::{
-    arb_op, arb_program, arb_program_with, expand, input, Expanded, FuzzOp, FuzzStep, INPUTS,
-    MAX_BATCH, MAX_STEPS, SESSIONS,
+    arb_fuzz_program, arb_op, arb_program, arb_program_with, expand, input, Expanded, FuzzOp,
+    FuzzStep, StoreProgram, INPUTS, MAX_BATCH, MAX_STEPS, SESSIONS,
 };
 
 /// What one program did, for the reports of a run of many.
@@ -133,6 +133,13 @@ async fn call_alone(
     )
     .await;
     let answer = result.map_err(|e| CaseFailure::Harness(e.to_string()))?;
+    // SPEC 6: a request over 1 MiB may be refused, writing nothing; it is
+    // then as if never sent.
+    if op.may_be_refused_for_size()
+        && answer.pointer("/error/kind").and_then(Value::as_str) == Some("invalid_argument")
+    {
+        return Ok(());
+    }
     history.push(recorded);
     if let Some(state) = spec {
         let expected = match StoreOp::from_wire(&request) {
@@ -239,6 +246,17 @@ async fn drive_program(
     Ok(stats)
 }
 
+/// `sessions` padded with `x` to SPEC 1's longest id when `long`.
+pub fn long_ids(sessions: Vec<String>, long: bool) -> Vec<String> {
+    if !long {
+        return sessions;
+    }
+    sessions
+        .into_iter()
+        .map(|s| crate::run::fuzz::agent_program::pad(&s, crate::run::fuzz::agent_program::ID_MAX))
+        .collect()
+}
+
 /// Options of a fuzz run.
 #[derive(Debug, Clone)]
 pub struct FuzzOptions {
@@ -262,7 +280,9 @@ pub struct FuzzOptions {
 #[derive(Debug, Clone)]
 pub struct FuzzFailure {
     pub seed: u64,
-    pub program: Vec<FuzzStep>,
+    /// The program (counted from 1) that failed first, before shrinking.
+    pub found_at: u64,
+    pub program: StoreProgram,
     /// Why the minimal program fails.
     pub reason: String,
     /// The minimal program as a scenario file.
@@ -287,17 +307,20 @@ pub fn fuzz(
     target: Arc<dyn Target>,
     opts: &FuzzOptions,
 ) -> FuzzOutcome {
-    let strategy = arb_program_with(opts.batches);
+    let strategy = arb_fuzz_program(opts.batches);
     let outcome = run_cases(
         opts.cases,
         opts.seed,
         opts.max_shrink_iters,
         &strategy,
         |case, program| {
-            let sessions = case_sessions(&opts.namespace, case, SESSIONS);
+            let sessions = long_ids(
+                case_sessions(&opts.namespace, case, SESSIONS),
+                program.long_ids,
+            );
             let outcome = runtime.block_on(run_program(
                 &target,
-                program,
+                &program.steps,
                 &sessions,
                 opts.lin_budget_steps,
                 opts.call_timeout_ms,
@@ -318,10 +341,15 @@ pub fn fuzz(
     );
     match outcome {
         CasesOutcome::Passed => FuzzOutcome::Passed { cases: opts.cases },
-        CasesOutcome::Failed { program, reason } => {
+        CasesOutcome::Failed {
+            program,
+            reason,
+            found_at,
+        } => {
             let scenario_yaml = scenario_yaml(&program, &opts.target_name, opts.seed, &reason);
             FuzzOutcome::Failed(Box::new(FuzzFailure {
                 seed: opts.seed,
+                found_at,
                 program,
                 reason,
                 scenario_yaml,
@@ -412,7 +440,7 @@ mod tests {
         let FuzzOutcome::Failed(f) = fuzz(&rt, target, &sequential) else {
             panic!("fuzzing {spec} found nothing");
         };
-        assert!(f.program.len() <= 4, "not shrunk: {:#?}", f.program);
+        assert!(f.program.steps.len() <= 4, "not shrunk: {:#?}", f.program);
         assert!(
             f.scenario_yaml.contains("id: fuzz.seed-7"),
             "{}",
@@ -504,6 +532,10 @@ mod tests {
                 ]
             })
             .collect();
+        let program = StoreProgram {
+            steps: program,
+            long_ids: false,
+        };
         let yaml = scenario_yaml(&program, "memory", 1, "");
         let rt = rt();
         assert_eq!(replay(&rt, &yaml, "memory"), RunVerdict::Pass, "{yaml}");

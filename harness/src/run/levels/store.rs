@@ -57,3 +57,19 @@ pub fn shown_operation(op: &reqkey_check::lin::Operation) -> OpShown {
         session: Request::Store(op.request.clone()).session(),
     }
 }
+
+/// The clause of SPEC 6 a protocol violation of a `store+http` answer
+/// breaks, read from the violation the target reported
+/// (`targets::http_store`): a status other than 200 or a body that is not
+/// one `{ok}|{error}` is the envelope, an error object of another shape
+/// the error shape, and the rest (content type, repeated members,
+/// trailing bytes, not JSON) strict JSON.
+pub fn protocol_clause(message: &str) -> &'static str {
+    if message.contains("not a reqkey-store/1 error object") {
+        "wire.store.error-shape"
+    } else if message.contains("always answers 200") || message.contains("not exactly one of") {
+        "wire.store.envelope"
+    } else {
+        "wire.store.strict-json"
+    }
+}

@@ -50,6 +50,9 @@ struct State {
     struck_kinds: Vec<String>,
     /// Connections the proxies could not read (opaque), in this run.
     opaque: usize,
+    /// The links a `down` fault took down, until the next heal (`None`:
+    /// every link).
+    down: Vec<Option<usize>>,
 }
 
 /// What a heal found of the faults armed since the last one.
@@ -96,9 +99,10 @@ fn strikes(kind: LinkFaultKind, event: LinkEvent) -> bool {
         } => match kind {
             // At the commit of a write that opened no transaction (a
             // script) the transaction is the commit itself.
-            LinkFaultKind::Reset(_) | LinkFaultKind::Delay { .. } | LinkFaultKind::Drop { .. } => {
-                true
-            }
+            LinkFaultKind::Reset(_)
+            | LinkFaultKind::Delay { .. }
+            | LinkFaultKind::Drop { .. }
+            | LinkFaultKind::Down => true,
             LinkFaultKind::Error(state) => {
                 protocol == LinkProtocol::Postgres
                     && (state == LinkSqlState::CompletionUnknown || lone_query)
@@ -130,6 +134,9 @@ impl Nemesis {
             .iter()
             .position(|a| a.fault.db.is_none_or(|d| d == db) && strikes(a.fault.kind, event))?;
         let fault = state.armed.remove(at).fault;
+        if fault.kind == LinkFaultKind::Down {
+            state.down.push(fault.db);
+        }
         state.struck_kinds.push(fault.kind.to_string());
         state.next_id += 1;
         let id = state.next_id;
@@ -168,12 +175,23 @@ impl Nemesis {
     /// never struck. What struck and is still under way settles after
     /// ([`Nemesis::unsettled`]).
     pub fn heal(&self) -> Vec<LinkFault> {
-        let unstruck = std::mem::take(&mut self.lock().armed)
-            .into_iter()
-            .map(|a| a.fault)
-            .collect();
+        let unstruck = {
+            let mut state = self.lock();
+            state.down.clear();
+            std::mem::take(&mut state.armed)
+                .into_iter()
+                .map(|a| a.fault)
+                .collect()
+        };
         self.heals.send_modify(|n| *n += 1);
         unstruck
+    }
+
+    /// Is link `db` down (a `down` fault struck, not healed yet)? Then
+    /// the proxy refuses its new connections and resets its relayed ones
+    /// at their next request.
+    pub fn is_down(&self, db: usize) -> bool {
+        self.lock().down.iter().any(|d| d.is_none_or(|d| d == db))
     }
 
     /// The struck faults whose effect has not happened yet (a released
@@ -293,6 +311,24 @@ mod tests {
         assert_eq!(n.take_unsettled().len(), 1);
         assert_eq!(n.unsettled(), 0);
         assert_eq!(n.summary().0.len(), 3);
+    }
+
+    #[test]
+    fn a_down_link_stays_down_until_healed() {
+        let n = Nemesis::default();
+        n.arm(fault(LinkFaultKind::Down, Some(1)));
+        assert!(!n.is_down(1), "armed, not struck");
+        assert_eq!(n.strike(0, PG_COMMIT), None, "another db");
+        let (id, kind) = n.strike(1, PG_COMMIT).unwrap();
+        assert_eq!(kind, LinkFaultKind::Down);
+        n.done(id);
+        assert!(n.is_down(1));
+        assert!(!n.is_down(0));
+        assert!(n.heal().is_empty());
+        assert!(!n.is_down(1), "healed");
+        n.arm(fault(LinkFaultKind::Down, None));
+        n.strike(4, PG_COMMIT).unwrap();
+        assert!(n.is_down(0) && n.is_down(4), "every link");
     }
 
     #[test]

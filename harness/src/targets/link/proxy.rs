@@ -263,6 +263,15 @@ struct Conn {
 
 async fn relay(client: TcpStream, node: Node, registry: Arc<Registry>) {
     let nemesis = Arc::clone(&registry.nemesis);
+    if nemesis.is_down(node.db) {
+        // Refused: reset at once, never relayed to the database.
+        nemesis.record(
+            &node.label,
+            "the link is down: a new connection refused (reset)",
+        );
+        let _ = client.set_zero_linger();
+        return;
+    }
     let server = match tokio::time::timeout(
         CONNECT_TIMEOUT,
         TcpStream::connect((node.host.as_str(), node.port)),
@@ -473,6 +482,13 @@ impl Conn {
 
     async fn request(&mut self, request: Outgoing) -> Option<End> {
         let db = self.node.db;
+        if self.nemesis().is_down(db) {
+            self.nemesis().record(
+                &self.node.label,
+                "the link is down: a request never reached the database; the connection reset",
+            );
+            return Some(End::Reset);
+        }
         if self.tx_open {
             if let Some((id, _)) = self.nemesis().strike(db, LinkEvent::InTransaction) {
                 self.nemesis().record(
@@ -538,6 +554,14 @@ impl Conn {
                 self.nemesis().record(
                     &self.node.label,
                     format!("{kind}: the commit never reached the database; the connection reset"),
+                );
+                self.nemesis().done(id);
+                Struck::End(End::Reset)
+            }
+            LinkFaultKind::Down => {
+                self.nemesis().record(
+                    &self.node.label,
+                    format!("{kind}: the commit never reached the database; the connection reset, and the link refuses every connection until healed"),
                 );
                 self.nemesis().done(id);
                 Struck::End(End::Reset)
