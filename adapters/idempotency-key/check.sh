@@ -8,7 +8,8 @@
 # start `run.sh LIB --port P --storage S` (Redis at $REQKEY_REDIS_URL,
 # default redis://127.0.0.1:6379/0, under a key prefix of its own), wait at
 # most 30 s for /.reqkey/health, run probe.py (health JSON with every profile
-# field, a keyed POST sent twice runs once per /.reqkey/effects, each route
+# field, a keyed POST sent twice runs once per /.reqkey/effects or is answered
+# the first order (the library is in the path), each route
 # runs and is counted), and stop it. Exits 1 if any probe fails, 2 if the
 # tools are missing or a wrapper never answers.
 set -euo pipefail

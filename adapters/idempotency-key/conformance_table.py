@@ -8,12 +8,15 @@ the wrapper declared), exit-code, certify.log, seconds, and results.json
 when `reqkey certify` wrote one (see docs/reports.md for its fields: per
 scenario `verdict`, `checks` = the clause ids, `clauses` = each clause's
 standing (`pass`, `fail`, `not_judged` with why), `failure` with the
-`clauses` its failed check judges; the run's `seed`).
+`clauses` its failed check judges; the run's `seed`; `fuzz`, the
+certification's fuzz pass: its bursts, programs and verdict).
 
 A clause is charged only on the evidence of a check that judges it (issue
 45): FAIL where a failed check names it, pass where a check of it passed
 and none failed, not judged otherwise. With `--previous FILE` (the table
-this one replaces) the page says which FAILs went and which came.
+this one replaces) the page says which FAILs went and which came. A
+failing fuzz pass makes the row DOES NOT CONFORM and its clause (the
+`[idem...]` its reason names) FAIL, whatever the scenarios said.
 
 Everything a target or a library wrote (messages, names, versions, the
 profile) is data: it is escaped for Markdown and HTML before it reaches the
@@ -27,6 +30,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import sys
 from typing import Any, Optional
 
@@ -35,6 +39,8 @@ PROFILE_FIELDS = [
     "concurrentStatus", "errors", "scope", "expiryMs", "lockMs", "replayHeader", "durable",
 ]
 MAX_CELL_CHARS = 300
+# The clause a fuzz failure names: its reason says `[idem.x.y] ...`.
+FUZZ_CLAUSE = re.compile(r"\[(idem\.[a-z0-9.-]+)\]")
 # How a scenario verdict counts for each clause it checks; the worst wins.
 # Per-clause standings: FAIL outranks pass, pass (a check of it passed)
 # outranks not judged. Older results (scenario verdicts only): the worst wins.
@@ -121,10 +127,28 @@ class Target:
         s = (self.results or {}).get("scenarios")
         return [x for x in s if isinstance(x, dict)] if isinstance(s, list) else []
 
+    def fuzz(self) -> dict:
+        f = (self.results or {}).get("fuzz")
+        return f if isinstance(f, dict) else {}
+
+    def fuzz_clause(self) -> Optional[str]:
+        """The clause a failing fuzz pass names, if it failed."""
+        if self.fuzz().get("verdict") != "failed":
+            return None
+        m = FUZZ_CLAUSE.search(str(self.fuzz().get("reason") or ""))
+        return m.group(1) if m else "idem.effect.at-most-once"
+
     def verdict(self) -> str:
         if self.results is None:
             return "NOT JUDGED"
         code_ = self.results.get("exit_code")
+        fuzz = self.fuzz().get("verdict")
+        # The fuzz pass bears on the verdict even where an older results.json
+        # left it out of `exit_code`: a failing program is a proven violation.
+        if code_ in (0, 2) and fuzz == "failed":
+            return "DOES NOT CONFORM"
+        if code_ == 0 and fuzz == "error":
+            return "NOT JUDGED"
         return {0: "CONFORMS", 1: "DOES NOT CONFORM"}.get(code_, "NOT JUDGED")
 
     def not_judged_reason(self) -> str:
@@ -159,7 +183,16 @@ class Target:
             v = SCENARIO_TO_CLAUSE.get(str(s.get("verdict")), "not judged")
             for clause in s.get("checks") or []:
                 put(str(clause), v, SCENARIO_RANK)
+        fuzz_clause = self.fuzz_clause()
+        if fuzz_clause:
+            out[fuzz_clause] = "FAIL"
         return out
+
+    def fuzz_replay(self) -> str:
+        seed = self.fuzz().get("seed", (self.results or {}).get("seed"))
+        args = self.replay_args or f"{self.wrapper} --storage {self.storage}"
+        start = f"adapters/idempotency-key/run.sh {args} --effects-file $(mktemp -u) --port {{port}}"
+        return f"\"$REQKEY\" certify --start \"{start}\" --target 'idem+http://127.0.0.1:{{port}}' --seed {seed}"
 
     def failed_clauses(self, scenario: dict) -> list[str]:
         """The clauses a failed scenario's failed checks judge (older results: its checks)."""
@@ -271,8 +304,13 @@ def render(targets: list[Target], now: str, previous: Optional[dict[tuple[str, s
         add("")
     add("## Verdicts")
     add("")
-    add("| library | version | storage | verdict | passed | failed | not judged | not applicable | seed | time (s) |")
-    add("|---|---|---|---|---|---|---|---|---|---|")
+    powers = sorted({str(t.fuzz().get("power")) for t in targets if t.fuzz().get("power")})
+    if powers:
+        add(f"- fuzz pass: before its programs, every certification sent {'; '.join(md(p) for p in powers)}, whatever the")
+        add("  declared profile; a failing program fails the certification and the clause it names")
+    add("")
+    add("| library | version | storage | verdict | passed | failed | not judged | not applicable | fuzz pass | seed | time (s) |")
+    add("|---|---|---|---|---|---|---|---|---|---|---|")
     for t in targets:
         c = (t.results or {}).get("counts") or {}
         na = len((t.results or {}).get("not_applicable") or [])
@@ -282,9 +320,11 @@ def render(targets: list[Target], now: str, previous: Optional[dict[tuple[str, s
         elif verdict == "DOES NOT CONFORM":
             verdict = "**DOES NOT CONFORM**"
         nj = (c.get("errored", 0) or 0) + (c.get("indefinite", 0) or 0) if t.results else "—"
+        fv = str(t.fuzz().get("verdict") or "—")
+        fuzz_cell = f"**{md(fv)}**" if fv in ("failed", "error") else md(fv)
         add(f"| {md(t.name)} | {md(t.impl.get('version', '?'))} | {md(t.storage)} | {verdict} | "
             f"{c.get('passed', '—')} | {c.get('failed', '—')} | {nj} | {na if t.results else '—'} | "
-            f"{md((t.results or {}).get('seed', '—'))} | {md(t.seconds or '—')} |")
+            f"{fuzz_cell} | {md((t.results or {}).get('seed', '—'))} | {md(t.seconds or '—')} |")
     add("")
     add("## Declared profiles")
     add("")
@@ -314,7 +354,8 @@ def render(targets: list[Target], now: str, previous: Optional[dict[tuple[str, s
     any_violation = False
     for t in targets:
         failed = [s for s in t.scenarios() if s.get("verdict") in ("fail", "unexpected_pass")]
-        if not failed:
+        fuzz_clause = t.fuzz_clause()
+        if not failed and not fuzz_clause:
             continue
         any_violation = True
         add(f"### {md(t.label)} {md(t.impl.get('version', ''))}")
@@ -329,6 +370,10 @@ def render(targets: list[Target], now: str, previous: Optional[dict[tuple[str, s
             if f.get("actual") is not None:
                 add(f"  - actual: {md(f.get('actual'))}")
             add(f"  - replay: {code(t.replay(s))}")
+        if fuzz_clause:
+            add(f"- **fuzz pass** (`{md(fuzz_clause)}`): {md(str(t.fuzz().get('reason') or ''), 600)}")
+            add(f"  - seed {md(t.fuzz().get('seed', '—'))}; the shrunk program as a scenario is `fuzz.scenarioYaml` of its results.json")
+            add(f"  - replay: {code(t.fuzz_replay())}")
         add("")
     if not any_violation:
         add("No scenario failed.")

@@ -4,8 +4,10 @@
 #   adapters/idempotency-key/install.sh [--force]
 #
 # npm: node/package.json + node/package-lock.json (`npm ci` in .deps/node).
-# PyPI: python/requirements.txt, every version pinned, into the venv .deps/venv.
-# A stamp of those three files skips a second install; --force redoes it.
+# PyPI: python/requirements.txt, every version pinned, into the venv .deps/venv;
+# python/requirements-idemgate.txt into .deps/venv-idemgate (idemgate pins a
+# Redis client the others cannot share).
+# A stamp of those four files skips a second install; --force redoes it.
 # Exits 2 when node, npm or python3 is missing, 1 when an install fails.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -19,7 +21,7 @@ done
 node_major="$(node -p 'process.versions.node.split(".")[0]')"
 [ "$node_major" -ge 18 ] || { echo "install.sh: node 18+ is needed (have $(node --version))" >&2; exit 2; }
 
-stamp="$(cat "$here/node/package.json" "$here/node/package-lock.json" "$here/python/requirements.txt" | sha256sum | cut -d' ' -f1)"
+stamp="$(cat "$here/node/package.json" "$here/node/package-lock.json" "$here/python/requirements.txt" "$here/python/requirements-idemgate.txt" | sha256sum | cut -d' ' -f1)"
 if [ "$force" = 0 ] && [ -f "$deps/stamp" ] && [ "$(cat "$deps/stamp")" = "$stamp" ]; then
   echo "install.sh: .deps is up to date"
   exit 0
@@ -34,6 +36,9 @@ cp "$here/node/package.json" "$here/node/package-lock.json" "$deps/node/"
 echo "install.sh: pip install -r python/requirements.txt into .deps/venv"
 [ -x "$deps/venv/bin/python" ] || python3 -m venv "$deps/venv"
 "$deps/venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/python/requirements.txt"
+echo "install.sh: pip install -r python/requirements-idemgate.txt into .deps/venv-idemgate"
+[ -x "$deps/venv-idemgate/bin/python" ] || python3 -m venv "$deps/venv-idemgate"
+"$deps/venv-idemgate/bin/pip" install --quiet --disable-pip-version-check -r "$here/python/requirements-idemgate.txt"
 
 echo "$stamp" > "$deps/stamp"
 echo "install.sh: done"

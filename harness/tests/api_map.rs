@@ -223,7 +223,7 @@ fn a_dry_run_states_the_requests_and_sends_none() {
     let said = text(&o);
     assert_eq!(o.status.code(), Some(0), "{said}");
     for line in [
-        "plays 16 scenarios",
+        "plays 18 scenarios",
         "POST /v1/charges:",
         "GET /v1/orders:",
         "DELETE {path}/{id}: at most",

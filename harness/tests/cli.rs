@@ -294,6 +294,27 @@ fn coverage_exits_0_on_this_suite_with_every_clause_covered() {
 }
 
 #[test]
+fn coverage_of_the_idem_level_shows_every_profile_field_and_value() {
+    let o = reqkey(&["coverage", "--level", "idem"]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("66 bursts of 8"), "{out}");
+    let line = |field: &str, value: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(field) && l.contains(value))
+            .unwrap_or_else(|| panic!("no line for {field} {value}: {out}"))
+            .to_owned()
+    };
+    for field in reqkey_model::idem_profile::IdemProfile::FIELDS {
+        assert!(line(field, " apply; aimed at it: ").contains("battery: bursts, failing bursts"));
+    }
+    assert!(line("keyRequired", "false").contains("idem.missing-key-optional"));
+    assert!(line("expiryMs", "null").contains("around expiry"));
+    assert!(!line("lockMs", "long (60000)").contains("past the lock"));
+    assert!(line("lockMs", "short (500)").contains("past the lock"));
+}
+
+#[test]
 fn coverage_exits_1_on_a_gap_and_marks_it() {
     let root = coverage_root(
         "gap",

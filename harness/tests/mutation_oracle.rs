@@ -74,11 +74,18 @@ async fn fuzz_pass_green(spec: &str) {
     let target = open_target(spec, TargetOptions::default())
         .await
         .expect("target opens");
-    let profile = resolve_profile(target.as_ref(), None, 10_000)
+    let info = resolve_profile(target.as_ref(), None, 10_000)
         .await
-        .expect("the profile is read")
-        .profile;
-    let pass = fuzz_pass(target, profile, DEFAULT_CERTIFY_FUZZ_CASES, SEED, 10_000).await;
+        .expect("the profile is read");
+    let pass = fuzz_pass(
+        target,
+        info.profile,
+        info.idem,
+        DEFAULT_CERTIFY_FUZZ_CASES,
+        SEED,
+        10_000,
+    )
+    .await;
     assert_eq!(pass.verdict, "passed", "{spec}: the fuzz pass {pass:#?}");
 }
 

@@ -12,7 +12,7 @@ const path = require('path');
 
 const PROTOCOL = 'reqkey-idem/1';
 const SLOW_DEFAULT_MS = 1000;
-const SLOW_MAX_MS = 10000;
+const SLEEP_MAX_MS = 120000;
 
 /** A bad command line: exit 2 with the reason (never a stack trace). */
 function usageError(message) {
@@ -117,11 +117,24 @@ function parseBody(raw) {
   try { return JSON.parse(raw.toString('utf8')); } catch { return null; }
 }
 
-/** How long `/orders/slow` sleeps: `sleepMs` from the body, default 1000, capped at 10000. */
+/**
+ * How long a handler sleeps before its side effect (reqkey-idem/1): `sleepMs`
+ * from the body on `/orders/slow` (default 1000) and `/orders/fail` (default
+ * 0), capped at 120000; the other routes do not sleep.
+ */
+function sleepMs(kind, body) {
+  if (kind === 'slow') return slowMs(body);
+  if (kind !== 'fail') return 0;
+  const v = body && typeof body === 'object' ? body.sleepMs : undefined;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) return 0;
+  return Math.min(Math.floor(v), SLEEP_MAX_MS);
+}
+
+/** How long `/orders/slow` sleeps: `sleepMs` from the body, default 1000, capped at 120000. */
 function slowMs(body) {
   const v = body && typeof body === 'object' ? body.sleepMs : undefined;
   if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) return SLOW_DEFAULT_MS;
-  return Math.min(Math.floor(v), SLOW_MAX_MS);
+  return Math.min(Math.floor(v), SLEEP_MAX_MS);
 }
 
 function sleep(ms) {
@@ -133,4 +146,4 @@ function health(name, version, storage, profile) {
   return { protocol: PROTOCOL, implementation: { name, version, storage }, profile };
 }
 
-module.exports = { parseOptions, installedVersion, Effects, callerOf, keyOf, parseBody, slowMs, sleep, health, usageError };
+module.exports = { parseOptions, installedVersion, Effects, callerOf, keyOf, parseBody, slowMs, sleepMs, sleep, health, usageError };

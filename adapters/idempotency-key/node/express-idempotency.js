@@ -49,7 +49,7 @@ function handler(kind) {
     // The README's documented hit check: the middleware calls next() after a replay.
     if (getSharedIdempotencyService().isHit(req)) return;
     const caller = c.callerOf(req.headers);
-    if (kind === 'slow') await c.sleep(c.slowMs(req.body));
+    await c.sleep(c.sleepMs(kind, req.body));
     const order = effects.record({ method: req.method, path: req.path, caller, key: c.keyOf(req.headers), rawBody: req.rawBody });
     res.set('X-Reqkey-Order', String(order));
     if (kind === 'fail') {

@@ -54,7 +54,7 @@ Reflect.decorate([Controller('.reqkey')], ControlController);
 
 async function run(kind, req, res) {
   const caller = c.callerOf(req.headers);
-  if (kind === 'slow') await c.sleep(c.slowMs(req.body));
+  await c.sleep(c.sleepMs(kind, req.body));
   const order = effects.record({ method: req.method, path: req.path, caller, key: c.keyOf(req.headers), rawBody: req.rawBody });
   res.set('X-Reqkey-Order', String(order));
   if (kind === 'fail') {

@@ -56,7 +56,7 @@ function route(name, kind) {
     const raw = Buffer.from(event.body || '', 'utf8');
     const body = c.parseBody(raw);
     const caller = c.callerOf(event.headers);
-    if (kind === 'slow') await c.sleep(c.slowMs(body));
+    await c.sleep(c.sleepMs(kind, body));
     const order = effects.record({ method: event.requestContext.http.method, path: event.rawPath, caller, key: c.keyOf(event.headers), rawBody: raw });
     const headers = { 'content-type': 'application/json', 'x-reqkey-order': String(order) };
     if (kind === 'fail') return { statusCode: 500, headers, body: JSON.stringify({ error: 'failed after effect', order, caller }) };

@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 PROTOCOL = "reqkey-idem/1"
 SLOW_DEFAULT_MS = 1000
-SLOW_MAX_MS = 10000
+SLEEP_MAX_MS = 120000
 
 
 def parse_options(prog: str, storages: list[str], expiry: bool) -> argparse.Namespace:
@@ -105,12 +105,21 @@ def parse_body(raw: bytes) -> Any:
         return None
 
 
-def slow_ms(body: Any) -> int:
-    """How long `/orders/slow` sleeps: `sleepMs` from the body, default 1000, capped at 10000."""
+def sleep_ms(kind: str, body: Any) -> int:
+    """How long a handler sleeps before its side effect (reqkey-idem/1): `sleepMs` of the body
+    on `/orders/slow` (default 1000) and `/orders/fail` (default 0), capped at 120000."""
+    if kind not in ("slow", "fail"):
+        return 0
+    default = SLOW_DEFAULT_MS if kind == "slow" else 0
     v = body.get("sleepMs") if isinstance(body, dict) else None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        return SLOW_DEFAULT_MS
-    return min(int(v), SLOW_MAX_MS)
+        return default
+    return min(int(v), SLEEP_MAX_MS)
+
+
+def slow_ms(body: Any) -> int:
+    """How long `/orders/slow` sleeps: `sleepMs` from the body, default 1000, capped at 120000."""
+    return sleep_ms("slow", body)
 
 
 def health(name: str, storage: str, profile: dict[str, Any]) -> dict[str, Any]:

@@ -100,8 +100,7 @@ def run(kind: str, request) -> JsonResponse:
     raw = request.body
     body = c.parse_body(raw)
     caller = c.caller_of(request.META.get("HTTP_X_REQKEY_CALLER"))
-    if kind == "slow":
-        time.sleep(c.slow_ms(body) / 1000)
+    time.sleep(c.sleep_ms(kind, body) / 1000)
     order = EFFECTS.record(request.method, request.path, caller, request.META.get("HTTP_IDEMPOTENCY_KEY"), raw)
     if kind == "fail":
         resp = JsonResponse({"error": "failed after effect", "order": order, "caller": caller}, status=500)

@@ -136,6 +136,27 @@ class TableTests(unittest.TestCase):
             page = ct.render([ct.Target(os.path.join(root, "c-memory"))], "now")
             self.assertIn("NOT JUDGED: unreachable: refused", page)
 
+    def test_a_failing_fuzz_pass_fails_the_row_and_its_clause(self):
+        res = results([scenario("idem.a", "pass", ["idem.replay.completed"])], 0)
+        res["fuzz"] = {"level": "idem", "cases": 32, "seed": 9, "verdict": "failed",
+                       "power": "66 bursts of 8", "reason": "the battery's program 67 (FailingBurst, one of 4 of its kind): "
+                       "step 0: [idem.effect.at-most-once] no order of 8 overlapping requests <b>"}
+        with tempfile.TemporaryDirectory() as root:
+            t = ct.Target(write_target(root, "lib", "memory", res))
+            self.assertEqual(t.verdict(), "DOES NOT CONFORM")
+            self.assertEqual(t.clause_verdicts()["idem.effect.at-most-once"], "FAIL")
+            self.assertEqual(t.clause_verdicts()["idem.replay.completed"], "pass")
+            page = ct.render([t], "now")
+            self.assertIn("**failed**", page)
+            self.assertIn("**fuzz pass** (`idem.effect.at-most-once`)", page)
+            self.assertIn("--seed 9", page)
+            self.assertIn("66 bursts of 8", page)
+            self.assertNotIn("<b>", page)
+            res["fuzz"]["verdict"] = "passed"
+            t = ct.Target(write_target(root, "lib2", "memory", res))
+            self.assertEqual(t.verdict(), "CONFORMS")
+            self.assertNotIn("idem.effect.at-most-once", t.clause_verdicts())
+
     def test_cli_exit_2_on_an_empty_results_dir(self):
         with tempfile.TemporaryDirectory() as root:
             r = subprocess.run([sys.executable, os.path.join(HERE, "..", "conformance_table.py"), "--results", root,

@@ -7,6 +7,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 use reqkey_model::clauses::{self, Certified};
+use reqkey_model::idem_profile::{
+    Concurrent, Errors, Fingerprint, IdemProfile, KeySyntax, ScopeBy,
+};
 
 use crate::cmd::exit::harness_error;
 use crate::run::suite;
@@ -117,6 +120,12 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
         }
         print!("{}", coverage::render(&cov));
         gaps += cov.total() - cov.covered();
+        if level == Level::Idem {
+            match profile_space(args.scenarios.as_deref()) {
+                Ok(text) => print!("{text}"),
+                Err(e) => return harness_error(e),
+            }
+        }
     }
     // Every value of every declared field of the idem profile (issue 45).
     let mut field_gaps = 0;
@@ -166,4 +175,166 @@ pub fn level_coverage(
         &crate::targets::spec::is_builtin_variant,
     )
     .map_err(|e| e.to_string())
+}
+
+/// Every value of every field of SPEC 10's profile table, as a profile:
+/// the reference's defaults (`expiryMs` 2000) with that one value set (and
+/// the status it implies).
+fn profile_values() -> Vec<(&'static str, &'static str, IdemProfile)> {
+    let base = {
+        let mut p = IdemProfile::draft_default();
+        p.expiry_ms = Some(2_000);
+        p
+    };
+    let with = |f: &dyn Fn(&mut IdemProfile)| {
+        let mut p = base.clone();
+        f(&mut p);
+        p
+    };
+    let scope_without = |by: ScopeBy| with(&|p| p.scope.retain(|s| *s != by));
+    vec![
+        ("keyRequired", "true", base.clone()),
+        ("keyRequired", "false", with(&|p| p.key_required = false)),
+        ("keySyntax", "sf-string", base.clone()),
+        ("keySyntax", "any", with(&|p| p.key_syntax = KeySyntax::Any)),
+        ("invalidKeyStatus", "a status", base.clone()),
+        (
+            "invalidKeyStatus",
+            "null",
+            with(&|p| p.invalid_key_status = None),
+        ),
+        ("fingerprint", "json", base.clone()),
+        (
+            "fingerprint",
+            "bytes",
+            with(&|p| p.fingerprint = Fingerprint::Bytes),
+        ),
+        (
+            "fingerprint",
+            "none",
+            with(&|p| {
+                p.fingerprint = Fingerprint::None;
+                p.mismatch_status = None;
+            }),
+        ),
+        ("mismatchStatus", "422", base.clone()),
+        (
+            "mismatchStatus",
+            "another status",
+            with(&|p| p.mismatch_status = Some(409)),
+        ),
+        (
+            "mismatchStatus",
+            "null",
+            with(&|p| {
+                p.fingerprint = Fingerprint::None;
+                p.mismatch_status = None;
+            }),
+        ),
+        ("concurrent", "conflict", base.clone()),
+        (
+            "concurrent",
+            "wait",
+            with(&|p| {
+                p.concurrent = Concurrent::Wait;
+                p.concurrent_status = None;
+            }),
+        ),
+        ("concurrentStatus", "409", base.clone()),
+        (
+            "concurrentStatus",
+            "another status",
+            with(&|p| p.concurrent_status = Some(429)),
+        ),
+        (
+            "concurrentStatus",
+            "null",
+            with(&|p| {
+                p.concurrent = Concurrent::Wait;
+                p.concurrent_status = None;
+            }),
+        ),
+        ("errors", "stored", base.clone()),
+        ("errors", "released", with(&|p| p.errors = Errors::Released)),
+        ("scope", "holds caller", base.clone()),
+        ("scope", "lacks caller", scope_without(ScopeBy::Caller)),
+        ("scope", "holds method", base.clone()),
+        ("scope", "lacks method", scope_without(ScopeBy::Method)),
+        ("scope", "holds path", base.clone()),
+        ("scope", "lacks path", scope_without(ScopeBy::Path)),
+        ("expiryMs", "short (2000)", base.clone()),
+        (
+            "expiryMs",
+            "long (86400000)",
+            with(&|p| p.expiry_ms = Some(86_400_000)),
+        ),
+        ("expiryMs", "null", with(&|p| p.expiry_ms = None)),
+        ("lockMs", "null", base.clone()),
+        ("lockMs", "short (500)", with(&|p| p.lock_ms = Some(500))),
+        (
+            "lockMs",
+            "long (60000)",
+            with(&|p| p.lock_ms = Some(60_000)),
+        ),
+        ("replayHeader", "a name", base.clone()),
+        ("replayHeader", "null", with(&|p| p.replay_header = None)),
+        ("durable", "false", base.clone()),
+        ("durable", "true", with(&|p| p.durable = true)),
+    ]
+}
+
+/// Which idem scenarios judge each value of each profile field (those a
+/// profile with that value admits), and the fuzz pass that runs under
+/// every value (`run/fuzz/idem_battery.rs`: its bursts and timing probes).
+fn profile_space(root: Option<&std::path::Path>) -> Result<String, String> {
+    use std::fmt::Write as _;
+    let loaded = match root {
+        Some(root) => suite::disk_suite(root, Level::Idem),
+        None => suite::embedded_suite(Level::Idem),
+    };
+    let (_, scenarios) = loaded.map_err(|e| e.to_string())?;
+    let values = profile_values();
+    let admits = |profile: &IdemProfile| -> Vec<&str> {
+        scenarios
+            .iter()
+            .filter(|s| s.requires.idem.is_none_or(|r| r.unmet(profile).is_none()))
+            .map(|s| s.id.as_str())
+            .collect()
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "profile space, idem level: each value of each field, the scenarios a profile with it admits, and those aimed at it (admitted under it, not under every value of the field); every value also meets the fuzz pass ({})",
+        crate::run::fuzz::idem_battery::power_line()
+    );
+    for (field, value, profile) in &values {
+        let mine = admits(profile);
+        let everywhere: Vec<Vec<&str>> = values
+            .iter()
+            .filter(|(f, _, _)| f == field)
+            .map(|(_, _, p)| admits(p))
+            .collect();
+        let aimed: Vec<&str> = mine
+            .iter()
+            .copied()
+            .filter(|id| everywhere.iter().any(|ids| !ids.contains(id)))
+            .collect();
+        let mut probes: Vec<&str> = crate::run::fuzz::idem_battery::battery(profile)
+            .iter()
+            .map(|p| p.kind.name())
+            .collect();
+        probes.dedup();
+        let _ = writeln!(
+            out,
+            "  {field:<17} {value:<16} battery: {}; {:>2} scenarios apply; aimed at it: {}",
+            probes.join(", "),
+            mine.len(),
+            if aimed.is_empty() {
+                "none (judged by those that apply under every value)".to_owned()
+            } else {
+                aimed.join(", ")
+            }
+        );
+    }
+    Ok(out)
 }

@@ -1,6 +1,7 @@
 //! `reqkey fuzz`: generated programs of store operations against a store
 //! target and the sequential spec (the engine is `run::fuzz::store`); agent
-//! targets go to `cmd/fuzz_agent.rs` (engine `run::fuzz::agent`).
+//! targets go to `cmd/fuzz_agent.rs` (engine `run::fuzz::agent`), idem
+//! targets to `cmd/fuzz_idem.rs` (engine `run::fuzz::idem`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,7 +16,7 @@ use crate::targets::{Level, TargetOptions};
 
 #[derive(Debug, Args)]
 pub struct FuzzArgs {
-    /// The store or agent server to fuzz (see "Targets" below).
+    /// The store, agent server or idem app to fuzz (see "Targets" below).
     #[arg(long, short, default_value = "memory")]
     pub target: String,
     /// Programs to generate.
@@ -59,6 +60,21 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         Err(e) => return harness_error(e),
     };
     let seed = args.seed.unwrap_or_else(fresh_seed);
+    if target.level() == Level::Idem {
+        if args.profile.is_some() {
+            return harness_error(
+                "--profile: an idem app's profile is declared by its /.reqkey/health",
+            );
+        }
+        return crate::cmd::fuzz_idem::fuzz_idem_command(
+            &rt,
+            target,
+            args.cases,
+            args.timeout_ms,
+            args.out.as_deref(),
+            seed,
+        );
+    }
     if target.level() == Level::Agent {
         return crate::cmd::fuzz_agent::fuzz_agent_command(
             &rt,

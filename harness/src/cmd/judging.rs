@@ -561,6 +561,7 @@ impl Started {
             let pass = crate::run::fuzz::pass::fuzz_pass(
                 Arc::clone(&target),
                 profile.profile,
+                profile.idem.clone(),
                 cases,
                 how.seed,
                 timeout_ms,

@@ -21,6 +21,7 @@ pub mod explain;
 pub mod fields;
 pub mod fuzz;
 pub mod fuzz_agent;
+pub mod fuzz_idem;
 pub mod interrupt;
 pub mod interrupt_reports;
 pub mod judging;

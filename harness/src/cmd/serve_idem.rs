@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use clap::Args;
-use reqkey_reference::idem::{self, IdemConfig, IdemDefect, IdemVariant};
+use reqkey_reference::idem::{self, IdemConfig, IdemVariant};
 
 use crate::targets::idem::IdemStorageSpec;
 
@@ -28,9 +28,12 @@ pub struct ServeIdemArgs {
     #[arg(long, default_value_t = idem::DEFAULT_EXPIRY_MS)]
     pub expiry_ms: u64,
     /// The profile: `default`, `wait` (duplicates in flight wait),
-    /// `released` (an error answer frees the key) or `optional` (a keyless
-    /// request runs); or a deliberately broken
-    /// middleware, `broken-idem:DEFECT` (`reqkey targets` lists them).
+    /// `released` (an error answer frees the key), `optional` (a keyless
+    /// request runs), `wait-released`, `long-lock`, `short-lock`,
+    /// `no-expiry`, `loose`, `bytes`, `token`, `any`, `lenient`
+    /// (docs/idempotency-key.md); or a
+    /// deliberately broken middleware, `broken-idem:DEFECT[:VARIANT]`
+    /// (`reqkey targets` lists them).
     #[arg(long, default_value = "default")]
     pub profile_variant: String,
 }
@@ -42,19 +45,12 @@ fn error(message: impl std::fmt::Display) -> ExitCode {
 
 /// Parses `--storage` and `--profile-variant` into a config.
 pub fn config_of(args: &ServeIdemArgs) -> Result<IdemConfig, String> {
-    let (variant, defect) = match args.profile_variant.strip_prefix("broken-idem:") {
-        Some(name) => {
-            let d = IdemDefect::parse(name)
-                .ok_or_else(|| format!("no broken-idem variant `{name}` (`reqkey targets` lists them)"))?;
-            (d.declares(), Some(d))
-        }
-        None => (
-            IdemVariant::parse(&args.profile_variant).ok_or_else(|| {
-                "--profile-variant takes default, wait, released, optional, token, any, bytes, lenient or broken-idem:DEFECT".to_owned()
-            })?,
-            None,
-        ),
-    };
+    let (variant, defect) = idem::parse_name(&args.profile_variant).ok_or_else(|| {
+        format!(
+            "--profile-variant takes {} or broken-idem:DEFECT[:VARIANT] (`reqkey targets` lists them)",
+            IdemVariant::ALL.map(IdemVariant::name).join(", ")
+        )
+    })?;
     Ok(IdemConfig {
         variant,
         defect,
@@ -94,6 +90,7 @@ pub async fn serve_idem(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use reqkey_reference::idem::IdemDefect;
 
     fn args(storage: &str, variant: &str, expiry_ms: u64) -> ServeIdemArgs {
         ServeIdemArgs {

@@ -24,6 +24,8 @@ pub struct FuzzDoc {
     pub verdict: String,
     pub reason: Option<String>,
     pub scenario_yaml: Option<String>,
+    #[serde(default)]
+    pub power: Option<String>,
 }
 
 /// A shard's warning, as `results.json` writes it.
@@ -87,6 +89,7 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
         verdict,
         reason,
         scenario_yaml: doc.scenario_yaml.clone(),
+        power: first.power.clone(),
     }))
 }
 
@@ -144,6 +147,7 @@ mod tests {
             verdict: verdict.into(),
             reason: reason.map(str::to_owned),
             scenario_yaml: reason.map(|_| "id: store.fuzz.seed-7\n".to_owned()),
+            power: None,
         }
     }
 

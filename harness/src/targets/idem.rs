@@ -1,6 +1,6 @@
 //! The idem level's targets (SPEC 10): `idem+http://HOST:PORT` (any app
 //! speaking `reqkey-idem/1`, a wrapped library), `reference-idem[:VARIANT]
-//! [@redis://...]` and `broken-idem:DEFECT[@redis://...]` (the reference
+//! [@redis://...]` and `broken-idem:DEFECT[:VARIANT][@redis://...]` (the reference
 //! middleware, in process on an ephemeral port).
 //!
 //! The HTTP exchanges go through [`HttpAgentTarget`]'s client (bounded
@@ -115,30 +115,24 @@ impl IdemSpec {
             ),
             None => (spec, IdemStorageSpec::Memory),
         };
-        if let Some(name) = head.strip_prefix("broken-idem:") {
-            let defect = IdemDefect::parse(name)
-                .ok_or_else(|| bad("unknown broken-idem defect; `reqkey targets` lists them"))?;
-            return Ok(Some(IdemSpec::Reference {
-                variant: defect.declares(),
-                defect: Some(defect),
-                storage,
-            }));
-        }
-        let Some(rest) = head.strip_prefix("reference-idem") else {
-            return Ok(None);
-        };
-        let variant = match rest {
-            "" => IdemVariant::Default,
-            v => v
+        let named = match head.strip_prefix("reference-idem") {
+            Some("") => Some((IdemVariant::Default, None)),
+            Some(rest) => rest
                 .strip_prefix(':')
-                .and_then(IdemVariant::parse)
-                .ok_or_else(|| {
-                    bad("expected reference-idem[:default|wait|released|optional|token|any|bytes|lenient][@redis://...]")
-                })?,
+                .and_then(idem::parse_name)
+                .filter(|(_, d)| d.is_none()),
+            None => idem::parse_name(head),
+        };
+        let Some((variant, defect)) = named else {
+            return Err(bad(if head.starts_with("broken-idem:") {
+                "expected broken-idem:DEFECT[:VARIANT]; `reqkey targets` lists them"
+            } else {
+                "expected reference-idem[:VARIANT][@redis://...]; `reqkey targets` lists the variants"
+            }));
         };
         Ok(Some(IdemSpec::Reference {
             variant,
-            defect: None,
+            defect,
             storage,
         }))
     }
@@ -226,7 +220,8 @@ impl fmt::Display for IdemSpec {
                 storage,
             } => {
                 match defect {
-                    Some(d) => write!(f, "broken-idem:{}", d.name())?,
+                    Some(d) if d.declares() == *variant => write!(f, "broken-idem:{}", d.name())?,
+                    Some(d) => write!(f, "broken-idem:{}:{}", d.name(), variant.name())?,
                     None if *variant == IdemVariant::Default => f.write_str("reference-idem")?,
                     None => write!(f, "reference-idem:{}", variant.name())?,
                 }

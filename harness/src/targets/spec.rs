@@ -61,11 +61,13 @@ idem+http://HOST:PORT     any app speaking reqkey-idem/1: an Idempotency-Key lib
                           with --api MAP, any app at its own routes and auth
 reference-idem[:VARIANT][@redis://HOST:PORT]
                           the reference Idempotency-Key middleware, in process
-                          (default, wait, released, optional, token, any, bytes,
-                          lenient), over memory or Redis
-broken-idem:DEFECT[@redis://HOST:PORT]
+                          (default, wait, released, optional, wait-released,
+                          long-lock, short-lock, no-expiry, loose, bytes, token,
+                          any, lenient), over memory or Redis
+broken-idem:DEFECT[:VARIANT][@redis://HOST:PORT]
                           a deliberately broken middleware (check-then-set,
-                          unscoped-caller, ...: `reqkey targets` lists them)
+                          unscoped-caller, ...: `reqkey targets` lists them), under
+                          the profile it declares or under VARIANT's
 reference-agents:N[:VARIANT][@STORE]
                           N (2..16) reference servers in process, round-robin, each
                           with its own connection to STORE (replicas over one store);

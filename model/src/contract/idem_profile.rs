@@ -258,28 +258,34 @@ fn boolean(obj: &Map<String, Value>, field: &str) -> Result<bool, IdemProfileErr
     }
 }
 
+/// A refusal's status: an error status (SPEC 10 `[[idem.profile.declared]]`:
+/// a 1xx-3xx refusal could not be told from the handler's own answers, so
+/// such a profile is impossible and declares nothing).
 fn status_or_null(obj: &Map<String, Value>, field: &str) -> Result<Option<u16>, IdemProfileError> {
     match get(obj, "profile.", field)? {
         Value::Null => Ok(None),
         v => match v.as_u64() {
-            Some(n @ 100..=599) => Ok(Some(n as u16)),
+            Some(n @ 400..=599) => Ok(Some(n as u16)),
             _ => Err(ill(
                 "profile.",
                 field,
-                "an HTTP status (100-599) or null",
+                "an error status (400-599) or null",
                 v,
             )),
         },
     }
 }
 
+/// A duration of the profile: positive (a key forgotten or a lock lapsed
+/// the moment it is taken is no idempotency at all; `[[idem.profile.declared]]`).
 fn ms_or_null(obj: &Map<String, Value>, field: &str) -> Result<Option<u64>, IdemProfileError> {
     match get(obj, "profile.", field)? {
         Value::Null => Ok(None),
         v => v
             .as_u64()
+            .filter(|ms| *ms > 0)
             .map(Some)
-            .ok_or_else(|| ill("profile.", field, "a non-negative integer (ms) or null", v)),
+            .ok_or_else(|| ill("profile.", field, "a positive integer (ms) or null", v)),
     }
 }
 
@@ -526,6 +532,11 @@ mod tests {
             ("mismatchStatus", json!("422")),
             ("concurrent", json!("queue")),
             ("concurrentStatus", json!(-1)),
+            ("concurrentStatus", json!(100)),
+            ("invalidKeyStatus", json!(204)),
+            ("mismatchStatus", json!(302)),
+            ("expiryMs", json!(0)),
+            ("lockMs", json!(0)),
             ("errors", json!("kept")),
             ("scope", json!(["caller", "tenant"])),
             ("expiryMs", json!(1.5)),

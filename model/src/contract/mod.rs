@@ -7,6 +7,8 @@ pub mod agent_exchange;
 pub mod clauses;
 pub mod digest;
 pub mod error;
+pub mod idem_batch;
+pub mod idem_model;
 pub mod idem_profile;
 pub mod json_text;
 pub mod key;

@@ -22,9 +22,7 @@ use sha2::{Digest, Sha256};
 
 use super::middleware::{idempotency, IdemLayer, CALLER_HEADER, KEY_HEADER};
 
-/// `POST /orders/slow` sleeps this long by default, and at most the cap.
-pub const SLOW_DEFAULT_MS: u64 = 1000;
-pub const SLOW_CAP_MS: u64 = 10_000;
+pub use reqkey_model::idem_model::{SLEEP_CAP_MS, SLOW_DEFAULT_MS};
 /// The most distinct effect entries kept (a bound on memory; past it new
 /// entries are counted in one overflow entry with a null path).
 pub const MAX_EFFECT_ENTRIES: usize = 100_000;
@@ -131,6 +129,17 @@ async fn create(
     r
 }
 
+/// How long the handler of `method uri` sleeps before its side effect
+/// (`sleepMs` of the body on the slow and the failing routes, as the
+/// contract says: `reqkey_model::idem_model::handler_of`).
+async fn sleep_as_asked(method: &Method, uri: &Uri, body: &[u8]) {
+    let ms = reqkey_model::idem_model::handler_of(method.as_str(), uri.path(), body)
+        .map_or(0, |h| h.sleep_ms);
+    if ms > 0 {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
 async fn fail(
     State(ctx): State<Ctx>,
     method: Method,
@@ -141,6 +150,7 @@ async fn fail(
     if object(&body).is_none() {
         return bad_body();
     }
+    sleep_as_asked(&method, &uri, &body).await;
     let n = ctx.app.effect(&method, &uri, &headers, &body);
     (
         StatusCode::INTERNAL_SERVER_ERROR,
@@ -156,15 +166,10 @@ async fn slow(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let Some(parsed) = object(&body) else {
+    if object(&body).is_none() {
         return bad_body();
-    };
-    let ms = parsed
-        .get("sleepMs")
-        .and_then(Value::as_u64)
-        .unwrap_or(SLOW_DEFAULT_MS)
-        .min(SLOW_CAP_MS);
-    tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+    sleep_as_asked(&method, &uri, &body).await;
     create(State(ctx), method, uri, headers, body).await
 }
 

@@ -10,7 +10,8 @@
 //! Each [`IdemDefect`] switches in one bug a middleware author makes; a
 //! correct variant has none.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -41,6 +42,15 @@ pub const WAIT_LIMIT_MS: u64 = 30_000;
 pub const WAIT_POLL_MS: u64 = 20;
 /// The lock length the `lock-timeout` variant uses while declaring none.
 pub const BROKEN_LOCK_MS: u64 = 300;
+/// How long the `forgets-after-1s` variant keeps a key while declaring
+/// `expiryMs: null`.
+pub const FORGETS_AFTER_MS: u64 = 1_000;
+/// The `rare-race` variant takes the key without an atomic step for one
+/// key in this many.
+pub const RARE_RACE_ONE_IN: u64 = 10;
+/// Refused when a key scoped without the caller is another caller's
+/// (SPEC 10 `[[idem.scope.no-leak]]`: refused, never replayed).
+pub const OTHER_CALLER_STATUS: u16 = 403;
 /// Where the refusals' bodies point (draft 2.7: "a link pointing to
 /// relevant documentation"); the workspace's `repository` URL plus the page).
 pub const DOCS_URL: &str = "https://example.invalid/reqkey/docs/idempotency-key.md";
@@ -66,6 +76,24 @@ impl IdemLayer {
     fn has(&self, d: IdemDefect) -> bool {
         self.defect == Some(d)
     }
+}
+
+/// A lock's own token: unique in this process and across its restarts.
+fn fresh_token() -> String {
+    static START: OnceLock<u128> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let start = START.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    });
+    format!("{start:x}-{:x}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Whether the `rare-race` variant races on this (hashed) key.
+fn rare(skey: &str) -> bool {
+    let tail = &skey[skey.len().saturating_sub(8)..];
+    u64::from_str_radix(tail, 16).is_ok_and(|n| n % RARE_RACE_ONE_IN == 0)
 }
 
 /// A refusal: `application/problem+json` with a link to the docs.
@@ -209,12 +237,7 @@ pub async fn idempotency(
     // A key not scoped by caller is shared by callers, but an answer is
     // never replayed to another caller (SPEC 10 `[[idem.scope.no-leak]]`):
     // the record keeps its caller, and another caller is refused.
-    let owner = (!p.scoped_by(ScopeBy::Caller) && !layer.has(IdemDefect::ScopedDespiteUnscoped))
-        .then(|| hex_sha256(caller.as_bytes()));
-    let fp = match &owner {
-        Some(o) => format!("{}|{o}", fingerprint_of(&layer, &bytes)),
-        None => fingerprint_of(&layer, &bytes),
-    };
+    let fp = fingerprint_of(&layer, &bytes);
     let mut skey = scope_key(&layer, &req, &caller, &key);
     if layer.has(IdemDefect::FingerprintInKey) {
         skey = hex_sha256(format!("{skey}:{fp}").as_bytes());
@@ -226,28 +249,44 @@ pub async fn idempotency(
             p.lock_ms
         };
     let deadline = tokio::time::Instant::now() + Duration::from_millis(WAIT_LIMIT_MS);
+    let ours = Slot::InFlight {
+        fingerprint: fp.clone(),
+        caller: caller.clone(),
+        token: fresh_token(),
+    };
+    let compares = (p.fingerprint != Fingerprint::None
+        || layer.has(IdemDefect::FingerprintDespiteNone))
+        && !layer.has(IdemDefect::NoFingerprint);
+    // Another caller's record (a key not scoped by caller): refused.
+    let others = |owner: &str| owner != caller && !layer.has(IdemDefect::UnscopedCaller);
+    // The lock this request waits on, once it met one in flight.
+    let mut waiting_on: Option<String> = None;
     loop {
-        let held = if layer.has(IdemDefect::CheckThenSet) {
-            check_then_set(&layer, &skey, &fp, lock_ms).await
+        let racy =
+            layer.has(IdemDefect::CheckThenSet) || (layer.has(IdemDefect::RareRace) && rare(&skey));
+        let held = if racy {
+            check_then_set(&layer, &skey, &ours, lock_ms).await
         } else {
-            layer.storage.try_lock(&skey, &fp, lock_ms).await
+            layer
+                .storage
+                .try_lock(&skey, &ours, lock_ms, waiting_on.as_deref())
+                .await
         };
         let held = match held {
             Ok(h) => h,
             Err(_) => return refuse(503, "the idempotency storage did not answer"),
         };
-        let compares = (p.fingerprint != Fingerprint::None
-            || layer.has(IdemDefect::FingerprintDespiteNone))
-            && !layer.has(IdemDefect::NoFingerprint);
         match held {
-            None => return run_and_keep(&layer, &skey, &fp, req, next).await,
+            None => return run_and_keep(&layer, &skey, &ours, lock_ms, req, next).await,
+            Some(Slot::Released { answer }) => return replay(&layer, &answer),
             Some(Slot::Done {
                 fingerprint,
+                caller: owner,
                 answer,
             }) => {
-                if owner_of(&fingerprint) != owner_of(&fp) {
+                if others(&owner) {
                     return refuse(
-                        p.mismatch_status.unwrap_or(422),
+                        OTHER_CALLER_STATUS,
                         "the Idempotency-Key is another caller's",
                     );
                 }
@@ -259,11 +298,15 @@ pub async fn idempotency(
                 }
                 return replay(&layer, &answer);
             }
-            Some(Slot::InFlight { fingerprint }) => {
-                if owner_of(&fingerprint) != owner_of(&fp) {
+            Some(Slot::InFlight {
+                fingerprint,
+                caller: owner,
+                token,
+            }) => {
+                if others(&owner) {
                     return refuse(
-                        p.concurrent_status.unwrap_or(409),
-                        "the Idempotency-Key is another caller's, in flight",
+                        OTHER_CALLER_STATUS,
+                        "the Idempotency-Key is another caller's",
                     );
                 }
                 if let Some(status) = p
@@ -278,6 +321,8 @@ pub async fn idempotency(
                         "the Idempotency-Key is in flight with another payload",
                     );
                 }
+                // The first lock met is the one whose answer this request gets.
+                waiting_on.get_or_insert(token);
                 if tokio::time::Instant::now() >= deadline {
                     return refuse(503, "waited too long for the request in flight");
                 }
@@ -287,37 +332,71 @@ pub async fn idempotency(
     }
 }
 
-/// The caller a fingerprint records (`payload|caller`), when the key is
-/// not scoped by caller.
-fn owner_of(fingerprint: &str) -> Option<&str> {
-    fingerprint.split_once('|').map(|(_, owner)| owner)
-}
-
 /// The `check-then-set` bug: look, then (a round trip later) take.
 async fn check_then_set(
     layer: &IdemLayer,
     skey: &str,
-    fp: &str,
+    ours: &Slot,
     lock_ms: Option<u64>,
 ) -> Result<Option<Slot>, super::storage::StorageError> {
     if let Some(held) = layer.storage.peek(skey).await? {
         return Ok(Some(held));
     }
     tokio::time::sleep(Duration::from_millis(5)).await;
-    layer.storage.put_lock(skey, fp, lock_ms).await?;
+    layer.storage.put_lock(skey, ours, lock_ms).await?;
     Ok(None)
+}
+
+/// Runs the handler; while it runs, a lock of a declared length is renewed
+/// (a third of its length apart), so that it lapses only when its holder
+/// died (SPEC 10: a lapsed lock is no licence to run a duplicate).
+async fn run_renewing(
+    layer: &IdemLayer,
+    skey: &str,
+    ours: &Slot,
+    lock_ms: Option<u64>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    // The bugs of a lock that lapses while its handler runs never renew it.
+    let renews = !layer.has(IdemDefect::LockLapses)
+        && !layer.has(IdemDefect::LockTimeout)
+        && !layer.has(IdemDefect::LockShorterThanDeclared);
+    let Some(ms) = lock_ms.filter(|_| renews) else {
+        return next.run(req).await;
+    };
+    let period = Duration::from_millis((ms / 3).max(5));
+    let handler = next.run(req);
+    tokio::pin!(handler);
+    loop {
+        tokio::select! {
+            r = &mut handler => return r,
+            () = tokio::time::sleep(period) => {
+                let _ = layer.storage.renew(skey, ours, ms).await;
+            }
+        }
+    }
 }
 
 /// Runs the handler under the lock and keeps (or frees) its answer.
 async fn run_and_keep(
     layer: &IdemLayer,
     skey: &str,
-    fp: &str,
+    ours: &Slot,
+    lock_ms: Option<u64>,
     req: Request,
     next: axum::middleware::Next,
 ) -> Response {
     let p = &layer.profile;
-    let response = next.run(req).await;
+    let Slot::InFlight {
+        fingerprint: fp,
+        caller,
+        token,
+    } = ours
+    else {
+        return refuse(500, "the middleware lost its own lock");
+    };
+    let response = run_renewing(layer, skey, ours, lock_ms, req, next).await;
     let (parts, body) = response.into_parts();
     let bytes: Bytes = match axum::body::to_bytes(body, MAX_ANSWER_BYTES).await {
         Ok(b) => b,
@@ -345,19 +424,33 @@ async fn run_and_keep(
     let release = status >= 400
         && p.errors == Errors::Released
         && !layer.has(IdemDefect::StoresReleasedErrors);
+    // Under `concurrent: wait` the requests that waited on this lock get
+    // its answer, though the key is freed for those that come after.
+    let waiters =
+        p.concurrent == Concurrent::Wait && !layer.has(IdemDefect::WaitersRunAfterRelease);
     let stored = if release {
         if layer.has(IdemDefect::LockKeptAfterError) {
             Ok(())
+        } else if waiters {
+            layer
+                .storage
+                .release_to_waiters(skey, token, &answer, WAIT_LIMIT_MS)
+                .await
         } else {
             layer.storage.release(skey).await
         }
     } else {
         let expiry = if layer.has(IdemDefect::ExpiryIgnored) {
             None
+        } else if layer.has(IdemDefect::ForgetsAfterOneSecond) {
+            Some(FORGETS_AFTER_MS)
         } else {
             p.expiry_ms
         };
-        layer.storage.complete(skey, fp, &answer, expiry).await
+        layer
+            .storage
+            .complete(skey, fp, caller, &answer, expiry)
+            .await
     };
     // A storage that fails here leaves the key in flight: duplicates are
     // refused rather than run a second time (at most once before

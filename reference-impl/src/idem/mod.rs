@@ -18,7 +18,9 @@ pub mod storage;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use reqkey_model::idem_profile::{Concurrent, Errors, Fingerprint, IdemProfile, KeySyntax};
+use reqkey_model::idem_profile::{
+    Concurrent, Errors, Fingerprint, IdemProfile, KeySyntax, ScopeBy,
+};
 use serde_json::json;
 use tokio::sync::oneshot;
 
@@ -29,7 +31,8 @@ use storage::{IdemStorage, MemoryStorage};
 /// scenarios stay fast); `--expiry-ms` sets another.
 pub const DEFAULT_EXPIRY_MS: u64 = 2000;
 
-/// A correct profile the reference serves.
+/// A correct profile the reference serves: together they take every
+/// value of every field of SPEC 10's profile table (`durable` by storage).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IdemVariant {
     /// The draft's defaults: 409 while in flight, errors replayed.
@@ -40,13 +43,29 @@ pub enum IdemVariant {
     Released,
     /// A request without a key passes through and runs (`keyRequired: false`).
     Optional,
+    /// Duplicates in flight wait and an error answer frees the key: a
+    /// waiter gets the error replayed, a later retry runs again.
+    WaitReleased,
+    /// The profile that used to dodge every burst: `concurrentStatus` 429,
+    /// errors released, `lockMs` 60000 (renewed while the handler runs).
+    LongLock,
+    /// A lock of 500 ms, renewed while the handler runs.
+    ShortLock,
+    /// `expiryMs: null`: a completed key is never forgotten.
+    NoExpiry,
+    /// What many libraries do: no key required, the raw value is the key
+    /// and none is refused, payloads not compared, keys scoped by nothing
+    /// (another caller is refused), no replay header.
+    Loose,
+    /// Payloads compared byte for byte (`fingerprint: "bytes"`), keys
+    /// scoped by caller and path, duplicates wait, replays marked
+    /// `x-idempotent-replay`.
+    Bytes,
     /// Keys are bare RFC 9110 tokens (`keySyntax: "token"`).
     Token,
     /// The raw field value is the key (`keySyntax: "any"`), malformed
     /// (empty) keys refused 400.
     Any,
-    /// Payloads compared byte for byte (`fingerprint: "bytes"`).
-    Bytes,
     /// The other value of every field that has one: keys optional, `any`,
     /// nothing refused for its form, payloads not compared, keys scoped by
     /// nothing (another caller refused, never replayed to), a lock of
@@ -58,14 +77,19 @@ pub enum IdemVariant {
 pub const LENIENT_LOCK_MS: u64 = 3000;
 
 impl IdemVariant {
-    pub const ALL: [IdemVariant; 8] = [
+    pub const ALL: [IdemVariant; 13] = [
         Self::Default,
         Self::Wait,
         Self::Released,
         Self::Optional,
+        Self::WaitReleased,
+        Self::LongLock,
+        Self::ShortLock,
+        Self::NoExpiry,
+        Self::Loose,
+        Self::Bytes,
         Self::Token,
         Self::Any,
-        Self::Bytes,
         Self::Lenient,
     ];
 
@@ -75,9 +99,14 @@ impl IdemVariant {
             Self::Wait => "wait",
             Self::Released => "released",
             Self::Optional => "optional",
+            Self::WaitReleased => "wait-released",
+            Self::LongLock => "long-lock",
+            Self::ShortLock => "short-lock",
+            Self::NoExpiry => "no-expiry",
+            Self::Loose => "loose",
+            Self::Bytes => "bytes",
             Self::Token => "token",
             Self::Any => "any",
-            Self::Bytes => "bytes",
             Self::Lenient => "lenient",
         }
     }
@@ -91,17 +120,37 @@ impl IdemVariant {
         let mut p = IdemProfile::draft_default();
         p.expiry_ms = expiry_ms;
         p.durable = durable;
+        let wait = |p: &mut IdemProfile| {
+            p.concurrent = Concurrent::Wait;
+            p.concurrent_status = None;
+        };
         match self {
             Self::Default => {}
-            Self::Wait => {
-                p.concurrent = Concurrent::Wait;
-                p.concurrent_status = None;
-            }
+            Self::Wait => wait(&mut p),
             Self::Released => p.errors = Errors::Released,
             Self::Optional => p.key_required = false,
+            Self::WaitReleased => {
+                wait(&mut p);
+                p.errors = Errors::Released;
+            }
+            Self::LongLock => {
+                p.concurrent_status = Some(429);
+                p.errors = Errors::Released;
+                p.lock_ms = Some(60_000);
+            }
+            Self::ShortLock => p.lock_ms = Some(500),
+            Self::NoExpiry => p.expiry_ms = None,
             Self::Token => p.key_syntax = KeySyntax::Token,
             Self::Any => p.key_syntax = KeySyntax::Any,
-            Self::Bytes => p.fingerprint = Fingerprint::Bytes,
+            Self::Loose => {
+                p.key_required = false;
+                p.key_syntax = KeySyntax::Any;
+                p.invalid_key_status = None;
+                p.fingerprint = Fingerprint::None;
+                p.mismatch_status = None;
+                p.scope = Vec::new();
+                p.replay_header = None;
+            }
             Self::Lenient => {
                 p.key_required = false;
                 p.key_syntax = KeySyntax::Any;
@@ -111,6 +160,12 @@ impl IdemVariant {
                 p.scope = Vec::new();
                 p.lock_ms = Some(LENIENT_LOCK_MS);
                 p.replay_header = None;
+            }
+            Self::Bytes => {
+                wait(&mut p);
+                p.fingerprint = Fingerprint::Bytes;
+                p.scope = vec![ScopeBy::Caller, ScopeBy::Path];
+                p.replay_header = Some("x-idempotent-replay".into());
             }
         }
         p
@@ -165,6 +220,18 @@ pub enum IdemDefect {
     /// Declares `durable: true` over memory storage: a restart forgets
     /// every key (seen only when the harness restarts it, `--start`).
     MemoryClaimsDurable,
+    /// Takes one key in ten without an atomic step (look, then take): a
+    /// burst of duplicates runs twice about once in ten bursts.
+    RareRace,
+    /// Declares `concurrent: wait` and `errors: released`, and lets the
+    /// duplicates that waited on a failing run take the freed key and run
+    /// (fastapi-idempotency's behaviour).
+    WaitersRunAfterRelease,
+    /// Declares `expiryMs: null` and forgets a key after 1 s.
+    ForgetsAfterOneSecond,
+    /// Declares `lockMs` 500 and never renews it: a handler slower than
+    /// that has its duplicate run beside it.
+    LockLapses,
     /// Declares `keySyntax: "token"` but takes any raw value as the key: a
     /// quoted key runs instead of being refused.
     TokenAcceptsQuoted,
@@ -196,7 +263,7 @@ pub enum IdemDefect {
 }
 
 impl IdemDefect {
-    pub const ALL: [IdemDefect; 28] = [
+    pub const ALL: [IdemDefect; 32] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -215,6 +282,10 @@ impl IdemDefect {
         Self::KeylessDeduplicated,
         Self::FingerprintInKey,
         Self::MemoryClaimsDurable,
+        Self::RareRace,
+        Self::WaitersRunAfterRelease,
+        Self::ForgetsAfterOneSecond,
+        Self::LockLapses,
         Self::TokenAcceptsQuoted,
         Self::EmptyKeyRunsUnderAny,
         Self::AnyUnquotes,
@@ -247,6 +318,10 @@ impl IdemDefect {
             Self::KeylessDeduplicated => "keyless-deduplicated",
             Self::FingerprintInKey => "fingerprint-in-key",
             Self::MemoryClaimsDurable => "memory-claims-durable",
+            Self::RareRace => "rare-race",
+            Self::WaitersRunAfterRelease => "waiters-run-after-release",
+            Self::ForgetsAfterOneSecond => "forgets-after-1s",
+            Self::LockLapses => "lock-lapses",
             Self::TokenAcceptsQuoted => "token-accepts-quoted",
             Self::EmptyKeyRunsUnderAny => "empty-key-runs-under-any",
             Self::AnyUnquotes => "any-unquotes",
@@ -269,6 +344,9 @@ impl IdemDefect {
         match self {
             Self::StoresReleasedErrors | Self::LockKeptAfterError => IdemVariant::Released,
             Self::KeylessDeduplicated => IdemVariant::Optional,
+            Self::WaitersRunAfterRelease => IdemVariant::WaitReleased,
+            Self::ForgetsAfterOneSecond => IdemVariant::NoExpiry,
+            Self::LockLapses => IdemVariant::ShortLock,
             Self::TokenAcceptsQuoted => IdemVariant::Token,
             Self::EmptyKeyRunsUnderAny | Self::AnyUnquotes => IdemVariant::Any,
             Self::BytesComparedAsJson => IdemVariant::Bytes,
@@ -278,6 +356,29 @@ impl IdemDefect {
             | Self::LockShorterThanDeclared => IdemVariant::Lenient,
             _ => IdemVariant::Default,
         }
+    }
+}
+
+/// Reads a reference app's name: `VARIANT` (a correct profile), or
+/// `broken-idem:DEFECT[:VARIANT]` (a bug under the profile it declares by
+/// default, or under another, so that each bug can be certified under every
+/// profile). `None`: not such a name.
+pub fn parse_name(name: &str) -> Option<(IdemVariant, Option<IdemDefect>)> {
+    match name.strip_prefix("broken-idem:") {
+        Some(rest) => {
+            let (defect, variant) = match rest.split_once(':') {
+                Some((d, v)) => {
+                    let d = IdemDefect::parse(d)?;
+                    (d, IdemVariant::parse(v)?)
+                }
+                None => {
+                    let d = IdemDefect::parse(rest)?;
+                    (d, d.declares())
+                }
+            };
+            Some((variant, Some(defect)))
+        }
+        None => IdemVariant::parse(name).map(|v| (v, None)),
     }
 }
 
@@ -319,12 +420,10 @@ pub async fn open_storage(config: &IdemConfig) -> Result<Arc<dyn IdemStorage>, S
 /// The app's router for `config` over `storage`.
 pub fn router_for(config: &IdemConfig, storage: Arc<dyn IdemStorage>) -> axum::Router {
     let durable = storage.durable() || config.defect == Some(IdemDefect::MemoryClaimsDurable);
-    let profile = config
-        .defect
-        .map_or(config.variant, IdemDefect::declares)
-        .profile(config.expiry_ms, durable);
+    let profile = config.variant.profile(config.expiry_ms, durable);
     let name = match config.defect {
-        Some(d) => format!("broken-idem:{}", d.name()),
+        Some(d) if d.declares() == config.variant => format!("broken-idem:{}", d.name()),
+        Some(d) => format!("broken-idem:{}:{}", d.name(), config.variant.name()),
         None => format!("reference-idem:{}", config.variant.name()),
     };
     let implementation = json!({"name": name, "version": env!("CARGO_PKG_VERSION"),

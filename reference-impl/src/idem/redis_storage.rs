@@ -1,7 +1,9 @@
 //! The Redis backend of the reference idempotency middleware: one string
 //! per key (`reqkey-idem:{scope hash}`) holding the slot as JSON, the
 //! lock taken by a Lua script (GET, else SET with its PX) so that two
-//! duplicates can never both see the key free.
+//! duplicates can never both see the key free; renewed and freed (with the
+//! answer left to its waiters) by scripts too, so that only the lock's
+//! holder touches it.
 
 use std::time::Duration;
 
@@ -9,16 +11,21 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 
-use super::storage::{IdemStorage, Slot, StorageError, StoredAnswer};
+use super::storage::{waiters_key, IdemStorage, Slot, StorageError, StoredAnswer};
 
 /// Every key this backend writes starts with this.
 pub const KEY_PREFIX: &str = "reqkey-idem:";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Atomically: the current value, or nil after setting ours (PX when
-/// ARGV[2] is not empty).
+/// Atomically: the answer left to the waiters of the lock we waited on
+/// (KEYS[2], when ARGV[3] says we wait), else the current value, else nil
+/// after setting ours (PX when ARGV[2] is not empty).
 const TRY_LOCK: &str = r"
+if ARGV[3] == '1' then
+  local left = redis.call('GET', KEYS[2])
+  if left then return left end
+end
 local held = redis.call('GET', KEYS[1])
 if held then return held end
 if ARGV[2] == '' then
@@ -29,9 +36,26 @@ end
 return false
 ";
 
+/// Atomically: extends the lock by ARGV[2] ms if the key still holds ours.
+const RENEW: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+";
+
+/// Atomically: leaves the answer to the waiters (PX ARGV[2]), frees the key.
+const RELEASE_TO_WAITERS: &str = r"
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+redis.call('DEL', KEYS[1])
+return 0
+";
+
 pub struct RedisStorage {
     conn: ConnectionManager,
     try_lock: Script,
+    renew: Script,
+    release_to_waiters: Script,
 }
 
 impl std::fmt::Debug for RedisStorage {
@@ -75,6 +99,8 @@ impl RedisStorage {
         Ok(Self {
             conn,
             try_lock: Script::new(TRY_LOCK),
+            renew: Script::new(RENEW),
+            release_to_waiters: Script::new(RELEASE_TO_WAITERS),
         })
     }
 
@@ -106,22 +132,56 @@ impl IdemStorage for RedisStorage {
     async fn try_lock(
         &self,
         key: &str,
-        fingerprint: &str,
+        ours: &Slot,
         lock_ms: Option<u64>,
+        waiting_on: Option<&str>,
     ) -> Result<Option<Slot>, StorageError> {
         let mut conn = self.conn.clone();
-        let ours = encode(&Slot::InFlight {
-            fingerprint: fingerprint.to_owned(),
-        })?;
         let held: Option<String> = self
             .try_lock
             .key(Self::key(key))
-            .arg(ours)
+            .key(Self::key(&waiters_key(key, waiting_on.unwrap_or(""))))
+            .arg(encode(ours)?)
             .arg(ms_arg(lock_ms))
+            .arg(if waiting_on.is_some() { "1" } else { "0" })
             .invoke_async(&mut conn)
             .await
             .map_err(err)?;
         held.as_deref().map(decode).transpose()
+    }
+
+    async fn renew(&self, key: &str, ours: &Slot, lock_ms: u64) -> Result<(), StorageError> {
+        let mut conn = self.conn.clone();
+        self.renew
+            .key(Self::key(key))
+            .arg(encode(ours)?)
+            .arg(lock_ms.max(1))
+            .invoke_async::<i64>(&mut conn)
+            .await
+            .map(drop)
+            .map_err(err)
+    }
+
+    async fn release_to_waiters(
+        &self,
+        key: &str,
+        token: &str,
+        answer: &StoredAnswer,
+        keep_ms: u64,
+    ) -> Result<(), StorageError> {
+        let mut conn = self.conn.clone();
+        let left = encode(&Slot::Released {
+            answer: answer.clone(),
+        })?;
+        self.release_to_waiters
+            .key(Self::key(key))
+            .key(Self::key(&waiters_key(key, token)))
+            .arg(left)
+            .arg(keep_ms.max(1))
+            .invoke_async::<i64>(&mut conn)
+            .await
+            .map(drop)
+            .map_err(err)
     }
 
     async fn peek(&self, key: &str) -> Result<Option<Slot>, StorageError> {
@@ -137,24 +197,23 @@ impl IdemStorage for RedisStorage {
     async fn put_lock(
         &self,
         key: &str,
-        fingerprint: &str,
+        ours: &Slot,
         lock_ms: Option<u64>,
     ) -> Result<(), StorageError> {
-        let slot = encode(&Slot::InFlight {
-            fingerprint: fingerprint.to_owned(),
-        })?;
-        self.set(key, slot, lock_ms).await
+        self.set(key, encode(ours)?, lock_ms).await
     }
 
     async fn complete(
         &self,
         key: &str,
         fingerprint: &str,
+        caller: &str,
         answer: &StoredAnswer,
         expiry_ms: Option<u64>,
     ) -> Result<(), StorageError> {
         let slot = encode(&Slot::Done {
             fingerprint: fingerprint.to_owned(),
+            caller: caller.to_owned(),
             answer: answer.clone(),
         })?;
         self.set(key, slot, expiry_ms).await

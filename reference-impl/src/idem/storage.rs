@@ -33,13 +33,33 @@ pub struct StoredAnswer {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum Slot {
-    /// A request with the key is being handled.
-    InFlight { fingerprint: String },
+    /// A request with the key is being handled: its payload, the caller it
+    /// will answer, and its lock's own token (so that only it renews or
+    /// frees the lock, and its waiters find its answer once freed).
+    InFlight {
+        fingerprint: String,
+        #[serde(default)]
+        caller: String,
+        #[serde(default)]
+        token: String,
+    },
     /// A request with the key completed; its answer is kept.
     Done {
         fingerprint: String,
+        #[serde(default)]
+        caller: String,
         answer: StoredAnswer,
     },
+    /// Only answered to a waiter: the run it waited for answered an error
+    /// that freed the key (`errors: released` under `concurrent: wait`);
+    /// the waiter arrived before, so it gets that answer replayed.
+    Released { answer: StoredAnswer },
+}
+
+/// The key of the answer a freed lock leaves for the requests that waited
+/// on it.
+pub fn waiters_key(key: &str, token: &str) -> String {
+    format!("waiters:{key}:{token}")
 }
 
 /// A backend that did not answer. The middleware answers 503.
@@ -53,29 +73,44 @@ pub trait IdemStorage: Send + Sync + 'static {
     fn name(&self) -> &'static str;
     /// Whether a completed key survives a restart of the app.
     fn durable(&self) -> bool;
-    /// Atomically: when nothing (unexpired) holds `key`, marks it in flight
-    /// for `lock_ms` (`None`: until released or completed) and answers
-    /// `None`; otherwise answers what holds it.
+    /// Atomically: when the lock `waiting_on` (a token) was freed leaving an
+    /// answer for its waiters, answers [`Slot::Released`]; else when nothing
+    /// (unexpired) holds `key`, puts `ours` (an in-flight slot) for
+    /// `lock_ms` (`None`: until released or completed) and answers `None`;
+    /// otherwise answers what holds it.
     async fn try_lock(
         &self,
         key: &str,
-        fingerprint: &str,
+        ours: &Slot,
         lock_ms: Option<u64>,
+        waiting_on: Option<&str>,
     ) -> Result<Option<Slot>, StorageError>;
     /// What holds `key` now (not atomic with anything).
     async fn peek(&self, key: &str) -> Result<Option<Slot>, StorageError>;
-    /// Marks `key` in flight whatever holds it (not atomic with anything).
+    /// Puts `ours` whatever holds `key` (not atomic with anything).
     async fn put_lock(
         &self,
         key: &str,
-        fingerprint: &str,
+        ours: &Slot,
         lock_ms: Option<u64>,
+    ) -> Result<(), StorageError>;
+    /// Extends the lock `ours` by `lock_ms` from now, if `key` still holds it.
+    async fn renew(&self, key: &str, ours: &Slot, lock_ms: u64) -> Result<(), StorageError>;
+    /// Frees `key`, leaving `answer` for `keep_ms` to the requests that
+    /// waited on the lock `token`.
+    async fn release_to_waiters(
+        &self,
+        key: &str,
+        token: &str,
+        answer: &StoredAnswer,
+        keep_ms: u64,
     ) -> Result<(), StorageError>;
     /// Keeps `answer` for `key`, for `expiry_ms` (`None`: forever).
     async fn complete(
         &self,
         key: &str,
         fingerprint: &str,
+        caller: &str,
         answer: &StoredAnswer,
         expiry_ms: Option<u64>,
     ) -> Result<(), StorageError>;
@@ -149,18 +184,53 @@ impl IdemStorage for MemoryStorage {
     async fn try_lock(
         &self,
         key: &str,
-        fingerprint: &str,
+        ours: &Slot,
         lock_ms: Option<u64>,
+        waiting_on: Option<&str>,
     ) -> Result<Option<Slot>, StorageError> {
         self.with(|map| {
+            if let Some(token) = waiting_on {
+                if let Some(left) = Self::live(map, &waiters_key(key, token)) {
+                    return Ok(Some(left));
+                }
+            }
             if let Some(held) = Self::live(map, key) {
                 return Ok(Some(held));
             }
-            let slot = Slot::InFlight {
-                fingerprint: fingerprint.to_owned(),
-            };
-            Self::insert(map, key, (slot, Self::deadline(lock_ms)))?;
+            Self::insert(map, key, (ours.clone(), Self::deadline(lock_ms)))?;
             Ok(None)
+        })
+    }
+
+    async fn renew(&self, key: &str, ours: &Slot, lock_ms: u64) -> Result<(), StorageError> {
+        self.with(|map| {
+            if let Some((slot, until)) = map.get_mut(key) {
+                if slot == ours {
+                    *until = Self::deadline(Some(lock_ms));
+                }
+            }
+            Ok(())
+        })
+    }
+
+    async fn release_to_waiters(
+        &self,
+        key: &str,
+        token: &str,
+        answer: &StoredAnswer,
+        keep_ms: u64,
+    ) -> Result<(), StorageError> {
+        self.with(|map| {
+            let left = Slot::Released {
+                answer: answer.clone(),
+            };
+            Self::insert(
+                map,
+                &waiters_key(key, token),
+                (left, Self::deadline(Some(keep_ms))),
+            )?;
+            map.remove(key);
+            Ok(())
         })
     }
 
@@ -171,27 +241,24 @@ impl IdemStorage for MemoryStorage {
     async fn put_lock(
         &self,
         key: &str,
-        fingerprint: &str,
+        ours: &Slot,
         lock_ms: Option<u64>,
     ) -> Result<(), StorageError> {
-        self.with(|map| {
-            let slot = Slot::InFlight {
-                fingerprint: fingerprint.to_owned(),
-            };
-            Self::insert(map, key, (slot, Self::deadline(lock_ms)))
-        })
+        self.with(|map| Self::insert(map, key, (ours.clone(), Self::deadline(lock_ms))))
     }
 
     async fn complete(
         &self,
         key: &str,
         fingerprint: &str,
+        caller: &str,
         answer: &StoredAnswer,
         expiry_ms: Option<u64>,
     ) -> Result<(), StorageError> {
         self.with(|map| {
             let slot = Slot::Done {
                 fingerprint: fingerprint.to_owned(),
+                caller: caller.to_owned(),
                 answer: answer.clone(),
             };
             Self::insert(map, key, (slot, Self::deadline(expiry_ms)))
@@ -219,30 +286,81 @@ mod tests {
         }
     }
 
+    fn lock(fp: &str, token: &str) -> Slot {
+        Slot::InFlight {
+            fingerprint: fp.into(),
+            caller: "c".into(),
+            token: token.into(),
+        }
+    }
+
     #[tokio::test]
     async fn a_key_is_locked_once_then_completed_then_expires() {
         let m = MemoryStorage::new();
-        assert_eq!(m.try_lock("k", "f", None).await.unwrap(), None);
+        assert_eq!(
+            m.try_lock("k", &lock("f", "1"), None, None).await.unwrap(),
+            None
+        );
         assert!(matches!(
-            m.try_lock("k", "g", None).await.unwrap(),
-            Some(Slot::InFlight { fingerprint }) if fingerprint == "f"
+            m.try_lock("k", &lock("g", "2"), None, None).await.unwrap(),
+            Some(Slot::InFlight { fingerprint, .. }) if fingerprint == "f"
         ));
-        m.complete("k", "f", &answer(), Some(30)).await.unwrap();
+        m.complete("k", "f", "c", &answer(), Some(30))
+            .await
+            .unwrap();
         assert!(matches!(
-            m.try_lock("k", "f", None).await.unwrap(),
+            m.try_lock("k", &lock("f", "3"), None, None).await.unwrap(),
             Some(Slot::Done { .. })
         ));
         tokio::time::sleep(Duration::from_millis(60)).await;
-        assert_eq!(m.try_lock("k", "f", None).await.unwrap(), None);
+        assert_eq!(
+            m.try_lock("k", &lock("f", "4"), None, None).await.unwrap(),
+            None
+        );
         m.release("k").await.unwrap();
         assert_eq!(m.peek("k").await.unwrap(), None);
     }
 
     #[tokio::test]
-    async fn a_lock_with_a_length_lapses() {
+    async fn a_lock_with_a_length_lapses_unless_renewed() {
         let m = MemoryStorage::new();
-        assert_eq!(m.try_lock("k", "f", Some(20)).await.unwrap(), None);
-        tokio::time::sleep(Duration::from_millis(40)).await;
-        assert_eq!(m.try_lock("k", "f", None).await.unwrap(), None);
+        let ours = lock("f", "1");
+        assert_eq!(m.try_lock("k", &ours, Some(40), None).await.unwrap(), None);
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            m.renew("k", &ours, 40).await.unwrap();
+        }
+        assert!(m
+            .try_lock("k", &lock("f", "2"), None, None)
+            .await
+            .unwrap()
+            .is_some());
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert_eq!(
+            m.try_lock("k", &lock("f", "2"), None, None).await.unwrap(),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn waiters_of_a_freed_lock_find_its_answer_and_newcomers_the_free_key() {
+        let m = MemoryStorage::new();
+        assert_eq!(
+            m.try_lock("k", &lock("f", "1"), None, None).await.unwrap(),
+            None
+        );
+        m.release_to_waiters("k", "1", &answer(), 1_000)
+            .await
+            .unwrap();
+        assert!(matches!(
+            m.try_lock("k", &lock("f", "2"), None, Some("1"))
+                .await
+                .unwrap(),
+            Some(Slot::Released { .. })
+        ));
+        assert_eq!(
+            m.try_lock("k", &lock("f", "3"), None, None).await.unwrap(),
+            None
+        );
     }
 }

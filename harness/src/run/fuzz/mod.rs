@@ -9,10 +9,14 @@
 //!   [`agent_requests`]: a request's forms on the wire and the requests
 //!   SPEC 7 refuses; [`agent_scenario`]: a failing program as a YAML
 //!   scenario);
+//! - [`idem`]: programs over every `reqkey-idem/1` route, judged by
+//!   `IdemModel` under the declared profile ([`idem_program`] their domain,
+//!   [`idem_scenario`] a failure as a scenario, [`idem_battery`] the fixed
+//!   bursts and timing probes every run sends first);
 //! - [`alphabet`]: every fuzzer's dimensions, keyed by the SPEC parameter
 //!   each generates, with the clauses it can break (`reqkey coverage
 //!   --fuzz`);
-//! - [`cases`]: the seeded proptest loop both share (cases, shrinking, no
+//! - [`cases`]: the seeded proptest loop the fuzzers share (cases, shrinking, no
 //!   verdict on a target that did not answer);
 //! - [`program`]: the store fuzzer's domain, every write with reads by other
 //!   clients around it; [`inputs`]: the inputs of every JSON shape and kind
@@ -29,6 +33,10 @@ pub mod agent_requests;
 pub mod agent_scenario;
 pub mod alphabet;
 pub mod cases;
+pub mod idem;
+pub mod idem_battery;
+pub mod idem_program;
+pub mod idem_scenario;
 pub mod inputs;
 pub mod pass;
 pub mod program;

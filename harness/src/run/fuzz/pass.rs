@@ -3,7 +3,9 @@
 //! A certificate covers the scenarios of the suite; the fuzz pass makes it
 //! cover programs nobody wrote as well: `reqkey certify` runs
 //! `--fuzz-cases` programs (store level: `run::fuzz::store`; agent level:
-//! `run::fuzz::agent`) with the certification's seed after choosing the
+//! `run::fuzz::agent`; idem level: `run::fuzz::idem`, after the fixed
+//! bursts of `run::fuzz::idem_battery` whatever the profile, whose count
+//! and power every report states) with the certification's seed after choosing the
 //! profile, and the result is a line of the terminal output, the
 //! certificate and `results.json`. A failing program turns the
 //! certification red (exit 1); a fuzz pass that could not judge the
@@ -11,10 +13,12 @@
 
 use std::sync::Arc;
 
+use reqkey_model::idem_profile::IdemProfile;
 use reqkey_model::vocab::{Level, Profile};
 use serde::Serialize;
 
 use crate::run::fuzz::agent::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
+use crate::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
 use crate::run::fuzz::store::{fuzz, FuzzOptions, FuzzOutcome};
 use crate::targets::Target;
 
@@ -35,7 +39,8 @@ pub struct FuzzPass {
     pub cases: u32,
     pub seed: u64,
     /// `passed`, `failed`, `error` (no verdict), `skipped` or `none` (the
-    /// level has no fuzzer: the idem level is judged by its scenarios).
+    /// level has no fuzzer; every level has one now, but a results file of
+    /// an earlier version may say so).
     pub verdict: &'static str,
     /// Why it failed (the shrunk program's first line) or could not judge.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -43,6 +48,10 @@ pub struct FuzzPass {
     /// The shrunk failing program as a scenario.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scenario_yaml: Option<String>,
+    /// At the idem level: the fixed bursts sent beside the programs and the
+    /// race rate they catch (`run/fuzz/idem_battery.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub power: Option<String>,
 }
 
 impl FuzzPass {
@@ -55,16 +64,7 @@ impl FuzzPass {
             verdict: "skipped",
             reason: None,
             scenario_yaml: None,
-        }
-    }
-
-    /// The pass of a level that has no fuzzer (the idem level: an app's
-    /// answers depend on timing and a declared profile no sequential
-    /// model of this project holds yet).
-    pub fn none(level: Level, seed: u64) -> Self {
-        Self {
-            verdict: "none",
-            ..Self::skipped(level, seed)
+            power: None,
         }
     }
 
@@ -91,20 +91,32 @@ impl FuzzPass {
                     None,
                 )
             }
-            v => format!(
-                "fuzz: {} {} programs (seed {}): {v}",
-                self.cases, self.level, self.seed
-            ),
+            v => match &self.power {
+                Some(p) => format!(
+                    "fuzz: {} {} programs and {p} (seed {}): {v}",
+                    self.cases, self.level, self.seed
+                ),
+                None => format!(
+                    "fuzz: {} {} programs (seed {}): {v}",
+                    self.cases, self.level, self.seed
+                ),
+            },
         };
         (head, self.reason.as_deref())
     }
 }
 
+/// Programs of the idem pass never wait out `expiryMs` (each such pause
+/// lasts seconds; `reqkey fuzz` and the expiry scenarios do).
+const CERTIFY_IDEM_LONG_PAUSES: u32 = 0;
+
 /// Runs the pass on `target` (blocking work on a thread of its own, so the
-/// caller's runtime keeps serving an in-process target meanwhile).
+/// caller's runtime keeps serving an in-process target meanwhile). `idem`
+/// is the declared profile of an idem target.
 pub async fn fuzz_pass(
     target: Arc<dyn Target>,
     profile: Profile,
+    idem: Option<IdemProfile>,
     cases: u32,
     seed: u64,
     call_timeout_ms: u64,
@@ -113,10 +125,12 @@ pub async fn fuzz_pass(
     if cases == 0 {
         return FuzzPass::skipped(level, seed);
     }
-    if level == Level::Idem {
-        return FuzzPass::none(level, seed);
-    }
     let name = target.describe();
+    // Through an API map the callers are the map's (a program's fresh,
+    // tagged callers would all be its default caller): the battery runs
+    // (one caller, fresh keys), the generated programs do not.
+    let mapped = level == Level::Idem && target.api_map().is_some();
+    let cases = if mapped { 0 } else { cases };
     // Fresh sessions on every pass (the seed picks the programs, the
     // namespace only the ids): a second certification of a persistent
     // store with the same seed must not meet the first one's sessions.
@@ -145,8 +159,8 @@ pub async fn fuzz_pass(
                     batches: true,
                 },
             ) {
-                FuzzOutcome::Passed { .. } => (None, None),
-                FuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml)),
+                FuzzOutcome::Passed { .. } => (None, None, None),
+                FuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), None),
                 FuzzOutcome::Error(e) => return Err(e),
             },
             Level::Agent => match fuzz_agent(
@@ -162,11 +176,32 @@ pub async fn fuzz_pass(
                     max_shrink_iters: 256,
                 },
             ) {
-                AgentFuzzOutcome::Passed { .. } => (None, None),
-                AgentFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml)),
+                AgentFuzzOutcome::Passed { .. } => (None, None, None),
+                AgentFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), None),
                 AgentFuzzOutcome::Error(e) => return Err(e),
             },
-            Level::Idem => return Err("the idem level has no fuzzer".to_owned()),
+            Level::Idem => {
+                let profile = idem.ok_or("the idem target declared no profile")?;
+                match fuzz_idem(
+                    &runtime,
+                    target,
+                    &IdemFuzzOptions {
+                        cases,
+                        seed,
+                        namespace,
+                        target_name: name,
+                        profile,
+                        call_timeout_ms,
+                        max_shrink_iters: 128,
+                        long_pauses: CERTIFY_IDEM_LONG_PAUSES,
+                        battery: true,
+                    },
+                ) {
+                    IdemFuzzOutcome::Passed { battery, .. } => (None, None, battery),
+                    IdemFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), f.power),
+                    IdemFuzzOutcome::Error(e) => return Err(e),
+                }
+            }
         })
     })
     .await;
@@ -174,11 +209,16 @@ pub async fn fuzz_pass(
         Ok(o) => o,
         Err(e) => Err(format!("the fuzz pass stopped: {e}")),
     };
-    let (verdict, reason, scenario_yaml) = match outcome {
-        Ok((None, _)) => ("passed", None, None),
-        Ok((Some(reason), yaml)) => ("failed", Some(reason), yaml),
-        Err(e) => ("error", Some(e), None),
+    let (verdict, reason, scenario_yaml, mut power) = match outcome {
+        Ok((None, _, power)) => ("passed", None, None, power),
+        Ok((Some(reason), yaml, power)) => ("failed", Some(reason), yaml, power),
+        Err(e) => ("error", Some(e), None, None),
     };
+    if mapped {
+        power = power.map(|p| {
+            format!("{p}; no generated program through an API map (its callers are the map's)")
+        });
+    }
     FuzzPass {
         level: level.name().to_owned(),
         cases,
@@ -186,5 +226,6 @@ pub async fn fuzz_pass(
         verdict,
         reason,
         scenario_yaml,
+        power,
     }
 }

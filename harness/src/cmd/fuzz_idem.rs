@@ -1,0 +1,91 @@
+//! `reqkey fuzz` on an idem target: its declared profile read from
+//! `/.reqkey/health`, the idem fuzzer run (`run::fuzz::idem`), the result
+//! printed.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::cmd::exit::harness_error;
+use crate::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
+use crate::run::runner::RunConfig;
+use crate::targets::profile::resolve_profile;
+use crate::targets::Target;
+
+/// Pauses past `expiryMs` among the steps (each lasts seconds).
+const LONG_PAUSES: u32 = 1;
+
+pub fn fuzz_idem_command(
+    rt: &tokio::runtime::Runtime,
+    target: Arc<dyn Target>,
+    cases: u32,
+    timeout_ms: u64,
+    out: Option<&std::path::Path>,
+    seed: u64,
+) -> ExitCode {
+    let info = match rt.block_on(resolve_profile(target.as_ref(), None, timeout_ms)) {
+        Ok(info) => info,
+        Err(e) => return harness_error(e.to_string()),
+    };
+    let Some(profile) = info.idem else {
+        return harness_error("the idem target declared no profile at /.reqkey/health");
+    };
+    let cfg = RunConfig::new(seed);
+    let opts = IdemFuzzOptions {
+        cases,
+        seed,
+        namespace: format!("{}.ifz", cfg.namespace),
+        target_name: target.describe(),
+        profile: profile.clone(),
+        call_timeout_ms: timeout_ms,
+        max_shrink_iters: 512,
+        long_pauses: LONG_PAUSES,
+        battery: true,
+    };
+    println!(
+        "reqkey fuzz: {} then {cases} idem programs against {} ({profile}; seed {seed})",
+        crate::run::fuzz::idem_battery::power_line(),
+        target.describe()
+    );
+    match fuzz_idem(rt, target, &opts) {
+        IdemFuzzOutcome::Passed { cases, .. } => {
+            println!("the bursts and {cases} programs passed");
+            ExitCode::SUCCESS
+        }
+        IdemFuzzOutcome::Failed(f) => {
+            if f.reason.starts_with("the battery") {
+                println!(
+                    "FAIL: a program of the battery does not conform ({} steps, fixed)",
+                    f.program.len()
+                );
+            } else {
+                println!(
+                    "FAIL: a program does not conform; shrunk to {} steps",
+                    f.program.len()
+                );
+            }
+            println!("{}", inert_lines(&f.reason));
+            println!("\nseed: {0} (reproduce with --seed {0})", f.seed);
+            println!(
+                "\nthe minimal program as a scenario:\n---\n{}\n---",
+                inert_lines(&f.scenario_yaml)
+            );
+            if let Some(out) = out {
+                if let Err(e) = std::fs::write(out, &f.scenario_yaml) {
+                    return harness_error(format!("cannot write {}: {e}", out.display()));
+                }
+                println!("written to {}", out.display());
+            }
+            ExitCode::from(1)
+        }
+        IdemFuzzOutcome::Error(e) => harness_error(e),
+    }
+}
+
+/// Each line made inert for the terminal (what the target answered is
+/// quoted in the reason).
+fn inert_lines(text: &str) -> String {
+    text.lines()
+        .map(crate::report::inert::terminal)
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,485 @@
+//! Model-based fuzzing of an `Idempotency-Key` app: `reqkey fuzz` on idem
+//! targets and the idem certification's fuzz pass.
+//!
+//! The idem corpus tests the cases its authors wrote down, each under the
+//! profiles it requires. proptest generates short programs over every
+//! route of `reqkey-idem/1` (`POST /orders`, `PUT /orders`, `POST
+//! /payments`, the failing route, the slow route; the failing route slow
+//! too), in a tiny domain so that collisions are the rule: two callers,
+//! two keys and their bare, upper-case and empty spellings or no key,
+//! payloads equal as JSON but not as bytes, texts of every kind. A step is
+//! a request alone, a client's retry of one of the last three, a burst of
+//! identical copies or a batch of different requests released together
+//! (on a succeeding, a failing, a slow and a slow failing handler), a
+//! duplicate sent after a declared `lockMs` while its handler still runs,
+//! a pause (short, or past `expiryMs` and its margin), or a read of the
+//! effects oracle.
+//!
+//! The oracle is [`reqkey_model::idem_model::IdemModel`] under the
+//! declared profile: each request's window (sent, reached the app by,
+//! answered) on the program's clock; a request alone must get an answer
+//! the model allows; requests that overlapped must be explained by some
+//! order real time allows ([`reqkey_model::idem_batch::judge`],
+//! linearizability); `/.reqkey/effects` must count exactly the runs the
+//! answers showed. A failure names the clause it breaks and shrinks to a
+//! YAML scenario (`run/fuzz/idem_scenario.rs`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqkey_model::idem_batch::judge;
+use reqkey_model::idem_model::{EffectKey, IdemAnswer, IdemModel, IdemRequest, Judged, Window};
+use reqkey_model::idem_profile::IdemProfile;
+use serde_json::Value;
+use tokio::sync::Barrier;
+
+pub use crate::run::fuzz::cases::CaseFailure;
+use crate::run::fuzz::cases::{run_cases, CasesOutcome};
+use crate::run::fuzz::idem_battery::{battery, power_line, ProbeKind};
+use crate::run::fuzz::idem_program::{
+    arb_program, case_tag, pause_ms, requests_of, Req, Sent, Step,
+};
+use crate::run::fuzz::idem_scenario::{scenario_yaml, RACE_REPEAT};
+use crate::targets::{HttpRequest, HttpResponse, Target};
+use reqkey_scenario::agent_step::Wire;
+
+pub use crate::run::fuzz::idem_program::ARRIVAL_SLACK_MS;
+/// Model states kept at once; beyond it the case has no verdict.
+const MAX_STATES: usize = 4_096;
+
+fn http_request(r: &IdemRequest) -> HttpRequest {
+    let mut headers = vec![
+        ("Content-Type".to_owned(), b"application/json".to_vec()),
+        ("X-Reqkey-Caller".to_owned(), r.caller.clone().into_bytes()),
+    ];
+    if let Some(k) = &r.key {
+        headers.push(("Idempotency-Key".to_owned(), k.clone()));
+    }
+    HttpRequest {
+        method: r.method.clone(),
+        path: r.path.clone(),
+        headers,
+        body: Some(r.body.clone()),
+        replica: None,
+        wire: Wire::Library,
+    }
+}
+
+/// What the model reads of an HTTP answer.
+pub fn observe(response: &HttpResponse, profile: &IdemProfile) -> IdemAnswer {
+    let header = |name: &str| {
+        response
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_owned())
+    };
+    IdemAnswer {
+        status: response.status,
+        json: serde_json::from_slice::<Value>(&response.body).ok(),
+        order_header: header("x-reqkey-order"),
+        replayed: profile
+            .replay_header
+            .as_deref()
+            .is_some_and(|h| header(h).is_some()),
+    }
+}
+
+async fn exchange(
+    target: &Arc<dyn Target>,
+    request: HttpRequest,
+    call_timeout_ms: u64,
+) -> Result<HttpResponse, CaseFailure> {
+    match tokio::time::timeout(Duration::from_millis(call_timeout_ms), target.http(request)).await {
+        Ok(Ok(r)) => Ok(r),
+        Ok(Err(e)) => Err(CaseFailure::Harness(e.to_string())),
+        Err(_) => Err(CaseFailure::Harness(format!(
+            "no answer within {call_timeout_ms} ms"
+        ))),
+    }
+}
+
+/// Sends `group` together (behind a barrier, each after its delay) and
+/// answers each with its window on the program's clock.
+async fn send_group(
+    target: &Arc<dyn Target>,
+    group: &[Sent],
+    start: Instant,
+    profile: &IdemProfile,
+    call_timeout_ms: u64,
+) -> Result<Vec<(IdemAnswer, Window)>, CaseFailure> {
+    let barrier = Arc::new(Barrier::new(group.len()));
+    let mut tasks = Vec::with_capacity(group.len());
+    for s in group {
+        let (target, barrier) = (Arc::clone(target), Arc::clone(&barrier));
+        let (request, delay) = (http_request(&s.request), s.delay_ms);
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            if delay > 0 {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            let sent = start.elapsed().as_millis() as u64;
+            let answer = exchange(&target, request, call_timeout_ms).await?;
+            let answered = start.elapsed().as_millis() as u64 + 1;
+            Ok::<_, CaseFailure>((answer, sent, answered))
+        }));
+    }
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        let (response, sent, answered) = t
+            .await
+            .map_err(|e| CaseFailure::Harness(format!("a request's task: {e}")))??;
+        let window = Window {
+            sent_ms: sent,
+            arrived_by_ms: (sent + ARRIVAL_SLACK_MS).min(answered),
+            answered_ms: answered,
+        };
+        out.push((observe(&response, profile), window));
+    }
+    Ok(out)
+}
+
+/// `/.reqkey/effects` as (entry, count), or why it is malformed.
+pub fn parse_effects(v: &Value) -> Result<Vec<(EffectKey, u64)>, String> {
+    let list = v
+        .get("effects")
+        .and_then(Value::as_array)
+        .ok_or("no `effects` array")?;
+    let text = |e: &Value, f: &str| e.get(f).and_then(Value::as_str).map(str::to_owned);
+    list.iter()
+        .map(|e| {
+            let count = e
+                .get("count")
+                .and_then(Value::as_u64)
+                .ok_or("an entry without a count")?;
+            Ok((
+                EffectKey {
+                    method: text(e, "method").ok_or("an entry without a method")?,
+                    path: text(e, "path").ok_or("an entry without a path")?,
+                    caller: text(e, "caller").unwrap_or_default(),
+                    key: text(e, "key"),
+                    body_sha256: text(e, "bodySha256").ok_or("an entry without bodySha256")?,
+                },
+                count,
+            ))
+        })
+        .collect()
+}
+
+/// Reads the effects oracle and judges it against `states` for the case's callers.
+async fn judge_effects(
+    target: &Arc<dyn Target>,
+    states: &[IdemModel],
+    tag: &str,
+    call_timeout_ms: u64,
+    at: &str,
+) -> Result<(), CaseFailure> {
+    let request = HttpRequest {
+        method: "GET".into(),
+        path: "/.reqkey/effects".into(),
+        headers: Vec::new(),
+        body: None,
+        replica: None,
+        wire: Wire::Library,
+    };
+    let response = exchange(target, request, call_timeout_ms).await?;
+    let listed = serde_json::from_slice::<Value>(&response.body)
+        .map_err(|e| e.to_string())
+        .and_then(|v| parse_effects(&v))
+        .map_err(|e| {
+            CaseFailure::Nonconforming(format!(
+                "{at}: [idem.effects.recorded] GET /.reqkey/effects answered {} that is not the effects list: {e}",
+                response.status
+            ))
+        })?;
+    let suffix = format!("-{tag}");
+    let mine = |caller: &str| caller.ends_with(&suffix);
+    let mut why = None;
+    for s in states {
+        match s.check_effects(&listed, mine) {
+            Ok(()) => return Ok(()),
+            Err(v) => {
+                why.get_or_insert(v);
+            }
+        }
+    }
+    Err(CaseFailure::Nonconforming(match why {
+        Some(v) => format!("{at}: {v}"),
+        None => format!("{at}: no model state to judge the effects by"),
+    }))
+}
+
+fn short(s: &str) -> String {
+    s.chars().take(2_000).collect()
+}
+
+/// Runs one program against `target` (the case's keys and callers carry
+/// `tag`) and judges it under `profile`.
+pub async fn run_program(
+    target: &Arc<dyn Target>,
+    program: &[Step],
+    tag: &str,
+    profile: &IdemProfile,
+    call_timeout_ms: u64,
+) -> Result<(), CaseFailure> {
+    let start = Instant::now();
+    let mut states = vec![IdemModel::new(profile)];
+    let mut sent: Vec<Req> = Vec::new();
+    for (k, step) in program.iter().enumerate() {
+        match step {
+            Step::Pause(p) => {
+                tokio::time::sleep(Duration::from_millis(pause_ms(*p, profile))).await;
+                continue;
+            }
+            Step::Effects => {
+                judge_effects(target, &states, tag, call_timeout_ms, &format!("step {k}")).await?;
+                continue;
+            }
+            _ => {}
+        }
+        let group = requests_of(step, &sent, profile, tag);
+        sent.extend(group.iter().map(|s| s.req.clone()));
+        let answers = send_group(target, &group, start, profile, call_timeout_ms).await?;
+        let items: Vec<_> = group
+            .iter()
+            .zip(answers)
+            .map(|(s, (a, w))| (s.request.clone(), a, w))
+            .collect();
+        states = match judge(&states, &items) {
+            Ok(next) => next,
+            Err(Judged::Violation(v)) => {
+                return Err(CaseFailure::Nonconforming(short(&format!("step {k}: {v}"))))
+            }
+            Err(Judged::NoVerdict(why)) => {
+                return Err(CaseFailure::Harness(format!("step {k}: the model: {why}")))
+            }
+        };
+        if states.len() > MAX_STATES {
+            return Err(CaseFailure::Harness(format!(
+                "the model's state set grew over {MAX_STATES}"
+            )));
+        }
+    }
+    judge_effects(target, &states, tag, call_timeout_ms, "after the program").await
+}
+
+/// `program` for a target whose failing route does (or does not) sleep:
+/// without, the slow failing route is the failing route at once.
+fn fitted(program: &[Step], failing_sleeps: bool) -> Vec<Step> {
+    if failing_sleeps {
+        return program.to_vec();
+    }
+    let fit = |r: &Req| Req {
+        route: if r.route == 5 { 3 } else { r.route },
+        ..r.clone()
+    };
+    program
+        .iter()
+        .map(|step| match step {
+            Step::Send(r) => Step::Send(fit(r)),
+            Step::Burst { req, copies } => Step::Burst {
+                req: fit(req),
+                copies: *copies,
+            },
+            Step::Batch(reqs) => Step::Batch(reqs.iter().map(fit).collect()),
+            Step::PastLock(r) => Step::PastLock(fit(r)),
+            other => other.clone(),
+        })
+        .collect()
+}
+
+/// Whether the failing route of an app played through an API map sleeps
+/// the `sleepMs` of its body, as `reqkey-idem/1` has it: one failing
+/// request with a fresh key, timed. A map whose failing route takes no
+/// duration answers at once; the battery's failing bursts (whose duplicates must
+/// arrive while the first runs) are then not sent, and every report says so.
+async fn failing_route_sleeps(
+    target: &Arc<dyn Target>,
+    profile: &IdemProfile,
+    tag: &str,
+    call_timeout_ms: u64,
+) -> Result<bool, String> {
+    let req = Req {
+        route: 5,
+        caller: 0,
+        key: 1,
+        payload: 0,
+    };
+    let request = req.resolve(profile, tag, None);
+    let Some(h) =
+        reqkey_model::idem_model::handler_of(&request.method, &request.path, &request.body)
+    else {
+        return Ok(false);
+    };
+    let start = Instant::now();
+    exchange(target, http_request(&request), call_timeout_ms)
+        .await
+        .map_err(|e| match e {
+            CaseFailure::Harness(e) | CaseFailure::Nonconforming(e) => e,
+        })?;
+    Ok(start.elapsed().as_millis() as u64 >= h.sleep_ms)
+}
+
+/// Options of an idem fuzz run.
+#[derive(Debug, Clone)]
+pub struct IdemFuzzOptions {
+    pub cases: u32,
+    pub seed: u64,
+    /// Fresh per run: keys and callers are tagged with it (and the case).
+    pub namespace: String,
+    pub target_name: String,
+    pub profile: IdemProfile,
+    pub call_timeout_ms: u64,
+    pub max_shrink_iters: u32,
+    /// The weight of pauses past expiry among the steps (0: none).
+    pub long_pauses: u32,
+    /// Whether the fixed programs of `run/fuzz/idem_battery.rs` run first
+    /// (every certification and `reqkey fuzz` send them).
+    pub battery: bool,
+}
+
+/// A shrunk failure.
+#[derive(Debug, Clone)]
+pub struct IdemFuzzFailure {
+    pub seed: u64,
+    pub program: Vec<Step>,
+    pub reason: String,
+    pub scenario_yaml: String,
+    /// What the battery sent, when it ran.
+    pub power: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum IdemFuzzOutcome {
+    /// `battery`: what the battery sent and the race rate it catches.
+    Passed {
+        cases: u32,
+        battery: Option<String>,
+    },
+    Failed(Box<IdemFuzzFailure>),
+    Error(String),
+}
+
+/// Runs `opts.cases` programs against `target`. Blocking: call it outside
+/// any async context.
+pub fn fuzz_idem(
+    runtime: &tokio::runtime::Runtime,
+    target: Arc<dyn Target>,
+    opts: &IdemFuzzOptions,
+) -> IdemFuzzOutcome {
+    let mut power = opts.battery.then(power_line);
+    // Only an API map may lack the slow failing route: a `reqkey-idem/1`
+    // app that ignored `sleepMs` there would dodge the failing bursts, so
+    // its answers go to the model (which gives no verdict on them).
+    let failing_sleeps = target.api_map().is_none();
+    let failing_sleeps = failing_sleeps
+        || match runtime.block_on(failing_route_sleeps(
+            &target,
+            &opts.profile,
+            &case_tag(&format!("{}.sleeps", opts.namespace), 0),
+            opts.call_timeout_ms,
+        )) {
+            Ok(s) => s,
+            Err(e) => return IdemFuzzOutcome::Error(format!("the failing route's check: {e}")),
+        };
+    if opts.battery {
+        let namespace = format!("{}.battery", opts.namespace);
+        if !failing_sleeps {
+            power = power.map(|p| {
+                format!("{p} not sent: the failing route answered sooner than its sleepMs (an API map whose failing route does not sleep)")
+            });
+        }
+        for (i, probe) in battery(&opts.profile).iter().enumerate() {
+            if probe.kind == ProbeKind::FailingBurst && !failing_sleeps {
+                continue;
+            }
+            let tag = case_tag(&namespace, i as u64);
+            let ran = runtime.block_on(run_program(
+                &target,
+                &probe.program,
+                &tag,
+                &opts.profile,
+                opts.call_timeout_ms,
+            ));
+            match ran {
+                Ok(()) => {}
+                Err(CaseFailure::Nonconforming(why)) => {
+                    let reason = format!(
+                        "the battery's program {} ({:?}, one of {} of its kind): {why}",
+                        i + 1,
+                        probe.kind,
+                        probe.repeat
+                    );
+                    let scenario_yaml = scenario_yaml(
+                        &probe.program,
+                        &opts.profile,
+                        &opts.target_name,
+                        opts.seed,
+                        &reason,
+                        probe.repeat.max(RACE_REPEAT),
+                    )
+                    .replacen(
+                        &format!(", shrunk to {} steps.", probe.program.len()),
+                        ", a program of its battery (fixed, not shrunk).",
+                        1,
+                    );
+                    return IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
+                        seed: opts.seed,
+                        program: probe.program.clone(),
+                        reason,
+                        scenario_yaml,
+                        power,
+                    }));
+                }
+                Err(CaseFailure::Harness(e)) => {
+                    return IdemFuzzOutcome::Error(format!("the battery: {e}"))
+                }
+            }
+        }
+    }
+    let strategy = arb_program(opts.long_pauses);
+    let outcome = run_cases(
+        opts.cases,
+        opts.seed,
+        opts.max_shrink_iters,
+        &strategy,
+        |case, program| {
+            let tag = case_tag(&opts.namespace, case);
+            let program = fitted(program, failing_sleeps);
+            runtime.block_on(run_program(
+                &target,
+                &program,
+                &tag,
+                &opts.profile,
+                opts.call_timeout_ms,
+            ))
+        },
+    );
+    match outcome {
+        CasesOutcome::Passed => IdemFuzzOutcome::Passed {
+            cases: opts.cases,
+            battery: power,
+        },
+        CasesOutcome::Failed {
+            program, reason, ..
+        } => {
+            let program = fitted(&program, failing_sleeps);
+            let scenario_yaml = scenario_yaml(
+                &program,
+                &opts.profile,
+                &opts.target_name,
+                opts.seed,
+                &reason,
+                RACE_REPEAT,
+            );
+            IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
+                seed: opts.seed,
+                program,
+                reason,
+                scenario_yaml,
+                power,
+            }))
+        }
+        CasesOutcome::Error(e) => IdemFuzzOutcome::Error(e),
+    }
+}

@@ -1,0 +1,419 @@
+//! A failing idem fuzz program written as a scenario (`reqkey fuzz`'s
+//! output on an idem target): the requests with the keys, callers and
+//! byte-exact bodies the program sent (keys and callers as fresh `${...}`
+//! values), while the program is sequential each step's answer as the
+//! model allows it (a run binds its `order`, a replay must show it), pauses
+//! as `sleep_ms`, concurrent steps as `parallel` groups, and reads of
+//! `/.reqkey/effects` (`always: true`) holding each entry to the count the
+//! model allows: exact while the program is sequential, at most the runs
+//! the declared profile could allow once requests overlapped.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use reqkey_model::idem_batch::judge_one;
+use reqkey_model::idem_model::{
+    clause, handler_of, EffectKey, IdemModel, IdemRequest, Outcome, Window,
+};
+use reqkey_model::idem_profile::{
+    Concurrent, Errors, Fingerprint, IdemProfile, KeySyntax, ScopeBy,
+};
+use serde_json::{json, Value};
+
+use crate::run::fuzz::idem_program::{pause_ms, requests_of, Req, Sent, Step};
+use crate::run::fuzz::scenario::yaml_safe;
+
+/// Trials of a scenario whose generated program sent requests together
+/// (a battery's program repeats as often as the battery sent its kind).
+pub const RACE_REPEAT: u32 = 5;
+
+/// The tag requests are resolved with, replaced by fresh values in the file.
+const TAG: &str = "TAG";
+
+/// Keys and callers of the placeholder tag as scenario text: the keys
+/// become fresh values (`x${k0}`, its upper-case twin `X${k0}`, each in the
+/// spelling the program sent), the callers `alice-${c}`.
+fn templatize(s: &str) -> String {
+    s.replace(&format!("k0-{TAG} "), "x${k0} ")
+        .replace(&format!("k0-{TAG}"), "x${k0}")
+        .replace(&format!("K0-{TAG}"), "X${k0}")
+        .replace(&format!("k1-{TAG}"), "x${k1}")
+        .replace(&format!("-{TAG}"), "-${c}")
+}
+
+/// What the model's states know of the program so far.
+enum Known {
+    /// Sequential so far: the model's one state.
+    Exact(IdemModel),
+    /// Requests overlapped: for each effect entry, the most runs the
+    /// profile could allow.
+    Bound(BTreeMap<EffectKey, u64>),
+}
+
+fn text_field(s: &str) -> String {
+    yaml_safe(&Value::String(templatize(s)))
+}
+
+/// One request as an `http` step's map (flow YAML).
+fn http_map(r: &IdemRequest, delay_ms: u64) -> String {
+    let mut headers = vec![format!("[X-Reqkey-Caller, {}]", text_field(&r.caller))];
+    if let Some(k) = &r.key {
+        headers.push(format!(
+            "[Idempotency-Key, {}]",
+            text_field(&String::from_utf8_lossy(k))
+        ));
+    }
+    headers.push("[Content-Type, application/json]".into());
+    let delay = if delay_ms > 0 {
+        format!(", delay_ms: {delay_ms}")
+    } else {
+        String::new()
+    };
+    format!(
+        "{{method: {}, path: {}, headers: [{}], body: {}{delay}}}",
+        r.method,
+        r.path,
+        headers.join(", "),
+        text_field(&String::from_utf8_lossy(&r.body))
+    )
+}
+
+/// The `requires:` of the profile the expectations follow.
+fn requires(p: &IdemProfile) -> String {
+    let mut f = vec![
+        format!("keyRequired: {}", p.key_required),
+        format!(
+            "keySyntax: {}",
+            match p.key_syntax {
+                KeySyntax::SfString => "sf-string",
+                KeySyntax::Token => "token",
+                KeySyntax::Any => "any",
+            }
+        ),
+        format!("invalidKeyRefused: {}", p.invalid_key_status.is_some()),
+        format!(
+            "fingerprint: {}",
+            match p.fingerprint {
+                Fingerprint::None => "none",
+                Fingerprint::Bytes => "bytes",
+                Fingerprint::Json => "json",
+            }
+        ),
+        format!(
+            "concurrent: {}",
+            match p.concurrent {
+                Concurrent::Conflict => "conflict",
+                Concurrent::Wait => "wait",
+            }
+        ),
+        format!(
+            "errors: {}",
+            match p.errors {
+                Errors::Stored => "stored",
+                Errors::Released => "released",
+            }
+        ),
+        format!("scopedByCaller: {}", p.scoped_by(ScopeBy::Caller)),
+        format!("scopedByMethod: {}", p.scoped_by(ScopeBy::Method)),
+        format!("scopedByPath: {}", p.scoped_by(ScopeBy::Path)),
+        format!("replayHeader: {}", p.replay_header.is_some()),
+    ];
+    if let Some(s) = p.invalid_key_status {
+        f.push(format!("invalidKeyStatus: {s}"));
+    }
+    if let Some(s) = p.mismatch_status {
+        f.push(format!("mismatchStatus: {s}"));
+    }
+    if let Some(s) = p.concurrent_status {
+        f.push(format!("concurrentStatus: {s}"));
+    }
+    if let Some(e) = p.expiry_ms {
+        f.push(format!("expiryMsAtMost: {e}, expiryMsAtLeast: {e}"));
+    }
+    format!("{{idem: {{{}}}}}", f.join(", "))
+}
+
+/// The most runs `group` may add to each effect entry (every request in it
+/// released together): one per scoped key, or every copy of a failing
+/// request under `errors: released` whose handler is quicker than the
+/// arrival bound (a duplicate may then arrive after the release).
+fn add_bounds(bounds: &mut BTreeMap<EffectKey, u64>, group: &[Sent], p: &IdemProfile) {
+    let model = IdemModel::new(p);
+    let mut per_key: BTreeMap<String, Vec<&Sent>> = BTreeMap::new();
+    for s in group {
+        let key = format!("{:?}", model.read_key(&s.request));
+        per_key.entry(key).or_default().push(s);
+    }
+    for (key, sent) in per_key {
+        let keyless = key.starts_with("Missing") || key.starts_with("Unjudged");
+        for (i, s) in sent.iter().enumerate() {
+            let h = handler_of(&s.request.method, &s.request.path, &s.request.body);
+            let rerun = h.is_some_and(|h| {
+                h.fails
+                    && p.errors == Errors::Released
+                    && h.sleep_ms <= crate::run::fuzz::idem_program::ARRIVAL_SLACK_MS
+            });
+            if i == 0 || keyless || rerun || s.delay_ms > 0 {
+                *bounds.entry(s.request.effect_key()).or_default() += 1;
+            }
+        }
+    }
+}
+
+/// The program as a scenario (see the module docs).
+pub fn scenario_yaml(
+    program: &[Step],
+    profile: &IdemProfile,
+    target_name: &str,
+    seed: u64,
+    reason: &str,
+    race_repeat: u32,
+) -> String {
+    let mut steps = String::new();
+    let mut judged: Vec<&'static str> = Vec::new();
+    let mut known = Known::Exact(IdemModel::new(profile));
+    let mut sent: Vec<Req> = Vec::new();
+    let mut order_vars: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut now = 0u64;
+    let mut fresh = 1_000_000u64;
+    for step in program {
+        match step {
+            Step::Pause(p) => {
+                let ms = pause_ms(*p, profile);
+                now += ms;
+                let _ = writeln!(steps, "  - sleep_ms: {ms}");
+                continue;
+            }
+            Step::Effects => {
+                effects_steps(&mut steps, &known, &mut judged);
+                continue;
+            }
+            _ => {}
+        }
+        let group = requests_of(step, &sent, profile, TAG);
+        sent.extend(group.iter().map(|s| s.req.clone()));
+        if group.len() > 1 {
+            let mut bounds = match &known {
+                Known::Exact(m) => m
+                    .effects()
+                    .iter()
+                    .map(|(k, n)| (k.clone(), u64::from(*n)))
+                    .collect(),
+                Known::Bound(b) => b.clone(),
+            };
+            add_bounds(&mut bounds, &group, profile);
+            known = Known::Bound(bounds);
+            let _ = writeln!(steps, "  - parallel:");
+            for s in &group {
+                let _ = writeln!(steps, "      - http: {}", http_map(&s.request, s.delay_ms));
+                let _ = writeln!(steps, "        expect: any");
+            }
+            let longest = group
+                .iter()
+                .filter_map(|s| handler_of(&s.request.method, &s.request.path, &s.request.body))
+                .map(|h| h.sleep_ms)
+                .max()
+                .unwrap_or(0);
+            now += longest + group.iter().map(|s| s.delay_ms).max().unwrap_or(0) + 1;
+            continue;
+        }
+        let Some(s) = group.first() else { continue };
+        let line = http_map(&s.request, 0);
+        let sleep = handler_of(&s.request.method, &s.request.path, &s.request.body)
+            .map_or(0, |h| h.sleep_ms);
+        let w = Window::new(now, now + sleep + 1);
+        now += sleep + 2;
+        match &mut known {
+            Known::Bound(b) => {
+                *b.entry(s.request.effect_key()).or_default() += 1;
+                let _ = writeln!(steps, "  - http: {line}\n    expect: any");
+            }
+            Known::Exact(m) => {
+                let outcomes = m.outcomes(&s.request, w);
+                let (Some(outcome), true) = (outcomes.first().cloned(), outcomes.len() == 1) else {
+                    // Expiry left open: from here on, bounds only.
+                    let mut b: BTreeMap<EffectKey, u64> = m
+                        .effects()
+                        .iter()
+                        .map(|(k, n)| (k.clone(), u64::from(*n)))
+                        .collect();
+                    *b.entry(s.request.effect_key()).or_default() += 1;
+                    known = Known::Bound(b);
+                    let _ = writeln!(steps, "  - http: {line}\n    expect: any");
+                    continue;
+                };
+                fresh += 1;
+                let Some(answer) = m.conforming(&s.request, w, fresh) else {
+                    let leaked = match &outcome {
+                        Outcome::RefusedNoLeak(k) => templatize(&k.caller),
+                        _ => String::new(),
+                    };
+                    let _ = writeln!(
+                        steps,
+                        "  - http: {line}\n    expect: {{status: {{$one_of: [400, 401, 403, 404, 409, 422, 423, 429, 500, 503]}}}}\n    expect_not_echoed: [{}]\n    judges: [{}]",
+                        yaml_safe(&json!(leaked)),
+                        clause::NO_LEAK
+                    );
+                    judged.push(clause::NO_LEAK);
+                    continue;
+                };
+                let keyed = s.request.key.is_some();
+                let (expect, judges) = expectation(&outcome, profile, &order_vars, keyed);
+                let _ = writeln!(steps, "  - http: {line}\n    expect: {expect}");
+                if matches!(outcome, Outcome::Run(_)) {
+                    let n = order_vars.len();
+                    order_vars.insert(fresh, n);
+                    let _ = writeln!(steps, "    bind: {{o{n}: json.order}}");
+                }
+                if !judges.is_empty() {
+                    let _ = writeln!(steps, "    judges: [{}]", judges.join(", "));
+                    judged.extend(judges);
+                }
+                match judge_one(m, &s.request, &answer, w) {
+                    Ok(next) if next.len() == 1 => {
+                        if let Some(n) = next.into_iter().next() {
+                            *m = n;
+                        }
+                    }
+                    _ => {
+                        let b = m
+                            .effects()
+                            .iter()
+                            .map(|(k, n)| (k.clone(), u64::from(*n)))
+                            .collect();
+                        known = Known::Bound(b);
+                    }
+                }
+            }
+        }
+    }
+    effects_steps(&mut steps, &known, &mut judged);
+    judged.sort();
+    judged.dedup();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Found by `reqkey fuzz --target {target_name} --seed {seed}`, shrunk to {} steps.",
+        program.len()
+    );
+    for line in reason.lines().take(1) {
+        let _ = writeln!(out, "# {line}");
+    }
+    let _ = writeln!(out, "id: idem.fuzz.seed-{seed}");
+    let _ = writeln!(out, "level: idem");
+    let races = program
+        .iter()
+        .any(|s| matches!(s, Step::Burst { .. } | Step::Batch(_) | Step::PastLock(_)));
+    if races {
+        // A race the program won once: run it a few times.
+        let _ = writeln!(out, "tags: [idem, fuzz, race]");
+        let _ = writeln!(out, "repeat: {race_repeat}");
+    } else {
+        let _ = writeln!(out, "tags: [idem, fuzz]");
+    }
+    let _ = writeln!(out, "requires: {}", requires(profile));
+    let _ = writeln!(out, "checks: [{}]", judged.join(", "));
+    let _ = writeln!(
+        out,
+        "summary: A program found by reqkey fuzz (seed {seed}); every answer must be one the idem model allows under the declared profile."
+    );
+    let _ = writeln!(out, "steps:");
+    out.push_str(&steps);
+    out
+}
+
+/// A sequential step's `expect` and the clauses it judges.
+fn expectation(
+    outcome: &Outcome,
+    p: &IdemProfile,
+    order_vars: &BTreeMap<u64, usize>,
+    keyed: bool,
+) -> (String, Vec<&'static str>) {
+    let header = p.replay_header.as_deref();
+    match outcome {
+        Outcome::Run(h) => {
+            let mut e = format!("{{status: {}", h.status());
+            if let Some(name) = header {
+                let _ = write!(e, ", headers: {{{name}: $absent}}");
+            }
+            e.push('}');
+            // A run: the key read as declared (or, keyless, let through).
+            let mut judges = vec![if keyed {
+                "idem.key.syntax"
+            } else {
+                clause::MISSING_OPTIONAL
+            }];
+            if header.is_some() {
+                judges.push(clause::REPLAY_HEADER);
+            }
+            (e, judges)
+        }
+        Outcome::Replay(k) => {
+            let var = k
+                .order
+                .and_then(|o| order_vars.get(&o))
+                .map(|n| format!("$o{n}"));
+            let mut e = format!("{{status: {}", k.status);
+            let mut headers = Vec::new();
+            if let (Some(v), Some(_)) = (&var, &k.order_header) {
+                headers.push(format!("x-reqkey-order: '${{o{}}}'", &v[2..]));
+            }
+            if let Some(name) = header {
+                headers.push(format!("{name}: $any"));
+            }
+            if !headers.is_empty() {
+                let _ = write!(e, ", headers: {{{}}}", headers.join(", "));
+            }
+            if let Some(v) = &var {
+                let _ = write!(e, ", json: {{order: {v}}}");
+            }
+            e.push('}');
+            let mut judges = vec![if k.status >= 400 {
+                clause::REPLAY_ERRORS
+            } else {
+                clause::REPLAY
+            }];
+            if header.is_some() {
+                judges.push(clause::REPLAY_HEADER);
+            }
+            (e, judges)
+        }
+        Outcome::Refused { status, clause } => (
+            format!("{{status: {status}, json: $any}}"),
+            vec![*clause, clause::ERROR_BODY],
+        ),
+        Outcome::RefusedNoLeak(_) => ("any".into(), Vec::new()),
+    }
+}
+
+/// Reads of `/.reqkey/effects`, one per entry the program made, each
+/// holding it to what the model allows.
+fn effects_steps(steps: &mut String, known: &Known, judged: &mut Vec<&'static str>) {
+    let entries: Vec<(EffectKey, String)> = match known {
+        Known::Exact(m) => m
+            .effects()
+            .iter()
+            .map(|(k, n)| (k.clone(), n.to_string()))
+            .collect(),
+        Known::Bound(b) => b
+            .iter()
+            .map(|(k, n)| (k.clone(), format!("{{$at_most: {n}}}")))
+            .collect(),
+    };
+    for (k, count) in entries {
+        let key = match &k.key {
+            Some(key) => text_field(key),
+            None => "null".into(),
+        };
+        let _ = writeln!(
+            steps,
+            "  - http: {{method: GET, path: /.reqkey/effects}}\n    always: true\n    expect: {{status: 200, json: {{effects: {{$contains: {{method: {}, path: {}, caller: {}, key: {key}, bodySha256: {}, count: {count}}}}}}}}}\n    judges: [{}]",
+            k.method,
+            k.path,
+            text_field(&k.caller),
+            k.body_sha256,
+            clause::AT_MOST_ONCE
+        );
+        judged.push(clause::AT_MOST_ONCE);
+    }
+}

@@ -1,0 +1,247 @@
+//! The idem fuzzer has teeth and no false alarms: the reference middleware
+//! is never flagged under any profile it declares, the check-then-set
+//! middleware is found, shrunk, and its scenario fails it under `reqkey
+//! run` and passes the reference; the battery (`run/fuzz/idem_battery.rs`)
+//! makes every dodge red: a racy app under every profile of the space
+//! (the 429 + released + 60 s lock one included), waiters that run after
+//! a failing first request released its key, an app declaring `expiryMs:
+//! null` that forgets after 1 s, a lock that lapses under a slow handler,
+//! and a race in one burst of ten on every seed.
+//!
+//! In-process, memory storage.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use reqkey_harness::run::event::Verdict;
+use reqkey_harness::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
+use reqkey_harness::run::fuzz::idem_program::MAX_STEPS;
+use reqkey_harness::run::runner::{self, RunConfig};
+use reqkey_harness::targets::profile::resolve_profile;
+use reqkey_harness::targets::spec::open_target;
+use reqkey_harness::targets::{Target, TargetOptions};
+use reqkey_scenario::parse_scenario;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn open(rt: &tokio::runtime::Runtime, spec: &str) -> Arc<dyn Target> {
+    rt.block_on(open_target(spec, TargetOptions::default()))
+        .unwrap()
+}
+
+fn fuzz(rt: &tokio::runtime::Runtime, spec: &str, cases: u32, seed: u64) -> IdemFuzzOutcome {
+    fuzz_with(rt, spec, cases, seed, false)
+}
+
+fn fuzz_with(
+    rt: &tokio::runtime::Runtime,
+    spec: &str,
+    cases: u32,
+    seed: u64,
+    battery: bool,
+) -> IdemFuzzOutcome {
+    let target = open(rt, spec);
+    let profile = rt
+        .block_on(resolve_profile(target.as_ref(), None, 5_000))
+        .unwrap()
+        .idem
+        .unwrap();
+    let opts = IdemFuzzOptions {
+        cases,
+        seed,
+        namespace: format!("ifz-test-{seed}-{}", std::process::id()),
+        target_name: spec.to_owned(),
+        profile,
+        call_timeout_ms: 10_000,
+        max_shrink_iters: 256,
+        long_pauses: 0,
+        battery,
+    };
+    fuzz_idem(rt, target, &opts)
+}
+
+fn replay(rt: &tokio::runtime::Runtime, yaml: &str, spec: &str) -> Verdict {
+    let scenario = parse_scenario(std::path::Path::new("fuzz.yaml"), yaml)
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let summary = rt.block_on(runner::run(
+        open(rt, spec),
+        &[scenario],
+        &RunConfig::new(1),
+        &mut [],
+    ));
+    summary.results[0].verdict
+}
+
+pub fn assert_found(rt: &tokio::runtime::Runtime, spec: &str, seed: u64, clean: &str) {
+    let outcome = fuzz(rt, spec, 64, seed);
+    let IdemFuzzOutcome::Failed(f) = outcome else {
+        panic!("fuzzing {spec} with seed {seed} found nothing: {outcome:?}");
+    };
+    assert!(f.program.len() <= MAX_STEPS, "{spec}: {:#?}", f.program);
+    assert!(
+        f.reason.contains("idem.effect.at-most-once"),
+        "{}",
+        f.reason
+    );
+    assert_eq!(
+        replay(rt, &f.scenario_yaml, spec),
+        Verdict::Fail,
+        "{}",
+        f.scenario_yaml
+    );
+    assert_eq!(
+        replay(rt, &f.scenario_yaml, clean),
+        Verdict::Pass,
+        "{}",
+        f.scenario_yaml
+    );
+}
+
+fn assert_clean(rt: &tokio::runtime::Runtime, spec: &str, cases: u32, seed: u64) {
+    match fuzz(rt, spec, cases, seed) {
+        IdemFuzzOutcome::Passed { cases: n, .. } => assert_eq!(n, cases),
+        other => panic!("{spec} flagged with seed {seed}: {other:#?}"),
+    }
+}
+
+#[test]
+fn check_then_set_is_found_shrunk_and_its_scenario_replays() {
+    let rt = rt();
+    assert_found(&rt, "broken-idem:check-then-set", 1, "reference-idem");
+}
+
+#[test]
+fn the_reference_is_never_flagged() {
+    let rt = rt();
+    for spec in [
+        "reference-idem",
+        "reference-idem:wait",
+        "reference-idem:released",
+        "reference-idem:optional",
+    ] {
+        assert_clean(&rt, spec, 16, 1);
+    }
+}
+
+/// Runs `f` for each of `items` on threads of their own (each with its own
+/// runtime and app), `width` at a time.
+fn each_on_threads<T: Send + Sync>(items: &[T], width: usize, f: impl Fn(&T) + Sync) {
+    for chunk in items.chunks(width) {
+        std::thread::scope(|s| {
+            for item in chunk {
+                let f = &f;
+                s.spawn(move || f(item));
+            }
+        });
+    }
+}
+
+/// The battery and `cases` programs on `spec`: the failure, if any.
+fn battery_verdict(spec: &str, cases: u32, seed: u64) -> Option<String> {
+    let rt = rt();
+    match fuzz_with(&rt, spec, cases, seed, true) {
+        IdemFuzzOutcome::Passed { battery, .. } => {
+            let power = battery.expect("the battery's power is stated");
+            assert!(power.contains("99.9% confidence"), "{power}");
+            None
+        }
+        IdemFuzzOutcome::Failed(f) => Some(format!("{}\n{}", f.reason, f.scenario_yaml)),
+        IdemFuzzOutcome::Error(e) => panic!("{spec} (seed {seed}) could not be judged: {e}"),
+    }
+}
+
+fn assert_red_on_at_most_once(spec: &str, seed: u64) {
+    let found = battery_verdict(spec, 0, seed)
+        .unwrap_or_else(|| panic!("{spec} (seed {seed}) passed the battery"));
+    assert!(
+        found.contains("idem.effect.at-most-once"),
+        "{spec}: {found}"
+    );
+}
+
+#[test]
+fn every_profile_of_the_space_passes_the_battery_on_the_reference() {
+    let variants: Vec<&str> = reqkey_reference::idem::IdemVariant::ALL
+        .iter()
+        .map(|v| v.name())
+        .collect();
+    each_on_threads(&variants, 5, |v| {
+        let spec = format!("reference-idem:{v}");
+        if let Some(f) = battery_verdict(&spec, 4, 3) {
+            panic!("{spec} flagged: {f}");
+        }
+    });
+}
+
+#[test]
+fn a_racy_app_is_red_under_every_profile_of_the_space() {
+    let variants: Vec<&str> = reqkey_reference::idem::IdemVariant::ALL
+        .iter()
+        .map(|v| v.name())
+        .collect();
+    each_on_threads(&variants, 5, |v| {
+        assert_red_on_at_most_once(&format!("broken-idem:check-then-set:{v}"), 5);
+    });
+}
+
+#[test]
+fn the_dodging_profile_meets_bursts_and_a_racy_app_under_it_is_red() {
+    // concurrentStatus 429, errors released, lockMs 60000: no burst
+    // scenario applies, the battery still sends 8 copies at once.
+    let spec = "broken-idem:check-then-set:long-lock";
+    let found = battery_verdict(spec, 0, 9).expect("the racy app under the dodging profile passed");
+    assert!(found.contains("idem.effect.at-most-once"), "{found}");
+    assert!(found.contains("(SucceedingBurst,"), "{found}");
+    // Its scenario repeats the burst as often as the battery sent it, and
+    // replays red on the racy app, green on the reference of the profile.
+    let yaml = &found[found.find("# Found by").expect("a scenario")..];
+    assert!(yaml.contains("repeat: 66"), "{yaml}");
+    let rt = rt();
+    assert_eq!(replay(&rt, yaml, spec), Verdict::Fail, "{yaml}");
+    assert_eq!(
+        replay(&rt, yaml, "reference-idem:long-lock"),
+        Verdict::Pass,
+        "{yaml}"
+    );
+}
+
+#[test]
+fn waiters_that_run_after_a_released_failure_are_red() {
+    // fastapi-idempotency's behaviour: the duplicates of a failing first
+    // request arrived before its answer and ran once it released the key.
+    let found = battery_verdict("broken-idem:waiters-run-after-release", 0, 2)
+        .expect("waiters running after the release passed");
+    assert!(found.contains("idem.effect.at-most-once"), "{found}");
+    assert!(found.contains("(FailingBurst,"), "{found}");
+}
+
+#[test]
+fn timing_fields_are_exercised_past_their_values() {
+    // expiryMs null, forgotten after 1 s: the retry 3 s later runs again.
+    let found = battery_verdict("broken-idem:forgets-after-1s", 0, 4)
+        .expect("an app forgetting keys it declares never forgotten passed");
+    assert!(found.contains("(Expiry,"), "{found}");
+    // lockMs 500 never renewed: the duplicate past the lock runs beside it.
+    let found = battery_verdict("broken-idem:lock-lapses", 0, 4).expect("a lapsing lock passed");
+    assert!(found.contains("(PastLock,"), "{found}");
+    // expiryMs declared, never forgotten: the burst after expiry replays.
+    // (Its 4 duplicates all replayed: no order explains it.)
+    let found = battery_verdict("broken-idem:expiry-ignored", 0, 4)
+        .expect("an app ignoring its expiry passed");
+    assert!(found.contains("(Expiry,"), "{found}");
+}
+
+#[test]
+fn a_race_in_one_burst_of_ten_is_red_on_ten_seeds_of_ten() {
+    let seeds: Vec<u64> = (1..=10).collect();
+    each_on_threads(&seeds, 5, |seed| {
+        assert_red_on_at_most_once("broken-idem:rare-race", *seed);
+    });
+}
