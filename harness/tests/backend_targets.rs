@@ -307,7 +307,7 @@ async fn keep_sessions_and_failing_trials_leave_them_in_place() {
         );
     }
     let failing = format!(
-        "{CLEANUP_SCENARIO}  - getRun: {{sessionId: $s1, runId: r1}}\n    expect: {{ok: null}}\n"
+        "{CLEANUP_SCENARIO}  - getRun: {{sessionId: $s1, runId: r1}}\n    expect: {{ok: null}}\n    judges: [store.commit.started-answer]\n"
     );
     let (store, seen, summary) = run_watched(&failing, false).await;
     assert_eq!(summary.failed, 1, "{summary:#?}");
