@@ -180,6 +180,7 @@ fn long_certify(m: &str, dir: &std::path::Path) -> Child {
         ))
         .args(["--target", "store+http://127.0.0.1:{port}", "--out"])
         .arg(dir)
+        .args(common::test_fuzz_budget(&["certify"]))
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

