@@ -43,12 +43,12 @@ if [ "${1:-}" = "--sample" ]; then
   # The oracle scoped to the one test that judges the executor's table on
   # the reference agent (CI's `cargo test --workspace` has just run the
   # whole oracle on the unmutated tree, so the baseline below needs only it).
-  oracle_filter=(-- --exact agent_corpus_on_the_reference_agent)
+  oracle_filter=(-- --include-ignored --exact agent_corpus_on_the_reference_agent)
   # That test lives in mutation_oracle: no link test to build (--no-config:
   # the config names link_faults too; everything else it says is below).
   oracle_tests=(mutation_oracle)
   set -- --no-config --in-place --file model/src/contract/plan.rs --re 'replace != with == in plan_keyed_entry' \
-    --cargo-test-arg=-- --cargo-test-arg=--exact --cargo-test-arg=agent_corpus_on_the_reference_agent "$@"
+    --cargo-test-arg=-- --cargo-test-arg=--include-ignored --cargo-test-arg=--exact --cargo-test-arg=agent_corpus_on_the_reference_agent "$@"
 fi
 # Without a --file of the caller's, the whole scope of issue 13.
 case " $* " in
@@ -62,6 +62,12 @@ case " $* " in
     ;;
 esac
 for t in "${oracle_tests[@]}"; do args+=(--cargo-arg=--test "--cargo-arg=$t"); done
+# The oracle's tests are #[ignore]d in the suite (the suite runs the same
+# corpora elsewhere; harness/tests/mutation_oracle.rs says why): here they run.
+if [ ${#oracle_filter[@]} -eq 0 ]; then
+  oracle_filter=(-- --include-ignored)
+  args+=(--cargo-test-arg=-- --cargo-test-arg=--include-ignored)
+fi
 # One mutant at a time (the suite's race trials want the cores); --in-place
 # is one at a time already and refuses --jobs.
 case " $* " in *" --in-place "*) ;; *) args+=(--jobs 1) ;; esac

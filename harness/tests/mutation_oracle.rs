@@ -9,7 +9,11 @@
 //! beside each corpus the bounded fuzz pass certification runs (the same
 //! budget, this file's seed). No unit test takes part, so a mutant survives
 //! exactly when the published suite would certify the mutated reference.
-//! The tests here are also ordinary tests (green on the unmutated tree).
+//! The tests are `#[ignore]`d in the suite (`cargo nextest run`): the
+//! corpora they run are run there by `store_corpus`, `backend_targets`,
+//! `agent_corpus` and `crash`, and running them twice cost CI six minutes
+//! of test time. `scripts/mutants.sh` runs them with `--include-ignored`,
+//! first on the unmutated tree (its baseline: green, or no mutant is judged).
 //!
 //! PostgreSQL and Redis are needed as for the other corpus tests
 //! (`REQKEY_POSTGRES_URL`, `REQKEY_REDIS_URL`, defaults on 127.0.0.1); a
@@ -90,11 +94,13 @@ async fn fuzz_pass_green(spec: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn store_corpus_on_memory() {
     green("store", "memory").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn store_corpus_on_sqlite() {
     let db = std::env::temp_dir().join(format!(
         "reqkey-mutation-oracle-{}.sqlite",
@@ -112,6 +118,7 @@ async fn store_corpus_on_sqlite() {
 /// store's migrations run from nothing, as on a first deployment (a
 /// mutant that skips them would pass on a database that has the schema).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn store_corpus_on_postgres() {
     let admin = std::env::var("REQKEY_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
@@ -150,6 +157,7 @@ async fn store_corpus_on_postgres() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn store_corpus_on_redis() {
     let url = std::env::var("REQKEY_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     green("store", &url).await;
@@ -159,6 +167,7 @@ async fn store_corpus_on_redis() {
 /// `scripts/redis-cluster.sh start` serves it): its cluster code is
 /// reference code too. A cluster that does not answer fails, never skips.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn store_corpus_on_redis_cluster() {
     green("store", &redis_cluster_url()).await;
 }
@@ -167,16 +176,19 @@ async fn store_corpus_on_redis_cluster() {
 /// started) on the reference agent over every persistent backend, one and
 /// three replicas: leases, orphans and durability are judged here.
 #[test]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 fn crash_scenarios_on_the_reference_agent() {
     common::crash::assert_green_on_every_persistent_backend();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn agent_corpus_on_the_reference_agent() {
     green("agent", "reference-agent").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn agent_corpus_on_the_reference_agent_of_the_other_profiles() {
     green("agent", "reference-agent:no-request-keys").await;
     green("agent", "reference-agent:interrupt-previous").await;
@@ -203,6 +215,7 @@ async fn failing_on(level: &str, spec: &str, files: &[&str]) -> BTreeSet<String>
 /// still fail the scenario named after the rule it breaks (the code that
 /// breaks them is mutated too).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn each_broken_store_fails_the_scenario_named_after_its_rule() {
     let cases = [
         (
@@ -239,6 +252,7 @@ async fn each_broken_store_fails_the_scenario_named_after_its_rule() {
 
 /// Likewise the broken executors and the keyless server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn each_broken_executor_fails_the_scenario_named_after_its_bug() {
     // (no-replan-after-key-taken is left out: it fails only the races, and
     // only when a race goes its way, which an oracle cannot wait for.)
@@ -272,11 +286,13 @@ const RECORD_SEED: u64 = 11;
 /// are correct servers judged against a profile they do not keep: no
 /// defect code of theirs to mutate.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn each_recorded_broken_store_still_fails_a_recorded_scenario() {
     recorded_variants_fail("store").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the mutation oracle: scripts/mutants.sh runs it (--include-ignored); store_corpus, backend_targets, agent_corpus and crash run the same corpora in the suite"]
 async fn each_recorded_broken_executor_still_fails_a_recorded_scenario() {
     recorded_variants_fail("agent").await;
 }
