@@ -222,22 +222,9 @@ failover() {
   echo "REQKEY_PG_PRIMARY_URL=postgres://postgres@$HOST:$STANDBY_PORT/$DB"
 }
 
-# One caller at a time: test processes run side by side (cargo-nextest, one
-# process a test) and each may ask for the services; a second caller waits
-# for the first's start and then finds them healthy. The lock is held by
-# flock(1) around a second run of this script, never by a server it starts
-# (-o: the servers outlive the script and must not keep the lock). Bounded
-# like every wait.
-one_at_a_time() {
-  if [ -n "${REQKEY_SERVICES_LOCK_HELD:-}" ] || ! command -v flock >/dev/null 2>&1; then
-    return 0
-  fi
-  mkdir -p "$(dirname "$DIR")"
-  local rc=0
-  REQKEY_SERVICES_LOCK_HELD=1 flock -o -w 300 -E 75 "$DIR.lock" bash "$0" "$@" || rc=$?
-  [ "$rc" != 75 ] || die "another caller held $DIR.lock for 300 s"
-  exit "$rc"
-}
+# One caller at a time (test processes run side by side): scripts/one-at-a-time.sh.
+# shellcheck source=one-at-a-time.sh
+. "$(dirname "${BASH_SOURCE[0]}")/one-at-a-time.sh"
 
 case "${1:-}" in
   start) one_at_a_time "$@"; start ;;

@@ -258,12 +258,19 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
 
+class Server(ThreadingHTTPServer):
+    # The listen backlog: Python's default is 5, and a burst of 8 then overflows it; the kernel drops
+    # the extra connections and the client retries them a second later, after the first request ended.
+    request_queue_size = 128
+    daemon_threads = True
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, default=7002)
     p.add_argument("--broken", choices=["no-key-rule", "racy", "scan"])
     a = p.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
+    server = Server(("127.0.0.1", a.port), Handler)
     server.store = Store(a.broken)
     print(f"listening on http://127.0.0.1:{server.server_port}", flush=True)
     server.serve_forever()

@@ -9,17 +9,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+mod common;
 
+use common::{open_on, replay, runtime as rt};
 use reqkey_harness::run::event::Verdict;
 use reqkey_harness::run::fuzz::agent::{
     fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome, DEFAULT_CASES, MAX_STEPS,
 };
-use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::targets::profile::resolve_profile;
-use reqkey_harness::targets::spec::open_target;
-use reqkey_harness::targets::{Target, TargetOptions};
-use reqkey_scenario::parse_scenario;
 
 /// The eight sequence defects written for the fuzzer.
 const SEQUENCE_DEFECTS: [&str; 8] = [
@@ -39,21 +36,8 @@ const CORRECT: [&str; 3] = [
     "reference-agent:interrupt-previous",
 ];
 
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn open(rt: &tokio::runtime::Runtime, spec: &str) -> Arc<dyn Target> {
-    rt.block_on(open_target(spec, TargetOptions::default()))
-        .unwrap()
-}
-
 fn fuzz(rt: &tokio::runtime::Runtime, spec: &str, cases: u32, seed: u64) -> AgentFuzzOutcome {
-    let target = open(rt, spec);
+    let target = open_on(rt, spec);
     let profile = rt
         .block_on(resolve_profile(target.as_ref(), None, 5_000))
         .unwrap()
@@ -68,17 +52,6 @@ fn fuzz(rt: &tokio::runtime::Runtime, spec: &str, cases: u32, seed: u64) -> Agen
         max_shrink_iters: 512,
     };
     fuzz_agent(rt, target, &opts)
-}
-
-fn replay(rt: &tokio::runtime::Runtime, yaml: &str, spec: &str) -> Verdict {
-    let scenario = parse_scenario(std::path::Path::new("fuzz.yaml"), yaml).unwrap();
-    let summary = rt.block_on(runner::run(
-        open(rt, spec),
-        &[scenario],
-        &RunConfig::new(1),
-        &mut [],
-    ));
-    summary.results[0].verdict
 }
 
 fn assert_found(rt: &tokio::runtime::Runtime, defect: &str, seed: u64) {
@@ -161,31 +134,8 @@ fn certify(
     fuzz_cases: &str,
     seed: &str,
 ) -> (std::process::Output, serde_json::Value, String) {
-    let out = std::env::temp_dir().join(format!(
-        "reqkey-afz-certify-{}-{}-{fuzz_cases}-{seed}",
-        std::process::id(),
-        target.replace(':', "_")
-    ));
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args([
-            "certify",
-            "--target",
-            target,
-            "--seed",
-            seed,
-            "-q",
-            "--fuzz-cases",
-            fuzz_cases,
-        ])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    let certificate = std::fs::read_to_string(out.join("certificate.md")).unwrap();
-    let _ = std::fs::remove_dir_all(&out);
-    (o, results, certificate)
+    let run = common::certify(target, &["--seed", seed, "--fuzz-cases", fuzz_cases]);
+    (run.output, run.results, run.certificate)
 }
 
 /// Every certification carries its fuzz pass: a terminal line, a

@@ -10,7 +10,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use reqkey_harness::run::fuzz::alphabet;
+use reqkey_harness::run::fuzz::pass::DEFAULT_CERTIFY_FUZZ_CASES;
 
 /// The variants only the fuzzer finds, each with its dimension.
 fn teeth() -> Vec<(&'static str, &'static str)> {
@@ -21,38 +24,15 @@ fn teeth() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
-/// `reqkey certify` on `target` with the default fuzz budget: its exit
-/// code and results.json.
+/// `reqkey certify` on `target` with certify's default fuzz budget: its
+/// exit code and results.json.
 fn certify(target: &str, seed: u64) -> (Option<i32>, serde_json::Value) {
-    let out = std::env::temp_dir().join(format!(
-        "reqkey-teeth-{}-{}-{seed}",
-        std::process::id(),
-        target.replace(':', "_")
-    ));
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_reqkey"))
-        .args([
-            "certify",
-            "--target",
-            target,
-            "--seed",
-            &seed.to_string(),
-            "-q",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let results: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("results.json")).unwrap_or_else(|e| {
-            panic!(
-                "{target}: no results.json ({e}): {}",
-                String::from_utf8_lossy(&o.stderr)
-            )
-        }),
-    )
-    .unwrap();
-    let _ = std::fs::remove_dir_all(&out);
-    (o.status.code(), results)
+    let budget = DEFAULT_CERTIFY_FUZZ_CASES.to_string();
+    let run = common::certify(
+        target,
+        &["--seed", &seed.to_string(), "--fuzz-cases", &budget],
+    );
+    (run.output.status.code(), run.results)
 }
 
 /// Red by the fuzz pass: it fails on every seed and the certification

@@ -12,29 +12,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+mod common;
 
+use common::{open_on, replay, runtime as rt};
 use reqkey_harness::run::event::Verdict;
 use reqkey_harness::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
 use reqkey_harness::run::fuzz::idem_program::MAX_STEPS;
-use reqkey_harness::run::runner::{self, RunConfig};
 use reqkey_harness::targets::profile::resolve_profile;
-use reqkey_harness::targets::spec::open_target;
-use reqkey_harness::targets::{Target, TargetOptions};
-use reqkey_scenario::parse_scenario;
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn open(rt: &tokio::runtime::Runtime, spec: &str) -> Arc<dyn Target> {
-    rt.block_on(open_target(spec, TargetOptions::default()))
-        .unwrap()
-}
 
 fn fuzz(rt: &tokio::runtime::Runtime, spec: &str, cases: u32, seed: u64) -> IdemFuzzOutcome {
     fuzz_with(rt, spec, cases, seed, false)
@@ -47,7 +31,7 @@ fn fuzz_with(
     seed: u64,
     battery: bool,
 ) -> IdemFuzzOutcome {
-    let target = open(rt, spec);
+    let target = open_on(rt, spec);
     let profile = rt
         .block_on(resolve_profile(target.as_ref(), None, 5_000))
         .unwrap()
@@ -65,18 +49,6 @@ fn fuzz_with(
         battery,
     };
     fuzz_idem(rt, target, &opts)
-}
-
-fn replay(rt: &tokio::runtime::Runtime, yaml: &str, spec: &str) -> Verdict {
-    let scenario = parse_scenario(std::path::Path::new("fuzz.yaml"), yaml)
-        .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
-    let summary = rt.block_on(runner::run(
-        open(rt, spec),
-        &[scenario],
-        &RunConfig::new(1),
-        &mut [],
-    ));
-    summary.results[0].verdict
 }
 
 pub fn assert_found(rt: &tokio::runtime::Runtime, spec: &str, seed: u64, clean: &str) {

@@ -1,20 +1,16 @@
 """reqkey-idem/1 app around django-idempotency-key (PyPI, yoyowallet): its IdempotencyKeyMiddleware in front of our five routes.
 
-A Django project in one file: settings configured in code, URLs here,
-served by Django's own threaded WSGI server (`ThreadedWSGIServer`).
+A Django project in one file: settings configured in code, the routes and
+Django's threaded WSGI server from `reqkey_idem_django.py` (shared with
+drf-idem).
 """
 
 from __future__ import annotations
 
 import sys
-import time
-
-import django
-from django.conf import settings
-from django.http import HttpResponseNotAllowed, JsonResponse
-from django.urls import path
 
 import reqkey_idem_common as c
+import reqkey_idem_django as dj
 
 NAME = "django-idempotency-key"
 DJANGO_DEFAULT_CACHE_TIMEOUT_S = 300  # Django's CACHES TIMEOUT default
@@ -61,17 +57,10 @@ PROFILE = {
     "durable": OPTS.storage == "redis",
 }
 
-settings.configure(
-    DEBUG=False,
-    ALLOWED_HOSTS=["127.0.0.1", "localhost"],
-    ROOT_URLCONF=__name__,
-    SECRET_KEY="reqkey-idem-wrapper-not-a-secret",
-    MIDDLEWARE=[
-        f"{__name__}.CallerAuthMiddleware",
-        "idempotency_key.middleware.IdempotencyKeyMiddleware",
-    ],
-    INSTALLED_APPS=[],
-    CACHES=CACHES,
+dj.configure(
+    __name__,
+    [f"{__name__}.CallerAuthMiddleware", "idempotency_key.middleware.IdempotencyKeyMiddleware"],
+    CACHES,
     IDEMPOTENCY_KEY={
         # The replay keeps the first answer's status (the default, 409, would
         # overwrite it); see the README of this folder.
@@ -79,7 +68,6 @@ settings.configure(
         "STORAGE": STORAGE,
     },
 )
-django.setup()
 
 
 class CallerAuthMiddleware:
@@ -96,63 +84,12 @@ class CallerAuthMiddleware:
         return self.get_response(request)
 
 
-def run(kind: str, request) -> JsonResponse:
-    raw = request.body
-    body = c.parse_body(raw)
-    caller = c.caller_of(request.META.get("HTTP_X_REQKEY_CALLER"))
-    time.sleep(c.sleep_ms(kind, body) / 1000)
-    order = EFFECTS.record(request.method, request.path, caller, request.META.get("HTTP_IDEMPOTENCY_KEY"), raw)
-    if kind == "fail":
-        resp = JsonResponse({"error": "failed after effect", "order": order, "caller": caller}, status=500)
-    else:
-        resp = JsonResponse({"order": order, "caller": caller, "echo": body}, status=201)
-    resp["X-Reqkey-Order"] = str(order)
-    return resp
-
-
-def view(kind: str, methods: tuple[str, ...]):
-    def handle(request):
-        if request.method not in methods:
-            return HttpResponseNotAllowed(methods)
-        return run(kind, request)
-
-    handle.__name__ = f"orders_{kind}"
-    return handle
-
-
-def health(request):
-    return JsonResponse(c.health(NAME, OPTS.storage, PROFILE))
-
-
-def effects(request):
-    return JsonResponse(EFFECTS.listing())
-
-
 # GET routes are exempt from the library ("safe" methods): the control routes.
-urlpatterns = [
-    path(".reqkey/health", health),
-    path(".reqkey/effects", effects),
-    path("orders", view("ok", ("POST", "PUT"))),
-    path("orders/fail", view("fail", ("POST",))),
-    path("orders/slow", view("slow", ("POST",))),
-    path("payments", view("ok", ("POST",))),
-]
+urlpatterns = dj.routes(NAME, OPTS.storage, EFFECTS, PROFILE)
 
 
 def main() -> None:
-    from django.core.handlers.wsgi import WSGIHandler
-    from django.core.servers.basehttp import ThreadedWSGIServer, WSGIRequestHandler
-
-    class QuietHandler(WSGIRequestHandler):
-        def log_message(self, *args):  # no access log
-            pass
-
-
-    httpd = ThreadedWSGIServer(("127.0.0.1", OPTS.port), QuietHandler)
-    httpd.daemon_threads = True
-    httpd.set_app(WSGIHandler())
-    print(f"{NAME} on 127.0.0.1:{OPTS.port} ({OPTS.storage})", flush=True)
-    httpd.serve_forever()
+    dj.serve(NAME, OPTS)
 
 
 if __name__ == "__main__":

@@ -184,6 +184,85 @@ pub fn text(o: &Output) -> String {
     )
 }
 
+/// A `reqkey certify` run into a folder of its own: the process's output
+/// and the results.json and certificate.md it wrote (the folder is removed
+/// after reading them).
+pub struct Certified {
+    pub output: Output,
+    pub results: serde_json::Value,
+    pub certificate: String,
+}
+
+/// `reqkey certify --target TARGET -q ARGS --out <a fresh folder>`, with the
+/// tests' fuzz budget unless ARGS name one ([`test_fuzz_budget`]; a test
+/// that judges certify's default budget passes it:
+/// `reqkey_harness::run::fuzz::pass::DEFAULT_CERTIFY_FUZZ_CASES`).
+/// Panics, with what reqkey printed, when no results.json was written.
+pub fn certify(target: &str, args: &[&str]) -> Certified {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let out = std::env::temp_dir().join(format!(
+        "reqkey-test-certify-{}-{n}-{}",
+        std::process::id(),
+        target.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    ));
+    let mut all = vec!["certify", "--target", target, "-q"];
+    all.extend_from_slice(args);
+    let output = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args(&all)
+        .args(test_fuzz_budget(&all))
+        .arg("--out")
+        .arg(&out)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("reqkey runs");
+    let read = |file: &str| {
+        std::fs::read_to_string(out.join(file)).unwrap_or_else(|e| {
+            panic!(
+                "{target}: no {file} ({e}): {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        })
+    };
+    let results = serde_json::from_str(&read("results.json")).expect("results.json is JSON");
+    let certificate = read("certificate.md");
+    let _ = std::fs::remove_dir_all(&out);
+    Certified {
+        output,
+        results,
+        certificate,
+    }
+}
+
+/// A runtime for the tests that drive a target in process (the fuzzers).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
+/// The target `spec`, opened on `rt`.
+pub fn open_on(rt: &tokio::runtime::Runtime, spec: &str) -> Arc<dyn Target> {
+    rt.block_on(open_target(spec, TargetOptions::default()))
+        .unwrap_or_else(|e| panic!("{spec} does not open: {e}"))
+}
+
+/// The verdict of the one scenario in `yaml` (a fuzzer's printed failure)
+/// on a fresh target `spec`, seed 1.
+pub fn replay(rt: &tokio::runtime::Runtime, yaml: &str, spec: &str) -> Verdict {
+    let scenario = reqkey_scenario::parse_scenario(Path::new("fuzz.yaml"), yaml)
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let summary = rt.block_on(runner::run(
+        open_on(rt, spec),
+        &[scenario],
+        &RunConfig::new(1),
+        &mut [],
+    ));
+    summary.results[0].verdict
+}
+
 /// `scenarios/<level>` of this checkout.
 pub fn corpus(level: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

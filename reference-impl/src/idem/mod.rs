@@ -124,6 +124,16 @@ impl IdemVariant {
             p.concurrent = Concurrent::Wait;
             p.concurrent_status = None;
         };
+        // No key required, any key, nothing fingerprinted, scoped or marked.
+        let loose = |p: &mut IdemProfile| {
+            p.key_required = false;
+            p.key_syntax = KeySyntax::Any;
+            p.invalid_key_status = None;
+            p.fingerprint = Fingerprint::None;
+            p.mismatch_status = None;
+            p.scope = Vec::new();
+            p.replay_header = None;
+        };
         match self {
             Self::Default => {}
             Self::Wait => wait(&mut p),
@@ -142,24 +152,10 @@ impl IdemVariant {
             Self::NoExpiry => p.expiry_ms = None,
             Self::Token => p.key_syntax = KeySyntax::Token,
             Self::Any => p.key_syntax = KeySyntax::Any,
-            Self::Loose => {
-                p.key_required = false;
-                p.key_syntax = KeySyntax::Any;
-                p.invalid_key_status = None;
-                p.fingerprint = Fingerprint::None;
-                p.mismatch_status = None;
-                p.scope = Vec::new();
-                p.replay_header = None;
-            }
+            Self::Loose => loose(&mut p),
             Self::Lenient => {
-                p.key_required = false;
-                p.key_syntax = KeySyntax::Any;
-                p.invalid_key_status = None;
-                p.fingerprint = Fingerprint::None;
-                p.mismatch_status = None;
-                p.scope = Vec::new();
+                loose(&mut p);
                 p.lock_ms = Some(LENIENT_LOCK_MS);
-                p.replay_header = None;
             }
             Self::Bytes => {
                 wait(&mut p);
