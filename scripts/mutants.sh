@@ -3,6 +3,8 @@
 #
 #   scripts/mutants.sh            # the full run (docs/mutation.md): every mutant
 #   scripts/mutants.sh --sample   # CI's fixed sample (one mutant, judged by the agent corpus on the reference agent)
+#   scripts/mutants.sh --sample --baseline-only    # the sample in two halves, as CI runs it: the
+#   scripts/mutants.sh --sample --after-baseline   #   baseline beside other steps, the mutant later, alone
 #   scripts/mutants.sh -f model/src/contract/plan.rs   # any further cargo-mutants flags
 #
 # What is mutated (the --file list below): the model's rules and planning
@@ -33,8 +35,18 @@ args=(--timeout 600 --build-timeout 1800 --output "$out"
   --test-workspace=true)
 # The oracle's test targets (.cargo/mutants.toml says why these two).
 oracle_tests=(mutation_oracle link_faults)
+# --sample's halves: `all` (the baseline, then the mutant), `baseline`
+# (only the baseline: exit 0 when the unmutated tree passes the oracle) or
+# `mutant` (only the mutant: for a caller that has just run the baseline
+# half on this same tree; CI runs it beside other steps, since the mutant
+# rebuilds the tree in place and must run alone).
+sample_half=all
 if [ "${1:-}" = "--sample" ]; then
   shift
+  case "${1:-}" in
+    --baseline-only) sample_half=baseline; shift ;;
+    --after-baseline) sample_half=mutant; shift ;;
+  esac
   # A fixed sample: one mutant of the executor's keyed-entry table (SPEC 5),
   # the digest comparison turned around (a keyed retry with another input
   # attaches instead of conflicting). One, because each mutant costs a
@@ -85,10 +97,18 @@ case " $* " in
   *)
     tests=()
     for t in "${oracle_tests[@]}"; do tests+=(--test "$t"); done
-    echo "baseline: cargo test --workspace ${tests[*]} ${oracle_filter[*]} (unmutated)"
-    if ! cargo test --workspace "${tests[@]}" "${oracle_filter[@]}"; then
-      echo "the unmutated tree fails the oracle: no mutant can be judged" >&2
-      exit 4
+    if [ "$sample_half" = mutant ]; then
+      echo "baseline: run before by the caller (scripts/mutants.sh --sample --baseline-only)"
+    else
+      echo "baseline: cargo test --workspace ${tests[*]} ${oracle_filter[*]} (unmutated)"
+      if ! cargo test --workspace "${tests[@]}" "${oracle_filter[@]}"; then
+        echo "the unmutated tree fails the oracle: no mutant can be judged" >&2
+        exit 4
+      fi
+      if [ "$sample_half" = baseline ]; then
+        echo "baseline: the unmutated tree passes the oracle"
+        exit 0
+      fi
     fi
     args+=(--baseline skip)
     ;;

@@ -8,6 +8,8 @@
 # second run of the calling script, never by a server it starts (-o: the
 # servers outlive the script and must not keep the lock). Bounded like
 # every wait: 300 s, then `die` (the caller's) says who held it.
+# The lock file ($DIR.lock, empty) is never removed, not even by `stop`:
+# a caller waiting on a removed file would lock another one than the next.
 # Needs: $DIR and die() of the caller; without flock(1) it does nothing.
 one_at_a_time() {
   if [ -n "${REQKEY_SERVICES_LOCK_HELD:-}" ] || ! command -v flock >/dev/null 2>&1; then

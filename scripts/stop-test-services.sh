@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stops the services `cargo test --workspace` starts itself and leaves up:
+# Stops the services the test command (README) starts itself and leaves up:
 # the Redis Cluster (127.0.0.1:7101-7103, files in /tmp/reqkey-redis-cluster)
 # and the two PostgreSQL primary/standby pairs (127.0.0.1:5442-5443, files in
 # /tmp/reqkey-pg-replica; 127.0.0.1:5444-5445, files in
