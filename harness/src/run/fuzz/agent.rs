@@ -26,6 +26,7 @@
 //! (`run::fuzz::agent_scenario`; docs/fuzz.md says what a file of a
 //! batch or an unsettled step checks).
 
+use super::store::short;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -87,19 +88,6 @@ async fn settle(target: &Arc<dyn Target>, session: &str, run: &str, call_timeout
         call_timeout_ms,
     )
     .await;
-}
-
-fn short(v: &Value) -> String {
-    let mut s = v.to_string();
-    if s.len() > 600 {
-        let cut = (0..=600)
-            .rev()
-            .find(|i| s.is_char_boundary(*i))
-            .unwrap_or(0);
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
 }
 
 /// What the model reads of an answer.

@@ -103,19 +103,16 @@ const fn no(
     }
 }
 
+/// The operations of `reqkey-store/1`, from the model's list (the one the
+/// scenario loader and the store protocol use).
 fn store_ops() -> Vec<String> {
-    [
-        "commitRunStart (keyed, keyless; expecting no run or a run)",
-        "getRun",
-        "getCurrentRun",
-        "listRuns",
-        "getRunByRequestKey",
-        "listInputs",
-        "setRunStatus",
-        "deleteSession",
-    ]
-    .map(String::from)
-    .to_vec()
+    reqkey_model::seq::STORE_OPS
+        .iter()
+        .map(|op| match *op {
+            "commitRunStart" => format!("{op} (keyed, keyless; expecting no run or a run)"),
+            _ => (*op).to_owned(),
+        })
+        .collect()
 }
 
 fn shapes() -> Vec<String> {

@@ -97,7 +97,7 @@ pub async fn run_program_recorded(
 }
 
 /// `v` as JSON, cut to about 600 bytes (a long input is in the scenario).
-fn short(v: &Value) -> String {
+pub(super) fn short(v: &Value) -> String {
     let mut s = v.to_string();
     if s.len() > 600 {
         let cut = (0..=600)
