@@ -26,6 +26,8 @@ pub struct FuzzDoc {
     pub scenario_yaml: Option<String>,
     #[serde(default)]
     pub power: Option<String>,
+    #[serde(default)]
+    pub violations: Vec<crate::run::fuzz::pass::FuzzViolation>,
 }
 
 /// A shard's warning, as `results.json` writes it.
@@ -90,6 +92,7 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
         reason,
         scenario_yaml: doc.scenario_yaml.clone(),
         power: first.power.clone(),
+        violations: doc.violations.clone(),
     }))
 }
 
@@ -148,6 +151,7 @@ mod tests {
             reason: reason.map(str::to_owned),
             scenario_yaml: reason.map(|_| "id: store.fuzz.seed-7\n".to_owned()),
             power: None,
+            violations: Vec::new(),
         }
     }
 

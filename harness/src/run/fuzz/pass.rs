@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use reqkey_model::idem_profile::IdemProfile;
 use reqkey_model::vocab::{Level, Profile};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::run::fuzz::agent::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
 use crate::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
@@ -52,6 +52,37 @@ pub struct FuzzPass {
     /// race rate they catch (`run/fuzz/idem_battery.rs`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub power: Option<String>,
+    /// Every distinct violation the pass proved (issue 54), one per clause
+    /// blamed, each with its replayed reproduction; empty when it passed.
+    pub violations: Vec<FuzzViolation>,
+}
+
+/// One distinct violation a fuzz pass proved: the clause blamed by
+/// counterfactual (the clause whose rule, relaxed alone, lets the model
+/// explain the answers; where no single one does, the smallest set that
+/// does), the program that showed it, and its shrunk reproduction, replayed
+/// against the target before it was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FuzzViolation {
+    /// The clause blamed (where a set is blamed, its first clause).
+    pub clause: String,
+    /// Every clause of the set blamed: `[clause]` when one clause alone
+    /// explains the answers.
+    pub clauses: Vec<String>,
+    /// The program that showed it (its case and generated steps, one line).
+    pub program: String,
+    /// The request and the answer that break the clause, and the answer
+    /// the relaxed clause would have allowed.
+    pub message: String,
+    /// The shrunk reproduction, a scenario.
+    pub scenario_yaml: String,
+    /// Whether the reproduction, replayed against the target before it was
+    /// written, failed on the same clause.
+    pub reproduced: bool,
+    /// Where it did not reproduce: why (timing, load, another clause).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_reproduced: Option<String>,
 }
 
 impl FuzzPass {
@@ -65,6 +96,7 @@ impl FuzzPass {
             reason: None,
             scenario_yaml: None,
             power: None,
+            violations: Vec::new(),
         }
     }
 
@@ -227,5 +259,6 @@ pub async fn fuzz_pass(
         reason,
         scenario_yaml,
         power,
+        violations: Vec::new(),
     }
 }
