@@ -36,6 +36,10 @@ pub struct FuzzArgs {
     /// what its `/health` declares).
     #[arg(long)]
     pub profile: Option<String>,
+    /// The longest single wait the probes at scale spend on one promise
+    /// (DURATION: 500ms, 10s, 2m), as `certify --patience`.
+    #[arg(long, value_name = "DURATION", default_value = crate::run::fuzz::patience::DEFAULT_PATIENCE)]
+    pub patience: crate::run::fuzz::patience::Patience,
     #[command(flatten)]
     pub link: crate::cmd::judging::AccessArgs,
 }
@@ -73,6 +77,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
             args.timeout_ms,
             args.out.as_deref(),
             seed,
+            args.patience,
         );
     }
     if target.level() == Level::Agent {
@@ -84,6 +89,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
                 timeout_ms: args.timeout_ms,
                 profile: args.profile.clone(),
                 out: args.out.clone(),
+                patience: args.patience,
             },
             seed,
         );
@@ -104,7 +110,17 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         args.cases,
         target.describe()
     );
-    match fuzz::fuzz(&rt, target, &opts) {
+    let probes = crate::run::fuzz::scale::ScaleProbes {
+        target: std::sync::Arc::clone(&target),
+        profile: reqkey_model::vocab::Profile::default(),
+        idem: None,
+        patience: args.patience,
+        call_timeout_ms: args.timeout_ms,
+        namespace: format!("{}.fuzz", cfg.namespace),
+    };
+    let (outcome, scale) =
+        crate::cmd::fuzz_scale::around(&rt, &probes, || fuzz::fuzz(&rt, target, &opts));
+    let code = match outcome {
         FuzzOutcome::Passed { cases } => {
             println!("{cases} programs passed");
             ExitCode::SUCCESS
@@ -131,5 +147,6 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
             ExitCode::from(1)
         }
         FuzzOutcome::Error(e) => harness_error(e),
-    }
+    };
+    crate::cmd::fuzz_scale::combined(code, crate::cmd::fuzz_scale::report(&scale))
 }

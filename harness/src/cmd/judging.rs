@@ -495,6 +495,8 @@ pub struct Judge<'a> {
     /// Programs of the certification's fuzz pass (`None`: no pass, as in
     /// `run`; `Some(0)`: skipped, and the reports say so).
     pub fuzz_cases: Option<u32>,
+    /// The longest single wait of the pass's probes at scale (`--patience`).
+    pub patience: crate::run::fuzz::patience::Patience,
 }
 
 impl Started {
@@ -558,7 +560,21 @@ impl Started {
             None => None,
         };
         if let Some(cases) = how.fuzz_cases {
-            let pass = crate::run::fuzz::pass::fuzz_pass(
+            // The probes at scale (issue 55) around the programs: state
+            // seeded before them, read again after them.
+            let scale = (cases > 0).then(|| crate::run::fuzz::scale::ScaleProbes {
+                target: Arc::clone(&target),
+                profile: profile.profile,
+                idem: profile.idem.clone(),
+                patience: how.patience,
+                call_timeout_ms: timeout_ms,
+                namespace: format!("{}.certify", cfg.namespace),
+            });
+            let seeded = match &scale {
+                Some(p) => Some(crate::run::fuzz::scale::seed(p).await),
+                None => None,
+            };
+            let mut pass = crate::run::fuzz::pass::fuzz_pass(
                 Arc::clone(&target),
                 profile.profile,
                 profile.idem.clone(),
@@ -567,6 +583,10 @@ impl Started {
                 timeout_ms,
             )
             .await;
+            if let Some(seeded) = seeded {
+                let outcome = crate::run::fuzz::scale::finish(seeded, how.patience).await;
+                crate::run::fuzz::scale::apply(outcome, &mut pass);
+            }
             let (line, reason) = pass.line();
             let reason = reason.and_then(|r| r.lines().next()).unwrap_or("");
             println!("{line} {}", crate::report::inert::terminal(reason));

@@ -282,6 +282,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
         seed,
         outputs: &outputs,
         fuzz_cases: None,
+        patience: crate::run::fuzz::patience::Patience::default(),
     };
     // Tags narrow what the profile admits; an empty selection is a mistake
     // (a shard may be empty).

@@ -172,8 +172,21 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         );
     }
     if let Some(fields) = &ctx.unjudged_fields {
-        let said = if fields.is_empty() {
+        // A timing field timed only up to the patience is not judged at
+        // its declared value (issue 55): never "every declared value".
+        let short: Vec<String> = ctx
+            .fuzz
+            .as_ref()
+            .and_then(|f| f.scale.as_ref())
+            .map(|s| s.short_of_declared())
+            .unwrap_or_default();
+        let said = if fields.is_empty() && short.is_empty() {
             "none: every declared value is judged by a scenario that applied (`reqkey coverage` shows the matrix)".to_owned()
+        } else if fields.is_empty() {
+            format!(
+                "none entirely, but not every declared value is judged at its value: {} (the patience; see the timing row)",
+                short.iter().map(|f| cell(f)).collect::<Vec<_>>().join("; ")
+            )
         } else {
             format!(
                 "{}: no scenario that applied can fail on them, so this certificate says nothing of them",
@@ -195,15 +208,35 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             .map(|r| format!(": {}", crate::report::inert::code_span(r)))
             .unwrap_or_default();
         let _ = writeln!(md, "| fuzz | {}{reason} |", cell(&line));
+        if let Some(scale) = &f.scale {
+            // The harness's own words and numbers: escaped, nothing quoted.
+            let mut rows: Vec<(&str, Vec<String>)> = Vec::new();
+            for (what, line) in scale.lines() {
+                match rows.iter_mut().find(|(w, _)| *w == what) {
+                    Some((_, lines)) => lines.push(line),
+                    None => rows.push((what, vec![line])),
+                }
+            }
+            for (what, lines) in rows {
+                let what = if what == "not judged" {
+                    "not judged at scale"
+                } else {
+                    what
+                };
+                let joined: Vec<String> = lines.iter().map(|l| cell(l)).collect();
+                let _ = writeln!(md, "| {what} | {} |", joined.join("; "));
+            }
+        }
     }
     if certification {
         let _ = writeln!(
             md,
             "| replay | {} |",
             code_cell(&format!(
-                "reqkey certify {}{} --seed {}",
+                "reqkey certify {}{}{} --seed {}",
                 ctx.replay_target(),
                 profile_flag(ctx),
+                patience_flag(ctx),
                 summary.seed
             ))
         );
@@ -468,6 +501,20 @@ fn clauses(checks: &[String]) -> String {
 fn profile_flag(ctx: &ReportContext) -> String {
     match &ctx.profile {
         Some(p) if p.source == ProfileSource::Stated => format!(" --profile {}", p.profile.flag()),
+        _ => String::new(),
+    }
+}
+
+/// ` --patience D` when the fuzz pass's probes waited another patience
+/// than the default, so a replay judges the same.
+fn patience_flag(ctx: &ReportContext) -> String {
+    match ctx.fuzz.as_ref().and_then(|f| f.scale.as_ref()) {
+        Some(s) if s.patience_ms != crate::run::fuzz::patience::DEFAULT_PATIENCE_MS => {
+            match crate::run::fuzz::patience::Patience::from_ms(s.patience_ms) {
+                Ok(p) => format!(" --patience {}", p.flag()),
+                Err(_) => String::new(),
+            }
+        }
         _ => String::new(),
     }
 }

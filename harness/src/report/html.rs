@@ -580,6 +580,20 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             ),
         );
     }
+    if let Some(f) = &ctx.fuzz {
+        let (line, _) = f.line();
+        fact(
+            "fuzz",
+            format!("<span id=\"fuzz\">{}</span>", escape(&line)),
+        );
+        if let Some(scale) = &f.scale {
+            // The probes at scale (issue 55): the patience, how far each
+            // timing field was judged, capacity, final reads.
+            for (what, line) in scale.lines() {
+                fact(what, escape(&line));
+            }
+        }
+    }
     fact("reqkey", escape(&ctx.reqkey_version));
     fact("seed", format!("<code>{}</code>", summary.seed));
     fact("date", escape(&ctx.date));

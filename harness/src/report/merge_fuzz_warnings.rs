@@ -28,6 +28,8 @@ pub struct FuzzDoc {
     pub power: Option<String>,
     #[serde(default)]
     pub violations: Vec<crate::run::fuzz::pass::FuzzViolation>,
+    #[serde(default)]
+    pub scale: Option<crate::run::fuzz::patience::ScaleRecord>,
 }
 
 /// A shard's warning, as `results.json` writes it.
@@ -48,7 +50,16 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
         return Ok(None);
     };
     for (origin, doc) in shards {
-        let key = |d: Option<&FuzzDoc>| d.map(|f| (f.level.clone(), f.cases, f.seed));
+        let key = |d: Option<&FuzzDoc>| {
+            d.map(|f| {
+                (
+                    f.level.clone(),
+                    f.cases,
+                    f.seed,
+                    f.scale.as_ref().map(|s| s.patience_ms),
+                )
+            })
+        };
         if key(*doc) != key(*first) {
             return Err(format!(
                 "the shards differ in their fuzz pass: {first_origin} has {}, {origin} has {}",
@@ -93,6 +104,7 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
         scenario_yaml: doc.scenario_yaml.clone(),
         power: first.power.clone(),
         violations: doc.violations.clone(),
+        scale: doc.scale.clone(),
     }))
 }
 
@@ -100,8 +112,14 @@ fn describe(doc: Option<&FuzzDoc>) -> String {
     match doc {
         None => "none".to_owned(),
         Some(f) => format!(
-            "{} programs at the {} level, seed {}",
-            f.cases, f.level, f.seed
+            "{} programs at the {} level, seed {}{}",
+            f.cases,
+            f.level,
+            f.seed,
+            f.scale.as_ref().map_or_else(String::new, |s| format!(
+                ", patience {}",
+                crate::run::fuzz::patience::duration(s.patience_ms)
+            ))
         ),
     }
 }
@@ -152,6 +170,7 @@ mod tests {
             scenario_yaml: reason.map(|_| "id: store.fuzz.seed-7\n".to_owned()),
             power: None,
             violations: Vec::new(),
+            scale: None,
         }
     }
 

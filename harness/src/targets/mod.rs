@@ -226,6 +226,24 @@ pub trait Target: Send + Sync + fmt::Debug {
         )))
     }
 
+    /// One HTTP exchange that may last up to `timeout_ms`, longer than the
+    /// call timeout: a probe's handler that outlives a declared lock
+    /// (`run/fuzz/scale.rs`). Targets that cannot lengthen one call answer
+    /// `false` from [`Target::long_calls`] and are sent `http` instead.
+    async fn http_within(
+        &self,
+        request: HttpRequest,
+        timeout_ms: u64,
+    ) -> Result<HttpResponse, TargetError> {
+        let _ = timeout_ms;
+        self.http(request).await
+    }
+
+    /// Whether [`Target::http_within`] lengthens a call past the call timeout.
+    fn long_calls(&self) -> bool {
+        false
+    }
+
     /// Must its scenarios run one at a time? (An app played through an API
     /// map whose effect oracle attributes effects by window.)
     fn sequential(&self) -> bool {

@@ -55,6 +55,11 @@ pub struct FuzzPass {
     /// Every distinct violation the pass proved (issue 54), one per clause
     /// blamed, each with its replayed reproduction; empty when it passed.
     pub violations: Vec<FuzzViolation>,
+    /// The probes at scale (issue 55, `run/fuzz/scale.rs`): the patience,
+    /// how far each timing field was judged, the capacity written and the
+    /// final reads. Absent when they did not run (`--fuzz-cases 0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<crate::run::fuzz::patience::ScaleRecord>,
 }
 
 /// One distinct violation a fuzz pass proved: the clause blamed by
@@ -97,6 +102,7 @@ impl FuzzPass {
             scenario_yaml: None,
             power: None,
             violations: Vec::new(),
+            scale: None,
         }
     }
 
@@ -133,6 +139,13 @@ impl FuzzPass {
                     self.cases, self.level, self.seed
                 ),
             },
+        };
+        let head = match &self.scale {
+            Some(s) => format!(
+                "{head}; probes at scale with a patience of {}",
+                crate::run::fuzz::patience::duration(s.patience_ms)
+            ),
+            None => head,
         };
         (head, self.reason.as_deref())
     }
@@ -260,5 +273,6 @@ pub async fn fuzz_pass(
         scenario_yaml,
         power,
         violations: Vec::new(),
+        scale: None,
     }
 }

@@ -1,0 +1,194 @@
+//! Every declared promise tested at its own scale (issue 55), beside the
+//! fuzz pass's programs, at every level: the probes of
+//! `run/fuzz/scale_store.rs`, `scale_agent.rs` and `scale_idem.rs`, run in
+//! two halves around the programs.
+//!
+//! [`seed`] (before the programs) writes state the probes know: sessions,
+//! runs and keys of every end, deleted and re-created sessions, and
+//! thousands of keys (per session, across sessions, per caller and
+//! route), asking the first ones again at once. [`finish`] (after the
+//! programs) waits, within the patience, for what a timer, a sweep or a
+//! TTL would do, times the declared `expiryMs` and `lockMs` up to the
+//! patience, then reads everything again, as Jepsen's final generator
+//! does: a key still names its holder, a finished run's status never
+//! changed, a deleted session is still gone and its key free.
+//!
+//! What the probes reached (the patience, each timing field, the capacity,
+//! the final reads) is a [`ScaleRecord`] on the pass's record; what they
+//! proved becomes `FuzzViolation`s beside the programs' ([`apply`]). A
+//! probe that could not judge (the target did not answer) is no verdict.
+
+use std::sync::Arc;
+
+use reqkey_model::idem_profile::IdemProfile;
+use reqkey_model::vocab::{Level, Profile};
+
+use crate::run::fuzz::pass::{FuzzPass, FuzzViolation};
+use crate::run::fuzz::patience::{Finding, Patience, ScaleRecord};
+use crate::run::fuzz::{scale_agent, scale_idem, scale_store};
+use crate::targets::Target;
+
+/// What the probes need of the judging.
+#[derive(Debug, Clone)]
+pub struct ScaleProbes {
+    pub target: Arc<dyn Target>,
+    pub profile: Profile,
+    /// The declared idem profile (an idem target).
+    pub idem: Option<IdemProfile>,
+    pub patience: Patience,
+    pub call_timeout_ms: u64,
+    /// Fresh per run: every session, key and caller the probes write.
+    pub namespace: String,
+}
+
+/// What [`seed`] wrote, by level.
+#[derive(Debug)]
+pub enum Seeded {
+    Store(scale_store::Seeded),
+    Agent(scale_agent::Seeded),
+    Idem(scale_idem::Seeded),
+}
+
+/// What the probes reached and proved.
+#[derive(Debug, Clone, Default)]
+pub struct ScaleOutcome {
+    pub record: ScaleRecord,
+    pub findings: Vec<Finding>,
+    /// Why the probes could not judge (no verdict).
+    pub error: Option<String>,
+}
+
+/// The first half, before the programs.
+pub async fn seed(p: &ScaleProbes) -> Result<Seeded, String> {
+    let target = Arc::clone(&p.target);
+    match target.level() {
+        Level::Store => scale_store::seed(target, &p.namespace, p.call_timeout_ms)
+            .await
+            .map(Seeded::Store),
+        Level::Agent => scale_agent::seed(target, p.profile, &p.namespace, p.call_timeout_ms)
+            .await
+            .map(Seeded::Agent),
+        Level::Idem => {
+            let profile = p
+                .idem
+                .as_ref()
+                .ok_or("the idem target declared no profile")?;
+            let mapped = target.api_map().is_some();
+            scale_idem::seed(target, profile, &p.namespace, p.call_timeout_ms, mapped)
+                .await
+                .map(Seeded::Idem)
+        }
+    }
+}
+
+/// The second half, after the programs: the waits and the final reads.
+pub async fn finish(seeded: Result<Seeded, String>, patience: Patience) -> ScaleOutcome {
+    let mut out = ScaleOutcome {
+        record: ScaleRecord {
+            patience_ms: patience.ms(),
+            ..ScaleRecord::default()
+        },
+        ..ScaleOutcome::default()
+    };
+    let seeded = match seeded {
+        Ok(s) => s,
+        Err(e) => {
+            out.error = Some(format!("the probes at scale: {e}"));
+            return out;
+        }
+    };
+    let r = &mut out.record;
+    let finished = match seeded {
+        Seeded::Store(s) => {
+            r.capacity = s.capacity.clone();
+            out.findings.extend(s.findings.clone());
+            scale_store::finish(s, patience.ms())
+                .await
+                .map(|(lines, found)| {
+                    r.final_reads = lines;
+                    found
+                })
+        }
+        Seeded::Agent(s) => {
+            r.capacity = s.capacity.clone();
+            r.not_judged = s.not_judged.clone();
+            out.findings.extend(s.findings.clone());
+            scale_agent::finish(s, patience.ms())
+                .await
+                .map(|(lines, found)| {
+                    r.final_reads = lines;
+                    found
+                })
+        }
+        Seeded::Idem(s) => {
+            r.capacity = s.capacity.clone();
+            out.findings.extend(s.findings.clone());
+            scale_idem::finish(s, patience.ms()).await.map(|f| {
+                r.reach = f.reach;
+                r.final_reads = f.final_reads;
+                r.not_judged = f.not_judged;
+                f.findings
+            })
+        }
+    };
+    match finished {
+        Ok(found) => out.findings.extend(found),
+        Err(e) => out.error = Some(format!("the probes at scale: {e}")),
+    }
+    out
+}
+
+/// Both halves at once, for a caller with nothing to run between them.
+pub async fn probe(p: &ScaleProbes) -> ScaleOutcome {
+    let seeded = seed(p).await;
+    finish(seeded, p.patience).await
+}
+
+/// The outcome on the pass's record: the record, and each violation
+/// beside the programs'; a proven violation fails the pass whatever else
+/// could not be judged, a probe that could not judge a passing one is no
+/// verdict.
+pub fn apply(outcome: ScaleOutcome, pass: &mut FuzzPass) {
+    let ScaleOutcome {
+        record,
+        findings,
+        error,
+    } = outcome;
+    pass.scale = Some(record);
+    if let Some(first) = findings.first() {
+        if pass.verdict != "failed" {
+            pass.verdict = "failed";
+            pass.reason = Some(first.message.clone());
+            pass.scenario_yaml = first.scenario_yaml.clone();
+        }
+    } else if let Some(e) = error {
+        if pass.verdict == "passed" {
+            pass.verdict = "error";
+            pass.reason = Some(e);
+        }
+    }
+    for f in findings {
+        pass.violations.push(violation(f, pass.seed));
+    }
+}
+
+fn violation(f: Finding, seed: u64) -> FuzzViolation {
+    let (reproduced, not_reproduced) = match &f.scenario_yaml {
+        Some(_) => (true, None),
+        None => (
+            false,
+            Some(format!(
+                "a probe at scale, not a program: it replays with the certification's pass (`--seed {seed}` and the same `--patience`)"
+            )),
+        ),
+    };
+    FuzzViolation {
+        clause: f.clause.clone(),
+        clauses: vec![f.clause],
+        program: format!("the probes at scale: {}", f.probe),
+        message: f.message,
+        scenario_yaml: f.scenario_yaml.unwrap_or_default(),
+        reproduced,
+        not_reproduced,
+    }
+}
