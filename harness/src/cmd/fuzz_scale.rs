@@ -29,7 +29,7 @@ pub fn report(outcome: &ScaleOutcome) -> Option<ExitCode> {
     for (what, line) in outcome.record.lines() {
         println!("  {what}: {}", crate::report::inert::terminal(&line));
     }
-    for f in &outcome.findings {
+    for f in &crate::run::fuzz::scale::distinct(outcome.findings.clone()) {
         println!("FAIL: a probe at scale does not conform [{}]", f.clause);
         for line in f.message.lines() {
             println!("  {}", crate::report::inert::terminal(line));

@@ -26,6 +26,7 @@ use reqkey_model::{CommitResult, InputEntry, RunMetadata, RunStatus, StartRun, S
 use serde_json::Value;
 
 use super::api::{lease_over, SessionStateStore};
+use super::scale_defects::{ScaleBook, ScaleBug};
 
 /// A deliberate bug, for testing the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -161,10 +162,27 @@ pub enum MemoryDefect {
     /// (`[[wire.store.no-internal]]`, `[[certify.match.input-exact]]`;
     /// dimension `store.limits.sizes`).
     InputsIn64kColumn,
+    // The defects below pass the whole store suite and the fuzz pass's
+    // programs: each breaks a promise only at its own scale, thousands of
+    // keys or seconds away (issue 55); the probes at scale find them
+    // (`store/scale_defects.rs`).
+    /// The key index keeps only the 1,000 most recently taken keys (a
+    /// bounded cache in front of the runs): an older key is no longer
+    /// found, and a commit with it starts a second run
+    /// (`[[store.keys.kept-at-scale]]`).
+    KeysEvictedBeyond1000,
+    /// The key index's entries expire 5 s after they were taken (a Redis
+    /// `EXPIRE` on it): a key is forgotten while its session lives
+    /// (`[[store.state.changes-only-by-operations]]`).
+    KeyIndexTtl5s,
+    /// A janitor sets every run left `running` for 5 s to `interrupted`:
+    /// a store that changes state by itself
+    /// (`[[store.state.changes-only-by-operations]]`).
+    RunsReapedAfter5s,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 33] = [
+    pub const ALL: [MemoryDefect; 36] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -198,6 +216,9 @@ impl MemoryDefect {
         MemoryDefect::TextAsUtf8mb3,
         MemoryDefect::StatusCaseFolded,
         MemoryDefect::InputsIn64kColumn,
+        MemoryDefect::KeysEvictedBeyond1000,
+        MemoryDefect::KeyIndexTtl5s,
+        MemoryDefect::RunsReapedAfter5s,
     ];
 
     pub fn name(self) -> &'static str {
@@ -235,12 +256,25 @@ impl MemoryDefect {
             MemoryDefect::TextAsUtf8mb3 => "text-as-utf8mb3",
             MemoryDefect::StatusCaseFolded => "status-case-folded",
             MemoryDefect::InputsIn64kColumn => "inputs-in-a-64k-column",
+            MemoryDefect::KeysEvictedBeyond1000 => "keys-evicted-beyond-1000",
+            MemoryDefect::KeyIndexTtl5s => "key-index-ttl-5s",
+            MemoryDefect::RunsReapedAfter5s => "runs-reaped-after-5s",
         }
     }
 
     /// Does the defect live in the wire answer rather than in the store?
     pub fn breaks_the_wire(self) -> bool {
         self == MemoryDefect::KeylessFieldsNull
+    }
+
+    /// The bug at scale this defect is, if it is one.
+    pub fn scale_bug(self) -> Option<ScaleBug> {
+        match self {
+            MemoryDefect::KeysEvictedBeyond1000 => Some(ScaleBug::BoundedKeyIndex),
+            MemoryDefect::KeyIndexTtl5s => Some(ScaleBug::KeyIndexTtl),
+            MemoryDefect::RunsReapedAfter5s => Some(ScaleBug::RunJanitor),
+            _ => None,
+        }
     }
 
     pub fn parse(name: &str) -> Option<MemoryDefect> {
@@ -303,6 +337,8 @@ pub struct MemoryStore {
     /// of each id, by its ASCII-lowercased form (session ids by
     /// themselves, run ids under their session's).
     first_spellings: Mutex<HashMap<String, String>>,
+    /// Only with a defect at scale: when keys were taken and runs started.
+    book: Option<ScaleBook>,
 }
 
 impl Default for MemoryStore {
@@ -312,6 +348,7 @@ impl Default for MemoryStore {
             hasher: std::hash::RandomState::new(),
             defect: None,
             first_spellings: Mutex::default(),
+            book: None,
         }
     }
 }
@@ -325,6 +362,7 @@ impl MemoryStore {
     pub fn with_defect(defect: MemoryDefect) -> Self {
         Self {
             defect: Some(defect),
+            book: defect.scale_bug().map(ScaleBook::new),
             ..Self::default()
         }
     }
@@ -340,11 +378,26 @@ impl MemoryStore {
         };
         // A panic while holding the lock cannot leave a session half-written
         // (every write is applied after its decision), so poison is benign.
-        self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
+        let mut inner = self.shards[shard].lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(book) = &self.book {
+            // The janitor's bug: runs changed by a timer, seen at the
+            // next operation on their session.
+            if let Some(session) = inner.sessions.get_mut(session_id) {
+                book.sweep(session_id, session);
+            }
+        }
+        inner
     }
 
     fn holder(&self, inner: &Inner, session_id: &str, key: &str) -> Option<RunMetadata> {
         if inner.freed_keys.contains(session_id) {
+            return None;
+        }
+        if self
+            .book
+            .as_ref()
+            .is_some_and(|b| b.forgets(session_id, key))
+        {
             return None;
         }
         let own = inner.sessions.get(session_id).and_then(|s| {
@@ -690,7 +743,18 @@ impl SessionStateStore for MemoryStore {
                 }
                 Ok(r)
             }
-            (_, result) => result,
+            (_, result) => {
+                if let (Some(book), Ok(r)) = (&self.book, &result) {
+                    if r.outcome == reqkey_model::CommitOutcome::Started {
+                        book.started(
+                            &start.session_id,
+                            &r.run.run_id,
+                            start.request_key.as_deref(),
+                        );
+                    }
+                }
+                result
+            }
         }
     }
 

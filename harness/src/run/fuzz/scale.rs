@@ -167,9 +167,44 @@ pub fn apply(outcome: ScaleOutcome, pass: &mut FuzzPass) {
             pass.reason = Some(e);
         }
     }
-    for f in findings {
+    for f in distinct(findings) {
         pass.violations.push(violation(f, pass.seed));
     }
+}
+
+/// One finding per clause and kind of probe (`capacity key 17` and
+/// `capacity key 18` are one kind), the first kept with how many more it
+/// stands for: a bounded key index forgets a thousand keys, one violation.
+pub fn distinct(findings: Vec<Finding>) -> Vec<Finding> {
+    let kind = |probe: &str| -> String {
+        probe
+            .chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect::<String>()
+            .trim()
+            .to_owned()
+    };
+    let mut out: Vec<(Finding, String, usize)> = Vec::new();
+    for f in findings {
+        let k = kind(&f.probe);
+        match out
+            .iter_mut()
+            .find(|(g, gk, _)| g.clause == f.clause && *gk == k)
+        {
+            Some((_, _, more)) => *more += 1,
+            None => out.push((f, k, 0)),
+        }
+    }
+    out.into_iter()
+        .map(|(mut f, _, more)| {
+            if more > 0 {
+                f.message.push_str(&format!(
+                    "\n  (and {more} more of this kind of probe, the same clause)"
+                ));
+            }
+            f
+        })
+        .collect()
 }
 
 fn violation(f: Finding, seed: u64) -> FuzzViolation {

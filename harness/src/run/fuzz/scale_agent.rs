@@ -160,7 +160,14 @@ impl Ctx {
 }
 
 fn cut(v: &Value) -> String {
-    let s = v.get("json").unwrap_or(v).to_string();
+    if let Some((run, attached, status)) = stream_of(v) {
+        return format!("a stream of run {run} (attached: {attached}, finish: {status:?})");
+    }
+    let s = v
+        .get("json")
+        .or_else(|| v.get("body"))
+        .unwrap_or(v)
+        .to_string();
     if s.len() <= 400 {
         return s;
     }
