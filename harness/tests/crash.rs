@@ -130,6 +130,8 @@ fn without_start_the_crash_scenarios_are_not_applicable_and_the_certificate_says
             "--quiet",
             "--seed",
             "1",
+            "--patience",
+            common::TEST_PATIENCE,
         ])
         .arg("--out")
         .arg(&out_dir)

@@ -65,6 +65,8 @@ fn certify_upgraded(target: &str, out: &Path) -> (Option<i32>, String) {
             "--quiet",
             "--seed",
             "5",
+            "--patience",
+            "1s",
         ])
         .arg("--out")
         .arg(out)

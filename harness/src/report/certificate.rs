@@ -184,7 +184,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             "none: every declared value is judged by a scenario that applied (`reqkey coverage` shows the matrix)".to_owned()
         } else if fields.is_empty() {
             format!(
-                "none entirely, but not every declared value is judged at its value: {} (the patience; see the timing row)",
+                "none entirely, but these were judged only up to the patience, not at their declared values: {} (see the timing row)",
                 short.iter().map(|f| cell(f)).collect::<Vec<_>>().join("; ")
             )
         } else {
