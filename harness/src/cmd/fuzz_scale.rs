@@ -17,9 +17,17 @@ pub fn around<R>(
         "reqkey fuzz: probes at scale around the programs (patience {}: the longest single wait on one promise)",
         probes.patience
     );
+    let seeding = std::time::Instant::now();
     let seeded = rt.block_on(scale::seed(probes));
+    let seed_ms = seeding.elapsed().as_millis() as u64;
     let ran = programs();
-    let outcome = rt.block_on(scale::finish(seeded, probes.patience));
+    let finishing = std::time::Instant::now();
+    let outcome = rt.block_on(async {
+        let mut outcome = scale::finish(seeded, probes.patience).await;
+        scale::confirm(probes, &mut outcome).await;
+        outcome.record.added_ms = Some(seed_ms + finishing.elapsed().as_millis() as u64);
+        outcome
+    });
     (ran, outcome)
 }
 
@@ -29,8 +37,22 @@ pub fn report(outcome: &ScaleOutcome) -> Option<ExitCode> {
     for (what, line) in outcome.record.lines() {
         println!("  {what}: {}", crate::report::inert::terminal(&line));
     }
+    if outcome.replayed.is_some() {
+        println!("the probes ran again on fresh keys to reproduce what they found:");
+    }
     for f in &crate::run::fuzz::scale::distinct(outcome.findings.clone()) {
-        println!("FAIL: a probe at scale does not conform [{}]", f.clause);
+        let again = outcome.replayed.as_ref().map(|r| {
+            if r.iter().any(|(c, _)| *c == f.clause) {
+                " (reproduced)"
+            } else {
+                " (not shown again: timing or load; the first run proved it)"
+            }
+        });
+        println!(
+            "FAIL: a probe at scale does not conform [{}]{}",
+            f.clause,
+            again.unwrap_or("")
+        );
         for line in f.message.lines() {
             println!("  {}", crate::report::inert::terminal(line));
         }
@@ -45,7 +67,10 @@ pub fn report(outcome: &ScaleOutcome) -> Option<ExitCode> {
         );
         return Some(ExitCode::from(2));
     }
-    println!("the probes at scale passed");
+    println!(
+        "the probes at scale passed ({} added)",
+        crate::run::fuzz::patience::duration(outcome.record.added_ms.unwrap_or(0))
+    );
     None
 }
 

@@ -570,10 +570,12 @@ impl Started {
                 call_timeout_ms: timeout_ms,
                 namespace: format!("{}.certify", cfg.namespace),
             });
+            let seeding = std::time::Instant::now();
             let seeded = match &scale {
                 Some(p) => Some(crate::run::fuzz::scale::seed(p).await),
                 None => None,
             };
+            let seed_ms = seeding.elapsed().as_millis() as u64;
             let mut pass = crate::run::fuzz::pass::fuzz_pass(
                 Arc::clone(&target),
                 profile.profile,
@@ -583,8 +585,11 @@ impl Started {
                 timeout_ms,
             )
             .await;
-            if let Some(seeded) = seeded {
-                let outcome = crate::run::fuzz::scale::finish(seeded, how.patience).await;
+            if let (Some(seeded), Some(probes)) = (seeded, &scale) {
+                let finishing = std::time::Instant::now();
+                let mut outcome = crate::run::fuzz::scale::finish(seeded, how.patience).await;
+                crate::run::fuzz::scale::confirm(probes, &mut outcome).await;
+                outcome.record.added_ms = Some(seed_ms + finishing.elapsed().as_millis() as u64);
                 crate::run::fuzz::scale::apply(outcome, &mut pass);
             }
             let (line, reason) = pass.line();

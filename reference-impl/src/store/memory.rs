@@ -162,21 +162,14 @@ pub enum MemoryDefect {
     /// (`[[wire.store.no-internal]]`, `[[certify.match.input-exact]]`;
     /// dimension `store.limits.sizes`).
     InputsIn64kColumn,
-    // The defects below pass the whole store suite and the fuzz pass's
-    // programs: each breaks a promise only at its own scale, thousands of
-    // keys or seconds away (issue 55); the probes at scale find them
-    // (`store/scale_defects.rs`).
-    /// The key index keeps only the 1,000 most recently taken keys (a
-    /// bounded cache in front of the runs): an older key is no longer
-    /// found, and a commit with it starts a second run
-    /// (`[[store.keys.kept-at-scale]]`).
+    // Below: defects found only at scale (issue 55, `scale_defects.rs`).
+    /// The key index keeps the 1,000 most recent keys: an older one is not
+    /// found, its commit starts a second run (`[[store.keys.kept-at-scale]]`).
     KeysEvictedBeyond1000,
-    /// The key index's entries expire 5 s after they were taken (a Redis
-    /// `EXPIRE` on it): a key is forgotten while its session lives
+    /// Key index entries expire 5 s after they were taken (a Redis `EXPIRE`)
     /// (`[[store.state.changes-only-by-operations]]`).
     KeyIndexTtl5s,
-    /// A janitor sets every run left `running` for 5 s to `interrupted`:
-    /// a store that changes state by itself
+    /// A janitor interrupts runs left `running` for 5 s
     /// (`[[store.state.changes-only-by-operations]]`).
     RunsReapedAfter5s,
 }
@@ -269,12 +262,12 @@ impl MemoryDefect {
 
     /// The bug at scale this defect is, if it is one.
     pub fn scale_bug(self) -> Option<ScaleBug> {
-        match self {
-            MemoryDefect::KeysEvictedBeyond1000 => Some(ScaleBug::BoundedKeyIndex),
-            MemoryDefect::KeyIndexTtl5s => Some(ScaleBug::KeyIndexTtl),
-            MemoryDefect::RunsReapedAfter5s => Some(ScaleBug::RunJanitor),
-            _ => None,
-        }
+        Some(match self {
+            MemoryDefect::KeysEvictedBeyond1000 => ScaleBug::BoundedKeyIndex,
+            MemoryDefect::KeyIndexTtl5s => ScaleBug::KeyIndexTtl,
+            MemoryDefect::RunsReapedAfter5s => ScaleBug::RunJanitor,
+            _ => return None,
+        })
     }
 
     pub fn parse(name: &str) -> Option<MemoryDefect> {
@@ -379,12 +372,10 @@ impl MemoryStore {
         // A panic while holding the lock cannot leave a session half-written
         // (every write is applied after its decision), so poison is benign.
         let mut inner = self.shards[shard].lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(book) = &self.book {
-            // The janitor's bug: runs changed by a timer, seen at the
-            // next operation on their session.
-            if let Some(session) = inner.sessions.get_mut(session_id) {
-                book.sweep(session_id, session);
-            }
+        // The janitor's bug: runs changed by a timer, seen at the next
+        // operation on their session.
+        if let (Some(book), Some(session)) = (&self.book, inner.sessions.get_mut(session_id)) {
+            book.sweep(session_id, session);
         }
         inner
     }
@@ -745,13 +736,7 @@ impl SessionStateStore for MemoryStore {
             }
             (_, result) => {
                 if let (Some(book), Ok(r)) = (&self.book, &result) {
-                    if r.outcome == reqkey_model::CommitOutcome::Started {
-                        book.started(
-                            &start.session_id,
-                            &r.run.run_id,
-                            start.request_key.as_deref(),
-                        );
-                    }
+                    book.committed(&start, r);
                 }
                 result
             }

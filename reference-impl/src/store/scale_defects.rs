@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use reqkey_model::seq::SessionState;
-use reqkey_model::RunStatus;
+use reqkey_model::{CommitOutcome, CommitResult, RunStatus, StartRun};
 
 /// The keys the bounded index keeps (the most recent).
 pub const KEPT_KEYS: usize = 1_000;
@@ -82,6 +82,17 @@ impl ScaleBook {
                 .get(&pair)
                 .is_some_and(|at| at.elapsed() >= Duration::from_millis(TTL_MS)),
             ScaleBug::RunJanitor => false,
+        }
+    }
+
+    /// A commit answered `result`: a run it started is recorded.
+    pub fn committed(&self, start: &StartRun, result: &CommitResult) {
+        if result.outcome == CommitOutcome::Started {
+            self.started(
+                &start.session_id,
+                &result.run.run_id,
+                start.request_key.as_deref(),
+            );
         }
     }
 

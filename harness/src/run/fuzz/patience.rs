@@ -183,6 +183,11 @@ pub struct ScaleRecord {
     /// pass, never a fail.
     #[serde(default)]
     pub not_judged: Vec<String>,
+    /// The wall time the probes added to the run, in ms: their two halves
+    /// around the programs (the waits the programs covered are not
+    /// counted twice). A measurement, shown in `results.json` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_ms: Option<u64>,
 }
 
 impl ScaleRecord {
