@@ -523,7 +523,6 @@ pub async fn finish(seeded: Seeded, patience_ms: u64) -> Result<Finished, String
         out.findings.extend(probe.findings);
         tracks.extend(probe.tracks);
     }
-    let quiet = ctx.now_ms() - quiet_from;
     // Final reads: every key asked again, then the effects of each.
     let count = tracks.len();
     let reread = bounded(tracks, |mut t| {
@@ -547,8 +546,8 @@ pub async fn finish(seeded: Seeded, patience_ms: u64) -> Result<Finished, String
     out.findings
         .extend(judge_effects(&ctx, &tracks, &caller).await?);
     out.final_reads.push(format!(
-        "after {} of quiet (no request on these keys): {count} keys asked again (2 seeded before the programs, the capacity keys, the expiry and lock probes' keys), /.reqkey/effects held to each",
-        duration(quiet)
+        "after a quiet period of the patience ({}; no request on these keys): {count} keys asked again (2 seeded before the programs, the capacity keys, the expiry and lock probes' keys), /.reqkey/effects held to each",
+        duration(patience_ms)
     ));
     Ok(out)
 }

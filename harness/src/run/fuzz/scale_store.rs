@@ -303,7 +303,6 @@ pub async fn seed(
     again.runs.push("r1b".into());
     known.push(again);
     // Capacity in one session: a chain of keyed runs.
-    let started = Instant::now();
     let mut wide = Known::new("the capacity session", format!("{ns}.wide"));
     let id = wide.id.clone();
     let mut previous: Option<String> = None;
@@ -336,10 +335,8 @@ pub async fn seed(
         )
         .await?,
     );
-    let per_session = started.elapsed();
     known.push(wide);
     // Capacity across sessions: one keyed run each.
-    let started_across = Instant::now();
     let across: Vec<Known> = (0..SESSIONS)
         .map(|i| {
             let mut k = Known::new(format!("capacity session {i}"), format!("{ns}.x{i}"));
@@ -375,12 +372,10 @@ pub async fn seed(
     }
     let capacity = vec![
         format!(
-            "{PER_SESSION_KEYS} keyed runs in one session before its first {REASKED} keys were read again and the first taken by another run ({})",
-            duration(per_session.as_millis() as u64)
+            "{PER_SESSION_KEYS} keyed runs in one session before its first {REASKED} keys were read again and the first taken by another run"
         ),
         format!(
-            "{SESSIONS} sessions of one keyed run each, {IN_FLIGHT} at a time, before the first {REASKED} were read again ({})",
-            duration(started_across.elapsed().as_millis() as u64)
+            "{SESSIONS} sessions of one keyed run each, {IN_FLIGHT} at a time, before the first {REASKED} were read again"
         ),
     ];
     Ok(Seeded {
@@ -447,7 +442,6 @@ pub async fn finish(
     if waited < patience_ms {
         tokio::time::sleep(Duration::from_millis(patience_ms - waited)).await;
     }
-    let quiet = started.elapsed().as_millis() as u64;
     let mut findings = Vec::new();
     let reads = known.len();
     let all: Vec<Known> = known.into_iter().chain(across).collect();
@@ -473,8 +467,8 @@ pub async fn finish(
         findings.extend(r?);
     }
     let lines = vec![format!(
-        "{} after they were written (at least the patience; the programs ran meanwhile): {reads} seeded sessions and {} sessions of one key read whole again (current run, runs, inputs, every key), the deleted session's key taken anew, each session's first key refused to another run",
-        duration(quiet),
+        "at least the patience ({}) after they were written, the programs run meanwhile: {reads} seeded sessions and {} sessions of one key read whole again (current run, runs, inputs, every key), the deleted session's key taken anew, each session's first key refused to another run",
+        duration(patience_ms),
         count - reads
     )];
     Ok((lines, findings))
