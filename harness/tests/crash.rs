@@ -132,6 +132,8 @@ fn without_start_the_crash_scenarios_are_not_applicable_and_the_certificate_says
             "1",
             "--patience",
             common::TEST_PATIENCE,
+            "--capacity-keys",
+            common::TEST_CAPACITY_KEYS,
         ])
         .arg("--out")
         .arg(&out_dir)

@@ -29,6 +29,7 @@ fn reqkey(args: &[&str], key: Option<&str>) -> Output {
     if args.first() == Some(&"certify") && args.get(1) != Some(&"merge") {
         // The probes at scale wait the tests' patience, not the default.
         cmd.args(["--patience", common::TEST_PATIENCE]);
+        cmd.args(["--capacity-keys", common::TEST_CAPACITY_KEYS]);
     }
     cmd.env("NO_COLOR", "1").env_remove(seal::SEAL_KEY_ENV);
     if let Some(k) = key {

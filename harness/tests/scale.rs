@@ -14,7 +14,7 @@
 mod common;
 
 use reqkey_harness::run::fuzz::patience::{Patience, DEFAULT_PATIENCE_MS};
-use reqkey_harness::run::fuzz::scale::{self, ScaleOutcome, ScaleProbes};
+use reqkey_harness::run::fuzz::scale::{self, ScaleOutcome, ScaleProbes, DEFAULT_CAPACITY_KEYS};
 use reqkey_harness::targets::profile::resolve_profile;
 
 /// Each broken variant at scale, with the clause its probes must blame.
@@ -83,6 +83,7 @@ fn probe(target: &str, patience: Patience) -> ScaleOutcome {
                 std::process::id(),
                 target.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
             ),
+            keys: DEFAULT_CAPACITY_KEYS,
         };
         scale::probe(&probes).await
     })
@@ -240,7 +241,12 @@ fn a_certificate_names_the_patience_and_how_far_each_timing_field_was_judged() {
 #[test]
 fn a_variant_at_scale_fails_certify_and_fuzz_with_its_clause() {
     let target = "broken-memory:keys-evicted-beyond-1000";
-    let run = common::certify(target, &["--fuzz-cases", "4", "--seed", "1"]);
+    // The default count: a test's 100 keys stay within its index.
+    let keys = DEFAULT_CAPACITY_KEYS.to_string();
+    let run = common::certify(
+        target,
+        &["--fuzz-cases", "4", "--seed", "1", "--capacity-keys", &keys],
+    );
     assert_eq!(
         run.output.status.code(),
         Some(1),
@@ -258,7 +264,17 @@ fn a_variant_at_scale_fails_certify_and_fuzz_with_its_clause() {
         "{fuzz}"
     );
     assert!(run.certificate.contains("**DOES NOT CONFORM**"));
-    let out = common::reqkey(&["fuzz", "--target", target, "--cases", "2", "--seed", "1"]);
+    let out = common::reqkey(&[
+        "fuzz",
+        "--target",
+        target,
+        "--cases",
+        "2",
+        "--seed",
+        "1",
+        "--capacity-keys",
+        &keys,
+    ]);
     assert_eq!(out.status.code(), Some(1), "{}", common::text(&out));
     assert!(common::text(&out).contains("[store.keys.kept-at-scale]"));
 }
@@ -285,6 +301,8 @@ fn every_broken_variant_at_scale_fails_its_certification_on_three_seeds() {
                     &seed.to_string(),
                     "--patience",
                     reqkey_harness::run::fuzz::patience::DEFAULT_PATIENCE,
+                    "--capacity-keys",
+                    &DEFAULT_CAPACITY_KEYS.to_string(),
                 ],
             );
             assert_eq!(run.output.status.code(), Some(1), "{target} (seed {seed})");

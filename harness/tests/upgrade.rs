@@ -67,6 +67,8 @@ fn certify_upgraded(target: &str, out: &Path) -> (Option<i32>, String) {
             "5",
             "--patience",
             "1s",
+            "--capacity-keys",
+            "100",
         ])
         .arg("--out")
         .arg(out)

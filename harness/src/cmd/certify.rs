@@ -55,13 +55,8 @@ pub struct CertifyArgs {
     #[arg(long, value_name = "N", default_value_t = crate::run::fuzz::pass::DEFAULT_CERTIFY_FUZZ_CASES,
           value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub fuzz_cases: u32,
-    /// The longest single wait the fuzz pass's probes at scale spend on
-    /// one promise (DURATION: 500ms, 10s, 2m): a declared expiryMs or
-    /// lockMs is timed up to it, state is read again at least this long
-    /// after it was written. Every report states it, and per timing field
-    /// whether it was judged at its declared value or only up to it.
-    #[arg(long, value_name = "DURATION", default_value = crate::run::fuzz::patience::DEFAULT_PATIENCE)]
-    pub patience: crate::run::fuzz::patience::Patience,
+    #[command(flatten)]
+    pub scale: crate::cmd::fuzz_scale::ScaleArgs,
     /// Bound on every single call to the target, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
@@ -351,7 +346,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         seed,
         outputs: &outputs,
         fuzz_cases: Some(args.fuzz_cases),
-        patience: args.patience,
+        scale: args.scale,
     };
     let mut code = started.judge(how, ctx, scenarios, Ok, &cfg).await;
     if let Some((store, seed)) = &legacy {

@@ -36,10 +36,8 @@ pub struct FuzzArgs {
     /// what its `/health` declares).
     #[arg(long)]
     pub profile: Option<String>,
-    /// The longest single wait the probes at scale spend on one promise
-    /// (DURATION: 500ms, 10s, 2m), as `certify --patience`.
-    #[arg(long, value_name = "DURATION", default_value = crate::run::fuzz::patience::DEFAULT_PATIENCE)]
-    pub patience: crate::run::fuzz::patience::Patience,
+    #[command(flatten)]
+    pub scale: crate::cmd::fuzz_scale::ScaleArgs,
     #[command(flatten)]
     pub link: crate::cmd::judging::AccessArgs,
 }
@@ -77,7 +75,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
             args.timeout_ms,
             args.out.as_deref(),
             seed,
-            args.patience,
+            args.scale,
         );
     }
     if target.level() == Level::Agent {
@@ -89,7 +87,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
                 timeout_ms: args.timeout_ms,
                 profile: args.profile.clone(),
                 out: args.out.clone(),
-                patience: args.patience,
+                scale: args.scale,
             },
             seed,
         );
@@ -114,9 +112,10 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         target: std::sync::Arc::clone(&target),
         profile: reqkey_model::vocab::Profile::default(),
         idem: None,
-        patience: args.patience,
+        patience: args.scale.patience,
         call_timeout_ms: args.timeout_ms,
         namespace: format!("{}.fuzz", cfg.namespace),
+        keys: args.scale.capacity_keys,
     };
     let (outcome, scale) =
         crate::cmd::fuzz_scale::around(&rt, &probes, || fuzz::fuzz(&rt, target, &opts));

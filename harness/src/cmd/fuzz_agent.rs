@@ -16,8 +16,8 @@ pub struct AgentFuzzArgs {
     pub timeout_ms: u64,
     pub profile: Option<String>,
     pub out: Option<std::path::PathBuf>,
-    /// The probes at scale's patience (`--patience`).
-    pub patience: crate::run::fuzz::patience::Patience,
+    /// The probes at scale (`--patience`, `--capacity-keys`).
+    pub scale: crate::cmd::fuzz_scale::ScaleArgs,
 }
 
 pub fn fuzz_agent_command(
@@ -54,9 +54,10 @@ pub fn fuzz_agent_command(
         target: Arc::clone(&target),
         profile: info.profile,
         idem: None,
-        patience: args.patience,
+        patience: args.scale.patience,
         call_timeout_ms: args.timeout_ms,
         namespace: format!("{}.afz", cfg.namespace),
+        keys: args.scale.capacity_keys,
     };
     let (outcome, scale) =
         crate::cmd::fuzz_scale::around(rt, &probes, || fuzz_agent(rt, target, &opts));

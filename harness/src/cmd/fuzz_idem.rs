@@ -21,7 +21,7 @@ pub fn fuzz_idem_command(
     timeout_ms: u64,
     out: Option<&std::path::Path>,
     seed: u64,
-    patience: crate::run::fuzz::patience::Patience,
+    scale: crate::cmd::fuzz_scale::ScaleArgs,
 ) -> ExitCode {
     let info = match rt.block_on(resolve_profile(target.as_ref(), None, timeout_ms)) {
         Ok(info) => info,
@@ -51,9 +51,10 @@ pub fn fuzz_idem_command(
         target: Arc::clone(&target),
         profile: info.profile,
         idem: Some(profile.clone()),
-        patience,
+        patience: scale.patience,
         call_timeout_ms: timeout_ms,
         namespace: format!("{}.ifz", cfg.namespace),
+        keys: scale.capacity_keys,
     };
     let (outcome, scale) =
         crate::cmd::fuzz_scale::around(rt, &probes, || fuzz_idem(rt, target, &opts));

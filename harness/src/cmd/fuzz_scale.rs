@@ -4,7 +4,28 @@
 
 use std::process::ExitCode;
 
+use clap::Args;
+
+use crate::run::fuzz::patience::Patience;
 use crate::run::fuzz::scale::{self, ScaleOutcome, ScaleProbes};
+
+/// The probes at scale's flags, on `certify` and `fuzz` alike.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct ScaleArgs {
+    /// The longest single wait the probes at scale spend on one promise
+    /// (DURATION: 500ms, 10s, 2m): a declared expiryMs or lockMs is timed
+    /// up to it, and state is read again at least this long after it was
+    /// written. Every report states it, and per timing field whether it
+    /// was judged at its declared value or only up to it.
+    #[arg(long, value_name = "DURATION", default_value = crate::run::fuzz::patience::DEFAULT_PATIENCE)]
+    pub patience: Patience,
+    /// Keys the probes at scale write before asking the first ones again
+    /// (in one session and across sessions; per caller and route at the
+    /// idem level). Every report states the count. 0 writes none.
+    #[arg(long, value_name = "N", default_value_t = scale::DEFAULT_CAPACITY_KEYS,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=scale::MAX_CAPACITY_KEYS as u64))]
+    pub capacity_keys: usize,
+}
 
 /// Runs `programs` between the two halves of the probes; their outcome
 /// beside the programs'.

@@ -495,8 +495,8 @@ pub struct Judge<'a> {
     /// Programs of the certification's fuzz pass (`None`: no pass, as in
     /// `run`; `Some(0)`: skipped, and the reports say so).
     pub fuzz_cases: Option<u32>,
-    /// The longest single wait of the pass's probes at scale (`--patience`).
-    pub patience: crate::run::fuzz::patience::Patience,
+    /// The pass's probes at scale (`--patience`, `--capacity-keys`).
+    pub scale: crate::cmd::fuzz_scale::ScaleArgs,
 }
 
 impl Started {
@@ -566,9 +566,10 @@ impl Started {
                 target: Arc::clone(&target),
                 profile: profile.profile,
                 idem: profile.idem.clone(),
-                patience: how.patience,
+                patience: how.scale.patience,
                 call_timeout_ms: timeout_ms,
                 namespace: format!("{}.certify", cfg.namespace),
+                keys: how.scale.capacity_keys,
             });
             let seeding = std::time::Instant::now();
             let seeded = match &scale {
@@ -587,7 +588,7 @@ impl Started {
             .await;
             if let (Some(seeded), Some(probes)) = (seeded, &scale) {
                 let finishing = std::time::Instant::now();
-                let mut outcome = crate::run::fuzz::scale::finish(seeded, how.patience).await;
+                let mut outcome = crate::run::fuzz::scale::finish(seeded, how.scale.patience).await;
                 crate::run::fuzz::scale::confirm(probes, &mut outcome).await;
                 outcome.record.added_ms = Some(seed_ms + finishing.elapsed().as_millis() as u64);
                 crate::run::fuzz::scale::apply(outcome, &mut pass);

@@ -39,7 +39,15 @@ pub struct ScaleProbes {
     pub call_timeout_ms: u64,
     /// Fresh per run: every session, key and caller the probes write.
     pub namespace: String,
+    /// Keys written before the first are asked again (`--capacity-keys`).
+    pub keys: usize,
 }
+
+/// The keys the probes write by default before asking the first ones
+/// again (`--capacity-keys`; docs/fuzz.md "At scale": measured).
+pub const DEFAULT_CAPACITY_KEYS: usize = 2_000;
+/// The most `--capacity-keys` takes.
+pub const MAX_CAPACITY_KEYS: usize = 100_000;
 
 /// What [`seed`] wrote, by level.
 #[derive(Debug)]
@@ -65,21 +73,30 @@ pub struct ScaleOutcome {
 pub async fn seed(p: &ScaleProbes) -> Result<Seeded, String> {
     let target = Arc::clone(&p.target);
     match target.level() {
-        Level::Store => scale_store::seed(target, &p.namespace, p.call_timeout_ms)
+        Level::Store => scale_store::seed(target, &p.namespace, p.call_timeout_ms, p.keys)
             .await
             .map(Seeded::Store),
-        Level::Agent => scale_agent::seed(target, p.profile, &p.namespace, p.call_timeout_ms)
-            .await
-            .map(Seeded::Agent),
+        Level::Agent => {
+            scale_agent::seed(target, p.profile, &p.namespace, p.call_timeout_ms, p.keys)
+                .await
+                .map(Seeded::Agent)
+        }
         Level::Idem => {
             let profile = p
                 .idem
                 .as_ref()
                 .ok_or("the idem target declared no profile")?;
             let mapped = target.api_map().is_some();
-            scale_idem::seed(target, profile, &p.namespace, p.call_timeout_ms, mapped)
-                .await
-                .map(Seeded::Idem)
+            scale_idem::seed(
+                target,
+                profile,
+                &p.namespace,
+                p.call_timeout_ms,
+                mapped,
+                p.keys,
+            )
+            .await
+            .map(Seeded::Idem)
         }
     }
 }

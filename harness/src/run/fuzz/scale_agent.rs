@@ -13,11 +13,11 @@
 //!   key must stay free, and no timer may start a run in it); a session
 //!   deleted and sent to again with the same key (the key is the new
 //!   run's);
-//! - **capacity**: [`PER_SESSION_KEYS`] keyed runs in one session, then
-//!   the first [`REASKED`] keys sent again (each refused
-//!   `state_request_already_completed` naming its holder), and [`SESSIONS`]
-//!   sessions of one keyed run each, the first [`REASKED`] sent again (each
-//!   a replay of its run);
+//! - **capacity**: `keys` keyed runs in one session (`--capacity-keys`,
+//!   2,000 by default), then the first [`REASKED`] keys sent again (each
+//!   refused `state_request_already_completed` naming its holder), and
+//!   half as many sessions of one keyed run each, the first [`REASKED`]
+//!   sent again (each a replay of its run);
 //! - **final reads** ([`finish`], at least the patience after the seeding;
 //!   the programs ran meanwhile): every session's snapshot must show the
 //!   runs it had, with their statuses, every key sent again must name its
@@ -46,10 +46,6 @@ use crate::run::fuzz::patience::{duration, Finding};
 use crate::targets::{HttpRequest, Target};
 use reqkey_scenario::agent_step::Wire;
 
-/// Keyed runs sent in one session before its first keys are sent again.
-pub const PER_SESSION_KEYS: usize = 2_000;
-/// Sessions of one keyed run each sent before the first are sent again.
-pub const SESSIONS: usize = 1_000;
 /// How many of the first keys (sessions) are sent again at once.
 pub const REASKED: usize = 64;
 /// Sessions sent to at once.
@@ -402,6 +398,7 @@ pub async fn seed(
     profile: Profile,
     namespace: &str,
     call_timeout_ms: u64,
+    keys: usize,
 ) -> Result<Seeded, String> {
     let ctx = Ctx {
         target,
@@ -461,26 +458,28 @@ pub async fn seed(
     // Capacity in one session.
     let mut wide = Known::new("the capacity session", format!("{ns}.wide"));
     let mut sent = 0;
-    for i in 0..PER_SESSION_KEYS {
+    for i in 0..keys {
         if !start(&ctx, &mut wide, &format!("kw{i}"), "a").await? {
             break;
         }
         sent += 1;
     }
     let mut capacity = Vec::new();
-    if sent == PER_SESSION_KEYS {
+    if sent == keys {
         for i in 0..REASKED.min(sent) {
             findings.extend(resend(&ctx, &mut wide, i, KEPT_AT_SCALE).await?);
         }
         capacity.push(format!(
-            "{PER_SESSION_KEYS} keyed runs in one session (chat sends) before its first {REASKED} keys were sent again"
+            "{keys} keyed runs in one session (chat sends) before its first {} keys were sent again",
+            REASKED.min(keys)
         ));
         known.push(wide);
     } else {
         left_out(&wide, &mut not_judged);
     }
     // Capacity across sessions.
-    let across: Vec<Known> = (0..SESSIONS)
+    let sessions = keys.div_ceil(2);
+    let across: Vec<Known> = (0..sessions)
         .map(|i| Known::new(format!("capacity session {i}"), format!("{ns}.x{i}")))
         .collect();
     let written = bounded(across, |mut k| {
@@ -491,7 +490,7 @@ pub async fn seed(
         }
     })
     .await?;
-    let mut across = Vec::with_capacity(SESSIONS);
+    let mut across = Vec::with_capacity(sessions);
     let mut lost = 0;
     for w in written {
         let (ok, k) = w?;
@@ -510,8 +509,9 @@ pub async fn seed(
         ));
     }
     capacity.push(format!(
-        "{} sessions of one keyed run each, {IN_FLIGHT} at a time, before the first {REASKED} were sent again",
-        across.len()
+        "{} sessions of one keyed run each, {IN_FLIGHT} at a time, before the first {} were sent again",
+        across.len(),
+        REASKED.min(across.len())
     ));
     if !ctx.profile.supports_request_key {
         capacity.push(

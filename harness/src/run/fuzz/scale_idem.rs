@@ -8,7 +8,7 @@
 //! that keeps only its 1,000 most recent keys, passes them. So, beside the
 //! programs:
 //!
-//! - **capacity** ([`seed`], before the programs): [`CAPACITY_KEYS`] keys
+//! - **capacity** ([`seed`], before the programs): `keys` keys
 //!   under one caller and route, then the first [`REASKED`] asked again
 //!   (a key is kept until it expires however many others came after);
 //!   under a numeric `expiryMs` the writes stop in time for the first key
@@ -55,9 +55,6 @@ use crate::run::fuzz::patience::{duration, FieldReach, Finding};
 use crate::targets::{HttpRequest, Target};
 use reqkey_scenario::agent_step::Wire;
 
-/// Keys written under one caller and route before the first are asked
-/// again (docs/fuzz.md "The patience": the budget measured).
-pub const CAPACITY_KEYS: usize = 2_000;
 /// How many of the first keys are asked again right after.
 pub const REASKED: usize = 64;
 /// Requests in flight at once while writing and re-reading keys.
@@ -350,6 +347,7 @@ pub async fn seed(
     namespace: &str,
     call_timeout_ms: u64,
     mapped: bool,
+    keys: usize,
 ) -> Result<Seeded, String> {
     let ctx = Ctx {
         target,
@@ -392,23 +390,24 @@ pub async fn seed(
         }
         out.tracks.push(t);
     }
-    let (tracks, line, findings) = capacity(&ctx, &caller, &tag).await?;
+    let (tracks, line, findings) = capacity(&ctx, &caller, &tag, keys.max(1)).await?;
     out.tracks.extend(tracks);
     out.capacity.push(line);
     out.findings.extend(findings);
     Ok(out)
 }
 
-/// [`CAPACITY_KEYS`] keys under one caller and route, [`IN_FLIGHT`] at a
+/// `keys` keys under one caller and route, [`IN_FLIGHT`] at a
 /// time (under a numeric `expiryMs`, stopped at half of it after the first
 /// completed), then the first [`REASKED`] asked again in order.
 async fn capacity(
     ctx: &Ctx,
     caller: &str,
     tag: &str,
+    keys: usize,
 ) -> Result<(Vec<Track>, String, Vec<Finding>), String> {
     let profile = &ctx.profile;
-    let mut tracks: Vec<Track> = (0..CAPACITY_KEYS)
+    let mut tracks: Vec<Track> = (0..keys)
         .map(|i| Track {
             blamed: Some(KEPT_AT_SCALE),
             ..Track::new(
@@ -429,7 +428,7 @@ async fn capacity(
     let mut written = 1;
     let mut rest: Vec<Track> = tracks.split_off(1);
     rest.reverse();
-    while written < CAPACITY_KEYS {
+    while written < keys {
         if deadline.is_some_and(|d| ctx.now_ms() >= d) {
             break;
         }
@@ -466,9 +465,9 @@ async fn capacity(
     let mut line = format!(
         "{written} keys under one caller and route (POST /orders), {IN_FLIGHT} at a time, before the first {reasked} were asked again"
     );
-    if written < CAPACITY_KEYS {
+    if written < keys {
         line.push_str(&format!(
-            " (of {CAPACITY_KEYS}: the writes stopped at half of expiryMs {} so that the first key was asked before it expired)",
+            " (of {keys}: the writes stopped at half of expiryMs {} so that the first key was asked before it expired)",
             ctx.profile.expiry_ms.unwrap_or_default()
         ));
     }

@@ -10,11 +10,11 @@
 //!   end `completed`, `failed`, `interrupted` and one left `running`, each
 //!   keyed; a session deleted (its key must stay free); a session deleted
 //!   and written again with the same key (the key is the new run's);
-//! - **capacity**: [`PER_SESSION_KEYS`] keyed runs in one session, then
-//!   the first [`REASKED`] keys read again and the first key's commit sent
-//!   again under a new run id (`request_key_taken` naming its holder); and
-//!   [`SESSIONS`] sessions of one keyed run each, the first [`REASKED`]
-//!   read again;
+//! - **capacity**: `keys` keyed runs in one session (`--capacity-keys`,
+//!   2,000 by default), then the first [`REASKED`] keys read again and the
+//!   first key's commit sent again under a new run id (`request_key_taken`
+//!   naming its holder); and as many sessions of one keyed run each, the
+//!   first [`REASKED`] read again;
 //! - **final reads** ([`finish`], after the programs and a quiet period of
 //!   the patience): every session, run and key read again, the deleted
 //!   session's key taken by a new commit, and every answer the spec's.
@@ -36,10 +36,6 @@ use tokio::task::JoinSet;
 use crate::run::fuzz::patience::{duration, Finding};
 use crate::targets::Target;
 
-/// Keyed runs written in one session before its first keys are read again.
-pub const PER_SESSION_KEYS: usize = 2_000;
-/// Sessions of one keyed run each written before the first are read again.
-pub const SESSIONS: usize = 2_000;
 /// How many of the first keys (sessions) are read again at once.
 pub const REASKED: usize = 64;
 /// Sessions written or read at once.
@@ -219,6 +215,7 @@ pub async fn seed(
     target: Arc<dyn Target>,
     namespace: &str,
     call_timeout_ms: u64,
+    keys: usize,
 ) -> Result<Seeded, String> {
     let ctx = Ctx {
         target,
@@ -306,7 +303,7 @@ pub async fn seed(
     let mut wide = Known::new("the capacity session", format!("{ns}.wide"));
     let id = wide.id.clone();
     let mut previous: Option<String> = None;
-    for i in 0..PER_SESSION_KEYS {
+    for i in 0..keys {
         let (run, key) = (format!("w{i}"), format!("kw{i}"));
         findings.extend(
             judged(
@@ -337,7 +334,7 @@ pub async fn seed(
     );
     known.push(wide);
     // Capacity across sessions: one keyed run each.
-    let across: Vec<Known> = (0..SESSIONS)
+    let across: Vec<Known> = (0..keys)
         .map(|i| {
             let mut k = Known::new(format!("capacity session {i}"), format!("{ns}.x{i}"));
             k.keys.push("kx".into());
@@ -360,7 +357,7 @@ pub async fn seed(
         }
     })
     .await?;
-    let mut across = Vec::with_capacity(SESSIONS);
+    let mut across = Vec::with_capacity(keys);
     for w in written {
         let (f, k) = w?;
         findings.extend(f);
@@ -370,12 +367,13 @@ pub async fn seed(
         let id = k.id.clone();
         findings.extend(judged(&ctx, k, by_key(&id, "kx"), KEPT_AT_SCALE).await?);
     }
+    let reasked = REASKED.min(keys);
     let capacity = vec![
         format!(
-            "{PER_SESSION_KEYS} keyed runs in one session before its first {REASKED} keys were read again and the first taken by another run"
+            "{keys} keyed runs in one session before its first {reasked} keys were read again and the first taken by another run"
         ),
         format!(
-            "{SESSIONS} sessions of one keyed run each, {IN_FLIGHT} at a time, before the first {REASKED} were read again"
+            "{keys} sessions of one keyed run each, {IN_FLIGHT} at a time, before the first {reasked} were read again"
         ),
     ];
     Ok(Seeded {
