@@ -9,6 +9,14 @@
 //! one that applied passed; otherwise the certificate says why not. The
 //! database-link claim (issue 49: `--db`, the `link` scenarios) is made
 //! the same way.
+//!
+//! A crash scenario judges more than crashes (the key syntax of its first
+//! request, a replay's body): one that failed only on clauses that also
+//! fail without a crash (in another scenario of the run, or in the fuzz
+//! pass) proves nothing about crashes, so the claim then says crash
+//! behaviour is not certified, never that it does not conform (issue 54).
+
+use std::collections::BTreeSet;
 
 use crate::run::event::{ScenarioResult, Verdict};
 use crate::targets::profile::ProfileInfo;
@@ -21,7 +29,9 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// The crash line of a finished run's reports: the run's setup (`crash`,
 /// what [`reqkey_scenario::fault::FaultSupport::describe`] said), then,
 /// when the harness started the target, what the crash scenarios showed.
-pub fn claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String> {
+/// `fuzz_failed` are the clauses the fuzz pass proved broken (no crash in
+/// it). Call it through the run's record (`report/record.rs`).
+pub fn claim(p: &ProfileInfo, results: &[ScenarioResult], fuzz_failed: &[&str]) -> Option<String> {
     let setup = p.crash.as_ref()?;
     let Some(crash) = &p.crash_scenarios else {
         return Some(setup.clone());
@@ -30,9 +40,11 @@ pub fn claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String> {
         setup,
         crash,
         results,
+        fuzz_failed,
         &Words {
             one: "crash scenario",
             many: "crash scenarios",
+            without: "without a crash",
             nothing: "crash behaviour is NOT certified",
             wrong: "crash behaviour does NOT conform",
             certified: "crash behaviour (kill, pause, restart) is certified".to_owned(),
@@ -44,7 +56,11 @@ pub fn claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String> {
 /// links the harness owned (`link`, from `--db`) or that it owned none,
 /// then what the link scenarios showed. Each link scenario's own note
 /// says what struck its link.
-pub fn link_claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String> {
+pub fn link_claim(
+    p: &ProfileInfo,
+    results: &[ScenarioResult],
+    fuzz_failed: &[&str],
+) -> Option<String> {
     let setup = p.link.as_ref()?;
     let Some(link) = &p.link_scenarios else {
         return Some(setup.clone());
@@ -53,9 +69,11 @@ pub fn link_claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String>
         setup,
         link,
         results,
+        fuzz_failed,
         &Words {
             one: "link scenario",
             many: "link scenarios",
+            without: "without a link fault",
             nothing: "database link faults are NOT certified",
             wrong: "the store does NOT conform under database link faults",
             certified: if link.faults.is_empty() {
@@ -74,6 +92,8 @@ pub fn link_claim(p: &ProfileInfo, results: &[ScenarioResult]) -> Option<String>
 struct Words {
     one: &'static str,
     many: &'static str,
+    /// How a failure elsewhere is said to have come (`without a crash`).
+    without: &'static str,
     nothing: &'static str,
     wrong: &'static str,
     certified: String,
@@ -83,6 +103,7 @@ fn from_results(
     setup: &str,
     scenarios: &CrashScenarios,
     results: &[ScenarioResult],
+    fuzz_failed: &[&str],
     w: &Words,
 ) -> String {
     if scenarios.applied.is_empty() {
@@ -93,22 +114,40 @@ fn from_results(
         };
         return format!("{setup}, but no {} applied ({why}): {}", w.one, w.nothing);
     }
-    let verdict = |id: &String| results.iter().find(|r| &r.id == id).map(|r| r.verdict);
-    let k = scenarios.applied.len();
-    let failed = scenarios
-        .applied
+    let applied = |id: &str| scenarios.applied.iter().any(|a| a == id);
+    // The clauses proven broken without the fault: by the other scenarios
+    // of the run and by the fuzz pass.
+    let elsewhere: BTreeSet<&str> = results
         .iter()
-        .filter(|id| {
-            matches!(
-                verdict(id),
-                Some(Verdict::Fail | Verdict::ExpectedFail | Verdict::UnexpectedPass)
-            )
-        })
-        .count();
+        .filter(|r| !applied(&r.id))
+        .flat_map(|r| crate::report::clauses::of_scenario(r).failed)
+        .chain(fuzz_failed.iter().copied())
+        .collect();
+    let result = |id: &String| results.iter().find(|r| &r.id == id);
+    let k = scenarios.applied.len();
+    let mut related = 0;
+    let mut unrelated: Vec<&str> = Vec::new();
+    for r in scenarios.applied.iter().filter_map(result).filter(|r| {
+        matches!(
+            r.verdict,
+            Verdict::Fail | Verdict::ExpectedFail | Verdict::UnexpectedPass
+        )
+    }) {
+        let failed = crate::report::clauses::of_scenario(r).failed;
+        if !failed.is_empty() && failed.iter().all(|c| elsewhere.contains(c)) {
+            for c in failed {
+                if !unrelated.contains(&c) {
+                    unrelated.push(c);
+                }
+            }
+        } else {
+            related += 1;
+        }
+    }
     let passed = scenarios
         .applied
         .iter()
-        .filter(|id| verdict(id) == Some(Verdict::Pass))
+        .filter(|id| result(id).map(|r| r.verdict) == Some(Verdict::Pass))
         .count();
     let failed_words = format!("{} failed", w.one);
     let failed_many = format!("{} failed", w.many);
@@ -116,9 +155,9 @@ fn from_results(
     let applied_many = format!("{} applied", w.many);
     let unjudged_one = format!("{} was not judged", w.one);
     let unjudged_many = format!("{} were not judged", w.many);
-    if failed > 0 {
+    if related > 0 {
         format!(
-            "{setup}; {failed} of {}: {}",
+            "{setup}; {related} of {}: {}",
             plural(k, &failed_words, &failed_many),
             w.wrong
         )
@@ -127,6 +166,15 @@ fn from_results(
             "{setup}; {} and passed: {}",
             plural(k, &applied_one, &applied_many),
             w.certified
+        )
+    } else if !unrelated.is_empty() {
+        format!(
+            "{setup}; {} of {} only on clauses that fail {} too ({}): {}",
+            k - passed,
+            plural(k, &failed_words, &failed_many),
+            w.without,
+            unrelated.join(", "),
+            w.nothing
         )
     } else {
         format!(
