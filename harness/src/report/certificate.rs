@@ -427,7 +427,7 @@ fn fuzz_section(md: &mut String, rec: &RunRecord<'_>) {
         let _ = writeln!(md, "- {}", record::reproduction(v, code_span));
         let _ = writeln!(
             md,
-            "\nreproduction:\n\n{}",
+            "\nreproduction:\n\n{}\n",
             fenced("yaml", &v.scenario_yaml)
         );
     }

@@ -247,6 +247,23 @@ mod tests {
             .unwrap();
         assert_eq!(replay.standing, Pass, "judged pass in c, never failed");
         assert_eq!(replay.not_judged.len(), 2);
+        // A violation the fuzz pass proved makes its clause FAIL, passed
+        // checks or not, and a clause no scenario judged gets its row.
+        let v = |clause: &str| crate::run::fuzz::pass::FuzzViolation {
+            clause: clause.into(),
+            clauses: vec![clause.into()],
+            program: "p".into(),
+            message: "m".into(),
+            scenario_yaml: "y".into(),
+            reproduced: true,
+            not_reproduced: None,
+        };
+        let violations = [v("idem.replay.completed"), v("idem.lock.held")];
+        let rows = by_clause(&summary, &violations);
+        let standing = |id: &str| rows.iter().find(|r| r.clause == id).map(|r| r.standing);
+        assert_eq!(standing("idem.replay.completed"), Some(Fail));
+        assert_eq!(standing("idem.lock.held"), Some(Fail));
+        assert_eq!(rows.len(), 3);
         let s = of_scenario(&summary.results[0]);
         assert_eq!(s.failed, ["idem.key.syntax"]);
         assert_eq!(s.not_judged[0].0, "idem.replay.completed");

@@ -185,3 +185,95 @@ fn from_results(
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::event::{ClauseStanding, ClauseVerdict, Failure};
+
+    fn result(id: &str, failed: &[&str]) -> ScenarioResult {
+        ScenarioResult {
+            id: id.into(),
+            file: "f.yaml".into(),
+            level: crate::targets::Level::Idem,
+            tags: Vec::new(),
+            checks: failed.iter().map(|c| (*c).to_owned()).collect(),
+            summary: "s".into(),
+            verdict: if failed.is_empty() {
+                Verdict::Pass
+            } else {
+                Verdict::Fail
+            },
+            trials_run: 1,
+            trials_overlapped: 0,
+            trials_with_groups: 0,
+            max_send_spread_us: None,
+            duration_ms: 0,
+            failure: (!failed.is_empty()).then(|| Failure {
+                step: "steps[2] http POST /orders".into(),
+                message: "m".into(),
+                clauses: failed.iter().map(|c| (*c).to_owned()).collect(),
+                ..Failure::default()
+            }),
+            later_failures: Vec::new(),
+            clauses: failed
+                .iter()
+                .map(|c| ClauseVerdict {
+                    clause: (*c).to_owned(),
+                    standing: ClauseStanding::Fail,
+                    why: None,
+                })
+                .collect(),
+            timelines: Vec::new(),
+            reason: None,
+            note: None,
+            history_view: None,
+        }
+    }
+
+    fn claim(results: &[ScenarioResult], fuzz_failed: &[&str]) -> String {
+        let crash = CrashScenarios {
+            applied: vec!["crash".into()],
+            unmet: Vec::new(),
+            faults: Vec::new(),
+        };
+        let words = Words {
+            one: "crash scenario",
+            many: "crash scenarios",
+            without: "without a crash",
+            nothing: "crash behaviour is NOT certified",
+            wrong: "crash behaviour does NOT conform",
+            certified: "crash behaviour (kill, pause, restart) is certified".to_owned(),
+        };
+        from_results("started", &crash, results, fuzz_failed, &words)
+    }
+
+    /// Issue 54: the crash row said "does NOT conform" for failures that
+    /// had nothing to do with a crash.
+    #[test]
+    fn a_crash_scenario_failing_on_what_fails_without_a_crash_certifies_nothing_either_way() {
+        let replay = "idem.replay.completed";
+        // The replay body is wrong everywhere, the crash scenario included.
+        let everywhere = [result("crash", &[replay]), result("replay", &[replay])];
+        let said = claim(&everywhere, &[]);
+        assert!(!said.contains("does NOT conform"), "{said}");
+        assert!(
+            said.contains("only on clauses that fail without a crash too (idem.replay.completed)")
+                && said.ends_with("crash behaviour is NOT certified"),
+            "{said}"
+        );
+        // The fuzz pass proving the clause broken is a failure without a
+        // crash as well.
+        let said = claim(&[result("crash", &[replay])], &[replay]);
+        assert!(said.ends_with("crash behaviour is NOT certified"), "{said}");
+        // A clause only the crash shows broken: the crash is to blame.
+        let durable = [
+            result("crash", &["idem.durable.restart", replay]),
+            result("replay", &[replay]),
+        ];
+        let said = claim(&durable, &[]);
+        assert!(said.ends_with("crash behaviour does NOT conform"), "{said}");
+        let said = claim(&[result("crash", &[]), result("replay", &[replay])], &[]);
+        assert!(said.ends_with("is certified"), "{said}");
+    }
+}

@@ -82,7 +82,9 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             report.add_test_suite(suite);
         }
     }
-    report.add_test_suite(clauses_suite(ctx, &rec));
+    if !rec.clauses.is_empty() || !rec.unclaused.is_empty() || rec.fields.is_some() {
+        report.add_test_suite(clauses_suite(ctx, &rec));
+    }
     if let Some(i) = &summary.indefinite {
         // The run as a whole reached no verdict: one case says why, so a
         // dashboard shows red, not an empty green run.

@@ -243,3 +243,207 @@ pub fn blamed_with(v: &FuzzViolation) -> Vec<&str> {
         .filter(|c| *c != v.clause)
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::run::event::{ClauseVerdict, Failure, Indefinite, ScenarioResult, Verdict};
+    use crate::run::fuzz::pass::FuzzPass;
+
+    fn result(id: &str, clauses: &[(&str, ClauseStanding)], verdict: Verdict) -> ScenarioResult {
+        let failed: Vec<String> = clauses
+            .iter()
+            .filter(|(_, s)| *s == ClauseStanding::Fail)
+            .map(|(c, _)| (*c).to_owned())
+            .collect();
+        ScenarioResult {
+            id: id.into(),
+            file: "f.yaml".into(),
+            level: crate::targets::Level::Idem,
+            tags: Vec::new(),
+            checks: clauses.iter().map(|(c, _)| (*c).to_owned()).collect(),
+            summary: "s".into(),
+            verdict,
+            trials_run: 1,
+            trials_overlapped: 0,
+            trials_with_groups: 0,
+            max_send_spread_us: None,
+            duration_ms: 0,
+            failure: (verdict != Verdict::Pass).then(|| Failure {
+                step: "steps[0] http POST /orders".into(),
+                message: "answer does not match".into(),
+                clauses: failed,
+                ..Failure::default()
+            }),
+            later_failures: Vec::new(),
+            clauses: clauses
+                .iter()
+                .map(|(c, s)| ClauseVerdict {
+                    clause: (*c).to_owned(),
+                    standing: *s,
+                    why: (*s == ClauseStanding::NotJudged).then(|| "stopped".into()),
+                })
+                .collect(),
+            timelines: Vec::new(),
+            reason: (verdict == Verdict::Error).then_some("timeout"),
+            note: None,
+            history_view: None,
+        }
+    }
+
+    fn violation(clause: &str, reproduced: bool) -> FuzzViolation {
+        FuzzViolation {
+            clause: clause.into(),
+            clauses: vec![clause.into()],
+            program: "case 3: burst of 8".into(),
+            message: "two of 8 duplicates ran".into(),
+            scenario_yaml: "id: idem.fuzz.seed-7\n".into(),
+            reproduced,
+            not_reproduced: (!reproduced).then(|| "the race did not show in 20 trials".into()),
+        }
+    }
+
+    fn summary(results: Vec<ScenarioResult>) -> RunSummary {
+        RunSummary::of_results("t".into(), 7, 1, results, None, Vec::new())
+    }
+
+    fn failed_fuzz(violations: Vec<FuzzViolation>) -> FuzzPass {
+        FuzzPass {
+            cases: 32,
+            verdict: "failed",
+            reason: Some("the battery's program 3".into()),
+            violations,
+            ..FuzzPass::skipped(crate::targets::Level::Idem, 7)
+        }
+    }
+
+    /// Issue 54: the clause table showed `idem.effect.at-most-once` pass
+    /// beside a fuzz row that proved it broken.
+    #[test]
+    fn a_clause_the_fuzz_pass_broke_is_fail_whatever_the_scenarios_said() {
+        use ClauseStanding::*;
+        let mut ctx = ReportContext::new("certify", "t");
+        ctx.fuzz = Some(failed_fuzz(vec![
+            violation("idem.effect.at-most-once", true),
+            violation("idem.lock.held", false),
+        ]));
+        let s = summary(vec![result(
+            "burst",
+            &[("idem.effect.at-most-once", Pass)],
+            Verdict::Pass,
+        )]);
+        let rec = of(&ctx, &s);
+        assert_eq!(rec.verdict.exit_code, 1);
+        assert_eq!(
+            rec.clauses_with(Fail),
+            ["idem.effect.at-most-once", "idem.lock.held"],
+            "a clause no scenario judged gets a row of its own"
+        );
+        assert!(rec.unclaused.is_empty(), "{:?}", rec.unclaused);
+        let lock = rec
+            .clauses
+            .iter()
+            .find(|r| r.clause == "idem.lock.held")
+            .unwrap();
+        // Not reproduced, and still a proven violation, saying why.
+        assert_eq!(lock.fuzz.len(), 1);
+        let said = reproduction(lock.fuzz[0], str::to_owned);
+        assert!(
+            said.contains("did not replay: the race did not show in 20 trials")
+                && said.contains("the violation stands"),
+            "{said}"
+        );
+        assert!(rec.closing_notes.iter().any(|n| n
+            .contains("the fuzz pass proved 2 violations (idem.effect.at-most-once, idem.lock.held)")));
+        // A failed pass that blames nothing is red beyond its clauses.
+        ctx.fuzz = Some(failed_fuzz(Vec::new()));
+        let rec = of(&ctx, &s);
+        assert_eq!(rec.clauses_with(Fail), Vec::<&str>::new());
+        assert_eq!(rec.unclaused.len(), 1);
+        // A pass that could not judge proves nothing of any clause.
+        ctx.fuzz = Some(FuzzPass {
+            verdict: "error",
+            ..failed_fuzz(vec![violation("idem.lock.held", true)])
+        });
+        let rec = of(&ctx, &s);
+        assert_eq!(rec.clauses_with(Fail), Vec::<&str>::new());
+        assert_eq!(rec.verdict.exit_code, 2);
+    }
+
+    fn field(name: &str, value: &str, scenarios: &[&str]) -> DeclaredField {
+        DeclaredField {
+            field: name.into(),
+            value: value.into(),
+            scenarios: scenarios.iter().map(|s| (*s).to_owned()).collect(),
+            promises_nothing: false,
+        }
+    }
+
+    /// Issue 54: "declared fields nothing judged" listed `lockMs` in a run
+    /// whose battery judged it and failed.
+    #[test]
+    fn a_declared_field_the_fuzz_pass_judged_is_not_unjudged() {
+        let mut ctx = ReportContext::new("certify", "t");
+        ctx.declared_fields = Some(vec![
+            field("keySyntax", "sf-string", &["idem.replay-after-completion"]),
+            field("lockMs", "a duration", &[]),
+            field("expiryMs", "null", &[]),
+            field("durable", "true", &[]),
+        ]);
+        let s = summary(Vec::new());
+        assert_eq!(
+            of(&ctx, &s).unjudged_fields(),
+            ["lockMs = a duration", "expiryMs = null", "durable = true"]
+        );
+        let mut pass = failed_fuzz(vec![violation("idem.lock.held", true)]);
+        pass.judged_fields = vec![
+            JudgedField {
+                field: "lockMs".into(),
+                up_to_ms: None,
+            },
+            JudgedField {
+                field: "expiryMs".into(),
+                up_to_ms: Some(3_000),
+            },
+        ];
+        ctx.fuzz = Some(pass);
+        let rec = of(&ctx, &s);
+        assert_eq!(rec.unjudged_fields(), ["durable = true"]);
+        assert_eq!(rec.fuzz_judged_fields(), ["lockMs = a duration"]);
+        assert_eq!(
+            rec.part_judged_fields(),
+            [("expiryMs = null".to_owned(), 3_000)]
+        );
+    }
+
+    /// Issue 54: a run whose 22 scenarios all ended in errors (exit 2)
+    /// closed "0 passed, 22 failed".
+    #[test]
+    fn a_run_of_errors_closes_saying_errors() {
+        use ClauseStanding::*;
+        let ctx = ReportContext::new("certify", "t");
+        let errors: Vec<ScenarioResult> = (0..22)
+            .map(|i| {
+                result(
+                    &format!("s{i}"),
+                    &[("idem.key.syntax", NotJudged)],
+                    Verdict::Error,
+                )
+            })
+            .collect();
+        let s = summary(errors);
+        let rec = of(&ctx, &s);
+        assert_eq!(rec.verdict.exit_code, 2);
+        assert_eq!(rec.closing_line, "0 passed, 0 failed, 22 errors");
+        let mut s = summary(vec![result("a", &[], Verdict::Pass)]);
+        s.indefinite = Some(Indefinite {
+            reason: "unreachable",
+            message: "m".into(),
+        });
+        assert_eq!(
+            of(&ctx, &s).closing_line,
+            "1 passed, 0 failed; no verdict (unreachable)"
+        );
+    }
+}
