@@ -281,6 +281,113 @@ pub fn render(cov: &Coverage) -> String {
     out
 }
 
+/// Every check of `scenarios` with the clauses it judges (issue 54: a
+/// check judges the clause it is about, so that a wrong replay body in a
+/// scenario about long keys fails `idem.replay.completed`, not the key's
+/// clause): one line per step that checks something, per `parallel` item
+/// with its own expectation and per `expect_group` rule, each with what it
+/// checks (its `expect` or its rule, cut to one line) and the clauses it
+/// judges. `reqkey coverage --level LEVEL` prints it.
+pub fn render_checks(level: Level, scenarios: &[Scenario]) -> String {
+    use reqkey_scenario::{Action, ClauseRef};
+    fn ids(list: &[ClauseRef]) -> String {
+        list.iter()
+            .map(|c| c.0.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+    fn what(v: &serde_json::Value) -> String {
+        let text = v.to_string();
+        match text.char_indices().nth(80) {
+            Some((cut, _)) => format!("{}...", &text[..cut]),
+            None => text,
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "checks, {} level: each check and the clauses it judges",
+        level.name()
+    );
+    let mut count = 0;
+    for s in scenarios {
+        let _ = writeln!(out, "  {}", s.id);
+        for (i, step) in s.steps.iter().enumerate() {
+            if !step.checks_something() {
+                continue;
+            }
+            let label = step.action.label();
+            let checked = match (&step.expect, &step.action) {
+                (Some(e), _) => format!("expect {}", what(e)),
+                (None, Action::ExpectOneOf(alts)) => format!(
+                    "expect_one_of {}",
+                    what(&serde_json::to_value(alts).unwrap_or_default())
+                ),
+                _ if step.linearizable => "linearizable".to_owned(),
+                _ if !step.bind.is_empty() => "bind".to_owned(),
+                _ => "its answer".to_owned(),
+            };
+            if step.checks_own_answer() || !matches!(step.action, Action::Parallel(_)) {
+                count += 1;
+                let _ = writeln!(
+                    out,
+                    "    steps[{i}] {label}: {checked} -> {}",
+                    ids(&step.judges)
+                );
+            }
+            if let Action::Parallel(items) = &step.action {
+                for (j, item) in items.iter().enumerate() {
+                    if item.checks_own_answer() {
+                        count += 1;
+                        let judges = if item.judges.is_empty() {
+                            &step.judges
+                        } else {
+                            &item.judges
+                        };
+                        let _ = writeln!(
+                            out,
+                            "    steps[{i}].parallel[{j}] {}: {} -> {}",
+                            item.action.label(),
+                            item.expect
+                                .as_ref()
+                                .map_or_else(|| "its answer".to_owned(), |e| format!("expect {}", what(e))),
+                            ids(judges)
+                        );
+                    }
+                }
+                if step.linearizable {
+                    count += 1;
+                    let _ = writeln!(
+                        out,
+                        "    steps[{i}] {label}: linearizable -> {}",
+                        ids(&step.judges)
+                    );
+                }
+                for (k, rule) in step.expect_group.iter().enumerate() {
+                    count += 1;
+                    let _ = writeln!(
+                        out,
+                        "    steps[{i}].expect_group[{k}] {}: {} -> {}",
+                        match rule.count {
+                            reqkey_scenario::GroupCount::Exactly(n) => format!("count {n}"),
+                            reqkey_scenario::GroupCount::Rest => "count rest".to_owned(),
+                        },
+                        what(&rule.pattern),
+                        ids(rule.judges.as_deref().unwrap_or(&step.judges))
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{count} checks in {} {} scenarios",
+        scenarios.len(),
+        level.name()
+    );
+    out
+}
+
 /// The matrix as a grid: clause rows, scenario columns (numbered, with a
 /// legend), `X` where a falsifiable scenario checks the clause, `o` where
 /// one that fails on no variant does.
