@@ -281,28 +281,89 @@ pub fn render(cov: &Coverage) -> String {
     out
 }
 
+/// One check of a scenario: where it is (`steps[2] http POST /orders`),
+/// what it checks (`expect`, `expect_group[1]`), and the clauses it judges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckOf<'a> {
+    pub place: String,
+    pub what: String,
+    pub judges: Vec<&'a str>,
+    pub always: bool,
+}
+
+/// Clause ids as text.
+fn names(list: &[reqkey_scenario::ClauseRef]) -> Vec<&str> {
+    list.iter().map(|c| c.0.as_str()).collect()
+}
+
+/// Every check of `s`, in order: a step's own checks, each item of its
+/// group that checks its own answer, each group rule (`reqkey explain
+/// SCENARIO_ID` and `reqkey coverage --level LEVEL` list them).
+pub fn checks_of(s: &Scenario) -> Vec<CheckOf<'_>> {
+    use reqkey_scenario::Action;
+    let mut out = Vec::new();
+    for (i, step) in s.steps.iter().enumerate() {
+        let place = format!("steps[{i}] {}", step.action.label());
+        let mut what: Vec<&str> = Vec::new();
+        if step.expect.is_some() {
+            what.push("expect");
+        }
+        if step.expect_raw.is_some() {
+            what.push("expect_raw");
+        }
+        if !step.expect_not_echoed.is_empty() {
+            what.push("expect_not_echoed");
+        }
+        if !step.bind.is_empty() {
+            what.push("bind");
+        }
+        if step.linearizable {
+            what.push("linearizable");
+        }
+        match &step.action {
+            Action::WaitRun(_) => what.push("wait_run"),
+            Action::ExpectOneOf(_) => what.push("expect_one_of"),
+            Action::MixedHistories { .. } => what.push("mixed_histories"),
+            _ => {}
+        }
+        if !what.is_empty() && !step.judges.is_empty() {
+            out.push(CheckOf {
+                place: place.clone(),
+                what: what.join(", "),
+                judges: names(&step.judges),
+                always: step.always,
+            });
+        }
+        if let Action::Parallel(items) = &step.action {
+            for (k, item) in items.iter().enumerate() {
+                if item.checks_own_answer() {
+                    out.push(CheckOf {
+                        place: format!("{place} parallel[{k}] {}", item.action.label()),
+                        what: "expect".into(),
+                        judges: names(step.item_judges(item)),
+                        always: step.always,
+                    });
+                }
+            }
+        }
+        for (r, rule) in step.expect_group.iter().enumerate() {
+            out.push(CheckOf {
+                place: place.clone(),
+                what: format!("expect_group[{r}]"),
+                judges: names(step.rule_judges(rule)),
+                always: step.always,
+            });
+        }
+    }
+    out
+}
+
 /// Every check of `scenarios` with the clauses it judges (issue 54: a
 /// check judges the clause it is about, so that a wrong replay body in a
 /// scenario about long keys fails `idem.replay.completed`, not the key's
-/// clause): one line per step that checks something, per `parallel` item
-/// with its own expectation and per `expect_group` rule, each with what it
-/// checks (its `expect` or its rule, cut to one line) and the clauses it
-/// judges. `reqkey coverage --level LEVEL` prints it.
+/// clause), scenario by scenario ([`checks_of`]). `reqkey coverage --level
+/// LEVEL` prints it.
 pub fn render_checks(level: Level, scenarios: &[Scenario]) -> String {
-    use reqkey_scenario::{Action, ClauseRef};
-    fn ids(list: &[ClauseRef]) -> String {
-        list.iter()
-            .map(|c| c.0.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-    fn what(v: &serde_json::Value) -> String {
-        let text = v.to_string();
-        match text.char_indices().nth(80) {
-            Some((cut, _)) => format!("{}...", &text[..cut]),
-            None => text,
-        }
-    }
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -312,71 +373,16 @@ pub fn render_checks(level: Level, scenarios: &[Scenario]) -> String {
     let mut count = 0;
     for s in scenarios {
         let _ = writeln!(out, "  {}", s.id);
-        for (i, step) in s.steps.iter().enumerate() {
-            if !step.checks_something() {
-                continue;
-            }
-            let label = step.action.label();
-            let checked = match (&step.expect, &step.action) {
-                (Some(e), _) => format!("expect {}", what(e)),
-                (None, Action::ExpectOneOf(alts)) => format!(
-                    "expect_one_of {}",
-                    what(&serde_json::to_value(alts).unwrap_or_default())
-                ),
-                _ if step.linearizable => "linearizable".to_owned(),
-                _ if !step.bind.is_empty() => "bind".to_owned(),
-                _ => "its answer".to_owned(),
-            };
-            if step.checks_own_answer() || !matches!(step.action, Action::Parallel(_)) {
-                count += 1;
-                let _ = writeln!(
-                    out,
-                    "    steps[{i}] {label}: {checked} -> {}",
-                    ids(&step.judges)
-                );
-            }
-            if let Action::Parallel(items) = &step.action {
-                for (j, item) in items.iter().enumerate() {
-                    if item.checks_own_answer() {
-                        count += 1;
-                        let judges = if item.judges.is_empty() {
-                            &step.judges
-                        } else {
-                            &item.judges
-                        };
-                        let _ = writeln!(
-                            out,
-                            "    steps[{i}].parallel[{j}] {}: {} -> {}",
-                            item.action.label(),
-                            item.expect
-                                .as_ref()
-                                .map_or_else(|| "its answer".to_owned(), |e| format!("expect {}", what(e))),
-                            ids(judges)
-                        );
-                    }
-                }
-                if step.linearizable {
-                    count += 1;
-                    let _ = writeln!(
-                        out,
-                        "    steps[{i}] {label}: linearizable -> {}",
-                        ids(&step.judges)
-                    );
-                }
-                for (k, rule) in step.expect_group.iter().enumerate() {
-                    count += 1;
-                    let _ = writeln!(
-                        out,
-                        "    steps[{i}].expect_group[{k}] {}: {} -> {}",
-                        match rule.count {
-                            reqkey_scenario::GroupCount::Exactly(n) => format!("count {n}"),
-                            reqkey_scenario::GroupCount::Rest => "count rest".to_owned(),
-                        },
-                        what(&rule.pattern),
-                        ids(rule.judges.as_deref().unwrap_or(&step.judges))
-                    );
-                }
-            }
+        for c in checks_of(s) {
+            count += 1;
+            let _ = writeln!(
+                out,
+                "    {}: {}{} -> {}",
+                c.place,
+                c.what,
+                if c.always { " (always runs)" } else { "" },
+                c.judges.join(", ")
+            );
         }
     }
     let _ = writeln!(
