@@ -198,7 +198,13 @@ fn markdown_clauses(md: &str) -> BTreeMap<String, &'static str> {
                 "not judged" => "not_judged",
                 other => panic!("standing {other}"),
             };
-            (cells[0].trim_start_matches("| ").trim_matches('`').to_owned(), standing)
+            (
+                cells[0]
+                    .trim_start_matches("| ")
+                    .trim_matches('`')
+                    .to_owned(),
+                standing,
+            )
         })
         .collect()
 }
@@ -353,10 +359,16 @@ fn every_format_states_the_same_clauses_violations_fields_and_exit_code() {
         assert!(md.contains(&format!("### `{}`: FAIL", v.clause)), "{md}");
         assert!(merged_md.contains(&format!("### `{}`: FAIL", v.clause)));
         assert!(
-            page.contains(&format!("class=\"violation failure\" data-clause=\"{}\" data-reproduced=\"{}\"", v.clause, v.reproduced)),
+            page.contains(&format!(
+                "class=\"violation failure\" data-clause=\"{}\" data-reproduced=\"{}\"",
+                v.clause, v.reproduced
+            )),
             "{page}"
         );
-        assert!(xml.contains(&format!("name=\"fuzz.idem.{}\"", v.clause)), "{xml}");
+        assert!(
+            xml.contains(&format!("name=\"fuzz.idem.{}\"", v.clause)),
+            "{xml}"
+        );
         assert!(term.contains(&format!("  {}: ", v.clause)), "{term}");
     }
     for text in [&md, &merged_md, &page, &xml, &term] {
@@ -401,10 +413,19 @@ fn every_format_states_the_same_clauses_violations_fields_and_exit_code() {
     for m in [&md, &merged_md] {
         let r = row(m);
         assert!(r.contains("`durable = true`: no scenario"), "{r}");
-        assert!(r.contains("judged by the fuzz pass alone: `lockMs = a duration`"), "{r}");
+        assert!(
+            r.contains("judged by the fuzz pass alone: `lockMs = a duration`"),
+            "{r}"
+        );
     }
-    assert!(term.contains("declared fields nothing judged: durable = true\n"), "{term}");
-    assert!(page.contains("<code>durable = true</code>: no scenario"), "{page}");
+    assert!(
+        term.contains("declared fields nothing judged: durable = true\n"),
+        "{term}"
+    );
+    assert!(
+        page.contains("<code>durable = true</code>: no scenario"),
+        "{page}"
+    );
     assert!(xml.contains("lockMs = a duration: fuzz"), "{xml}");
     let fields = |d: &serde_json::Value| -> Vec<(String, String)> {
         d["declared_fields"]

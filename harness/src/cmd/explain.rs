@@ -17,8 +17,8 @@ use reqkey_model::clauses::{self, Certified};
 use reqkey_model::vocab::Level;
 
 use crate::cmd::coverage::{level_coverage, suite_record};
-use reqkey_check::coverage::checks_of;
 use crate::cmd::exit::harness_error;
+use reqkey_check::coverage::checks_of;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {

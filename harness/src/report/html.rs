@@ -713,7 +713,9 @@ fn fields_html(rec: &RunRecord<'_>) -> String {
         unjudged.len()
     );
     if unjudged.is_empty() {
-        out.push_str("none: every declared value is judged by a scenario that applied or by the fuzz pass");
+        out.push_str(
+            "none: every declared value is judged by a scenario that applied or by the fuzz pass",
+        );
     } else {
         let _ = write!(
             out,
@@ -791,10 +793,9 @@ fn clauses_html(rec: &RunRecord<'_>, out: &mut String) {
         }));
         if evidence.is_empty() {
             evidence.push(match row.standing {
-                crate::run::event::ClauseStanding::Pass => format!(
-                    "{} scenario(s) passed a check of it",
-                    row.passed_in.len()
-                ),
+                crate::run::event::ClauseStanding::Pass => {
+                    format!("{} scenario(s) passed a check of it", row.passed_in.len())
+                }
                 _ => row.not_judged.first().map_or_else(
                     || "no check of it reached a verdict".to_owned(),
                     |(id, why)| format!("{}: {}", escape(id), escape(why)),

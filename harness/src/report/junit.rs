@@ -114,7 +114,10 @@ fn clauses_suite(ctx: &ReportContext, rec: &RunRecord<'_>) -> TestSuite {
     for row in &rec.clauses {
         let mut value = format!("{}: {}", row.clause, row.standing.as_str());
         if !row.fuzz.is_empty() {
-            value.push_str(&format!(" (the fuzz pass: {} violation(s))", row.fuzz.len()));
+            value.push_str(&format!(
+                " (the fuzz pass: {} violation(s))",
+                row.fuzz.len()
+            ));
         }
         suite.add_property(("clause", xml_text(&value).as_str()));
     }

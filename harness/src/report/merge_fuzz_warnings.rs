@@ -67,7 +67,8 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
             }
             // A violation names clauses of the spec: anything else was not
             // written by reqkey (and would reach every report).
-            let known = reqkey_model::clauses::clauses().map_err(|e| format!("spec/SPEC.md: {e}"))?;
+            let known =
+                reqkey_model::clauses::clauses().map_err(|e| format!("spec/SPEC.md: {e}"))?;
             for v in &d.violations {
                 if let Some(c) = std::iter::once(&v.clause)
                     .chain(&v.clauses)

@@ -354,8 +354,9 @@ mod tests {
                 && said.contains("the violation stands"),
             "{said}"
         );
-        assert!(rec.closing_notes.iter().any(|n| n
-            .contains("the fuzz pass proved 2 violations (idem.effect.at-most-once, idem.lock.held)")));
+        assert!(rec.closing_notes.iter().any(|n| n.contains(
+            "the fuzz pass proved 2 violations (idem.effect.at-most-once, idem.lock.held)"
+        )));
         // A failed pass that blames nothing is red beyond its clauses.
         ctx.fuzz = Some(failed_fuzz(Vec::new()));
         let rec = of(&ctx, &s);

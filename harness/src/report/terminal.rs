@@ -217,7 +217,11 @@ fn record_lines(rec: &RunRecord<'_>, quiet: bool) -> String {
             rec.clauses_with(ClauseStanding::NotJudged).len()
         ));
     }
-    for row in rec.clauses.iter().filter(|r| r.standing == ClauseStanding::Fail) {
+    for row in rec
+        .clauses
+        .iter()
+        .filter(|r| r.standing == ClauseStanding::Fail)
+    {
         let mut ids: Vec<&str> = Vec::new();
         for f in &row.findings {
             for (id, _) in &f.scenarios {
@@ -254,10 +258,7 @@ fn record_lines(rec: &RunRecord<'_>, quiet: bool) -> String {
                 ));
             }
             text.push_str(&format!("      program: {}\n", terminal(&v.program)));
-            text.push_str(&format!(
-                "      {}\n",
-                record::reproduction(v, terminal)
-            ));
+            text.push_str(&format!("      {}\n", record::reproduction(v, terminal)));
         }
     }
     let unjudged = rec.unjudged_fields();

@@ -338,7 +338,9 @@ mod tests {
             .judges(&p)
             .iter()
             .any(|f| f.field == "lockMs"));
-        assert!(!generated_judges(&p, 0).iter().any(|f| f.field == "expiryMs"));
+        assert!(!generated_judges(&p, 0)
+            .iter()
+            .any(|f| f.field == "expiryMs"));
         assert!(!generated_judges(&p, 1).iter().any(|f| f.field == "durable"));
         // The furthest reach wins, a declared value over any "up to".
         let mut all = vec![JudgedField::up_to("lockMs", 300)];
