@@ -452,3 +452,71 @@ fn every_format_states_the_same_clauses_violations_fields_and_exit_code() {
     assert_eq!(fields(&merged_doc), want_fields);
     insta::assert_snapshot!("one_record_certificate", md);
 }
+
+/// Issue 54: "declared fields nothing judged" listed `lockMs` in a run
+/// whose battery judged it and failed. A lock that lapses (declared 500
+/// ms, never renewed): no scenario applies under a 500 ms lock (the
+/// suite's lock scenario needs 1500 ms or more), so the suite alone names
+/// `lockMs` unjudged; the battery's duplicate past the lock judges it (and
+/// finds the lapse), so the run's record does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_field_the_battery_judged_and_failed_is_not_unjudged() {
+    use reqkey_harness::run::fuzz::pass::fuzz_pass;
+    let spec = "broken-idem:lock-lapses";
+    let target = reqkey_harness::targets::spec::open_target(spec, Default::default())
+        .await
+        .unwrap();
+    let info = reqkey_harness::targets::profile::resolve_profile(target.as_ref(), None, 5_000)
+        .await
+        .unwrap();
+    let declared = info.idem.clone().unwrap();
+    assert_eq!(declared.lock_ms, Some(500));
+    let suite = reqkey_harness::cmd::fields::idem_suite_texts(None).unwrap();
+    let pairs: Vec<(&reqkey_harness::scenario::Scenario, &str)> = suite
+        .iter()
+        .filter(|(s, _)| {
+            s.requires
+                .idem
+                .as_ref()
+                .is_none_or(|r| r.unmet(&declared).is_none())
+        })
+        .map(|(s, t)| (s, t.as_str()))
+        .collect();
+    let mut ctx = ReportContext::new("certify", spec);
+    ctx.declared_fields = Some(reqkey_harness::cmd::fields::declared_fields(
+        &declared, &pairs,
+    ));
+    let summary = RunSummary::of_results(spec.into(), 3, 1, Vec::new(), None, Vec::new());
+    let suite_alone = reqkey_harness::report::record::of(&ctx, &summary).unjudged_fields();
+    assert!(
+        suite_alone.contains(&"lockMs = a duration".to_owned()),
+        "{suite_alone:?}"
+    );
+    let pass = fuzz_pass(target, info.profile, Some(declared), 1, 3, 10_000).await;
+    assert_eq!(pass.verdict, "failed", "{pass:?}");
+    assert!(
+        pass.reason.as_deref().is_some_and(|r| r.contains("PastLock")),
+        "{pass:?}"
+    );
+    assert!(
+        pass.judged_fields.contains(&JudgedField {
+            field: "lockMs".into(),
+            up_to_ms: None
+        }),
+        "{:?}",
+        pass.judged_fields
+    );
+    ctx.fuzz = Some(pass);
+    let record = reqkey_harness::report::record::of(&ctx, &summary);
+    assert!(
+        !record.unjudged_fields().iter().any(|f| f.starts_with("lockMs")),
+        "{:?}",
+        record.unjudged_fields()
+    );
+    assert_eq!(record.fuzz_judged_fields(), ["lockMs = a duration"]);
+    let md = certificate::render(&ctx, &summary);
+    assert!(
+        md.contains("judged by the fuzz pass alone: `lockMs = a duration`"),
+        "{md}"
+    );
+}
