@@ -495,7 +495,9 @@ async fn a_declared_field_the_battery_judged_and_failed_is_not_unjudged() {
     let pass = fuzz_pass(target, info.profile, Some(declared), 1, 3, 10_000).await;
     assert_eq!(pass.verdict, "failed", "{pass:?}");
     assert!(
-        pass.reason.as_deref().is_some_and(|r| r.contains("PastLock")),
+        pass.reason
+            .as_deref()
+            .is_some_and(|r| r.contains("PastLock")),
         "{pass:?}"
     );
     assert!(
@@ -509,7 +511,10 @@ async fn a_declared_field_the_battery_judged_and_failed_is_not_unjudged() {
     ctx.fuzz = Some(pass);
     let record = reqkey_harness::report::record::of(&ctx, &summary);
     assert!(
-        !record.unjudged_fields().iter().any(|f| f.starts_with("lockMs")),
+        !record
+            .unjudged_fields()
+            .iter()
+            .any(|f| f.starts_with("lockMs")),
         "{:?}",
         record.unjudged_fields()
     );

@@ -105,6 +105,12 @@ pub struct ClauseCoverage {
 impl ReportContext {
     /// A context for `command` against `target`, dated now.
     pub fn new(command: &str, target: &str) -> Self {
+        Self::dated(command, target, utc_now())
+    }
+
+    /// A context for `command` against `target` dated `date` (a reporter
+    /// given no context renders from one without reading the clock).
+    pub fn dated(command: &str, target: &str, date: String) -> Self {
         Self {
             command: command.to_owned(),
             reqkey_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -114,7 +120,7 @@ impl ReportContext {
             suite: None,
             selection: Vec::new(),
             expected_failures: Vec::new(),
-            date: utc_now(),
+            date,
             profile: None,
             not_applicable: Vec::new(),
             clause_coverage: None,

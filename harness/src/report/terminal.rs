@@ -319,7 +319,7 @@ impl<W: Write + Send> Reporter for TerminalReporter<W> {
                 let ctx = match &self.ctx {
                     Some(ctx) => ctx,
                     None => {
-                        fallback = ReportContext::new("run", &summary.target);
+                        fallback = ReportContext::dated("run", &summary.target, String::new());
                         &fallback
                     }
                 };
