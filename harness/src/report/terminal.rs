@@ -203,8 +203,9 @@ impl<W: Write + Send> TerminalReporter<W> {
 
 /// The run's record as lines: the clause count, each FAIL clause with its
 /// evidence, every violation of the fuzz pass with its reproduction's
-/// fate, the declared fields nothing judged, the crash claim. Quiet runs
-/// keep what is not green.
+/// fate, the declared fields nothing judged (the crash claim is printed by
+/// the command after the run, from the same record). Quiet runs keep what
+/// is not green.
 fn record_lines(rec: &RunRecord<'_>, quiet: bool) -> String {
     use crate::run::event::ClauseStanding;
     let mut text = String::new();
