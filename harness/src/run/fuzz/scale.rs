@@ -23,6 +23,7 @@ use std::sync::Arc;
 use reqkey_model::idem_profile::IdemProfile;
 use reqkey_model::vocab::{Level, Profile};
 
+use crate::run::fuzz::idem_battery::{add_judged, JudgedField};
 use crate::run::fuzz::pass::{FuzzPass, FuzzViolation};
 use crate::run::fuzz::patience::{Finding, Patience, ScaleRecord};
 use crate::run::fuzz::{scale_agent, scale_idem, scale_store};
@@ -208,6 +209,15 @@ pub fn apply(outcome: ScaleOutcome, pass: &mut FuzzPass) {
         error,
         replayed,
     } = outcome;
+    // How far each timing field was judged, beside what the programs and
+    // the battery judged: every report's declared fields read it.
+    let reached = record.reach.iter().filter_map(|r| {
+        r.judged_up_to_ms.map(|ms| JudgedField {
+            field: r.field.clone(),
+            up_to_ms: (!r.at_declared).then_some(ms),
+        })
+    });
+    add_judged(&mut pass.judged_fields, reached.collect());
     pass.scale = Some(record);
     if let Some(first) = findings.first() {
         if pass.verdict != "failed" {
