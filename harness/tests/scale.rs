@@ -313,3 +313,57 @@ fn every_broken_variant_at_scale_fails_its_certification_on_three_seeds() {
         }
     });
 }
+
+/// Where the harness starts the target and it declares that its state
+/// survives a restart, the final reads are read again after one: a store
+/// over SQLite passes, a memory store claiming durability fails on
+/// `[[wire.store.durable]]`.
+#[test]
+fn the_final_reads_are_read_again_after_a_restart_of_a_target_declared_durable() {
+    let bin = env!("CARGO_BIN_EXE_reqkey");
+    let dir = std::env::temp_dir().join(format!("reqkey-scale-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("s.db");
+    for (store, code) in [
+        (format!("sqlite:{}", db.display()), 0),
+        ("broken-memory:claims-durable".to_owned(), 1),
+    ] {
+        let start = format!("{bin} serve store --store {store} --listen 127.0.0.1:{{port}}");
+        let run = common::certify(
+            "store+http://127.0.0.1:{port}",
+            &[
+                "--start",
+                &start,
+                "--fuzz-cases",
+                "2",
+                "--capacity-keys",
+                "50",
+                "--seed",
+                "2",
+            ],
+        );
+        assert_eq!(
+            run.output.status.code(),
+            Some(code),
+            "{store}: {}",
+            common::text(&run.output)
+        );
+        let reads = run.results["fuzz"]["scale"]["finalReads"].to_string();
+        assert!(
+            reads.contains("after a restart of every process"),
+            "{store}: {reads}"
+        );
+        let durable_blamed = run.results["fuzz"]["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["clause"] == "wire.store.durable");
+        assert_eq!(
+            durable_blamed,
+            code == 1,
+            "{store}: {}",
+            run.results["fuzz"]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

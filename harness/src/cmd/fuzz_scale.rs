@@ -44,7 +44,7 @@ pub fn around<R>(
     let ran = programs();
     let finishing = std::time::Instant::now();
     let outcome = rt.block_on(async {
-        let mut outcome = scale::finish(seeded, probes.patience).await;
+        let mut outcome = scale::finish(seeded, probes).await;
         scale::confirm(probes, &mut outcome).await;
         outcome.record.added_ms = Some(seed_ms + finishing.elapsed().as_millis() as u64);
         outcome
@@ -63,7 +63,7 @@ pub fn report(outcome: &ScaleOutcome) -> Option<ExitCode> {
     }
     for f in &crate::run::fuzz::scale::distinct(outcome.findings.clone()) {
         let again = outcome.replayed.as_ref().map(|r| {
-            if r.iter().any(|(c, _)| *c == f.clause) {
+            if r.contains(&f.clause) {
                 " (reproduced)"
             } else {
                 " (not shown again: timing or load; the first run proved it)"

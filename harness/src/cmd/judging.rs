@@ -582,7 +582,7 @@ impl Started {
             .await;
             if let (Some(seeded), Some(probes)) = (seeded, &scale) {
                 let finishing = std::time::Instant::now();
-                let mut outcome = crate::run::fuzz::scale::finish(seeded, how.scale.patience).await;
+                let mut outcome = crate::run::fuzz::scale::finish(seeded, probes).await;
                 crate::run::fuzz::scale::confirm(probes, &mut outcome).await;
                 outcome.record.added_ms = Some(seed_ms + finishing.elapsed().as_millis() as u64);
                 crate::run::fuzz::scale::apply(outcome, &mut pass);

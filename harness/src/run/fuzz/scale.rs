@@ -28,6 +28,7 @@ use crate::run::fuzz::pass::{FuzzPass, FuzzViolation};
 use crate::run::fuzz::patience::{Finding, Patience, ScaleRecord};
 use crate::run::fuzz::{scale_agent, scale_idem, scale_store};
 use crate::targets::Target;
+use reqkey_scenario::fault::{FaultAction, FaultStep};
 
 /// What the probes need of the judging.
 #[derive(Debug, Clone)]
@@ -65,9 +66,9 @@ pub struct ScaleOutcome {
     pub findings: Vec<Finding>,
     /// Why the probes could not judge (no verdict).
     pub error: Option<String>,
-    /// What a second run of the probes showed, after a first that proved
-    /// violations ([`confirm`]): (clause, kind of probe) of each.
-    pub replayed: Option<Vec<(String, String)>>,
+    /// The clauses a second run of the probes blamed, after a first that
+    /// proved violations ([`confirm`]).
+    pub replayed: Option<Vec<String>>,
 }
 
 /// The first half, before the programs.
@@ -102,8 +103,67 @@ pub async fn seed(p: &ScaleProbes) -> Result<Seeded, String> {
     }
 }
 
-/// The second half, after the programs: the waits and the final reads.
-pub async fn finish(seeded: Result<Seeded, String>, patience: Patience) -> ScaleOutcome {
+/// Whether the final reads are read once more after a restart: only
+/// where the harness started the target (`--start`) and it declares that
+/// its state survives one (`durable: true`); otherwise why not.
+async fn restart_promised(p: &ScaleProbes) -> Result<(), String> {
+    let target = &p.target;
+    if target.started_processes() == 0 {
+        return Err("the harness did not start the target (--start)".into());
+    }
+    let durable = match &p.idem {
+        Some(idem) => idem.durable,
+        None => {
+            let health = tokio::time::timeout(
+                std::time::Duration::from_millis(p.call_timeout_ms),
+                target.health(),
+            )
+            .await
+            .map_err(|_| "its /health did not answer".to_owned())?
+            .map_err(|e| format!("its /health: {e}"))?;
+            health.get("durable").and_then(serde_json::Value::as_bool) == Some(true)
+        }
+    };
+    if durable {
+        Ok(())
+    } else {
+        Err("it does not declare durable: true (nothing is promised across a restart)".into())
+    }
+}
+
+/// Restarts every process the harness started (each awaited until its
+/// `/health` answers).
+async fn restart(target: &Arc<dyn Target>) -> Result<(), String> {
+    for replica in 0..target.started_processes() {
+        let step = FaultStep {
+            action: FaultAction::Restart,
+            replica,
+            after_ms: 0,
+        };
+        target
+            .fault(&step)
+            .await
+            .map_err(|e| format!("restarting process {replica}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The line the final reads end with, and whether to read again.
+async fn after_restart(p: &ScaleProbes) -> Result<bool, String> {
+    match restart_promised(p).await {
+        Ok(()) => {
+            restart(&p.target).await?;
+            Ok(true)
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+/// The second half, after the programs: the waits, the final reads, and
+/// (where the harness owns a target declared durable) the same reads after
+/// a restart of every process it started.
+pub async fn finish(seeded: Result<Seeded, String>, p: &ScaleProbes) -> ScaleOutcome {
+    let patience = p.patience;
     let mut out = ScaleOutcome {
         record: ScaleRecord {
             patience_ms: patience.ms(),
@@ -118,42 +178,67 @@ pub async fn finish(seeded: Result<Seeded, String>, patience: Patience) -> Scale
             return out;
         }
     };
+    let restart_line = match restart_promised(p).await {
+        Ok(()) => "after a restart of every process the harness started: every key, run and session read again".to_owned(),
+        Err(why) => format!("not read again after a restart: {why}"),
+    };
     let r = &mut out.record;
-    let finished = match seeded {
+    let finished: Result<Vec<Finding>, String> = match seeded {
         Seeded::Store(s) => {
             r.capacity = s.capacity.clone();
             out.findings.extend(s.findings.clone());
-            scale_store::finish(s, patience.ms())
-                .await
-                .map(|(lines, found)| {
-                    r.final_reads = lines;
-                    found
-                })
+            async {
+                let (mut reads, lines, mut found) = scale_store::finish(s, patience.ms()).await?;
+                r.final_reads = lines;
+                let again = after_restart(p).await;
+                if let Ok(true) = again {
+                    found.extend(scale_store::read_again(&mut reads).await?);
+                }
+                scale_store::clean(reads).await;
+                again.map(|_| found)
+            }
+            .await
         }
         Seeded::Agent(s) => {
             r.capacity = s.capacity.clone();
             r.not_judged = s.not_judged.clone();
             out.findings.extend(s.findings.clone());
-            scale_agent::finish(s, patience.ms())
-                .await
-                .map(|(lines, found)| {
-                    r.final_reads = lines;
-                    found
-                })
+            async {
+                let (mut reads, lines, mut found) = scale_agent::finish(s, patience.ms()).await?;
+                r.final_reads = lines;
+                let again = after_restart(p).await;
+                if let Ok(true) = again {
+                    found.extend(scale_agent::read_again(&mut reads).await?);
+                }
+                scale_agent::clean(reads).await;
+                again.map(|_| found)
+            }
+            .await
         }
         Seeded::Idem(s) => {
             r.capacity = s.capacity.clone();
             out.findings.extend(s.findings.clone());
-            scale_idem::finish(s, patience.ms()).await.map(|f| {
-                r.reach = f.reach;
-                r.final_reads = f.final_reads;
-                r.not_judged = f.not_judged;
-                f.findings
-            })
+            async {
+                let mut f = scale_idem::finish(s, patience.ms()).await?;
+                r.reach = std::mem::take(&mut f.reach);
+                r.final_reads = std::mem::take(&mut f.final_reads);
+                r.not_judged = std::mem::take(&mut f.not_judged);
+                let mut found = std::mem::take(&mut f.findings);
+                if let Some(reads) = f.reads.as_mut() {
+                    if after_restart(p).await? {
+                        found.extend(scale_idem::read_again(reads).await?);
+                    }
+                }
+                Ok(found)
+            }
+            .await
         }
     };
     match finished {
-        Ok(found) => out.findings.extend(found),
+        Ok(found) => {
+            out.findings.extend(found);
+            out.record.final_reads.push(restart_line);
+        }
         Err(e) => out.error = Some(format!("the probes at scale: {e}")),
     }
     out
@@ -172,30 +257,13 @@ pub async fn confirm(p: &ScaleProbes, outcome: &mut ScaleOutcome) {
         ..p.clone()
     };
     let second = probe(&again).await;
-    outcome.replayed = Some(
-        second
-            .findings
-            .iter()
-            .map(|f| (f.clause.clone(), kind(&f.probe)))
-            .collect(),
-    );
-}
-
-/// A probe's kind: its description without numbers (`capacity key 17`
-/// and `capacity key 18` are one kind).
-fn kind(probe: &str) -> String {
-    probe
-        .chars()
-        .filter(|c| !c.is_ascii_digit())
-        .collect::<String>()
-        .trim()
-        .to_owned()
+    outcome.replayed = Some(second.findings.iter().map(|f| f.clause.clone()).collect());
 }
 
 /// Both halves at once, for a caller with nothing to run between them.
 pub async fn probe(p: &ScaleProbes) -> ScaleOutcome {
     let seeded = seed(p).await;
-    finish(seeded, p.patience).await
+    finish(seeded, p).await
 }
 
 /// The outcome on the pass's record: the record, and each violation
@@ -236,26 +304,22 @@ pub fn apply(outcome: ScaleOutcome, pass: &mut FuzzPass) {
     }
 }
 
-/// One finding per clause and kind of probe (`capacity key 17` and
-/// `capacity key 18` are one kind), the first kept with how many more it
-/// stands for: a bounded key index forgets a thousand keys, one violation.
+/// One finding per clause (as the pass keeps one violation per clause
+/// blamed), the first kept with how many more it stands for: a bounded
+/// key index forgets a thousand keys, one violation.
 pub fn distinct(findings: Vec<Finding>) -> Vec<Finding> {
-    let mut out: Vec<(Finding, String, usize)> = Vec::new();
+    let mut out: Vec<(Finding, usize)> = Vec::new();
     for f in findings {
-        let k = kind(&f.probe);
-        match out
-            .iter_mut()
-            .find(|(g, gk, _)| g.clause == f.clause && *gk == k)
-        {
-            Some((_, _, more)) => *more += 1,
-            None => out.push((f, k, 0)),
+        match out.iter_mut().find(|(g, _)| g.clause == f.clause) {
+            Some((_, more)) => *more += 1,
+            None => out.push((f, 0)),
         }
     }
     out.into_iter()
-        .map(|(mut f, _, more)| {
+        .map(|(mut f, more)| {
             if more > 0 {
                 f.message.push_str(&format!(
-                    "\n  (and {more} more of this kind of probe, the same clause)"
+                    "\n  (and {more} more answers of the probes, the same clause)"
                 ));
             }
             f
@@ -263,10 +327,9 @@ pub fn distinct(findings: Vec<Finding>) -> Vec<Finding> {
         .collect()
 }
 
-fn violation(f: Finding, replayed: Option<&[(String, String)]>) -> FuzzViolation {
-    let again = (f.clause.clone(), kind(&f.probe));
+fn violation(f: Finding, replayed: Option<&[String]>) -> FuzzViolation {
     let (reproduced, not_reproduced) = match replayed {
-        Some(r) if r.contains(&again) => (true, None),
+        Some(r) if r.contains(&f.clause) => (true, None),
         Some(_) => (
             false,
             Some("the probes, run again on fresh keys, did not show it again (a timing the machine did not meet twice, or load): the first run proved it".to_owned()),

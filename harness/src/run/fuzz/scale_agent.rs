@@ -288,7 +288,7 @@ async fn resend(
 
 /// The snapshot must show exactly the runs the probes saw, with their
 /// statuses (a deleted session: 404, nothing started in it by a timer).
-async fn snapshot(ctx: &Ctx, k: &mut Known) -> Result<Option<Finding>, String> {
+async fn snapshot(ctx: &Ctx, k: &mut Known, clause: &str) -> Result<Option<Finding>, String> {
     if k.failed {
         return Ok(None);
     }
@@ -334,7 +334,7 @@ async fn snapshot(ctx: &Ctx, k: &mut Known) -> Result<Option<Finding>, String> {
     };
     k.failed = true;
     Ok(Some(Finding {
-        clause: CHANGES_ONLY_BY_REQUESTS.into(),
+        clause: clause.into(),
         probe: k.what.clone(),
         message: format!(
             "{}: GET /sessions/{}: the spec answers {wanted}; the target answered {} {}",
@@ -529,13 +529,24 @@ pub async fn seed(
     })
 }
 
+/// What the final reads read: read again after a restart, then deleted.
+#[derive(Debug)]
+pub struct Reads {
+    ctx: Ctx,
+    all: Vec<Known>,
+}
+
+/// The clause a server that loses state in a restart it declared it
+/// survives breaks (SPEC 7).
+pub const DURABLE: &str = "agent.durable";
+
 /// Reads every session again at least `patience_ms` after the seeding
-/// ended, sends every key again, takes the deleted session's key anew,
-/// then deletes every session the probes wrote.
+/// ended (the programs ran meanwhile), sends every key again, and takes
+/// the deleted session's key anew.
 pub async fn finish(
     seeded: Seeded,
     patience_ms: u64,
-) -> Result<(Vec<String>, Vec<Finding>), String> {
+) -> Result<(Reads, Vec<String>, Vec<Finding>), String> {
     let Seeded {
         ctx,
         known,
@@ -550,47 +561,91 @@ pub async fn finish(
     let seeded = known.len();
     let all: Vec<Known> = known.into_iter().chain(across).collect();
     let count = all.len();
-    let read = bounded(all, |mut k| {
-        let ctx = ctx.clone();
-        async move {
-            let mut found = Vec::new();
-            found.extend(snapshot(&ctx, &mut k).await?);
-            for i in 0..k.runs.len() {
-                found.extend(resend(&ctx, &mut k, i, CHANGES_ONLY_BY_REQUESTS).await?);
-            }
-            // The deleted life's keys are free: a send with one starts anew.
-            if ctx.profile.supports_request_key && !k.failed {
-                for (key, text) in k.freed.clone() {
-                    let a = ctx.chat(&k.id, Some(&key), &text).await?;
-                    let fresh = a["status"] == 200
-                        && stream_of(&a).is_some_and(|(_, attached, _)| !attached);
-                    if !fresh {
-                        k.failed = true;
-                        found.push(Finding {
-                            clause: "agent.route.delete".into(),
-                            probe: k.what.clone(),
-                            message: format!(
-                                "{}: POST /sessions/{}/chat with the deleted session's key {key:?}: the spec answers a new run (200, attached: false: the key died with its session); the target answered {} {}",
-                                k.what, k.id, a["status"], cut(&a)
-                            ),
-                            scenario_yaml: None,
-                        });
-                    }
-                }
-            }
-            let _ = ctx.get_or_delete("DELETE", &k.id).await;
-            Ok::<_, String>(found)
-        }
-    })
-    .await?;
-    let mut findings = Vec::new();
-    for r in read {
-        findings.extend(r?);
-    }
+    let (all, findings) = reread(&ctx, all, CHANGES_ONLY_BY_REQUESTS).await?;
     let lines = vec![format!(
         "at least the patience ({}) after they were written, the programs run meanwhile: {seeded} seeded sessions and {} sessions of one key read again (every run and its status in the snapshot, every key sent again, the deleted session still gone and its key free)",
         duration(patience_ms),
         count - seeded
     )];
-    Ok((lines, findings))
+    Ok((Reads { ctx, all }, lines, findings))
+}
+
+/// The final reads once more (after a restart of a server that declared
+/// itself durable).
+pub async fn read_again(reads: &mut Reads) -> Result<Vec<Finding>, String> {
+    let all = std::mem::take(&mut reads.all);
+    let (all, findings) = reread(&reads.ctx, all, DURABLE).await?;
+    reads.all = all;
+    Ok(findings)
+}
+
+/// Deletes every session the probes wrote (best effort).
+pub async fn clean(reads: Reads) {
+    let Reads { ctx, all } = reads;
+    let _ = bounded(all, |k| {
+        let ctx = ctx.clone();
+        async move {
+            let _ = ctx.get_or_delete("DELETE", &k.id).await;
+        }
+    })
+    .await;
+}
+
+/// Every session's snapshot and keys, judged; a mismatch is `clause`'s.
+async fn reread(
+    ctx: &Ctx,
+    all: Vec<Known>,
+    clause: &'static str,
+) -> Result<(Vec<Known>, Vec<Finding>), String> {
+    let count = all.len();
+    let read = bounded(all, |mut k| {
+        let ctx = ctx.clone();
+        async move {
+            let mut found = Vec::new();
+            found.extend(snapshot(&ctx, &mut k, clause).await?);
+            for i in 0..k.runs.len() {
+                found.extend(resend(&ctx, &mut k, i, clause).await?);
+            }
+            // The deleted life's keys are free: a send with one starts anew
+            // (and the session lives again, with that run).
+            if ctx.profile.supports_request_key && !k.failed {
+                for (key, text) in std::mem::take(&mut k.freed) {
+                    let a = ctx.chat(&k.id, Some(&key), &text).await?;
+                    match stream_of(&a).filter(|(_, attached, _)| a["status"] == 200 && !attached) {
+                        Some((run, _, status)) => {
+                            k.deleted = false;
+                            k.runs.push(Run {
+                                id: run,
+                                status,
+                                key: Some(key.clone()),
+                                text: text.clone(),
+                            });
+                        }
+                        None => {
+                            k.failed = true;
+                            found.push(Finding {
+                                clause: "agent.route.delete".into(),
+                                probe: k.what.clone(),
+                                message: format!(
+                                    "{}: POST /sessions/{}/chat with the deleted session's key {key:?}: the spec answers a new run (200, attached: false: the key died with its session); the target answered {} {}",
+                                    k.what, k.id, a["status"], cut(&a)
+                                ),
+                                scenario_yaml: None,
+                            });
+                        }
+                    }
+                }
+            }
+            Ok::<_, String>((found, k))
+        }
+    })
+    .await?;
+    let mut findings = Vec::new();
+    let mut out = Vec::with_capacity(count);
+    for r in read {
+        let (found, k) = r?;
+        findings.extend(found);
+        out.push(k);
+    }
+    Ok((out, findings))
 }

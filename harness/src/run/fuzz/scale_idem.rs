@@ -330,6 +330,48 @@ pub struct Finished {
     pub final_reads: Vec<String>,
     pub findings: Vec<Finding>,
     pub not_judged: Vec<String>,
+    /// The keys the final reads asked, for [`read_again`] after a restart.
+    pub reads: Option<Reads>,
+}
+
+/// The keys the final reads asked.
+#[derive(Debug, Clone)]
+pub struct Reads {
+    ctx: Ctx,
+    tracks: Vec<Track>,
+}
+
+/// The clause an app that loses its keys in a restart it declared they
+/// survive breaks (SPEC 10).
+pub const DURABLE: &str = "idem.durable.restart";
+
+/// Every key asked again (after a restart of an app that declared
+/// `durable: true`): each still replayed where the model keeps it. The
+/// effects oracle is the app's own counter, which a restart resets: not
+/// read.
+pub async fn read_again(reads: &mut Reads) -> Result<Vec<Finding>, String> {
+    let tracks = std::mem::take(&mut reads.tracks);
+    let ctx = reads.ctx.clone();
+    let asked = bounded(tracks, |mut t| {
+        let ctx = ctx.clone();
+        async move {
+            t.blamed = Some(DURABLE);
+            let f = if t.failed {
+                None
+            } else {
+                ask(&ctx, &mut t).await?.0
+            };
+            Ok::<_, String>((f, t))
+        }
+    })
+    .await?;
+    let mut findings = Vec::new();
+    for r in asked {
+        let (f, t) = r?;
+        findings.extend(f);
+        reads.tracks.push(t);
+    }
+    Ok(findings)
 }
 
 /// Sends `req` alone and judges it on `track`.
@@ -548,6 +590,7 @@ pub async fn finish(seeded: Seeded, patience_ms: u64) -> Result<Finished, String
         "after a quiet period of the patience ({}; no request on these keys): {count} keys asked again (2 seeded before the programs, the capacity keys, the expiry and lock probes' keys), /.reqkey/effects held to each",
         duration(patience_ms)
     ));
+    out.reads = Some(Reads { ctx, tracks });
     Ok(out)
 }
 

@@ -422,13 +422,23 @@ fn final_requests(k: &Known) -> Vec<Value> {
     out
 }
 
-/// Reads every session, run and key again after a quiet period of
-/// `patience_ms` (counted from the end of [`seed`]; the programs ran
-/// meanwhile), then deletes every session the probes wrote.
+/// What the final reads read: read again after a restart, then deleted.
+#[derive(Debug)]
+pub struct Reads {
+    ctx: Ctx,
+    all: Vec<Known>,
+}
+
+/// The clause a store that loses state in a restart it declared it
+/// survives breaks (SPEC 6).
+pub const DURABLE: &str = "wire.store.durable";
+
+/// Reads every session, run and key again at least `patience_ms` after
+/// the seeding ended (the programs ran meanwhile).
 pub async fn finish(
     seeded: Seeded,
     patience_ms: u64,
-) -> Result<(Vec<String>, Vec<Finding>), String> {
+) -> Result<(Reads, Vec<String>, Vec<Finding>), String> {
     let Seeded {
         ctx,
         known,
@@ -440,34 +450,68 @@ pub async fn finish(
     if waited < patience_ms {
         tokio::time::sleep(Duration::from_millis(patience_ms - waited)).await;
     }
-    let mut findings = Vec::new();
     let reads = known.len();
     let all: Vec<Known> = known.into_iter().chain(across).collect();
+    let count = all.len();
+    let (all, findings) = reread(&ctx, all, CHANGES_ONLY_BY_OPERATIONS).await?;
+    let lines = vec![format!(
+        "at least the patience ({}) after they were written, the programs run meanwhile: {reads} seeded sessions and {} sessions of one key read whole again (current run, runs, inputs, every key), the deleted session's key taken anew, each session's first key refused to another run",
+        duration(patience_ms),
+        count - reads
+    )];
+    Ok((Reads { ctx, all }, lines, findings))
+}
+
+/// The final reads once more (after a restart of a store that declared
+/// itself durable): every answer still the spec's.
+pub async fn read_again(reads: &mut Reads) -> Result<Vec<Finding>, String> {
+    let all = std::mem::take(&mut reads.all);
+    let (all, findings) = reread(&reads.ctx, all, DURABLE).await?;
+    reads.all = all;
+    Ok(findings)
+}
+
+/// Deletes every session the probes wrote (best effort: a shared
+/// backend keeps nothing).
+pub async fn clean(reads: Reads) {
+    let Reads { ctx, all } = reads;
+    let _ = bounded(all, |k| {
+        let ctx = ctx.clone();
+        async move {
+            let _ = tokio::time::timeout(
+                Duration::from_millis(ctx.call_timeout_ms),
+                ctx.target.store_call(&read("deleteSession", &k.id)),
+            )
+            .await;
+        }
+    })
+    .await;
+}
+
+/// Every session's final requests, judged; a mismatch is `clause`'s.
+async fn reread(
+    ctx: &Ctx,
+    all: Vec<Known>,
+    clause: &'static str,
+) -> Result<(Vec<Known>, Vec<Finding>), String> {
     let count = all.len();
     let read = bounded(all, |mut k| {
         let ctx = ctx.clone();
         async move {
             let mut found = Vec::new();
             for request in final_requests(&k) {
-                found.extend(judged(&ctx, &mut k, request, CHANGES_ONLY_BY_OPERATIONS).await?);
+                found.extend(judged(&ctx, &mut k, request, clause).await?);
             }
-            // Leave nothing behind on a shared backend (best effort).
-            let _ = tokio::time::timeout(
-                Duration::from_millis(ctx.call_timeout_ms),
-                ctx.target.store_call(&read("deleteSession", &k.id)),
-            )
-            .await;
-            Ok::<_, String>(found)
+            Ok::<_, String>((found, k))
         }
     })
     .await?;
+    let mut findings = Vec::new();
+    let mut out = Vec::with_capacity(count);
     for r in read {
-        findings.extend(r?);
+        let (found, k) = r?;
+        findings.extend(found);
+        out.push(k);
     }
-    let lines = vec![format!(
-        "at least the patience ({}) after they were written, the programs run meanwhile: {reads} seeded sessions and {} sessions of one key read whole again (current run, runs, inputs, every key), the deleted session's key taken anew, each session's first key refused to another run",
-        duration(patience_ms),
-        count - reads
-    )];
-    Ok((lines, findings))
+    Ok((out, findings))
 }
