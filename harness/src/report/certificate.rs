@@ -571,18 +571,22 @@ fn profile_flag(ctx: &ReportContext) -> String {
     }
 }
 
-/// ` --patience D` when the fuzz pass's probes waited another patience
-/// than the default, so a replay judges the same.
+/// ` --patience D` and ` --capacity-keys N` where the fuzz pass's probes
+/// at scale ran with other than the defaults, so a replay judges the same.
 fn patience_flag(ctx: &ReportContext) -> String {
-    match ctx.fuzz.as_ref().and_then(|f| f.scale.as_ref()) {
-        Some(s) if s.patience_ms != crate::run::fuzz::patience::DEFAULT_PATIENCE_MS => {
-            match crate::run::fuzz::patience::Patience::from_ms(s.patience_ms) {
-                Ok(p) => format!(" --patience {}", p.flag()),
-                Err(_) => String::new(),
-            }
+    let Some(s) = ctx.fuzz.as_ref().and_then(|f| f.scale.as_ref()) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if s.patience_ms != crate::run::fuzz::patience::DEFAULT_PATIENCE_MS {
+        if let Ok(p) = crate::run::fuzz::patience::Patience::from_ms(s.patience_ms) {
+            out.push_str(&format!(" --patience {}", p.flag()));
         }
-        _ => String::new(),
     }
+    if s.capacity_keys != crate::run::fuzz::scale::DEFAULT_CAPACITY_KEYS as u64 {
+        out.push_str(&format!(" --capacity-keys {}", s.capacity_keys));
+    }
+    out
 }
 
 /// The endpoints of a replicated target (its `/health` carries them).

@@ -57,7 +57,7 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
                     f.level.clone(),
                     f.cases,
                     f.seed,
-                    f.scale.as_ref().map(|s| s.patience_ms),
+                    f.scale.as_ref().map(|s| (s.patience_ms, s.capacity_keys)),
                 )
             })
         };

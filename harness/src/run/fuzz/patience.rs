@@ -169,6 +169,10 @@ impl FieldReach {
 #[serde(rename_all = "camelCase")]
 pub struct ScaleRecord {
     pub patience_ms: u64,
+    /// The keys written before the first were asked again
+    /// (`--capacity-keys`).
+    #[serde(default)]
+    pub capacity_keys: u64,
     /// Per timing field of the declared profile (the idem level's
     /// `expiryMs` and `lockMs`; the store and agent levels declare none).
     #[serde(default)]

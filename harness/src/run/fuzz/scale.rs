@@ -167,6 +167,7 @@ pub async fn finish(seeded: Result<Seeded, String>, p: &ScaleProbes) -> ScaleOut
     let mut out = ScaleOutcome {
         record: ScaleRecord {
             patience_ms: patience.ms(),
+            capacity_keys: p.keys as u64,
             ..ScaleRecord::default()
         },
         ..ScaleOutcome::default()
