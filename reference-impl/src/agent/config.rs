@@ -436,6 +436,11 @@ impl ExecutorDefect {
         Self::ALL.into_iter().find(|d| d.name() == name)
     }
 
+    /// Whether only the fuzz pass's probes at scale find it (issue 55).
+    pub fn at_scale(self) -> bool {
+        self.store_defect().is_some() || self == ExecutorDefect::SuspendedResumedByTimer
+    }
+
     /// The broken memory store this defect puts under the executor in
     /// place of the store it was given (its bug lives in the key index).
     pub fn store_defect(self) -> Option<crate::store::MemoryDefect> {

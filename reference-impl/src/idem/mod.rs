@@ -374,6 +374,18 @@ impl IdemDefect {
         Self::ALL.into_iter().find(|d| d.name() == name)
     }
 
+    /// Whether only the fuzz pass's probes at scale find it (issue 55).
+    pub fn at_scale(self) -> bool {
+        matches!(
+            self,
+            Self::ExpiryShorterThanDeclared
+                | Self::ForgetsAfterFourSeconds
+                | Self::LockLapsesAfter750ms
+                | Self::EvictsBeyond1000Keys
+                | Self::ErrorsSweptAfter5s
+        )
+    }
+
     /// The `expiryMs` the broken variant declares instead of the
     /// configured one (`None`: the configured one).
     pub fn declared_expiry_ms(self) -> Option<u64> {
