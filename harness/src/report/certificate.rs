@@ -448,11 +448,14 @@ fn fuzz_section(md: &mut String, rec: &RunRecord<'_>) {
         let _ = writeln!(md, "- why: {}", code_span(&v.message));
         let _ = writeln!(md, "- program: {}", code_span(&v.program));
         let _ = writeln!(md, "- {}", record::reproduction(v, code_span));
-        let _ = writeln!(
-            md,
-            "\nreproduction:\n\n{}\n",
-            fenced("yaml", &v.scenario_yaml)
-        );
+        // A probe at scale has no scenario: it is run again instead.
+        if !v.scenario_yaml.is_empty() {
+            let _ = writeln!(
+                md,
+                "\nreproduction:\n\n{}\n",
+                fenced("yaml", &v.scenario_yaml)
+            );
+        }
     }
 }
 

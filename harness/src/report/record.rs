@@ -232,7 +232,10 @@ pub fn of<'a>(ctx: &'a ReportContext, summary: &'a RunSummary) -> RunRecord<'a> 
 /// reason (harness text, read back from a file by `certify merge`) inert
 /// in the format's own way.
 pub fn reproduction(v: &FuzzViolation, inert: impl Fn(&str) -> String) -> String {
-    if v.reproduced {
+    if v.reproduced && v.scenario_yaml.is_empty() {
+        // A probe at scale: its reproduction is the probes run again.
+        "reproduction replayed: the probes at scale, run again on fresh keys, failed the target on the same clause".to_owned()
+    } else if v.reproduced {
         "reproduction replayed: it failed the target on the same clause".to_owned()
     } else {
         format!(
