@@ -230,8 +230,9 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
             };
             Ok((map, scenarios))
         });
+        let seed = args.seed.unwrap_or_else(fresh_seed);
         return match planned {
-            Ok((map, scenarios)) => judging::dry_run(&map, scenarios, args.fuzz_cases),
+            Ok((map, scenarios)) => judging::dry_run(&map, scenarios, args.fuzz_cases, seed),
             Err(e) => harness_error(e),
         };
     }

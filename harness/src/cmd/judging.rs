@@ -156,12 +156,16 @@ pub fn parse_without_starting(target: &str) -> Result<TargetSpec, String> {
 }
 
 /// `--dry-run`: the scenarios the map plays under its declared profile
-/// (without `--start`, no crash scenario), and the requests they would
-/// send; nothing is sent.
+/// (without `--start`, no crash scenario), and the requests they and the
+/// fuzz pass (its battery and `fuzz_cases` programs drawn from `seed`)
+/// would send, route by route as sent; nothing is sent. A run with the
+/// same `--seed` and `--fuzz-cases` sends exactly these when no race earns
+/// more trials and nothing fails (it says so route by route at its end).
 pub fn dry_run(
     map: &crate::targets::api_map::ApiMap,
     scenarios: Vec<Scenario>,
     fuzz_cases: u32,
+    seed: u64,
 ) -> ExitCode {
     let profile = match reqkey_model::idem_profile::parse_health(map.health()) {
         Ok(parsed) => parsed.profile,
@@ -178,7 +182,7 @@ pub fn dry_run(
     not.extend(not_played);
     println!(
         "{}",
-        map.plan(&apply, fuzz_cases, crate::run::trial::EXTRA_TRIALS_FACTOR)
+        map_plan(map, &profile, &apply, Some(fuzz_cases), seed)
     );
     if !not.is_empty() {
         println!(
@@ -189,6 +193,60 @@ pub fn dry_run(
     }
     println!("reqkey: dry run: nothing was sent");
     ExitCode::SUCCESS
+}
+
+/// The fuzz pass's requests through `map` under `profile`: its battery
+/// and `cases` programs drawn from `seed`, fitted to the map (nothing
+/// without a pass, or with `--fuzz-cases 0`).
+fn fuzz_requests(
+    map: &crate::targets::api_map::ApiMap,
+    profile: &reqkey_model::idem_profile::IdemProfile,
+    cases: Option<u32>,
+    seed: u64,
+) -> crate::targets::api_map::ContractRequests {
+    use crate::run::fuzz::{idem_map, pass};
+    match cases {
+        None | Some(0) => Default::default(),
+        Some(cases) => idem_map::planned_requests(
+            profile,
+            cases,
+            seed,
+            pass::CERTIFY_IDEM_LONG_PAUSES,
+            pass::CERTIFY_IDEM_SHRINK_ITERS,
+            true,
+            &idem_map::Fit::of(Some(map), profile),
+        ),
+    }
+}
+
+/// The plan of a run through `map` as its lines: `scenarios` at their
+/// least and most trials, and the fuzz pass.
+fn map_plan(
+    map: &crate::targets::api_map::ApiMap,
+    profile: &reqkey_model::idem_profile::IdemProfile,
+    scenarios: &[Scenario],
+    fuzz_cases: Option<u32>,
+    seed: u64,
+) -> String {
+    let trials: Vec<(&Scenario, u64, u64)> = scenarios
+        .iter()
+        .map(|s| {
+            let (least, most) =
+                crate::targets::api_map::ApiMap::trials(s, crate::run::trial::EXTRA_TRIALS_FACTOR);
+            (s, least, most)
+        })
+        .collect();
+    let fuzz = fuzz_requests(map, profile, fuzz_cases, seed);
+    let what = match fuzz_cases {
+        Some(cases) if cases > 0 => format!(
+            "{} scenarios and the fuzz pass (seed {seed}: the battery and {cases} programs, \
+             {})",
+            scenarios.len(),
+            crate::run::fuzz::idem_map::describe(&fuzz)
+        ),
+        _ => format!("{} scenarios", scenarios.len()),
+    };
+    map.plan_lines(&map.plan(&trials, &fuzz), &what)
 }
 
 /// Starts `--start`'s commands, if any, and fills their ports into the
@@ -393,7 +451,7 @@ pub async fn execute(
     ctx: &ReportContext,
     outputs: &Outputs,
     quiet: bool,
-) -> ExitCode {
+) -> (ExitCode, Option<crate::run::event::RunSummary>) {
     let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(
         TerminalReporter::new(std::io::stdout(), quiet)
             .with_progress(progress_wanted(quiet))
@@ -403,11 +461,14 @@ pub async fn execute(
     // not after a long run.
     match file_reporters(ctx, outputs, scenarios) {
         Ok(files) => reporters.extend(files),
-        Err(e) => return harness_error(e),
+        Err(e) => return (harness_error(e), None),
     }
     if let Some(dir) = &outputs.histories {
         if let Err(e) = std::fs::create_dir_all(dir) {
-            return harness_error(format!("cannot create {}: {e}", dir.display()));
+            return (
+                harness_error(format!("cannot create {}: {e}", dir.display())),
+                None,
+            );
         }
     }
     let summary = runner::run(target, scenarios, cfg, &mut reporters).await;
@@ -437,7 +498,10 @@ pub async fn execute(
     }
     for r in &mut reporters {
         if let Err(e) = r.finish() {
-            return harness_error(format!("cannot write a report: {e}"));
+            return (
+                harness_error(format!("cannot write a report: {e}")),
+                Some(summary),
+            );
         }
     }
     if !quiet {
@@ -449,11 +513,14 @@ pub async fn execute(
         match write_histories(dir, &sink.take()) {
             Ok(n) if !quiet => eprintln!("reqkey: wrote {n} histories to {}", dir.display()),
             Ok(_) => {}
-            Err(e) => return harness_error(e),
+            Err(e) => return (harness_error(e), Some(summary)),
         }
     }
     // The one verdict every report above stated (the fuzz pass included).
-    ExitCode::from(ctx.verdict(&summary).exit_code)
+    (
+        ExitCode::from(ctx.verdict(&summary).exit_code),
+        Some(summary),
+    )
 }
 
 /// The first stage: `--start`'s processes (if any) and the target parsed,
@@ -557,6 +624,15 @@ impl Started {
                 .map(|h| bound::value(&h)),
             None => None,
         };
+        // A live app played through a map: say what will be sent before
+        // anything is (the fuzz pass included).
+        let mapped = target.api_map().zip(profile.idem.as_ref());
+        if let Some((map, declared)) = mapped {
+            println!(
+                "{}",
+                map_plan(map, declared, &scenarios, how.fuzz_cases, how.seed)
+            );
+        }
         if let Some(cases) = how.fuzz_cases {
             let pass = crate::run::fuzz::pass::fuzz_pass(
                 Arc::clone(&target),
@@ -591,29 +667,75 @@ impl Started {
                 target: Arc::downgrade(&target),
             }),
         );
-        // A live app played through a map: say what will be sent first.
-        if let Some(map) = target.api_map() {
-            println!(
-                "{}",
-                map.plan(
-                    &scenarios,
-                    how.fuzz_cases.unwrap_or(0),
-                    crate::run::trial::EXTRA_TRIALS_FACTOR
-                )
-            );
-        }
         let mut cfg = cfg.clone();
         cfg.finished = Some(finished);
         if target.sequential() {
             cfg.concurrency = 1;
         }
         let finishing = Arc::clone(&target);
-        let code = execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await;
+        let (code, summary) = execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await;
         if let Some(line) = finishing.finish().await {
             eprintln!("reqkey: {}", crate::report::inert::terminal(&line));
         }
+        if let (Some(summary), Some(map), Some(declared), Some(sent)) = (
+            &summary,
+            finishing.api_map(),
+            ctx.profile.as_ref().and_then(|p| p.idem.as_ref()),
+            finishing.sent_requests(),
+        ) {
+            if !how.quiet {
+                let fuzz = (how.fuzz_cases, how.seed);
+                for line in sent_against_plan(map, declared, &scenarios, summary, &ctx, fuzz, &sent)
+                {
+                    println!("{line}");
+                }
+            }
+        }
         code
     }
+}
+
+/// After a run through a map: what was sent, route by route, beside the
+/// plan for the trials that ran (each scenario at its `trials_run`, the
+/// fuzz pass from its seed): `--dry-run` and the run agree request for
+/// request when no race earned more trials. Where something failed (steps
+/// skipped, a failing program shrunk), the plan cannot hold: said first.
+fn sent_against_plan(
+    map: &crate::targets::api_map::ApiMap,
+    declared: &reqkey_model::idem_profile::IdemProfile,
+    scenarios: &[Scenario],
+    summary: &crate::run::event::RunSummary,
+    ctx: &ReportContext,
+    (fuzz_cases, seed): (Option<u32>, u64),
+    sent: &std::collections::BTreeMap<String, u64>,
+) -> Vec<String> {
+    let trials_run: std::collections::BTreeMap<&str, u64> = summary
+        .results
+        .iter()
+        .map(|r| (r.id.as_str(), u64::from(r.trials_run)))
+        .collect();
+    let ran: Vec<(&Scenario, u64, u64)> = scenarios
+        .iter()
+        .map(|s| {
+            let n = trials_run.get(s.id.as_str()).copied().unwrap_or(0);
+            (s, n, n)
+        })
+        .collect();
+    let fuzz_passed = ctx
+        .fuzz
+        .as_ref()
+        .is_none_or(|f| matches!(f.verdict, "passed" | "skipped"));
+    let fuzz = fuzz_requests(map, declared, fuzz_cases, seed);
+    let mut lines = Vec::new();
+    if summary.failed > 0 || !fuzz_passed {
+        lines.push(
+            "reqkey: sent beside the plan (something failed: skipped steps and a shrunk \
+             program make it differ):"
+                .to_owned(),
+        );
+    }
+    lines.extend(map.compare(&map.plan(&ran, &fuzz), sent));
+    lines
 }
 
 /// The declared idem fields no scenario of `scenarios` (those that apply)

@@ -181,7 +181,7 @@ pub fn parse_header(text: &str) -> Result<(String, Vec<u8>), String> {
     // (`-H 'Authorization=Bearer X:Y'` splits inside the token): never quoted.
     reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
         "--header takes `NAME: VALUE`: the text before the first colon is not a header \
-         name (not shown, it may hold a credential; write `Authorization: Bearer TOKEN`)"
+         name (not shown, it may hold a credential): write the header's name, a colon, then its value"
             .to_owned()
     })?;
     let value = resolve_value(name, value.trim())?;

@@ -1,8 +1,9 @@
 //! `--api FILE`: how an app at its own routes, with its own
 //! authentication, plays the `reqkey-idem/1` contract (SPEC 10), so that
-//! the idem suite runs against it unchanged. Parsed once, here, into an
-//! [`ApiMap`] (every mistake `FILE:line:col`); `mapped.rs` plays it at the
-//! target seam and `ledger.rs` keeps its effect oracle.
+//! the idem suite and the fuzz pass run against it unchanged. Parsed once,
+//! here, into an [`ApiMap`] (every mistake `FILE:line:col`, the file read
+//! bounded: [`MAX_MAP_BYTES`]); `mapped.rs` plays it at the target seam and
+//! `ledger.rs` keeps its effect oracle.
 //!
 //! What a map says (docs/idempotency-key.md, "Certifying your own API"):
 //! the declared profile and identity (what `/.reqkey/health` would say);
@@ -10,15 +11,29 @@
 //! create with a side effect, one that fails after its effect, a slow one,
 //! another method, another path), each with a body template that carries
 //! the scenario's body (`$body`, so that two payloads stay two payloads)
-//! and the status it answers; the headers each caller authenticates with
-//! (so that scope by caller is judged by the app's own identities); where
-//! the created resource's id is in an answer; the effect oracle (the
-//! contract's counter, else read routes that count the caller's
-//! resources, else the ids the answers carry); and a delete route for
-//! the clean-up.
+//! and the status it answers; the callers, each with the headers it
+//! authenticates with, who fill the scenarios' caller roles (so that scope
+//! by caller is judged by the app's own identities); where the created
+//! resource's id is in an answer; the effect oracle (the contract's
+//! counter, else read routes that count the caller's resources, else the
+//! ids the answers carry); and a delete route for the clean-up.
 //!
-//! A scenario the map cannot play (a route it has no role for, two callers
-//! it gives one credential, a replayed header it names none for) is not
+//! **Roles, not names.** A scenario (or a fuzz program) names its callers
+//! in the contract's words: its first caller (`alice`, or a name of its
+//! own when it has one caller: `odd-…`, `empty-…`, `nokey-…`) and another
+//! caller (`bob`, `mallory`); a suffix after `-` is a fresh tag. The map's
+//! callers fill the roles in order: `default_caller` (else the first
+//! listed) plays the first caller, the next one listed plays another
+//! caller ([`caller_role`]). Every profile's suite needs two callers.
+//!
+//! **Nothing leaves the origin.** Every path a map gives is origin-relative
+//! ([`origin_path`]: one leading `/`, no `@`, `\`, scheme, authority,
+//! `.`/`..` segment or an encoded form of them), refused at load with its
+//! line otherwise, and kept as it is sent; an id an answer carries is
+//! sent back as one path segment (`mapped.rs`).
+//!
+//! A scenario the map cannot play (a route it has no role for, a caller
+//! role it has no caller for, a replayed header it names none for) is not
 //! applicable with the reason ([`ApiMap::plays`]), never run half.
 
 use std::collections::BTreeMap;
@@ -32,8 +47,10 @@ use reqkey_scenario::agent_step::{HeaderTemplate, Wire};
 use reqkey_scenario::step::{Action, Step};
 use reqkey_scenario::Scenario;
 
-/// The largest map file read.
-const MAX_MAP_BYTES: u64 = 256 * 1024;
+/// The largest map file read (bytes; a larger one is refused unread).
+pub const MAX_MAP_BYTES: u64 = 256 * 1024;
+/// The most callers a map lists.
+const MAX_CALLERS: usize = 16;
 /// The contract's caller header (SPEC 10), which a map turns into the
 /// caller's own credentials.
 pub const CALLER_HEADER: &str = "x-reqkey-caller";
@@ -121,6 +138,16 @@ pub struct Route {
     pub id: String,
 }
 
+impl Route {
+    /// Does the app's route take a duration (`$sleepMs` in its body
+    /// template), as the contract's slow and failing routes do?
+    pub fn takes_duration(&self) -> bool {
+        self.body
+            .as_deref()
+            .is_some_and(|b| b.contains("\"$sleepMs\""))
+    }
+}
+
 /// A read route of the app: how many resources the caller has.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Read {
@@ -177,7 +204,10 @@ pub struct ApiMap {
     pub key_header: String,
     /// Each caller's headers (values resolved, registered as secrets).
     pub callers: BTreeMap<String, Vec<(String, Vec<u8>)>>,
-    /// The caller a scenario's caller not named in `callers` uses.
+    /// The callers in role order: the first caller (`default_caller`, else
+    /// the first listed), then another caller, ... ([`caller_role`]).
+    pub roles: Vec<String>,
+    /// The caller playing the first caller (`roles[0]`).
     pub default_caller: String,
     pub routes: BTreeMap<Role, Route>,
     /// A response header the app's handler sets on an execution (kept in
@@ -202,10 +232,129 @@ impl fmt::Debug for ApiMap {
         f.debug_struct("ApiMap")
             .field("file", &self.file)
             .field("callers", &callers)
+            .field("roles", &self.roles)
             .field("routes", &self.routes)
             .field("oracle", &self.oracle)
             .finish()
     }
+}
+
+/// The roles a scenario's callers play, in the order a map's callers fill
+/// them.
+pub const ROLE_NAMES: [&str; 2] = ["the first caller", "another caller"];
+
+/// The role a contract caller plays (an index into [`ROLE_NAMES`] and a
+/// map's `roles`): `bob` and `mallory` (with or without a `-TAG`) are
+/// another caller, every other name the first caller. The suite and the
+/// fuzzer write their second identity so; a scenario with a caller of a
+/// third role cannot be played ([`ApiMap::plays`]).
+pub fn caller_role(caller: &str) -> usize {
+    let stem = caller.split(['-', '$']).next().unwrap_or(caller);
+    match stem {
+        "bob" | "mallory" => 1,
+        _ => 0,
+    }
+}
+
+/// `written` as it is sent, if it is a path at the target's origin: one
+/// leading `/`; no `@`, backslash, scheme (`://`), fragment, blank or
+/// control character; no `.` or `..` segment; and none of them once
+/// percent-decoded (up to three times: `%2e%2e`, `%252e`). `placeholders`:
+/// the clean-up's `{path}` and `{id}` may stand in it (checked as a path
+/// and an id would fill them). Anything else says why it is refused.
+pub fn origin_path(written: &str, placeholders: bool) -> Result<String, String> {
+    const PATH_MARK: &str = "/reqkey-path-placeholder";
+    const ID_MARK: &str = "reqkey-id-placeholder";
+    let probe = if placeholders {
+        written
+            .replace("{path}", PATH_MARK)
+            .replace("{id}", ID_MARK)
+    } else {
+        written.to_owned()
+    };
+    let mut text = probe.clone();
+    // Bounded: three decodings at most.
+    for level in 0..4 {
+        let encoded = if level == 0 { "" } else { " (percent-encoded)" };
+        if !text.starts_with('/') {
+            return Err(format!(
+                "it does not start with `/`{encoded}: a map's paths are relative to the target's origin"
+            ));
+        }
+        if text.starts_with("//") {
+            return Err(format!(
+                "it starts with `//`{encoded}, which names another host"
+            ));
+        }
+        for (needle, what) in [
+            ("@", "an `@`, which names another authority"),
+            ("\\", "a backslash, which some clients read as `/`"),
+            ("://", "a scheme"),
+            ("#", "a fragment"),
+        ] {
+            if text.contains(needle) {
+                return Err(format!("it holds {what}{encoded}"));
+            }
+        }
+        if text.chars().any(|c| c.is_control() || c == ' ') {
+            return Err(format!("it holds a blank or a control character{encoded}"));
+        }
+        let path = text.split('?').next().unwrap_or(&text);
+        if path.split('/').any(|seg| seg == "." || seg == "..") {
+            return Err(format!(
+                "it holds a `.` or `..` segment{encoded}, which a client resolves to another path"
+            ));
+        }
+        let decoded = percent_decode(&text);
+        if decoded == text {
+            break;
+        }
+        if level == 3 {
+            return Err("it is percent-encoded more than three times over".into());
+        }
+        text = decoded;
+    }
+    let url = reqwest::Url::parse(&format!("http://origin.invalid{probe}"))
+        .map_err(|e| format!("it is not a path of a URL: {e}"))?;
+    if url.host_str() != Some("origin.invalid")
+        || url.port().is_some()
+        || !url.username().is_empty()
+    {
+        return Err("it names another authority".into());
+    }
+    let mut sent = url.path().to_owned();
+    if let Some(q) = url.query() {
+        sent.push('?');
+        sent.push_str(q);
+    }
+    Ok(if placeholders {
+        sent.replace(PATH_MARK, "{path}").replace(ID_MARK, "{id}")
+    } else {
+        sent
+    })
+}
+
+/// `text` with every `%HH` decoded (bytes that are not UTF-8 read lossily).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes.get(i + 1).copied(), bytes.get(i + 2).copied()) {
+            (Some(h), Some(l)) if bytes[i] == b'%' => match (hex(h), hex(l)) {
+                (Some(h), Some(l)) => {
+                    out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(bytes[i]),
+            },
+            _ => out.push(bytes[i]),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 // The file's form, read by serde (unknown keys refused).
@@ -217,7 +366,8 @@ struct MapFile {
     profile: Value,
     #[serde(default)]
     key_header: Option<String>,
-    callers: BTreeMap<String, BTreeMap<String, String>>,
+    /// In order: the order is the callers' roles.
+    callers: serde_yaml::Mapping,
     #[serde(default)]
     default_caller: Option<String>,
     routes: RoutesFile,
@@ -290,10 +440,57 @@ fn locate(text: &str, key: &str) -> (usize, usize) {
     (1, 1)
 }
 
+/// The line and column (1-based) where `needle` first stands in `text`
+/// (a path refused: its own line, whatever key holds it).
+fn locate_text(text: &str, needle: &str) -> Option<(usize, usize)> {
+    if needle.is_empty() {
+        return None;
+    }
+    text.lines().enumerate().find_map(|(i, line)| {
+        line.find(needle)
+            .map(|at| (i + 1, line[..at].chars().count() + 1))
+    })
+}
+
+/// The requests of a fuzz pass in the contract's words, counted from its
+/// seed before it runs (`run/fuzz/idem_map.rs`): each request by method
+/// and contract path, and the reads of `/.reqkey/effects`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContractRequests {
+    pub requests: BTreeMap<(String, String), u64>,
+    pub effect_queries: u64,
+}
+
+/// What a certification through a map sends, per route as sent (`METHOD
+/// /path`): the least and the most requests (the most when every race
+/// earns its extra trials), and at most how many the clean-up deletes
+/// (one per id the answers carry).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub routes: BTreeMap<String, (u64, u64)>,
+    pub cleanup: BTreeMap<String, u64>,
+}
+
+impl Plan {
+    fn add(&mut self, route: String, least: u64, most: u64) {
+        let e = self.routes.entry(route).or_default();
+        e.0 += least;
+        e.1 += most;
+    }
+
+    /// Every request, least and most, the clean-up left out.
+    pub fn total(&self) -> (u64, u64) {
+        self.routes
+            .values()
+            .fold((0, 0), |(l, m), (a, b)| (l + a, m + b))
+    }
+}
+
 impl ApiMap {
-    /// Reads and parses `path` (bounded); every mistake is `FILE:line:col:
-    /// what`. Caller header values written `env:VAR` are read from the
-    /// environment, and every caller header value is registered as a secret.
+    /// Reads and parses `path` (bounded: [`MAX_MAP_BYTES`]); every mistake
+    /// is `FILE:line:col: what`. Caller header values written `env:VAR`
+    /// are read from the environment, and every caller header value is
+    /// registered as a secret.
     pub fn load(path: &Path) -> Result<ApiMap, String> {
         use std::io::Read as _;
         let shown = path.display().to_string();
@@ -318,6 +515,16 @@ impl ApiMap {
             let (line, col) = locate(text, key);
             format!("{file}:{line}:{col}: {key}: {what}")
         };
+        // A path refused names the line it is written on.
+        let path_at = |key: &str, written: &str, placeholders: bool| {
+            origin_path(written, placeholders).map_err(|why| {
+                let (line, col) = locate_text(text, written).unwrap_or_else(|| locate(text, key));
+                format!(
+                    "{file}:{line}:{col}: {key}: the path `{written}` is refused: {why} \
+                     (nothing was sent)"
+                )
+            })
+        };
         let health = serde_json::json!({
             "protocol": "reqkey-idem/1",
             "implementation": raw.implementation,
@@ -328,17 +535,30 @@ impl ApiMap {
         if raw.callers.is_empty() {
             return Err(at("callers", "at least one caller".into()));
         }
+        if raw.callers.len() > MAX_CALLERS {
+            return Err(at(
+                "callers",
+                format!("at most {MAX_CALLERS} callers (the suite needs two)"),
+            ));
+        }
         let mut callers = BTreeMap::new();
+        let mut listed = Vec::new();
         for (name, headers) in &raw.callers {
+            let name = name
+                .as_str()
+                .ok_or_else(|| at("callers", "a caller's name is text".into()))?
+                .to_owned();
+            let headers: BTreeMap<String, String> = serde_yaml::from_value(headers.clone())
+                .map_err(|e| at(&name, format!("its headers (NAME: VALUE): {e}")))?;
             let mut resolved = Vec::new();
-            for (header, value) in headers {
+            for (header, value) in &headers {
                 reqwest::header::HeaderName::from_bytes(header.as_bytes())
-                    .map_err(|_| at(name, format!("`{header}` is not a header name")))?;
+                    .map_err(|_| at(&name, format!("`{header}` is not a header name")))?;
                 let value = crate::targets::access::resolve_value(header, value)
-                    .map_err(|e| at(name, e))?;
+                    .map_err(|e| at(&name, e))?;
                 reqwest::header::HeaderValue::from_bytes(value.as_bytes()).map_err(|_| {
                     at(
-                        name,
+                        &name,
                         format!("the value of {header} cannot be sent in HTTP/1.1"),
                     )
                 })?;
@@ -346,6 +566,7 @@ impl ApiMap {
                 resolved.push((header.clone(), value.into_bytes()));
             }
             callers.insert(name.clone(), resolved);
+            listed.push(name);
         }
         let default_caller = match raw.default_caller {
             Some(c) if callers.contains_key(&c) => c,
@@ -355,8 +576,11 @@ impl ApiMap {
                     format!("`{c}` is not one of the callers"),
                 ))
             }
-            None => callers.keys().next().cloned().unwrap_or_default(),
+            None => listed.first().cloned().unwrap_or_default(),
         };
+        let roles: Vec<String> = std::iter::once(default_caller.clone())
+            .chain(listed.into_iter().filter(|c| *c != default_caller))
+            .collect();
         let pointer = |key: &str, p: &str| -> Result<String, String> {
             if p.is_empty() || p.starts_with('/') {
                 Ok(p.to_owned())
@@ -372,12 +596,7 @@ impl ApiMap {
             let method = r.method.to_ascii_uppercase();
             reqwest::Method::from_bytes(method.as_bytes())
                 .map_err(|_| at(role, format!("`{}` is not a method", r.method)))?;
-            if !(r.path.starts_with('/') || (role == "cleanup" && r.path.starts_with("{path}"))) {
-                return Err(at(
-                    role,
-                    format!("the path `{}` does not start with /", r.path),
-                ));
-            }
+            let path = path_at(role, &r.path, role == "cleanup")?;
             let body = match r.body {
                 None => None,
                 Some(_) if !with_body => {
@@ -399,7 +618,7 @@ impl ApiMap {
             };
             Ok(Route {
                 method,
-                path: r.path,
+                path,
                 body,
                 status: r.status.unwrap_or(200),
                 id: match r.id {
@@ -427,13 +646,7 @@ impl ApiMap {
                     "give the contract's `counter` or `read` routes, not both".into(),
                 ))
             }
-            (Some(path), true) if path.starts_with('/') => Oracle::Counter(path),
-            (Some(path), true) => {
-                return Err(at(
-                    "counter",
-                    format!("the path `{path}` does not start with /"),
-                ))
-            }
+            (Some(path), true) => Oracle::Counter(path_at("counter", &path, false)?),
             (None, false) => Oracle::Reads(
                 raw.effects
                     .read
@@ -445,7 +658,7 @@ impl ApiMap {
                                 .unwrap_or_else(|| "GET".into())
                                 .to_ascii_uppercase(),
                             count: pointer("count", &r.count)?,
-                            path: r.path,
+                            path: path_at("read", &r.path, false)?,
                         })
                     })
                     .collect::<Result<_, String>>()?,
@@ -476,6 +689,7 @@ impl ApiMap {
             health,
             key_header,
             callers,
+            roles,
             default_caller,
             routes,
             answer_header: raw.answer_header,
@@ -490,17 +704,20 @@ impl ApiMap {
         &self.health
     }
 
-    /// The credential a scenario's caller uses: its own name's, else the
-    /// default caller's.
+    /// The map's caller a contract caller's requests go as: the one filling
+    /// its role ([`caller_role`]), the first caller without one.
     pub fn credential_of(&self, caller: Option<&str>) -> &str {
-        caller
-            .and_then(|c| self.callers.get_key_value(c))
-            .map_or(self.default_caller.as_str(), |(name, _)| name.as_str())
+        let role = caller.map_or(0, caller_role);
+        self.roles
+            .get(role)
+            .or(self.roles.first())
+            .map_or(self.default_caller.as_str(), String::as_str)
     }
 
     /// Why the map cannot play `scenario`, if it cannot: a contract route
     /// it has no role for, a `wire:` spelling, a replayed header it names
-    /// none for, or callers it gives one credential.
+    /// none for, a caller role it has no caller for, or two callers of one
+    /// role (one credential cannot tell them apart).
     pub fn plays(&self, scenario: &Scenario) -> Result<(), String> {
         let mut callers = std::collections::BTreeSet::new();
         for step in flat_steps(&scenario.steps) {
@@ -547,127 +764,182 @@ impl ApiMap {
                 );
             }
         }
-        let credentials: std::collections::BTreeSet<&str> = callers
-            .iter()
-            .map(|c| {
-                let literal = (!c.contains("${")).then_some(c.as_str());
-                self.credential_of(literal)
-            })
-            .collect();
-        if credentials.len() < callers.len() {
-            let shown: Vec<&str> = callers.iter().map(String::as_str).collect();
-            return Err(format!(
-                "the API map gives the callers {} fewer credentials than callers",
-                shown.join(", ")
-            ));
+        let mut by_role: BTreeMap<usize, &str> = BTreeMap::new();
+        for caller in &callers {
+            let role = caller_role(caller);
+            let Some(played_by) = self.roles.get(role) else {
+                return Err(format!(
+                    "its caller `{caller}` is {}, and the API map lists {} caller{} (each role \
+                     needs a caller of its own: list another with its credentials)",
+                    ROLE_NAMES.get(role).copied().unwrap_or("another role"),
+                    self.roles.len(),
+                    if self.roles.len() == 1 { "" } else { "s" }
+                ));
+            };
+            if let Some(other) = by_role.insert(role, caller) {
+                return Err(format!(
+                    "its callers `{other}` and `{caller}` both play {} ({played_by}): one \
+                     credential cannot tell them apart",
+                    ROLE_NAMES.get(role).copied().unwrap_or("one role")
+                ));
+            }
         }
         Ok(())
     }
 
-    /// The requests a certification of `scenarios` through this map sends,
-    /// stated before it starts (and all `--dry-run` prints): each
-    /// scenario's `repeat` trials at least, `extra_trials_factor + 1` times
-    /// as many at most (a race that did not overlap earns more).
-    pub fn plan(
-        &self,
-        scenarios: &[Scenario],
-        fuzz_cases: u32,
-        extra_trials_factor: u32,
-    ) -> String {
-        let mut per_route: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        let mut effect_queries = (0u64, 0u64);
-        for s in scenarios {
-            let trials = u64::from(s.repeat.max(1));
-            let races = s
-                .steps
-                .iter()
-                .any(|st| matches!(st.action, Action::Parallel(_)));
-            let most = if races {
-                trials * u64::from(extra_trials_factor + 1)
-            } else {
-                trials
-            };
+    /// `METHOD /path` of the route playing a contract request, as sent.
+    fn label(&self, method: &str, path: &str) -> Option<String> {
+        Role::of(method, path)
+            .and_then(|r| self.routes.get(&r))
+            .map(|r| format!("{} {}", r.method, r.path))
+    }
+
+    /// The requests behind `n` reads of `/.reqkey/effects`.
+    fn effect_queries(&self, plan: &mut Plan, least: u64, most: u64) {
+        let callers = self.callers.len() as u64;
+        match &self.oracle {
+            Oracle::Counter(path) => plan.add(format!("GET {path}"), least, most),
+            Oracle::Reads(reads) => {
+                for r in reads {
+                    plan.add(
+                        format!("{} {}", r.method, r.path),
+                        least * callers,
+                        most * callers,
+                    );
+                }
+            }
+            Oracle::AnswerIds => {}
+        }
+    }
+
+    /// The trials `scenario` runs: `repeat` at least, `extra_trials_factor
+    /// + 1` times as many at most when it races (a race that did not
+    /// overlap earns more).
+    pub fn trials(scenario: &Scenario, extra_trials_factor: u32) -> (u64, u64) {
+        let trials = u64::from(scenario.repeat.max(1));
+        let races = scenario
+            .steps
+            .iter()
+            .any(|st| matches!(st.action, Action::Parallel(_)));
+        if races {
+            (trials, trials * u64::from(extra_trials_factor + 1))
+        } else {
+            (trials, trials)
+        }
+    }
+
+    /// The requests a certification through this map sends: `scenarios`
+    /// each with its least and most trials, the fuzz pass's requests
+    /// (`fuzz`, counted from its seed), the liveness read and the oracle's
+    /// baseline when the target opens, and at most one delete per request
+    /// that can create (the clean-up). Paths as sent.
+    pub fn plan(&self, scenarios: &[(&Scenario, u64, u64)], fuzz: &ContractRequests) -> Plan {
+        let mut plan = Plan::default();
+        if let Some(h) = &self.health_route {
+            plan.add(format!("{} {}", h.method, h.path), 1, 1);
+        }
+        // The oracle's baseline, when the target opens.
+        if matches!(self.oracle, Oracle::Reads(_)) {
+            self.effect_queries(&mut plan, 1, 1);
+        }
+        let mut created: BTreeMap<String, u64> = BTreeMap::new();
+        let mut creates = |plan: &mut Plan, route: &str, least: u64, most: u64| {
+            plan.add(route.to_owned(), least, most);
+            *created.entry(route.to_owned()).or_default() += most;
+        };
+        for (s, least, most) in scenarios {
             for step in flat_steps(&s.steps) {
                 let Action::Http(http) = &step.action else {
                     continue;
                 };
                 let copies = u64::from(step.copies.unwrap_or(1));
-                if http.path == EFFECTS_PATH {
-                    effect_queries.0 += trials;
-                    effect_queries.1 += most;
+                if http.method == "GET" && http.path == EFFECTS_PATH {
+                    self.effect_queries(&mut plan, *least, *most);
                     continue;
                 }
-                let Some(route) =
-                    Role::of(&http.method, &http.path).and_then(|r| self.routes.get(&r))
-                else {
-                    continue;
-                };
-                let e = per_route
-                    .entry(format!("{} {}", route.method, route.path))
-                    .or_default();
-                e.0 += trials * copies;
-                e.1 += most * copies;
+                if let Some(route) = self.label(&http.method, &http.path) {
+                    creates(&mut plan, &route, least * copies, most * copies);
+                }
             }
         }
-        let reads_per_query = match &self.oracle {
-            Oracle::Counter(_) => 1,
-            Oracle::Reads(reads) => (reads.len() * self.callers.len()) as u64,
-            Oracle::AnswerIds => 0,
-        };
+        for ((method, path), n) in &fuzz.requests {
+            if let Some(route) = self.label(method, path) {
+                creates(&mut plan, &route, *n, *n);
+            }
+        }
+        self.effect_queries(&mut plan, fuzz.effect_queries, fuzz.effect_queries);
+        if let Some(delete) = &self.cleanup {
+            for (route, most) in created {
+                let app_path = route
+                    .split_once(' ')
+                    .map_or(route.as_str(), |(_, p)| p)
+                    .split('?')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                let shown = format!(
+                    "{} {}",
+                    delete.method,
+                    delete.path.replace("{path}", &app_path)
+                );
+                *plan.cleanup.entry(shown).or_default() += most;
+            }
+        }
+        plan
+    }
+
+    /// The plan as the lines a run prints before it sends anything (and
+    /// all `--dry-run` prints): `what` says what it covers.
+    pub fn plan_lines(&self, plan: &Plan, what: &str) -> String {
         let mut lines = vec![format!(
-            "reqkey: the API map {} plays {} scenarios; effect oracle: {}",
-            self.file,
-            scenarios.len(),
-            self.oracle
+            "reqkey: the API map {} plays {what}; effect oracle: {}",
+            self.file, self.oracle
         )];
-        let (mut least, mut most) = (0u64, 0u64);
-        for (route, (l, m)) in &per_route {
-            lines.push(format!("reqkey:   {route}: {l} to {m} requests"));
-            least += l;
-            most += m;
-        }
-        match &self.oracle {
-            Oracle::Counter(path) => lines.push(format!(
-                "reqkey:   GET {path}: {} to {} requests",
-                effect_queries.0, effect_queries.1
-            )),
-            Oracle::Reads(reads) => {
-                for r in reads {
-                    lines.push(format!(
-                        "reqkey:   {} {}: {} to {} requests (once per caller at each effect query, and once at the start)",
-                        r.method,
-                        r.path,
-                        (effect_queries.0 + 1) * self.callers.len() as u64,
-                        (effect_queries.1 + 1) * self.callers.len() as u64
-                    ));
-                }
+        for (route, (l, m)) in &plan.routes {
+            if l == m {
+                lines.push(format!("reqkey:   {route}: {l} requests"));
+            } else {
+                lines.push(format!("reqkey:   {route}: {l} to {m} requests"));
             }
-            Oracle::AnswerIds => {}
         }
-        least += (effect_queries.0 + 1) * reads_per_query;
-        most += (effect_queries.1 + 1) * reads_per_query;
-        if let Some(h) = &self.health_route {
-            lines.push(format!("reqkey:   {} {}: 1 request", h.method, h.path));
-            least += 1;
-            most += 1;
-        }
-        if let Some(c) = &self.cleanup {
-            let created: u64 = per_route.values().map(|(_, m)| m).sum();
+        let mut deletes = 0;
+        for (route, most) in &plan.cleanup {
             lines.push(format!(
-                "reqkey:   {} {}: at most {created} requests (the clean-up of what the run created)",
-                c.method, c.path
+                "reqkey:   {route}: at most {most} requests (the clean-up: one per id the answers carry)"
             ));
-            most += created;
+            deletes += most;
         }
-        if fuzz_cases > 0 {
-            lines.push(format!(
-                "reqkey:   and the requests of the fuzz pass's {fuzz_cases} programs, if the level has one"
-            ));
-        }
+        let (least, most) = plan.total();
         lines.push(format!(
-            "reqkey: in all {least} to {most} requests (more trials when a race does not overlap)"
+            "reqkey: in all {least} to {most} requests and at most {deletes} deletes (more \
+             trials when a race does not overlap)"
         ));
         lines.join("\n")
+    }
+
+    /// After a run: what was sent beside what was planned for the trials
+    /// that ran (`plan`, each scenario at its trials run), route by route;
+    /// the clean-up against its most. Empty lines never: one line a route.
+    pub fn compare(&self, plan: &Plan, sent: &BTreeMap<String, u64>) -> Vec<String> {
+        let mut routes: std::collections::BTreeSet<&String> = plan.routes.keys().collect();
+        routes.extend(sent.keys().filter(|r| !plan.cleanup.contains_key(*r)));
+        let mut lines = Vec::new();
+        for route in routes {
+            let planned = plan.routes.get(route).map_or(0, |(l, _)| *l);
+            let got = sent.get(route).copied().unwrap_or(0);
+            lines.push(if planned == got {
+                format!("reqkey: sent {route}: {got} requests, as planned")
+            } else {
+                format!("reqkey: sent {route}: {got} requests, NOT as planned ({planned})")
+            });
+        }
+        for (route, most) in &plan.cleanup {
+            let got = sent.get(route).copied().unwrap_or(0);
+            lines.push(format!(
+                "reqkey: sent {route}: {got} requests (the clean-up, planned at most {most})"
+            ));
+        }
+        lines
     }
 }
 
@@ -683,17 +955,20 @@ fn flat_steps(steps: &[Step]) -> Vec<&Step> {
     out
 }
 
-/// The app's body for a contract request: the template with the
-/// scenario's body (its bytes as sent; `null` without one) and the slow
-/// role's duration spliced in, or the scenario's body as it is.
-pub fn render_body(route: &Route, body: Option<&[u8]>) -> Option<Vec<u8>> {
+/// The app's body for a contract request playing `role`: the template
+/// with the scenario's body (its bytes as sent; `null` without one) and
+/// its duration spliced in (the body's `sleepMs`, else the contract's
+/// default for the role: 1000 ms slow, 0 failing), or the scenario's body
+/// as it is.
+pub fn render_body(role: Role, route: &Route, body: Option<&[u8]>) -> Option<Vec<u8>> {
     let Some(template) = &route.body else {
         return body.map(<[u8]>::to_vec);
     };
+    let default_ms = if role == Role::Slow { 1000 } else { 0 };
     let sleep_ms = body
         .and_then(|b| serde_json::from_slice::<Value>(b).ok())
         .and_then(|v| v.get("sleepMs").and_then(Value::as_u64))
-        .unwrap_or(1000)
+        .unwrap_or(default_ms)
         .min(10_000);
     let with_sleep = template.replace("\"$sleepMs\"", &sleep_ms.to_string());
     let (before, after) = with_sleep.split_once("\"$body\"")?;
@@ -786,20 +1061,96 @@ cleanup: {method: DELETE, path: "/v1/orders/{id}"}
     fn bodies_carry_the_scenarios_bytes_as_sent() {
         let map = ApiMap::parse("api.yaml", EXAMPLE).unwrap();
         let create = &map.routes[&Role::Create];
-        let sent = render_body(create, Some(br#"{ "b": 2, "a": 1 }"#)).unwrap();
+        let sent = render_body(Role::Create, create, Some(br#"{ "b": 2, "a": 1 }"#)).unwrap();
         assert_eq!(
             String::from_utf8(sent).unwrap(),
             r#"{"metadata":{ "b": 2, "a": 1 },"sku":"w"}"#
         );
         let slow = &map.routes[&Role::Slow];
-        let sent = render_body(slow, Some(br#"{"sleepMs":600}"#)).unwrap();
+        let sent = render_body(Role::Slow, slow, Some(br#"{"sleepMs":600}"#)).unwrap();
         assert_eq!(
             String::from_utf8(sent).unwrap(),
             r#"{"metadata":{"sleepMs":600},"ms":600}"#
         );
         assert_eq!(
-            render_body(create, None).unwrap(),
+            render_body(Role::Create, create, None).unwrap(),
             br#"{"metadata":null,"sku":"w"}"#
         );
+    }
+
+    /// Issue 57: a path that would take a request, and the credentials it
+    /// carries, to another authority or another path is refused at load,
+    /// naming its line.
+    #[test]
+    fn a_path_off_the_origin_is_refused_at_its_line() {
+        for (bad, why) in [
+            ("@127.0.0.1:9/v1/orders", "does not start with `/`"),
+            ("//evil.example/v1/orders", "another host"),
+            ("/v1/@evil/orders", "an `@`"),
+            ("/v1/orders/../admin", "`..` segment"),
+            ("/v1/orders/%2e%2E/admin", "`..` segment (percent-encoded)"),
+            (
+                "/v1/orders/%252e%252e/admin",
+                "`..` segment (percent-encoded)",
+            ),
+            ("/v1/%40evil", "an `@`"),
+            ("/v1\\evil", "a backslash"),
+            ("/v1/orders/./x", "`.` or `..` segment"),
+            ("http://evil/v1", "does not start with `/`"),
+        ] {
+            let text = EXAMPLE.replace(
+                "effects:\n  read: [{path: /v1/orders, count: /data}]",
+                &format!("effects:\n  read: [{{path: '{bad}', count: /data}}]"),
+            );
+            let e = ApiMap::parse("api.yaml", &text).unwrap_err();
+            assert!(e.starts_with("api.yaml:26:"), "{bad}: {e}");
+            assert!(e.contains(why), "{bad}: {e}");
+            assert!(e.contains("nothing was sent"), "{e}");
+        }
+        let e = ApiMap::parse(
+            "api.yaml",
+            &EXAMPLE.replace("path: \"/v1/orders/{id}\"", "path: \"{path}/../{id}\""),
+        )
+        .unwrap_err();
+        assert!(e.contains("cleanup") && e.contains("`..`"), "{e}");
+        // A path is kept as it is sent.
+        assert_eq!(origin_path("/v1/caf\u{e9}s?a=b c", false).ok(), None);
+        assert_eq!(
+            origin_path("/v1/caf\u{e9}s?a=b", false).unwrap(),
+            "/v1/caf%C3%A9s?a=b"
+        );
+        assert_eq!(origin_path("{path}/{id}", true).unwrap(), "{path}/{id}");
+    }
+
+    /// Issue 57: the callers fill roles in order, whatever their names.
+    #[test]
+    fn callers_fill_roles_not_names() {
+        let text = EXAMPLE
+            .replace("alice:", "ops-user:")
+            .replace("bob:", "billing-user:")
+            .replace("default_caller: alice", "default_caller: ops-user");
+        let map = ApiMap::parse("api.yaml", &text).unwrap();
+        assert_eq!(map.roles, ["ops-user", "billing-user"]);
+        assert_eq!(map.credential_of(Some("alice-3f2a")), "ops-user");
+        assert_eq!(map.credential_of(Some("bob-3f2a")), "billing-user");
+        assert_eq!(map.credential_of(Some("mallory")), "billing-user");
+        assert_eq!(map.credential_of(Some("nokey-9")), "ops-user");
+        assert_eq!(map.credential_of(None), "ops-user");
+        // One caller: a scenario needing another is not played, and says why.
+        let one = text.replace(
+            "  billing-user: {Authorization: \"Bearer bob-token-5678\"}\n",
+            "",
+        );
+        let map = ApiMap::parse("api.yaml", &one).unwrap();
+        assert_eq!(map.roles, ["ops-user"]);
+        let scenario = reqkey_scenario::load::parse_scenario(
+            Path::new("s.yaml"),
+            "id: x.two-callers\nlevel: idem\nsummary: two callers\nchecks: [idem.scope.no-leak]\nsteps:\n  - http: {method: POST, path: /orders, headers: [[X-Reqkey-Caller, 'alice-${c}']], json: {a: 1}}\n    expect: any\n  - http: {method: POST, path: /orders, headers: [[X-Reqkey-Caller, mallory]], json: {a: 1}}\n    expect: {status: 201}\n    judges: [idem.scope.no-leak]\n",
+        );
+        let scenario = scenario.unwrap();
+        let e = map.plays(&scenario).unwrap_err();
+        assert!(e.contains("`mallory` is another caller"), "{e}");
+        let two = ApiMap::parse("api.yaml", &text).unwrap();
+        assert_eq!(two.plays(&scenario), Ok(()));
     }
 }

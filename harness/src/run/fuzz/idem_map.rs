@@ -1,0 +1,295 @@
+//! The idem fuzz pass through an API map (`--api`, issue 57): the battery
+//! and the generated programs fitted to the routes and callers the map
+//! has, what the fit leaves unjudged named against the profile field it
+//! would have judged, and the requests the pass will send, counted from
+//! its seed before it runs (what `--dry-run` prints).
+//!
+//! Why a fit and not a refusal: a map that lacks a route (an app with no
+//! failing or slow route, one method, one path) still has everything
+//! else judged. A program's request on a route the map lacks goes to the
+//! create route instead (still a request the model judges); a probe that
+//! needs the missing route (the failing bursts need `fail`, the duplicate
+//! past the lock needs a `slow` route that takes a duration, `$sleepMs`) is
+//! not sent, and every report says so with the field. A second caller
+//! (`bob` of the programs) is the map's second caller; a map with one
+//! caller gets programs with one.
+//!
+//! Through a map every group of requests sent at once (the battery's
+//! bursts, the programs' bursts and batches) goes out together
+//! (`targets/together.rs`): each on its own connection, the last bytes
+//! released at once, so that a failing route that answers at once still
+//! meets every duplicate of its burst before it answers.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use reqkey_model::idem_profile::{Errors, IdemProfile};
+
+use crate::run::fuzz::cases::run_cases;
+use crate::run::fuzz::idem_battery::{battery, ProbeKind};
+use crate::run::fuzz::idem_program::{arb_program, requests_of, Req, Step, ROUTES};
+use crate::targets::api_map::{ApiMap, ContractRequests, Role};
+
+/// How a program is fitted to the target: identity unless the target is
+/// an app played through an API map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fit {
+    /// Per route of [`ROUTES`], the route it is sent on instead.
+    route: [usize; ROUTES.len()],
+    /// Whether the programs' second caller has a caller of its own.
+    two_callers: bool,
+    /// Whether the duplicate past the lock can be sent (a slow route that
+    /// takes a duration).
+    past_lock: bool,
+    /// Whether the failing bursts can be sent (a failing route).
+    failing_bursts: bool,
+    /// What the fit leaves unjudged, each naming its profile field.
+    pub not_judged: Vec<String>,
+}
+
+impl Fit {
+    /// The identity fit (a `reqkey-idem/1` app: every route, two callers).
+    pub fn none() -> Fit {
+        Fit {
+            route: [0, 1, 2, 3, 4, 5],
+            two_callers: true,
+            past_lock: true,
+            failing_bursts: true,
+            not_judged: Vec::new(),
+        }
+    }
+
+    /// The fit to `map` (identity without one) under `profile`.
+    pub fn of(map: Option<&ApiMap>, profile: &IdemProfile) -> Fit {
+        let Some(map) = map else {
+            return Fit::none();
+        };
+        let mut fit = Fit::none();
+        let has = |role: Role| map.routes.contains_key(&role);
+        if !has(Role::OtherMethod) {
+            fit.route[1] = 0;
+            fit.not_judged.push(
+                "scope (method): the map has no `other_method` route, so the programs send \
+                 POST /orders for PUT /orders"
+                    .into(),
+            );
+        }
+        if !has(Role::OtherPath) {
+            fit.route[2] = 0;
+            fit.not_judged.push(
+                "scope (path): the map has no `other_path` route, so the programs send POST \
+                 /orders for POST /payments"
+                    .into(),
+            );
+        }
+        match map.routes.get(&Role::Fail) {
+            None => {
+                fit.route[3] = 0;
+                fit.route[5] = 0;
+                fit.failing_bursts = false;
+                fit.not_judged.push(
+                    "errors: the map has no `fail` route, so no burst and no program meets a \
+                     failing handler"
+                        .into(),
+                );
+            }
+            Some(fail) if !fail.takes_duration() => {
+                // At once: its bursts go out together, before its answer.
+                fit.route[5] = 3;
+                if profile.errors == Errors::Released {
+                    fit.not_judged.push(
+                        "errors: released: the `fail` route answers at once (no $sleepMs), so \
+                         a duplicate that ran after the key was released cannot be told from \
+                         one that raced; a failing route with a duration judges it"
+                            .into(),
+                    );
+                }
+            }
+            Some(_) => {}
+        }
+        if !map
+            .routes
+            .get(&Role::Slow)
+            .is_some_and(|r| r.takes_duration())
+        {
+            fit.route[4] = 0;
+            fit.past_lock = false;
+            fit.not_judged.push(
+                "lockMs: the map has no `slow` route that takes a duration ($sleepMs), so no \
+                 duplicate is sent past the lock"
+                    .into(),
+            );
+        }
+        if map.roles.len() < 2 {
+            fit.two_callers = false;
+            fit.not_judged.push(
+                "scope (caller): the map lists one caller, so the programs send every request \
+                 as it"
+                    .into(),
+            );
+        }
+        fit
+    }
+
+    /// Whether the battery sends a probe of `kind`.
+    pub fn sends(&self, kind: ProbeKind) -> bool {
+        match kind {
+            ProbeKind::FailingBurst => self.failing_bursts,
+            ProbeKind::PastLock => self.past_lock,
+            ProbeKind::SucceedingBurst | ProbeKind::Expiry => true,
+        }
+    }
+
+    fn req(&self, r: &Req) -> Req {
+        Req {
+            route: self.route[r.route % ROUTES.len()],
+            caller: if self.two_callers { r.caller } else { 0 },
+            ..r.clone()
+        }
+    }
+
+    /// `program` as it is sent to the target.
+    pub fn program(&self, program: &[Step]) -> Vec<Step> {
+        program
+            .iter()
+            .map(|step| match step {
+                Step::Send(r) => Step::Send(self.req(r)),
+                Step::Burst { req, copies } => Step::Burst {
+                    req: self.req(req),
+                    copies: *copies,
+                },
+                Step::Batch(reqs) => Step::Batch(reqs.iter().map(|r| self.req(r)).collect()),
+                Step::PastLock(r) if self.past_lock => Step::PastLock(self.req(r)),
+                Step::PastLock(r) => Step::Send(self.req(r)),
+                other => other.clone(),
+            })
+            .collect()
+    }
+
+    /// What the fit leaves unjudged, one line for every report (`None`:
+    /// nothing).
+    pub fn note(&self) -> Option<String> {
+        (!self.not_judged.is_empty()).then(|| {
+            format!(
+                "not judged through the API map: {}",
+                self.not_judged.join("; ")
+            )
+        })
+    }
+}
+
+/// Counts the requests of `program` (resolved under `profile`) into `out`:
+/// each request by method and contract path, and its reads of the effects
+/// oracle (each `Effects` step and the one after the program).
+fn count_program(program: &[Step], profile: &IdemProfile, out: &mut ContractRequests) {
+    let mut sent: Vec<Req> = Vec::new();
+    for step in program {
+        match step {
+            Step::Pause(_) => continue,
+            Step::Effects => {
+                out.effect_queries += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let group = requests_of(step, &sent, profile, "plan");
+        sent.extend(group.iter().map(|s| s.req.clone()));
+        for s in group {
+            *out.requests
+                .entry((s.request.method, s.request.path))
+                .or_default() += 1;
+        }
+    }
+    out.effect_queries += 1;
+}
+
+/// The requests a fuzz pass of `cases` programs with `seed` (after the
+/// battery, when `with_battery`) sends through `fit`, if every program
+/// passes (a failing one is shrunk, which sends more). The programs are
+/// drawn exactly as `run/fuzz/idem.rs` draws them.
+pub fn planned_requests(
+    profile: &IdemProfile,
+    cases: u32,
+    seed: u64,
+    long_pauses: u32,
+    max_shrink_iters: u32,
+    with_battery: bool,
+    fit: &Fit,
+) -> ContractRequests {
+    let mut out = ContractRequests::default();
+    if with_battery {
+        for probe in battery(profile) {
+            if fit.sends(probe.kind) {
+                count_program(&fit.program(&probe.program), profile, &mut out);
+            }
+        }
+    }
+    if cases == 0 {
+        return out;
+    }
+    let drawn: Mutex<ContractRequests> = Mutex::new(out);
+    let strategy = arb_program(long_pauses);
+    let _ = run_cases(cases, seed, max_shrink_iters, &strategy, |_, program| {
+        let mut d = drawn
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        count_program(&fit.program(program), profile, &mut d);
+        Ok(())
+    });
+    drawn
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Per contract request of `planned`, how many: for a report line.
+pub fn describe(planned: &ContractRequests) -> String {
+    let mut by: BTreeMap<String, u64> = BTreeMap::new();
+    for ((m, p), n) in &planned.requests {
+        *by.entry(format!("{m} {p}")).or_default() += n;
+    }
+    by.into_iter()
+        .map(|(r, n)| format!("{r}: {n}"))
+        .chain(std::iter::once(format!(
+            "GET /.reqkey/effects: {}",
+            planned.effect_queries
+        )))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_identity_fit_changes_nothing_and_the_plan_is_the_seeds() {
+        let profile = IdemProfile::draft_default();
+        let fit = Fit::none();
+        let program = vec![
+            Step::Burst {
+                req: Req {
+                    route: 5,
+                    caller: 1,
+                    key: 1,
+                    payload: 0,
+                },
+                copies: 3,
+            },
+            Step::PastLock(Req {
+                route: 1,
+                caller: 0,
+                key: 1,
+                payload: 0,
+            }),
+        ];
+        assert_eq!(fit.program(&program), program);
+        let a = planned_requests(&profile, 5, 7, 0, 128, true, &fit);
+        assert_eq!(a, planned_requests(&profile, 5, 7, 0, 128, true, &fit));
+        assert_ne!(a, planned_requests(&profile, 5, 8, 0, 128, true, &fit));
+        // The battery alone: its bursts of 8, then its probes.
+        let battery_only = planned_requests(&profile, 0, 7, 0, 128, true, &fit);
+        let creates = battery_only.requests[&("POST".to_owned(), "/orders".to_owned())];
+        assert!(creates >= u64::from(crate::run::fuzz::idem_battery::succeeding_bursts()) * 8);
+    }
+}
