@@ -270,6 +270,8 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     };
     let mut ctx = ReportContext::new("certify", &spec.display_name());
     args.start.note_in(&target_spec, &mut ctx);
+    ctx.access = args.api.replay_flags();
+    ctx.access.extend(args.link.replay_flags());
     ctx.run_id = Some(args.run_id.clone().unwrap_or_else(|| {
         crate::report::seal::derived_run_id(
             seed,

@@ -104,6 +104,32 @@ impl AccessArgs {
     pub fn link(&self) -> Result<crate::targets::access::Access, String> {
         crate::targets::access::Access::new(self.cacert.as_deref(), &self.headers, self.max_rps)
     }
+
+    /// These flags as a replay line writes them: the CA file, each header
+    /// by its name with its `env:VAR` source (a value given on the command
+    /// line is written `***`: never a secret), the rate.
+    pub fn replay_flags(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(ca) = &self.cacert {
+            out.push("--cacert".to_owned());
+            out.push(ca.display().to_string());
+        }
+        for header in &self.headers {
+            let (name, value) = header.split_once(':').unwrap_or((header, ""));
+            let value = value.trim();
+            let source = match value.strip_prefix("env:") {
+                Some(var) => format!("env:{var}"),
+                None => crate::secrets::REDACTED.to_owned(),
+            };
+            out.push("-H".to_owned());
+            out.push(format!("{}: {source}", name.trim()));
+        }
+        if let Some(rps) = self.max_rps {
+            out.push("--max-rps".to_owned());
+            out.push(rps.to_string());
+        }
+        out
+    }
 }
 
 /// `--api FILE` and `--dry-run` (shared by `run` and `certify`).
@@ -124,6 +150,14 @@ pub struct ApiArgs {
 }
 
 impl ApiArgs {
+    /// `--api FILE` as a replay line writes it.
+    pub fn replay_flags(&self) -> Vec<String> {
+        self.api
+            .iter()
+            .flat_map(|f| ["--api".to_owned(), f.display().to_string()])
+            .collect()
+    }
+
     /// The map, parsed once (caller credentials registered as secrets),
     /// checked to fit the target: `--api` plays an idem app over HTTP.
     pub fn load(

@@ -226,6 +226,8 @@ async fn run_async(args: RunArgs) -> ExitCode {
         );
     }
     let mut ctx = ReportContext::new("run", &target_name);
+    ctx.access = args.api.replay_flags();
+    ctx.access.extend(args.link.replay_flags());
     ctx.target_defaulted = defaulted;
     args.start
         .note_in(args.target.as_deref().unwrap_or(DEFAULT_TARGET), &mut ctx);

@@ -720,6 +720,7 @@ impl ApiMap {
     /// role (one credential cannot tell them apart).
     pub fn plays(&self, scenario: &Scenario) -> Result<(), String> {
         let mut callers = std::collections::BTreeSet::new();
+        let mut roles = std::collections::BTreeSet::new();
         for step in flat_steps(&scenario.steps) {
             let Action::Http(http) = &step.action else {
                 continue;
@@ -742,6 +743,7 @@ impl ApiMap {
                         role.contract().1
                     ));
                 }
+                roles.insert(role);
             }
             for (name, value) in &http.headers {
                 if name.eq_ignore_ascii_case(CALLER_HEADER) {
@@ -762,6 +764,32 @@ impl ApiMap {
                      which a replay must keep)"
                         .into(),
                 );
+            }
+        }
+        // Two roles on one route of the app are one key scope there and two
+        // in the contract: a scenario that sends both cannot be judged.
+        let app = |role: &Role| {
+            self.routes.get(role).map(|r| {
+                (
+                    r.method.as_str(),
+                    r.path.split('?').next().unwrap_or(&r.path),
+                )
+            })
+        };
+        for a in &roles {
+            for b in roles.range(..*a) {
+                if let (Some(x), Some(y)) = (app(a), app(b)) {
+                    if x == y {
+                        return Err(format!(
+                            "the API map plays `{}` and `{}` on one route of the app ({} {}), \
+                             which the contract's scope by method and path tells apart",
+                            b.name(),
+                            a.name(),
+                            x.0,
+                            x.1
+                        ));
+                    }
+                }
             }
         }
         let mut by_role: BTreeMap<usize, &str> = BTreeMap::new();
@@ -897,7 +925,7 @@ impl ApiMap {
         )];
         for (route, (l, m)) in &plan.routes {
             if l == m {
-                lines.push(format!("reqkey:   {route}: {l} requests"));
+                lines.push(format!("reqkey:   {route}: {}", requests(*l)));
             } else {
                 lines.push(format!("reqkey:   {route}: {l} to {m} requests"));
             }
@@ -928,18 +956,31 @@ impl ApiMap {
             let planned = plan.routes.get(route).map_or(0, |(l, _)| *l);
             let got = sent.get(route).copied().unwrap_or(0);
             lines.push(if planned == got {
-                format!("reqkey: sent {route}: {got} requests, as planned")
+                format!("reqkey: sent {route}: {}, as planned", requests(got))
             } else {
-                format!("reqkey: sent {route}: {got} requests, NOT as planned ({planned})")
+                format!(
+                    "reqkey: sent {route}: {}, NOT as planned ({planned})",
+                    requests(got)
+                )
             });
         }
         for (route, most) in &plan.cleanup {
             let got = sent.get(route).copied().unwrap_or(0);
             lines.push(format!(
-                "reqkey: sent {route}: {got} requests (the clean-up, planned at most {most})"
+                "reqkey: sent {route}: {} (the clean-up, planned at most {most})",
+                requests(got)
             ));
         }
         lines
+    }
+}
+
+/// `n requests`, one `request`.
+fn requests(n: u64) -> String {
+    if n == 1 {
+        "1 request".to_owned()
+    } else {
+        format!("{n} requests")
     }
 }
 

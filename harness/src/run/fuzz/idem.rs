@@ -339,6 +339,12 @@ pub fn fuzz_idem(
     let mut power = opts.battery.then(power_line);
     // Through an API map: the routes and callers the map has (`idem_map.rs`).
     let fit = Fit::of(target.api_map(), &opts.profile);
+    if let Some(p) = power.as_mut().filter(|_| fit.failing_at_once) {
+        *p = p.replace(
+            "on a slow failing one",
+            "on a failing one that answers at once, each burst sent together",
+        );
+    }
     if let (Some(p), Some(note)) = (&mut power, fit.note()) {
         p.push_str("; ");
         p.push_str(&note);
@@ -349,7 +355,7 @@ pub fn fuzz_idem(
             if !fit.sends(probe.kind) {
                 continue;
             }
-            let program = fit.program(&probe.program);
+            let program = fit.probe(&probe.program);
             let tag = case_tag(&namespace, i as u64);
             let ran = runtime.block_on(run_program(
                 &target,

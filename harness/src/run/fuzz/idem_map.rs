@@ -34,27 +34,48 @@ use crate::targets::api_map::{ApiMap, ContractRequests, Role};
 /// an app played through an API map.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fit {
-    /// Per route of [`ROUTES`], the route it is sent on instead.
-    route: [usize; ROUTES.len()],
+    /// Per route of [`ROUTES`], the route the battery's probes send it on
+    /// (each probe uses one route with keys of its own).
+    battery: [usize; ROUTES.len()],
+    /// The same for the generated programs, which mix routes under one
+    /// key: two roles the map plays on one route of the app are one route.
+    programs: [usize; ROUTES.len()],
     /// Whether the programs' second caller has a caller of its own.
     two_callers: bool,
-    /// Whether the duplicate past the lock can be sent (a slow route that
-    /// takes a duration).
+    /// Whether the battery's duplicate past the lock is sent (a slow route
+    /// that takes a duration), and the programs' (on a route of its own).
     past_lock: bool,
+    programs_past_lock: bool,
     /// Whether the failing bursts can be sent (a failing route).
     failing_bursts: bool,
+    /// Whether the failing route answers at once (no `$sleepMs`): its
+    /// bursts are sent together, not slowed.
+    pub failing_at_once: bool,
     /// What the fit leaves unjudged, each naming its profile field.
     pub not_judged: Vec<String>,
 }
+
+/// The contract route each role stands for, in the order a role keeps its
+/// own route in the programs when the map plays two on one app route.
+const ROLE_ROUTES: [(Role, usize); 5] = [
+    (Role::Create, 0),
+    (Role::Fail, 3),
+    (Role::Slow, 4),
+    (Role::OtherMethod, 1),
+    (Role::OtherPath, 2),
+];
 
 impl Fit {
     /// The identity fit (a `reqkey-idem/1` app: every route, two callers).
     pub fn none() -> Fit {
         Fit {
-            route: [0, 1, 2, 3, 4, 5],
+            battery: [0, 1, 2, 3, 4, 5],
+            programs: [0, 1, 2, 3, 4, 5],
             two_callers: true,
             past_lock: true,
+            programs_past_lock: true,
             failing_bursts: true,
+            failing_at_once: false,
             not_judged: Vec::new(),
         }
     }
@@ -65,69 +86,122 @@ impl Fit {
             return Fit::none();
         };
         let mut fit = Fit::none();
+        let mut route = |i: usize, to: usize| {
+            fit.battery[i] = to;
+            fit.programs[i] = to;
+        };
         let has = |role: Role| map.routes.contains_key(&role);
+        let mut notes = Vec::new();
         if !has(Role::OtherMethod) {
-            fit.route[1] = 0;
-            fit.not_judged.push(
+            route(1, 0);
+            notes.push(
                 "scope (method): the map has no `other_method` route, so the programs send \
                  POST /orders for PUT /orders"
-                    .into(),
+                    .to_owned(),
             );
         }
         if !has(Role::OtherPath) {
-            fit.route[2] = 0;
-            fit.not_judged.push(
+            route(2, 0);
+            notes.push(
                 "scope (path): the map has no `other_path` route, so the programs send POST \
                  /orders for POST /payments"
-                    .into(),
+                    .to_owned(),
             );
         }
+        let mut failing_bursts = true;
         match map.routes.get(&Role::Fail) {
             None => {
-                fit.route[3] = 0;
-                fit.route[5] = 0;
-                fit.failing_bursts = false;
-                fit.not_judged.push(
+                route(3, 0);
+                route(5, 0);
+                failing_bursts = false;
+                notes.push(
                     "errors: the map has no `fail` route, so no burst and no program meets a \
                      failing handler"
-                        .into(),
+                        .to_owned(),
                 );
             }
             Some(fail) if !fail.takes_duration() => {
                 // At once: its bursts go out together, before its answer.
-                fit.route[5] = 3;
+                route(5, 3);
+                fit.failing_at_once = true;
                 if profile.errors == Errors::Released {
-                    fit.not_judged.push(
+                    notes.push(
                         "errors: released: the `fail` route answers at once (no $sleepMs), so \
                          a duplicate that ran after the key was released cannot be told from \
                          one that raced; a failing route with a duration judges it"
-                            .into(),
+                            .to_owned(),
                     );
                 }
             }
             Some(_) => {}
         }
+        let mut past_lock = true;
         if !map
             .routes
             .get(&Role::Slow)
             .is_some_and(|r| r.takes_duration())
         {
-            fit.route[4] = 0;
-            fit.past_lock = false;
-            fit.not_judged.push(
+            route(4, 0);
+            past_lock = false;
+            notes.push(
                 "lockMs: the map has no `slow` route that takes a duration ($sleepMs), so no \
                  duplicate is sent past the lock"
-                    .into(),
+                    .to_owned(),
             );
+        }
+        fit.failing_bursts = failing_bursts;
+        fit.past_lock = past_lock;
+        fit.programs_past_lock = past_lock;
+        // Two roles on one route of the app are one key scope there, two
+        // in the contract: the programs keep the first role's and send the
+        // other's requests to the create route.
+        let app = |role: Role| {
+            map.routes.get(&role).map(|r| {
+                (
+                    r.method.clone(),
+                    r.path.split('?').next().unwrap_or(&r.path).to_owned(),
+                )
+            })
+        };
+        let mut kept: Vec<(Role, (String, String))> = Vec::new();
+        for (role, i) in ROLE_ROUTES {
+            let Some(at) = app(role) else { continue };
+            if fit.programs[i] != i {
+                continue;
+            }
+            match kept.iter().find(|(_, k)| *k == at) {
+                Some((first, _)) => {
+                    fit.programs[i] = 0;
+                    if i == 3 {
+                        fit.programs[5] = 0;
+                    }
+                    if i == 4 {
+                        fit.programs_past_lock = false;
+                    }
+                    notes.push(format!(
+                        "{}: the map plays `{}` on the route of `{}` ({} {}), so the programs \
+                         send POST /orders for {} {}",
+                        field_of(role),
+                        role.name(),
+                        first.name(),
+                        at.0,
+                        at.1,
+                        role.contract().0,
+                        role.contract().1
+                    ));
+                }
+                None => kept.push((role, at)),
+            }
         }
         if map.roles.len() < 2 {
             fit.two_callers = false;
-            fit.not_judged.push(
+            notes.push(
                 "scope (caller): the map lists one caller, so the programs send every request \
                  as it"
-                    .into(),
+                    .to_owned(),
             );
         }
+        fit.not_judged = notes;
         fit
     }
 
@@ -140,30 +214,44 @@ impl Fit {
         }
     }
 
-    fn req(&self, r: &Req) -> Req {
+    fn req(&self, table: &[usize; ROUTES.len()], r: &Req) -> Req {
         Req {
-            route: self.route[r.route % ROUTES.len()],
+            route: table[r.route % ROUTES.len()],
             caller: if self.two_callers { r.caller } else { 0 },
             ..r.clone()
         }
     }
 
-    /// `program` as it is sent to the target.
-    pub fn program(&self, program: &[Step]) -> Vec<Step> {
+    fn fitted(
+        &self,
+        program: &[Step],
+        table: &[usize; ROUTES.len()],
+        past_lock: bool,
+    ) -> Vec<Step> {
         program
             .iter()
             .map(|step| match step {
-                Step::Send(r) => Step::Send(self.req(r)),
+                Step::Send(r) => Step::Send(self.req(table, r)),
                 Step::Burst { req, copies } => Step::Burst {
-                    req: self.req(req),
+                    req: self.req(table, req),
                     copies: *copies,
                 },
-                Step::Batch(reqs) => Step::Batch(reqs.iter().map(|r| self.req(r)).collect()),
-                Step::PastLock(r) if self.past_lock => Step::PastLock(self.req(r)),
-                Step::PastLock(r) => Step::Send(self.req(r)),
+                Step::Batch(reqs) => Step::Batch(reqs.iter().map(|r| self.req(table, r)).collect()),
+                Step::PastLock(r) if past_lock => Step::PastLock(self.req(table, r)),
+                Step::PastLock(r) => Step::Send(self.req(table, r)),
                 other => other.clone(),
             })
             .collect()
+    }
+
+    /// A generated `program` as it is sent to the target.
+    pub fn program(&self, program: &[Step]) -> Vec<Step> {
+        self.fitted(program, &self.programs, self.programs_past_lock)
+    }
+
+    /// A probe of the battery as it is sent (one route, its own keys).
+    pub fn probe(&self, program: &[Step]) -> Vec<Step> {
+        self.fitted(program, &self.battery, self.past_lock)
     }
 
     /// What the fit leaves unjudged, one line for every report (`None`:
@@ -175,6 +263,17 @@ impl Fit {
                 self.not_judged.join("; ")
             )
         })
+    }
+}
+
+/// The profile field the programs' requests of `role` judge.
+fn field_of(role: Role) -> &'static str {
+    match role {
+        Role::Create => "every field",
+        Role::Fail => "errors",
+        Role::Slow => "lockMs and concurrent",
+        Role::OtherMethod => "scope (method)",
+        Role::OtherPath => "scope (path)",
     }
 }
 
@@ -220,7 +319,7 @@ pub fn planned_requests(
     if with_battery {
         for probe in battery(profile) {
             if fit.sends(probe.kind) {
-                count_program(&fit.program(&probe.program), profile, &mut out);
+                count_program(&fit.probe(&probe.program), profile, &mut out);
             }
         }
     }
