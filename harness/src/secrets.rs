@@ -153,13 +153,7 @@ fn spellings_at(text: &[u8], at: usize, c: char, out: &mut Vec<usize>) {
         out.push(raw.len());
     }
     match rest.first() {
-        Some(b'\\') => {
-            if let Some((d, len)) = json_escape(rest) {
-                if d == c {
-                    out.push(len);
-                }
-            }
-        }
+        Some(b'\\') => json_spellings(rest, c, out),
         Some(b'&') => {
             if let Some((d, len)) = character_reference(rest) {
                 if d == c {
@@ -197,36 +191,80 @@ fn hex4(text: &[u8]) -> Option<u32> {
         .try_fold(0u32, |n, b| Some(n * 16 + hex_digit(*b)?))
 }
 
-/// The character a JSON escape at the start of `text` stands for, and its
-/// length.
-fn json_escape(text: &[u8]) -> Option<(char, usize)> {
-    let c = match text.get(1)? {
-        b'"' => '"',
-        b'\\' => '\\',
-        b'/' => '/',
-        b'b' => '\u{8}',
-        b'f' => '\u{c}',
-        b'n' => '\n',
-        b'r' => '\r',
-        b't' => '\t',
-        b'u' => {
-            let unit = hex4(text.get(2..)?)?;
-            if (0xD800..0xDC00).contains(&unit) {
-                let low = match text.get(6..8)? {
-                    [b'\\', b'u'] => hex4(text.get(8..)?)?,
-                    _ => return None,
-                };
-                if !(0xDC00..0xE000).contains(&low) {
-                    return None;
+/// How deep JSON escapes nest that [`json_spellings`] reads: a JSON text
+/// inside a JSON string inside a JSON string ... (an app's answer quoted
+/// in a report that is itself JSON-escaped for the terminal).
+const MAX_JSON_DEPTH: u32 = 4;
+
+/// The lengths of the spellings of `c` at the start of `text` (which
+/// starts with a backslash) as JSON escapes at any depth up to
+/// [`MAX_JSON_DEPTH`]: at depth `k` a backslash is `2^k` backslashes, a
+/// quote (or `/`) `2^k - 1` backslashes and the quote, and any other
+/// escape (`\n`, `\u0022`, a surrogate pair) its letter after `2^(k-1)`
+/// backslashes.
+fn json_spellings(text: &[u8], c: char, out: &mut Vec<usize>) {
+    let run = text
+        .iter()
+        .take(1 << MAX_JSON_DEPTH)
+        .take_while(|b| **b == b'\\')
+        .count();
+    if c == '\\' {
+        out.extend(
+            (0..=MAX_JSON_DEPTH)
+                .map(|k| 1usize << k)
+                .filter(|p| *p <= run),
+        );
+    }
+    if !run.is_power_of_two() && !(run + 1).is_power_of_two() {
+        return;
+    }
+    let after = &text[run..];
+    if matches!(c, '"' | '/') && after.first() == Some(&(c as u8)) && (run + 1).is_power_of_two() {
+        out.push(run + 1);
+        return;
+    }
+    if !run.is_power_of_two() {
+        return;
+    }
+    let d = match after.first() {
+        Some(b'b') => '\u{8}',
+        Some(b'f') => '\u{c}',
+        Some(b'n') => '\n',
+        Some(b'r') => '\r',
+        Some(b't') => '\t',
+        Some(b'u') => {
+            let Some(unit) = after.get(1..).and_then(hex4) else {
+                return;
+            };
+            if !(0xD800..0xDC00).contains(&unit) {
+                if char::from_u32(unit) == Some(c) {
+                    out.push(run + 5);
                 }
-                let scalar = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
-                return Some((char::from_u32(scalar)?, 12));
+                return;
             }
-            return Some((char::from_u32(unit)?, 6));
+            // A surrogate pair: the second half escaped the same way.
+            let second = &after[5.min(after.len())..];
+            let same = second.len() > run
+                && second[..run].iter().all(|b| *b == b'\\')
+                && second[run] == b'u';
+            let low = if same {
+                second.get(run + 1..).and_then(hex4)
+            } else {
+                None
+            };
+            if let Some(low) = low.filter(|l| (0xDC00..0xE000).contains(l)) {
+                let scalar = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                if char::from_u32(scalar) == Some(c) {
+                    out.push(2 * (run + 5));
+                }
+            }
+            return;
         }
-        _ => return None,
+        _ => return,
     };
-    Some((c, 2))
+    if d == c {
+        out.push(run + 1);
+    }
 }
 
 /// The character an HTML or XML character reference at the start of
@@ -758,9 +796,15 @@ mod tests {
                 })
                 .collect()
         };
+        let twice = serde_json::to_string(json).unwrap_or_default();
+        let twice = &twice[1..twice.len() - 1];
+        let thrice = serde_json::to_string(&format!("{{\"a\":\"{twice}\"}}")).unwrap_or_default();
+        let thrice = &thrice[10..thrice.len() - 4];
         let forms = [
             secret.to_owned(),
             json.to_owned(),
+            twice.to_owned(),
+            thrice.to_owned(),
             json.replace('/', "\\/"),
             ascii_json,
             html,

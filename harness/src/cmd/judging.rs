@@ -237,7 +237,7 @@ fn fuzz_requests(
     profile: &reqkey_model::idem_profile::IdemProfile,
     cases: Option<u32>,
     seed: u64,
-) -> crate::targets::api_map::ContractRequests {
+) -> crate::targets::api_plan::ContractRequests {
     use crate::run::fuzz::{idem_map, pass};
     match cases {
         None | Some(0) => Default::default(),

@@ -23,6 +23,7 @@
 
 pub mod access;
 pub mod api_map;
+pub mod api_plan;
 pub mod connect_log;
 pub mod http_agent;
 pub mod http_store;

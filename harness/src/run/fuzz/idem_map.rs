@@ -28,7 +28,8 @@ use reqkey_model::idem_profile::{Errors, IdemProfile};
 use crate::run::fuzz::cases::run_cases;
 use crate::run::fuzz::idem_battery::{battery, ProbeKind};
 use crate::run::fuzz::idem_program::{arb_program, requests_of, Req, Step, ROUTES};
-use crate::targets::api_map::{ApiMap, ContractRequests, Role};
+use crate::targets::api_map::{ApiMap, Role};
+use crate::targets::api_plan::ContractRequests;
 
 /// How a program is fitted to the target: identity unless the target is
 /// an app played through an API map.
