@@ -603,3 +603,45 @@ fn max_rps_holds_over_any_second_and_an_echoed_credential_is_in_no_output_in_any
         "{said}"
     );
 }
+
+/// The docs' table of roles: under every profile the suite needs two
+/// callers and never a third; with one, exactly the scenarios of another
+/// caller are not played, each saying why.
+#[test]
+fn the_suite_needs_two_callers_under_every_profile_and_never_a_third() {
+    use reqkey_harness::targets::api_map::{ApiMap, CallerRoles};
+    let map = std::fs::read_to_string(root().join(MAP)).unwrap();
+    let two = ApiMap::parse("two.yaml", &map.replace("env:", "")).unwrap();
+    let one = ApiMap::parse(
+        "one.yaml",
+        &map.replace("env:", "")
+            .replace("  bob: {Authorization: \"ORDERS_BOB_TOKEN\"}\n", ""),
+    )
+    .unwrap();
+    assert_eq!((two.roles.len(), one.roles.len()), (2, 1));
+    let (_, suite) =
+        reqkey_harness::run::suite::embedded_suite(reqkey_harness::targets::Level::Idem).unwrap();
+    let mut need_another = std::collections::BTreeSet::new();
+    let (mut roles_two, mut roles_one) = (CallerRoles::default(), CallerRoles::default());
+    for s in &suite {
+        if let Err(why) = two.plays(s, &mut roles_two) {
+            assert!(!why.contains("caller"), "{}: {why}", s.id);
+        }
+        match one.plays(s, &mut roles_one) {
+            Err(why) if why.contains("is another caller") => {
+                need_another.insert(s.id.as_str());
+            }
+            Err(why) => assert!(!why.contains("caller"), "{}: {why}", s.id),
+            Ok(()) => {}
+        }
+    }
+    assert_eq!(
+        need_another.into_iter().collect::<Vec<_>>(),
+        [
+            "idem.another-caller-is-refused-when-unscoped",
+            "idem.another-caller-never-sees-the-answer",
+            "idem.another-caller-same-key",
+            "idem.token-keys-are-bare",
+        ]
+    );
+}

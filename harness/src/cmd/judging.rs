@@ -81,7 +81,10 @@ impl StartArgs {
 pub struct AccessArgs {
     /// Trust the certificates of this PEM file (a private CA) for an
     /// `https://`, `store+https://` or `idem+https://` target, besides the
-    /// system's roots. A certificate neither trusts is exit 2, naming it.
+    /// system's roots; as curl does, a server presenting one of them itself
+    /// (a self-signed certificate, CA:TRUE included) is trusted once its
+    /// name and dates hold. A certificate refused is exit 2, naming it,
+    /// the reason and the fix.
     #[arg(long, value_name = "PEM")]
     pub cacert: Option<std::path::PathBuf>,
     /// Send this header on every request to the target (repeatable; curl's
@@ -91,10 +94,10 @@ pub struct AccessArgs {
     /// no output shows them.
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
-    /// At most N requests a second to the target (bursts of up to N),
-    /// every request included: scenarios, the fuzz pass, health reads,
-    /// clean-up. Races under a low rate may not overlap: indefinite, never
-    /// a pass.
+    /// At most N requests in any one-second window to the target (bursts
+    /// of up to N at once), every request included: scenarios, the fuzz
+    /// pass, health reads, clean-up. Races under a low rate may not
+    /// overlap: indefinite, never a pass.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_rps: Option<u32>,
 }
@@ -136,15 +139,20 @@ impl AccessArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ApiArgs {
     /// Certify an app at its own routes, with its own authentication:
-    /// the API map (YAML) saying which route plays each role of the
-    /// reqkey-idem/1 contract, each caller's credentials, where an id is,
-    /// the effect oracle and the delete route of the clean-up
-    /// (docs/idempotency-key.md, "Certifying your own API"). With
-    /// --target idem+http[s]://HOST:PORT.
+    /// the API map (YAML, at most 256 KiB) saying which route plays each
+    /// role of the reqkey-idem/1 contract, the callers filling the
+    /// scenarios' caller roles and their credentials, where an id is, the
+    /// effect oracle and the delete route of the clean-up
+    /// (docs/idempotency-key.md, "Certifying your own API"). Every path is
+    /// relative to the target's origin. With --target
+    /// idem+http[s]://HOST:PORT.
     #[arg(long, value_name = "FILE")]
     pub api: Option<std::path::PathBuf>,
     /// With --api: print how many requests the certification would send
-    /// and to which routes, and exit 0 without sending any.
+    /// to each route of the app (paths as sent; the fuzz pass's battery and
+    /// programs counted from --seed), and exit 0 without sending any. A
+    /// run with the same --seed and --fuzz-cases ends by comparing what it
+    /// sent with that plan.
     #[arg(long, requires = "api")]
     pub dry_run: bool,
 }
@@ -212,7 +220,15 @@ pub fn dry_run(
     );
     let (apply, not_idem) = crate::run::select::by_idem_profile(apply, Some(&profile));
     not.extend(not_idem);
-    let (apply, not_played) = crate::run::select::by_target(apply, |s| map.plays(s));
+    let roles = std::sync::Mutex::new(crate::targets::api_map::CallerRoles::default());
+    let (apply, not_played) = crate::run::select::by_target(apply, |s| {
+        map.plays(
+            s,
+            &mut roles
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    });
     not.extend(not_played);
     println!(
         "{}",

@@ -19,12 +19,12 @@
 //! ids the answers carry); and a delete route for the clean-up.
 //!
 //! **Roles, not names.** A scenario (or a fuzz program) names its callers
-//! in the contract's words: its first caller (`alice`, or a name of its
-//! own when it has one caller: `odd-…`, `empty-…`, `nokey-…`) and another
-//! caller (`bob`, `mallory`); a suffix after `-` is a fresh tag. The map's
-//! callers fill the roles in order: `default_caller` (else the first
-//! listed) plays the first caller, the next one listed plays another
-//! caller ([`caller_role`]). Every profile's suite needs two callers.
+//! in the contract's words (`alice`, `bob-${c}`: a suffix after `-` is a
+//! fresh tag); each plays a role by its place among the scenario's
+//! callers: the first caller, another caller ([`CallerRoles`]). The map's
+//! callers fill the roles in order, whatever their names: `default_caller`
+//! (else the first listed) plays the first caller, the next one listed
+//! another caller. Every profile's suite needs two callers.
 //!
 //! **Nothing leaves the origin.** Every path a map gives is origin-relative
 //! ([`origin_path`]: one leading `/`, no `@`, `\`, scheme, authority,
@@ -205,7 +205,7 @@ pub struct ApiMap {
     /// Each caller's headers (values resolved, registered as secrets).
     pub callers: BTreeMap<String, Vec<(String, Vec<u8>)>>,
     /// The callers in role order: the first caller (`default_caller`, else
-    /// the first listed), then another caller, ... ([`caller_role`]).
+    /// the first listed), then another caller, ... ([`CallerRoles`]).
     pub roles: Vec<String>,
     /// The caller playing the first caller (`roles[0]`).
     pub default_caller: String,
@@ -240,19 +240,84 @@ impl fmt::Debug for ApiMap {
 }
 
 /// The roles a scenario's callers play, in the order a map's callers fill
-/// them.
-pub const ROLE_NAMES: [&str; 2] = ["the first caller", "another caller"];
+/// them: the first caller, another caller, then a third, a fourth...
+pub fn role_name(role: usize) -> String {
+    match role {
+        0 => "the first caller".to_owned(),
+        1 => "another caller".to_owned(),
+        n => format!("caller number {}", n + 1),
+    }
+}
 
-/// The role a contract caller plays (an index into [`ROLE_NAMES`] and a
-/// map's `roles`): `bob` and `mallory` (with or without a `-TAG`) are
-/// another caller, every other name the first caller. The suite and the
-/// fuzzer write their second identity so; a scenario with a caller of a
-/// third role cannot be played ([`ApiMap::plays`]).
-pub fn caller_role(caller: &str) -> usize {
-    let stem = caller.split(['-', '$']).next().unwrap_or(caller);
-    match stem {
-        "bob" | "mallory" => 1,
-        _ => 0,
+/// A caller's name as roles know it: the contract caller up to its first
+/// `-` (what follows is a fresh tag: `alice-${c}` is `alice`).
+fn stem(caller: &str) -> &str {
+    caller.split(['-', '$']).next().unwrap_or(caller)
+}
+
+/// The fuzz programs' callers (`run/fuzz/idem_program.rs` `CALLERS`): the
+/// first caller and another caller.
+pub const PROGRAM_CALLERS: [&str; 2] = ["alice", "bob"];
+
+/// Which role each contract caller plays, by its name ([`stem`]): a
+/// caller's role is its place among the callers of the scenario it
+/// appears in (first seen, first), learned as the map's scenarios are
+/// chosen ([`ApiMap::plays`]) and kept across the suite, so that one name
+/// is one identity of the app in every scenario; the fuzz programs'
+/// callers ([`PROGRAM_CALLERS`]) are known from the start. A name never
+/// seen is the first caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerRoles(BTreeMap<String, usize>);
+
+impl Default for CallerRoles {
+    fn default() -> Self {
+        CallerRoles(
+            PROGRAM_CALLERS
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ((*c).to_owned(), i))
+                .collect(),
+        )
+    }
+}
+
+impl CallerRoles {
+    /// The role `caller` plays.
+    pub fn role_of(&self, caller: &str) -> usize {
+        self.0.get(stem(caller)).copied().unwrap_or(0)
+    }
+
+    /// The roles of a scenario's callers, given in the order they first
+    /// appear, if one name keeps one role: learned when they fit.
+    fn learn(&mut self, callers: &[String]) -> Result<Vec<usize>, String> {
+        let mut stems: Vec<(&str, &str)> = Vec::new();
+        for caller in callers {
+            let s = stem(caller);
+            match stems.iter().find(|(known, _)| *known == s) {
+                Some((_, first)) => {
+                    return Err(format!(
+                        "its callers `{first}` and `{caller}` are one name, which one \
+                         credential cannot tell apart"
+                    ))
+                }
+                None => stems.push((s, caller)),
+            }
+        }
+        let stems: Vec<&str> = stems.into_iter().map(|(s, _)| s).collect();
+        for (place, s) in stems.iter().enumerate() {
+            if let Some(known) = self.0.get(*s).filter(|k| **k != place) {
+                return Err(format!(
+                    "its caller `{s}` is {} here and {} elsewhere in the suite: one name is one \
+                     identity of the app",
+                    role_name(place),
+                    role_name(*known)
+                ));
+            }
+        }
+        for (place, s) in stems.iter().enumerate() {
+            self.0.insert((*s).to_owned(), place);
+        }
+        Ok((0..stems.len()).collect())
     }
 }
 
@@ -671,9 +736,9 @@ impl ApiMap {
     }
 
     /// The map's caller a contract caller's requests go as: the one filling
-    /// its role ([`caller_role`]), the first caller without one.
-    pub fn credential_of(&self, caller: Option<&str>) -> &str {
-        let role = caller.map_or(0, caller_role);
+    /// its role in `roles`, the first caller without one.
+    pub fn credential_of(&self, caller: Option<&str>, roles: &CallerRoles) -> &str {
+        let role = caller.map_or(0, |c| roles.role_of(c));
         self.roles
             .get(role)
             .or(self.roles.first())
@@ -682,11 +747,12 @@ impl ApiMap {
 
     /// Why the map cannot play `scenario`, if it cannot: a contract route
     /// it has no role for, a `wire:` spelling, a replayed header it names
-    /// none for, a caller role it has no caller for, or two callers of one
-    /// role (one credential cannot tell them apart).
-    pub fn plays(&self, scenario: &Scenario) -> Result<(), String> {
-        let mut callers = std::collections::BTreeSet::new();
-        let mut roles = std::collections::BTreeSet::new();
+    /// none for, a caller role it has no caller for, or callers whose roles
+    /// `roles` cannot keep apart. Its callers' roles are learned into
+    /// `roles` when it can.
+    pub fn plays(&self, scenario: &Scenario, roles: &mut CallerRoles) -> Result<(), String> {
+        let mut callers: Vec<String> = Vec::new();
+        let mut used = std::collections::BTreeSet::new();
         for step in flat_steps(&scenario.steps) {
             let Action::Http(http) = &step.action else {
                 continue;
@@ -709,12 +775,14 @@ impl ApiMap {
                         role.contract().1
                     ));
                 }
-                roles.insert(role);
+                used.insert(role);
             }
             for (name, value) in &http.headers {
                 if name.eq_ignore_ascii_case(CALLER_HEADER) {
                     if let HeaderTemplate::Text(t) = value {
-                        callers.insert(t.clone());
+                        if !callers.contains(t) {
+                            callers.push(t.clone());
+                        }
                     }
                 }
             }
@@ -742,8 +810,8 @@ impl ApiMap {
                 )
             })
         };
-        for a in &roles {
-            for b in roles.range(..*a) {
+        for a in &used {
+            for b in used.range(..*a) {
                 if let (Some(x), Some(y)) = (app(a), app(b)) {
                     if x == y {
                         return Err(format!(
@@ -758,26 +826,22 @@ impl ApiMap {
                 }
             }
         }
-        let mut by_role: BTreeMap<usize, &str> = BTreeMap::new();
-        for caller in &callers {
-            let role = caller_role(caller);
-            let Some(played_by) = self.roles.get(role) else {
-                return Err(format!(
-                    "its caller `{caller}` is {}, and the API map lists {} caller{} (each role \
-                     needs a caller of its own: list another with its credentials)",
-                    ROLE_NAMES.get(role).copied().unwrap_or("another role"),
-                    self.roles.len(),
-                    if self.roles.len() == 1 { "" } else { "s" }
-                ));
-            };
-            if let Some(other) = by_role.insert(role, caller) {
-                return Err(format!(
-                    "its callers `{other}` and `{caller}` both play {} ({played_by}): one \
-                     credential cannot tell them apart",
-                    ROLE_NAMES.get(role).copied().unwrap_or("one role")
-                ));
-            }
+        let mut learned = roles.clone();
+        let places = learned.learn(&callers)?;
+        if let Some(needed) = places.last().filter(|p| **p >= self.roles.len()) {
+            return Err(format!(
+                "its caller `{}` is {}, and the API map lists {} caller{} (each role needs a \
+                 caller of its own: list another with its credentials)",
+                callers
+                    .iter()
+                    .find(|c| learned.role_of(c) == *needed)
+                    .map_or("", String::as_str),
+                role_name(*needed),
+                self.roles.len(),
+                if self.roles.len() == 1 { "" } else { "s" }
+            ));
         }
+        *roles = learned;
         Ok(())
     }
 }
@@ -860,8 +924,9 @@ cleanup: {method: DELETE, path: "/v1/orders/{id}"}
         assert_eq!(map.routes[&Role::Create].method, "POST");
         assert_eq!(map.routes[&Role::Create].id, "/id");
         assert!(!map.routes.contains_key(&Role::Fail));
-        assert_eq!(map.credential_of(Some("bob")), "bob");
-        assert_eq!(map.credential_of(Some("nokey-123")), "alice");
+        let roles = CallerRoles::default();
+        assert_eq!(map.credential_of(Some("bob"), &roles), "bob");
+        assert_eq!(map.credential_of(Some("nokey-123"), &roles), "alice");
         assert!(matches!(map.oracle, Oracle::Reads(_)));
         assert!(!format!("{map:?}").contains("alice-token"));
         assert_eq!(crate::secrets::scrub("Bearer bob-token-5678"), "***");
@@ -970,11 +1035,11 @@ cleanup: {method: DELETE, path: "/v1/orders/{id}"}
             .replace("default_caller: alice", "default_caller: ops-user");
         let map = ApiMap::parse("api.yaml", &text).unwrap();
         assert_eq!(map.roles, ["ops-user", "billing-user"]);
-        assert_eq!(map.credential_of(Some("alice-3f2a")), "ops-user");
-        assert_eq!(map.credential_of(Some("bob-3f2a")), "billing-user");
-        assert_eq!(map.credential_of(Some("mallory")), "billing-user");
-        assert_eq!(map.credential_of(Some("nokey-9")), "ops-user");
-        assert_eq!(map.credential_of(None), "ops-user");
+        let mut roles = CallerRoles::default();
+        assert_eq!(map.credential_of(Some("alice-3f2a"), &roles), "ops-user");
+        assert_eq!(map.credential_of(Some("bob-3f2a"), &roles), "billing-user");
+        assert_eq!(map.credential_of(Some("nokey-9"), &roles), "ops-user");
+        assert_eq!(map.credential_of(None, &roles), "ops-user");
         // One caller: a scenario needing another is not played, and says why.
         let one = text.replace(
             "  billing-user: {Authorization: \"Bearer bob-token-5678\"}\n",
@@ -987,9 +1052,22 @@ cleanup: {method: DELETE, path: "/v1/orders/{id}"}
             "id: x.two-callers\nlevel: idem\nsummary: two callers\nchecks: [idem.scope.no-leak]\nsteps:\n  - http: {method: POST, path: /orders, headers: [[X-Reqkey-Caller, 'alice-${c}']], json: {a: 1}}\n    expect: any\n  - http: {method: POST, path: /orders, headers: [[X-Reqkey-Caller, mallory]], json: {a: 1}}\n    expect: {status: 201}\n    judges: [idem.scope.no-leak]\n",
         );
         let scenario = scenario.unwrap();
-        let e = map.plays(&scenario).unwrap_err();
+        let e = map.plays(&scenario, &mut roles).unwrap_err();
         assert!(e.contains("`mallory` is another caller"), "{e}");
         let two = ApiMap::parse("api.yaml", &text).unwrap();
-        assert_eq!(two.plays(&scenario), Ok(()));
+        assert_eq!(two.plays(&scenario, &mut roles), Ok(()));
+        // Learned: mallory is another caller from now on.
+        assert_eq!(two.credential_of(Some("mallory"), &roles), "billing-user");
+        // A name keeps its role: mallory first elsewhere is refused.
+        let first = reqkey_scenario::load::parse_scenario(
+            Path::new("f.yaml"),
+            "id: x.mallory-first\nlevel: idem\nsummary: m\nchecks: [idem.scope.no-leak]\nsteps:\n  - http: {method: POST, path: /orders, headers: [[X-Reqkey-Caller, mallory]], json: {a: 1}}\n    expect: {status: 201}\n    judges: [idem.scope.no-leak]\n",
+        )
+        .unwrap();
+        let e = two.plays(&first, &mut roles).unwrap_err();
+        assert!(
+            e.contains("the first caller here and another caller elsewhere"),
+            "{e}"
+        );
     }
 }

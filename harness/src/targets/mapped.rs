@@ -26,7 +26,8 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::targets::api_map::{
-    origin_path, render_body, ApiMap, Oracle, Read, Role, Route, CALLER_HEADER, EFFECTS_PATH,
+    origin_path, render_body, ApiMap, CallerRoles, Oracle, Read, Role, Route, CALLER_HEADER,
+    EFFECTS_PATH,
 };
 use crate::targets::http_agent::HttpAgentTarget;
 use crate::targets::latency::TargetWarning;
@@ -44,6 +45,8 @@ pub struct MappedTarget {
     first_header: Mutex<BTreeMap<CreatedId, Option<Vec<u8>>>>,
     /// The requests sent, per route as sent (`METHOD /path`).
     sent: Mutex<BTreeMap<String, u64>>,
+    /// The role each contract caller plays, learned from the scenarios.
+    roles: Mutex<CallerRoles>,
 }
 
 /// A resource the app created: the app path it was created on, its id.
@@ -69,6 +72,7 @@ impl MappedTarget {
             ledger: Mutex::new(Ledger::default()),
             first_header: Mutex::new(BTreeMap::new()),
             sent: Mutex::new(BTreeMap::new()),
+            roles: Mutex::new(CallerRoles::default()),
         };
         if let Some(route) = &target.map.health_route {
             let caller = target.map.default_caller.clone();
@@ -236,7 +240,7 @@ impl MappedTarget {
             .map(|(_, v)| v.clone());
         let credential = self
             .map
-            .credential_of(scenario_caller.as_deref())
+            .credential_of(scenario_caller.as_deref(), &lock(&self.roles))
             .to_owned();
         // The app's own counter records the contract's caller header; any
         // other app gets its callers' credentials only.
@@ -466,7 +470,7 @@ impl Target for MappedTarget {
     }
 
     fn plays(&self, scenario: &reqkey_scenario::Scenario) -> Result<(), String> {
-        self.map.plays(scenario)
+        self.map.plays(scenario, &mut lock(&self.roles))
     }
 
     fn api_map(&self) -> Option<&ApiMap> {
@@ -605,4 +609,28 @@ fn id_segment(id: &str) -> Option<String> {
             })
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 57: an id answered as `..` made the clean-up send `DELETE` to
+    /// the parent path with the owner's credentials.
+    #[test]
+    fn an_id_is_one_path_segment_or_is_not_sent() {
+        for id in ["", ".", ".."] {
+            assert_eq!(id_segment(id), None, "{id:?}");
+        }
+        assert_eq!(id_segment("ord_1").as_deref(), Some("ord_1"));
+        assert_eq!(id_segment("a/../b").as_deref(), Some("a%2F..%2Fb"));
+        assert_eq!(id_segment("%2e%2e").as_deref(), Some("%252e%252e"));
+        assert_eq!(id_segment("@h:1").as_deref(), Some("%40h%3A1"));
+        // One that a server decoding `%2F` would still read as `..` is
+        // refused by the last check before sending.
+        let path = format!("/v1/orders/{}", id_segment("../x").unwrap_or_default());
+        assert!(origin_path(&path, false).is_err(), "{path}");
+        let path = format!("/v1/orders/{}", id_segment("a.b").unwrap_or_default());
+        assert!(origin_path(&path, false).is_ok(), "{path}");
+    }
 }

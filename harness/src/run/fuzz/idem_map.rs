@@ -392,4 +392,14 @@ mod tests {
         let creates = battery_only.requests[&("POST".to_owned(), "/orders".to_owned())];
         assert!(creates >= u64::from(crate::run::fuzz::idem_battery::succeeding_bursts()) * 8);
     }
+
+    /// The seam of roles: the programs' callers are the ones an API map
+    /// knows as the first caller and another caller.
+    #[test]
+    fn the_programs_callers_are_the_maps_program_callers() {
+        assert_eq!(
+            crate::run::fuzz::idem_program::CALLERS,
+            crate::targets::api_map::PROGRAM_CALLERS
+        );
+    }
 }
