@@ -94,11 +94,14 @@ impl Access {
     }
 
     /// Waits for this request's turn under `--max-rps` (at once without
-    /// one). Bounded: a request waits at most a second (and the margin) for
-    /// every `max_rps` requests already queued before it.
+    /// one): until fewer than `max_rps` requests left in the last second
+    /// (and [`PACE_MARGIN`]). Bounded: each round either takes its turn or
+    /// sleeps until the oldest of those leaves the window.
     pub async fn pace(&self) {
         if let Some(pace) = &self.0.pace {
-            tokio::time::sleep_until(pace.turn(Instant::now())).await;
+            while let Err(at) = pace.take(Instant::now()) {
+                tokio::time::sleep_until(at).await;
+            }
         }
     }
 }
@@ -116,22 +119,23 @@ impl fmt::Debug for Access {
 }
 
 /// At most `rps` requests in any one-second window, bursts of up to `rps`
-/// at once: each request takes the next slot, no earlier than one second
-/// (and [`PACE_MARGIN`]) after the slot `rps` places before it. So a race
-/// scenario's burst still starts at once under a rate that allows it, and
-/// no window of a second, wherever it starts, holds more than `rps`
-/// requests (issue 57: a bucket that refilled while it drained let twice
-/// the rate into the first second).
+/// at once: a request leaves when fewer than `rps` left in the second (and
+/// [`PACE_MARGIN`]) before it, counted by when they really left (a request
+/// that woke late does not let the next ones crowd in behind it). So a
+/// race scenario's burst still starts at once under a rate that allows
+/// it, and no window of a second, wherever it starts, holds more than
+/// `rps` requests as the harness sends them (issue 57: a bucket that
+/// refilled while it drained let twice the rate into the first second).
 struct Pace {
     rps: u32,
-    /// The slots of the last `rps` requests, oldest first (bounded by `rps`).
-    slots: Mutex<std::collections::VecDeque<Instant>>,
+    /// When the last `rps` requests left, oldest first (bounded by `rps`).
+    left: Mutex<std::collections::VecDeque<Instant>>,
 }
 
-/// How much later than one second after the slot `rps` places before it a
-/// request leaves: the network's jitter between the harness's send and
-/// the target's read, so that the target too never sees more than `rps`
-/// in a second.
+/// How much later than one second after the request `rps` places before
+/// it a request leaves: the jitter between the harness's send and the
+/// target's read, so that the target too sees no more than `rps` in a
+/// second.
 pub const PACE_MARGIN: Duration = Duration::from_millis(50);
 
 impl Pace {
@@ -139,32 +143,31 @@ impl Pace {
         let rps = rps.max(1);
         Pace {
             rps,
-            slots: Mutex::new(std::collections::VecDeque::with_capacity(
+            left: Mutex::new(std::collections::VecDeque::with_capacity(
                 rps.min(4_096) as usize
             )),
         }
     }
 
-    /// The instant a request asking at `now` may go. Slots never go back
-    /// in time, so the one `rps` places back is the oldest kept.
-    fn turn(&self, now: Instant) -> Instant {
-        let mut slots = self
-            .slots
+    /// Takes a turn at `now` (`Ok`: the request leaves), or says when to
+    /// ask again. Asked with a clock that never goes back.
+    fn take(&self, now: Instant) -> Result<(), Instant> {
+        let mut left = self
+            .left
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let last = slots.back().copied().map_or(now, |l| l.max(now));
-        let slot = if slots.len() < self.rps as usize {
-            last
-        } else {
-            slots.front().map_or(last, |oldest| {
-                last.max(*oldest + Duration::from_secs(1) + PACE_MARGIN)
-            })
-        };
-        slots.push_back(slot);
-        if slots.len() > self.rps as usize {
-            slots.pop_front();
+        let now = left.back().map_or(now, |last| now.max(*last));
+        if left.len() >= self.rps as usize {
+            let free_at = left
+                .front()
+                .map_or(now, |oldest| *oldest + Duration::from_secs(1) + PACE_MARGIN);
+            if free_at > now {
+                return Err(free_at);
+            }
+            left.pop_front();
         }
-        slot
+        left.push_back(now);
+        Ok(())
     }
 }
 
@@ -254,21 +257,32 @@ mod tests {
     fn the_pace_allows_a_burst_and_no_window_of_a_second_holds_more() {
         let pace = Pace::new(4);
         let start = Instant::now();
-        let mut turns: Vec<Duration> = (0..12).map(|_| pace.turn(start) - start).collect();
-        assert!(turns[..4].iter().all(|t| t.is_zero()), "{turns:?}");
         let second = Duration::from_secs(1) + PACE_MARGIN;
-        assert!(turns[4..8].iter().all(|t| *t == second), "{turns:?}");
-        // Asked later, one by one: still a second after the slot 4 back.
-        turns.push(pace.turn(start + Duration::from_millis(2_500)) - start);
-        turns.sort();
-        for (i, t) in turns.iter().enumerate() {
-            let within = turns[i..]
+        // A burst of 4 at once, then the fifth waits for the first's second.
+        for _ in 0..4 {
+            assert_eq!(pace.take(start), Ok(()));
+        }
+        assert_eq!(pace.take(start), Err(start + second));
+        // One woke late: the ones after it wait for its second, not for
+        // the slot it was given.
+        let late = start + Duration::from_millis(1_300);
+        assert_eq!(pace.take(late), Ok(()));
+        for _ in 0..3 {
+            assert_eq!(pace.take(late), Ok(()));
+        }
+        assert_eq!(pace.take(late), Err(late + second));
+        let mut left: Vec<Duration> = vec![Duration::ZERO; 4];
+        left.extend([late - start; 4]);
+        for (i, t) in left.iter().enumerate() {
+            let within = left[i..]
                 .iter()
                 .filter(|u| **u - *t < Duration::from_secs(1));
-            assert!(within.count() <= 4, "{turns:?}");
+            assert!(within.count() <= 4, "{left:?}");
         }
         // Long after, a burst goes at once again.
         let later = start + Duration::from_secs(10);
-        assert_eq!(pace.turn(later), later);
+        for _ in 0..4 {
+            assert_eq!(pace.take(later), Ok(()));
+        }
     }
 }

@@ -6,10 +6,10 @@
 //! when duplicates reach the app within microseconds is then seldom met.
 //! So each request of a burst gets a connection of its own, opened (TLS
 //! handshake included) and written but for its last byte first; once every
-//! one is there and a short settle has let those bytes cross, the last
-//! bytes go out together, and each answer is read whole (`Connection:
-//! close`, bounded by the response cap and the call timeout, decoded by
-//! `wire.rs`). Each request is answered with the instant its last byte
+//! one is there and a settle as long as the slowest took to open (1 to 50
+//! ms) has let those bytes cross, the last bytes go out together, and each
+//! answer is read whole (`Connection: close`, bounded by the response cap
+//! and the call timeout, decoded by `wire.rs`). Each request is answered with the instant its last byte
 //! left and the instant its answer was whole: the window the judge reads.
 //!
 //! What a request carries is what `http_agent.rs` would send: the run's
@@ -28,8 +28,11 @@ use crate::targets::{HttpRequest, TargetError, Timed};
 
 /// The most requests sent together (a burst of the battery is 8).
 pub const MAX_TOGETHER: usize = 64;
-/// How long the written heads are given to cross before the last bytes go.
-const SETTLE: Duration = Duration::from_millis(20);
+/// How long the written heads are given to cross before the last bytes
+/// go: as long as the slowest connection of the burst took to open (a
+/// round trip or two, its TLS handshake included), within these bounds.
+const MIN_SETTLE: Duration = Duration::from_millis(1);
+const MAX_SETTLE: Duration = Duration::from_millis(50);
 
 /// Sends `requests` to the server at `base` (`http[s]://HOST:PORT`) so
 /// that they arrive together; answers in the order given. `requests`
@@ -52,6 +55,8 @@ pub async fn send_together(
             .collect();
     }
     let n = requests.len();
+    // The slowest connection's opening time, in µs.
+    let slowest_open_us = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let written = Arc::new(Barrier::new(n.max(1)));
     let release = Arc::new(Barrier::new(n.max(1)));
     let timeout = Duration::from_millis(timeout_ms);
@@ -59,12 +64,16 @@ pub async fn send_together(
     for request in requests {
         let (base, link) = (base.to_owned(), link.clone());
         let (written, release) = (Arc::clone(&written), Arc::clone(&release));
+        let slowest = Arc::clone(&slowest_open_us);
         tasks.push(tokio::spawn(async move {
             // The head but its last byte, bounded; a failure still meets
             // both barriers, so that the others are not kept waiting.
             let prepared = tokio::time::timeout(timeout, async {
                 link.pace().await;
+                let opening = Instant::now();
                 let (mut stream, host, tls) = open(&base, &link).await?;
+                let took = u64::try_from(opening.elapsed().as_micros()).unwrap_or(u64::MAX);
+                slowest.fetch_max(took, std::sync::atomic::Ordering::Relaxed);
                 let bytes = request_bytes_for(&host, tls, &request);
                 let (head, last) = bytes.split_at(bytes.len().saturating_sub(1));
                 stream
@@ -80,7 +89,9 @@ pub async fn send_together(
             .await
             .unwrap_or(Err(TargetError::Timeout { timeout_ms }));
             if written.wait().await.is_leader() {
-                tokio::time::sleep(SETTLE).await;
+                let us = slowest.load(std::sync::atomic::Ordering::Relaxed);
+                let settle = Duration::from_micros(us).clamp(MIN_SETTLE, MAX_SETTLE);
+                tokio::time::sleep(settle).await;
             }
             release.wait().await;
             let (mut stream, host, last) = prepared?;
