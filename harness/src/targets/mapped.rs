@@ -47,6 +47,9 @@ pub struct MappedTarget {
     sent: Mutex<BTreeMap<String, u64>>,
     /// The role each contract caller plays, learned from the scenarios.
     roles: Mutex<CallerRoles>,
+    /// The declared profile's `replayHeader`: an answer carrying it is a
+    /// replay, which owns no id.
+    replay_header: Option<String>,
 }
 
 /// A resource the app created: the app path it was created on, its id.
@@ -65,6 +68,9 @@ impl MappedTarget {
         map: ApiMap,
         inner: HttpAgentTarget,
     ) -> Result<MappedTarget, TargetError> {
+        let replay_header = reqkey_model::idem_profile::parse_health(map.health())
+            .ok()
+            .and_then(|h| h.profile.replay_header);
         let target = MappedTarget {
             name,
             map,
@@ -73,6 +79,7 @@ impl MappedTarget {
             first_header: Mutex::new(BTreeMap::new()),
             sent: Mutex::new(BTreeMap::new()),
             roles: Mutex::new(CallerRoles::default()),
+            replay_header,
         };
         if let Some(route) = &target.map.health_route {
             let caller = target.map.default_caller.clone();
@@ -323,7 +330,20 @@ impl MappedTarget {
             .next()
             .unwrap_or(&route.path)
             .to_owned();
-        let owner = lock(&self.ledger).answered(ticket, id.clone().map(|i| (app_path.clone(), i)));
+        // A replay the app marks (the declared `replayHeader`) never owns
+        // the id it carries, whichever answer the harness read first.
+        let replayed = self.replay_header.as_deref().is_some_and(|h| {
+            answer
+                .headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(h))
+        });
+        let owner = match (&id, replayed) {
+            (Some(id), true) => {
+                lock(&self.ledger).answered_replay(ticket, (app_path.clone(), id.clone()))
+            }
+            _ => lock(&self.ledger).answered(ticket, id.clone().map(|i| (app_path.clone(), i))),
+        };
         let mut headers = answer.headers.clone();
         if let (Some(id), Some(name)) = (&id, &self.map.answer_header) {
             let value = answer
