@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use reqkey_model::idem_profile::{Errors, IdemProfile};
 
 use crate::run::fuzz::cases::run_cases;
-use crate::run::fuzz::idem_battery::{battery, ProbeKind};
+use crate::run::fuzz::idem_battery::{battery, JudgedField, ProbeKind};
 use crate::run::fuzz::idem_program::{arb_program, requests_of, Req, Step, ROUTES};
 use crate::targets::api_map::{ApiMap, Role};
 use crate::targets::api_plan::ContractRequests;
@@ -54,6 +54,10 @@ pub struct Fit {
     pub failing_at_once: bool,
     /// What the fit leaves unjudged, each naming its profile field.
     pub not_judged: Vec<String>,
+    /// The declared fields the generated programs, and the battery's
+    /// probes, no longer judge through the map (`JudgedField` names).
+    unjudged_by_programs: Vec<&'static str>,
+    unjudged_by_probes: Vec<&'static str>,
 }
 
 /// The contract route each role stands for, in the order a role keeps its
@@ -78,6 +82,8 @@ impl Fit {
             failing_bursts: true,
             failing_at_once: false,
             not_judged: Vec::new(),
+            unjudged_by_programs: Vec::new(),
+            unjudged_by_probes: Vec::new(),
         }
     }
 
@@ -93,8 +99,10 @@ impl Fit {
         };
         let has = |role: Role| map.routes.contains_key(&role);
         let mut notes = Vec::new();
+        let mut unjudged: Vec<&'static str> = Vec::new();
         if !has(Role::OtherMethod) {
             route(1, 0);
+            unjudged.push("scope");
             notes.push(
                 "scope (method): the map has no `other_method` route, so the programs send \
                  POST /orders for PUT /orders"
@@ -103,6 +111,7 @@ impl Fit {
         }
         if !has(Role::OtherPath) {
             route(2, 0);
+            unjudged.push("scope");
             notes.push(
                 "scope (path): the map has no `other_path` route, so the programs send POST \
                  /orders for POST /payments"
@@ -115,6 +124,7 @@ impl Fit {
                 route(3, 0);
                 route(5, 0);
                 failing_bursts = false;
+                unjudged.push("errors");
                 notes.push(
                     "errors: the map has no `fail` route, so no burst and no program meets a \
                      failing handler"
@@ -126,6 +136,8 @@ impl Fit {
                 route(5, 3);
                 fit.failing_at_once = true;
                 if profile.errors == Errors::Released {
+                    unjudged.push("errors");
+                    fit.unjudged_by_probes.push("errors");
                     notes.push(
                         "errors: released: the `fail` route answers at once (no $sleepMs), so \
                          a duplicate that ran after the key was released cannot be told from \
@@ -144,6 +156,7 @@ impl Fit {
         {
             route(4, 0);
             past_lock = false;
+            unjudged.push("lockMs");
             notes.push(
                 "lockMs: the map has no `slow` route that takes a duration ($sleepMs), so no \
                  duplicate is sent past the lock"
@@ -173,6 +186,7 @@ impl Fit {
             match kept.iter().find(|(_, k)| *k == at) {
                 Some((first, _)) => {
                     fit.programs[i] = 0;
+                    unjudged.push(judged_field_of(role));
                     if i == 3 {
                         fit.programs[5] = 0;
                     }
@@ -196,6 +210,7 @@ impl Fit {
         }
         if map.roles.len() < 2 {
             fit.two_callers = false;
+            unjudged.push("scope");
             notes.push(
                 "scope (caller): the map lists one caller, so the programs send every request \
                  as it"
@@ -203,7 +218,26 @@ impl Fit {
             );
         }
         fit.not_judged = notes;
+        fit.unjudged_by_programs = unjudged;
         fit
+    }
+
+    /// `fields` the generated programs judge, less what the fit takes away.
+    pub fn judged(&self, fields: Vec<JudgedField>) -> Vec<JudgedField> {
+        let gone = &self.unjudged_by_programs;
+        fields
+            .into_iter()
+            .filter(|f| !gone.contains(&f.field.as_str()))
+            .collect()
+    }
+
+    /// `fields` a probe of the battery judges, less what the fit takes away.
+    pub fn probe_judged(&self, fields: Vec<JudgedField>) -> Vec<JudgedField> {
+        let gone = &self.unjudged_by_probes;
+        fields
+            .into_iter()
+            .filter(|f| !gone.contains(&f.field.as_str()))
+            .collect()
     }
 
     /// Whether the battery sends a probe of `kind`.
@@ -264,6 +298,17 @@ impl Fit {
                 self.not_judged.join("; ")
             )
         })
+    }
+}
+
+/// The declared field (a `JudgedField` name) the programs' requests of
+/// `role` judge apart from the create route's.
+fn judged_field_of(role: Role) -> &'static str {
+    match role {
+        Role::Create => "keySyntax",
+        Role::Fail => "errors",
+        Role::Slow => "lockMs",
+        Role::OtherMethod | Role::OtherPath => "scope",
     }
 }
 
