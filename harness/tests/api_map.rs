@@ -242,20 +242,15 @@ fn a_variant_with_an_unscoped_key_and_racy_declines_is_red_on_the_leak_and_the_r
     assert!(map.contains("scope: [method, path]"));
     let file = out_dir("unscoped").with_extension("yaml");
     std::fs::write(&file, map).unwrap();
-    let ca = pki("reqkey test CA", &["localhost"]);
-    let tls = front(
-        ca.server.clone(),
-        format!("127.0.0.1:{}", app.port).parse().unwrap(),
-    );
+    // Plain HTTP: TLS is the green test's (its 528 handshakes a battery
+    // would cost CI here again).
     let out = out_dir("red");
     let o = reqkey(&[
         "certify",
         "--target",
-        &format!("idem+https://localhost:{}", tls.port),
+        &format!("idem+http://127.0.0.1:{}", app.port),
         "--api",
         file.to_str().unwrap(),
-        "--cacert",
-        ca.ca_pem.to_str().unwrap(),
         "--fuzz-cases",
         "2",
         "--out",
