@@ -96,6 +96,7 @@ use reqkey_model::seq::SeqStore;
 use serde_json::Value;
 
 mod each;
+mod explain;
 mod item;
 mod minimize;
 mod partitioned;
@@ -106,13 +107,15 @@ mod timeline;
 mod types;
 
 use each::{lone_failure, search_partitions};
+use explain::{atomicity_clauses, explain};
+pub use explain::{clause_list, Anomaly, MAX_EXPLAIN_STEPS};
 use minimize::minimize;
 pub use partitioned::{check_partitioned, Fetch, PartitionedHistory, PartitionedHistoryBuilder};
 pub use prepare::answer_conforms;
 use prepare::{prepare, Prepared};
 use search::Search;
-pub use timeline::{render_timeline, summarize_answer, summarize_request};
-use timeline::{render_with, TimelineOp};
+pub use timeline::{listed, render_timeline, summarize_answer, summarize_request};
+use timeline::{render_with, Line, Span};
 use types::MIN_CHECK_STEPS;
 pub use types::{
     CheckOptions, CheckReport, Counterexample, Operation, Verdict, DEFAULT_BUDGET_STEPS,
@@ -284,22 +287,41 @@ impl<'a> PreparedHistory<'a> {
             Source::Compact(h) => render_with(
                 indices,
                 in_flight,
-                |i| TimelineOp {
-                    client: &h[i].client,
+                |i| Span {
                     invoke_ns: h[i].invoke_ns,
                     return_ns: h[i].return_ns,
                     answered: h[i].answer.is_some(),
                 },
                 |i| {
                     let o = h[i].to_operation();
-                    (
-                        summarize_request(&o.request),
-                        o.answer.as_ref().map(summarize_answer),
-                    )
+                    Some(Line {
+                        client: o.client,
+                        request: summarize_request(&o.request),
+                        answer: o.answer.as_ref().map(summarize_answer),
+                    })
                 },
             ),
         }
     }
+
+    /// The anomaly of `minimal` (shrunk, `in_flight` counted unanswered),
+    /// its operation's text read back for the summaries.
+    fn anomaly(&self, minimal: &[usize], in_flight: &[usize]) -> Option<Anomaly> {
+        let dead = explain(&self.prepared, minimal, in_flight)?;
+        let o = self.operation(dead.at)?;
+        let (request, answer) = summaries(&o);
+        Some(dead.anomaly(|i| i, &request, &answer))
+    }
+}
+
+/// An operation's request and answer as an anomaly quotes them.
+fn summaries(o: &Operation) -> (String, String) {
+    (
+        summarize_request(&o.request),
+        o.answer
+            .as_ref()
+            .map_or_else(|| "(no answer)".to_owned(), summarize_answer),
+    )
 }
 
 /// Checks a history (against a store that starts empty).
@@ -325,6 +347,8 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
                     timeline: timeline.clone(),
                     minimal_timeline: timeline,
                     minimize_steps: 0,
+                    anomaly: None,
+                    atomicity: atomicity_clauses(prepared, &[i]),
                 })),
                 steps: 0,
                 partitions: 0,
@@ -399,9 +423,16 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
     } else {
         (indices.clone(), vec![])
     };
+    let anomaly = if opts.minimize {
+        parsed.anomaly(&minimal, &in_flight)
+    } else {
+        None
+    };
     CheckReport {
         verdict: Verdict::NotLinearizable(Box::new(Counterexample {
             session: Some((*session).to_owned()),
+            anomaly,
+            atomicity: atomicity_clauses(prepared, &minimal),
             reason:
                 "no order of the operations consistent with real time gives every answer the spec's"
                     .to_owned(),

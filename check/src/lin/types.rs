@@ -117,6 +117,14 @@ pub struct Counterexample {
     pub minimal_timeline: String,
     /// Search steps spent shrinking (bounded by the check's budget).
     pub minimize_steps: u64,
+    /// The first answer no order of the minimal subset can give and the
+    /// rule that forbids it (`None`: not shrunk, or no single rule
+    /// explains it within its bound).
+    pub anomaly: Option<super::explain::Anomaly>,
+    /// SPEC 4's atomicity clauses of the kinds of write in the minimal
+    /// subset (`wire.store.concurrent` when it has none): what it breaks
+    /// when no single rule explains it.
+    pub atomicity: Vec<&'static str>,
 }
 
 impl fmt::Display for Counterexample {

@@ -10,7 +10,6 @@
 //! clause it breaks); 2: the file cannot be read or judged (a mistake is
 //! placed at file:line:col; an exhausted search budget is no verdict).
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -132,15 +131,14 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
     };
     let parse_ms = started.elapsed().as_secs_f64() * 1e3;
     let (operations, sessions) = (parsed.len(), parsed.sessions());
-    let mut shown_ops: BTreeMap<usize, lin::Operation> = BTreeMap::new();
+    // The few operations a report shows (its timelines' lines and the
+    // anomaly's), read again from the file.
     let mut fetch = |at: &[usize]| -> Vec<lin::Operation> {
-        let ops = open(&args.file)
+        open(&args.file)
             .and_then(|r| {
                 stream::read_operations_at(r, args.format, at).map_err(|e| format!("{shown}:{e}"))
             })
-            .unwrap_or_default();
-        shown_ops.extend(at.iter().copied().zip(ops.iter().cloned()));
-        ops
+            .unwrap_or_default()
     };
     let started = Instant::now();
     let report = lin::check_partitioned(
@@ -194,12 +192,8 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
             emit(&format!(
                 "reqkey: {shown}: NOT linearizable ({operations} operations): {}\n  breaks {}\n  the smallest failing subset: operations {} of the file (0-based)\n{}",
                 inert::terminal(&c.reason),
-                explained_breaks(&|i| shown_ops.get(&i).cloned(), &c),
-                c.minimal
-                    .iter()
-                    .map(|i| format!("#{i}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                explained_breaks(&c),
+                lin::listed(&c.minimal, MAX_SUBSET_LISTED),
                 inert::lines_kept(&c.to_string())
             ));
             ExitCode::from(1)
@@ -225,28 +219,17 @@ fn emit(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
+/// The operations of the smallest failing subset the report lists by
+/// index (a sequential history's subset is every write before the
+/// failure: the rest are counted).
+const MAX_SUBSET_LISTED: usize = 64;
+
 /// What a non-linearizable history breaks: the rule that forbids the
 /// first answer no order of the smallest failing subset can give, with
-/// its clause and that answer ([`reqkey_check::anomaly`]); when no single
-/// rule explains it, SPEC 4's atomicity clauses ([`clauses_broken`]).
-fn explained_breaks(
-    history: &dyn Fn(usize) -> Option<lin::Operation>,
-    c: &lin::Counterexample,
-) -> String {
-    let ops: Vec<(usize, lin::Operation)> = c
-        .minimal
-        .iter()
-        .filter_map(|&i| {
-            let mut o = history(i)?;
-            // Counted as in flight at the cut: it may have taken effect or not.
-            if c.minimal_in_flight.contains(&i) {
-                o.answer = None;
-            }
-            Some((i, o))
-        })
-        .collect();
-    let refs: Vec<(usize, &lin::Operation)> = ops.iter().map(|(i, o)| (*i, o)).collect();
-    match reqkey_check::anomaly::first_impossible_answer(&refs) {
+/// its clause and that answer ([`lin::Anomaly`]); when no single rule
+/// explains it, SPEC 4's atomicity clauses of the writes in it.
+fn explained_breaks(c: &lin::Counterexample) -> String {
+    match &c.anomaly {
         Some(a) => format!(
             "[[{}]] ({}; `reqkey explain {}`)\n  {}",
             a.clause,
@@ -254,42 +237,9 @@ fn explained_breaks(
             a.clause,
             inert::terminal(&a.to_string())
         ),
-        None => clauses_broken(history, &c.minimal),
+        None => format!(
+            "{} (SPEC 4: every operation is one atomic step, under any concurrency; `reqkey explain CLAUSE`)",
+            lin::clause_list(&c.atomicity)
+        ),
     }
-}
-
-/// The clauses of spec/SPEC.md a non-linearizable subset breaks: SPEC 4's
-/// "one atomic step" of each kind of write in it.
-pub fn clauses_broken(
-    history: &dyn Fn(usize) -> Option<lin::Operation>,
-    subset: &[usize],
-) -> String {
-    let mut clauses: Vec<&str> = Vec::new();
-    for &i in subset {
-        let op = history(i);
-        let op = op
-            .as_ref()
-            .and_then(|o| o.request.get("op"))
-            .and_then(|v| v.as_str());
-        let clause = match op {
-            Some("commitRunStart") => "store.commit.atomic",
-            Some("setRunStatus") => "store.set-run-status.atomic",
-            Some("deleteSession") => "store.delete-session.atomic",
-            _ => continue,
-        };
-        if !clauses.contains(&clause) {
-            clauses.push(clause);
-        }
-    }
-    if clauses.is_empty() {
-        clauses.push("wire.store.concurrent");
-    }
-    format!(
-        "{} (SPEC 4: every operation is one atomic step, under any concurrency; `reqkey explain CLAUSE`)",
-        clauses
-            .iter()
-            .map(|c| format!("[[{c}]]"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
 }
