@@ -25,7 +25,8 @@
 //! explicit stack of a few words an operation, the operations left held
 //! in two ordered sets. Its steps are bounded by [`MAX_EXPLAIN_STEPS`]
 //! plus twice the subset (so the one order of a sequential subset is
-//! always replayed whole); past the bound, or when no single rule
+//! always replayed whole), and it asks the caller's memory gauge every
+//! [`MEMORY_CHECK_STEPS`]; past the bound, or when no single rule
 //! decides, it says nothing and the caller names SPEC 4's atomicity
 //! clauses ([`atomicity_clauses`]).
 
@@ -40,6 +41,7 @@ use super::item::Item;
 use super::prepare::{Observed, Prepared};
 use super::search::{evaluate, undo, Undo};
 use super::timeline::{listed, summarize_answer, truncate};
+use super::types::MEMORY_CHECK_STEPS;
 
 /// The most steps (operations tried at a configuration) one explanation
 /// takes beyond replaying its subset twice: a minimal subset has a handful
@@ -154,6 +156,7 @@ pub(super) fn explain(
     prepared: &[Prepared],
     subset: &[usize],
     in_flight: &[usize],
+    over_memory: Option<fn() -> bool>,
 ) -> Option<DeadEnd> {
     let flying: HashSet<usize> = in_flight.iter().copied().collect();
     let items: Vec<Item<'_>> = subset
@@ -192,6 +195,9 @@ pub(super) fn explain(
         if let Some((invoke, k)) = next {
             top.last = Some((invoke, k));
             budget = budget.checked_sub(1)?;
+            if budget % MEMORY_CHECK_STEPS == 0 && over_memory.is_some_and(|over| over()) {
+                return None;
+            }
             match evaluate(&mut state, &mut fp, &items[k]) {
                 None => {
                     let candidate = (items[k].end_ns, k);
@@ -432,7 +438,7 @@ mod tests {
     fn explained(ops: &[Operation]) -> Option<DeadEnd> {
         let prepared: Vec<Prepared> = ops.iter().map(prepare).collect();
         let all: Vec<usize> = (0..ops.len()).collect();
-        explain(&prepared, &all, &[])
+        explain(&prepared, &all, &[], None)
     }
 
     #[test]

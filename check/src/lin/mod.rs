@@ -119,7 +119,7 @@ use timeline::{render_with, Line, Span};
 use types::MIN_CHECK_STEPS;
 pub use types::{
     CheckOptions, CheckReport, Counterexample, Operation, Verdict, DEFAULT_BUDGET_STEPS,
-    MAX_THREADS,
+    MAX_THREADS, MEMORY_CHECK_STEPS,
 };
 
 /// Checks a history with the default options.
@@ -306,8 +306,13 @@ impl<'a> PreparedHistory<'a> {
 
     /// The anomaly of `minimal` (shrunk, `in_flight` counted unanswered),
     /// its operation's text read back for the summaries.
-    fn anomaly(&self, minimal: &[usize], in_flight: &[usize]) -> Option<Anomaly> {
-        let dead = explain(&self.prepared, minimal, in_flight)?;
+    fn anomaly(
+        &self,
+        minimal: &[usize],
+        in_flight: &[usize],
+        over_memory: Option<fn() -> bool>,
+    ) -> Option<Anomaly> {
+        let dead = explain(&self.prepared, minimal, in_flight, over_memory)?;
         let o = self.operation(dead.at)?;
         let (request, answer) = summaries(&o);
         Some(dead.anomaly(|i| i, &request, &answer))
@@ -392,16 +397,14 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
             threads,
         };
     };
-    if matches!(outcome.search, Search::OutOfBudget) {
+    if matches!(outcome.search, Search::OutOfBudget | Search::OverMemory) {
+        let reason = if matches!(outcome.search, Search::OverMemory) {
+            pending::over_memory_reason(session)
+        } else {
+            pending::out_of_budget_reason(prepared, session, indices, opts.budget_steps)
+        };
         return CheckReport {
-            verdict: Verdict::Unknown {
-                reason: pending::out_of_budget_reason(
-                    prepared,
-                    session,
-                    indices,
-                    opts.budget_steps,
-                ),
-            },
+            verdict: Verdict::Unknown { reason },
             steps,
             partitions: n_partitions,
             largest_cache,
@@ -413,18 +416,12 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
         // Each trial search may cost a few times what deciding did; one
         // that runs out counts as "not shown to fail".
         let per_check = outcome.used.saturating_mul(4).max(MIN_CHECK_STEPS);
-        minimize(
-            prepared,
-            indices,
-            opts.budget_steps,
-            per_check,
-            &mut minimize_steps,
-        )
+        minimize(prepared, indices, &opts, per_check, &mut minimize_steps)
     } else {
         (indices.clone(), vec![])
     };
     let anomaly = if opts.minimize {
-        parsed.anomaly(&minimal, &in_flight)
+        parsed.anomaly(&minimal, &in_flight, opts.over_memory)
     } else {
         None
     };

@@ -21,7 +21,7 @@ use super::each::{lone_failure, search_each};
 use super::explain::{atomicity_clauses, explain};
 use super::item::Item;
 use super::minimize::minimize;
-use super::pending::out_of_budget_reason;
+use super::pending::{out_of_budget_reason, over_memory_reason};
 use super::prepare::{prepare, Prepared};
 use super::search::{search, Search};
 use super::timeline::{render_with, shown_lines, summarize_answer, summarize_request, Line, Span};
@@ -222,7 +222,7 @@ pub fn check_partitioned(
         let items: Vec<Item<'_>> = (0..part.ops.len())
             .map(|j| Item::of(&part.ops, j, false))
             .collect();
-        let outcome = search(&items, remaining);
+        let outcome = search(&items, remaining, opts.over_memory);
         drop(items);
         if !matches!(outcome.0, Search::Linearizable) {
             // Kept for the report; a decided session is let go here.
@@ -255,11 +255,14 @@ pub fn check_partitioned(
     };
     drop(cells);
     let local: Vec<usize> = (0..part.ops.len()).collect();
-    if matches!(outcome.search, Search::OutOfBudget) {
+    if matches!(outcome.search, Search::OutOfBudget | Search::OverMemory) {
+        let reason = if matches!(outcome.search, Search::OverMemory) {
+            over_memory_reason(&part.session)
+        } else {
+            out_of_budget_reason(&part.ops, &part.session, &local, opts.budget_steps)
+        };
         return CheckReport {
-            verdict: Verdict::Unknown {
-                reason: out_of_budget_reason(&part.ops, &part.session, &local, opts.budget_steps),
-            },
+            verdict: Verdict::Unknown { reason },
             steps,
             partitions: n_partitions,
             largest_cache,
@@ -269,18 +272,12 @@ pub fn check_partitioned(
     let mut minimize_steps = 0;
     let (minimal, in_flight) = if opts.minimize {
         let per_check = outcome.used.saturating_mul(4).max(MIN_CHECK_STEPS);
-        minimize(
-            &part.ops,
-            &local,
-            opts.budget_steps,
-            per_check,
-            &mut minimize_steps,
-        )
+        minimize(&part.ops, &local, &opts, per_check, &mut minimize_steps)
     } else {
         (local.clone(), vec![])
     };
     let dead = if opts.minimize {
-        explain(&part.ops, &minimal, &in_flight)
+        explain(&part.ops, &minimal, &in_flight, opts.over_memory)
     } else {
         None
     };
