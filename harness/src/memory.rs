@@ -8,12 +8,14 @@
 //! 256 MiB bound) that was not linearizable peaked at 10.2 GB, and under
 //! a 12 GB cap it aborted (SIGABRT, exit 134) instead of saying which
 //! bound it crossed (issue 58). Every reader of an input (a history, a
-//! shard's results, an answer, an API map) now asks this module at its
+//! shard's results, an answer) now asks this module at its
 //! checkpoints (every 256 KiB of a history's text, every 65,536 search steps,
-//! each shard read, every chunk of an answer) whether the process holds
+//! each shard read, every 256 KiB of an answer) whether the process holds
 //! more than the ceiling; past it, it stops reading and the command exits
 //! 2 naming `--max-memory-bytes`, before the operating system's cap (a
-//! cgroup's `memory.max`, `ulimit -v`) ends it mid-allocation.
+//! cgroup's `memory.max`, `ulimit -v`) ends it mid-allocation. (An API
+//! map needs no gauge: it is at most 256 KiB and its YAML aliases are
+//! limited by the parser; at its bound it is read in about 60 MiB.)
 //!
 //! # What is measured
 //!

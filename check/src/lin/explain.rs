@@ -39,9 +39,8 @@ use reqkey_model::{CommitOutcome, DeleteResult, RunStartRejection, StoreError};
 
 use super::item::Item;
 use super::prepare::{Observed, Prepared};
-use super::search::{evaluate, undo, Undo};
+use super::search::{evaluate, undo, Undo, MEMORY_CHECK_STEPS};
 use super::timeline::{listed, summarize_answer, truncate};
-use super::types::MEMORY_CHECK_STEPS;
 
 /// The most steps (operations tried at a configuration) one explanation
 /// takes beyond replaying its subset twice: a minimal subset has a handful

@@ -114,12 +114,13 @@ pub use partitioned::{check_partitioned, Fetch, PartitionedHistory, PartitionedH
 pub use prepare::answer_conforms;
 use prepare::{prepare, Prepared};
 use search::Search;
+pub use search::MEMORY_CHECK_STEPS;
 pub use timeline::{listed, render_timeline, summarize_answer, summarize_request};
 use timeline::{render_with, Line, Span};
 use types::MIN_CHECK_STEPS;
 pub use types::{
     CheckOptions, CheckReport, Counterexample, Operation, Verdict, DEFAULT_BUDGET_STEPS,
-    MAX_THREADS, MEMORY_CHECK_STEPS,
+    MAX_THREADS,
 };
 
 /// Checks a history with the default options.

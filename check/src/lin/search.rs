@@ -11,7 +11,9 @@ use reqkey_model::{CommitOutcome, DeleteResult, RunMetadata, RunStatus, StoreErr
 use super::item::{Item, NONE};
 use super::pending::{role, PendingPool, Role};
 use super::prepare::{answers_match, Observed};
-use super::types::MEMORY_CHECK_STEPS;
+
+/// Steps between two questions to [`super::CheckOptions::over_memory`].
+pub const MEMORY_CHECK_STEPS: u64 = 1 << 16;
 
 #[derive(Debug)]
 pub(super) enum Search {

@@ -54,15 +54,12 @@ pub struct CheckOptions {
     /// Threads checking partitions at once; 0: one per available core.
     /// The verdict is the same whatever the number (see the module docs).
     pub threads: usize,
-    /// Asked every [`MEMORY_CHECK_STEPS`] steps of a search, shrinking or
+    /// Asked every 65,536 steps of a search, shrinking or
     /// explanation: `true` stops it (a search is then no verdict, the
     /// shrinking and the explanation end where they are). `reqkey check
     /// history` passes its memory ceiling (`--max-memory-bytes`).
     pub over_memory: Option<fn() -> bool>,
 }
-
-/// Steps between two questions to [`CheckOptions::over_memory`].
-pub const MEMORY_CHECK_STEPS: u64 = 1 << 16;
 
 impl Default for CheckOptions {
     fn default() -> Self {

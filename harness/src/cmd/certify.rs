@@ -112,7 +112,10 @@ pub enum CertifyCommand {
     /// (keyed by REQKEY_SEAL_KEY when set), its scenarios are not its share
     /// of the suite the shards claim, or the shards differ in suite digest,
     /// target, server identity, seed, profile or reqkey version. Exit 0, 1
-    /// or 2 by the merged verdict otherwise.
+    /// or 2 by the merged verdict otherwise. Bounds: each results.json at
+    /// most 16 MiB (refused before it is read), and the process under
+    /// --max-memory-bytes, checked at each shard (a shard's parsed form can
+    /// be several times its text; 1024 shards at most).
     Merge(MergeArgs),
 }
 
@@ -372,7 +375,9 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
 /// size is under [`crate::report::seal::MAX_RESULTS_BYTES`] and its seal
 /// (`results.json.seal`) holds over the file read in pieces: keyed by
 /// `REQKEY_SEAL_KEY` when set. Each must name the run its seal names, and
-/// `run_id` when given.
+/// `run_id` when given. The process's memory is held under
+/// `--max-memory-bytes`, checked before each shard is read and after it is
+/// parsed (past it: refused, exit 2, naming the shard and the bound).
 fn read_shards(dirs: &[PathBuf], run_id: Option<&str>) -> Result<Vec<merge::Shard>, String> {
     use crate::report::seal;
     use std::io::Read;
@@ -397,6 +402,9 @@ fn read_shards(dirs: &[PathBuf], run_id: Option<&str>) -> Result<Vec<merge::Shar
             };
             // Bounded and sealed before a byte of it is kept or parsed.
             seal::verify_file(&origin, &file, &seal_text, key.as_deref())?;
+            if let Some(why) = crate::memory::over() {
+                return Err(format!("{origin}: not read: {why}"));
+            }
             let mut bytes = Vec::new();
             std::fs::File::open(&file)
                 .and_then(|f| f.take(seal::MAX_RESULTS_BYTES).read_to_end(&mut bytes))
@@ -407,6 +415,14 @@ fn read_shards(dirs: &[PathBuf], run_id: Option<&str>) -> Result<Vec<merge::Shar
             let text = String::from_utf8(bytes)
                 .map_err(|e| format!("{}: not UTF-8: {e}", file.display()))?;
             let shard = merge::parse_shard(&origin, &text)?;
+            drop(text);
+            // Each shard is at most MAX_RESULTS_BYTES of text, but its
+            // parsed form can be several times that (small values), and
+            // there may be 1024 shards: the memory ceiling is checked
+            // after each.
+            if let Some(why) = crate::memory::over() {
+                return Err(format!("{origin}: {why}"));
+            }
             if shard.doc.run_id != sealed_run {
                 return Err(format!(
                     "{origin}: results.json names run {:?} but its seal names {:?}",

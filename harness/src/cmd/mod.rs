@@ -65,11 +65,12 @@ pub struct Cli {
     pub command: Command,
     /// The most resident memory this process may hold while it reads an
     /// input, in bytes (any command; Linux, read from /proc): a history
-    /// (`check history`, every 256 KiB read and 65,536 search steps),
-    /// a shard's results (`certify merge`, after each shard), a target's
-    /// answer (every chunk), an API map. Past it the reader stops and the
-    /// command exits 2 naming this bound, instead of being ended by the
-    /// system's own cap. Default 4 GiB (4294967296); at least 32 MiB.
+    /// (`check history`: every 256 KiB read and 65,536 search steps), a
+    /// shard's results (`certify merge`: at each shard), a target's answer
+    /// (every 256 KiB of it). Past it the reader stops and the command
+    /// exits 2 naming this bound, instead of being ended by the system's
+    /// own cap. (An API map has a fixed bound: 256 KiB, YAML aliases
+    /// limited.) Default 4 GiB (4294967296); at least 32 MiB.
     #[arg(long, global = true, value_name = "BYTES",
           default_value_t = crate::memory::DEFAULT_MAX_MEMORY_BYTES,
           value_parser = crate::memory::parse_ceiling)]

@@ -125,7 +125,16 @@ pub async fn read_body(
         if body.len() as u64 + chunk.len() as u64 > cap {
             return Err(TargetError::TooLarge { cap });
         }
+        let before = body.len();
         body.extend_from_slice(&chunk);
+        // The harness's memory, each time the answer crosses another
+        // 256 KiB (answers are read side by side: up to 256 copies of a
+        // step, each up to the cap).
+        if before >> 18 != body.len() >> 18 {
+            if let Some(why) = crate::memory::over() {
+                return Err(TargetError::OverMemory(why));
+            }
+        }
     }
     Ok(body)
 }
