@@ -57,7 +57,12 @@ fn shard_dirs(root: &Path, prefix: &str, extra: &[&str], key: Option<&str>) -> V
 /// fuzzer (`fuzz_teeth.rs` does; each shard's 256 programs cost about
 /// 8 s of CPU and judged nothing here, issue 58).
 fn shards(root: &Path, target: &str, key: Option<&str>) -> Vec<PathBuf> {
-    shard_dirs(root, "shard", &["--target", target, "--fuzz-cases", "0"], key)
+    shard_dirs(
+        root,
+        "shard",
+        &["--target", target, "--fuzz-cases", "0"],
+        key,
+    )
 }
 
 fn merge(root: &Path, dirs: &[PathBuf], key: Option<&str>) -> Output {

@@ -13,12 +13,11 @@ use crate::cmd::exit::{fresh_seed, harness_error};
 use crate::cmd::judging::{self, Identity, Judge, StartArgs};
 use crate::cmd::outputs::{write_reports, Outputs};
 use crate::cmd::runtime::with_runtime_interruptible;
-use crate::report::{merge, ClauseCoverage, ReportContext};
+use crate::report::{merge, ClauseCoverage};
 use crate::run::partition::Partition;
 use crate::run::runner::RunConfig;
 use crate::run::suite;
 use crate::targets::spec::TargetSpec;
-use crate::targets::TargetOptions;
 use reqkey_check::coverage;
 use reqkey_reference::store::legacy;
 
@@ -211,42 +210,38 @@ pub fn certify_entry(args: CertifyArgs) -> ExitCode {
 }
 
 pub async fn certify_command(args: CertifyArgs) -> ExitCode {
+    // One way down: parse, start, judge and report (cmd/judging.rs).
     let Some(target_spec) = args.target.clone() else {
         return harness_error("--target is required");
     };
-    let link = match args.link.link() {
-        Ok(link) => link,
+    let plan = match judging::Plan::parse(
+        &target_spec,
+        &args.start,
+        &args.link,
+        &args.api,
+        args.timeout_ms,
+        args.max_response_bytes,
+    ) {
+        Ok(plan) => plan,
         Err(e) => return harness_error(e),
     };
-    let mut opts = TargetOptions {
-        call_timeout_ms: args.timeout_ms,
-        max_response_bytes: args.max_response_bytes,
-        link,
-        api: None,
-    };
     if args.api.dry_run {
-        let planned = judging::parse_without_starting(&target_spec).and_then(|spec| {
-            let map = args.api.load(&spec)?.ok_or("--dry-run needs --api")?;
-            let (_, scenarios) = match &args.scenarios {
-                Some(root) => suite::disk_suite(root, spec.level()).map_err(|e| e.to_string())?,
-                None => suite::embedded_suite(spec.level()).map_err(|e| e.to_string())?,
-            };
-            Ok((map, scenarios))
-        });
-        return match planned {
-            Ok((map, scenarios)) => judging::dry_run(&map, scenarios, args.fuzz_cases),
-            Err(e) => harness_error(e),
-        };
+        return plan.dry_run(
+            |level| {
+                let loaded = match &args.scenarios {
+                    Some(root) => suite::disk_suite(root, level),
+                    None => suite::embedded_suite(level),
+                };
+                loaded.map(|(_, s)| s).map_err(|e| e.to_string())
+            },
+            args.fuzz_cases,
+        );
     }
-    let started = match judging::start(&args.start, &target_spec) {
+    let (started, mut ctx) = match plan.start("certify") {
         Ok(started) => started,
         Err(e) => return harness_error(e),
     };
     let spec = &started.spec;
-    opts.api = match args.api.load(spec) {
-        Ok(api) => api,
-        Err(e) => return harness_error(e),
-    };
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let outputs = Outputs {
         junit: Some(args.out.join(JUNIT_FILE)),
@@ -270,8 +265,6 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
-    let mut ctx = ReportContext::new("certify", &spec.display_name());
-    args.start.note_in(&target_spec, &mut ctx);
     ctx.run_id = Some(args.run_id.clone().unwrap_or_else(|| {
         crate::report::seal::derived_run_id(
             seed,
@@ -338,7 +331,6 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         .as_ref()
         .map(|_| std::sync::Arc::new(crate::run::export::HistorySink::new()));
     let how = Judge {
-        opts,
         start_timeout_ms: args.start.start_timeout_ms,
         stated_profile: args.profile.as_deref(),
         // A certificate names the target's identity: without one, no verdict.
