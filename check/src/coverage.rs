@@ -281,6 +281,119 @@ pub fn render(cov: &Coverage) -> String {
     out
 }
 
+/// One check of a scenario: where it is (`steps[2] http POST /orders`),
+/// what it checks (`expect`, `expect_group[1]`), and the clauses it judges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckOf<'a> {
+    pub place: String,
+    pub what: String,
+    pub judges: Vec<&'a str>,
+    pub always: bool,
+}
+
+/// Clause ids as text.
+fn names(list: &[reqkey_scenario::ClauseRef]) -> Vec<&str> {
+    list.iter().map(|c| c.0.as_str()).collect()
+}
+
+/// Every check of `s`, in order: a step's own checks, each item of its
+/// group that checks its own answer, each group rule (`reqkey explain
+/// SCENARIO_ID` and `reqkey coverage --level LEVEL` list them).
+pub fn checks_of(s: &Scenario) -> Vec<CheckOf<'_>> {
+    use reqkey_scenario::Action;
+    let mut out = Vec::new();
+    for (i, step) in s.steps.iter().enumerate() {
+        let place = format!("steps[{i}] {}", step.action.label());
+        let mut what: Vec<&str> = Vec::new();
+        if step.expect.is_some() {
+            what.push("expect");
+        }
+        if step.expect_raw.is_some() {
+            what.push("expect_raw");
+        }
+        if !step.expect_not_echoed.is_empty() {
+            what.push("expect_not_echoed");
+        }
+        if !step.bind.is_empty() {
+            what.push("bind");
+        }
+        if step.linearizable {
+            what.push("linearizable");
+        }
+        match &step.action {
+            Action::WaitRun(_) => what.push("wait_run"),
+            Action::ExpectOneOf(_) => what.push("expect_one_of"),
+            Action::MixedHistories { .. } => what.push("mixed_histories"),
+            _ => {}
+        }
+        if !what.is_empty() && !step.judges.is_empty() {
+            out.push(CheckOf {
+                place: place.clone(),
+                what: what.join(", "),
+                judges: names(&step.judges),
+                always: step.always,
+            });
+        }
+        if let Action::Parallel(items) = &step.action {
+            for (k, item) in items.iter().enumerate() {
+                if item.checks_own_answer() {
+                    out.push(CheckOf {
+                        place: format!("{place} parallel[{k}] {}", item.action.label()),
+                        what: "expect".into(),
+                        judges: names(step.item_judges(item)),
+                        always: step.always,
+                    });
+                }
+            }
+        }
+        for (r, rule) in step.expect_group.iter().enumerate() {
+            out.push(CheckOf {
+                place: place.clone(),
+                what: format!("expect_group[{r}]"),
+                judges: names(step.rule_judges(rule)),
+                always: step.always,
+            });
+        }
+    }
+    out
+}
+
+/// Every check of `scenarios` with the clauses it judges (issue 54: a
+/// check judges the clause it is about, so that a wrong replay body in a
+/// scenario about long keys fails `idem.replay.completed`, not the key's
+/// clause), scenario by scenario ([`checks_of`]). `reqkey coverage --level
+/// LEVEL` prints it.
+pub fn render_checks(level: Level, scenarios: &[Scenario]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "checks, {} level: each check and the clauses it judges",
+        level.name()
+    );
+    let mut count = 0;
+    for s in scenarios {
+        let _ = writeln!(out, "  {}", s.id);
+        for c in checks_of(s) {
+            count += 1;
+            let _ = writeln!(
+                out,
+                "    {}: {}{} -> {}",
+                c.place,
+                c.what,
+                if c.always { " (always runs)" } else { "" },
+                c.judges.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{count} checks in {} {} scenarios",
+        scenarios.len(),
+        level.name()
+    );
+    out
+}
+
 /// The matrix as a grid: clause rows, scenario columns (numbered, with a
 /// legend), `X` where a falsifiable scenario checks the clause, `o` where
 /// one that fails on no variant does.

@@ -24,7 +24,7 @@ use reqkey_harness::targets::TargetOptions;
 use reqkey_reference::idem::IdemDefect;
 
 /// Each defect and the scenario aimed at it.
-const NAMED_AFTER: [(&str, &str); 27] = [
+const NAMED_AFTER: [(&str, &str); 28] = [
     ("check-then-set", "idem.concurrent-burst-conflict"),
     ("unscoped-caller", "idem.another-caller-same-key"),
     ("no-fingerprint", "idem.other-payload-after-completion"),
@@ -34,6 +34,7 @@ const NAMED_AFTER: [(&str, &str); 27] = [
     ),
     ("replay-drops-status", "idem.retry-after-error-stored"),
     ("replay-drops-headers", "idem.replay-after-completion"),
+    ("replay-drops-body", "idem.replay-after-completion"),
     ("stores-released-errors", "idem.retry-after-error-released"),
     ("lock-timeout", "idem.slow-handler-outlives-timeouts"),
     ("expiry-ignored", "idem.burst-after-expiry"),
@@ -248,6 +249,60 @@ async fn each_broken_middleware_fails_the_scenarios_aimed_at_its_bug() {
             specs.contains(variant) || *variant == crash,
             "the record names {variant}"
         );
+    }
+}
+
+/// Issue 54: a replay check inside a scenario about something else (long
+/// keys, expiry, the fingerprint, token keys, waiting duplicates) judged
+/// that scenario's own clause, so a wrong replay body failed
+/// `idem.key.long-and-escaped` and `idem.expiry.honoured`. Each check now
+/// judges the clause it is about: on an app whose replays lose their body
+/// (and nothing else), every scenario it fails fails
+/// `idem.replay.completed` and no other clause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wrong_replay_body_fails_only_the_replay_clause_wherever_it_shows() {
+    let subjects = [
+        "idem.long-and-escaped-keys",
+        "idem.replay-before-expiry",
+        "idem.json-fingerprint-ignores-member-order",
+        "idem.replay-after-completion",
+        "idem.token-keys-are-bare",
+        "idem.concurrent-burst-wait",
+    ];
+    let runs = run_all(
+        vec![
+            "broken-idem:replay-drops-body".to_owned(),
+            "broken-idem:replay-drops-body:token".to_owned(),
+            "broken-idem:replay-drops-body:wait".to_owned(),
+        ],
+        13,
+    )
+    .await;
+    let mut seen = BTreeSet::new();
+    for (spec, summary, _) in &runs {
+        for r in &summary.results {
+            let failed: BTreeSet<&str> = r
+                .clauses
+                .iter()
+                .filter(|c| c.standing == reqkey_harness::run::event::ClauseStanding::Fail)
+                .map(|c| c.clause.as_str())
+                .collect();
+            if r.verdict == reqkey_harness::run::event::Verdict::Pass {
+                assert!(failed.is_empty(), "{spec}: {}", r.id);
+                continue;
+            }
+            assert_eq!(
+                failed,
+                BTreeSet::from(["idem.replay.completed"]),
+                "{spec}: {} failed {failed:?}: {:?}",
+                r.id,
+                r.failure
+            );
+            seen.insert(r.id.clone());
+        }
+    }
+    for id in subjects {
+        assert!(seen.contains(id), "no run failed {id}: {seen:?}");
     }
 }
 

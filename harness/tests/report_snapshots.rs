@@ -250,10 +250,25 @@ async fn the_junit_report_parses_and_counts_the_failure() {
     assert_eq!(report.tests, 2);
     assert_eq!(report.failures, 1);
     assert_eq!(
-        report.test_suites.len(),
+        report
+            .test_suites
+            .iter()
+            .filter(|s| s.name.as_str() != "reqkey.clauses")
+            .count(),
         2,
         "one testsuite per scenario file"
     );
+    // And the run by clause, as properties (no test of its own).
+    let clauses = report
+        .test_suites
+        .iter()
+        .find(|s| s.name.as_str() == "reqkey.clauses")
+        .unwrap();
+    assert_eq!(clauses.tests, 0);
+    assert!(clauses
+        .properties
+        .iter()
+        .any(|p| p.value.as_str() == "store.delete.removes-all: fail"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -499,8 +499,9 @@ pub fn merge_command(args: &MergeArgs) -> ExitCode {
     if let Err(e) = write_reports(&merged.ctx, &outputs, &scenarios, &merged.summary) {
         return harness_error(e);
     }
-    let verdict = merged.ctx.verdict(&merged.summary);
-    println!("{}", crate::report::closing_line(&merged.summary, &verdict));
+    let record = crate::report::record::of(&merged.ctx, &merged.summary);
+    println!("{}", record.closing_line);
+    let exit_code = record.verdict.exit_code;
     if !args.quiet {
         eprintln!(
             "reqkey: merged {} shards into {}",
@@ -510,5 +511,5 @@ pub fn merge_command(args: &MergeArgs) -> ExitCode {
     }
     // A fuzz program that failed in any shard counts as in one run: the
     // one verdict every merged report states.
-    ExitCode::from(verdict.exit_code)
+    ExitCode::from(exit_code)
 }

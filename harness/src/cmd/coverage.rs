@@ -31,7 +31,8 @@ pub fn suite_record(root: Option<&std::path::Path>) -> Result<FalsificationRecor
 
 #[derive(Debug, Args)]
 pub struct CoverageArgs {
-    /// One level only (default: every level).
+    /// One level only (default: every level); with it, every check of
+    /// the level's suite is listed with the clauses it judges.
     #[arg(long, value_parser = ["store", "agent", "idem"])]
     pub level: Option<String>,
     /// Judge the suite under ROOT (ROOT/store, ROOT/agent,
@@ -120,6 +121,14 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
         }
         print!("{}", coverage::render(&cov));
         gaps += cov.total() - cov.covered();
+        // One level asked for: every check of its suite with the clauses
+        // it judges (issue 54).
+        if args.level.is_some() {
+            match level_scenarios(level, args.scenarios.as_deref()) {
+                Ok(scenarios) => print!("{}", coverage::render_checks(level, &scenarios)),
+                Err(e) => return harness_error(e),
+            }
+        }
         if level == Level::Idem {
             match profile_space(args.scenarios.as_deref()) {
                 Ok(text) => print!("{text}"),
@@ -152,6 +161,19 @@ pub fn coverage_command(args: CoverageArgs) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// The scenarios of one level's suite (under `root`, or the embedded one).
+fn level_scenarios(
+    level: Level,
+    root: Option<&std::path::Path>,
+) -> Result<Vec<reqkey_scenario::Scenario>, String> {
+    match root {
+        Some(root) => suite::disk_suite(root, level),
+        None => suite::embedded_suite(level),
+    }
+    .map(|(_, scenarios)| scenarios)
+    .map_err(|e| e.to_string())
 }
 
 /// The coverage of one level by its suite (the one under `root`, or the

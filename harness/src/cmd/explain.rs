@@ -18,6 +18,7 @@ use reqkey_model::vocab::Level;
 
 use crate::cmd::coverage::{level_coverage, suite_record};
 use crate::cmd::exit::harness_error;
+use reqkey_check::coverage::checks_of;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
@@ -124,81 +125,6 @@ fn built_in_scenario(id: &str) -> Option<reqkey_scenario::Scenario> {
             .ok()
             .and_then(|(_, scenarios)| scenarios.into_iter().find(|s| s.id == id))
     })
-}
-
-/// One check of a scenario: where it is (`steps[2] http POST /orders`),
-/// what it checks (`expect`, `expect_group[1]`), and the clauses it judges.
-struct CheckOf<'a> {
-    place: String,
-    what: String,
-    judges: Vec<&'a str>,
-    always: bool,
-}
-
-/// Clause ids as text.
-fn names(list: &[reqkey_scenario::ClauseRef]) -> Vec<&str> {
-    list.iter().map(|c| c.0.as_str()).collect()
-}
-
-/// Every check of `s`, in order: a step's own checks, each item of its
-/// group that checks its own answer, each group rule.
-fn checks_of(s: &reqkey_scenario::Scenario) -> Vec<CheckOf<'_>> {
-    use reqkey_scenario::step::Action;
-    let mut out = Vec::new();
-    for (i, step) in s.steps.iter().enumerate() {
-        let place = format!("steps[{i}] {}", step.action.label());
-        let mut what: Vec<&str> = Vec::new();
-        if step.expect.is_some() {
-            what.push("expect");
-        }
-        if step.expect_raw.is_some() {
-            what.push("expect_raw");
-        }
-        if !step.expect_not_echoed.is_empty() {
-            what.push("expect_not_echoed");
-        }
-        if !step.bind.is_empty() {
-            what.push("bind");
-        }
-        if step.linearizable {
-            what.push("linearizable");
-        }
-        match &step.action {
-            Action::WaitRun(_) => what.push("wait_run"),
-            Action::ExpectOneOf(_) => what.push("expect_one_of"),
-            Action::MixedHistories { .. } => what.push("mixed_histories"),
-            _ => {}
-        }
-        if !what.is_empty() && !step.judges.is_empty() {
-            out.push(CheckOf {
-                place: place.clone(),
-                what: what.join(", "),
-                judges: names(&step.judges),
-                always: step.always,
-            });
-        }
-        if let Action::Parallel(items) = &step.action {
-            for (k, item) in items.iter().enumerate() {
-                if item.checks_own_answer() {
-                    out.push(CheckOf {
-                        place: format!("{place} parallel[{k}] {}", item.action.label()),
-                        what: "expect".into(),
-                        judges: names(step.item_judges(item)),
-                        always: step.always,
-                    });
-                }
-            }
-        }
-        for (r, rule) in step.expect_group.iter().enumerate() {
-            out.push(CheckOf {
-                place: place.clone(),
-                what: format!("expect_group[{r}]"),
-                judges: names(step.rule_judges(rule)),
-                always: step.always,
-            });
-        }
-    }
-    out
 }
 
 /// What `reqkey explain SCENARIO_ID` prints: the scenario, then each of

@@ -219,25 +219,45 @@ pub fn idem_field_matrix(scenarios: &[(&Scenario, &str)]) -> Vec<FieldCell> {
     cells
 }
 
+/// Every field of `declared` by value class, with the scenarios of
+/// `scenarios` that apply under it and judge the field: what a run's
+/// record (`report/record.rs`) adds the fuzz pass's judged fields to.
+pub fn declared_fields(
+    declared: &IdemProfile,
+    scenarios: &[(&Scenario, &str)],
+) -> Vec<crate::report::DeclaredField> {
+    let judged: Vec<BTreeSet<&'static str>> = scenarios
+        .iter()
+        .map(|(s, text)| judged_fields(s, text))
+        .collect();
+    let mut out = Vec::new();
+    for field in IdemProfile::FIELDS {
+        for value in classes(field, declared) {
+            out.push(crate::report::DeclaredField {
+                field: field.to_owned(),
+                promises_nothing: promises_nothing(field, &value),
+                value,
+                scenarios: scenarios
+                    .iter()
+                    .zip(&judged)
+                    .filter(|((s, _), fields)| applies(s, declared) && fields.contains(field))
+                    .map(|((s, _), _)| s.id.clone())
+                    .collect(),
+            });
+        }
+    }
+    out
+}
+
 /// The fields of `declared` that no scenario of `scenarios` judges under
 /// the declared value, each as `field = value` (values that promise
 /// nothing left out).
 pub fn unjudged_declared(declared: &IdemProfile, scenarios: &[(&Scenario, &str)]) -> Vec<String> {
-    let mut out = Vec::new();
-    for field in IdemProfile::FIELDS {
-        for value in classes(field, declared) {
-            if promises_nothing(field, &value) {
-                continue;
-            }
-            let judged = scenarios
-                .iter()
-                .any(|(s, text)| applies(s, declared) && judged_fields(s, text).contains(field));
-            if !judged {
-                out.push(format!("{field} = {value}"));
-            }
-        }
-    }
-    out
+    declared_fields(declared, scenarios)
+        .into_iter()
+        .filter(|f| !f.promises_nothing && f.scenarios.is_empty())
+        .map(|f| f.name())
+        .collect()
 }
 
 /// The idem suite (under `root`, or the embedded one) with each

@@ -36,10 +36,9 @@ pub fn write_reports_on_interrupt(
         if let Err(e) = write_reports(&ctx, &outputs, &[], &summary) {
             eprintln!("reqkey: error: {}", crate::report::inert::terminal(&e));
         }
-        let verdict = ctx.verdict(&summary);
         eprintln!(
             "reqkey: {}",
-            crate::report::closing_line(&summary, &verdict)
+            crate::report::record::of(&ctx, &summary).closing_line
         );
         // A shard's results travel to `certify merge` sealed, whatever
         // ended the run.

@@ -470,7 +470,7 @@ pub async fn execute(
     let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(
         TerminalReporter::new(std::io::stdout(), quiet)
             .with_progress(progress_wanted(quiet))
-            .with_fuzz(ctx.fuzz.clone()),
+            .with_context(ctx.clone()),
     )];
     // Files are created before the run, so a bad path fails in a second,
     // not after a long run.
@@ -484,23 +484,17 @@ pub async fn execute(
         }
     }
     let summary = runner::run(target, scenarios, cfg, &mut reporters).await;
-    // The crash claim is made from what ran (report::crash), so said after.
-    if let Some(claim) = ctx
-        .profile
-        .as_ref()
-        .and_then(|p| crate::report::crash::claim(p, &summary.results))
-        .filter(|_| !quiet)
-    {
-        println!("reqkey: crash: {claim}");
+    // The crash claim is made from what ran (report::crash, through the
+    // run's record), so said after.
+    let record = crate::report::record::of(ctx, &summary);
+    if let Some(claim) = record.crash.as_ref().filter(|_| !quiet) {
+        println!("reqkey: crash: {}", crate::report::inert::terminal(claim));
     }
-    if let Some(claim) = ctx
-        .profile
-        .as_ref()
-        .and_then(|p| crate::report::crash::link_claim(p, &summary.results))
-        .filter(|_| !quiet)
-    {
-        println!("reqkey: link: {}", crate::report::inert::terminal(&claim));
+    if let Some(claim) = record.link.as_ref().filter(|_| !quiet) {
+        println!("reqkey: link: {}", crate::report::inert::terminal(claim));
     }
+    let exit_code = record.verdict.exit_code;
+    drop(record);
     if let Some(i) = &summary.indefinite {
         eprintln!(
             "reqkey: error: no verdict ({}): {}",
@@ -526,7 +520,7 @@ pub async fn execute(
         }
     }
     // The one verdict every report above stated (the fuzz pass included).
-    ExitCode::from(ctx.verdict(&summary).exit_code)
+    ExitCode::from(exit_code)
 }
 
 /// The first stage: `--start`'s processes (if any) and the target parsed,
@@ -640,7 +634,7 @@ impl Started {
         }
         let cfg = cfg.declaring(&profile);
         if let Some(declared) = &profile.idem {
-            ctx.unjudged_fields = Some(unjudged_fields(declared, &scenarios));
+            ctx.declared_fields = Some(declared_fields(declared, &scenarios));
         }
         ctx.profile = Some(profile);
         ctx.not_applicable = not_applicable;
@@ -682,13 +676,14 @@ impl Started {
     }
 }
 
-/// The declared idem fields no scenario of `scenarios` (those that apply)
-/// judges (`cmd/fields.rs`). A scenario whose text cannot be read counts
-/// as judging nothing: the certificate then names more, never fewer.
-fn unjudged_fields(
+/// The declared idem fields with the scenarios of `scenarios` (those
+/// that apply) that judge each (`cmd/fields.rs`). A scenario whose text
+/// cannot be read counts as judging nothing: the certificate then names
+/// more fields unjudged, never fewer.
+fn declared_fields(
     declared: &reqkey_model::idem_profile::IdemProfile,
     scenarios: &[reqkey_scenario::Scenario],
-) -> Vec<String> {
+) -> Vec<crate::report::DeclaredField> {
     let texts: Vec<String> = scenarios
         .iter()
         .map(|s| match crate::run::suite::embedded_text(&s.file) {
@@ -701,5 +696,5 @@ fn unjudged_fields(
         .zip(&texts)
         .map(|(s, t)| (s, t.as_str()))
         .collect();
-    crate::cmd::fields::unjudged_declared(declared, &pairs)
+    crate::cmd::fields::declared_fields(declared, &pairs)
 }

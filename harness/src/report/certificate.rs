@@ -19,10 +19,9 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use crate::report::context::{
-    closing_line, closing_notes, replay_path, verdict_label, Rendered, ReportContext,
-};
+use crate::report::context::{replay_path, verdict_label, Rendered, ReportContext};
 use crate::report::inert::{code_cell, code_span, fenced, markdown_text};
+use crate::report::record::{self, RunRecord};
 use crate::report::verdict::Outcome;
 use crate::run::event::{Event, Reporter, RunSummary, Verdict};
 use crate::targets::profile::ProfileSource;
@@ -38,15 +37,18 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         "reqkey run report (not a certification)"
     };
     let _ = writeln!(md, "# {title}: {}\n", code_span(&ctx.target));
-    let run = ctx.verdict(summary);
+    let rec = record::of(ctx, summary);
+    let run = rec.verdict;
     let code = run.exit_code;
     let interrupted = if run.interrupted {
         " The run was interrupted by a signal: the scenarios after those listed were not run (exit 130)."
     } else {
         ""
     };
-    let fuzz_failed = if run.fuzz_failed {
+    let fuzz_failed = if run.fuzz_failed && rec.violations.is_empty() {
         " The fuzz pass found a failing program (see the fuzz row)."
+    } else if run.fuzz_failed {
+        " The fuzz pass proved violations (see Fuzz violations)."
     } else {
         ""
     };
@@ -128,13 +130,13 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         // The profile quotes what the target declared: a code span, which
         // nothing declared can leave.
         let _ = writeln!(md, "| profile | {} |", code_cell(&p.describe()));
-        if let Some(crash) = crate::report::crash::claim(p, &summary.results) {
+        if let Some(crash) = &rec.crash {
             // The harness's own sentence (declared booleans and numbers
             // only), escaped.
-            let _ = writeln!(md, "| crash behaviour | {} |", cell(&crash));
+            let _ = writeln!(md, "| crash behaviour | {} |", cell(crash));
         }
-        if let Some(link) = crate::report::crash::link_claim(p, &summary.results) {
-            let _ = writeln!(md, "| database link | {} |", cell(&link));
+        if let Some(link) = &rec.link {
+            let _ = writeln!(md, "| database link | {} |", cell(link));
         }
     }
     if !ctx.not_applicable.is_empty() {
@@ -171,20 +173,12 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             c.covered, c.total, c.level
         );
     }
-    if let Some(fields) = &ctx.unjudged_fields {
-        let said = if fields.is_empty() {
-            "none: every declared value is judged by a scenario that applied (`reqkey coverage` shows the matrix)".to_owned()
-        } else {
-            format!(
-                "{}: no scenario that applied can fail on them, so this certificate says nothing of them",
-                fields
-                    .iter()
-                    .map(|f| code_cell(f))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        };
-        let _ = writeln!(md, "| declared fields nothing judged | {said} |");
+    if rec.fields.is_some() {
+        let _ = writeln!(
+            md,
+            "| declared fields nothing judged | {} |",
+            fields_cell(&rec)
+        );
     }
     let _ = writeln!(md, "| reqkey | {} |", ctx.reqkey_version);
     let _ = writeln!(md, "| seed | `{}` |", summary.seed);
@@ -195,6 +189,17 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             .map(|r| format!(": {}", crate::report::inert::code_span(r)))
             .unwrap_or_default();
         let _ = writeln!(md, "| fuzz | {}{reason} |", cell(&line));
+        if !rec.violations.is_empty() {
+            let _ = writeln!(
+                md,
+                "| fuzz violations | {} (each below, under Fuzz violations) |",
+                rec.violations
+                    .iter()
+                    .map(|v| code_cell(&v.clause))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
     }
     if certification {
         let _ = writeln!(
@@ -252,7 +257,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             cell(&checks)
         );
     }
-    by_clause_section(&mut md, summary, &run);
+    by_clause_section(&mut md, &rec);
     if !ctx.not_applicable.is_empty() {
         let _ = writeln!(md, "\n## Not applicable to this profile\n");
         let _ = writeln!(md, "| scenario | requires |");
@@ -337,10 +342,11 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             );
         }
     }
+    fuzz_section(&mut md, &rec);
     if !md.ends_with("\n\n") {
         md.push('\n');
     }
-    for note in closing_notes(summary, &run) {
+    for note in &rec.closing_notes {
         let _ = writeln!(md, "{note}\n");
     }
     for line in summary.warnings.iter().map(|w| {
@@ -355,8 +361,76 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
     }) {
         let _ = writeln!(md, "{line}\n");
     }
-    let _ = writeln!(md, "{}", closing_line(summary, &run));
+    let _ = writeln!(md, "{}", rec.closing_line);
     md
+}
+
+/// The declared-fields row: what nothing judged, then what the fuzz pass
+/// judged only part way, or that every declared value was judged.
+fn fields_cell(rec: &RunRecord<'_>) -> String {
+    let unjudged = rec.unjudged_fields();
+    let part = rec.part_judged_fields();
+    let by_fuzz = rec.fuzz_judged_fields();
+    let list = |names: &[String]| {
+        names
+            .iter()
+            .map(|f| code_cell(f))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut said = if unjudged.is_empty() {
+        "none: every declared value is judged by a scenario that applied or by the fuzz pass (`reqkey coverage` shows the scenarios' matrix)".to_owned()
+    } else {
+        format!(
+            "{}: no scenario that applied and no program of the fuzz pass can fail on them, so this certificate says nothing of them",
+            list(&unjudged)
+        )
+    };
+    if !by_fuzz.is_empty() {
+        let _ = write!(said, "; judged by the fuzz pass alone: {}", list(&by_fuzz));
+    }
+    if !part.is_empty() {
+        let _ = write!(
+            said,
+            "; judged by the fuzz pass only part way: {}",
+            part.iter()
+                .map(|(f, ms)| format!("{} (up to {ms} ms)", code_cell(f)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    said
+}
+
+/// Every violation the fuzz pass proved: its clause, what broke it, the
+/// program, whether its reproduction replayed, and the reproduction.
+fn fuzz_section(md: &mut String, rec: &RunRecord<'_>) {
+    if rec.violations.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "\n## Fuzz violations\n");
+    for v in rec.violations {
+        let _ = writeln!(md, "### {}: FAIL\n", code_span(&v.clause));
+        let with = record::blamed_with(v);
+        if !with.is_empty() {
+            let _ = writeln!(
+                md,
+                "- blamed with {}: no single clause's relaxation explains the answers",
+                with.iter()
+                    .map(|c| code_span(c))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let _ = writeln!(md, "- why: {}", code_span(&v.message));
+        let _ = writeln!(md, "- program: {}", code_span(&v.program));
+        let _ = writeln!(md, "- {}", record::reproduction(v, code_span));
+        let _ = writeln!(
+            md,
+            "\nreproduction:\n\n{}\n",
+            fenced("yaml", &v.scenario_yaml)
+        );
+    }
 }
 
 /// A scenario's clauses with their standing, failed ones first.
@@ -381,29 +455,24 @@ fn standings(r: &crate::run::event::ScenarioResult) -> String {
 }
 
 /// The run by clause: each clause's verdict on the evidence of the checks
-/// that judge it, failures that read the same given once as one finding.
-fn by_clause_section(
-    md: &mut String,
-    summary: &RunSummary,
-    run: &crate::report::verdict::RunVerdict,
-) {
+/// that judge it and of the fuzz pass's violations, failures that read
+/// the same given once as one finding.
+fn by_clause_section(md: &mut String, rec: &RunRecord<'_>) {
     use crate::report::clauses::label;
-    let rows = run.clauses(summary);
-    let unclaused = run.unclaused(summary);
-    if rows.is_empty() && unclaused.is_empty() {
+    if rec.clauses.is_empty() && rec.unclaused.is_empty() {
         return;
     }
     let _ = writeln!(md, "\n## Clauses\n");
     let _ = writeln!(
         md,
-        "Each clause on the evidence of the checks that judge it: FAIL (a check of it failed), pass (a check of it passed, none failed), not judged (no check of it reached a verdict).\n"
+        "Each clause on the evidence of the checks that judge it and of the fuzz pass: FAIL (a check of it failed, or the fuzz pass proved a violation of it), pass (a check of it passed, none failed), not judged (no check of it reached a verdict).\n"
     );
-    for why in &unclaused {
+    for why in &rec.unclaused {
         let _ = writeln!(md, "Also red beyond its clauses: {why}.\n");
     }
     let _ = writeln!(md, "| clause | verdict | evidence |");
     let _ = writeln!(md, "|---|---|---|");
-    for row in rows {
+    for row in &rec.clauses {
         let evidence = match row.standing {
             crate::run::event::ClauseStanding::Fail => row
                 .findings
@@ -420,6 +489,13 @@ fn by_clause_section(
                         ids.join(", ")
                     )
                 })
+                .chain(row.fuzz.iter().map(|v| {
+                    format!(
+                        "the fuzz pass: {} ({})",
+                        code_cell(&v.message),
+                        record::reproduction(v, code_cell)
+                    )
+                }))
                 .collect::<Vec<_>>()
                 .join("; "),
             crate::run::event::ClauseStanding::Pass => format!(

@@ -1,8 +1,10 @@
 //! The clauses of a run as every format shows them (issue 45): each
 //! scenario's clauses by standing (FAIL, pass, not judged with why), and
 //! the run by clause: a clause FAILs on the evidence of the failures that
-//! name it, passes where a check of it passed and none failed, and is not
-//! judged (with why) where no check of it reached a verdict.
+//! name it (a scenario's failed check, or a violation the fuzz pass proved
+//! and blamed on it, issue 54), passes where a check of it passed and
+//! none failed, and is not judged (with why) where no check of it reached
+//! a verdict.
 //!
 //! Failures that read the same (one refusal at the first keyed step of
 //! many scenarios, say) are one finding: [`ClauseRow::findings`] groups
@@ -12,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use crate::run::event::{ClauseStanding, Failure, RunSummary, ScenarioResult, Verdict};
+use crate::run::fuzz::pass::FuzzViolation;
 
 /// One scenario's clauses by standing.
 #[derive(Debug, Default)]
@@ -72,22 +75,43 @@ pub struct ClauseRow<'a> {
     pub passed_in: Vec<&'a str>,
     /// The failures that name it, grouped into findings.
     pub findings: Vec<Finding<'a>>,
+    /// The fuzz pass's violations blamed on it (where a set of clauses is
+    /// blamed, on the set's first clause, [`FuzzViolation::clause`]).
+    pub fuzz: Vec<&'a FuzzViolation>,
     /// Scenarios that did not judge it, and why.
     pub not_judged: Vec<(&'a str, &'a str)>,
 }
 
-/// The run by clause, sorted by clause id.
-pub fn by_clause(summary: &RunSummary) -> Vec<ClauseRow<'_>> {
+fn empty_row(clause: &str) -> ClauseRow<'_> {
+    ClauseRow {
+        clause,
+        standing: ClauseStanding::NotJudged,
+        passed_in: Vec::new(),
+        findings: Vec::new(),
+        fuzz: Vec::new(),
+        not_judged: Vec::new(),
+    }
+}
+
+/// The run by clause, sorted by clause id: the suite's checks in
+/// `summary` and `violations`, the fuzz pass's (a failed pass's only:
+/// `report/record.rs` decides which count).
+pub fn by_clause<'a>(
+    summary: &'a RunSummary,
+    violations: &'a [FuzzViolation],
+) -> Vec<ClauseRow<'a>> {
     let mut rows: BTreeMap<&str, ClauseRow<'_>> = BTreeMap::new();
+    for v in violations {
+        rows.entry(&v.clause)
+            .or_insert_with(|| empty_row(&v.clause))
+            .fuzz
+            .push(v);
+    }
     for r in &summary.results {
         for c in &r.clauses {
-            let row = rows.entry(&c.clause).or_insert_with(|| ClauseRow {
-                clause: &c.clause,
-                standing: ClauseStanding::NotJudged,
-                passed_in: Vec::new(),
-                findings: Vec::new(),
-                not_judged: Vec::new(),
-            });
+            let row = rows
+                .entry(&c.clause)
+                .or_insert_with(|| empty_row(&c.clause));
             match c.standing {
                 ClauseStanding::Pass => row.passed_in.push(&r.id),
                 ClauseStanding::NotJudged => row
@@ -115,7 +139,7 @@ pub fn by_clause(summary: &RunSummary) -> Vec<ClauseRow<'_>> {
     }
     let mut rows: Vec<ClauseRow<'_>> = rows.into_values().collect();
     for row in &mut rows {
-        row.standing = if !row.findings.is_empty() {
+        row.standing = if !row.findings.is_empty() || !row.fuzz.is_empty() {
             ClauseStanding::Fail
         } else if !row.passed_in.is_empty() {
             ClauseStanding::Pass
@@ -212,7 +236,7 @@ mod tests {
             refused("b"),
             result("c", &[("idem.replay.completed", Pass)], None),
         ];
-        let rows = by_clause(&summary);
+        let rows = by_clause(&summary, &[]);
         let syntax = rows.iter().find(|r| r.clause == "idem.key.syntax").unwrap();
         assert_eq!(syntax.standing, Fail);
         assert_eq!(syntax.findings.len(), 1, "one finding, not two");
@@ -223,6 +247,23 @@ mod tests {
             .unwrap();
         assert_eq!(replay.standing, Pass, "judged pass in c, never failed");
         assert_eq!(replay.not_judged.len(), 2);
+        // A violation the fuzz pass proved makes its clause FAIL, passed
+        // checks or not, and a clause no scenario judged gets its row.
+        let v = |clause: &str| crate::run::fuzz::pass::FuzzViolation {
+            clause: clause.into(),
+            clauses: vec![clause.into()],
+            program: "p".into(),
+            message: "m".into(),
+            scenario_yaml: "y".into(),
+            reproduced: true,
+            not_reproduced: None,
+        };
+        let violations = [v("idem.replay.completed"), v("idem.lock.held")];
+        let rows = by_clause(&summary, &violations);
+        let standing = |id: &str| rows.iter().find(|r| r.clause == id).map(|r| r.standing);
+        assert_eq!(standing("idem.replay.completed"), Some(Fail));
+        assert_eq!(standing("idem.lock.held"), Some(Fail));
+        assert_eq!(rows.len(), 3);
         let s = of_scenario(&summary.results[0]);
         assert_eq!(s.failed, ["idem.key.syntax"]);
         assert_eq!(s.not_judged[0].0, "idem.replay.completed");

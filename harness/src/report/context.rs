@@ -63,10 +63,34 @@ pub struct ReportContext {
     /// --run-id`, or derived (`report::seal::derived_run_id`); `certify
     /// merge` refuses shards of different runs.
     pub run_id: Option<String>,
-    /// An idem run: the declared fields (as `field = value`) that no
-    /// scenario that applied judges (`cmd/fields.rs`); `None` when not
-    /// computed (another level, or no profile read).
-    pub unjudged_fields: Option<Vec<String>>,
+    /// An idem run: every field of the declared profile with its value
+    /// class and the scenarios that applied and judge it
+    /// (`cmd/fields.rs`); what the fuzz pass judged is added by the run's
+    /// record (`report/record.rs`). `None` when not computed (another
+    /// level, or no profile read).
+    pub declared_fields: Option<Vec<DeclaredField>>,
+}
+
+/// A field of an idem target's declared profile (SPEC 10) as the suite
+/// judges it: its value class, and the scenarios that applied and can
+/// fail on it under that value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeclaredField {
+    pub field: String,
+    /// The value class (`sf-string`, `a duration`, `null`, `with caller`).
+    pub value: String,
+    /// The scenarios that applied and judge the field under that value.
+    pub scenarios: Vec<String>,
+    /// The value promises nothing a check could fail on (`durable:
+    /// false`, `replayHeader: null`).
+    pub promises_nothing: bool,
+}
+
+impl DeclaredField {
+    /// `field = value`, as every report names it.
+    pub fn name(&self) -> String {
+        format!("{} = {}", self.field, self.value)
+    }
 }
 
 /// The clause coverage of a suite: `covered` of the `total` clauses of
@@ -81,6 +105,12 @@ pub struct ClauseCoverage {
 impl ReportContext {
     /// A context for `command` against `target`, dated now.
     pub fn new(command: &str, target: &str) -> Self {
+        Self::dated(command, target, utc_now())
+    }
+
+    /// A context for `command` against `target` dated `date` (a reporter
+    /// given no context renders from one without reading the clock).
+    pub fn dated(command: &str, target: &str, date: String) -> Self {
         Self {
             command: command.to_owned(),
             reqkey_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -90,7 +120,7 @@ impl ReportContext {
             suite: None,
             selection: Vec::new(),
             expected_failures: Vec::new(),
-            date: utc_now(),
+            date,
             profile: None,
             not_applicable: Vec::new(),
             clause_coverage: None,
@@ -100,7 +130,7 @@ impl ReportContext {
             db_urls: Vec::new(),
             fuzz: None,
             run_id: None,
-            unjudged_fields: None,
+            declared_fields: None,
         }
     }
 
@@ -151,16 +181,27 @@ impl ReportContext {
 }
 
 /// The closing line every format ends with: `N passed, N failed`, where
-/// "failed" is every scenario that turns the run red (failed, could not be
-/// judged, or passed while listed as an expected failure); then, when they
-/// bear on the verdict, the fuzz pass and a signal, so that the last line
-/// alone never reads green for a red run.
+/// "failed" is every scenario that proved a violation (failed, or passed
+/// while listed as an expected failure); then the scenarios that could
+/// not be judged, as what they are (`, N errors`, `, N indefinite`: issue
+/// 54, a run whose every scenario ended in an error closed "0 passed, 22
+/// failed"); then, when they bear on the verdict, the fuzz pass, a run
+/// that reached no verdict and a signal, so that the last line alone never
+/// reads green for a red run, nor red for one that proved nothing.
 pub fn closing_line(summary: &RunSummary, verdict: &RunVerdict) -> String {
     let mut line = format!(
         "{} passed, {} failed",
         summary.passed,
-        summary.failed + summary.errored + summary.indefinite_scenarios + summary.unexpected_passes
+        summary.failed + summary.unexpected_passes
     );
+    match summary.errored {
+        0 => {}
+        1 => line.push_str(", 1 error"),
+        n => line.push_str(&format!(", {n} errors")),
+    }
+    if summary.indefinite_scenarios > 0 {
+        line.push_str(&format!(", {} indefinite", summary.indefinite_scenarios));
+    }
     if verdict.fuzz_failed {
         line.push_str("; the fuzz pass failed");
     } else if verdict.fuzz_unjudged {
@@ -168,12 +209,19 @@ pub fn closing_line(summary: &RunSummary, verdict: &RunVerdict) -> String {
     }
     if verdict.interrupted {
         line.push_str("; interrupted");
+    } else if let Some(i) = &summary.indefinite {
+        line.push_str(&format!("; no verdict ({})", i.reason));
     }
     line
 }
 
-/// The lines that explain the closing count, printed just before it.
-pub fn closing_notes(summary: &RunSummary, verdict: &RunVerdict) -> Vec<String> {
+/// The lines that explain the closing count, printed just before it;
+/// `violations` are the failed fuzz pass's, each charged to its clause.
+pub fn closing_notes(
+    summary: &RunSummary,
+    verdict: &RunVerdict,
+    violations: &[crate::run::fuzz::pass::FuzzViolation],
+) -> Vec<String> {
     let mut notes = Vec::new();
     // A proven violation outranks what could not be judged (exit 1 either
     // way, or 130 after a signal); the notes still list both.
@@ -189,11 +237,20 @@ pub fn closing_notes(summary: &RunSummary, verdict: &RunVerdict) -> Vec<String> 
             crate::report::inert::code_span(&i.message)
         ));
     }
-    if verdict.fuzz_failed {
+    if verdict.fuzz_failed && violations.is_empty() {
         notes.push(
             "the fuzz pass found a failing program: the target does not conform (exit 1 unless interrupted)"
                 .to_owned(),
         );
+    } else if verdict.fuzz_failed {
+        let mut clauses: Vec<&str> = violations.iter().map(|v| v.clause.as_str()).collect();
+        clauses.dedup();
+        notes.push(format!(
+            "the fuzz pass proved {} violation{} ({}): the target does not conform (exit 1 unless interrupted)",
+            violations.len(),
+            if violations.len() == 1 { "" } else { "s" },
+            clauses.join(", ")
+        ));
     } else if verdict.fuzz_unjudged {
         notes.push(format!("the fuzz pass could not judge the target ({exit})"));
     }

@@ -23,7 +23,8 @@ use std::io::Write;
 
 use serde_json::Value;
 
-use crate::report::context::{closing_line, verdict_label, Rendered, ReportContext};
+use crate::report::context::{verdict_label, Rendered, ReportContext};
+use crate::report::record::{self, RunRecord};
 use crate::report::verdict::Outcome;
 use crate::run::event::{Event, HistoryView, Reporter, RunSummary, ScenarioResult, TrialTimeline};
 use crate::targets::Level;
@@ -479,7 +480,8 @@ svg.history .op.failing rect{fill:#d33;stroke:#700}svg.history .op.failing text{
 /// Renders a whole run as one HTML page.
 pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary) -> String {
     let by_id: BTreeMap<&str, &Scenario> = scenarios.iter().map(|s| (s.id.as_str(), s)).collect();
-    let run = ctx.verdict(summary);
+    let rec = record::of(ctx, summary);
+    let run = rec.verdict;
     let (code, class) = (run.exit_code, run.outcome.class());
     let verdict = match (run.outcome, ctx.is_certification()) {
         (Outcome::NotJudged, _) => "NOT JUDGED",
@@ -503,8 +505,15 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
     let _ = write!(
         out,
         "<h1>{title}</h1><p id=\"verdict\" class=\"{class}\" data-verdict=\"{class}\" data-exit-code=\"{code}\">{verdict}</p><p id=\"closing-line\">{}</p>",
-        escape(&closing_line(summary, &run))
+        escape(&rec.closing_line)
     );
+    if !rec.closing_notes.is_empty() {
+        out.push_str("<ul id=\"closing-notes\">");
+        for note in &rec.closing_notes {
+            let _ = write!(out, "<li>{}</li>", escape(note));
+        }
+        out.push_str("</ul>");
+    }
     for w in &summary.warnings {
         let _ = write!(
             out,
@@ -540,16 +549,16 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             "profile",
             format!("<span id=\"profile\">{}</span>", escape(&p.describe())),
         );
-        if let Some(crash) = crate::report::crash::claim(p, &summary.results) {
+        if let Some(crash) = &rec.crash {
             fact(
                 "crash behaviour",
-                format!("<span id=\"crash\">{}</span>", escape(&crash)),
+                format!("<span id=\"crash\">{}</span>", escape(crash)),
             );
         }
-        if let Some(link) = crate::report::crash::link_claim(p, &summary.results) {
+        if let Some(link) = &rec.link {
             fact(
                 "database link",
-                format!("<span id=\"link\">{}</span>", escape(&link)),
+                format!("<span id=\"link\">{}</span>", escape(link)),
             );
         }
     }
@@ -580,8 +589,26 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             ),
         );
     }
+    if rec.fields.is_some() {
+        fact("declared fields nothing judged", fields_html(&rec));
+    }
     fact("reqkey", escape(&ctx.reqkey_version));
     fact("seed", format!("<code>{}</code>", summary.seed));
+    if let Some(f) = &ctx.fuzz {
+        let (line, reason) = f.line();
+        let reason = reason
+            .and_then(|r| r.lines().next())
+            .map(|r| format!(": <code>{}</code>", escape(r)))
+            .unwrap_or_default();
+        fact(
+            "fuzz",
+            format!(
+                "<span id=\"fuzz\" data-verdict=\"{}\">{}{reason}</span>",
+                escape(f.verdict),
+                escape(&line)
+            ),
+        );
+    }
     fact("date", escape(&ctx.date));
     if !ctx.selection.is_empty() {
         fact("narrowed by", escape(&ctx.selection.join(" ")));
@@ -627,6 +654,8 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
             scenario_html(r, by_id.get(r.id.as_str()).copied(), &mut out);
         }
     }
+    clauses_html(&rec, &mut out);
+    violations_html(&rec, &mut out);
     for level in Level::ALL {
         let results: Vec<&ScenarioResult> = summary
             .results
@@ -666,6 +695,157 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
     }
     out.push_str("</body></html>\n");
     out
+}
+
+/// The declared-fields fact: what nothing judged, what the fuzz pass
+/// judged alone or only part way.
+fn fields_html(rec: &RunRecord<'_>) -> String {
+    let list = |names: &[String]| {
+        names
+            .iter()
+            .map(|n| format!("<code>{}</code>", escape(n)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let unjudged = rec.unjudged_fields();
+    let mut out = format!(
+        "<span id=\"unjudged-fields\" data-count=\"{}\">",
+        unjudged.len()
+    );
+    if unjudged.is_empty() {
+        out.push_str(
+            "none: every declared value is judged by a scenario that applied or by the fuzz pass",
+        );
+    } else {
+        let _ = write!(
+            out,
+            "{}: no scenario that applied and no program of the fuzz pass can fail on them",
+            list(&unjudged)
+        );
+    }
+    let by_fuzz = rec.fuzz_judged_fields();
+    if !by_fuzz.is_empty() {
+        let _ = write!(out, "; judged by the fuzz pass alone: {}", list(&by_fuzz));
+    }
+    let part = rec.part_judged_fields();
+    if !part.is_empty() {
+        let _ = write!(
+            out,
+            "; judged by the fuzz pass only part way: {}",
+            part.iter()
+                .map(|(f, ms)| format!("<code>{}</code> (up to {ms} ms)", escape(f)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    out.push_str("</span>");
+    out
+}
+
+/// The run by clause (the run's record): one row per clause, FAIL on a
+/// failed check or a violation of the fuzz pass.
+fn clauses_html(rec: &RunRecord<'_>, out: &mut String) {
+    if rec.clauses.is_empty() && rec.unclaused.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<h2 id=\"clauses-heading\">Clauses: {} FAIL, {} pass, {} not judged</h2>",
+        rec.clauses_with(crate::run::event::ClauseStanding::Fail)
+            .len(),
+        rec.clauses_with(crate::run::event::ClauseStanding::Pass)
+            .len(),
+        rec.clauses_with(crate::run::event::ClauseStanding::NotJudged)
+            .len()
+    );
+    for why in &rec.unclaused {
+        let _ = write!(
+            out,
+            "<p class=\"unclaused\">Also red beyond its clauses: {}.</p>",
+            escape(why)
+        );
+    }
+    out.push_str("<table id=\"clauses\" class=\"facts\"><tr><th>clause</th><th>verdict</th><th>evidence</th></tr>");
+    for row in &rec.clauses {
+        let standing = row.standing.as_str();
+        let mut evidence: Vec<String> = row
+            .findings
+            .iter()
+            .map(|f| {
+                format!(
+                    "<code>{}</code>: {} (in {})",
+                    escape(f.step),
+                    escape(f.message),
+                    f.scenarios
+                        .iter()
+                        .map(|(id, _)| format!("<a href=\"#{0}\">{0}</a>", escape(id)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+            .collect();
+        evidence.extend(row.fuzz.iter().map(|v| {
+            format!(
+                "the fuzz pass: {} ({})",
+                escape(&v.message),
+                escape(&record::reproduction(v, str::to_owned))
+            )
+        }));
+        if evidence.is_empty() {
+            evidence.push(match row.standing {
+                crate::run::event::ClauseStanding::Pass => {
+                    format!("{} scenario(s) passed a check of it", row.passed_in.len())
+                }
+                _ => row.not_judged.first().map_or_else(
+                    || "no check of it reached a verdict".to_owned(),
+                    |(id, why)| format!("{}: {}", escape(id), escape(why)),
+                ),
+            });
+        }
+        let _ = write!(
+            out,
+            "<tr class=\"clause {standing}\" data-clause=\"{}\" data-standing=\"{standing}\"><td><code>{}</code></td><td><span class=\"badge {standing}\">{}</span></td><td>{}</td></tr>",
+            escape(row.clause),
+            escape(row.clause),
+            crate::report::clauses::label(row.standing),
+            evidence.join("; ")
+        );
+    }
+    out.push_str("</table>");
+}
+
+/// Every violation the fuzz pass proved, with its reproduction.
+fn violations_html(rec: &RunRecord<'_>, out: &mut String) {
+    if rec.violations.is_empty() {
+        return;
+    }
+    let _ = write!(
+        out,
+        "<h2 id=\"fuzz-violations\">Fuzz violations: {}</h2>",
+        rec.violations.len()
+    );
+    for v in rec.violations {
+        let with = record::blamed_with(v);
+        let _ = write!(
+            out,
+            "<div class=\"violation failure\" data-clause=\"{}\" data-reproduced=\"{}\"><p><strong>breaks <code>{}</code></strong>{}: {}</p><p>program: <code>{}</code></p><p class=\"reproduced\">{}</p><pre>{}</pre></div>",
+            escape(&v.clause),
+            v.reproduced,
+            escape(&v.clause),
+            if with.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (blamed with {}: no single clause's relaxation explains the answers)",
+                    escape(&with.join(", "))
+                )
+            },
+            escape(&v.message),
+            escape(&v.program),
+            escape(&record::reproduction(v, str::to_owned)),
+            escape(&truncate(&v.scenario_yaml, 20_000))
+        );
+    }
 }
 
 /// Writes the HTML page at the end of the run.

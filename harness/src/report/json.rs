@@ -11,7 +11,8 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::report::context::{closing_line, Rendered, ReportContext};
+use crate::report::context::{Rendered, ReportContext};
+use crate::report::record::{self, RunRecord};
 use crate::run::event::{Event, Reporter, RunSummary};
 use crate::run::partition::Partition;
 use crate::targets::profile::ProfileSource;
@@ -40,7 +41,22 @@ struct Document<'a> {
     /// The run's one verdict: `pass`, `fail`, `error` (not judged) or
     /// `interrupted` (a signal, nothing proven); `exit_code` says the same.
     verdict: &'static str,
-    closing_line: String,
+    /// The lines that explain the closing count (the same as every
+    /// human-readable format's).
+    closing_notes: &'a [String],
+    closing_line: &'a str,
+    /// The run by clause (the run's record, `report/record.rs`): each
+    /// clause's standing on the evidence of the suite's checks and the
+    /// fuzz pass's violations, the same rows as every format's.
+    clauses: Vec<ClauseDoc<'a>>,
+    /// Why the run is red beyond its clauses (a failed fuzz pass that
+    /// charges no clause, an unexpected pass); absent when nothing is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    red_beyond_clauses: Vec<&'static str>,
+    /// An idem run: each declared field, the scenarios that judge it, what
+    /// the fuzz pass judged of it and its standing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    declared_fields: Option<Vec<FieldDoc<'a>>>,
     /// Why the run reached no verdict, when it did not.
     indefinite: Option<IndefiniteDoc<'a>>,
     /// The target's warnings (`{code, message, fix}`); absent when none.
@@ -58,6 +74,37 @@ struct Document<'a> {
     /// for `run`. Shards of one run share it; merge refuses others.
     #[serde(skip_serializing_if = "Option::is_none")]
     run_id: Option<&'a str>,
+}
+
+/// One clause of the run.
+#[derive(Debug, Serialize)]
+struct ClauseDoc<'a> {
+    clause: &'a str,
+    /// `pass`, `fail` or `not_judged`.
+    standing: &'static str,
+    /// Scenarios whose failed checks name it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    failed_in: Vec<&'a str>,
+    /// Indices into `fuzz.violations` of the violations blamed on it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    fuzz_violations: Vec<usize>,
+    /// Scenarios whose checks of it passed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    passed_in: Vec<&'a str>,
+}
+
+/// One declared field of an idem profile.
+#[derive(Debug, Serialize)]
+struct FieldDoc<'a> {
+    field: &'a str,
+    value: &'a str,
+    /// The scenarios that applied and judge it.
+    scenarios: &'a [String],
+    promises_nothing: bool,
+    /// What the fuzz pass judged of it (`{"field", "upToMs"?}`), if it did.
+    fuzz: Option<&'a crate::run::fuzz::idem_battery::JudgedField>,
+    /// `scenarios`, `fuzz`, `fuzz_up_to`, `nothing` or `promises_nothing`.
+    standing: &'static str,
 }
 
 #[derive(Debug, Serialize)]
@@ -205,9 +252,37 @@ struct FailureDoc<'a> {
     clauses: &'a [String],
 }
 
+fn clause_docs<'a>(rec: &RunRecord<'a>) -> Vec<ClauseDoc<'a>> {
+    rec.clauses
+        .iter()
+        .map(|row| {
+            let mut failed_in: Vec<&str> = Vec::new();
+            for f in &row.findings {
+                for (id, _) in &f.scenarios {
+                    if !failed_in.contains(id) {
+                        failed_in.push(id);
+                    }
+                }
+            }
+            ClauseDoc {
+                clause: row.clause,
+                standing: row.standing.as_str(),
+                failed_in,
+                fuzz_violations: row
+                    .fuzz
+                    .iter()
+                    .filter_map(|v| rec.violations.iter().position(|w| std::ptr::eq(w, *v)))
+                    .collect(),
+                passed_in: row.passed_in.clone(),
+            }
+        })
+        .collect()
+}
+
 /// Renders a run as a `reqkey-results/1` document (pretty, newline-ended).
 pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
-    let run = ctx.verdict(summary);
+    let rec = record::of(ctx, summary);
+    let run = rec.verdict;
     let doc = Document {
         schema: SCHEMA,
         command: &ctx.command,
@@ -228,10 +303,10 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
                 .then(|| p.profile.concurrent_entry.name()),
             source: p.source.name(),
             declared: p.declared.map(|d| d.to_string()),
-            crash: crate::report::crash::claim(p, &summary.results),
+            crash: rec.crash.clone(),
             crash_setup: p.crash_scenarios.as_ref().and(p.crash.clone()),
             crash_scenarios: p.crash_scenarios.clone(),
-            link: crate::report::crash::link_claim(p, &summary.results),
+            link: rec.link.clone(),
             link_setup: p.link_scenarios.as_ref().and(p.link.clone()),
             link_scenarios: p.link_scenarios.clone(),
             idem: p.idem.clone(),
@@ -273,7 +348,23 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         },
         exit_code: run.exit_code,
         verdict: run.outcome.class(),
-        closing_line: closing_line(summary, &run),
+        closing_notes: &rec.closing_notes,
+        closing_line: &rec.closing_line,
+        clauses: clause_docs(&rec),
+        red_beyond_clauses: rec.unclaused.clone(),
+        declared_fields: rec.fields.as_ref().map(|fields| {
+            fields
+                .iter()
+                .map(|f| FieldDoc {
+                    field: &f.field.field,
+                    value: &f.field.value,
+                    scenarios: &f.field.scenarios,
+                    promises_nothing: f.field.promises_nothing,
+                    fuzz: f.fuzz,
+                    standing: f.standing.as_str(),
+                })
+                .collect()
+        }),
         warnings: &summary.warnings,
         indefinite: summary.indefinite.as_ref().map(|i| IndefiniteDoc {
             reason: i.reason,

@@ -17,10 +17,12 @@ use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use crate::report::context::{replay_path, Rendered, ReportContext};
 use crate::report::inert::xml_text;
+use crate::report::record::{self, RunRecord};
 use crate::run::event::{Event, Reporter, RunSummary, ScenarioResult, Verdict};
 
 /// Renders a run as JUnit XML.
 pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
+    let rec = record::of(ctx, summary);
     let mut report = Report::new(format!("reqkey {} {}", ctx.command, ctx.target_label()));
     report.set_time(Duration::from_millis(summary.duration_ms));
     for r in &summary.results {
@@ -36,8 +38,8 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         if let Some(p) = &ctx.profile {
             suite.add_property(("profile", p.describe().as_str()));
             suite.add_property(("profile_source", p.source.name()));
-            if let Some(link) = crate::report::crash::link_claim(p, &summary.results) {
-                suite.add_property(("database_link", xml_text(&link).as_str()));
+            if let Some(link) = &rec.link {
+                suite.add_property(("database_link", xml_text(link).as_str()));
             }
             suite.add_property((
                 "not_applicable",
@@ -65,14 +67,23 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         suite.add_test_case(case);
         report.add_test_suite(suite);
     }
-    if let Some(case) = ctx.fuzz.as_ref().and_then(fuzz_case) {
+    if let Some(pass) = &ctx.fuzz {
         // The fuzz pass is part of the verdict (report::verdict): a failing
-        // program is a failure here as everywhere.
-        let mut suite = TestSuite::new("reqkey.fuzz");
-        suite.add_property(("target", ctx.target.as_str()));
-        suite.add_property(("seed", summary.seed.to_string().as_str()));
-        suite.add_test_case(case);
-        report.add_test_suite(suite);
+        // program is a failure here as everywhere, one case per violation
+        // it proved.
+        let cases = fuzz_cases(pass, &rec);
+        if !cases.is_empty() {
+            let mut suite = TestSuite::new("reqkey.fuzz");
+            suite.add_property(("target", ctx.target.as_str()));
+            suite.add_property(("seed", summary.seed.to_string().as_str()));
+            for case in cases {
+                suite.add_test_case(case);
+            }
+            report.add_test_suite(suite);
+        }
+    }
+    if !rec.clauses.is_empty() || !rec.unclaused.is_empty() || rec.fields.is_some() {
+        report.add_test_suite(clauses_suite(ctx, &rec));
     }
     if let Some(i) = &summary.indefinite {
         // The run as a whole reached no verdict: one case says why, so a
@@ -92,10 +103,74 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
         .unwrap_or_else(|e| format!("<!-- reqkey: cannot serialize JUnit: {e} -->\n"))
 }
 
-/// The fuzz pass as a test case, when it ran (`None`: skipped, or the
-/// level has no fuzzer).
-fn fuzz_case(pass: &crate::run::fuzz::pass::FuzzPass) -> Option<TestCase> {
+/// The run by clause and its declared fields, as the run's record has
+/// them (the same rows as every format): a suite of properties only, one
+/// `clause` property each (`ID: fail`, `ID: pass`, `ID: not_judged`) and
+/// one `declared_field` each (`lockMs = a duration: fuzz`), so that the
+/// test counts stay those of the scenarios and the fuzz pass.
+fn clauses_suite(ctx: &ReportContext, rec: &RunRecord<'_>) -> TestSuite {
+    let mut suite = TestSuite::new("reqkey.clauses");
+    suite.add_property(("target", ctx.target.as_str()));
+    for row in &rec.clauses {
+        let mut value = format!("{}: {}", row.clause, row.standing.as_str());
+        if !row.fuzz.is_empty() {
+            value.push_str(&format!(
+                " (the fuzz pass: {} violation(s))",
+                row.fuzz.len()
+            ));
+        }
+        suite.add_property(("clause", xml_text(&value).as_str()));
+    }
+    for why in &rec.unclaused {
+        suite.add_property(("red_beyond_clauses", *why));
+    }
+    for f in rec.fields.iter().flatten() {
+        let reach = match f.standing {
+            record::FieldStanding::FuzzUpToMs(ms) => format!("fuzz up to {ms} ms"),
+            s => s.as_str().to_owned(),
+        };
+        suite.add_property((
+            "declared_field",
+            xml_text(&format!("{}: {reach}", f.field.name())).as_str(),
+        ));
+    }
+    suite
+}
+
+/// The fuzz pass as test cases, when it ran (none: skipped, or the level
+/// has no fuzzer): one failure per violation it proved, or one case.
+fn fuzz_cases(pass: &crate::run::fuzz::pass::FuzzPass, rec: &RunRecord<'_>) -> Vec<TestCase> {
     let (line, reason) = pass.line();
+    if pass.verdict == "failed" && !rec.violations.is_empty() {
+        return rec
+            .violations
+            .iter()
+            .map(|v| {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(xml_text(&format!("breaks {}: {}", v.clause, v.message)));
+                s.set_type("fuzz_violation");
+                let with = record::blamed_with(v);
+                let mut text = format!("clause: {}\n", v.clause);
+                if !with.is_empty() {
+                    text.push_str(&format!(
+                        "blamed with: {} (no single clause's relaxation explains the answers)\n",
+                        with.join(", ")
+                    ));
+                }
+                text.push_str(&format!(
+                    "why: {}\nprogram: {}\n{}\nthe reproduction as a scenario:\n{}",
+                    v.message,
+                    v.program,
+                    record::reproduction(v, str::to_owned),
+                    v.scenario_yaml
+                ));
+                s.set_description(xml_text(text.trim_end()));
+                let mut case = TestCase::new(format!("fuzz.{}.{}", pass.level, v.clause), s);
+                case.set_classname(format!("reqkey.{}", pass.level));
+                case
+            })
+            .collect();
+    }
     let status = match pass.verdict {
         "passed" => TestCaseStatus::success(),
         "failed" | "error" => {
@@ -119,11 +194,11 @@ fn fuzz_case(pass: &crate::run::fuzz::pass::FuzzPass) -> Option<TestCase> {
             s.set_description(xml_text(text.trim_end()));
             s
         }
-        _ => return None,
+        _ => return Vec::new(),
     };
     let mut case = TestCase::new(format!("fuzz.{}", pass.level), status);
     case.set_classname(format!("reqkey.{}", pass.level));
-    Some(case)
+    vec![case]
 }
 
 fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> TestCaseStatus {

@@ -75,6 +75,21 @@ pub struct ShardDoc {
     /// shards, which merge refuses).
     #[serde(default)]
     pub run_id: Option<String>,
+    /// An idem shard's declared fields, each with the scenarios of the
+    /// shard that judge it (absent from older shards and other levels).
+    #[serde(default)]
+    pub declared_fields: Option<Vec<DeclaredFieldDoc>>,
+}
+
+/// A declared field as `results.json` writes it (what merging needs).
+#[derive(Debug, Clone, Deserialize)]
+pub struct DeclaredFieldDoc {
+    pub field: String,
+    pub value: String,
+    #[serde(default)]
+    pub scenarios: Vec<String>,
+    #[serde(default)]
+    pub promises_nothing: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -550,6 +565,7 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
     }
     ctx.not_applicable = not_applicable;
     ctx.fuzz = fuzz;
+    ctx.declared_fields = united_declared_fields(&shards)?;
     ctx.run_id = first.run_id.clone();
     ctx.clause_coverage = first.clause_coverage.as_ref().map(|c| ClauseCoverage {
         level: c.level.clone(),
@@ -666,6 +682,55 @@ fn profile_info(p: &ProfileDoc) -> Result<ProfileInfo, String> {
             .transpose()?,
         api_map: p.api_map.clone(),
     })
+}
+
+/// The declared fields of every shard together: a field is judged by the
+/// scenarios of any shard that judge it (each shard names its own). `None`
+/// when no shard carries them (another level, an older reqkey); refused
+/// when a shard says a field is judged by a scenario it did not run.
+fn united_declared_fields(
+    shards: &[Shard],
+) -> Result<Option<Vec<crate::report::DeclaredField>>, String> {
+    let mut out: Option<Vec<crate::report::DeclaredField>> = None;
+    for shard in shards {
+        let Some(docs) = shard.doc.declared_fields.as_ref() else {
+            continue;
+        };
+        let united = out.get_or_insert_with(Vec::new);
+        for d in docs {
+            if let Some(id) = d
+                .scenarios
+                .iter()
+                .find(|id| !shard.doc.scenarios.iter().any(|r| &&r.id == id))
+            {
+                return Err(format!(
+                    "{}: the declared field {} = {} is said to be judged by {id}, which the shard did not run",
+                    shard.origin, d.field, d.value
+                ));
+            }
+            let at = match united
+                .iter()
+                .position(|f| f.field == d.field && f.value == d.value)
+            {
+                Some(i) => i,
+                None => {
+                    united.push(crate::report::DeclaredField {
+                        field: d.field.clone(),
+                        value: d.value.clone(),
+                        scenarios: Vec::new(),
+                        promises_nothing: d.promises_nothing,
+                    });
+                    united.len() - 1
+                }
+            };
+            for id in &d.scenarios {
+                if !united[at].scenarios.contains(id) {
+                    united[at].scenarios.push(id.clone());
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The crash (or link) scenarios of every shard together, as `pick`

@@ -28,6 +28,8 @@ pub struct FuzzDoc {
     pub power: Option<String>,
     #[serde(default)]
     pub violations: Vec<crate::run::fuzz::pass::FuzzViolation>,
+    #[serde(default)]
+    pub judged_fields: Vec<crate::run::fuzz::idem_battery::JudgedField>,
 }
 
 /// A shard's warning, as `results.json` writes it.
@@ -63,6 +65,29 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
                     d.verdict
                 ));
             }
+            // A violation names clauses of the spec: anything else was not
+            // written by reqkey (and would reach every report).
+            let known =
+                reqkey_model::clauses::clauses().map_err(|e| format!("spec/SPEC.md: {e}"))?;
+            for v in &d.violations {
+                if let Some(c) = std::iter::once(&v.clause)
+                    .chain(&v.clauses)
+                    .find(|c| !known.iter().any(|k| k.id == c.as_str()))
+                {
+                    return Err(format!(
+                        "{origin}: the fuzz pass blames {c:?}, which is not a clause of spec/SPEC.md"
+                    ));
+                }
+            }
+            // A violation is a failed pass: a results file that says
+            // otherwise was not written by reqkey.
+            if !d.violations.is_empty() && d.verdict != "failed" {
+                return Err(format!(
+                    "{origin}: the fuzz pass lists {} violation(s) but its verdict is {:?}",
+                    d.violations.len(),
+                    d.verdict
+                ));
+            }
         }
     }
     let Some(first) = first else {
@@ -80,6 +105,22 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
         return Ok(None);
     };
     let (origin, doc) = worst;
+    // Every shard ran the same pass against the same server: a violation
+    // any shard proved is proven (each clause once, the first shard's), and
+    // what any of them judged is judged.
+    let mut violations: Vec<crate::run::fuzz::pass::FuzzViolation> = Vec::new();
+    for d in shards.iter().filter_map(|(_, d)| *d) {
+        for v in &d.violations {
+            if !violations.iter().any(|w| w.clauses == v.clauses) {
+                violations.push(v.clone());
+            }
+        }
+    }
+    // Every shard ran the same pass: what any of them judged is judged.
+    let mut judged_fields = Vec::new();
+    for d in shards.iter().filter_map(|(_, d)| *d) {
+        crate::run::fuzz::idem_battery::add_judged(&mut judged_fields, d.judged_fields.clone());
+    }
     let reason = doc.reason.as_ref().map(|r| match verdict {
         "failed" | "error" => format!("shard {origin}: {r}"),
         _ => r.clone(),
@@ -92,7 +133,8 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
         reason,
         scenario_yaml: doc.scenario_yaml.clone(),
         power: first.power.clone(),
-        violations: doc.violations.clone(),
+        violations,
+        judged_fields,
     }))
 }
 
@@ -152,6 +194,7 @@ mod tests {
             scenario_yaml: reason.map(|_| "id: store.fuzz.seed-7\n".to_owned()),
             power: None,
             violations: Vec::new(),
+            judged_fields: Vec::new(),
         }
     }
 

@@ -17,9 +17,12 @@
 //!
 //! Every format ends its human-readable part with the same closing line,
 //! `N passed, N failed` ([`closing_line`]), where "failed" counts every
-//! scenario that turns the run red. Every format states the one verdict
-//! of [`verdict::RunVerdict`] (the fuzz pass and a signal included), the
-//! exit code with it: none computes its own.
+//! scenario that proved a violation (errors and indefinite races are
+//! counted as what they are). Every format renders the one record of the
+//! run, [`record::RunRecord`]: the verdict of [`verdict::RunVerdict`]
+//! (the fuzz pass and a signal included) with the exit code, the clauses
+//! (the suite's checks and the fuzz pass's violations), the declared
+//! fields, the crash claim and the closing lines: none computes its own.
 
 pub mod certificate;
 pub mod clauses;
@@ -33,13 +36,15 @@ pub mod junit;
 pub mod merge;
 pub mod merge_check;
 pub mod merge_fuzz_warnings;
+pub mod record;
 pub mod seal;
 pub mod terminal;
 pub mod verdict;
 
 pub use certificate::CertificateReporter;
 pub use context::{
-    closing_line, closing_notes, verdict_label, warning_lines, ClauseCoverage, ReportContext,
+    closing_line, closing_notes, verdict_label, warning_lines, ClauseCoverage, DeclaredField,
+    ReportContext,
 };
 pub use html::HtmlReporter;
 pub use json::JsonReporter;

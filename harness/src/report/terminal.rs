@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::report::context::{closing_line, closing_notes, warning_lines};
+use crate::report::context::{warning_lines, ReportContext};
 use crate::report::inert::terminal;
+use crate::report::record::{self, RunRecord};
 use crate::run::event::{Event, Reporter, ScenarioResult, Verdict};
 
 /// Should the CLI draw a progress bar? Only for a person watching stdout.
@@ -37,8 +38,10 @@ pub struct TerminalReporter<W: Write + Send> {
     /// Draw a progress bar on stdout (the CLI decides, see [`progress_wanted`]).
     progress: bool,
     bar: Option<ProgressBar>,
-    /// The certification's fuzz pass, which bears on the closing verdict.
-    fuzz: Option<crate::run::fuzz::pass::FuzzPass>,
+    /// What the run's record is made from besides the events (the fuzz
+    /// pass, the declared fields, the profile): `None` renders the suite
+    /// alone.
+    ctx: Option<ReportContext>,
 }
 
 impl<W: Write + Send> std::fmt::Debug for TerminalReporter<W> {
@@ -58,14 +61,14 @@ impl<W: Write + Send> TerminalReporter<W> {
             quiet,
             progress: false,
             bar: None,
-            fuzz: None,
+            ctx: None,
         }
     }
 
-    /// The fuzz pass that ran before the suite: the closing line and notes
-    /// state the one verdict it bears on ([`crate::report::verdict`]).
-    pub fn with_fuzz(mut self, fuzz: Option<crate::run::fuzz::pass::FuzzPass>) -> Self {
-        self.fuzz = fuzz;
+    /// The run's context (its fuzz pass, profile and declared fields): the
+    /// closing lines state the run's one record ([`crate::report::record`]).
+    pub fn with_context(mut self, ctx: ReportContext) -> Self {
+        self.ctx = Some(ctx);
         self
     }
 
@@ -198,6 +201,83 @@ impl<W: Write + Send> TerminalReporter<W> {
     }
 }
 
+/// The run's record as lines: the clause count, each FAIL clause with its
+/// evidence, every violation of the fuzz pass with its reproduction's
+/// fate, the declared fields nothing judged (the crash claim is printed by
+/// the command after the run, from the same record). Quiet runs keep what
+/// is not green.
+fn record_lines(rec: &RunRecord<'_>, quiet: bool) -> String {
+    use crate::run::event::ClauseStanding;
+    let mut text = String::new();
+    let failed = rec.clauses_with(ClauseStanding::Fail);
+    if !rec.clauses.is_empty() && (!quiet || !failed.is_empty()) {
+        text.push_str(&format!(
+            "clauses: {} FAIL, {} pass, {} not judged\n",
+            failed.len(),
+            rec.clauses_with(ClauseStanding::Pass).len(),
+            rec.clauses_with(ClauseStanding::NotJudged).len()
+        ));
+    }
+    for row in rec
+        .clauses
+        .iter()
+        .filter(|r| r.standing == ClauseStanding::Fail)
+    {
+        let mut ids: Vec<&str> = Vec::new();
+        for f in &row.findings {
+            for (id, _) in &f.scenarios {
+                if !ids.contains(id) {
+                    ids.push(id);
+                }
+            }
+        }
+        let mut evidence = Vec::new();
+        if !ids.is_empty() {
+            evidence.push(format!("in {}", ids.join(", ")));
+        }
+        if !row.fuzz.is_empty() {
+            evidence.push(format!("the fuzz pass: {} violation(s)", row.fuzz.len()));
+        }
+        text.push_str(&format!(
+            "  FAIL {}  ({})\n",
+            row.clause,
+            terminal(&evidence.join("; "))
+        ));
+    }
+    for why in &rec.unclaused {
+        text.push_str(&format!("  also red beyond its clauses: {why}\n"));
+    }
+    if !rec.violations.is_empty() {
+        text.push_str("fuzz violations:\n");
+        for v in rec.violations {
+            text.push_str(&format!("  {}: {}\n", v.clause, terminal(&v.message)));
+            let with = record::blamed_with(v);
+            if !with.is_empty() {
+                text.push_str(&format!(
+                    "      blamed with {} (no single clause's relaxation explains the answers)\n",
+                    with.join(", ")
+                ));
+            }
+            text.push_str(&format!("      program: {}\n", terminal(&v.program)));
+            text.push_str(&format!("      {}\n", record::reproduction(v, terminal)));
+        }
+    }
+    let unjudged = rec.unjudged_fields();
+    if !unjudged.is_empty() {
+        text.push_str(&format!(
+            "declared fields nothing judged: {}\n",
+            terminal(&unjudged.join(", "))
+        ));
+    }
+    for (f, ms) in rec.part_judged_fields() {
+        text.push_str(&format!(
+            "declared field judged only part way: {} (by the fuzz pass, up to {ms} ms)\n",
+            terminal(&f)
+        ));
+    }
+    text
+}
+
 impl<W: Write + Send> Reporter for TerminalReporter<W> {
     fn on_event(&mut self, event: &Event) {
         match event {
@@ -236,13 +316,22 @@ impl<W: Write + Send> Reporter for TerminalReporter<W> {
                 for line in warning_lines(summary) {
                     eprintln!("reqkey: {line}");
                 }
-                let run = crate::report::verdict::RunVerdict::of(summary, self.fuzz.as_ref());
+                let fallback;
+                let ctx = match &self.ctx {
+                    Some(ctx) => ctx,
+                    None => {
+                        fallback = ReportContext::dated("run", &summary.target, String::new());
+                        &fallback
+                    }
+                };
+                let rec = record::of(ctx, summary);
                 let mut text = String::from("\n");
-                for note in closing_notes(summary, &run) {
-                    text.push_str(&note);
+                text.push_str(&record_lines(&rec, self.quiet));
+                for note in &rec.closing_notes {
+                    text.push_str(&terminal(note));
                     text.push('\n');
                 }
-                text.push_str(&closing_line(summary, &run));
+                text.push_str(&rec.closing_line);
                 text.push('\n');
                 self.write_lines(&text);
             }

@@ -17,8 +17,7 @@
 //! what could not be judged; a signal makes the exit code 130 whatever
 //! was proven, and the outcome keeps the violation if one was proven.
 
-use crate::report::clauses::{by_clause, ClauseRow};
-use crate::run::event::{ClauseStanding, RunSummary};
+use crate::run::event::RunSummary;
 use crate::run::fuzz::pass::FuzzPass;
 
 /// The typed reason of a run ended by SIGTERM or SIGINT.
@@ -108,40 +107,6 @@ impl RunVerdict {
             fuzz_unjudged,
             interrupted,
         }
-    }
-
-    /// The run by clause (issue 45), as every reporter shows it: each
-    /// clause FAIL on the evidence of the failed checks that judge it,
-    /// pass where a check of it passed and none failed, not judged
-    /// otherwise (`report/clauses.rs`). Decided here, beside the verdict,
-    /// so that the two cannot disagree: a clause is FAIL only in a run
-    /// whose outcome is Fail (a violation proven), and a run that proved
-    /// nothing shows no FAIL. What the clauses do not carry is said by
-    /// [`RunVerdict::unclaused`].
-    pub fn clauses<'a>(&self, summary: &'a RunSummary) -> Vec<ClauseRow<'a>> {
-        let rows = by_clause(summary);
-        debug_assert!(
-            self.outcome == Outcome::Fail
-                || summary.expected_failures > 0
-                || rows.iter().all(|r| r.standing != ClauseStanding::Fail),
-            "a clause FAIL in a run that proved nothing"
-        );
-        rows
-    }
-
-    /// Why the run is red beyond its clause rows, when it is: the fuzz
-    /// pass's failing program and an expected failure that passed are
-    /// proven by no clause's check (the program is shown whole; the
-    /// unexpected pass is a wrong list, not a wrong target).
-    pub fn unclaused(&self, summary: &RunSummary) -> Vec<&'static str> {
-        let mut why = Vec::new();
-        if self.fuzz_failed {
-            why.push("the fuzz pass found a failing program (shown whole in its section; it is charged to no clause here)");
-        }
-        if summary.unexpected_passes > 0 {
-            why.push("a scenario listed in --expected-failures passed (take it off the list)");
-        }
-        why
     }
 }
 

@@ -467,7 +467,12 @@ fn replay(layer: &IdemLayer, answer: &StoredAnswer) -> Response {
         answer.status
     };
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-    let mut r = (code, answer.body.clone()).into_response();
+    let body = if layer.has(IdemDefect::ReplayDropsBody) {
+        r#"{"replayed":true}"#.to_owned()
+    } else {
+        answer.body.clone()
+    };
+    let mut r = (code, body).into_response();
     for (name, value) in &answer.headers {
         if layer.has(IdemDefect::ReplayDropsHeaders) && name != "content-type" {
             continue;

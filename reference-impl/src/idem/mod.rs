@@ -186,6 +186,11 @@ pub enum IdemDefect {
     ReplayDropsStatus,
     /// A replay drops the handler's headers (`X-Reqkey-Order`).
     ReplayDropsHeaders,
+    /// Keeps an answer's status and headers but not its body: a replay
+    /// answers `{"replayed": true}`, without the first `order` (nothing
+    /// runs again). What a replay check inside a scenario about something
+    /// else must charge to `idem.replay.completed` alone (issue 54).
+    ReplayDropsBody,
     /// Declares `errors: released` but keeps (and replays) 5xx answers.
     StoresReleasedErrors,
     /// Declares `lockMs: null` but its lock lapses after 300 ms while the
@@ -259,13 +264,14 @@ pub enum IdemDefect {
 }
 
 impl IdemDefect {
-    pub const ALL: [IdemDefect; 32] = [
+    pub const ALL: [IdemDefect; 33] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
         Self::FingerprintRawBytes,
         Self::ReplayDropsStatus,
         Self::ReplayDropsHeaders,
+        Self::ReplayDropsBody,
         Self::StoresReleasedErrors,
         Self::LockTimeout,
         Self::ExpiryIgnored,
@@ -302,6 +308,7 @@ impl IdemDefect {
             Self::FingerprintRawBytes => "fingerprint-raw-bytes",
             Self::ReplayDropsStatus => "replay-drops-status",
             Self::ReplayDropsHeaders => "replay-drops-headers",
+            Self::ReplayDropsBody => "replay-drops-body",
             Self::StoresReleasedErrors => "stores-released-errors",
             Self::LockTimeout => "lock-timeout",
             Self::ExpiryIgnored => "expiry-ignored",

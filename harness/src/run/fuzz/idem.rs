@@ -35,7 +35,9 @@ use tokio::sync::Barrier;
 
 pub use crate::run::fuzz::cases::CaseFailure;
 use crate::run::fuzz::cases::{run_cases, CasesOutcome};
-use crate::run::fuzz::idem_battery::{battery, power_line, ProbeKind};
+use crate::run::fuzz::idem_battery::{
+    add_judged, battery, generated_judges, power_line, JudgedField, ProbeKind,
+};
 use crate::run::fuzz::idem_program::{
     arb_program, case_tag, pause_ms, requests_of, Req, Sent, Step,
 };
@@ -347,14 +349,18 @@ pub struct IdemFuzzFailure {
     pub scenario_yaml: String,
     /// What the battery sent, when it ran.
     pub power: Option<String>,
+    /// The declared fields the programs that reached a verdict judged.
+    pub judged: Vec<JudgedField>,
 }
 
 #[derive(Debug, Clone)]
 pub enum IdemFuzzOutcome {
-    /// `battery`: what the battery sent and the race rate it catches.
+    /// `battery`: what the battery sent and the race rate it catches;
+    /// `judged`: the declared fields its programs judged.
     Passed {
         cases: u32,
         battery: Option<String>,
+        judged: Vec<JudgedField>,
     },
     Failed(Box<IdemFuzzFailure>),
     Error(String),
@@ -382,6 +388,7 @@ pub fn fuzz_idem(
             Ok(s) => s,
             Err(e) => return IdemFuzzOutcome::Error(format!("the failing route's check: {e}")),
         };
+    let mut judged: Vec<JudgedField> = Vec::new();
     if opts.battery {
         let namespace = format!("{}.battery", opts.namespace);
         if !failing_sleeps {
@@ -401,6 +408,9 @@ pub fn fuzz_idem(
                 &opts.profile,
                 opts.call_timeout_ms,
             ));
+            if !matches!(ran, Err(CaseFailure::Harness(_))) {
+                add_judged(&mut judged, probe.kind.judges(&opts.profile));
+            }
             match ran {
                 Ok(()) => {}
                 Err(CaseFailure::Nonconforming(why)) => {
@@ -429,6 +439,7 @@ pub fn fuzz_idem(
                         reason,
                         scenario_yaml,
                         power,
+                        judged,
                     }));
                 }
                 Err(CaseFailure::Harness(e)) => {
@@ -455,10 +466,17 @@ pub fn fuzz_idem(
             ))
         },
     );
+    if opts.cases > 0 && !matches!(outcome, CasesOutcome::Error(_)) {
+        add_judged(
+            &mut judged,
+            generated_judges(&opts.profile, opts.long_pauses),
+        );
+    }
     match outcome {
         CasesOutcome::Passed => IdemFuzzOutcome::Passed {
             cases: opts.cases,
             battery: power,
+            judged,
         },
         CasesOutcome::Failed {
             program, reason, ..
@@ -478,6 +496,7 @@ pub fn fuzz_idem(
                 reason,
                 scenario_yaml,
                 power,
+                judged,
             }))
         }
         CasesOutcome::Error(e) => IdemFuzzOutcome::Error(e),

@@ -176,6 +176,128 @@ pub fn power_line() -> String {
     )
 }
 
+/// A declared profile field a fuzz pass judged (issue 54): its programs
+/// sent requests whose allowed answers the model reads from that field,
+/// and got a verdict on them (pass or fail). `up_to_ms` where the field
+/// promises something without end (`lockMs` or `expiryMs` null) and the
+/// pass judged it only that far; absent where it judged the declared value
+/// itself. Every report's "declared fields nothing judged" reads this
+/// beside the scenarios (`report/record.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JudgedField {
+    pub field: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub up_to_ms: Option<u64>,
+}
+
+impl JudgedField {
+    fn at_value(field: &str) -> Self {
+        Self {
+            field: field.to_owned(),
+            up_to_ms: None,
+        }
+    }
+
+    fn up_to(field: &str, ms: u64) -> Self {
+        Self {
+            field: field.to_owned(),
+            up_to_ms: Some(ms),
+        }
+    }
+}
+
+/// Adds `more` to `into`, each field once at the furthest reach seen (its
+/// declared value outranks any "up to").
+pub fn add_judged(into: &mut Vec<JudgedField>, more: Vec<JudgedField>) {
+    for f in more {
+        match into.iter_mut().find(|g| g.field == f.field) {
+            Some(g) => {
+                g.up_to_ms = match (g.up_to_ms, f.up_to_ms) {
+                    (None, _) | (_, None) => None,
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                }
+            }
+            None => into.push(f),
+        }
+    }
+}
+
+/// What a `PastLock` step judges of `lockMs` under `profile`: a numeric
+/// lock it outlives, at its value; `null` (held until completion), up to
+/// the moment the duplicate leaves; a lock too long to outlive, nothing.
+fn lock_judged(profile: &IdemProfile) -> Option<JudgedField> {
+    use crate::run::fuzz::idem_program::UNDECLARED_LOCK_DUP_MS;
+    match (profile.lock_ms, outlived_lock(profile)) {
+        (None, _) => Some(JudgedField::up_to("lockMs", UNDECLARED_LOCK_DUP_MS)),
+        (Some(_), Some(_)) => Some(JudgedField::at_value("lockMs")),
+        (Some(_), None) => None,
+    }
+}
+
+impl ProbeKind {
+    /// The declared fields a probe of this kind judges under `profile`
+    /// (its keys are written as `keySyntax` admits them; a burst is
+    /// answered as `concurrent` and `concurrentStatus` say; a failing one
+    /// as `errors` says; see the module doc for the timing probes).
+    pub fn judges(self, profile: &IdemProfile) -> Vec<JudgedField> {
+        let mut out = vec![JudgedField::at_value("keySyntax")];
+        match self {
+            Self::SucceedingBurst => {
+                out.push(JudgedField::at_value("concurrent"));
+                out.push(JudgedField::at_value("concurrentStatus"));
+            }
+            Self::FailingBurst => {
+                out.push(JudgedField::at_value("concurrent"));
+                out.push(JudgedField::at_value("concurrentStatus"));
+                out.push(JudgedField::at_value("errors"));
+            }
+            Self::PastLock => out.extend(lock_judged(profile)),
+            Self::Expiry => out.push(match profile.expiry_ms {
+                None => JudgedField::up_to("expiryMs", NEVER_EXPIRES_SPAN_MS),
+                Some(_) => JudgedField::at_value("expiryMs"),
+            }),
+        }
+        out
+    }
+}
+
+/// The declared fields the idem fuzzer's generated programs judge under
+/// `profile` (the domain of `run/fuzz/idem_program.rs`): requests without
+/// a key, keys in every spelling (bare, quoted, upper-case, empty, with a
+/// blank), payloads equal as JSON and not as bytes and different ones, two
+/// callers and three routes, replays, bursts and batches on succeeding and
+/// failing handlers, duplicates past the lock; pauses past `expiryMs` only
+/// with `long_pauses` (a certification's pass has none). Never `durable`
+/// (nothing restarts the app).
+pub fn generated_judges(profile: &IdemProfile, long_pauses: u32) -> Vec<JudgedField> {
+    use crate::run::fuzz::idem_program::NEVER_EXPIRES_SPAN_MS as PROGRAM_NEVER_EXPIRES_MS;
+    let mut out: Vec<JudgedField> = [
+        "keyRequired",
+        "keySyntax",
+        "invalidKeyStatus",
+        "fingerprint",
+        "mismatchStatus",
+        "concurrent",
+        "concurrentStatus",
+        "errors",
+        "scope",
+        "replayHeader",
+    ]
+    .into_iter()
+    .map(JudgedField::at_value)
+    .collect();
+    out.extend(lock_judged(profile));
+    if long_pauses > 0 {
+        match profile.expiry_ms {
+            None => out.push(JudgedField::up_to("expiryMs", PROGRAM_NEVER_EXPIRES_MS)),
+            Some(e) if e <= MAX_EXPIRY_WAIT_MS => out.push(JudgedField::at_value("expiryMs")),
+            Some(_) => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +310,44 @@ mod tests {
         assert!(miss(n - 1) > 0.001, "{n} is more than needed");
         assert_eq!(bursts_for(10, 950), 29);
         assert_eq!(bursts_for(2, 500), 1);
+    }
+
+    #[test]
+    fn each_probe_says_which_declared_fields_it_judged_and_how_far() {
+        let mut p = IdemProfile::draft_default();
+        p.lock_ms = None;
+        p.expiry_ms = None;
+        let lock = ProbeKind::PastLock.judges(&p);
+        assert!(lock.contains(&JudgedField::up_to(
+            "lockMs",
+            crate::run::fuzz::idem_program::UNDECLARED_LOCK_DUP_MS
+        )));
+        let expiry = ProbeKind::Expiry.judges(&p);
+        assert!(expiry.contains(&JudgedField::up_to("expiryMs", NEVER_EXPIRES_SPAN_MS)));
+        p.lock_ms = Some(500);
+        p.expiry_ms = Some(2_000);
+        assert!(ProbeKind::PastLock
+            .judges(&p)
+            .contains(&JudgedField::at_value("lockMs")));
+        assert!(ProbeKind::Expiry
+            .judges(&p)
+            .contains(&JudgedField::at_value("expiryMs")));
+        // A lock too long to outlive is judged by no probe.
+        p.lock_ms = Some(60_000);
+        assert!(!ProbeKind::PastLock
+            .judges(&p)
+            .iter()
+            .any(|f| f.field == "lockMs"));
+        assert!(!generated_judges(&p, 0)
+            .iter()
+            .any(|f| f.field == "expiryMs"));
+        assert!(!generated_judges(&p, 1).iter().any(|f| f.field == "durable"));
+        // The furthest reach wins, a declared value over any "up to".
+        let mut all = vec![JudgedField::up_to("lockMs", 300)];
+        add_judged(&mut all, vec![JudgedField::up_to("lockMs", 450)]);
+        assert_eq!(all, [JudgedField::up_to("lockMs", 450)]);
+        add_judged(&mut all, vec![JudgedField::at_value("lockMs")]);
+        assert_eq!(all, [JudgedField::at_value("lockMs")]);
     }
 
     #[test]

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::run::fuzz::agent::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
 use crate::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
+use crate::run::fuzz::idem_battery::JudgedField;
 use crate::run::fuzz::store::{fuzz, FuzzOptions, FuzzOutcome};
 use crate::targets::Target;
 
@@ -55,6 +56,10 @@ pub struct FuzzPass {
     /// Every distinct violation the pass proved (issue 54), one per clause
     /// blamed, each with its replayed reproduction; empty when it passed.
     pub violations: Vec<FuzzViolation>,
+    /// At the idem level: the declared profile fields its programs judged
+    /// (and how far), which no report may then call unjudged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub judged_fields: Vec<JudgedField>,
 }
 
 /// One distinct violation a fuzz pass proved: the clause blamed by
@@ -97,6 +102,7 @@ impl FuzzPass {
             scenario_yaml: None,
             power: None,
             violations: Vec::new(),
+            judged_fields: Vec::new(),
         }
     }
 
@@ -191,8 +197,8 @@ pub async fn fuzz_pass(
                     batches: true,
                 },
             ) {
-                FuzzOutcome::Passed { .. } => (None, None, None),
-                FuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), None),
+                FuzzOutcome::Passed { .. } => (None, None, None, Vec::new()),
+                FuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), None, Vec::new()),
                 FuzzOutcome::Error(e) => return Err(e),
             },
             Level::Agent => match fuzz_agent(
@@ -208,8 +214,10 @@ pub async fn fuzz_pass(
                     max_shrink_iters: 256,
                 },
             ) {
-                AgentFuzzOutcome::Passed { .. } => (None, None, None),
-                AgentFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), None),
+                AgentFuzzOutcome::Passed { .. } => (None, None, None, Vec::new()),
+                AgentFuzzOutcome::Failed(f) => {
+                    (Some(f.reason), Some(f.scenario_yaml), None, Vec::new())
+                }
                 AgentFuzzOutcome::Error(e) => return Err(e),
             },
             Level::Idem => {
@@ -229,8 +237,12 @@ pub async fn fuzz_pass(
                         battery: true,
                     },
                 ) {
-                    IdemFuzzOutcome::Passed { battery, .. } => (None, None, battery),
-                    IdemFuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), f.power),
+                    IdemFuzzOutcome::Passed {
+                        battery, judged, ..
+                    } => (None, None, battery, judged),
+                    IdemFuzzOutcome::Failed(f) => {
+                        (Some(f.reason), Some(f.scenario_yaml), f.power, f.judged)
+                    }
                     IdemFuzzOutcome::Error(e) => return Err(e),
                 }
             }
@@ -241,10 +253,10 @@ pub async fn fuzz_pass(
         Ok(o) => o,
         Err(e) => Err(format!("the fuzz pass stopped: {e}")),
     };
-    let (verdict, reason, scenario_yaml, mut power) = match outcome {
-        Ok((None, _, power)) => ("passed", None, None, power),
-        Ok((Some(reason), yaml, power)) => ("failed", Some(reason), yaml, power),
-        Err(e) => ("error", Some(e), None, None),
+    let (verdict, reason, scenario_yaml, mut power, judged_fields) = match outcome {
+        Ok((None, _, power, judged)) => ("passed", None, None, power, judged),
+        Ok((Some(reason), yaml, power, judged)) => ("failed", Some(reason), yaml, power, judged),
+        Err(e) => ("error", Some(e), None, None, Vec::new()),
     };
     if mapped {
         power = power.map(|p| {
@@ -260,5 +272,6 @@ pub async fn fuzz_pass(
         scenario_yaml,
         power,
         violations: Vec::new(),
+        judged_fields,
     }
 }
