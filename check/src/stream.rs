@@ -364,9 +364,10 @@ pub fn read_partitioned(
 }
 
 /// The default bound on one session's history text (`reqkey check history
-/// --max-session-bytes`): its typed form takes about 5.6 times the text
-/// (measured: a 62 MB session, 347 MB peak), so 256 MiB of one session
-/// is about 1.5 GB held.
+/// --max-session-bytes`): its typed form takes about 2.5 to 6 times the
+/// text by what it holds (measured: a 62 MB session, 347 MB peak; 254 MB
+/// of sequential commits, 1.24 GB peak with the search and the report),
+/// so 256 MiB of one session is at most about 1.5 GB held.
 pub const DEFAULT_MAX_SESSION_BYTES: u64 = 256 * 1024 * 1024;
 
 /// How often a reader asks its memory gauge: every this many bytes of
