@@ -180,7 +180,15 @@ async fn exchange_unbounded(
         if raw.len() + n > limit {
             return Err(TargetError::TooLarge { cap });
         }
+        let before = raw.len();
         raw.extend_from_slice(&chunk[..n]);
+        // The harness's memory ceiling, each time the answer crosses
+        // another 256 KiB (as `transport::read_body` does).
+        if before >> 18 != raw.len() >> 18 {
+            if let Some(why) = crate::memory::over() {
+                return Err(TargetError::OverMemory(why));
+            }
+        }
     }
     parse_response(&raw, cap).map_err(|e| match e {
         Parse::Incomplete(m) => TargetError::Closed(format!("{host}: {m}")),
