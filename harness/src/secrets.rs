@@ -21,6 +21,7 @@
 //! than [`MIN_SECRET_CHARS`] is not scrubbed from free text (it would
 //! garble every word that holds it); the displays hide it all the same.
 
+use reqkey_reference::scheme;
 use std::sync::Mutex;
 
 /// What a hidden part is shown as.
@@ -341,13 +342,16 @@ pub fn scrub_json(serialized: &str) -> String {
 /// user is a role, never a secret, as `redact_url` shows it: remembering
 /// `postgres` as a secret hid the word in every report (`***://...`).
 fn url_secrets(url: &str) -> Vec<String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let Some(written) = scheme::split(url) else {
         return Vec::new();
     };
-    let postgres = scheme
+    let rest = written.rest;
+    let postgres = written
+        .name
         .rsplit('@')
         .next()
-        .is_some_and(|s| s == "postgres" || s == "postgresql" || s.starts_with("postgres+"));
+        .and_then(scheme::known)
+        .is_some_and(|k| k.scheme.is_postgres());
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
     let mut found = Vec::new();
@@ -383,17 +387,20 @@ fn url_secrets(url: &str) -> Vec<String> {
 /// hides them wherever they reappear.
 pub fn register_target(text: &str) {
     // `reference-agent@postgres://u:p@h/db`: the URL starts at its scheme.
-    let from = text.find("://").map_or(0, |i| {
-        text[..i]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-            .map_or(0, |j| j + 1)
-    });
-    for url in text[from..].split(",http://") {
-        let url = if url.contains("://") {
-            url.to_owned()
-        } else {
-            format!("http://{url}")
-        };
+    let from = scheme::url_start(text).unwrap_or(0);
+    // Replicas (`http://a:1,http://b:2`) are URLs apart; a cluster's
+    // hosts (`redis+cluster://a:1,b:2`) belong to its one URL.
+    let mut urls: Vec<String> = Vec::new();
+    for piece in text[from..].split(',') {
+        match urls.last_mut() {
+            Some(last) if scheme::split(piece).is_none() => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => urls.push(piece.to_owned()),
+        }
+    }
+    for url in urls {
         for s in url_secrets(&url) {
             remember(&s);
         }
@@ -489,14 +496,8 @@ fn word_secrets(word: &str, hide_next: &mut bool) -> Vec<(usize, usize)> {
         return vec![(0, word.len())];
     }
     let mut found = Vec::new();
-    if word.contains("://") {
-        for secret in url_secrets(
-            &word[word.find("://").map_or(0, |i| {
-                word[..i]
-                    .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-                    .map_or(0, |j| j + 1)
-            })..],
-        ) {
+    if let Some(from) = scheme::url_start(word) {
+        for secret in url_secrets(&word[from..]) {
             if secret.is_empty() {
                 continue;
             }

@@ -1,10 +1,13 @@
 //! One judging: the path `run` and `certify` share, in order and each
-//! stage once. [`start`] starts `--start`'s commands and parses the target;
-//! [`Started::judge`] opens it (waiting for a started one), asks who it is,
+//! stage once, one way down: [`Plan::parse`] reads the command line's
+//! access, API map and target (nothing started); [`Plan::start`] starts
+//! `--start`'s commands, parses the target once and names it in the
+//! reports' context; [`Started::judge`] opens it (waiting for a started one), asks who it is,
 //! reads its profile, keeps the scenarios that apply, runs them with the
 //! reporters and writes the reports. A stage that cannot judge ends the
 //! judging there with every report written, saying why (exit 2).
 
+use reqkey_reference::scheme::{self, Scheme};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +60,7 @@ impl StartArgs {
     /// Writes into the reports' context what a replay needs to start the
     /// target again: the target as written (`{port}` unfilled) and each
     /// command, redacted. Nothing without `--start`.
-    pub fn note_in(&self, written_target: &str, ctx: &mut crate::report::context::ReportContext) {
+    fn note_in(&self, written_target: &str, ctx: &mut crate::report::context::ReportContext) {
         if self.start.is_empty() {
             return;
         }
@@ -167,31 +170,110 @@ impl ApiArgs {
     }
 
     /// The map, parsed once (caller credentials registered as secrets),
-    /// checked to fit the target: `--api` plays an idem app over HTTP.
-    pub fn load(
-        &self,
-        spec: &TargetSpec,
-    ) -> Result<Option<Arc<crate::targets::api_map::ApiMap>>, String> {
+    /// checked to fit the target as written: `--api` plays an idem app
+    /// over HTTP (`idem+http[s]://`, asked of the one scheme parser), so a
+    /// map that cannot apply is refused before anything starts.
+    fn load(&self, written: &str) -> Result<Option<Arc<crate::targets::api_map::ApiMap>>, String> {
         let Some(path) = &self.api else {
             return Ok(None);
         };
-        let is_idem_http = matches!(
-            spec,
-            TargetSpec::Idem(crate::targets::idem::IdemSpec::Http { .. })
-        );
-        if !is_idem_http {
+        if scheme::of_scheme(written, Scheme::IdemHttp).is_none() {
             return Err(format!(
                 "--api maps an app at the idem level: --target idem+http[s]://HOST:PORT, not {}",
-                spec.display_name()
+                reqkey_reference::store::redact_url(written)
             ));
         }
         crate::targets::api_map::ApiMap::load(path).map(|m| Some(Arc::new(m)))
     }
 }
 
+/// The first stage of a judging, before anything starts: what the command
+/// line says of the target, each part parsed once, in order: the access
+/// to it (`--cacert`, `--header`, `--max-rps`: credentials registered as
+/// secrets), the `--api` map (checked to fit the target as written), and
+/// the target as written with `--start`'s commands, kept for
+/// [`Plan::start`]. `run` and `certify` go down the same stages: parse,
+/// start ([`Plan::start`]), judge and report ([`Started::judge`]).
+#[derive(Debug)]
+pub struct Plan {
+    written: String,
+    start: StartArgs,
+    opts: TargetOptions,
+    /// How the target is reached, as a replay line writes it (`--api`,
+    /// `--cacert`, `-H NAME: env:VAR`, `--max-rps`), never a secret.
+    replay_flags: Vec<String>,
+}
+
+impl Plan {
+    pub fn parse(
+        written: &str,
+        start: &StartArgs,
+        access: &AccessArgs,
+        api: &ApiArgs,
+        call_timeout_ms: u64,
+        max_response_bytes: u64,
+    ) -> Result<Plan, String> {
+        let link = access.link()?;
+        let mut replay_flags = api.replay_flags();
+        replay_flags.extend(access.replay_flags());
+        let api = api.load(written)?;
+        Ok(Plan {
+            written: written.to_owned(),
+            start: start.clone(),
+            replay_flags,
+            opts: TargetOptions {
+                call_timeout_ms,
+                max_response_bytes,
+                link,
+                api,
+            },
+        })
+    }
+
+    /// `--dry-run`: the target parsed with placeholder ports (nothing
+    /// started), the suite `load` gives for its level, and the requests
+    /// the map would send, the fuzz pass's drawn from `seed`; nothing is
+    /// sent.
+    pub fn dry_run(
+        &self,
+        load: impl FnOnce(crate::targets::Level) -> Result<Vec<Scenario>, String>,
+        fuzz_cases: u32,
+        seed: u64,
+    ) -> ExitCode {
+        let planned = parse_without_starting(&self.written).and_then(|spec| {
+            let map = self.opts.api.as_ref().ok_or("--dry-run needs --api")?;
+            Ok((map, load(spec.level())?))
+        });
+        match planned {
+            Ok((map, scenarios)) => dry_run(map, scenarios, fuzz_cases, seed),
+            Err(e) => harness_error(e),
+        }
+    }
+
+    /// The second stage: `--start`'s commands started, if any, their ports
+    /// filled into the target, which is parsed here, once (its secrets
+    /// registered); and the reports' context naming it, with what a
+    /// replay needs to start it again (`command`: `run`, `certify`).
+    pub fn start(self, command: &str) -> Result<(Started, ReportContext), String> {
+        let (owned, text) = start_owned(&self.start, &self.written)?;
+        let spec = TargetSpec::parse(&text).map_err(|e| e.to_string())?;
+        let mut ctx = ReportContext::new(command, &spec.display_name());
+        self.start.note_in(&self.written, &mut ctx);
+        ctx.access = self.replay_flags;
+        Ok((
+            Started {
+                spec,
+                owned,
+                opts: self.opts,
+            },
+            ctx,
+        ))
+    }
+}
+
 /// The target as `--dry-run` reads it: parsed with any `{port}` of
 /// `--start` filled in by a placeholder port, nothing started.
-pub fn parse_without_starting(target: &str) -> Result<TargetSpec, String> {
+fn parse_without_starting(target: &str) -> Result<TargetSpec, String> {
     let placeholder = vec![1u16; crate::targets::replicas::MAX_REPLICAS];
     TargetSpec::parse(&crate::targets::owned::fill(target, &placeholder, None))
         .map_err(|e| e.to_string())
@@ -203,7 +285,7 @@ pub fn parse_without_starting(target: &str) -> Result<TargetSpec, String> {
 /// would send, route by route as sent; nothing is sent. A run with the
 /// same `--seed` and `--fuzz-cases` sends exactly these when no race earns
 /// more trials and nothing fails (it says so route by route at its end).
-pub fn dry_run(
+fn dry_run(
     map: &crate::targets::api_map::ApiMap,
     scenarios: Vec<Scenario>,
     fuzz_cases: u32,
@@ -571,13 +653,7 @@ pub async fn execute(
 pub struct Started {
     pub spec: TargetSpec,
     owned: Option<Owned>,
-}
-
-/// Starts `--start`'s commands, if any, and parses `--target`.
-pub fn start(args: &StartArgs, target: &str) -> Result<Started, String> {
-    let (owned, text) = start_owned(args, target)?;
-    let spec = TargetSpec::parse(&text).map_err(|e| e.to_string())?;
-    Ok(Started { spec, owned })
+    opts: TargetOptions,
 }
 
 /// When a judging reads the target's identity (`/health`).
@@ -592,7 +668,6 @@ pub enum Identity {
 /// How a started target is judged.
 #[derive(Debug)]
 pub struct Judge<'a> {
-    pub opts: TargetOptions,
     pub start_timeout_ms: u64,
     /// `--profile`, when stated.
     pub stated_profile: Option<&'a str>,
@@ -617,11 +692,11 @@ impl Started {
         narrow: impl FnOnce(Vec<Scenario>) -> Result<Vec<Scenario>, String>,
         cfg: &RunConfig,
     ) -> ExitCode {
-        let timeout_ms = how.opts.call_timeout_ms;
+        let timeout_ms = self.opts.call_timeout_ms;
         // A signal from here on still writes the reports, with the reason.
         write_reports_on_interrupt(&ctx, how.outputs, how.seed, None);
         let target =
-            match open_started(&self.spec, how.opts, self.owned, how.start_timeout_ms).await {
+            match open_started(&self.spec, self.opts, self.owned, how.start_timeout_ms).await {
                 Ok(t) => t,
                 Err(e) => return not_judged(&ctx, how.outputs, how.seed, &e),
             };

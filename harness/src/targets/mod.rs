@@ -95,6 +95,11 @@ pub enum TargetError {
          (MAX_ANSWER_JSON_VALUES): not parsed, so the step cannot be judged"
     )]
     TooManyValues { values: u64, bound: u64 },
+    /// The harness's own memory reached its ceiling (`--max-memory-bytes`)
+    /// while it read an answer: the answer was not read whole, so its step
+    /// cannot be judged.
+    #[error("the answer was not read whole: {0}")]
+    OverMemory(String),
     /// The target's TLS certificate is not one the harness trusts (an
     /// unknown issuer, another host's name, expired): the message names the
     /// certificate and the reason. Never a verdict.
@@ -139,7 +144,9 @@ impl TargetError {
             TargetError::Unsupported(_) => "unsupported",
             TargetError::BadSpec(_) => "bad_target",
             TargetError::Closed(_) => "closed",
-            TargetError::TooLarge { .. } | TargetError::TooManyValues { .. } => "too_large",
+            TargetError::TooLarge { .. }
+            | TargetError::TooManyValues { .. }
+            | TargetError::OverMemory(_) => "too_large",
             TargetError::NotHttp(_) => "not_http",
             TargetError::Certificate(_) => "certificate",
             TargetError::Oracle(_) => "oracle",

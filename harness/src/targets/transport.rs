@@ -8,6 +8,7 @@
 //! ends as a timeout) and by the response cap (an answer larger than
 //! `--max-response-bytes` is cut there and never held in memory whole).
 
+use reqkey_reference::scheme::{self, Scheme};
 use std::error::Error as _;
 
 use serde_json::Value;
@@ -155,7 +156,16 @@ pub async fn read_body(
         if body.len() as u64 + chunk.len() as u64 > cap {
             return Err(TargetError::TooLarge { cap });
         }
+        let before = body.len();
         body.extend_from_slice(&chunk);
+        // The harness's memory, each time the answer crosses another
+        // 256 KiB (answers are read side by side: up to 256 copies of a
+        // step, each up to the cap).
+        if before >> 18 != body.len() >> 18 {
+            if let Some(why) = crate::memory::over() {
+                return Err(TargetError::OverMemory(why));
+            }
+        }
     }
     Ok(body)
 }
@@ -266,9 +276,7 @@ impl HttpBase {
     /// anything else is the reason it is not one.
     pub fn parse(text: &str) -> Result<HttpBase, String> {
         let text = text.trim().trim_end_matches('/');
-        let rest = text
-            .strip_prefix("http://")
-            .or_else(|| text.strip_prefix("https://"));
+        let rest = scheme::of_scheme(text, Scheme::Http).map(|(_, rest)| rest);
         match rest {
             Some(rest) if !rest.is_empty() && !rest.contains('/') => Ok(HttpBase(text.to_owned())),
             Some(rest) if rest.contains('/') => {
@@ -293,12 +301,12 @@ impl HttpBase {
 
     /// Is it reached over TLS (`https://`)?
     pub fn is_tls(&self) -> bool {
-        self.0.starts_with("https://")
+        scheme::of_scheme(&self.0, Scheme::Http).is_some_and(|(tls, _)| tls)
     }
 
     /// `HOST:PORT`, userinfo left out (the port defaulted by the scheme).
     pub fn authority(&self) -> String {
-        let rest = self.0.split_once("://").map_or(self.0.as_str(), |(_, r)| r);
+        let rest = scheme::split(&self.0).map_or(self.0.as_str(), |u| u.rest);
         let hostport = rest.rsplit('@').next().unwrap_or(rest);
         let has_port = hostport
             .rsplit_once(':')
@@ -314,9 +322,7 @@ impl HttpBase {
     /// redacted, for forms such as `store+https://` to print back.
     pub fn shown_authority(&self) -> String {
         let shown = self.to_string();
-        shown
-            .split_once("://")
-            .map_or(shown.clone(), |(_, rest)| rest.to_owned())
+        scheme::split(&shown).map_or(shown.clone(), |u| u.rest.to_owned())
     }
 
     /// `http` or `https`.

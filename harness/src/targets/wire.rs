@@ -21,6 +21,7 @@
 //! makes, `tls.rs`, with the same trust). An absolute-form target names
 //! the `https` scheme.
 
+use reqkey_reference::scheme::{self, Scheme};
 use std::time::Duration;
 
 use reqkey_scenario::agent_step::Wire;
@@ -58,10 +59,9 @@ pub async fn exchange(
 /// The authority (`HOST:PORT`) of `base`, userinfo left out, and whether
 /// it is reached over TLS.
 fn authority(base: &str) -> Result<(&str, bool), TargetError> {
-    let (rest, tls) = match (base.strip_prefix("http://"), base.strip_prefix("https://")) {
-        (Some(rest), _) => (rest, false),
-        (_, Some(rest)) => (rest, true),
-        _ => {
+    let (rest, tls) = match scheme::of_scheme(base, Scheme::Http) {
+        Some((tls, rest)) => (rest, tls),
+        None => {
             return Err(TargetError::BadSpec(
                 "a raw wire step needs an http:// or https:// target".into(),
             ))
@@ -198,7 +198,15 @@ pub async fn read_answer(
         if raw.len() + n > limit {
             return Err(TargetError::TooLarge { cap });
         }
+        let before = raw.len();
         raw.extend_from_slice(&chunk[..n]);
+        // The harness's memory ceiling, each time the answer crosses
+        // another 256 KiB (as `transport::read_body` does).
+        if before >> 18 != raw.len() >> 18 {
+            if let Some(why) = crate::memory::over() {
+                return Err(TargetError::OverMemory(why));
+            }
+        }
     }
     parse_response(&raw, cap).map_err(|e| match e {
         Parse::Incomplete(m) => TargetError::Closed(format!("{host}: {m}")),
