@@ -235,6 +235,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
                 loaded.map(|(_, s)| s).map_err(|e| e.to_string())
             },
             args.fuzz_cases,
+            args.seed.unwrap_or_else(fresh_seed),
         );
     }
     let (started, mut ctx) = match plan.start("certify") {

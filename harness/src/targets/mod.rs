@@ -23,6 +23,7 @@
 
 pub mod access;
 pub mod api_map;
+pub mod api_plan;
 pub mod connect_log;
 pub mod http_agent;
 pub mod http_store;
@@ -40,6 +41,7 @@ pub mod spec;
 pub mod store;
 pub mod suggest;
 pub mod tls;
+pub mod together;
 pub mod transport;
 pub mod wire;
 
@@ -163,6 +165,15 @@ impl TargetError {
     }
 }
 
+/// One request of a burst sent together ([`Target::http_together`]): its
+/// answer, when its last byte left, when its answer was whole.
+#[derive(Debug, Clone)]
+pub struct Timed {
+    pub response: HttpResponse,
+    pub sent: std::time::Instant,
+    pub answered: std::time::Instant,
+}
+
 /// Something the harness can certify.
 #[async_trait]
 pub trait Target: Send + Sync + fmt::Debug {
@@ -231,6 +242,35 @@ pub trait Target: Send + Sync + fmt::Debug {
             "{} does not take HTTP requests",
             self.describe()
         )))
+    }
+
+    /// Can it send several HTTP requests so that they arrive together
+    /// ([`Target::http_together`])? Groups of the fuzzers go behind a
+    /// barrier otherwise.
+    fn sends_together(&self) -> bool {
+        false
+    }
+
+    /// Sends `requests` so that they arrive together (`together.rs`: each
+    /// on its own connection, their last bytes released at once), each
+    /// answered with its window; in the order given.
+    async fn http_together(&self, requests: Vec<HttpRequest>) -> Vec<Result<Timed, TargetError>> {
+        requests
+            .iter()
+            .map(|_| {
+                Err(TargetError::Unsupported(format!(
+                    "{} does not send requests together",
+                    self.describe()
+                )))
+            })
+            .collect()
+    }
+
+    /// The requests it sent so far, per route as sent (`METHOD /path`, a
+    /// path's ids as `{id}`): an app played through an API map counts what
+    /// `--dry-run` planned. `None` elsewhere.
+    fn sent_requests(&self) -> Option<std::collections::BTreeMap<String, u64>> {
+        None
     }
 
     /// Must its scenarios run one at a time? (An app played through an API

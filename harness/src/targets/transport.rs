@@ -43,6 +43,36 @@ pub fn client(
         .map_err(|e| TargetError::BadSpec(format!("cannot build an HTTP client: {e}")))
 }
 
+/// The URL of `path` at the target `base`, refused (exit 2, before
+/// anything is sent) unless it stays at the target's origin: the path
+/// starts with one `/`, and the URL parsed from the two has the base's
+/// scheme, host, port and userinfo (issue 57: a path `@127.0.0.1:B/...`
+/// made `http://HOST:A@127.0.0.1:B/...`, another server, and sent it the
+/// credentials).
+pub fn at_origin(base: &str, path: &str) -> Result<reqwest::Url, TargetError> {
+    let refuse = |why: &str| {
+        TargetError::BadSpec(format!(
+            "the request path `{}` would leave the target's origin ({why}): not sent",
+            crate::secrets::scrub(&path.chars().take(200).collect::<String>())
+        ))
+    };
+    if !path.starts_with('/') || path.starts_with("//") || path.contains('\\') {
+        return Err(refuse("a path starts with one `/`"));
+    }
+    let origin = reqwest::Url::parse(base).map_err(|e| refuse(&e.to_string()))?;
+    let url = reqwest::Url::parse(&format!("{base}{path}")).map_err(|e| refuse(&e.to_string()))?;
+    let same = url.scheme() == origin.scheme()
+        && url.host_str() == origin.host_str()
+        && url.port_or_known_default() == origin.port_or_known_default()
+        && url.username() == origin.username()
+        && url.password() == origin.password();
+    if same {
+        Ok(url)
+    } else {
+        Err(refuse("another scheme, host, port or userinfo"))
+    }
+}
+
 /// reqwest's own message ("error sending request") hides the cause: the
 /// message with every source appended.
 fn full_message(e: &reqwest::Error) -> String {
@@ -203,6 +233,29 @@ mod tests {
         assert!(e.to_string().contains("--target http://HOST:PORT"), "{e}");
         let e = check_protocol(Level::Agent, &json!({"protocol": "reqkey-store/1"})).unwrap_err();
         assert!(e.to_string().contains("store+http://HOST:PORT"), "{e}");
+    }
+
+    /// Issue 57: a path that makes another authority, or leaves the path.
+    #[test]
+    fn a_path_that_would_leave_the_origin_is_refused_before_sending() {
+        let base = "http://localhost:7095";
+        assert_eq!(
+            at_origin(base, "/v1/orders?x=1").unwrap().as_str(),
+            "http://localhost:7095/v1/orders?x=1"
+        );
+        for path in [
+            "@127.0.0.1:9/v1/orders",
+            "//evil.example/v1",
+            "/\\evil.example",
+            "v1/orders",
+            ":9/v1",
+            "",
+        ] {
+            let e = at_origin(base, path).unwrap_err();
+            assert!(e.is_harness_error(), "{path}");
+            assert!(e.to_string().contains("not sent"), "{path}: {e}");
+        }
+        assert!(at_origin("https://u:p@h:1", "/x").is_ok());
     }
 
     #[test]

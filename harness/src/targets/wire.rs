@@ -32,7 +32,7 @@ use crate::targets::access::Access;
 use crate::targets::{HttpRequest, HttpResponse, TargetError};
 
 /// A connection the request is written on: TCP, or TLS over TCP.
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// The most a response head may take.
@@ -77,7 +77,7 @@ pub fn request_bytes(host: &str, request: &HttpRequest) -> Vec<u8> {
 }
 
 /// [`request_bytes`], the absolute form naming `https` when `tls`.
-fn request_bytes_for(host: &str, tls: bool, request: &HttpRequest) -> Vec<u8> {
+pub fn request_bytes_for(host: &str, tls: bool, request: &HttpRequest) -> Vec<u8> {
     let scheme = if tls { "https" } else { "http" };
     let target = match request.wire {
         Wire::AbsoluteForm => format!("{scheme}://{host}{}", request.path),
@@ -132,11 +132,23 @@ async fn exchange_unbounded(
     cap: u64,
     link: &Access,
 ) -> Result<HttpResponse, TargetError> {
+    let (mut stream, host, tls) = open(base, link).await?;
+    stream
+        .write_all(&request_bytes_for(&host, tls, request))
+        .await
+        .map_err(|e| TargetError::Closed(format!("{host}: {e}")))?;
+    read_answer(stream.as_mut(), cap, &host).await
+}
+
+/// A connection to the server at `base` (TCP, or TLS with the run's
+/// trust), its `HOST:PORT` and whether it is TLS.
+pub async fn open(base: &str, link: &Access) -> Result<(Box<dyn Io>, String, bool), TargetError> {
     let (host, tls) = authority(base)?;
     let tcp = TcpStream::connect(host)
         .await
         .map_err(|e| TargetError::Unreachable(format!("{host}: {e}")))?;
-    let mut stream: Box<dyn Io> = if tls {
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn Io> = if tls {
         let config = link.tls()?;
         match crate::targets::tls::connect(config, crate::targets::tls::host_of(host), tcp).await {
             Ok(s) => Box::new(s),
@@ -155,10 +167,16 @@ async fn exchange_unbounded(
     } else {
         Box::new(tcp)
     };
-    stream
-        .write_all(&request_bytes_for(host, tls, request))
-        .await
-        .map_err(|e| TargetError::Closed(format!("{host}: {e}")))?;
+    Ok((stream, host.to_owned(), tls))
+}
+
+/// The answer on `stream`, read to the close (bounded by `cap` and the
+/// caller's timeout) and decoded.
+pub async fn read_answer(
+    stream: &mut dyn Io,
+    cap: u64,
+    host: &str,
+) -> Result<HttpResponse, TargetError> {
     let limit = usize::try_from(cap)
         .unwrap_or(usize::MAX)
         .saturating_add(MAX_HEAD_BYTES);
