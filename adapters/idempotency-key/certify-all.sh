@@ -46,7 +46,10 @@ use_start="${CERTIFY_START:-0}"
 health_timeout_s=30
 mkdir -p "$out"
 
-"$here/install.sh"
+# The Rust wrapper is built only when it is certified.
+install_args=()
+if [ -z "${LIBRARIES:-}" ] || [[ " $LIBRARIES " == *" axum-idempotent "* ]]; then install_args+=(--with-rust); fi
+"$here/install.sh" "${install_args[@]}"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 pid=""

@@ -8,12 +8,28 @@
 # python/requirements-idemgate.txt into .deps/venv-idemgate (idemgate pins a
 # Redis client the others cannot share).
 # A stamp of those four files skips a second install; --force redoes it.
-# Exits 2 when node, npm or python3 is missing, 1 when an install fails.
+# --with-rust also builds rust/ (the axum-idempotent wrapper, crates.io,
+# pinned by rust/Cargo.lock) into .deps/rust-target: only certify-all.sh
+# asks for it (the table's regeneration), so check.sh in CI builds no Rust.
+# Exits 2 when node, npm or python3 is missing (or cargo, with --with-rust),
+# 1 when an install fails.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 deps="$here/.deps"
 force=0
-[ "${1:-}" = "--force" ] && force=1
+rust=0
+for arg in "$@"; do
+  case "$arg" in
+    --force) force=1 ;;
+    --with-rust) rust=1 ;;
+    *) echo "install.sh: unknown option $arg (--force, --with-rust)" >&2; exit 2 ;;
+  esac
+done
+if [ "$rust" = 1 ]; then
+  command -v cargo >/dev/null 2>&1 || { echo "install.sh: cargo is needed for --with-rust" >&2; exit 2; }
+  echo "install.sh: cargo build of rust/ (axum-idempotent) into .deps/rust-target"
+  (cd "$here/rust" && cargo build --locked --quiet --target-dir "$deps/rust-target")
+fi
 
 for tool in node npm python3; do
   command -v "$tool" >/dev/null 2>&1 || { echo "install.sh: $tool is needed" >&2; exit 2; }

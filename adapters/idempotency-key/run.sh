@@ -13,5 +13,8 @@ case "$lib" in
   idemgate)
     [ -x "$here/.deps/venv-idemgate/bin/python" ] || { echo "run.sh: run install.sh first" >&2; exit 2; }
     exec "$here/.deps/venv-idemgate/bin/python" "$here/python/wrap_idemgate.py" "$@" ;;
-  *) echo "run.sh: unknown library '$lib' (express-idempotency, node-idempotency-nestjs, powertools-idempotency-middy, fastapi-idempotency-key, fastapi-idempotency, asgi-idempotency-header, django-idempotency-key, fastidempotent, ichido, idemgate, drf-idem)" >&2; exit 2 ;;
+  axum-idempotent)
+    [ -x "$here/.deps/rust-target/debug/reqkey-idem-axum-idempotent" ] || { echo "run.sh: run install.sh first" >&2; exit 2; }
+    exec "$here/.deps/rust-target/debug/reqkey-idem-axum-idempotent" "$@" ;;
+  *) echo "run.sh: unknown library '$lib' (express-idempotency, node-idempotency-nestjs, powertools-idempotency-middy, fastapi-idempotency-key, fastapi-idempotency, asgi-idempotency-header, django-idempotency-key, fastidempotent, ichido, idemgate, drf-idem, axum-idempotent)" >&2; exit 2 ;;
 esac

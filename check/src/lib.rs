@@ -20,7 +20,6 @@
 //! Checks name what the spec requires; they never hold a target to the
 //! reference's own choices.
 
-pub mod anomaly;
 pub mod answer;
 pub mod client;
 pub mod coverage;

@@ -360,35 +360,58 @@ pub fn read_partitioned(
     reader: impl BufRead,
     format: Option<HistoryFormat>,
 ) -> Result<PartitionedHistory, HistoryError> {
-    read_partitioned_bounded(reader, format, u64::MAX)
+    read_partitioned_bounded(reader, format, &ReadBounds::none())
 }
 
 /// The default bound on one session's history text (`reqkey check history
-/// --max-session-bytes`): its typed form takes about 5.6 times the text
-/// (measured: a 62 MB session, 347 MB peak), so 256 MiB of one session
-/// is about 1.5 GB held.
+/// --max-session-bytes`): its typed form takes about 2.5 to 6 times the
+/// text by what it holds (measured: a 62 MB session, 347 MB peak; 254 MB
+/// of sequential commits, 1.24 GB peak with the search and the report),
+/// so 256 MiB of one session is at most about 1.5 GB held.
 pub const DEFAULT_MAX_SESSION_BYTES: u64 = 256 * 1024 * 1024;
 
-/// A reader that counts what it gave and gives nothing more once told
-/// to stop.
-struct Counted<R> {
+/// How often a reader asks its memory gauge: every this many bytes of
+/// text read.
+pub const GAUGE_EVERY_BYTES: u64 = 1 << 18;
+
+/// A reader that counts what it gave, asks `over` every
+/// [`GAUGE_EVERY_BYTES`] (what it answers is kept in `why`), and gives
+/// nothing more once told to stop or once `over` said why.
+struct Counted<'g, R> {
     inner: R,
     read: std::rc::Rc<std::cell::Cell<u64>>,
     stop: std::rc::Rc<std::cell::Cell<bool>>,
+    over: &'g dyn Fn() -> Option<String>,
+    gauged_at: u64,
+    why: std::rc::Rc<std::cell::RefCell<Option<String>>>,
 }
 
-impl<R: std::io::Read> std::io::Read for Counted<R> {
+impl<R> Counted<'_, R> {
+    fn counted(&mut self, amount: usize) {
+        let read = self.read.get() + amount as u64;
+        self.read.set(read);
+        if read - self.gauged_at >= GAUGE_EVERY_BYTES {
+            self.gauged_at = read;
+            if let Some(why) = (self.over)() {
+                self.stop.set(true);
+                *self.why.borrow_mut() = Some(why);
+            }
+        }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Counted<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         if self.stop.get() {
             return Ok(0);
         }
         let n = self.inner.read(buf)?;
-        self.read.set(self.read.get() + n as u64);
+        self.counted(n);
         Ok(n)
     }
 }
 
-impl<R: BufRead> BufRead for Counted<R> {
+impl<R: BufRead> BufRead for Counted<'_, R> {
     fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
         if self.stop.get() {
             return Ok(&[]);
@@ -397,26 +420,80 @@ impl<R: BufRead> BufRead for Counted<R> {
     }
 
     fn consume(&mut self, amount: usize) {
-        self.read.set(self.read.get() + amount as u64);
+        self.counted(amount);
         self.inner.consume(amount);
     }
 }
 
-/// [`read_partitioned`] holding at most `max_session_bytes` of history
-/// text for any one session: past it, reading stops and the history is
-/// refused (an error naming the session and the bound) before more of it
-/// is held.
+/// What a history is read within: a bound on each session's text, and a
+/// gauge of the reader's memory asked every [`GAUGE_EVERY_BYTES`] of text
+/// (`Some(why)`: reading stops, the history is refused with `why`).
+/// `reqkey check history` gives `--max-session-bytes` and its memory
+/// ceiling (`--max-memory-bytes`).
+#[allow(missing_debug_implementations)]
+pub struct ReadBounds<'g> {
+    pub max_session_bytes: u64,
+    pub over_memory: &'g dyn Fn() -> Option<String>,
+}
+
+impl ReadBounds<'_> {
+    /// No bound at all.
+    pub fn none() -> ReadBounds<'static> {
+        ReadBounds {
+            max_session_bytes: u64::MAX,
+            over_memory: &|| None,
+        }
+    }
+}
+
+/// [`read_history`] through a reader that asks `over` every
+/// [`GAUGE_EVERY_BYTES`]: past it, reading stops and the history is
+/// refused with what `over` said, placed where reading stopped.
+pub fn read_history_gauged(
+    reader: impl BufRead,
+    format: Option<HistoryFormat>,
+    over: &dyn Fn() -> Option<String>,
+    sink: &mut dyn FnMut(usize, Operation),
+) -> Result<usize, HistoryError> {
+    let why = std::rc::Rc::new(std::cell::RefCell::new(None));
+    let counted = Counted {
+        inner: reader,
+        read: std::rc::Rc::default(),
+        stop: std::rc::Rc::default(),
+        over,
+        gauged_at: 0,
+        why: std::rc::Rc::clone(&why),
+    };
+    let outcome = read_history(counted, format, sink);
+    let stopped = why.borrow_mut().take();
+    match (outcome, stopped) {
+        (Err(e), Some(message)) => Err(HistoryError::at(e.line, e.column, message)),
+        (Ok(_), Some(message)) => Err(HistoryError::at(1, 1, message)),
+        (outcome, None) => outcome,
+    }
+}
+
+/// [`read_partitioned`] within `bounds`: at most
+/// `bounds.max_session_bytes` of history text held for any one session,
+/// and the memory gauge asked as it reads. Past either, reading stops and
+/// the history is refused (an error naming the bound, placed at the entry
+/// where reading stopped) before more of it is held.
 pub fn read_partitioned_bounded(
     reader: impl BufRead,
     format: Option<HistoryFormat>,
-    max_session_bytes: u64,
+    bounds: &ReadBounds<'_>,
 ) -> Result<PartitionedHistory, HistoryError> {
+    let max_session_bytes = bounds.max_session_bytes;
     let read = std::rc::Rc::new(std::cell::Cell::new(0u64));
     let stop = std::rc::Rc::new(std::cell::Cell::new(false));
+    let why = std::rc::Rc::new(std::cell::RefCell::new(None));
     let counted = Counted {
         inner: reader,
         read: std::rc::Rc::clone(&read),
         stop: std::rc::Rc::clone(&stop),
+        over: bounds.over_memory,
+        gauged_at: 0,
+        why: std::rc::Rc::clone(&why),
     };
     let mut builder = PartitionedHistoryBuilder::default();
     let mut given = 0u64;
@@ -439,6 +516,7 @@ pub fn read_partitioned_bounded(
             }
         }
     });
+    let over = over.or_else(|| why.borrow_mut().take());
     match (outcome, over) {
         // Reading stopped right after the entry that crossed the bound:
         // the error is placed there.

@@ -3,15 +3,19 @@
 # unchanged through an API map (orders_api.map.yaml; docs/idempotency-key.md,
 # "Certifying your own API").
 #
-#   ORDERS_API_TOKENS='alice=tok-a,bob=tok-b,mallory=tok-m' python3 orders_api.py --port 7095
-#   --broken check-then-set   ships the classic bug: the layer looks for the key,
-#                             then takes it after the handler ran (a burst runs twice)
+#   ORDERS_API_TOKENS='alice=tok-a,bob=tok-b' python3 orders_api.py --port 7095
+#   --broken BUG[,BUG]   ships bugs on purpose (harness/tests/api_map.rs):
+#     check-then-set     the layer looks for the key, then takes it after the
+#                        handler ran (a burst runs twice)
+#     racy-declines      the same, on declined charges only (the failing route)
+#     unscoped-key       one record per method, path and key, whoever asks:
+#                        another customer's retry gets the first one's order
 import hashlib, json, os, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 TOKENS = dict(p.split("=", 1) for p in os.environ.get("ORDERS_API_TOKENS", "").split(",") if "=" in p)
 CUSTOMERS = {token: name for name, token in TOKENS.items()}
-BROKEN = "--broken" in sys.argv and sys.argv[sys.argv.index("--broken") + 1] == "check-then-set"
+BUGS = set(sys.argv[sys.argv.index("--broken") + 1].split(",")) if "--broken" in sys.argv else set()
 LOCK, SEQ, ORDERS, CHARGES, KEYS = threading.Lock(), [0], {}, {}, {}
 
 def new_id(prefix):
@@ -44,9 +48,11 @@ def idempotent(customer, method, path, headers, raw, handler):
     key = headers.get("Idempotency-Key")
     if key is None or key == "":
         return 400, {}, {"error": {"type": "idempotency_key_required"}}
-    fingerprint = hashlib.sha256(json.dumps(json.loads(raw), sort_keys=True).encode()).hexdigest()
-    slot = (customer, method, path, key)
-    if BROKEN:
+    body = json.loads(raw)
+    fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    slot = (None if "unscoped-key" in BUGS else customer, method, path, key)
+    racy = "check-then-set" in BUGS or ("racy-declines" in BUGS and body.get("card") == "declined")
+    if racy:
         with LOCK:
             record = KEYS.get(slot)
         if record is None:

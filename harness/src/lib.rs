@@ -27,6 +27,8 @@
 //!   their own.
 //! - [`secrets`]: the one redacted display of targets and command lines,
 //!   and the scrub every output goes through.
+//! - [`memory`]: the process's resident memory and the ceiling every
+//!   reader of an input holds it to (`--max-memory-bytes`).
 //! - [`cmd`]: the `reqkey` command line, one file per command; the binary's
 //!   `main` only parses and dispatches.
 
@@ -89,6 +91,7 @@ mod quiet_print {
 
 pub mod bench;
 pub mod cmd;
+pub mod memory;
 pub mod proxy;
 pub mod report;
 pub mod run;

@@ -21,6 +21,7 @@
 //! than [`MIN_SECRET_CHARS`] is not scrubbed from free text (it would
 //! garble every word that holds it); the displays hide it all the same.
 
+use reqkey_reference::scheme;
 use std::sync::Mutex;
 
 /// What a hidden part is shown as.
@@ -56,39 +57,283 @@ pub fn scrub(text: &str) -> String {
     scrub_with(text, &secrets)
 }
 
-/// `text` with each of `secrets` (longest first) replaced by `***`.
+/// `text` with each of `secrets` (longest first) replaced by `***`,
+/// wherever it stands raw or escaped ([`spellings_at`]).
 fn scrub_with(text: &str, secrets: &[String]) -> String {
     let mut out = text.to_owned();
     for s in secrets.iter() {
-        if out.contains(s.as_str()) {
-            out = out.replace(s.as_str(), REDACTED);
+        let chars: Vec<char> = s.chars().collect();
+        if let Some(replaced) = replace_spelt(&out, &chars) {
+            out = replaced;
         }
     }
     out
 }
 
-/// [`scrub`] for serialized JSON: the document stays valid JSON. A
-/// secret is replaced as it stands inside a string (JSON-escaped when it
-/// holds a quote, a backslash or a control character); an all-digit
-/// secret is left, since it cannot be told from the document's numbers.
+/// The longest secret looked for in its escaped forms (a longer one is
+/// still replaced where it stands raw).
+const MAX_ESCAPED_SECRET_CHARS: usize = 4_096;
+/// The most places in a text one partial match may stand at once (each
+/// character of a secret has at most four spellings; the bound keeps a
+/// pathological secret linear).
+const MAX_MATCH_STATES: usize = 16;
+
+/// `text` with every spelling of `secret` replaced by `***`, or `None`
+/// when it holds none.
+fn replace_spelt(text: &str, secret: &[char]) -> Option<String> {
+    let first = *secret.first()?;
+    if secret.len() > MAX_ESCAPED_SECRET_CHARS {
+        let raw: String = secret.iter().collect();
+        return text.contains(&raw).then(|| text.replace(&raw, REDACTED));
+    }
+    let bytes = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    // Bounded: every round moves `i` forward by at least one character.
+    while i < bytes.len() {
+        let b = bytes[i];
+        let may_start = text[i..].starts_with(first)
+            || matches!(b, b'\\' | b'&' | b'%')
+            || (b == b'+' && first == ' ');
+        if may_start {
+            if let Some(end) = match_end(bytes, i, secret) {
+                let o = out.get_or_insert_with(String::new);
+                o.push_str(&text[copied..i]);
+                o.push_str(REDACTED);
+                copied = end;
+                i = end;
+                continue;
+            }
+        }
+        i += text[i..].chars().next().map_or(1, char::len_utf8);
+    }
+    out.map(|mut o| {
+        o.push_str(&text[copied..]);
+        o
+    })
+}
+
+/// Where a spelling of `secret` that starts at `start` ends (the longest),
+/// each of its characters raw or escaped.
+fn match_end(text: &[u8], start: usize, secret: &[char]) -> Option<usize> {
+    let mut at = vec![start];
+    let mut next = Vec::new();
+    let mut lens = Vec::new();
+    for &c in secret {
+        next.clear();
+        for &p in &at {
+            lens.clear();
+            spellings_at(text, p, c, &mut lens);
+            for l in &lens {
+                if !next.contains(&(p + l)) && next.len() < MAX_MATCH_STATES {
+                    next.push(p + l);
+                }
+            }
+        }
+        if next.is_empty() {
+            return None;
+        }
+        std::mem::swap(&mut at, &mut next);
+    }
+    at.into_iter().max()
+}
+
+/// The lengths of the spellings of `c` that stand at `text[at..]`: the
+/// character itself; a JSON escape (`\"`, `\\`, `\/`, `\n`, `\u0022`, a
+/// surrogate pair); an HTML or XML character reference (`&quot;`,
+/// `&apos;`, `&#34;`, `&#x22;`); its UTF-8 bytes percent-encoded (`%22`,
+/// either case), or `+` for a space (a URL's query). So a secret an app
+/// echoes inside JSON, a report escapes for HTML or XML, or a URL carries
+/// is found like the raw one.
+fn spellings_at(text: &[u8], at: usize, c: char, out: &mut Vec<usize>) {
+    let rest = &text[at.min(text.len())..];
+    let mut utf8 = [0u8; 4];
+    let raw = c.encode_utf8(&mut utf8).as_bytes();
+    if rest.starts_with(raw) {
+        out.push(raw.len());
+    }
+    match rest.first() {
+        Some(b'\\') => json_spellings(rest, c, out),
+        Some(b'&') => {
+            if let Some((d, len)) = character_reference(rest) {
+                if d == c {
+                    out.push(len);
+                }
+            }
+        }
+        Some(b'%') => {
+            let mut len = 0;
+            for byte in raw {
+                match rest.get(len..len + 3) {
+                    Some([b'%', h, l]) if hex_pair(*h, *l) == Some(*byte) => len += 3,
+                    _ => return,
+                }
+            }
+            out.push(len);
+        }
+        Some(b'+') if c == ' ' => out.push(1),
+        _ => {}
+    }
+}
+
+fn hex_digit(b: u8) -> Option<u32> {
+    (b as char).to_digit(16)
+}
+
+fn hex_pair(h: u8, l: u8) -> Option<u8> {
+    u8::try_from(hex_digit(h)? * 16 + hex_digit(l)?).ok()
+}
+
+/// The four hex digits at `text[..4]` as a number.
+fn hex4(text: &[u8]) -> Option<u32> {
+    text.get(..4)?
+        .iter()
+        .try_fold(0u32, |n, b| Some(n * 16 + hex_digit(*b)?))
+}
+
+/// How deep JSON escapes nest that [`json_spellings`] reads: a JSON text
+/// inside a JSON string inside a JSON string ... (an app's answer quoted
+/// in a report that is itself JSON-escaped for the terminal).
+const MAX_JSON_DEPTH: u32 = 4;
+
+/// The lengths of the spellings of `c` at the start of `text` (which
+/// starts with a backslash) as JSON escapes at any depth up to
+/// [`MAX_JSON_DEPTH`]: at depth `k` a backslash is `2^k` backslashes, a
+/// quote (or `/`) `2^k - 1` backslashes and the quote, and any other
+/// escape (`\n`, `\u0022`, a surrogate pair) its letter after `2^(k-1)`
+/// backslashes.
+fn json_spellings(text: &[u8], c: char, out: &mut Vec<usize>) {
+    let run = text
+        .iter()
+        .take(1 << MAX_JSON_DEPTH)
+        .take_while(|b| **b == b'\\')
+        .count();
+    if c == '\\' {
+        out.extend(
+            (0..=MAX_JSON_DEPTH)
+                .map(|k| 1usize << k)
+                .filter(|p| *p <= run),
+        );
+    }
+    if !run.is_power_of_two() && !(run + 1).is_power_of_two() {
+        return;
+    }
+    let after = &text[run..];
+    if matches!(c, '"' | '/') && after.first() == Some(&(c as u8)) && (run + 1).is_power_of_two() {
+        out.push(run + 1);
+        return;
+    }
+    if !run.is_power_of_two() {
+        return;
+    }
+    let d = match after.first() {
+        Some(b'b') => '\u{8}',
+        Some(b'f') => '\u{c}',
+        Some(b'n') => '\n',
+        Some(b'r') => '\r',
+        Some(b't') => '\t',
+        Some(b'u') => {
+            let Some(unit) = after.get(1..).and_then(hex4) else {
+                return;
+            };
+            if !(0xD800..0xDC00).contains(&unit) {
+                if char::from_u32(unit) == Some(c) {
+                    out.push(run + 5);
+                }
+                return;
+            }
+            // A surrogate pair: the second half escaped the same way.
+            let second = &after[5.min(after.len())..];
+            let same = second.len() > run
+                && second[..run].iter().all(|b| *b == b'\\')
+                && second[run] == b'u';
+            let low = if same {
+                second.get(run + 1..).and_then(hex4)
+            } else {
+                None
+            };
+            if let Some(low) = low.filter(|l| (0xDC00..0xE000).contains(l)) {
+                let scalar = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                if char::from_u32(scalar) == Some(c) {
+                    out.push(2 * (run + 5));
+                }
+            }
+            return;
+        }
+        _ => return,
+    };
+    if d == c {
+        out.push(run + 1);
+    }
+}
+
+/// The character an HTML or XML character reference at the start of
+/// `text` stands for (`&quot;`, `&amp;`, `&lt;`, `&gt;`, `&apos;`, `&#N;`,
+/// `&#xH;`), and its length.
+fn character_reference(text: &[u8]) -> Option<(char, usize)> {
+    let end = text.iter().take(12).position(|b| *b == b';')?;
+    let body = std::str::from_utf8(&text[1..end]).ok()?;
+    let c = match body {
+        "quot" => '"',
+        "amp" => '&',
+        "lt" => '<',
+        "gt" => '>',
+        "apos" => '\'',
+        _ => {
+            let number = body.strip_prefix('#')?;
+            let value = match number.strip_prefix(['x', 'X']) {
+                Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+                None => number.parse().ok()?,
+            };
+            char::from_u32(value)?
+        }
+    };
+    Some((c, end + 1))
+}
+
+/// [`scrub`] for serialized JSON: the document stays valid JSON. Every
+/// string of it (keys included) is read, scrubbed as text (so a secret
+/// inside a string that itself holds escaped JSON, an app's answer quoted
+/// in a report, is found too) and written again where it changed; numbers
+/// and the layout are left as they are.
 pub fn scrub_json(serialized: &str) -> String {
     let secrets = SECRETS
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut out = serialized.to_owned();
-    for s in secrets.iter() {
-        if s.bytes().all(|b| b.is_ascii_digit()) {
+    if secrets.is_empty() {
+        return serialized.to_owned();
+    }
+    let bytes = serialized.as_bytes();
+    let mut out = String::with_capacity(serialized.len());
+    let mut copied = 0;
+    let mut i = 0;
+    // Bounded: every round moves `i` past a string or one byte.
+    while i < bytes.len() {
+        if bytes[i] != b'"' {
+            i += 1;
             continue;
         }
-        let quoted = serde_json::to_string(s).unwrap_or_default();
-        let inner = quoted
-            .strip_prefix('"')
-            .and_then(|q| q.strip_suffix('"'))
-            .unwrap_or(s);
-        if out.contains(inner) {
-            out = out.replace(inner, REDACTED);
+        let mut end = i + 1;
+        while end < bytes.len() && bytes[end] != b'"' {
+            end += if bytes[end] == b'\\' { 2 } else { 1 };
         }
+        let end = (end + 1).min(bytes.len());
+        let Some(token) = serialized.get(i..end) else {
+            i = end;
+            continue;
+        };
+        if let Ok(text) = serde_json::from_str::<String>(token) {
+            let scrubbed = scrub_with(&text, &secrets);
+            if scrubbed != text {
+                out.push_str(&serialized[copied..i]);
+                out.push_str(&serde_json::to_string(&scrubbed).unwrap_or_default());
+                copied = end;
+            }
+        }
+        i = end;
     }
+    out.push_str(&serialized[copied..]);
     out
 }
 
@@ -97,13 +342,16 @@ pub fn scrub_json(serialized: &str) -> String {
 /// user is a role, never a secret, as `redact_url` shows it: remembering
 /// `postgres` as a secret hid the word in every report (`***://...`).
 fn url_secrets(url: &str) -> Vec<String> {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let Some(written) = scheme::split(url) else {
         return Vec::new();
     };
-    let postgres = scheme
+    let rest = written.rest;
+    let postgres = written
+        .name
         .rsplit('@')
         .next()
-        .is_some_and(|s| s == "postgres" || s == "postgresql" || s.starts_with("postgres+"));
+        .and_then(scheme::known)
+        .is_some_and(|k| k.scheme.is_postgres());
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
     let mut found = Vec::new();
@@ -139,17 +387,20 @@ fn url_secrets(url: &str) -> Vec<String> {
 /// hides them wherever they reappear.
 pub fn register_target(text: &str) {
     // `reference-agent@postgres://u:p@h/db`: the URL starts at its scheme.
-    let from = text.find("://").map_or(0, |i| {
-        text[..i]
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-            .map_or(0, |j| j + 1)
-    });
-    for url in text[from..].split(",http://") {
-        let url = if url.contains("://") {
-            url.to_owned()
-        } else {
-            format!("http://{url}")
-        };
+    let from = scheme::url_start(text).unwrap_or(0);
+    // Replicas (`http://a:1,http://b:2`) are URLs apart; a cluster's
+    // hosts (`redis+cluster://a:1,b:2`) belong to its one URL.
+    let mut urls: Vec<String> = Vec::new();
+    for piece in text[from..].split(',') {
+        match urls.last_mut() {
+            Some(last) if scheme::split(piece).is_none() => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => urls.push(piece.to_owned()),
+        }
+    }
+    for url in urls {
         for s in url_secrets(&url) {
             remember(&s);
         }
@@ -245,14 +496,8 @@ fn word_secrets(word: &str, hide_next: &mut bool) -> Vec<(usize, usize)> {
         return vec![(0, word.len())];
     }
     let mut found = Vec::new();
-    if word.contains("://") {
-        for secret in url_secrets(
-            &word[word.find("://").map_or(0, |i| {
-                word[..i]
-                    .rfind(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
-                    .map_or(0, |j| j + 1)
-            })..],
-        ) {
+    if let Some(from) = scheme::url_start(word) {
+        for secret in url_secrets(&word[from..]) {
             if secret.is_empty() {
                 continue;
             }
@@ -499,6 +744,92 @@ mod tests {
         let back: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(back["seed"], 9_876_543_210_u64);
         assert_eq!(back["said"], "*** and ***");
+    }
+
+    /// Issue 57: a credential holding `"`, `\`, markup, a blank or a
+    /// non-ASCII letter, as an app echoes it inside JSON, as each report
+    /// format escapes it and as a URL carries it.
+    #[test]
+    fn a_secret_is_hidden_in_every_escaped_form() {
+        let secret = "Bearer tok\"en\\x<&>'/ é🦀-57";
+        register_secret(secret);
+        let json = serde_json::to_string(secret).unwrap_or_default();
+        let json = &json[1..json.len() - 1];
+        let ascii_json: String = secret
+            .encode_utf16()
+            .map(|u| match u {
+                0x20..=0x7e if u != 0x22 && u != 0x5c => char::from(u as u8).to_string(),
+                _ => format!("\\u{u:04X}"),
+            })
+            .collect();
+        let html: String = secret
+            .chars()
+            .map(|c| match c {
+                '"' => "&quot;".to_owned(),
+                '\'' => "&#39;".to_owned(),
+                '&' => "&amp;".to_owned(),
+                '<' => "&lt;".to_owned(),
+                '>' => "&gt;".to_owned(),
+                c => c.to_string(),
+            })
+            .collect();
+        let xml = html.replace("&#39;", "&apos;");
+        let numeric: String = secret
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_string()
+                } else {
+                    format!("&#x{:x};", u32::from(c))
+                }
+            })
+            .collect();
+        let url = |upper: bool, plus: bool| -> String {
+            secret
+                .bytes()
+                .map(|b| match b {
+                    b' ' if plus => "+".to_owned(),
+                    b if b.is_ascii_alphanumeric() || b"-._~".contains(&b) => {
+                        char::from(b).to_string()
+                    }
+                    b if upper => format!("%{b:02X}"),
+                    b => format!("%{b:02x}"),
+                })
+                .collect()
+        };
+        let twice = serde_json::to_string(json).unwrap_or_default();
+        let twice = &twice[1..twice.len() - 1];
+        let thrice = serde_json::to_string(&format!("{{\"a\":\"{twice}\"}}")).unwrap_or_default();
+        let thrice = &thrice[10..thrice.len() - 4];
+        let forms = [
+            secret.to_owned(),
+            json.to_owned(),
+            twice.to_owned(),
+            thrice.to_owned(),
+            json.replace('/', "\\/"),
+            ascii_json,
+            html,
+            xml,
+            numeric,
+            url(true, false),
+            url(false, true),
+        ];
+        for form in &forms {
+            let said = format!("the app said {{\"echo\":\"{form}\"}} then");
+            let scrubbed = scrub(&said);
+            assert_eq!(scrubbed, "the app said {\"echo\":\"***\"} then", "{form}");
+        }
+        // In results.json, the app's JSON answer is a string inside a string.
+        let answer = format!("{{\"echo\":\"{json}\"}}");
+        let doc = serde_json::json!({"body": answer, "n": 57}).to_string();
+        let scrubbed = scrub_json(&doc);
+        assert!(!scrubbed.contains("tok"), "{scrubbed}");
+        let back: serde_json::Value = serde_json::from_str(&scrubbed).unwrap_or_default();
+        assert_eq!(back["n"], 57);
+        assert_eq!(back["body"], "{\"echo\":\"***\"}");
+        // The token after the scheme alone, too (register_credential does).
+        register_secret("tok\"en\\x<&>'/ é🦀-57");
+        assert_eq!(scrub("tok\\\"en\\\\x\\u003c&>'/ é🦀-57"), "***");
     }
 
     #[test]

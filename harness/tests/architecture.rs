@@ -494,10 +494,12 @@ fn the_room_check_fails_on_an_arrow_against_the_layering() {
 
 /// Files at the top of `harness/src` that every room may use and that use
 /// no room: what every output goes through (`secrets.rs`, the one redacted
-/// display of anything that can carry a secret). Printing that a closed
-/// pipe cannot turn into a panic is a module inside `lib.rs`, so the top
-/// holds three files at most (issue 50).
-const SUPPORT: [&str; 1] = ["secrets.rs"];
+/// display of anything that can carry a secret) and the memory ceiling
+/// every reader of an input checks (`memory.rs`, issue 58: readers sit in
+/// `targets`, `report` and `cmd`). Printing that a closed pipe cannot turn
+/// into a panic is a module inside `lib.rs`, so the top holds four files
+/// at most (issue 50, and issue 58's one more).
+const SUPPORT: [&str; 2] = ["secrets.rs", "memory.rs"];
 
 /// The fuzzers' files of `run/` that sit outside their room `run/fuzz/`
 /// (issue 50: the seven `fuzz*` files lay side by side in `run/`).
@@ -553,8 +555,8 @@ fn the_harness_keeps_its_files_in_rooms() {
         top.difference(&allowed).collect::<Vec<_>>()
     );
     assert!(
-        top.len() <= 3,
-        "harness/src holds {top:?} at its top: three files at most"
+        top.len() <= 2 + SUPPORT.len(),
+        "harness/src holds {top:?} at its top: lib.rs, main.rs and the support files at most"
     );
     // A support file is below every room: it imports none of them.
     for file in SUPPORT {
@@ -743,4 +745,186 @@ fn no_source_file_is_left_out_of_the_repository() {
         ignored.trim().is_empty(),
         "ignored by .gitignore: {ignored}"
     );
+}
+
+/// The one file that knows the schemes of URLs (target and database URLs
+/// alike, issue 58): every other file asks it.
+const SCHEME_MODULE: &str = "reference-impl/src/scheme.rs";
+
+/// The heads of every scheme reqkey reads (`store+https`, `postgres+...`
+/// and `rediss` start with one of them).
+const SCHEME_HEADS: [&str; 5] = ["http", "store+", "idem+", "postgres", "redis"];
+
+/// A file's code without its comments (a `//` inside a string literal is
+/// code) and without the items under `#[cfg(test)]` (tests may spell
+/// URLs): each is cut from the attribute to its closing brace.
+fn production_code(text: &str) -> String {
+    let mut code = String::with_capacity(text.len());
+    for line in text.lines() {
+        let (mut in_string, mut escaped) = (false, false);
+        let bytes = line.as_bytes();
+        let mut end = line.len();
+        for (i, &b) in bytes.iter().enumerate() {
+            if in_string {
+                match (escaped, b) {
+                    (true, _) => escaped = false,
+                    (false, b'\\') => escaped = true,
+                    (false, b'"') => in_string = false,
+                    _ => {}
+                }
+            } else if b == b'"' {
+                in_string = true;
+            } else if b == b'/' && bytes.get(i + 1) == Some(&b'/') {
+                end = i;
+                break;
+            }
+        }
+        code.push_str(&line[..end]);
+        code.push('\n');
+    }
+    while let Some(at) = code.find("#[cfg(test)]") {
+        let Some(open) = code[at..].find('{').map(|o| at + o) else {
+            code.truncate(at);
+            break;
+        };
+        let mut depth = 0usize;
+        let mut close = code.len();
+        for (i, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        close = open + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        code.replace_range(at..close, "");
+    }
+    code
+}
+
+/// The places in `code` that take a URL's scheme apart by hand: a string
+/// method given a literal that holds `://` or starts with a scheme's head
+/// (`.starts_with("redis")`, `.strip_prefix("store+http://")`,
+/// `.split_once("://")`).
+fn scheme_matches(code: &str) -> Vec<String> {
+    const METHODS: [&str; 11] = [
+        ".starts_with(\"",
+        ".strip_prefix(\"",
+        ".ends_with(\"",
+        ".strip_suffix(\"",
+        ".split_once(\"",
+        ".rsplit_once(\"",
+        ".split(\"",
+        ".find(\"",
+        ".rfind(\"",
+        ".contains(\"",
+        ".matches(\"",
+    ];
+    let is_scheme = |literal: &str| {
+        literal.contains("://") || SCHEME_HEADS.iter().any(|h| literal.starts_with(h))
+    };
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        for method in METHODS {
+            for (at, _) in line.match_indices(method) {
+                let literal = &line[at + method.len()..];
+                let literal = literal.split('"').next().unwrap_or("");
+                if is_scheme(literal) {
+                    found.push(format!("line {}: {}", n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Every place outside [`SCHEME_MODULE`] (in the workspace's crates, tests
+/// aside) that matches a URL's scheme by hand.
+fn scheme_parsers(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (_, dir, _) in CRATES {
+        let mut files = Vec::new();
+        rust_files(&root.join(dir).join("src"), &mut files);
+        for f in files {
+            let rel = f
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            if rel == SCHEME_MODULE {
+                continue;
+            }
+            let code = production_code(&std::fs::read_to_string(&f).unwrap());
+            out.extend(
+                scheme_matches(&code)
+                    .into_iter()
+                    .map(|m| format!("{rel}: {m}")),
+            );
+        }
+    }
+    out
+}
+
+#[test]
+fn one_module_parses_url_schemes() {
+    let root = workspace();
+    assert!(root.join(SCHEME_MODULE).is_file(), "{SCHEME_MODULE}");
+    let found = scheme_parsers(&root);
+    assert!(
+        found.is_empty(),
+        "URL schemes matched outside {SCHEME_MODULE} (ask reqkey_reference::scheme): {found:#?}"
+    );
+    // The check fails on a tree with a second parser, and passes the
+    // module itself, tests and text that only writes a URL.
+    let dir = std::env::temp_dir().join(format!("reqkey-schemes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for (_, crate_dir, _) in CRATES {
+        std::fs::create_dir_all(dir.join(crate_dir).join("src")).unwrap();
+    }
+    std::fs::write(
+        dir.join(SCHEME_MODULE),
+        "pub fn split(t: &str) { t.split_once(\"://\"); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("harness/src/fine.rs"),
+        "// a comment: t.starts_with(\"redis://\")\nfn f(tls: bool) -> String { format!(\"{}://h\", if tls { \"https\" } else { \"http\" }) }\n#[cfg(test)]\nmod tests { fn t() { assert!(\"redis://h\".starts_with(\"redis\")); } }\n",
+    )
+    .unwrap();
+    assert!(
+        scheme_parsers(&dir).is_empty(),
+        "{:?}",
+        scheme_parsers(&dir)
+    );
+    for (name, code) in [
+        (
+            "prefix.rs",
+            "fn f(t: &str) -> bool { t.starts_with(\"redis\") }\n",
+        ),
+        (
+            "strip.rs",
+            "fn f(t: &str) { t.strip_prefix(\"store+http://\"); }\n",
+        ),
+        ("split.rs", "fn f(t: &str) { t.split_once(\"://\"); }\n"),
+        (
+            "contains.rs",
+            "fn f(s: &str) -> bool { s.contains(\"://\") }\n",
+        ),
+    ] {
+        let file = dir.join("check/src").join(name);
+        std::fs::write(&file, code).unwrap();
+        let found = scheme_parsers(&dir);
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
+        assert!(
+            found[0].starts_with(&format!("check/src/{name}: line 1")),
+            "{found:?}"
+        );
+        std::fs::remove_file(&file).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

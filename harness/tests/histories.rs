@@ -431,3 +431,88 @@ fn a_session_over_its_bound_is_refused_before_it_is_held() {
     let (code, out) = check(&file, &["--max-session-bytes", "10000000"]);
     assert_eq!(code, Some(0), "{out}");
 }
+
+/// `n` commits of one session, one after the other (none overlaps),
+/// each starting the next run from the last; the last answered with a
+/// start sequence no order gives when `bad`.
+fn sequential_commits(n: usize, bad: bool) -> String {
+    let mut text = String::from("[\n");
+    for i in 0..n {
+        let expected = if i == 0 {
+            "null".to_owned()
+        } else {
+            format!("\"r{}\"", i - 1)
+        };
+        let seq = if bad && i == n - 1 { i + 5 } else { i + 1 };
+        let sep = if i + 1 < n { ",\n" } else { "\n" };
+        text.push_str(&format!(
+            r#"{{"process":"c.0","call_ns":{},"return_ns":{},"op":"commitRunStart","args":{{"startRun":{{"sessionId":"s","runId":"r{i}","expectedCurrentRunId":{expected},"input":{{"text":"hello {i}"}},"requestKey":"k{i}","requestDigest":"d{i}"}}}},"answer":{{"ok":{{"outcome":"started","run":{{"sessionId":"s","runId":"r{i}","status":"running","startSequence":{seq},"requestKey":"k{i}","requestDigest":"d{i}"}}}}}}}}{sep}"#,
+            10 * i,
+            10 * i + 5
+        ));
+    }
+    text.push(']');
+    text
+}
+
+/// The peak memory the verdict-only line reports, in MiB.
+fn peak_mib(out: &str) -> u64 {
+    out.split("peak memory ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no peak memory in: {out}"))
+}
+
+#[test]
+fn a_history_is_judged_within_the_memory_ceiling_or_refused_where_reading_stopped() {
+    // Issue 58: a 257 MB sequential history that is not linearizable
+    // peaked at 10.2 GB and was aborted by a 12 GB cap (the anomaly pass
+    // cloned the spec state at each of its operations); 10,000 commits
+    // took 22 GB. The same shape at a small scale, against a ceiling made
+    // small: 12,000 commits (4.4 MB), judged under 96 MiB with the
+    // anomaly named, and refused under 32 MiB (exit 2, naming the bound,
+    // placed where reading stopped), never aborted.
+    let dir = scratch("memory-ceiling");
+    let file = dir.join("sequential-not.json");
+    std::fs::write(&file, sequential_commits(12_000, true)).unwrap();
+    let ceiling = (96u64 << 20).to_string();
+    let (code, out) = check(&file, &["--max-memory-bytes", &ceiling]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("the first answer no order can give: #11999"),
+        "{out}"
+    );
+    assert!(
+        out.contains("placed after 11999 operations (#0 first; the last 6:"),
+        "{out}"
+    );
+    assert!(out.contains("… and 11936 more of the file"), "{out}");
+    assert!(out.len() < 100_000, "a bounded report: {} bytes", out.len());
+    // Its peak, as the process measured it, within the ceiling.
+    let (code, out) = check(&file, &["--max-memory-bytes", &ceiling, "--verdict-only"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(peak_mib(&out) <= 96, "{out}");
+    // Under a ceiling it cannot fit: exit 2, where reading stopped.
+    let small = (32u64 << 20).to_string();
+    for extra in [&[][..], &["--convert-to", "jepsen"][..]] {
+        let mut args = vec!["--max-memory-bytes", small.as_str()];
+        args.extend_from_slice(extra);
+        let (code, out) = check(&file, &args);
+        assert_eq!(code, Some(2), "{extra:?}: {out}");
+        assert!(
+            out.contains("over its memory ceiling of 32 MiB (--max-memory-bytes 33554432)"),
+            "{extra:?}: {out}"
+        );
+        let line: usize = out
+            .split("sequential-not.json:")
+            .nth(1)
+            .and_then(|t| t.split(':').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("placed at a line: {out}"));
+        assert!((2..12_000).contains(&line), "{extra:?}: {out}");
+    }
+    // The linearizable twin fits too.
+    std::fs::write(&file, sequential_commits(12_000, false)).unwrap();
+    let (code, out) = check(&file, &["--max-memory-bytes", &ceiling]);
+    assert_eq!(code, Some(0), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -428,6 +428,37 @@ fn a_huge_streamed_body_is_cut_at_the_cap_in_bounded_memory() {
         o.peak_kib
     );
     println!("huge body, 1 MiB cap: peak RSS {} KiB", o.peak_kib);
+    // Issue 58: the answer cap bounds one answer, and up to 256 copies of
+    // a step read theirs at once; the harness's memory ceiling bounds them
+    // all. With a 1 GiB cap and a 64 MiB ceiling, the same body is cut at
+    // the ceiling (checked every 256 KiB read), the step not judged.
+    let o = run(
+        "huge-ceiling",
+        &format!("store+http://127.0.0.1:{port}"),
+        &[ONE_STORE],
+        &[
+            "--max-response-bytes",
+            "1073741824",
+            "--max-memory-bytes",
+            "67108864",
+            "--timeout-ms",
+            "20000",
+        ],
+    );
+    assert_step_not_judged("huge-ceiling", &o, "too_large");
+    let message = o.json["scenarios"][0]["failure"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("over its memory ceiling of 64 MiB (--max-memory-bytes 67108864)"),
+        "{message}"
+    );
+    quick("huge-ceiling", &o, Duration::from_secs(15));
+    assert!(
+        o.peak_kib < 80 * 1024,
+        "peak memory {} KiB under a 64 MiB ceiling",
+        o.peak_kib
+    );
 }
 
 #[test]
@@ -639,4 +670,96 @@ fn an_effects_answer_of_too_many_values_is_not_parsed() {
         &["--timeout-ms", "20000"],
     );
     assert_eq!(o.code, 1, "{o:#?}");
+}
+
+/// `reqkey certify --dry-run` of the example API's map rewritten by
+/// `edit`, its callers' tokens set: exit code, output, peak KiB.
+fn dry_run_map(name: &str, edit: impl Fn(&str) -> String) -> (i32, String, u64) {
+    let dir = scratch(name);
+    let map = dir.join("map.yaml");
+    let example =
+        std::fs::read_to_string(repo().join("docs/examples/orders_api.map.yaml")).unwrap();
+    std::fs::write(&map, edit(&example)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_reqkey"))
+        .args(["certify", "--target", "idem+http://127.0.0.1:1", "--api"])
+        .arg(&map)
+        .arg("--dry-run")
+        .env("NO_COLOR", "1")
+        .env("ORDERS_ALICE_TOKEN", "Bearer a")
+        .env("ORDERS_BOB_TOKEN", "Bearer b")
+        .env("ORDERS_MALLORY_TOKEN", "Bearer c")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut peak = 0;
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if let Some(kib) = vm_hwm_kib(pid) {
+            peak = peak.max(kib);
+        }
+        assert!(
+            started.elapsed() < CASE_LIMIT,
+            "{name}: ran past {CASE_LIMIT:?}"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+    let o = child.wait_with_output().unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    (o.status.code().unwrap_or(-1), out, peak)
+}
+
+#[test]
+fn an_api_map_at_its_bound_is_read_in_bounded_memory_and_past_it_refused() {
+    // Issue 58: an API map is at most 256 KiB (refused past it before it
+    // is parsed) and YAML's aliases are limited by the parser (a "billion
+    // laughs" is refused, not expanded). At the bound, made of the
+    // smallest values (131,000 numbers), it is read within 96 MiB.
+    const MAX_MAP_BYTES: usize = 256 * 1024;
+    let padded = |extra: usize| {
+        move |example: &str| {
+            let with = example.replacen("storage: memory}", "storage: memory, notes: [PAD]}", 1);
+            assert_ne!(with, example, "the example's implementation line changed");
+            let room = MAX_MAP_BYTES + extra + 3 - with.len();
+            let mut pad = "1,".repeat(room / 2 + 1);
+            pad.truncate(room);
+            if pad.ends_with(',') {
+                pad.pop();
+                pad.push('1');
+            }
+            let map = with.replace("PAD", &pad);
+            assert_eq!(map.len(), MAX_MAP_BYTES + extra);
+            map
+        }
+    };
+    let (code, out, peak) = dry_run_map("map-at-bound", padded(0));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("dry run: nothing was sent"), "{out}");
+    assert!(peak < 96 * 1024, "peak {peak} KiB");
+    let (code, out, _) = dry_run_map("map-over-bound", padded(1));
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("larger than 262144 bytes"), "{out}");
+    let (code, out, peak) = dry_run_map("map-laughs", |example: &str| {
+        let mut laughs = String::from("  a0: &a0 [x,x,x,x,x,x,x,x,x,x]\n");
+        for i in 1..9 {
+            laughs.push_str(&format!(
+                "  a{i}: &a{i} [{}]\n",
+                vec![format!("*a{}", i - 1); 10].join(",")
+            ));
+        }
+        example.replacen(
+            "implementation: {name: orders-api-example, version: \"1\", storage: memory}",
+            &format!("implementation:\n{laughs}"),
+            1,
+        )
+    });
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("repetition limit exceeded"), "{out}");
+    assert!(peak < 96 * 1024, "peak {peak} KiB");
 }

@@ -56,9 +56,17 @@ fn shard_dirs(root: &Path, prefix: &str, extra: &[&str], key: Option<&str>) -> V
         .collect()
 }
 
-/// Two shards of `target` into `root/shard1`, `root/shard2`.
+/// Two shards of `target` into `root/shard1`, `root/shard2`, without a
+/// fuzz pass: these tests judge merging, seals and identities, not the
+/// fuzzer (`fuzz_teeth.rs` does; each shard's 256 programs cost about
+/// 8 s of CPU and judged nothing here, issue 58).
 fn shards(root: &Path, target: &str, key: Option<&str>) -> Vec<PathBuf> {
-    shard_dirs(root, "shard", &["--target", target], key)
+    shard_dirs(
+        root,
+        "shard",
+        &["--target", target, "--fuzz-cases", "0"],
+        key,
+    )
 }
 
 fn merge(root: &Path, dirs: &[PathBuf], key: Option<&str>) -> Output {
@@ -201,6 +209,9 @@ fn shards_of_one_started_target_merge_although_their_ports_differ() {
                     "--quiet",
                     "--seed",
                     "5",
+                    // Merging of port templates is judged, not the fuzzer.
+                    "--fuzz-cases",
+                    "0",
                     "--start",
                     &start,
                     "--target",
@@ -284,11 +295,68 @@ fn yesterdays_green_shards_do_not_complete_todays_red_run() {
 }
 
 #[test]
-fn a_huge_results_file_is_refused_before_it_is_read() {
+fn a_shard_at_or_over_its_bounds_is_refused_before_it_is_read_or_held() {
+    // One pair of shards (no fuzz pass: these judge the reader's bounds)
+    // for both bounds of a shard.
+    let root = scratch("bounds");
+    let dirs = shard_dirs(
+        &root,
+        "shard",
+        &["--target", "memory", "--fuzz-cases", "0"],
+        None,
+    );
+    // Issue 58: each results.json is bounded (16 MiB, below), but its
+    // parsed form is several times its text when it is made of small
+    // values, and merge takes up to 1024 shards: the process's memory is
+    // checked at each shard (--max-memory-bytes). The shards as certified
+    // merge under a 64 MiB ceiling; one padded to its size bound with
+    // four million one-letter tags (about 130 MB parsed) is refused under
+    // it, naming the shard and the bound.
+    let small = (64u64 << 20).to_string();
+    let merged = |ceiling: &str| {
+        let out = root.join("merged");
+        reqkey(
+            &[
+                "certify",
+                "merge",
+                "--quiet",
+                "--max-memory-bytes",
+                ceiling,
+                "--out",
+                out.to_str().unwrap(),
+                dirs[0].to_str().unwrap(),
+                dirs[1].to_str().unwrap(),
+            ],
+            None,
+        )
+    };
+    let o = merged(&small);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut d = doc(&dirs[1]);
+    let size = d.to_string().len() as u64;
+    let room = seal::MAX_RESULTS_BYTES - size - 64;
+    let tags = vec![serde_json::Value::from("t"); usize::try_from(room / 4).unwrap()];
+    d["scenarios"][0]["tags"] = tags.into();
+    forge(&dirs[1], &d, Some(None));
+    let padded = std::fs::metadata(dirs[1].join("results.json"))
+        .unwrap()
+        .len();
+    assert!(
+        padded <= seal::MAX_RESULTS_BYTES && padded > seal::MAX_RESULTS_BYTES - 1024,
+        "at the bound: {padded}"
+    );
+    let o = merged(&small);
+    refused(
+        &o,
+        "over its memory ceiling of 64 MiB (--max-memory-bytes 67108864)",
+    );
+    assert!(
+        text(&o).contains(dirs[1].to_str().unwrap()),
+        "names the shard: {}",
+        text(&o)
+    );
     // Issue 51: a 3 GiB results.json was read whole (3.15 GB peak) before
     // its seal was checked. A sparse file costs no disk here.
-    let root = scratch("huge");
-    let dirs = shards(&root, "memory", None);
     let huge = dirs[1].join("results.json");
     std::fs::OpenOptions::new()
         .write(true)
@@ -323,4 +391,5 @@ fn a_huge_results_file_is_refused_before_it_is_read() {
             .expect("a peak RSS figure");
         assert!(peak_kb < 200 * 1024, "peak RSS {peak_kb} KB");
     }
+    let _ = std::fs::remove_dir_all(&root);
 }

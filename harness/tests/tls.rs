@@ -2,8 +2,10 @@
 //! front whose certificate a CA the test makes signed, certify green over
 //! `store+https://`, `https://` and `idem+https://` with `--cacert`; a
 //! certificate the harness does not trust (another CA, another host's
-//! name) is exit 2 naming the certificate, never a verdict; and a
-//! `--header` credential reaches the server and no output.
+//! name) is exit 2 naming the certificate, never a verdict; the common
+//! self-signed certificate given with `--cacert` is trusted as curl trusts
+//! it (issue 57); and a `--header` credential reaches the server and no
+//! output.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +13,7 @@ mod common;
 
 use std::path::Path;
 
-use common::tls::{backend_of, front, front_watching, pki};
+use common::tls::{backend_of, front, front_watching, pki, self_signed};
 use common::{reqkey, text, Served};
 
 fn read_all(dir: &Path) -> String {
@@ -112,6 +114,57 @@ fn an_untrusted_or_mismatched_certificate_is_exit_2_naming_the_certificate() {
     let said = text(&o);
     assert_eq!(o.status.code(), Some(2), "{said}");
     assert!(said.contains("TLS handshake failed"), "{said}");
+}
+
+/// Issue 57: `openssl req -x509` makes a CA:TRUE certificate that the
+/// server presents itself; curl trusts it with `--cacert`, webpki alone
+/// refused it as `Other(OtherError(CaUsedAsEndEntity))`.
+#[test]
+fn a_self_signed_certificate_given_with_cacert_is_trusted_as_curl_trusts_it() {
+    let served = Served::start(&["serve", "store"]);
+    let cert = self_signed(&["localhost"]);
+    let tls = front(cert.server.clone(), backend_of(&served.base));
+    let target = format!("store+https://localhost:{}", tls.port);
+    let scenario = "scenarios/store/cas-mismatch.yaml";
+    let o = reqkey(&[
+        "run",
+        "--target",
+        &target,
+        "--cacert",
+        cert.ca_pem.to_str().unwrap(),
+        scenario,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Its name still holds: the same certificate for another host is refused.
+    let o = reqkey(&[
+        "run",
+        "--target",
+        &format!("store+https://127.0.0.1:{}", tls.port),
+        "--cacert",
+        cert.ca_pem.to_str().unwrap(),
+        scenario,
+    ]);
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(said.contains("does not name the host"), "{said}");
+    // Trusting another certificate, the refusal says what it is and the fix.
+    let other = self_signed(&["localhost"]);
+    let o = reqkey(&[
+        "run",
+        "--target",
+        &target,
+        "--cacert",
+        other.ca_pem.to_str().unwrap(),
+        scenario,
+    ]);
+    let said = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{said}");
+    assert!(!said.contains("OtherError"), "{said}");
+    assert!(
+        said.contains("it is a CA certificate (CA:TRUE) presented as the server's own")
+            && said.contains("pass this very certificate with --cacert"),
+        "{said}"
+    );
 }
 
 #[test]

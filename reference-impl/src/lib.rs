@@ -22,5 +22,6 @@
 pub mod agent;
 pub mod http_serve;
 pub mod idem;
+pub mod scheme;
 pub mod store;
 pub mod store_server;

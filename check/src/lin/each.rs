@@ -64,7 +64,7 @@ pub(super) fn search_partitions(
             .iter()
             .map(|&i| Item::of(prepared, i, false))
             .collect();
-        search(&items, remaining)
+        search(&items, remaining, opts.over_memory)
     };
     search_each(&sizes, opts, &search_one)
 }

@@ -3,15 +3,18 @@
 use super::item::Item;
 use super::prepare::{writes_nothing, Prepared};
 use super::search::{search, Search};
+use super::types::CheckOptions;
 
 /// Shrinks a failing partition; returns (subset, the subset's in-flight ops).
 pub(super) fn minimize(
     prepared: &[Prepared],
     partition: &[usize],
-    budget_steps: u64,
+    opts: &CheckOptions,
     per_check_steps: u64,
     spent: &mut u64,
 ) -> (Vec<usize>, Vec<usize>) {
+    let budget_steps = opts.budget_steps;
+    let over_memory = opts.over_memory;
     // Is `subset` (with `in_flight` counted unanswered) provably failing?
     // `None`: the budget ran out (not shown to fail).
     let mut fails = |subset: &[usize], in_flight: &[usize], spent: &mut u64| -> Option<bool> {
@@ -23,12 +26,17 @@ pub(super) fn minimize(
             .iter()
             .map(|&i| Item::of(prepared, i, in_flight.contains(&i)))
             .collect();
-        let (outcome, used, _) = search(&items, remaining);
+        let (outcome, used, _) = search(&items, remaining, over_memory);
         *spent += used;
         match outcome {
             Search::NotLinearizable => Some(true),
             Search::Linearizable => Some(false),
             Search::OutOfBudget => None,
+            Search::OverMemory => {
+                // Shrinking ends here: what is held is what is shown.
+                *spent = budget_steps;
+                None
+            }
         }
     };
 

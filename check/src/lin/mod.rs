@@ -96,6 +96,7 @@ use reqkey_model::seq::SeqStore;
 use serde_json::Value;
 
 mod each;
+mod explain;
 mod item;
 mod minimize;
 mod partitioned;
@@ -106,13 +107,16 @@ mod timeline;
 mod types;
 
 use each::{lone_failure, search_partitions};
+use explain::{atomicity_clauses, explain};
+pub use explain::{clause_list, Anomaly, MAX_EXPLAIN_STEPS};
 use minimize::minimize;
 pub use partitioned::{check_partitioned, Fetch, PartitionedHistory, PartitionedHistoryBuilder};
 pub use prepare::answer_conforms;
 use prepare::{prepare, Prepared};
 use search::Search;
-pub use timeline::{render_timeline, summarize_answer, summarize_request};
-use timeline::{render_with, TimelineOp};
+pub use search::MEMORY_CHECK_STEPS;
+pub use timeline::{listed, render_timeline, summarize_answer, summarize_request};
+use timeline::{render_with, Line, Span};
 use types::MIN_CHECK_STEPS;
 pub use types::{
     CheckOptions, CheckReport, Counterexample, Operation, Verdict, DEFAULT_BUDGET_STEPS,
@@ -284,22 +288,46 @@ impl<'a> PreparedHistory<'a> {
             Source::Compact(h) => render_with(
                 indices,
                 in_flight,
-                |i| TimelineOp {
-                    client: &h[i].client,
+                |i| Span {
                     invoke_ns: h[i].invoke_ns,
                     return_ns: h[i].return_ns,
                     answered: h[i].answer.is_some(),
                 },
                 |i| {
                     let o = h[i].to_operation();
-                    (
-                        summarize_request(&o.request),
-                        o.answer.as_ref().map(summarize_answer),
-                    )
+                    Some(Line {
+                        client: o.client,
+                        request: summarize_request(&o.request),
+                        answer: o.answer.as_ref().map(summarize_answer),
+                    })
                 },
             ),
         }
     }
+
+    /// The anomaly of `minimal` (shrunk, `in_flight` counted unanswered),
+    /// its operation's text read back for the summaries.
+    fn anomaly(
+        &self,
+        minimal: &[usize],
+        in_flight: &[usize],
+        over_memory: Option<fn() -> bool>,
+    ) -> Option<Anomaly> {
+        let dead = explain(&self.prepared, minimal, in_flight, over_memory)?;
+        let o = self.operation(dead.at)?;
+        let (request, answer) = summaries(&o);
+        Some(dead.anomaly(|i| i, &request, &answer))
+    }
+}
+
+/// An operation's request and answer as an anomaly quotes them.
+fn summaries(o: &Operation) -> (String, String) {
+    (
+        summarize_request(&o.request),
+        o.answer
+            .as_ref()
+            .map_or_else(|| "(no answer)".to_owned(), summarize_answer),
+    )
 }
 
 /// Checks a history (against a store that starts empty).
@@ -325,6 +353,8 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
                     timeline: timeline.clone(),
                     minimal_timeline: timeline,
                     minimize_steps: 0,
+                    anomaly: None,
+                    atomicity: atomicity_clauses(prepared, &[i]),
                 })),
                 steps: 0,
                 partitions: 0,
@@ -368,16 +398,14 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
             threads,
         };
     };
-    if matches!(outcome.search, Search::OutOfBudget) {
+    if matches!(outcome.search, Search::OutOfBudget | Search::OverMemory) {
+        let reason = if matches!(outcome.search, Search::OverMemory) {
+            pending::over_memory_reason(session)
+        } else {
+            pending::out_of_budget_reason(prepared, session, indices, opts.budget_steps)
+        };
         return CheckReport {
-            verdict: Verdict::Unknown {
-                reason: pending::out_of_budget_reason(
-                    prepared,
-                    session,
-                    indices,
-                    opts.budget_steps,
-                ),
-            },
+            verdict: Verdict::Unknown { reason },
             steps,
             partitions: n_partitions,
             largest_cache,
@@ -389,19 +417,20 @@ pub fn check_prepared(parsed: &PreparedHistory<'_>, opts: CheckOptions) -> Check
         // Each trial search may cost a few times what deciding did; one
         // that runs out counts as "not shown to fail".
         let per_check = outcome.used.saturating_mul(4).max(MIN_CHECK_STEPS);
-        minimize(
-            prepared,
-            indices,
-            opts.budget_steps,
-            per_check,
-            &mut minimize_steps,
-        )
+        minimize(prepared, indices, &opts, per_check, &mut minimize_steps)
     } else {
         (indices.clone(), vec![])
+    };
+    let anomaly = if opts.minimize {
+        parsed.anomaly(&minimal, &in_flight, opts.over_memory)
+    } else {
+        None
     };
     CheckReport {
         verdict: Verdict::NotLinearizable(Box::new(Counterexample {
             session: Some((*session).to_owned()),
+            anomaly,
+            atomicity: atomicity_clauses(prepared, &minimal),
             reason:
                 "no order of the operations consistent with real time gives every answer the spec's"
                     .to_owned(),

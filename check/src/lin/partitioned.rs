@@ -18,15 +18,20 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use super::each::{lone_failure, search_each};
+use super::explain::{atomicity_clauses, explain};
 use super::item::Item;
 use super::minimize::minimize;
-use super::pending::out_of_budget_reason;
+use super::pending::{out_of_budget_reason, over_memory_reason};
 use super::prepare::{prepare, Prepared};
 use super::search::{search, Search};
-use super::timeline::{render_with, TimelineOp};
+use super::timeline::{render_with, shown_lines, summarize_answer, summarize_request, Line, Span};
 use super::types::{
     CheckOptions, CheckReport, Counterexample, Operation, Verdict, MIN_CHECK_STEPS,
 };
+
+/// The first operation (by index) that fails on its own: its index, why,
+/// its session, and the atomicity clauses it breaks.
+type Lone = (usize, String, Option<String>, Vec<&'static str>);
 
 /// Where an operation without a session (a malformed request) is.
 const NOWHERE: (u32, u32) = (u32::MAX, u32::MAX);
@@ -48,7 +53,7 @@ pub struct PartitionedHistory {
     parts: Vec<Part>,
     len: usize,
     /// The first operation (by index) that fails on its own, and why.
-    lone: Option<(usize, String, Option<String>)>,
+    lone: Option<Lone>,
 }
 
 impl PartitionedHistory {
@@ -74,7 +79,7 @@ pub struct PartitionedHistoryBuilder {
     parts: Vec<Part>,
     /// (partition, position) of each operation, by index.
     located: Vec<(u32, u32)>,
-    lone: Option<(usize, String, Option<String>)>,
+    lone: Option<Lone>,
 }
 
 impl PartitionedHistoryBuilder {
@@ -102,10 +107,11 @@ impl PartitionedHistoryBuilder {
             if self
                 .lone
                 .as_ref()
-                .is_none_or(|(first, _, _)| index < *first)
+                .is_none_or(|(first, _, _, _)| index < *first)
             {
                 let session = p.op.as_ref().map(|op| op.session_id().to_owned());
-                self.lone = Some((index, reason, session));
+                let atomicity = atomicity_clauses(std::slice::from_ref(&p), &[0]);
+                self.lone = Some((index, reason, session, atomicity));
             }
         }
         if let Some(&(part, pos)) = self.located.get(index) {
@@ -180,9 +186,9 @@ pub fn check_partitioned(
     opts: CheckOptions,
     mut fetch: Option<&mut Fetch<'_>>,
 ) -> CheckReport {
-    if let Some((i, reason, session)) = history.lone {
+    if let Some((i, reason, session, atomicity)) = history.lone {
         let ops = by_index(&[i], &mut fetch);
-        let timeline = render(&ops, &[i], &[]);
+        let timeline = render(&ops, &[i], &[], |i| ops.get(&i).map(Span::of));
         return CheckReport {
             verdict: Verdict::NotLinearizable(Box::new(Counterexample {
                 session,
@@ -193,6 +199,8 @@ pub fn check_partitioned(
                 timeline: timeline.clone(),
                 minimal_timeline: timeline,
                 minimize_steps: 0,
+                anomaly: None,
+                atomicity,
             })),
             steps: 0,
             partitions: 0,
@@ -214,7 +222,7 @@ pub fn check_partitioned(
         let items: Vec<Item<'_>> = (0..part.ops.len())
             .map(|j| Item::of(&part.ops, j, false))
             .collect();
-        let outcome = search(&items, remaining);
+        let outcome = search(&items, remaining, opts.over_memory);
         drop(items);
         if !matches!(outcome.0, Search::Linearizable) {
             // Kept for the report; a decided session is let go here.
@@ -247,11 +255,14 @@ pub fn check_partitioned(
     };
     drop(cells);
     let local: Vec<usize> = (0..part.ops.len()).collect();
-    if matches!(outcome.search, Search::OutOfBudget) {
+    if matches!(outcome.search, Search::OutOfBudget | Search::OverMemory) {
+        let reason = if matches!(outcome.search, Search::OverMemory) {
+            over_memory_reason(&part.session)
+        } else {
+            out_of_budget_reason(&part.ops, &part.session, &local, opts.budget_steps)
+        };
         return CheckReport {
-            verdict: Verdict::Unknown {
-                reason: out_of_budget_reason(&part.ops, &part.session, &local, opts.budget_steps),
-            },
+            verdict: Verdict::Unknown { reason },
             steps,
             partitions: n_partitions,
             largest_cache,
@@ -261,31 +272,82 @@ pub fn check_partitioned(
     let mut minimize_steps = 0;
     let (minimal, in_flight) = if opts.minimize {
         let per_check = outcome.used.saturating_mul(4).max(MIN_CHECK_STEPS);
-        minimize(
-            &part.ops,
-            &local,
-            opts.budget_steps,
-            per_check,
-            &mut minimize_steps,
-        )
+        minimize(&part.ops, &local, &opts, per_check, &mut minimize_steps)
     } else {
         (local.clone(), vec![])
     };
+    let dead = if opts.minimize {
+        explain(&part.ops, &minimal, &in_flight, opts.over_memory)
+    } else {
+        None
+    };
+    let atomicity = atomicity_clauses(&part.ops, &minimal);
     let global = |l: &[usize]| -> Vec<usize> { l.iter().map(|&j| part.indices[j]).collect() };
     let (minimal, in_flight) = (global(&minimal), global(&in_flight));
-    let ops = by_index(&part.indices, &mut fetch);
+    // Each operation's place in the session, by its index in the history
+    // (the indices are read in order, so sorted; a map otherwise).
+    let local: Box<dyn Fn(usize) -> Option<usize>> = if part.indices.windows(2).all(|w| w[0] < w[1])
+    {
+        Box::new(|i| part.indices.binary_search(&i).ok())
+    } else {
+        let map: HashMap<usize, usize> = part
+            .indices
+            .iter()
+            .enumerate()
+            .map(|(j, &i)| (i, j))
+            .collect();
+        Box::new(move |i| map.get(&i).copied())
+    };
+    let span = |i: usize| {
+        local(i).map(|j| {
+            let p = &part.ops[j];
+            Span {
+                invoke_ns: p.invoke_ns,
+                return_ns: p.end_ns,
+                answered: p.end_ns != u64::MAX,
+            }
+        })
+    };
+    let placed = |i: usize| {
+        span(i).unwrap_or(Span {
+            invoke_ns: 0,
+            return_ns: 0,
+            answered: false,
+        })
+    };
+    // Read again: the lines the two timelines show and the anomaly's
+    // operation, at most a few hundred whatever the session's length.
+    let mut wanted = shown_lines(&part.indices, placed);
+    wanted.extend(shown_lines(&minimal, placed));
+    if let Some(d) = &dead {
+        wanted.push(part.indices[d.at]);
+    }
+    wanted.sort_unstable();
+    wanted.dedup();
+    let ops = by_index(&wanted, &mut fetch);
+    let anomaly = dead.and_then(|d| {
+        let o = ops.get(&part.indices[d.at])?;
+        let request = summarize_request(&o.request);
+        let answer = o
+            .answer
+            .as_ref()
+            .map_or_else(|| "(no answer)".to_owned(), summarize_answer);
+        Some(d.anomaly(|j| part.indices[j], &request, &answer))
+    });
     CheckReport {
         verdict: Verdict::NotLinearizable(Box::new(Counterexample {
             session: Some(part.session.to_string()),
             reason:
                 "no order of the operations consistent with real time gives every answer the spec's"
                     .to_owned(),
-            timeline: render(&ops, &part.indices, &[]),
-            minimal_timeline: render(&ops, &minimal, &in_flight),
+            timeline: render(&ops, &part.indices, &[], span),
+            minimal_timeline: render(&ops, &minimal, &in_flight, span),
             partition: part.indices.clone(),
             minimal,
             minimal_in_flight: in_flight,
             minimize_steps,
+            anomaly,
+            atomicity,
         })),
         steps,
         partitions: n_partitions,
@@ -303,35 +365,39 @@ fn by_index(indices: &[usize], fetch: &mut Option<&mut Fetch<'_>>) -> BTreeMap<u
     }
 }
 
-/// The timeline of `indices` (each in `ops`; one missing is skipped;
-/// none: empty).
-fn render(ops: &BTreeMap<usize, Operation>, indices: &[usize], in_flight: &[usize]) -> String {
+/// The timeline of `indices` (placed by `span`; none without one), the
+/// lines of those in `ops` (none read: empty).
+fn render(
+    ops: &BTreeMap<usize, Operation>,
+    indices: &[usize],
+    in_flight: &[usize],
+    span: impl Fn(usize) -> Option<Span>,
+) -> String {
     if ops.is_empty() {
         return String::new();
     }
-    let shown: Vec<usize> = indices
+    let placed: Vec<usize> = indices
         .iter()
         .copied()
-        .filter(|i| ops.contains_key(i))
+        .filter(|&i| span(i).is_some())
         .collect();
     render_with(
-        &shown,
+        &placed,
         in_flight,
         |i| {
-            let o = &ops[&i];
-            TimelineOp {
-                client: &o.client,
-                invoke_ns: o.invoke_ns,
-                return_ns: o.return_ns,
-                answered: o.answer.is_some(),
-            }
+            span(i).unwrap_or(Span {
+                invoke_ns: 0,
+                return_ns: 0,
+                answered: false,
+            })
         },
         |i| {
-            let o = &ops[&i];
-            (
-                super::timeline::summarize_request(&o.request),
-                o.answer.as_ref().map(super::timeline::summarize_answer),
-            )
+            let o = ops.get(&i)?;
+            Some(Line {
+                client: o.client.clone(),
+                request: summarize_request(&o.request),
+                answer: o.answer.as_ref().map(summarize_answer),
+            })
         },
     )
 }

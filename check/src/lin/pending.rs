@@ -137,6 +137,15 @@ impl PendingPool {
     }
 }
 
+/// Why a search stopped at the caller's memory ceiling
+/// ([`super::CheckOptions::over_memory`]).
+pub(super) fn over_memory_reason(session: &str) -> String {
+    format!(
+        "stopped searching session {session} at the memory ceiling (reqkey: --max-memory-bytes): \
+         the history and its search did not fit; raise the ceiling, or split the history by session"
+    )
+}
+
 /// Why a search gave up, and what would help: the search grows with the
 /// writes that overlap in one session (each is a choice of order), not
 /// with the history's length, so the message names that figure.

@@ -12,11 +12,16 @@ use super::item::{Item, NONE};
 use super::pending::{role, PendingPool, Role};
 use super::prepare::{answers_match, Observed};
 
+/// Steps between two questions to [`super::CheckOptions::over_memory`].
+pub const MEMORY_CHECK_STEPS: u64 = 1 << 16;
+
 #[derive(Debug)]
 pub(super) enum Search {
     Linearizable,
     NotLinearizable,
     OutOfBudget,
+    /// The caller's memory gauge said stop ([`super::CheckOptions::over_memory`]).
+    OverMemory,
 }
 
 /// How to take back one linearized operation.
@@ -265,7 +270,11 @@ pub(super) fn replay_in_order(items: &[Item<'_>]) -> Option<(Option<Vec<usize>>,
     Some((None, order.len() as u64))
 }
 
-pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usize) {
+pub(super) fn search(
+    items: &[Item<'_>],
+    budget_steps: u64,
+    over_memory: Option<fn() -> bool>,
+) -> (Search, u64, usize) {
     let n = items.len();
     let mut pool = PendingPool::new(items);
     let listed: Vec<usize> = (0..n)
@@ -378,10 +387,17 @@ pub(super) fn search(items: &[Item<'_>], budget_steps: u64) -> (Search, u64, usi
         }};
     }
 
+    let mut gauged_at = 0u64;
     while next[head] != NONE {
         steps += 1;
         if steps > budget_steps {
             return (Search::OutOfBudget, budget_steps, cache.len());
+        }
+        if steps - gauged_at >= MEMORY_CHECK_STEPS {
+            gauged_at = steps;
+            if over_memory.is_some_and(|over| over()) {
+                return (Search::OverMemory, steps, cache.len());
+            }
         }
         if fresh {
             fresh = false;

@@ -7,47 +7,93 @@ use serde_json::Value;
 
 use super::types::Operation;
 
+/// The most lines a timeline shows. Past it, the first half and the last
+/// half are shown (a failing subset fails at its end), and the number
+/// left out between them: a timeline is a few KiB whatever the history,
+/// and only the operations shown are read again for it.
+pub(super) const MAX_LINES: usize = 200;
+
 /// A readable timeline: one line per op, ordered by invocation, times in
 /// µs from the first invocation, and a bar showing the overlap.
 pub fn render_timeline(history: &[Operation], indices: &[usize], in_flight: &[usize]) -> String {
     render_with(
         indices,
         in_flight,
-        |i| TimelineOp {
-            client: &history[i].client,
-            invoke_ns: history[i].invoke_ns,
-            return_ns: history[i].return_ns,
-            answered: history[i].answer.is_some(),
-        },
+        |i| Span::of(&history[i]),
         |i| {
-            (
-                summarize_request(&history[i].request),
-                history[i].answer.as_ref().map(summarize_answer),
-            )
+            let o = &history[i];
+            Some(Line {
+                client: o.client.clone(),
+                request: summarize_request(&o.request),
+                answer: o.answer.as_ref().map(summarize_answer),
+            })
         },
     )
 }
 
-/// What a timeline reads of every operation it places.
-pub(super) struct TimelineOp<'h> {
-    pub(super) client: &'h str,
+/// When an operation ran, as a timeline places it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Span {
     pub(super) invoke_ns: u64,
     pub(super) return_ns: u64,
     pub(super) answered: bool,
 }
 
-/// [`render_timeline`] over `meta` (every op placed) and `texts` (the
-/// summaries of its request and answer, read for the lines shown only).
-pub(super) fn render_with<'h>(
+impl Span {
+    pub(super) fn of(o: &Operation) -> Self {
+        Span {
+            invoke_ns: o.invoke_ns,
+            return_ns: o.return_ns,
+            answered: o.answer.is_some(),
+        }
+    }
+}
+
+/// What a timeline's line says of an operation (read for the lines
+/// shown only).
+pub(super) struct Line {
+    pub(super) client: String,
+    pub(super) request: String,
+    pub(super) answer: Option<String>,
+}
+
+/// `indices` in a timeline's order (invocation, then index), with their
+/// spans.
+fn ordered(indices: &[usize], span: impl Fn(usize) -> Span) -> Vec<(usize, Span)> {
+    let mut idx: Vec<(usize, Span)> = indices.iter().map(|&i| (i, span(i))).collect();
+    idx.sort_by_key(|(i, o)| (o.invoke_ns, *i));
+    idx
+}
+
+/// The operations a timeline of `indices` shows lines for (at most
+/// [`MAX_LINES`]), sorted: what a caller reads again to render it.
+pub(super) fn shown_lines(indices: &[usize], span: impl Fn(usize) -> Span) -> Vec<usize> {
+    let idx = ordered(indices, span);
+    let mut shown: Vec<usize> = if idx.len() <= MAX_LINES {
+        idx.iter().map(|(i, _)| *i).collect()
+    } else {
+        let half = MAX_LINES / 2;
+        idx[..half]
+            .iter()
+            .chain(&idx[idx.len() - half..])
+            .map(|(i, _)| *i)
+            .collect()
+    };
+    shown.sort_unstable();
+    shown
+}
+
+/// [`render_timeline`] over `span` (every op placed: the bars' scale)
+/// and `line` (what the lines shown say: [`shown_lines`]; `None`: the
+/// line is left out).
+pub(super) fn render_with(
     indices: &[usize],
     in_flight: &[usize],
-    meta: impl Fn(usize) -> TimelineOp<'h>,
-    texts: impl Fn(usize) -> (String, Option<String>),
+    span: impl Fn(usize) -> Span,
+    mut line: impl FnMut(usize) -> Option<Line>,
 ) -> String {
     const BAR_COLS: usize = 24;
-    const MAX_LINES: usize = 200;
-    let mut idx: Vec<(usize, TimelineOp<'h>)> = indices.iter().map(|&i| (i, meta(i))).collect();
-    idx.sort_by_key(|(i, o)| (o.invoke_ns, *i));
+    let idx = ordered(indices, span);
     let t0 = idx.iter().map(|(_, o)| o.invoke_ns).min().unwrap_or(0);
     let t1 = idx
         .iter()
@@ -55,22 +101,36 @@ pub(super) fn render_with<'h>(
         .max()
         .unwrap_or(t0)
         .max(t0 + 1);
-    let span = (t1 - t0) as f64;
-    let col = |t: u64| (((t.saturating_sub(t0)) as f64 / span) * (BAR_COLS - 1) as f64) as usize;
-    let client_w = idx
+    let span_ns = (t1 - t0) as f64;
+    let col = |t: u64| (((t.saturating_sub(t0)) as f64 / span_ns) * (BAR_COLS - 1) as f64) as usize;
+    let flying: std::collections::HashSet<usize> = in_flight.iter().copied().collect();
+    let half = MAX_LINES / 2;
+    let cut = idx.len() > MAX_LINES;
+    let mut lines: Vec<(usize, Span, Line)> = Vec::new();
+    let mut left_out = None;
+    for (k, &(i, o)) in idx.iter().enumerate() {
+        if cut && k == half {
+            left_out = Some(lines.len());
+        }
+        if cut && (half..idx.len() - half).contains(&k) {
+            continue;
+        }
+        if let Some(l) = line(i) {
+            lines.push((i, o, l));
+        }
+    }
+    let client_w = lines
         .iter()
-        .map(|(_, o)| o.client.len())
+        .map(|(_, _, l)| l.client.len())
         .max()
         .unwrap_or(0)
         .min(16);
     let mut out = String::new();
-    for (line, (i, o)) in idx.iter().enumerate() {
-        let i = *i;
-        if line == MAX_LINES {
+    for (k, (i, o, l)) in lines.into_iter().enumerate() {
+        if left_out == Some(k) {
             let _ = writeln!(out, "  ... {} more", idx.len() - MAX_LINES);
-            break;
         }
-        let pending = !o.answered || in_flight.contains(&i);
+        let pending = !o.answered || flying.contains(&i);
         let a = col(o.invoke_ns);
         let b = if pending {
             BAR_COLS - 1
@@ -90,19 +150,32 @@ pub(super) fn render_with<'h>(
         } else {
             format!("{:>9.1} .. {:>9.1}", us(o.invoke_ns), us(o.return_ns))
         };
-        let (request, answer) = texts(i);
-        let answer = match answer {
+        let answer = match l.answer {
             None => "(no answer)".to_owned(),
-            Some(a) if in_flight.contains(&i) => format!("(counted in flight) {a}"),
+            Some(a) if flying.contains(&i) => format!("(counted in flight) {a}"),
             Some(a) => a,
         };
         let _ = writeln!(
             out,
             "  #{i:<4} {:<client_w$} [{bar}] {when} µs  {}  =>  {}",
-            truncate(o.client, 16),
-            truncate(&request, 90),
+            truncate(&l.client, 16),
+            truncate(&l.request, 90),
             truncate(&answer, 110),
         );
+    }
+    out
+}
+
+/// `#a, #b, #c` of the first `max` of `indices`, then `… and N more`:
+/// a list of operations bounded whatever the history.
+pub fn listed(indices: &[usize], max: usize) -> String {
+    let mut out = String::new();
+    for (k, i) in indices.iter().take(max).enumerate() {
+        let sep = if k == 0 { "" } else { ", " };
+        let _ = write!(out, "{sep}#{i}");
+    }
+    if indices.len() > max {
+        let _ = write!(out, ", … and {} more", indices.len() - max);
     }
     out
 }

@@ -54,6 +54,11 @@ pub struct CheckOptions {
     /// Threads checking partitions at once; 0: one per available core.
     /// The verdict is the same whatever the number (see the module docs).
     pub threads: usize,
+    /// Asked every 65,536 steps of a search, shrinking or
+    /// explanation: `true` stops it (a search is then no verdict, the
+    /// shrinking and the explanation end where they are). `reqkey check
+    /// history` passes its memory ceiling (`--max-memory-bytes`).
+    pub over_memory: Option<fn() -> bool>,
 }
 
 impl Default for CheckOptions {
@@ -62,6 +67,7 @@ impl Default for CheckOptions {
             budget_steps: DEFAULT_BUDGET_STEPS,
             minimize: true,
             threads: 0,
+            over_memory: None,
         }
     }
 }
@@ -117,6 +123,14 @@ pub struct Counterexample {
     pub minimal_timeline: String,
     /// Search steps spent shrinking (bounded by the check's budget).
     pub minimize_steps: u64,
+    /// The first answer no order of the minimal subset can give and the
+    /// rule that forbids it (`None`: not shrunk, or no single rule
+    /// explains it within its bound).
+    pub anomaly: Option<super::explain::Anomaly>,
+    /// SPEC 4's atomicity clauses of the kinds of write in the minimal
+    /// subset (`wire.store.concurrent` when it has none): what it breaks
+    /// when no single rule explains it.
+    pub atomicity: Vec<&'static str>,
 }
 
 impl fmt::Display for Counterexample {

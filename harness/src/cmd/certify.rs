@@ -13,12 +13,11 @@ use crate::cmd::exit::{fresh_seed, harness_error};
 use crate::cmd::judging::{self, Identity, Judge, StartArgs};
 use crate::cmd::outputs::{write_reports, Outputs};
 use crate::cmd::runtime::with_runtime_interruptible;
-use crate::report::{merge, ClauseCoverage, ReportContext};
+use crate::report::{merge, ClauseCoverage};
 use crate::run::partition::Partition;
 use crate::run::runner::RunConfig;
 use crate::run::suite;
 use crate::targets::spec::TargetSpec;
-use crate::targets::TargetOptions;
 use reqkey_check::coverage;
 use reqkey_reference::store::legacy;
 
@@ -114,7 +113,10 @@ pub enum CertifyCommand {
     /// (keyed by REQKEY_SEAL_KEY when set), its scenarios are not its share
     /// of the suite the shards claim, or the shards differ in suite digest,
     /// target, server identity, seed, profile or reqkey version. Exit 0, 1
-    /// or 2 by the merged verdict otherwise.
+    /// or 2 by the merged verdict otherwise. Bounds: each results.json at
+    /// most 16 MiB (refused before it is read), and the process under
+    /// --max-memory-bytes, checked at each shard (a shard's parsed form can
+    /// be several times its text; 1024 shards at most).
     Merge(MergeArgs),
 }
 
@@ -210,42 +212,39 @@ pub fn certify_entry(args: CertifyArgs) -> ExitCode {
 }
 
 pub async fn certify_command(args: CertifyArgs) -> ExitCode {
+    // One way down: parse, start, judge and report (cmd/judging.rs).
     let Some(target_spec) = args.target.clone() else {
         return harness_error("--target is required");
     };
-    let link = match args.link.link() {
-        Ok(link) => link,
+    let plan = match judging::Plan::parse(
+        &target_spec,
+        &args.start,
+        &args.link,
+        &args.api,
+        args.timeout_ms,
+        args.max_response_bytes,
+    ) {
+        Ok(plan) => plan,
         Err(e) => return harness_error(e),
     };
-    let mut opts = TargetOptions {
-        call_timeout_ms: args.timeout_ms,
-        max_response_bytes: args.max_response_bytes,
-        link,
-        api: None,
-    };
     if args.api.dry_run {
-        let planned = judging::parse_without_starting(&target_spec).and_then(|spec| {
-            let map = args.api.load(&spec)?.ok_or("--dry-run needs --api")?;
-            let (_, scenarios) = match &args.scenarios {
-                Some(root) => suite::disk_suite(root, spec.level()).map_err(|e| e.to_string())?,
-                None => suite::embedded_suite(spec.level()).map_err(|e| e.to_string())?,
-            };
-            Ok((map, scenarios))
-        });
-        return match planned {
-            Ok((map, scenarios)) => judging::dry_run(&map, scenarios, args.fuzz_cases),
-            Err(e) => harness_error(e),
-        };
+        return plan.dry_run(
+            |level| {
+                let loaded = match &args.scenarios {
+                    Some(root) => suite::disk_suite(root, level),
+                    None => suite::embedded_suite(level),
+                };
+                loaded.map(|(_, s)| s).map_err(|e| e.to_string())
+            },
+            args.fuzz_cases,
+            args.seed.unwrap_or_else(fresh_seed),
+        );
     }
-    let started = match judging::start(&args.start, &target_spec) {
+    let (started, mut ctx) = match plan.start("certify") {
         Ok(started) => started,
         Err(e) => return harness_error(e),
     };
     let spec = &started.spec;
-    opts.api = match args.api.load(spec) {
-        Ok(api) => api,
-        Err(e) => return harness_error(e),
-    };
     let seed = args.seed.unwrap_or_else(fresh_seed);
     let outputs = Outputs {
         junit: Some(args.out.join(JUNIT_FILE)),
@@ -269,8 +268,6 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return harness_error(e),
     };
-    let mut ctx = ReportContext::new("certify", &spec.display_name());
-    args.start.note_in(&target_spec, &mut ctx);
     ctx.run_id = Some(args.run_id.clone().unwrap_or_else(|| {
         crate::report::seal::derived_run_id(
             seed,
@@ -337,7 +334,6 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         .as_ref()
         .map(|_| std::sync::Arc::new(crate::run::export::HistorySink::new()));
     let how = Judge {
-        opts,
         start_timeout_ms: args.start.start_timeout_ms,
         stated_profile: args.profile.as_deref(),
         // A certificate names the target's identity: without one, no verdict.
@@ -375,7 +371,9 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
 /// size is under [`crate::report::seal::MAX_RESULTS_BYTES`] and its seal
 /// (`results.json.seal`) holds over the file read in pieces: keyed by
 /// `REQKEY_SEAL_KEY` when set. Each must name the run its seal names, and
-/// `run_id` when given.
+/// `run_id` when given. The process's memory is held under
+/// `--max-memory-bytes`, checked before each shard is read and after it is
+/// parsed (past it: refused, exit 2, naming the shard and the bound).
 fn read_shards(dirs: &[PathBuf], run_id: Option<&str>) -> Result<Vec<merge::Shard>, String> {
     use crate::report::seal;
     use std::io::Read;
@@ -400,6 +398,9 @@ fn read_shards(dirs: &[PathBuf], run_id: Option<&str>) -> Result<Vec<merge::Shar
             };
             // Bounded and sealed before a byte of it is kept or parsed.
             seal::verify_file(&origin, &file, &seal_text, key.as_deref())?;
+            if let Some(why) = crate::memory::over() {
+                return Err(format!("{origin}: not read: {why}"));
+            }
             let mut bytes = Vec::new();
             std::fs::File::open(&file)
                 .and_then(|f| f.take(seal::MAX_RESULTS_BYTES).read_to_end(&mut bytes))
@@ -410,6 +411,14 @@ fn read_shards(dirs: &[PathBuf], run_id: Option<&str>) -> Result<Vec<merge::Shar
             let text = String::from_utf8(bytes)
                 .map_err(|e| format!("{}: not UTF-8: {e}", file.display()))?;
             let shard = merge::parse_shard(&origin, &text)?;
+            drop(text);
+            // Each shard is at most MAX_RESULTS_BYTES of text, but its
+            // parsed form can be several times that (small values), and
+            // there may be 1024 shards: the memory ceiling is checked
+            // after each.
+            if let Some(why) = crate::memory::over() {
+                return Err(format!("{origin}: {why}"));
+            }
             if shard.doc.run_id != sealed_run {
                 return Err(format!(
                     "{origin}: results.json names run {:?} but its seal names {:?}",

@@ -9,8 +9,20 @@
 //! 0: linearizable; 1: not (the smallest failing subset printed, with the
 //! clause it breaks); 2: the file cannot be read or judged (a mistake is
 //! placed at file:line:col; an exhausted search budget is no verdict).
+//!
+//! Memory (issue 58: a 257 MB history that was not linearizable peaked
+//! at 10.2 GB and was aborted by a 12 GB cap): the history is held typed,
+//! about 2.5 to 6 times its text by what it holds; one session's search
+//! adds its spec state and at most the budget's cached configurations
+//! (16 to 40 bytes each); the report reads back a few hundred operations
+//! whatever the history's size. A sequential history of 254 MB that is
+//! not linearizable: 1.24 GB peak (debug build). Above that, the
+//! process's resident memory is checked every 256 KiB read and every
+//! 65,536 search steps against `--max-memory-bytes` (default 4 GiB):
+//! reading past it is exit 2 naming it; a search past it is no verdict
+//! (exit 2); shrinking or explaining past it stops where it is, the
+//! verdict found kept.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -23,12 +35,16 @@ use reqkey_check::lin::{self, CheckOptions, Verdict};
 use reqkey_check::stream;
 
 use crate::cmd::exit::harness_error;
+use crate::memory;
 use crate::report::inert;
 
 #[derive(Debug, Subcommand)]
 pub enum CheckCommand {
     /// Judge a recorded store history (a file) for linearizability against
-    /// the sequential spec: exit 0 linearizable, 1 not, 2 bad input.
+    /// the sequential spec: exit 0 linearizable, 1 not, 2 bad input. The
+    /// history is held typed (about 2.5 to 6 times its text) within
+    /// `--max-session-bytes` per session and `--max-memory-bytes` in all
+    /// (past either: exit 2 naming it, where reading stopped).
     History(HistoryArgs),
 }
 
@@ -53,13 +69,14 @@ pub struct HistoryArgs {
     /// parse (the file's text into the checker's types) and the check are
     /// timed apart (as `reqkey bench lin` times them; a benchmark against
     /// another checker on the same file, docs/benchmarks.md). Prints
-    /// `parsed in X ms, checked in Y ms` under the verdict.
+    /// `parsed in X ms, checked in Y ms` under the verdict, with the
+    /// process's peak resident memory and its ceiling (--max-memory-bytes).
     #[arg(long, conflicts_with = "convert_to")]
     pub verdict_only: bool,
     /// Bound on one session's history text, in bytes: its operations are
-    /// held typed (about 5.6 times the text) until the session is
+    /// held typed (about 2.5 to 6 times the text) until the session is
     /// searched, so a larger session is refused (exit 2) before more of it
-    /// is held.
+    /// is held. The whole history is bounded by `--max-memory-bytes`.
     #[arg(long, default_value_t = reqkey_check::stream::DEFAULT_MAX_SESSION_BYTES,
           value_parser = clap::value_parser!(u64).range(1024..=(1u64 << 36)))]
     pub max_session_bytes: u64,
@@ -71,60 +88,71 @@ pub fn run(command: CheckCommand) -> ExitCode {
     }
 }
 
-/// Reads at most [`MAX_HISTORY_BYTES`] of `path` as UTF-8.
-pub fn read_bounded(path: &Path) -> Result<String, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_HISTORY_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.len() as u64 > MAX_HISTORY_BYTES {
+/// The history `--convert-to` converts: at most [`MAX_HISTORY_BYTES`]
+/// and [`history::MAX_OPERATIONS`], read one entry at a time within the
+/// memory ceiling, held as operations (the output is sorted).
+fn convert_input(args: &HistoryArgs) -> Result<Vec<lin::Operation>, String> {
+    let shown = args.file.display().to_string();
+    let size = std::fs::metadata(&args.file)
+        .map_err(|e| format!("{shown}: {e}"))?
+        .len();
+    if size > MAX_HISTORY_BYTES {
         return Err(format!(
-            "{}: over {} MiB, more than a history file may hold",
-            path.display(),
+            "{shown}: over {} MiB, more than a history file to convert may hold (judging it has no such bound)",
             MAX_HISTORY_BYTES >> 20
         ));
     }
-    String::from_utf8(bytes).map_err(|e| {
-        let (line, column) = place(&e.as_bytes()[..e.utf8_error().valid_up_to()]);
-        format!("{}:{line}:{column}: not UTF-8 text", path.display())
-    })
-}
-
-/// The 1-based line and column after `before`.
-fn place(before: &[u8]) -> (usize, usize) {
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
-    let column = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
-    (line, column)
+    let mut ops: Vec<lin::Operation> = Vec::new();
+    let mut too_many = false;
+    stream::read_history_gauged(
+        open(&args.file)?.take(MAX_HISTORY_BYTES + 1),
+        args.format,
+        &memory::over,
+        &mut |i, op| {
+            if let Some(slot) = ops.get_mut(i) {
+                *slot = op;
+            } else if ops.len() < history::MAX_OPERATIONS {
+                ops.push(op);
+            } else {
+                too_many = true;
+            }
+        },
+    )
+    .map_err(|e| format!("{shown}:{e}"))?;
+    if too_many {
+        return Err(format!(
+            "{shown}: more than {} operations, more than a history to convert may hold",
+            history::MAX_OPERATIONS
+        ));
+    }
+    Ok(ops)
 }
 
 fn history_command(args: &HistoryArgs) -> ExitCode {
     let shown = args.file.display().to_string();
     if let Some(format) = args.convert_to {
         // Converting holds the whole history (the output is sorted), so
-        // it keeps the size bound; judging streams (below).
-        let text = match read_bounded(&args.file) {
-            Ok(t) => t,
-            Err(e) => return harness_error(e),
-        };
-        let history = match history::parse_history(&text, args.format) {
+        // it keeps the size bound (and the memory ceiling); judging
+        // streams (below).
+        let history = match convert_input(args) {
             Ok(h) => h,
-            Err(e) => return harness_error(format!("{shown}:{e}")),
+            Err(e) => return harness_error(e),
         };
         emit(&history::write_history(&history, format));
         return ExitCode::SUCCESS;
     }
     // Streamed straight into the checker's form, by session (typed, one
     // entry's text at a time): each session bounded by
-    // --max-session-bytes, and nothing kept for a report; the operations
-    // a report shows are read again from the file.
+    // --max-session-bytes, the process by --max-memory-bytes, and nothing
+    // kept for a report; the operations a report shows are read again
+    // from the file.
     let started = Instant::now();
+    let bounds = stream::ReadBounds {
+        max_session_bytes: args.max_session_bytes,
+        over_memory: &memory::over,
+    };
     let parsed = match open(&args.file).and_then(|r| {
-        stream::read_partitioned_bounded(r, args.format, args.max_session_bytes)
+        stream::read_partitioned_bounded(r, args.format, &bounds)
             .map_err(|e| format!("{shown}:{e}"))
     }) {
         Ok(h) => h,
@@ -132,15 +160,14 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
     };
     let parse_ms = started.elapsed().as_secs_f64() * 1e3;
     let (operations, sessions) = (parsed.len(), parsed.sessions());
-    let mut shown_ops: BTreeMap<usize, lin::Operation> = BTreeMap::new();
+    // The few operations a report shows (its timelines' lines and the
+    // anomaly's), read again from the file.
     let mut fetch = |at: &[usize]| -> Vec<lin::Operation> {
-        let ops = open(&args.file)
+        open(&args.file)
             .and_then(|r| {
                 stream::read_operations_at(r, args.format, at).map_err(|e| format!("{shown}:{e}"))
             })
-            .unwrap_or_default();
-        shown_ops.extend(at.iter().copied().zip(ops.iter().cloned()));
-        ops
+            .unwrap_or_default()
     };
     let started = Instant::now();
     let report = lin::check_partitioned(
@@ -148,6 +175,7 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
         CheckOptions {
             budget_steps: args.budget_steps,
             minimize: !args.verdict_only,
+            over_memory: Some(memory::is_over),
             ..CheckOptions::default()
         },
         // The verdict alone shows no timeline: nothing to read again.
@@ -157,8 +185,15 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
     let check_ms = started.elapsed().as_secs_f64() * 1e3;
     let shown = inert::terminal(&shown);
     if args.verdict_only {
+        let peak = memory::peak_bytes().map_or_else(String::new, |b| {
+            format!(
+                ", peak memory {} MiB of a {} MiB ceiling",
+                b >> 20,
+                memory::ceiling() >> 20
+            )
+        });
         let timings = format!(
-            "  parsed in {parse_ms:.1} ms, checked in {check_ms:.1} ms ({} search steps, {} thread{})\n",
+            "  parsed in {parse_ms:.1} ms, checked in {check_ms:.1} ms ({} search steps, {} thread{}{peak})\n",
             report.steps,
             report.threads,
             if report.threads == 1 { "" } else { "s" }
@@ -194,12 +229,8 @@ fn history_command(args: &HistoryArgs) -> ExitCode {
             emit(&format!(
                 "reqkey: {shown}: NOT linearizable ({operations} operations): {}\n  breaks {}\n  the smallest failing subset: operations {} of the file (0-based)\n{}",
                 inert::terminal(&c.reason),
-                explained_breaks(&|i| shown_ops.get(&i).cloned(), &c),
-                c.minimal
-                    .iter()
-                    .map(|i| format!("#{i}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                explained_breaks(&c),
+                lin::listed(&c.minimal, MAX_SUBSET_LISTED),
                 inert::lines_kept(&c.to_string())
             ));
             ExitCode::from(1)
@@ -225,28 +256,17 @@ fn emit(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
+/// The operations of the smallest failing subset the report lists by
+/// index (a sequential history's subset is every write before the
+/// failure: the rest are counted).
+const MAX_SUBSET_LISTED: usize = 64;
+
 /// What a non-linearizable history breaks: the rule that forbids the
 /// first answer no order of the smallest failing subset can give, with
-/// its clause and that answer ([`reqkey_check::anomaly`]); when no single
-/// rule explains it, SPEC 4's atomicity clauses ([`clauses_broken`]).
-fn explained_breaks(
-    history: &dyn Fn(usize) -> Option<lin::Operation>,
-    c: &lin::Counterexample,
-) -> String {
-    let ops: Vec<(usize, lin::Operation)> = c
-        .minimal
-        .iter()
-        .filter_map(|&i| {
-            let mut o = history(i)?;
-            // Counted as in flight at the cut: it may have taken effect or not.
-            if c.minimal_in_flight.contains(&i) {
-                o.answer = None;
-            }
-            Some((i, o))
-        })
-        .collect();
-    let refs: Vec<(usize, &lin::Operation)> = ops.iter().map(|(i, o)| (*i, o)).collect();
-    match reqkey_check::anomaly::first_impossible_answer(&refs) {
+/// its clause and that answer ([`lin::Anomaly`]); when no single rule
+/// explains it, SPEC 4's atomicity clauses of the writes in it.
+fn explained_breaks(c: &lin::Counterexample) -> String {
+    match &c.anomaly {
         Some(a) => format!(
             "[[{}]] ({}; `reqkey explain {}`)\n  {}",
             a.clause,
@@ -254,42 +274,9 @@ fn explained_breaks(
             a.clause,
             inert::terminal(&a.to_string())
         ),
-        None => clauses_broken(history, &c.minimal),
+        None => format!(
+            "{} (SPEC 4: every operation is one atomic step, under any concurrency; `reqkey explain CLAUSE`)",
+            lin::clause_list(&c.atomicity)
+        ),
     }
-}
-
-/// The clauses of spec/SPEC.md a non-linearizable subset breaks: SPEC 4's
-/// "one atomic step" of each kind of write in it.
-pub fn clauses_broken(
-    history: &dyn Fn(usize) -> Option<lin::Operation>,
-    subset: &[usize],
-) -> String {
-    let mut clauses: Vec<&str> = Vec::new();
-    for &i in subset {
-        let op = history(i);
-        let op = op
-            .as_ref()
-            .and_then(|o| o.request.get("op"))
-            .and_then(|v| v.as_str());
-        let clause = match op {
-            Some("commitRunStart") => "store.commit.atomic",
-            Some("setRunStatus") => "store.set-run-status.atomic",
-            Some("deleteSession") => "store.delete-session.atomic",
-            _ => continue,
-        };
-        if !clauses.contains(&clause) {
-            clauses.push(clause);
-        }
-    }
-    if clauses.is_empty() {
-        clauses.push("wire.store.concurrent");
-    }
-    format!(
-        "{} (SPEC 4: every operation is one atomic step, under any concurrency; `reqkey explain CLAUSE`)",
-        clauses
-            .iter()
-            .map(|c| format!("[[{c}]]"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
 }

@@ -1,10 +1,13 @@
 //! One judging: the path `run` and `certify` share, in order and each
-//! stage once. [`start`] starts `--start`'s commands and parses the target;
-//! [`Started::judge`] opens it (waiting for a started one), asks who it is,
+//! stage once, one way down: [`Plan::parse`] reads the command line's
+//! access, API map and target (nothing started); [`Plan::start`] starts
+//! `--start`'s commands, parses the target once and names it in the
+//! reports' context; [`Started::judge`] opens it (waiting for a started one), asks who it is,
 //! reads its profile, keeps the scenarios that apply, runs them with the
 //! reporters and writes the reports. A stage that cannot judge ends the
 //! judging there with every report written, saying why (exit 2).
 
+use reqkey_reference::scheme::{self, Scheme};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +60,7 @@ impl StartArgs {
     /// Writes into the reports' context what a replay needs to start the
     /// target again: the target as written (`{port}` unfilled) and each
     /// command, redacted. Nothing without `--start`.
-    pub fn note_in(&self, written_target: &str, ctx: &mut crate::report::context::ReportContext) {
+    fn note_in(&self, written_target: &str, ctx: &mut crate::report::context::ReportContext) {
         if self.start.is_empty() {
             return;
         }
@@ -81,7 +84,10 @@ impl StartArgs {
 pub struct AccessArgs {
     /// Trust the certificates of this PEM file (a private CA) for an
     /// `https://`, `store+https://` or `idem+https://` target, besides the
-    /// system's roots. A certificate neither trusts is exit 2, naming it.
+    /// system's roots; as curl does, a server presenting one of them itself
+    /// (a self-signed certificate, CA:TRUE included) is trusted once its
+    /// name and dates hold. A certificate refused is exit 2, naming it,
+    /// the reason and the fix.
     #[arg(long, value_name = "PEM")]
     pub cacert: Option<std::path::PathBuf>,
     /// Send this header on every request to the target (repeatable; curl's
@@ -91,10 +97,10 @@ pub struct AccessArgs {
     /// no output shows them.
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE")]
     pub headers: Vec<String>,
-    /// At most N requests a second to the target (bursts of up to N),
-    /// every request included: scenarios, the fuzz pass, health reads,
-    /// clean-up. Races under a low rate may not overlap: indefinite, never
-    /// a pass.
+    /// At most N requests in any one-second window to the target (bursts
+    /// of up to N at once), every request included: scenarios, the fuzz
+    /// pass, health reads, clean-up. Races under a low rate may not
+    /// overlap: indefinite, never a pass.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_rps: Option<u32>,
 }
@@ -104,64 +110,186 @@ impl AccessArgs {
     pub fn link(&self) -> Result<crate::targets::access::Access, String> {
         crate::targets::access::Access::new(self.cacert.as_deref(), &self.headers, self.max_rps)
     }
+
+    /// These flags as a replay line writes them: the CA file, each header
+    /// by its name with its `env:VAR` source (a value given on the command
+    /// line is written `***`: never a secret), the rate.
+    pub fn replay_flags(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(ca) = &self.cacert {
+            out.push("--cacert".to_owned());
+            out.push(ca.display().to_string());
+        }
+        for header in &self.headers {
+            let (name, value) = header.split_once(':').unwrap_or((header, ""));
+            let value = value.trim();
+            let source = match value.strip_prefix("env:") {
+                Some(var) => format!("env:{var}"),
+                None => crate::secrets::REDACTED.to_owned(),
+            };
+            out.push("-H".to_owned());
+            out.push(format!("{}: {source}", name.trim()));
+        }
+        if let Some(rps) = self.max_rps {
+            out.push("--max-rps".to_owned());
+            out.push(rps.to_string());
+        }
+        out
+    }
 }
 
 /// `--api FILE` and `--dry-run` (shared by `run` and `certify`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ApiArgs {
     /// Certify an app at its own routes, with its own authentication:
-    /// the API map (YAML) saying which route plays each role of the
-    /// reqkey-idem/1 contract, each caller's credentials, where an id is,
-    /// the effect oracle and the delete route of the clean-up
-    /// (docs/idempotency-key.md, "Certifying your own API"). With
-    /// --target idem+http[s]://HOST:PORT.
+    /// the API map (YAML, at most 256 KiB) saying which route plays each
+    /// role of the reqkey-idem/1 contract, the callers filling the
+    /// scenarios' caller roles and their credentials, where an id is, the
+    /// effect oracle and the delete route of the clean-up
+    /// (docs/idempotency-key.md, "Certifying your own API"). Every path is
+    /// relative to the target's origin. With --target
+    /// idem+http[s]://HOST:PORT.
     #[arg(long, value_name = "FILE")]
     pub api: Option<std::path::PathBuf>,
     /// With --api: print how many requests the certification would send
-    /// and to which routes, and exit 0 without sending any.
+    /// to each route of the app (paths as sent; the fuzz pass's battery and
+    /// programs counted from --seed), and exit 0 without sending any. A
+    /// run with the same --seed and --fuzz-cases ends by comparing what it
+    /// sent with that plan.
     #[arg(long, requires = "api")]
     pub dry_run: bool,
 }
 
 impl ApiArgs {
+    /// `--api FILE` as a replay line writes it.
+    pub fn replay_flags(&self) -> Vec<String> {
+        self.api
+            .iter()
+            .flat_map(|f| ["--api".to_owned(), f.display().to_string()])
+            .collect()
+    }
+
     /// The map, parsed once (caller credentials registered as secrets),
-    /// checked to fit the target: `--api` plays an idem app over HTTP.
-    pub fn load(
-        &self,
-        spec: &TargetSpec,
-    ) -> Result<Option<Arc<crate::targets::api_map::ApiMap>>, String> {
+    /// checked to fit the target as written: `--api` plays an idem app
+    /// over HTTP (`idem+http[s]://`, asked of the one scheme parser), so a
+    /// map that cannot apply is refused before anything starts.
+    fn load(&self, written: &str) -> Result<Option<Arc<crate::targets::api_map::ApiMap>>, String> {
         let Some(path) = &self.api else {
             return Ok(None);
         };
-        let is_idem_http = matches!(
-            spec,
-            TargetSpec::Idem(crate::targets::idem::IdemSpec::Http { .. })
-        );
-        if !is_idem_http {
+        if scheme::of_scheme(written, Scheme::IdemHttp).is_none() {
             return Err(format!(
                 "--api maps an app at the idem level: --target idem+http[s]://HOST:PORT, not {}",
-                spec.display_name()
+                reqkey_reference::store::redact_url(written)
             ));
         }
         crate::targets::api_map::ApiMap::load(path).map(|m| Some(Arc::new(m)))
     }
 }
 
+/// The first stage of a judging, before anything starts: what the command
+/// line says of the target, each part parsed once, in order: the access
+/// to it (`--cacert`, `--header`, `--max-rps`: credentials registered as
+/// secrets), the `--api` map (checked to fit the target as written), and
+/// the target as written with `--start`'s commands, kept for
+/// [`Plan::start`]. `run` and `certify` go down the same stages: parse,
+/// start ([`Plan::start`]), judge and report ([`Started::judge`]).
+#[derive(Debug)]
+pub struct Plan {
+    written: String,
+    start: StartArgs,
+    opts: TargetOptions,
+    /// How the target is reached, as a replay line writes it (`--api`,
+    /// `--cacert`, `-H NAME: env:VAR`, `--max-rps`), never a secret.
+    replay_flags: Vec<String>,
+}
+
+impl Plan {
+    pub fn parse(
+        written: &str,
+        start: &StartArgs,
+        access: &AccessArgs,
+        api: &ApiArgs,
+        call_timeout_ms: u64,
+        max_response_bytes: u64,
+    ) -> Result<Plan, String> {
+        let link = access.link()?;
+        let mut replay_flags = api.replay_flags();
+        replay_flags.extend(access.replay_flags());
+        let api = api.load(written)?;
+        Ok(Plan {
+            written: written.to_owned(),
+            start: start.clone(),
+            replay_flags,
+            opts: TargetOptions {
+                call_timeout_ms,
+                max_response_bytes,
+                link,
+                api,
+            },
+        })
+    }
+
+    /// `--dry-run`: the target parsed with placeholder ports (nothing
+    /// started), the suite `load` gives for its level, and the requests
+    /// the map would send, the fuzz pass's drawn from `seed`; nothing is
+    /// sent.
+    pub fn dry_run(
+        &self,
+        load: impl FnOnce(crate::targets::Level) -> Result<Vec<Scenario>, String>,
+        fuzz_cases: u32,
+        seed: u64,
+    ) -> ExitCode {
+        let planned = parse_without_starting(&self.written).and_then(|spec| {
+            let map = self.opts.api.as_ref().ok_or("--dry-run needs --api")?;
+            Ok((map, load(spec.level())?))
+        });
+        match planned {
+            Ok((map, scenarios)) => dry_run(map, scenarios, fuzz_cases, seed),
+            Err(e) => harness_error(e),
+        }
+    }
+
+    /// The second stage: `--start`'s commands started, if any, their ports
+    /// filled into the target, which is parsed here, once (its secrets
+    /// registered); and the reports' context naming it, with what a
+    /// replay needs to start it again (`command`: `run`, `certify`).
+    pub fn start(self, command: &str) -> Result<(Started, ReportContext), String> {
+        let (owned, text) = start_owned(&self.start, &self.written)?;
+        let spec = TargetSpec::parse(&text).map_err(|e| e.to_string())?;
+        let mut ctx = ReportContext::new(command, &spec.display_name());
+        self.start.note_in(&self.written, &mut ctx);
+        ctx.access = self.replay_flags;
+        Ok((
+            Started {
+                spec,
+                owned,
+                opts: self.opts,
+            },
+            ctx,
+        ))
+    }
+}
+
 /// The target as `--dry-run` reads it: parsed with any `{port}` of
 /// `--start` filled in by a placeholder port, nothing started.
-pub fn parse_without_starting(target: &str) -> Result<TargetSpec, String> {
+fn parse_without_starting(target: &str) -> Result<TargetSpec, String> {
     let placeholder = vec![1u16; crate::targets::replicas::MAX_REPLICAS];
     TargetSpec::parse(&crate::targets::owned::fill(target, &placeholder, None))
         .map_err(|e| e.to_string())
 }
 
 /// `--dry-run`: the scenarios the map plays under its declared profile
-/// (without `--start`, no crash scenario), and the requests they would
-/// send; nothing is sent.
-pub fn dry_run(
+/// (without `--start`, no crash scenario), and the requests they and the
+/// fuzz pass (its battery and `fuzz_cases` programs drawn from `seed`)
+/// would send, route by route as sent; nothing is sent. A run with the
+/// same `--seed` and `--fuzz-cases` sends exactly these when no race earns
+/// more trials and nothing fails (it says so route by route at its end).
+fn dry_run(
     map: &crate::targets::api_map::ApiMap,
     scenarios: Vec<Scenario>,
     fuzz_cases: u32,
+    seed: u64,
 ) -> ExitCode {
     let profile = match reqkey_model::idem_profile::parse_health(map.health()) {
         Ok(parsed) => parsed.profile,
@@ -174,11 +302,19 @@ pub fn dry_run(
     );
     let (apply, not_idem) = crate::run::select::by_idem_profile(apply, Some(&profile));
     not.extend(not_idem);
-    let (apply, not_played) = crate::run::select::by_target(apply, |s| map.plays(s));
+    let roles = std::sync::Mutex::new(crate::targets::api_map::CallerRoles::default());
+    let (apply, not_played) = crate::run::select::by_target(apply, |s| {
+        map.plays(
+            s,
+            &mut roles
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    });
     not.extend(not_played);
     println!(
         "{}",
-        map.plan(&apply, fuzz_cases, crate::run::trial::EXTRA_TRIALS_FACTOR)
+        map_plan(map, &profile, &apply, Some(fuzz_cases), seed)
     );
     if !not.is_empty() {
         println!(
@@ -189,6 +325,60 @@ pub fn dry_run(
     }
     println!("reqkey: dry run: nothing was sent");
     ExitCode::SUCCESS
+}
+
+/// The fuzz pass's requests through `map` under `profile`: its battery
+/// and `cases` programs drawn from `seed`, fitted to the map (nothing
+/// without a pass, or with `--fuzz-cases 0`).
+fn fuzz_requests(
+    map: &crate::targets::api_map::ApiMap,
+    profile: &reqkey_model::idem_profile::IdemProfile,
+    cases: Option<u32>,
+    seed: u64,
+) -> crate::targets::api_plan::ContractRequests {
+    use crate::run::fuzz::{idem_map, pass};
+    match cases {
+        None | Some(0) => Default::default(),
+        Some(cases) => idem_map::planned_requests(
+            profile,
+            cases,
+            seed,
+            pass::CERTIFY_IDEM_LONG_PAUSES,
+            pass::CERTIFY_IDEM_SHRINK_ITERS,
+            true,
+            &idem_map::Fit::of(Some(map), profile),
+        ),
+    }
+}
+
+/// The plan of a run through `map` as its lines: `scenarios` at their
+/// least and most trials, and the fuzz pass.
+fn map_plan(
+    map: &crate::targets::api_map::ApiMap,
+    profile: &reqkey_model::idem_profile::IdemProfile,
+    scenarios: &[Scenario],
+    fuzz_cases: Option<u32>,
+    seed: u64,
+) -> String {
+    let trials: Vec<(&Scenario, u64, u64)> = scenarios
+        .iter()
+        .map(|s| {
+            let (least, most) =
+                crate::targets::api_map::ApiMap::trials(s, crate::run::trial::EXTRA_TRIALS_FACTOR);
+            (s, least, most)
+        })
+        .collect();
+    let fuzz = fuzz_requests(map, profile, fuzz_cases, seed);
+    let what = match fuzz_cases {
+        Some(cases) if cases > 0 => format!(
+            "{} scenarios and the fuzz pass (seed {seed}: the battery and {cases} programs, \
+             {})",
+            scenarios.len(),
+            crate::run::fuzz::idem_map::describe(&fuzz)
+        ),
+        _ => format!("{} scenarios", scenarios.len()),
+    };
+    map.plan_lines(&map.plan(&trials, &fuzz), &what)
 }
 
 /// Starts `--start`'s commands, if any, and fills their ports into the
@@ -393,7 +583,7 @@ pub async fn execute(
     ctx: &ReportContext,
     outputs: &Outputs,
     quiet: bool,
-) -> ExitCode {
+) -> (ExitCode, Option<crate::run::event::RunSummary>) {
     let mut reporters: Vec<Box<dyn Reporter>> = vec![Box::new(
         TerminalReporter::new(std::io::stdout(), quiet)
             .with_progress(progress_wanted(quiet))
@@ -403,11 +593,14 @@ pub async fn execute(
     // not after a long run.
     match file_reporters(ctx, outputs, scenarios) {
         Ok(files) => reporters.extend(files),
-        Err(e) => return harness_error(e),
+        Err(e) => return (harness_error(e), None),
     }
     if let Some(dir) = &outputs.histories {
         if let Err(e) = std::fs::create_dir_all(dir) {
-            return harness_error(format!("cannot create {}: {e}", dir.display()));
+            return (
+                harness_error(format!("cannot create {}: {e}", dir.display())),
+                None,
+            );
         }
     }
     let summary = runner::run(target, scenarios, cfg, &mut reporters).await;
@@ -431,7 +624,10 @@ pub async fn execute(
     }
     for r in &mut reporters {
         if let Err(e) = r.finish() {
-            return harness_error(format!("cannot write a report: {e}"));
+            return (
+                harness_error(format!("cannot write a report: {e}")),
+                Some(summary),
+            );
         }
     }
     if !quiet {
@@ -443,11 +639,11 @@ pub async fn execute(
         match write_histories(dir, &sink.take()) {
             Ok(n) if !quiet => eprintln!("reqkey: wrote {n} histories to {}", dir.display()),
             Ok(_) => {}
-            Err(e) => return harness_error(e),
+            Err(e) => return (harness_error(e), Some(summary)),
         }
     }
     // The one verdict every report above stated (the fuzz pass included).
-    ExitCode::from(exit_code)
+    (ExitCode::from(exit_code), Some(summary))
 }
 
 /// The first stage: `--start`'s processes (if any) and the target parsed,
@@ -457,13 +653,7 @@ pub async fn execute(
 pub struct Started {
     pub spec: TargetSpec,
     owned: Option<Owned>,
-}
-
-/// Starts `--start`'s commands, if any, and parses `--target`.
-pub fn start(args: &StartArgs, target: &str) -> Result<Started, String> {
-    let (owned, text) = start_owned(args, target)?;
-    let spec = TargetSpec::parse(&text).map_err(|e| e.to_string())?;
-    Ok(Started { spec, owned })
+    opts: TargetOptions,
 }
 
 /// When a judging reads the target's identity (`/health`).
@@ -478,7 +668,6 @@ pub enum Identity {
 /// How a started target is judged.
 #[derive(Debug)]
 pub struct Judge<'a> {
-    pub opts: TargetOptions,
     pub start_timeout_ms: u64,
     /// `--profile`, when stated.
     pub stated_profile: Option<&'a str>,
@@ -505,11 +694,11 @@ impl Started {
         narrow: impl FnOnce(Vec<Scenario>) -> Result<Vec<Scenario>, String>,
         cfg: &RunConfig,
     ) -> ExitCode {
-        let timeout_ms = how.opts.call_timeout_ms;
+        let timeout_ms = self.opts.call_timeout_ms;
         // A signal from here on still writes the reports, with the reason.
         write_reports_on_interrupt(&ctx, how.outputs, how.seed, None);
         let target =
-            match open_started(&self.spec, how.opts, self.owned, how.start_timeout_ms).await {
+            match open_started(&self.spec, self.opts, self.owned, how.start_timeout_ms).await {
                 Ok(t) => t,
                 Err(e) => return not_judged(&ctx, how.outputs, how.seed, &e),
             };
@@ -553,6 +742,15 @@ impl Started {
                 .map(|h| bound::value(&h)),
             None => None,
         };
+        // A live app played through a map: say what will be sent before
+        // anything is (the fuzz pass included).
+        let mapped = target.api_map().zip(profile.idem.as_ref());
+        if let Some((map, declared)) = mapped {
+            println!(
+                "{}",
+                map_plan(map, declared, &scenarios, how.fuzz_cases, how.seed)
+            );
+        }
         if let Some(cases) = how.fuzz_cases {
             // The probes at scale (issue 55) around the programs: state
             // seeded before them, read again after them.
@@ -611,29 +809,75 @@ impl Started {
                 target: Arc::downgrade(&target),
             }),
         );
-        // A live app played through a map: say what will be sent first.
-        if let Some(map) = target.api_map() {
-            println!(
-                "{}",
-                map.plan(
-                    &scenarios,
-                    how.fuzz_cases.unwrap_or(0),
-                    crate::run::trial::EXTRA_TRIALS_FACTOR
-                )
-            );
-        }
         let mut cfg = cfg.clone();
         cfg.finished = Some(finished);
         if target.sequential() {
             cfg.concurrency = 1;
         }
         let finishing = Arc::clone(&target);
-        let code = execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await;
+        let (code, summary) = execute(target, &scenarios, &cfg, &ctx, how.outputs, how.quiet).await;
         if let Some(line) = finishing.finish().await {
             eprintln!("reqkey: {}", crate::report::inert::terminal(&line));
         }
+        if let (Some(summary), Some(map), Some(declared), Some(sent)) = (
+            &summary,
+            finishing.api_map(),
+            ctx.profile.as_ref().and_then(|p| p.idem.as_ref()),
+            finishing.sent_requests(),
+        ) {
+            if !how.quiet {
+                let fuzz = (how.fuzz_cases, how.seed);
+                for line in sent_against_plan(map, declared, &scenarios, summary, &ctx, fuzz, &sent)
+                {
+                    println!("{line}");
+                }
+            }
+        }
         code
     }
+}
+
+/// After a run through a map: what was sent, route by route, beside the
+/// plan for the trials that ran (each scenario at its `trials_run`, the
+/// fuzz pass from its seed): `--dry-run` and the run agree request for
+/// request when no race earned more trials. Where something failed (steps
+/// skipped, a failing program shrunk), the plan cannot hold: said first.
+fn sent_against_plan(
+    map: &crate::targets::api_map::ApiMap,
+    declared: &reqkey_model::idem_profile::IdemProfile,
+    scenarios: &[Scenario],
+    summary: &crate::run::event::RunSummary,
+    ctx: &ReportContext,
+    (fuzz_cases, seed): (Option<u32>, u64),
+    sent: &std::collections::BTreeMap<String, u64>,
+) -> Vec<String> {
+    let trials_run: std::collections::BTreeMap<&str, u64> = summary
+        .results
+        .iter()
+        .map(|r| (r.id.as_str(), u64::from(r.trials_run)))
+        .collect();
+    let ran: Vec<(&Scenario, u64, u64)> = scenarios
+        .iter()
+        .map(|s| {
+            let n = trials_run.get(s.id.as_str()).copied().unwrap_or(0);
+            (s, n, n)
+        })
+        .collect();
+    let fuzz_passed = ctx
+        .fuzz
+        .as_ref()
+        .is_none_or(|f| matches!(f.verdict, "passed" | "skipped"));
+    let fuzz = fuzz_requests(map, declared, fuzz_cases, seed);
+    let mut lines = Vec::new();
+    if summary.failed > 0 || !fuzz_passed {
+        lines.push(
+            "reqkey: sent beside the plan (something failed: skipped steps and a shrunk \
+             program make it differ):"
+                .to_owned(),
+        );
+    }
+    lines.extend(map.compare(&map.plan(&ran, &fuzz), sent));
+    lines
 }
 
 /// The declared idem fields with the scenarios of `scenarios` (those

@@ -64,6 +64,18 @@ suite of the target's level and writes the certificate."
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// The most resident memory this process may hold while it reads an
+    /// input, in bytes (any command; Linux, read from /proc): a history
+    /// (`check history`: every 256 KiB read and 65,536 search steps), a
+    /// shard's results (`certify merge`: at each shard), a target's answer
+    /// (every 256 KiB of it). Past it the reader stops and the command
+    /// exits 2 naming this bound, instead of being ended by the system's
+    /// own cap. (An API map has a fixed bound: 256 KiB, YAML aliases
+    /// limited.) Default 4 GiB (4294967296); at least 32 MiB.
+    #[arg(long, global = true, value_name = "BYTES",
+          default_value_t = crate::memory::DEFAULT_MAX_MEMORY_BYTES,
+          value_parser = crate::memory::parse_ceiling)]
+    pub max_memory_bytes: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -145,6 +157,7 @@ pub fn dispatch(cli: Cli) -> ExitCode {
     // This process is the judge: whatever `--start` spawns and orphans is
     // its own to stop, marked or not (`targets::reap`).
     crate::targets::reap::own_every_descendant();
+    crate::memory::set_ceiling(cli.max_memory_bytes);
     match cli.command {
         Command::Run(args) => run::run_command(args),
         Command::Model { cmd } => model::run(cmd),

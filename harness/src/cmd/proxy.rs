@@ -133,6 +133,14 @@ fn replay_line(args: &ProxyArgs, target_name: &str, seed: u64, plan: &FaultPlan)
         format!("--seed {seed}"),
         format!("--delay-ms {}", args.delay_ms),
     ];
+    // How the upstream is reached (`--cacert`, `-H NAME: env:VAR`,
+    // `--max-rps`), never a secret (issue 57).
+    parts.extend(
+        args.link
+            .replay_flags()
+            .iter()
+            .map(|w| crate::report::context::shell_quote(w)),
+    );
     if !args.command.is_empty() {
         parts.push("--".to_owned());
         parts.extend(

@@ -10,12 +10,10 @@ use crate::cmd::exit::{fresh_seed, harness_error};
 use crate::cmd::judging::{self, Identity, Judge, StartArgs};
 use crate::cmd::outputs::Outputs;
 use crate::cmd::runtime::with_runtime_interruptible;
-use crate::report::ReportContext;
 use crate::run::partition::Partition;
 use crate::run::runner::RunConfig;
 use crate::run::select::{check_tags_exist, filter_by_tags};
 use crate::run::suite;
-use crate::targets::TargetOptions;
 use reqkey_scenario::{self as scenario, Scenario};
 
 #[derive(Debug, Args)]
@@ -148,36 +146,32 @@ pub fn run_command(args: RunArgs) -> ExitCode {
 }
 
 async fn run_async(args: RunArgs) -> ExitCode {
-    let link = match args.link.link() {
-        Ok(link) => link,
-        Err(e) => return harness_error(e),
-    };
-    let mut opts = TargetOptions {
-        call_timeout_ms: args.timeout_ms,
-        max_response_bytes: args.max_response_bytes,
-        link,
-        api: None,
-    };
+    // One way down: parse, start, judge and report (cmd/judging.rs).
     if args.api.dry_run {
         return harness_error(
             "--dry-run plans a certification: `reqkey certify --api FILE --dry-run`",
         );
     }
     let defaulted = args.target.is_none();
-    // Parsed once, here; from now on only the typed spec and its redacted
-    // display name exist (a secret in the string reaches no output).
-    let started = match judging::start(
-        &args.start,
+    let plan = match judging::Plan::parse(
         args.target.as_deref().unwrap_or(DEFAULT_TARGET),
+        &args.start,
+        &args.link,
+        &args.api,
+        args.timeout_ms,
+        args.max_response_bytes,
     ) {
+        Ok(plan) => plan,
+        Err(e) => return harness_error(e),
+    };
+    // Parsed once, there; from now on only the typed spec and its
+    // redacted display name exist (a secret in the string reaches no
+    // output).
+    let (started, mut ctx) = match plan.start("run") {
         Ok(started) => started,
         Err(e) => return harness_error(e),
     };
     let spec = &started.spec;
-    opts.api = match args.api.load(spec) {
-        Ok(api) => api,
-        Err(e) => return harness_error(e),
-    };
     let target_name = spec.display_name();
     println!("{}", judging_line(&target_name, defaulted));
     let seed = args.seed.unwrap_or_else(fresh_seed);
@@ -225,10 +219,7 @@ async fn run_async(args: RunArgs) -> ExitCode {
                 .map_or_else(String::new, |v| format!(", version {v}"))
         );
     }
-    let mut ctx = ReportContext::new("run", &target_name);
     ctx.target_defaulted = defaulted;
-    args.start
-        .note_in(args.target.as_deref().unwrap_or(DEFAULT_TARGET), &mut ctx);
     ctx.selection = selection_flags(&args, explicit_paths);
     ctx.suite = Some(suite_info);
     ctx.partition = args.partition;
@@ -274,7 +265,6 @@ async fn run_async(args: RunArgs) -> ExitCode {
         .map(|_| std::sync::Arc::new(crate::run::export::HistorySink::new()));
     ctx.expected_failures = expected;
     let how = Judge {
-        opts,
         start_timeout_ms: args.start.start_timeout_ms,
         stated_profile: args.profile.as_deref(),
         identity: Identity::ForReports,

@@ -225,9 +225,13 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             md,
             "| replay | {} |",
             code_cell(&format!(
-                "reqkey certify {}{}{} --seed {}",
+                "reqkey certify {}{}{}{} --seed {}",
                 ctx.replay_target(),
                 profile_flag(ctx),
+                ctx.fuzz
+                    .as_ref()
+                    .map(|f| format!(" --fuzz-cases {}", f.cases))
+                    .unwrap_or_default(),
                 patience_flag(ctx),
                 summary.seed
             ))

@@ -57,6 +57,12 @@ pub struct ReportContext {
     /// With `--start --db`: each database as written, redacted, so that a
     /// replay puts the harness's proxy on the link again (issue 49).
     pub db_urls: Vec<String>,
+    /// How the run reached the target and what it sent, as the flags that
+    /// say it again (`--api FILE`, `--cacert PEM`, `-H 'NAME: env:VAR'`,
+    /// `--max-rps N`, `--fuzz-cases N`), in order, each a flag or its
+    /// value: every replay line carries them (issue 57). Never a secret: a
+    /// header given as a value is written `NAME: ***`.
+    pub access: Vec<String>,
     /// The certification's bounded fuzz pass (`None`: none ran, as in `run`).
     pub fuzz: Option<FuzzPass>,
     /// The certification run this is (or is a shard of): `certify
@@ -128,6 +134,7 @@ impl ReportContext {
             target_template: None,
             start_commands: Vec::new(),
             db_urls: Vec::new(),
+            access: Vec::new(),
             fuzz: None,
             run_id: None,
             declared_fields: None,
@@ -138,19 +145,29 @@ impl ReportContext {
     /// `--start` the target as written with every `--start` command, so
     /// that the line starts the target again on fresh ports (issue 50:
     /// it named the run's temporary port and left `--start` out).
+    ///
+    /// Then the flags of how the target was reached and what was sent
+    /// ([`ReportContext::access`]): a map, a CA, a header, a rate, a fuzz
+    /// budget the line would otherwise lose (issue 57).
     pub fn replay_target(&self) -> String {
-        if self.start_commands.is_empty() {
-            return format!("--target {}", shell_quote(&self.target));
-        }
-        let target = self.target_template.as_deref().unwrap_or(&self.target);
-        let mut line = format!("--target {}", shell_quote(target));
-        for command in &self.start_commands {
-            line.push_str(" --start ");
-            line.push_str(&shell_quote(command));
-        }
-        for db in &self.db_urls {
-            line.push_str(" --db ");
-            line.push_str(&shell_quote(db));
+        let mut line = if self.start_commands.is_empty() {
+            format!("--target {}", shell_quote(&self.target))
+        } else {
+            let target = self.target_template.as_deref().unwrap_or(&self.target);
+            let mut line = format!("--target {}", shell_quote(target));
+            for command in &self.start_commands {
+                line.push_str(" --start ");
+                line.push_str(&shell_quote(command));
+            }
+            for db in &self.db_urls {
+                line.push_str(" --db ");
+                line.push_str(&shell_quote(db));
+            }
+            line
+        };
+        for word in &self.access {
+            line.push(' ');
+            line.push_str(&shell_quote(word));
         }
         line
     }
@@ -407,6 +424,31 @@ mod tests {
             ctx.replay_target(),
             "--target 'store+http://127.0.0.1:{port}' \
              --start 'node cli.js --store '\\''pg'\\'' --port {port}'"
+        );
+    }
+
+    /// Issue 57: the replay line dropped `--api`, `--cacert` and `-H`.
+    #[test]
+    fn a_replay_carries_how_the_target_was_reached_and_no_secret() {
+        let mut ctx = ReportContext::new("certify", "idem+https://localhost:8443");
+        ctx.access = [
+            "--api",
+            "docs/examples/orders_api.map.yaml",
+            "--cacert",
+            "ca.pem",
+            "-H",
+            "Authorization: env:API_TOKEN",
+            "-H",
+            "X-Tenant: ***",
+            "--max-rps",
+            "20",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(
+            ctx.replay_target(),
+            "--target idem+https://localhost:8443 --api docs/examples/orders_api.map.yaml \
+             --cacert ca.pem -H 'Authorization: env:API_TOKEN' -H 'X-Tenant: ***' --max-rps 20"
         );
     }
 }

@@ -129,6 +129,10 @@ struct TargetDoc<'a> {
     /// redacted.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     db: &'a [String],
+    /// The flags of how the target was reached (`--api`, `--cacert`,
+    /// `-H NAME: env:VAR`, `--max-rps`, `--fuzz-cases`), no secret.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    access: &'a [String],
 }
 
 #[derive(Debug, Serialize)]
@@ -296,6 +300,7 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             template: ctx.target_template.as_deref(),
             start: &ctx.start_commands,
             db: &ctx.db_urls,
+            access: &ctx.access,
         },
         profile: ctx.profile.as_ref().map(|p| ProfileDoc {
             supports_request_key: p.profile.supports_request_key,

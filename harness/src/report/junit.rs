@@ -209,10 +209,10 @@ fn fuzz_cases(pass: &crate::run::fuzz::pass::FuzzPass, rec: &RunRecord<'_>) -> V
 
 fn status(ctx: &ReportContext, summary: &RunSummary, r: &ScenarioResult) -> TestCaseStatus {
     let replay = format!(
-        "seed: {seed} (replay: reqkey run {file} --target {target} --seed {seed})",
+        "seed: {seed} (replay: reqkey run {file} {target} --seed {seed})",
         seed = summary.seed,
         file = replay_path(ctx, r),
-        target = ctx.target,
+        target = ctx.replay_target(),
     );
     match r.verdict {
         Verdict::Pass => TestCaseStatus::success(),

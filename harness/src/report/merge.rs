@@ -107,6 +107,9 @@ pub struct TargetDoc {
     /// Its `--db` databases, redacted.
     #[serde(default)]
     pub db: Vec<String>,
+    /// Its access flags (`--api`, `--cacert`, `-H`, `--max-rps`, ...).
+    #[serde(default)]
+    pub access: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -548,6 +551,7 @@ pub fn merge(mut shards: Vec<Shard>) -> Result<Merged, String> {
     ctx.target_template = first.target.template.clone();
     ctx.start_commands = first.target.start.clone();
     ctx.db_urls = first.target.db.clone();
+    ctx.access = first.target.access.clone();
     ctx.reqkey_version = first.reqkey_version.clone();
     ctx.target_defaulted = first.target.defaulted;
     ctx.health = first.target.health.clone();

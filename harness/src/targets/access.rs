@@ -94,11 +94,14 @@ impl Access {
     }
 
     /// Waits for this request's turn under `--max-rps` (at once without
-    /// one). Bounded: a request waits at most for the requests already
-    /// queued before it, one interval each.
+    /// one): until fewer than `max_rps` requests left in the last second
+    /// (and [`PACE_MARGIN`]). Bounded: each round either takes its turn or
+    /// sleeps until the oldest of those leaves the window.
     pub async fn pace(&self) {
         if let Some(pace) = &self.0.pace {
-            tokio::time::sleep_until(pace.turn(Instant::now())).await;
+            while let Err(at) = pace.take(Instant::now()) {
+                tokio::time::sleep_until(at).await;
+            }
         }
     }
 }
@@ -115,37 +118,56 @@ impl fmt::Debug for Access {
     }
 }
 
-/// A rate of at most `rps` requests a second with bursts of up to `rps`
-/// (a generic cell rate: each request takes the next slot one interval
-/// after the last, and may go up to `rps - 1` intervals early), so that a
-/// race scenario's burst still starts at once under a rate that allows it.
+/// At most `rps` requests in any one-second window, bursts of up to `rps`
+/// at once: a request leaves when fewer than `rps` left in the second (and
+/// [`PACE_MARGIN`]) before it, counted by when they really left (a request
+/// that woke late does not let the next ones crowd in behind it). So a
+/// race scenario's burst still starts at once under a rate that allows
+/// it, and no window of a second, wherever it starts, holds more than
+/// `rps` requests as the harness sends them (issue 57: a bucket that
+/// refilled while it drained let twice the rate into the first second).
 struct Pace {
     rps: u32,
-    interval: Duration,
-    /// When the next request's slot is (the theoretical arrival time).
-    next: Mutex<Option<Instant>>,
+    /// When the last `rps` requests left, oldest first (bounded by `rps`).
+    left: Mutex<std::collections::VecDeque<Instant>>,
 }
+
+/// How much later than one second after the request `rps` places before
+/// it a request leaves: the jitter between the harness's send and the
+/// target's read, so that the target too sees no more than `rps` in a
+/// second.
+pub const PACE_MARGIN: Duration = Duration::from_millis(50);
 
 impl Pace {
     fn new(rps: u32) -> Pace {
         let rps = rps.max(1);
         Pace {
             rps,
-            interval: Duration::from_secs(1) / rps,
-            next: Mutex::new(None),
+            left: Mutex::new(std::collections::VecDeque::with_capacity(
+                rps.min(4_096) as usize
+            )),
         }
     }
 
-    /// The instant a request asking at `now` may go.
-    fn turn(&self, now: Instant) -> Instant {
-        let mut next = self
-            .next
+    /// Takes a turn at `now` (`Ok`: the request leaves), or says when to
+    /// ask again. Asked with a clock that never goes back.
+    fn take(&self, now: Instant) -> Result<(), Instant> {
+        let mut left = self
+            .left
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let slot = next.map_or(now, |n| n.max(now));
-        *next = Some(slot + self.interval);
-        let early = self.interval * (self.rps - 1);
-        slot.checked_sub(early).map_or(now, |t| t.max(now))
+        let now = left.back().map_or(now, |last| now.max(*last));
+        if left.len() >= self.rps as usize {
+            let free_at = left
+                .front()
+                .map_or(now, |oldest| *oldest + Duration::from_secs(1) + PACE_MARGIN);
+            if free_at > now {
+                return Err(free_at);
+            }
+            left.pop_front();
+        }
+        left.push_back(now);
+        Ok(())
     }
 }
 
@@ -156,10 +178,15 @@ impl Pace {
 pub fn parse_header(text: &str) -> Result<(String, Vec<u8>), String> {
     let (name, value) = text
         .split_once(':')
-        .ok_or("--header takes `NAME: VALUE` (a colon after the name)")?;
+        .ok_or("--header takes `NAME: VALUE` (a colon after the name; the text given is not shown, it may hold a credential)")?;
     let name = name.trim();
-    reqwest::header::HeaderName::from_bytes(name.as_bytes())
-        .map_err(|_| format!("--header: `{name}` is not a header name"))?;
+    // A name that is not a token may hold the credential itself
+    // (`-H 'Authorization=Bearer X:Y'` splits inside the token): never quoted.
+    reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+        "--header takes `NAME: VALUE`: the text before the first colon is not a header \
+         name (not shown, it may hold a credential): write the header's name, a colon, then its value"
+            .to_owned()
+    })?;
     let value = resolve_value(name, value.trim())?;
     reqwest::header::HeaderValue::from_bytes(value.as_bytes())
         .map_err(|_| format!("--header {name}: the value cannot be sent in HTTP/1.1"))?;
@@ -208,6 +235,10 @@ mod tests {
         assert!(parse_header("no colon here").is_err());
         let e = parse_header("Bad Name: s3cr3t-value").unwrap_err();
         assert!(!e.contains("s3cr3t-value"), "{e}");
+        // Issue 57: `=` for `:` puts the token before the first colon.
+        let e = parse_header("Authorization=Bearer s3cr3t-a:s3cr3t-b").unwrap_err();
+        assert!(!e.contains("s3cr3t") && !e.contains("Bearer"), "{e}");
+        assert!(e.contains("not a header name"), "{e}");
         let e = parse_header("X-A: bad\u{1}s3cr3t").unwrap_err();
         assert!(!e.contains("s3cr3t"), "{e}");
     }
@@ -223,15 +254,35 @@ mod tests {
     }
 
     #[test]
-    fn the_pace_allows_a_burst_then_one_request_an_interval() {
+    fn the_pace_allows_a_burst_and_no_window_of_a_second_holds_more() {
         let pace = Pace::new(4);
         let start = Instant::now();
-        let turns: Vec<Duration> = (0..8).map(|_| pace.turn(start) - start).collect();
-        assert!(turns[..4].iter().all(|t| t.is_zero()), "{turns:?}");
-        assert_eq!(turns[4], Duration::from_millis(250));
-        assert_eq!(turns[7], Duration::from_millis(1000));
-        // A second later the bucket is full again.
-        let later = start + Duration::from_secs(3);
-        assert_eq!(pace.turn(later), later);
+        let second = Duration::from_secs(1) + PACE_MARGIN;
+        // A burst of 4 at once, then the fifth waits for the first's second.
+        for _ in 0..4 {
+            assert_eq!(pace.take(start), Ok(()));
+        }
+        assert_eq!(pace.take(start), Err(start + second));
+        // One woke late: the ones after it wait for its second, not for
+        // the slot it was given.
+        let late = start + Duration::from_millis(1_300);
+        assert_eq!(pace.take(late), Ok(()));
+        for _ in 0..3 {
+            assert_eq!(pace.take(late), Ok(()));
+        }
+        assert_eq!(pace.take(late), Err(late + second));
+        let mut left: Vec<Duration> = vec![Duration::ZERO; 4];
+        left.extend([late - start; 4]);
+        for (i, t) in left.iter().enumerate() {
+            let within = left[i..]
+                .iter()
+                .filter(|u| **u - *t < Duration::from_secs(1));
+            assert!(within.count() <= 4, "{left:?}");
+        }
+        // Long after, a burst goes at once again.
+        let later = start + Duration::from_secs(10);
+        for _ in 0..4 {
+            assert_eq!(pace.take(later), Ok(()));
+        }
     }
 }

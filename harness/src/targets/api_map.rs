@@ -1,8 +1,9 @@
 //! `--api FILE`: how an app at its own routes, with its own
 //! authentication, plays the `reqkey-idem/1` contract (SPEC 10), so that
-//! the idem suite runs against it unchanged. Parsed once, here, into an
-//! [`ApiMap`] (every mistake `FILE:line:col`); `mapped.rs` plays it at the
-//! target seam and `ledger.rs` keeps its effect oracle.
+//! the idem suite and the fuzz pass run against it unchanged. Parsed once,
+//! here, into an [`ApiMap`] (every mistake `FILE:line:col`, the file read
+//! bounded: [`MAX_MAP_BYTES`]); `mapped.rs` plays it at the target seam and
+//! `ledger.rs` keeps its effect oracle.
 //!
 //! What a map says (docs/idempotency-key.md, "Certifying your own API"):
 //! the declared profile and identity (what `/.reqkey/health` would say);
@@ -10,15 +11,29 @@
 //! create with a side effect, one that fails after its effect, a slow one,
 //! another method, another path), each with a body template that carries
 //! the scenario's body (`$body`, so that two payloads stay two payloads)
-//! and the status it answers; the headers each caller authenticates with
-//! (so that scope by caller is judged by the app's own identities); where
-//! the created resource's id is in an answer; the effect oracle (the
-//! contract's counter, else read routes that count the caller's
-//! resources, else the ids the answers carry); and a delete route for
-//! the clean-up.
+//! and the status it answers; the callers, each with the headers it
+//! authenticates with, who fill the scenarios' caller roles (so that scope
+//! by caller is judged by the app's own identities); where the created
+//! resource's id is in an answer; the effect oracle (the contract's
+//! counter, else read routes that count the caller's resources, else the
+//! ids the answers carry); and a delete route for the clean-up.
 //!
-//! A scenario the map cannot play (a route it has no role for, two callers
-//! it gives one credential, a replayed header it names none for) is not
+//! **Roles, not names.** A scenario (or a fuzz program) names its callers
+//! in the contract's words (`alice`, `bob-${c}`: a suffix after `-` is a
+//! fresh tag); each plays a role by its place among the scenario's
+//! callers: the first caller, another caller ([`CallerRoles`]). The map's
+//! callers fill the roles in order, whatever their names: `default_caller`
+//! (else the first listed) plays the first caller, the next one listed
+//! another caller. Every profile's suite needs two callers.
+//!
+//! **Nothing leaves the origin.** Every path a map gives is origin-relative
+//! ([`origin_path`]: one leading `/`, no `@`, `\`, scheme, authority,
+//! `.`/`..` segment or an encoded form of them), refused at load with its
+//! line otherwise, and kept as it is sent; an id an answer carries is
+//! sent back as one path segment (`mapped.rs`).
+//!
+//! A scenario the map cannot play (a route it has no role for, a caller
+//! role it has no caller for, a replayed header it names none for) is not
 //! applicable with the reason ([`ApiMap::plays`]), never run half.
 
 use std::collections::BTreeMap;
@@ -32,8 +47,10 @@ use reqkey_scenario::agent_step::{HeaderTemplate, Wire};
 use reqkey_scenario::step::{Action, Step};
 use reqkey_scenario::Scenario;
 
-/// The largest map file read.
-const MAX_MAP_BYTES: u64 = 256 * 1024;
+/// The largest map file read (bytes; a larger one is refused unread).
+pub const MAX_MAP_BYTES: u64 = 256 * 1024;
+/// The most callers a map lists.
+const MAX_CALLERS: usize = 16;
 /// The contract's caller header (SPEC 10), which a map turns into the
 /// caller's own credentials.
 pub const CALLER_HEADER: &str = "x-reqkey-caller";
@@ -121,6 +138,16 @@ pub struct Route {
     pub id: String,
 }
 
+impl Route {
+    /// Does the app's route take a duration (`$sleepMs` in its body
+    /// template), as the contract's slow and failing routes do?
+    pub fn takes_duration(&self) -> bool {
+        self.body
+            .as_deref()
+            .is_some_and(|b| b.contains("\"$sleepMs\""))
+    }
+}
+
 /// A read route of the app: how many resources the caller has.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Read {
@@ -177,7 +204,10 @@ pub struct ApiMap {
     pub key_header: String,
     /// Each caller's headers (values resolved, registered as secrets).
     pub callers: BTreeMap<String, Vec<(String, Vec<u8>)>>,
-    /// The caller a scenario's caller not named in `callers` uses.
+    /// The callers in role order: the first caller (`default_caller`, else
+    /// the first listed), then another caller, ... ([`CallerRoles`]).
+    pub roles: Vec<String>,
+    /// The caller playing the first caller (`roles[0]`).
     pub default_caller: String,
     pub routes: BTreeMap<Role, Route>,
     /// A response header the app's handler sets on an execution (kept in
@@ -202,10 +232,194 @@ impl fmt::Debug for ApiMap {
         f.debug_struct("ApiMap")
             .field("file", &self.file)
             .field("callers", &callers)
+            .field("roles", &self.roles)
             .field("routes", &self.routes)
             .field("oracle", &self.oracle)
             .finish()
     }
+}
+
+/// The roles a scenario's callers play, in the order a map's callers fill
+/// them: the first caller, another caller, then a third, a fourth...
+pub fn role_name(role: usize) -> String {
+    match role {
+        0 => "the first caller".to_owned(),
+        1 => "another caller".to_owned(),
+        n => format!("caller number {}", n + 1),
+    }
+}
+
+/// A caller's name as roles know it: the contract caller up to its first
+/// `-` (what follows is a fresh tag: `alice-${c}` is `alice`).
+fn stem(caller: &str) -> &str {
+    caller.split(['-', '$']).next().unwrap_or(caller)
+}
+
+/// The fuzz programs' callers (`run/fuzz/idem_program.rs` `CALLERS`): the
+/// first caller and another caller.
+pub const PROGRAM_CALLERS: [&str; 2] = ["alice", "bob"];
+
+/// Which role each contract caller plays, by its name ([`stem`]): a
+/// caller's role is its place among the callers of the scenario it
+/// appears in (first seen, first), learned as the map's scenarios are
+/// chosen ([`ApiMap::plays`]) and kept across the suite, so that one name
+/// is one identity of the app in every scenario; the fuzz programs'
+/// callers ([`PROGRAM_CALLERS`]) are known from the start. A name never
+/// seen is the first caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerRoles(BTreeMap<String, usize>);
+
+impl Default for CallerRoles {
+    fn default() -> Self {
+        CallerRoles(
+            PROGRAM_CALLERS
+                .iter()
+                .enumerate()
+                .map(|(i, c)| ((*c).to_owned(), i))
+                .collect(),
+        )
+    }
+}
+
+impl CallerRoles {
+    /// The role `caller` plays.
+    pub fn role_of(&self, caller: &str) -> usize {
+        self.0.get(stem(caller)).copied().unwrap_or(0)
+    }
+
+    /// The roles of a scenario's callers, given in the order they first
+    /// appear, if one name keeps one role: learned when they fit.
+    fn learn(&mut self, callers: &[String]) -> Result<Vec<usize>, String> {
+        let mut stems: Vec<(&str, &str)> = Vec::new();
+        for caller in callers {
+            let s = stem(caller);
+            match stems.iter().find(|(known, _)| *known == s) {
+                Some((_, first)) => {
+                    return Err(format!(
+                        "its callers `{first}` and `{caller}` are one name, which one \
+                         credential cannot tell apart"
+                    ))
+                }
+                None => stems.push((s, caller)),
+            }
+        }
+        let stems: Vec<&str> = stems.into_iter().map(|(s, _)| s).collect();
+        for (place, s) in stems.iter().enumerate() {
+            if let Some(known) = self.0.get(*s).filter(|k| **k != place) {
+                return Err(format!(
+                    "its caller `{s}` is {} here and {} elsewhere in the suite: one name is one \
+                     identity of the app",
+                    role_name(place),
+                    role_name(*known)
+                ));
+            }
+        }
+        for (place, s) in stems.iter().enumerate() {
+            self.0.insert((*s).to_owned(), place);
+        }
+        Ok((0..stems.len()).collect())
+    }
+}
+
+/// `written` as it is sent, if it is a path at the target's origin: one
+/// leading `/`; no `@`, backslash, scheme (`://`), fragment, blank or
+/// control character; no `.` or `..` segment; and none of them once
+/// percent-decoded (up to three times: `%2e%2e`, `%252e`). `placeholders`:
+/// the clean-up's `{path}` and `{id}` may stand in it (checked as a path
+/// and an id would fill them). Anything else says why it is refused.
+pub fn origin_path(written: &str, placeholders: bool) -> Result<String, String> {
+    const PATH_MARK: &str = "/reqkey-path-placeholder";
+    const ID_MARK: &str = "reqkey-id-placeholder";
+    let probe = if placeholders {
+        written
+            .replace("{path}", PATH_MARK)
+            .replace("{id}", ID_MARK)
+    } else {
+        written.to_owned()
+    };
+    let mut text = probe.clone();
+    // Bounded: three decodings at most.
+    for level in 0..4 {
+        let encoded = if level == 0 { "" } else { " (percent-encoded)" };
+        if !text.starts_with('/') {
+            return Err(format!(
+                "it does not start with `/`{encoded}: a map's paths are relative to the target's origin"
+            ));
+        }
+        if text.starts_with("//") {
+            return Err(format!(
+                "it starts with `//`{encoded}, which names another host"
+            ));
+        }
+        for (needle, what) in [
+            ("@", "an `@`, which names another authority"),
+            ("\\", "a backslash, which some clients read as `/`"),
+            ("://", "a scheme"),
+            ("#", "a fragment"),
+        ] {
+            if text.contains(needle) {
+                return Err(format!("it holds {what}{encoded}"));
+            }
+        }
+        if text.chars().any(|c| c.is_control() || c == ' ') {
+            return Err(format!("it holds a blank or a control character{encoded}"));
+        }
+        let path = text.split('?').next().unwrap_or(&text);
+        if path.split('/').any(|seg| seg == "." || seg == "..") {
+            return Err(format!(
+                "it holds a `.` or `..` segment{encoded}, which a client resolves to another path"
+            ));
+        }
+        let decoded = percent_decode(&text);
+        if decoded == text {
+            break;
+        }
+        if level == 3 {
+            return Err("it is percent-encoded more than three times over".into());
+        }
+        text = decoded;
+    }
+    let url = reqwest::Url::parse(&format!("http://origin.invalid{probe}"))
+        .map_err(|e| format!("it is not a path of a URL: {e}"))?;
+    if url.host_str() != Some("origin.invalid")
+        || url.port().is_some()
+        || !url.username().is_empty()
+    {
+        return Err("it names another authority".into());
+    }
+    let mut sent = url.path().to_owned();
+    if let Some(q) = url.query() {
+        sent.push('?');
+        sent.push_str(q);
+    }
+    Ok(if placeholders {
+        sent.replace(PATH_MARK, "{path}").replace(ID_MARK, "{id}")
+    } else {
+        sent
+    })
+}
+
+/// `text` with every `%HH` decoded (bytes that are not UTF-8 read lossily).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes.get(i + 1).copied(), bytes.get(i + 2).copied()) {
+            (Some(h), Some(l)) if bytes[i] == b'%' => match (hex(h), hex(l)) {
+                (Some(h), Some(l)) => {
+                    out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(bytes[i]),
+            },
+            _ => out.push(bytes[i]),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 // The file's form, read by serde (unknown keys refused).
@@ -217,7 +431,8 @@ struct MapFile {
     profile: Value,
     #[serde(default)]
     key_header: Option<String>,
-    callers: BTreeMap<String, BTreeMap<String, String>>,
+    /// In order: the order is the callers' roles.
+    callers: serde_yaml::Mapping,
     #[serde(default)]
     default_caller: Option<String>,
     routes: RoutesFile,
@@ -290,10 +505,23 @@ fn locate(text: &str, key: &str) -> (usize, usize) {
     (1, 1)
 }
 
+/// The line and column (1-based) where `needle` first stands in `text`
+/// (a path refused: its own line, whatever key holds it).
+fn locate_text(text: &str, needle: &str) -> Option<(usize, usize)> {
+    if needle.is_empty() {
+        return None;
+    }
+    text.lines().enumerate().find_map(|(i, line)| {
+        line.find(needle)
+            .map(|at| (i + 1, line[..at].chars().count() + 1))
+    })
+}
+
 impl ApiMap {
-    /// Reads and parses `path` (bounded); every mistake is `FILE:line:col:
-    /// what`. Caller header values written `env:VAR` are read from the
-    /// environment, and every caller header value is registered as a secret.
+    /// Reads and parses `path` (bounded: [`MAX_MAP_BYTES`]); every mistake
+    /// is `FILE:line:col: what`. Caller header values written `env:VAR`
+    /// are read from the environment, and every caller header value is
+    /// registered as a secret.
     pub fn load(path: &Path) -> Result<ApiMap, String> {
         use std::io::Read as _;
         let shown = path.display().to_string();
@@ -318,6 +546,16 @@ impl ApiMap {
             let (line, col) = locate(text, key);
             format!("{file}:{line}:{col}: {key}: {what}")
         };
+        // A path refused names the line it is written on.
+        let path_at = |key: &str, written: &str, placeholders: bool| {
+            origin_path(written, placeholders).map_err(|why| {
+                let (line, col) = locate_text(text, written).unwrap_or_else(|| locate(text, key));
+                format!(
+                    "{file}:{line}:{col}: {key}: the path `{written}` is refused: {why} \
+                     (nothing was sent)"
+                )
+            })
+        };
         let health = serde_json::json!({
             "protocol": "reqkey-idem/1",
             "implementation": raw.implementation,
@@ -328,17 +566,30 @@ impl ApiMap {
         if raw.callers.is_empty() {
             return Err(at("callers", "at least one caller".into()));
         }
+        if raw.callers.len() > MAX_CALLERS {
+            return Err(at(
+                "callers",
+                format!("at most {MAX_CALLERS} callers (the suite needs two)"),
+            ));
+        }
         let mut callers = BTreeMap::new();
+        let mut listed = Vec::new();
         for (name, headers) in &raw.callers {
+            let name = name
+                .as_str()
+                .ok_or_else(|| at("callers", "a caller's name is text".into()))?
+                .to_owned();
+            let headers: BTreeMap<String, String> = serde_yaml::from_value(headers.clone())
+                .map_err(|e| at(&name, format!("its headers (NAME: VALUE): {e}")))?;
             let mut resolved = Vec::new();
-            for (header, value) in headers {
+            for (header, value) in &headers {
                 reqwest::header::HeaderName::from_bytes(header.as_bytes())
-                    .map_err(|_| at(name, format!("`{header}` is not a header name")))?;
+                    .map_err(|_| at(&name, format!("`{header}` is not a header name")))?;
                 let value = crate::targets::access::resolve_value(header, value)
-                    .map_err(|e| at(name, e))?;
+                    .map_err(|e| at(&name, e))?;
                 reqwest::header::HeaderValue::from_bytes(value.as_bytes()).map_err(|_| {
                     at(
-                        name,
+                        &name,
                         format!("the value of {header} cannot be sent in HTTP/1.1"),
                     )
                 })?;
@@ -346,6 +597,7 @@ impl ApiMap {
                 resolved.push((header.clone(), value.into_bytes()));
             }
             callers.insert(name.clone(), resolved);
+            listed.push(name);
         }
         let default_caller = match raw.default_caller {
             Some(c) if callers.contains_key(&c) => c,
@@ -355,8 +607,11 @@ impl ApiMap {
                     format!("`{c}` is not one of the callers"),
                 ))
             }
-            None => callers.keys().next().cloned().unwrap_or_default(),
+            None => listed.first().cloned().unwrap_or_default(),
         };
+        let roles: Vec<String> = std::iter::once(default_caller.clone())
+            .chain(listed.into_iter().filter(|c| *c != default_caller))
+            .collect();
         let pointer = |key: &str, p: &str| -> Result<String, String> {
             if p.is_empty() || p.starts_with('/') {
                 Ok(p.to_owned())
@@ -372,12 +627,7 @@ impl ApiMap {
             let method = r.method.to_ascii_uppercase();
             reqwest::Method::from_bytes(method.as_bytes())
                 .map_err(|_| at(role, format!("`{}` is not a method", r.method)))?;
-            if !(r.path.starts_with('/') || (role == "cleanup" && r.path.starts_with("{path}"))) {
-                return Err(at(
-                    role,
-                    format!("the path `{}` does not start with /", r.path),
-                ));
-            }
+            let path = path_at(role, &r.path, role == "cleanup")?;
             let body = match r.body {
                 None => None,
                 Some(_) if !with_body => {
@@ -399,7 +649,7 @@ impl ApiMap {
             };
             Ok(Route {
                 method,
-                path: r.path,
+                path,
                 body,
                 status: r.status.unwrap_or(200),
                 id: match r.id {
@@ -427,13 +677,7 @@ impl ApiMap {
                     "give the contract's `counter` or `read` routes, not both".into(),
                 ))
             }
-            (Some(path), true) if path.starts_with('/') => Oracle::Counter(path),
-            (Some(path), true) => {
-                return Err(at(
-                    "counter",
-                    format!("the path `{path}` does not start with /"),
-                ))
-            }
+            (Some(path), true) => Oracle::Counter(path_at("counter", &path, false)?),
             (None, false) => Oracle::Reads(
                 raw.effects
                     .read
@@ -445,7 +689,7 @@ impl ApiMap {
                                 .unwrap_or_else(|| "GET".into())
                                 .to_ascii_uppercase(),
                             count: pointer("count", &r.count)?,
-                            path: r.path,
+                            path: path_at("read", &r.path, false)?,
                         })
                     })
                     .collect::<Result<_, String>>()?,
@@ -476,6 +720,7 @@ impl ApiMap {
             health,
             key_header,
             callers,
+            roles,
             default_caller,
             routes,
             answer_header: raw.answer_header,
@@ -490,19 +735,24 @@ impl ApiMap {
         &self.health
     }
 
-    /// The credential a scenario's caller uses: its own name's, else the
-    /// default caller's.
-    pub fn credential_of(&self, caller: Option<&str>) -> &str {
-        caller
-            .and_then(|c| self.callers.get_key_value(c))
-            .map_or(self.default_caller.as_str(), |(name, _)| name.as_str())
+    /// The map's caller a contract caller's requests go as: the one filling
+    /// its role in `roles`, the first caller without one.
+    pub fn credential_of(&self, caller: Option<&str>, roles: &CallerRoles) -> &str {
+        let role = caller.map_or(0, |c| roles.role_of(c));
+        self.roles
+            .get(role)
+            .or(self.roles.first())
+            .map_or(self.default_caller.as_str(), String::as_str)
     }
 
     /// Why the map cannot play `scenario`, if it cannot: a contract route
     /// it has no role for, a `wire:` spelling, a replayed header it names
-    /// none for, or callers it gives one credential.
-    pub fn plays(&self, scenario: &Scenario) -> Result<(), String> {
-        let mut callers = std::collections::BTreeSet::new();
+    /// none for, a caller role it has no caller for, or callers whose roles
+    /// `roles` cannot keep apart. Its callers' roles are learned into
+    /// `roles` when it can.
+    pub fn plays(&self, scenario: &Scenario, roles: &mut CallerRoles) -> Result<(), String> {
+        let mut callers: Vec<String> = Vec::new();
+        let mut used = std::collections::BTreeSet::new();
         for step in flat_steps(&scenario.steps) {
             let Action::Http(http) = &step.action else {
                 continue;
@@ -525,11 +775,14 @@ impl ApiMap {
                         role.contract().1
                     ));
                 }
+                used.insert(role);
             }
             for (name, value) in &http.headers {
                 if name.eq_ignore_ascii_case(CALLER_HEADER) {
                     if let HeaderTemplate::Text(t) = value {
-                        callers.insert(t.clone());
+                        if !callers.contains(t) {
+                            callers.push(t.clone());
+                        }
                     }
                 }
             }
@@ -547,132 +800,54 @@ impl ApiMap {
                 );
             }
         }
-        let credentials: std::collections::BTreeSet<&str> = callers
-            .iter()
-            .map(|c| {
-                let literal = (!c.contains("${")).then_some(c.as_str());
-                self.credential_of(literal)
+        // Two roles on one route of the app are one key scope there and two
+        // in the contract: a scenario that sends both cannot be judged.
+        let app = |role: &Role| {
+            self.routes.get(role).map(|r| {
+                (
+                    r.method.as_str(),
+                    r.path.split('?').next().unwrap_or(&r.path),
+                )
             })
-            .collect();
-        if credentials.len() < callers.len() {
-            let shown: Vec<&str> = callers.iter().map(String::as_str).collect();
-            return Err(format!(
-                "the API map gives the callers {} fewer credentials than callers",
-                shown.join(", ")
-            ));
-        }
-        Ok(())
-    }
-
-    /// The requests a certification of `scenarios` through this map sends,
-    /// stated before it starts (and all `--dry-run` prints): each
-    /// scenario's `repeat` trials at least, `extra_trials_factor + 1` times
-    /// as many at most (a race that did not overlap earns more).
-    pub fn plan(
-        &self,
-        scenarios: &[Scenario],
-        fuzz_cases: u32,
-        extra_trials_factor: u32,
-    ) -> String {
-        let mut per_route: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-        let mut effect_queries = (0u64, 0u64);
-        for s in scenarios {
-            let trials = u64::from(s.repeat.max(1));
-            let races = s
-                .steps
-                .iter()
-                .any(|st| matches!(st.action, Action::Parallel(_)));
-            let most = if races {
-                trials * u64::from(extra_trials_factor + 1)
-            } else {
-                trials
-            };
-            for step in flat_steps(&s.steps) {
-                let Action::Http(http) = &step.action else {
-                    continue;
-                };
-                let copies = u64::from(step.copies.unwrap_or(1));
-                if http.path == EFFECTS_PATH {
-                    effect_queries.0 += trials;
-                    effect_queries.1 += most;
-                    continue;
-                }
-                let Some(route) =
-                    Role::of(&http.method, &http.path).and_then(|r| self.routes.get(&r))
-                else {
-                    continue;
-                };
-                let e = per_route
-                    .entry(format!("{} {}", route.method, route.path))
-                    .or_default();
-                e.0 += trials * copies;
-                e.1 += most * copies;
-            }
-        }
-        let reads_per_query = match &self.oracle {
-            Oracle::Counter(_) => 1,
-            Oracle::Reads(reads) => (reads.len() * self.callers.len()) as u64,
-            Oracle::AnswerIds => 0,
         };
-        let mut lines = vec![format!(
-            "reqkey: the API map {} plays {} scenarios; effect oracle: {}",
-            self.file,
-            scenarios.len(),
-            self.oracle
-        )];
-        let (mut least, mut most) = (0u64, 0u64);
-        for (route, (l, m)) in &per_route {
-            lines.push(format!("reqkey:   {route}: {l} to {m} requests"));
-            least += l;
-            most += m;
-        }
-        match &self.oracle {
-            Oracle::Counter(path) => lines.push(format!(
-                "reqkey:   GET {path}: {} to {} requests",
-                effect_queries.0, effect_queries.1
-            )),
-            Oracle::Reads(reads) => {
-                for r in reads {
-                    lines.push(format!(
-                        "reqkey:   {} {}: {} to {} requests (once per caller at each effect query, and once at the start)",
-                        r.method,
-                        r.path,
-                        (effect_queries.0 + 1) * self.callers.len() as u64,
-                        (effect_queries.1 + 1) * self.callers.len() as u64
-                    ));
+        for a in &used {
+            for b in used.range(..*a) {
+                if let (Some(x), Some(y)) = (app(a), app(b)) {
+                    if x == y {
+                        return Err(format!(
+                            "the API map plays `{}` and `{}` on one route of the app ({} {}), \
+                             which the contract's scope by method and path tells apart",
+                            b.name(),
+                            a.name(),
+                            x.0,
+                            x.1
+                        ));
+                    }
                 }
             }
-            Oracle::AnswerIds => {}
         }
-        least += (effect_queries.0 + 1) * reads_per_query;
-        most += (effect_queries.1 + 1) * reads_per_query;
-        if let Some(h) = &self.health_route {
-            lines.push(format!("reqkey:   {} {}: 1 request", h.method, h.path));
-            least += 1;
-            most += 1;
-        }
-        if let Some(c) = &self.cleanup {
-            let created: u64 = per_route.values().map(|(_, m)| m).sum();
-            lines.push(format!(
-                "reqkey:   {} {}: at most {created} requests (the clean-up of what the run created)",
-                c.method, c.path
-            ));
-            most += created;
-        }
-        if fuzz_cases > 0 {
-            lines.push(format!(
-                "reqkey:   and the requests of the fuzz pass's {fuzz_cases} programs, if the level has one"
+        let mut learned = roles.clone();
+        let places = learned.learn(&callers)?;
+        if let Some(needed) = places.last().filter(|p| **p >= self.roles.len()) {
+            return Err(format!(
+                "its caller `{}` is {}, and the API map lists {} caller{} (each role needs a \
+                 caller of its own: list another with its credentials)",
+                callers
+                    .iter()
+                    .find(|c| learned.role_of(c) == *needed)
+                    .map_or("", String::as_str),
+                role_name(*needed),
+                self.roles.len(),
+                if self.roles.len() == 1 { "" } else { "s" }
             ));
         }
-        lines.push(format!(
-            "reqkey: in all {least} to {most} requests (more trials when a race does not overlap)"
-        ));
-        lines.join("\n")
+        *roles = learned;
+        Ok(())
     }
 }
 
 /// Every step of `steps`, a parallel group's items included.
-fn flat_steps(steps: &[Step]) -> Vec<&Step> {
+pub(crate) fn flat_steps(steps: &[Step]) -> Vec<&Step> {
     let mut out = Vec::new();
     for step in steps {
         out.push(step);
@@ -683,17 +858,20 @@ fn flat_steps(steps: &[Step]) -> Vec<&Step> {
     out
 }
 
-/// The app's body for a contract request: the template with the
-/// scenario's body (its bytes as sent; `null` without one) and the slow
-/// role's duration spliced in, or the scenario's body as it is.
-pub fn render_body(route: &Route, body: Option<&[u8]>) -> Option<Vec<u8>> {
+/// The app's body for a contract request playing `role`: the template
+/// with the scenario's body (its bytes as sent; `null` without one) and
+/// its duration spliced in (the body's `sleepMs`, else the contract's
+/// default for the role: 1000 ms slow, 0 failing), or the scenario's body
+/// as it is.
+pub fn render_body(role: Role, route: &Route, body: Option<&[u8]>) -> Option<Vec<u8>> {
     let Some(template) = &route.body else {
         return body.map(<[u8]>::to_vec);
     };
+    let default_ms = if role == Role::Slow { 1000 } else { 0 };
     let sleep_ms = body
         .and_then(|b| serde_json::from_slice::<Value>(b).ok())
         .and_then(|v| v.get("sleepMs").and_then(Value::as_u64))
-        .unwrap_or(1000)
+        .unwrap_or(default_ms)
         .min(10_000);
     let with_sleep = template.replace("\"$sleepMs\"", &sleep_ms.to_string());
     let (before, after) = with_sleep.split_once("\"$body\"")?;
@@ -746,8 +924,9 @@ cleanup: {method: DELETE, path: "/v1/orders/{id}"}
         assert_eq!(map.routes[&Role::Create].method, "POST");
         assert_eq!(map.routes[&Role::Create].id, "/id");
         assert!(!map.routes.contains_key(&Role::Fail));
-        assert_eq!(map.credential_of(Some("bob")), "bob");
-        assert_eq!(map.credential_of(Some("nokey-123")), "alice");
+        let roles = CallerRoles::default();
+        assert_eq!(map.credential_of(Some("bob"), &roles), "bob");
+        assert_eq!(map.credential_of(Some("nokey-123"), &roles), "alice");
         assert!(matches!(map.oracle, Oracle::Reads(_)));
         assert!(!format!("{map:?}").contains("alice-token"));
         assert_eq!(crate::secrets::scrub("Bearer bob-token-5678"), "***");
@@ -786,20 +965,109 @@ cleanup: {method: DELETE, path: "/v1/orders/{id}"}
     fn bodies_carry_the_scenarios_bytes_as_sent() {
         let map = ApiMap::parse("api.yaml", EXAMPLE).unwrap();
         let create = &map.routes[&Role::Create];
-        let sent = render_body(create, Some(br#"{ "b": 2, "a": 1 }"#)).unwrap();
+        let sent = render_body(Role::Create, create, Some(br#"{ "b": 2, "a": 1 }"#)).unwrap();
         assert_eq!(
             String::from_utf8(sent).unwrap(),
             r#"{"metadata":{ "b": 2, "a": 1 },"sku":"w"}"#
         );
         let slow = &map.routes[&Role::Slow];
-        let sent = render_body(slow, Some(br#"{"sleepMs":600}"#)).unwrap();
+        let sent = render_body(Role::Slow, slow, Some(br#"{"sleepMs":600}"#)).unwrap();
         assert_eq!(
             String::from_utf8(sent).unwrap(),
             r#"{"metadata":{"sleepMs":600},"ms":600}"#
         );
         assert_eq!(
-            render_body(create, None).unwrap(),
+            render_body(Role::Create, create, None).unwrap(),
             br#"{"metadata":null,"sku":"w"}"#
+        );
+    }
+
+    /// Issue 57: a path that would take a request, and the credentials it
+    /// carries, to another authority or another path is refused at load,
+    /// naming its line.
+    #[test]
+    fn a_path_off_the_origin_is_refused_at_its_line() {
+        for (bad, why) in [
+            ("@127.0.0.1:9/v1/orders", "does not start with `/`"),
+            ("//evil.example/v1/orders", "another host"),
+            ("/v1/@evil/orders", "an `@`"),
+            ("/v1/orders/../admin", "`..` segment"),
+            ("/v1/orders/%2e%2E/admin", "`..` segment (percent-encoded)"),
+            (
+                "/v1/orders/%252e%252e/admin",
+                "`..` segment (percent-encoded)",
+            ),
+            ("/v1/%40evil", "an `@`"),
+            ("/v1\\evil", "a backslash"),
+            ("/v1/orders/./x", "`.` or `..` segment"),
+            ("http://evil/v1", "does not start with `/`"),
+        ] {
+            let text = EXAMPLE.replace(
+                "effects:\n  read: [{path: /v1/orders, count: /data}]",
+                &format!("effects:\n  read: [{{path: '{bad}', count: /data}}]"),
+            );
+            let e = ApiMap::parse("api.yaml", &text).unwrap_err();
+            assert!(e.starts_with("api.yaml:26:"), "{bad}: {e}");
+            assert!(e.contains(why), "{bad}: {e}");
+            assert!(e.contains("nothing was sent"), "{e}");
+        }
+        let e = ApiMap::parse(
+            "api.yaml",
+            &EXAMPLE.replace("path: \"/v1/orders/{id}\"", "path: \"{path}/../{id}\""),
+        )
+        .unwrap_err();
+        assert!(e.contains("cleanup") && e.contains("`..`"), "{e}");
+        // A path is kept as it is sent.
+        assert_eq!(origin_path("/v1/caf\u{e9}s?a=b c", false).ok(), None);
+        assert_eq!(
+            origin_path("/v1/caf\u{e9}s?a=b", false).unwrap(),
+            "/v1/caf%C3%A9s?a=b"
+        );
+        assert_eq!(origin_path("{path}/{id}", true).unwrap(), "{path}/{id}");
+    }
+
+    /// Issue 57: the callers fill roles in order, whatever their names.
+    #[test]
+    fn callers_fill_roles_not_names() {
+        let text = EXAMPLE
+            .replace("alice:", "ops-user:")
+            .replace("bob:", "billing-user:")
+            .replace("default_caller: alice", "default_caller: ops-user");
+        let map = ApiMap::parse("api.yaml", &text).unwrap();
+        assert_eq!(map.roles, ["ops-user", "billing-user"]);
+        let mut roles = CallerRoles::default();
+        assert_eq!(map.credential_of(Some("alice-3f2a"), &roles), "ops-user");
+        assert_eq!(map.credential_of(Some("bob-3f2a"), &roles), "billing-user");
+        assert_eq!(map.credential_of(Some("nokey-9"), &roles), "ops-user");
+        assert_eq!(map.credential_of(None, &roles), "ops-user");
+        // One caller: a scenario needing another is not played, and says why.
+        let one = text.replace(
+            "  billing-user: {Authorization: \"Bearer bob-token-5678\"}\n",
+            "",
+        );
+        let map = ApiMap::parse("api.yaml", &one).unwrap();
+        assert_eq!(map.roles, ["ops-user"]);
+        let scenario = reqkey_scenario::load::parse_scenario(
+            Path::new("s.yaml"),
+            "id: x.two-callers\nlevel: idem\nsummary: two callers\nchecks: [idem.scope.no-leak]\nsteps:\n  - http: {method: POST, path: /orders, headers: [[X-Reqkey-Caller, 'alice-${c}']], json: {a: 1}}\n    expect: any\n  - http: {method: POST, path: /orders, headers: [[X-Reqkey-Caller, mallory]], json: {a: 1}}\n    expect: {status: 201}\n    judges: [idem.scope.no-leak]\n",
+        );
+        let scenario = scenario.unwrap();
+        let e = map.plays(&scenario, &mut roles).unwrap_err();
+        assert!(e.contains("`mallory` is another caller"), "{e}");
+        let two = ApiMap::parse("api.yaml", &text).unwrap();
+        assert_eq!(two.plays(&scenario, &mut roles), Ok(()));
+        // Learned: mallory is another caller from now on.
+        assert_eq!(two.credential_of(Some("mallory"), &roles), "billing-user");
+        // A name keeps its role: mallory first elsewhere is refused.
+        let first = reqkey_scenario::load::parse_scenario(
+            Path::new("f.yaml"),
+            "id: x.mallory-first\nlevel: idem\nsummary: m\nchecks: [idem.scope.no-leak]\nsteps:\n  - http: {method: POST, path: /orders, headers: [[X-Reqkey-Caller, mallory]], json: {a: 1}}\n    expect: {status: 201}\n    judges: [idem.scope.no-leak]\n",
+        )
+        .unwrap();
+        let e = two.plays(&first, &mut roles).unwrap_err();
+        assert!(
+            e.contains("the first caller here and another caller elsewhere"),
+            "{e}"
         );
     }
 }

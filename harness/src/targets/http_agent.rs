@@ -60,6 +60,32 @@ impl HttpAgentTarget {
         })
     }
 
+    /// Sends `requests` so that they arrive together (`together.rs`), each
+    /// with the run's credentials and `--max-rps` turn, each path checked
+    /// to stay at the target's origin first.
+    pub async fn send_together(
+        &self,
+        requests: Vec<HttpRequest>,
+    ) -> Vec<Result<crate::targets::Timed, TargetError>> {
+        let mut ready = Vec::with_capacity(requests.len());
+        for mut request in requests {
+            if let Err(e) = transport::at_origin(&self.base, &request.path) {
+                return vec![Err(e)];
+            }
+            request.headers = self.link.with_credentials(&request.headers);
+            request.wire = reqkey_scenario::agent_step::Wire::Library;
+            ready.push(request);
+        }
+        crate::targets::together::send_together(
+            &self.base,
+            ready,
+            self.max_response_bytes,
+            self.timeout_ms,
+            &self.link,
+        )
+        .await
+    }
+
     /// A target for a server started in this process: `server` is kept
     /// alive as long as the target, and reports name the target `name`.
     pub fn serving(
@@ -168,9 +194,10 @@ impl HttpAgentTarget {
         }
         let method = reqwest::Method::from_bytes(request.method.as_bytes())
             .map_err(|_| TargetError::BadSpec(format!("`{}` is not a method", request.method)))?;
+        let url = transport::at_origin(&self.base, &request.path)?;
         let mut builder = self
             .client
-            .request(method, format!("{}{}", self.base, request.path))
+            .request(method, url)
             .headers(header_map(&request.headers)?);
         if let Some(body) = request.body {
             builder = builder.body(body);

@@ -8,6 +8,7 @@
 //! serves it; this type only changes the level, the health route
 //! (`/.reqkey/health`) and the profile, which is read and typed here.
 
+use reqkey_reference::scheme::{self, Scheme};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,7 +40,7 @@ impl IdemStorageSpec {
     pub fn parse(text: &str) -> Result<Self, String> {
         match text {
             "memory" => Ok(IdemStorageSpec::Memory),
-            s if s.starts_with("redis://") || s.starts_with("rediss://") => {
+            s if scheme::of_scheme(s, Scheme::Redis).is_some() => {
                 crate::secrets::register_target(s);
                 Ok(IdemStorageSpec::Redis(s.to_owned()))
             }
@@ -90,10 +91,7 @@ impl IdemSpec {
     /// [`TargetError::BadSpec`].
     pub fn parse(spec: &str) -> Result<Option<Self>, TargetError> {
         let bad = |what: &str| TargetError::BadSpec(format!("`{}`: {what}", redact_url(spec)));
-        let http = spec
-            .strip_prefix("idem+http://")
-            .map(|a| (a, false))
-            .or_else(|| spec.strip_prefix("idem+https://").map(|a| (a, true)));
+        let http = scheme::of_scheme(spec, Scheme::IdemHttp).map(|(tls, a)| (a, tls));
         if let Some((authority, tls)) = http {
             if authority.is_empty() || authority.contains('/') {
                 return Err(bad("expected idem+http[s]://HOST:PORT"));

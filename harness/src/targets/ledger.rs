@@ -177,6 +177,21 @@ impl Ledger {
         })
     }
 
+    /// Records an answer the app marked as a replay (the declared
+    /// `replayHeader`) carrying `id`: a replay never owns the id it
+    /// carries, even when it is recorded before the answer of the request
+    /// that ran (concurrent requests answered in any order, issue 57).
+    /// Returns who owns the id, if known yet.
+    pub fn answered_replay(&mut self, ticket: Ticket, id: (String, String)) -> Option<Owner> {
+        ticket.0?;
+        let owner = *self.owners.get(&id)?;
+        let o = &self.entries[owner];
+        Some(Owner {
+            caller: o.identity.caller.clone(),
+            body: o.body.clone(),
+        })
+    }
+
     /// Records a request whose exchange broke (no answer, or half of one):
     /// its handler may still run, so an effect no answer named, now or
     /// later, cannot be told from its own.
@@ -477,5 +492,35 @@ mod tests {
         let t = l.sent(who("alice", "j"), "alice", None);
         l.answered(t, id(2));
         assert!(l.by_reads(&counts(2)).unwrap_err().contains("fewer than"));
+    }
+
+    /// Two payloads equal as JSON with one key, sent together: the replay's
+    /// answer recorded first no longer takes the effect from the request
+    /// that ran.
+    #[test]
+    fn a_replay_recorded_first_owns_nothing() {
+        let mut l = Ledger::default();
+        l.set_baseline(counts(0));
+        let ran = l.sent(who("alice", "k"), "alice", Some(br#"{"a":1}"#));
+        let spaced = Identity::new(
+            "POST",
+            "/orders",
+            Some("alice".into()),
+            Some(b"k".to_vec()),
+            Some(br#"{ "a" : 1 }"#),
+        );
+        let replay = l.sent(spaced, "alice", Some(br#"{ "a" : 1 }"#));
+        let id = id(1).unwrap();
+        assert!(l.answered_replay(replay, id.clone()).is_none());
+        assert_eq!(
+            l.answered(ran, Some(id.clone())).unwrap().caller.as_deref(),
+            Some("alice")
+        );
+        let doc = l.by_reads(&counts(1)).unwrap();
+        let effects = doc["effects"].as_array().unwrap();
+        assert_eq!(effects.len(), 1, "{doc}");
+        assert_eq!(effects[0]["bodySha256"], who("alice", "k").body_sha256);
+        // Recorded after, a replay names the owner.
+        assert!(l.answered_replay(replay, id).is_some());
     }
 }

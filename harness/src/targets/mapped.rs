@@ -26,7 +26,8 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::targets::api_map::{
-    render_body, ApiMap, Oracle, Read, Role, Route, CALLER_HEADER, EFFECTS_PATH,
+    origin_path, render_body, ApiMap, CallerRoles, Oracle, Read, Role, Route, CALLER_HEADER,
+    EFFECTS_PATH,
 };
 use crate::targets::http_agent::HttpAgentTarget;
 use crate::targets::latency::TargetWarning;
@@ -42,6 +43,13 @@ pub struct MappedTarget {
     ledger: Mutex<Ledger>,
     /// Per (app path, id): the `answer_header` value of its first answer.
     first_header: Mutex<BTreeMap<CreatedId, Option<Vec<u8>>>>,
+    /// The requests sent, per route as sent (`METHOD /path`).
+    sent: Mutex<BTreeMap<String, u64>>,
+    /// The role each contract caller plays, learned from the scenarios.
+    roles: Mutex<CallerRoles>,
+    /// The declared profile's `replayHeader`: an answer carrying it is a
+    /// replay, which owns no id.
+    replay_header: Option<String>,
 }
 
 /// A resource the app created: the app path it was created on, its id.
@@ -60,12 +68,18 @@ impl MappedTarget {
         map: ApiMap,
         inner: HttpAgentTarget,
     ) -> Result<MappedTarget, TargetError> {
+        let replay_header = reqkey_model::idem_profile::parse_health(map.health())
+            .ok()
+            .and_then(|h| h.profile.replay_header);
         let target = MappedTarget {
             name,
             map,
             inner,
             ledger: Mutex::new(Ledger::default()),
             first_header: Mutex::new(BTreeMap::new()),
+            sent: Mutex::new(BTreeMap::new()),
+            roles: Mutex::new(CallerRoles::default()),
+            replay_header,
         };
         if let Some(route) = &target.map.health_route {
             let caller = target.map.default_caller.clone();
@@ -84,7 +98,9 @@ impl MappedTarget {
         Ok(target)
     }
 
-    /// One request to the app as `caller` (the map's caller name).
+    /// One request to the app as `caller` (the map's caller name), counted
+    /// under `route`'s method and path (its template: a clean-up's path
+    /// with `{id}`); `path` is what is sent, checked to stay at the origin.
     async fn send(
         &self,
         route: &Route,
@@ -92,6 +108,42 @@ impl MappedTarget {
         headers: Option<Vec<(String, Vec<u8>)>>,
         body: Option<Vec<u8>>,
     ) -> Result<HttpResponse, TargetError> {
+        self.send_at(route, &route.path, caller, headers, body)
+            .await
+    }
+
+    async fn send_at(
+        &self,
+        route: &Route,
+        path: &str,
+        caller: &str,
+        headers: Option<Vec<(String, Vec<u8>)>>,
+        body: Option<Vec<u8>>,
+    ) -> Result<HttpResponse, TargetError> {
+        let request = self.app_request(route, path, caller, headers, body)?;
+        self.count(route);
+        self.inner.http(request).await
+    }
+
+    /// The app's request: the caller's credentials added, a JSON body
+    /// typed, the path checked once more to be origin-relative (it was at
+    /// load; a clean-up's is built from an id since).
+    fn app_request(
+        &self,
+        route: &Route,
+        path: &str,
+        caller: &str,
+        headers: Option<Vec<(String, Vec<u8>)>>,
+        body: Option<Vec<u8>>,
+    ) -> Result<HttpRequest, TargetError> {
+        origin_path(path, false).map_err(|why| {
+            TargetError::BadSpec(format!(
+                "{} {}: the path `{}` is refused ({why}): not sent",
+                route.method,
+                route.path,
+                path.chars().take(200).collect::<String>()
+            ))
+        })?;
         let mut all = headers.unwrap_or_default();
         if body.is_some()
             && !all
@@ -101,15 +153,20 @@ impl MappedTarget {
             all.push(("content-type".into(), b"application/json".to_vec()));
         }
         all.extend(self.map.callers.get(caller).cloned().unwrap_or_default());
-        self.inner
-            .http(HttpRequest {
-                method: route.method.clone(),
-                path: route.path.clone(),
-                headers: all,
-                body,
-                ..HttpRequest::default()
-            })
-            .await
+        Ok(HttpRequest {
+            method: route.method.clone(),
+            path: path.to_owned(),
+            headers: all,
+            body,
+            ..HttpRequest::default()
+        })
+    }
+
+    /// Counts one request to `route` (for the comparison with the plan).
+    fn count(&self, route: &Route) {
+        *lock(&self.sent)
+            .entry(format!("{} {}", route.method, route.path))
+            .or_default() += 1;
     }
 
     /// The read routes' counts, summed, as each of the map's callers.
@@ -172,8 +229,9 @@ impl MappedTarget {
         Ok(json_answer(200, &document, Vec::new()))
     }
 
-    /// A contract request playing `role`.
-    async fn play(&self, role: Role, request: HttpRequest) -> Result<HttpResponse, TargetError> {
+    /// A contract request playing `role`, translated into the app's
+    /// request and recorded in the ledger (its ticket).
+    fn prepare(&self, role: Role, request: &HttpRequest) -> Result<Prepared, TargetError> {
         let route = self.map.routes.get(&role).ok_or_else(|| {
             TargetError::Unsupported(format!("the API map has no `{}` route", role.name()))
         })?;
@@ -189,7 +247,7 @@ impl MappedTarget {
             .map(|(_, v)| v.clone());
         let credential = self
             .map
-            .credential_of(scenario_caller.as_deref())
+            .credential_of(scenario_caller.as_deref(), &lock(&self.roles))
             .to_owned();
         // The app's own counter records the contract's caller header; any
         // other app gets its callers' credentials only.
@@ -206,6 +264,8 @@ impl MappedTarget {
                 }
             })
             .collect();
+        let body = render_body(role, route, request.body.as_deref());
+        let app = self.app_request(route, &route.path, &credential, Some(headers), body)?;
         let identity = Identity::new(
             &request.method,
             &request.path,
@@ -214,15 +274,40 @@ impl MappedTarget {
             request.body.as_deref(),
         );
         let ticket = lock(&self.ledger).sent(identity, &credential, request.body.as_deref());
-        let body = render_body(route, request.body.as_deref());
-        let answer = match self.send(route, &credential, Some(headers), body).await {
+        Ok(Prepared {
+            role,
+            route: route.clone(),
+            credential,
+            scenario_caller,
+            body: request.body.clone(),
+            app,
+            ticket,
+        })
+    }
+
+    /// The app's answer to a prepared request, in the contract's words.
+    fn complete(
+        &self,
+        p: Prepared,
+        answer: Result<HttpResponse, TargetError>,
+    ) -> Result<HttpResponse, TargetError> {
+        let Prepared {
+            role,
+            route,
+            credential,
+            scenario_caller,
+            body: request_body,
+            ticket,
+            ..
+        } = p;
+        let answer = match answer {
             Ok(a) => a,
             Err(e) => {
                 lock(&self.ledger).lost(ticket);
                 return Err(e);
             }
         };
-        if let Err(e) = refused_credentials(&answer, &credential, route) {
+        if let Err(e) = refused_credentials(&answer, &credential, &route) {
             lock(&self.ledger).answered(ticket, None);
             return Err(e);
         }
@@ -245,7 +330,20 @@ impl MappedTarget {
             .next()
             .unwrap_or(&route.path)
             .to_owned();
-        let owner = lock(&self.ledger).answered(ticket, id.clone().map(|i| (app_path.clone(), i)));
+        // A replay the app marks (the declared `replayHeader`) never owns
+        // the id it carries, whichever answer the harness read first.
+        let replayed = self.replay_header.as_deref().is_some_and(|h| {
+            answer
+                .headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case(h))
+        });
+        let owner = match (&id, replayed) {
+            (Some(id), true) => {
+                lock(&self.ledger).answered_replay(ticket, (app_path.clone(), id.clone()))
+            }
+            _ => lock(&self.ledger).answered(ticket, id.clone().map(|i| (app_path.clone(), i))),
+        };
         let mut headers = answer.headers.clone();
         if let (Some(id), Some(name)) = (&id, &self.map.answer_header) {
             let value = answer
@@ -278,8 +376,7 @@ impl MappedTarget {
             Some(o) => (o.caller, o.body),
             None => (
                 scenario_caller,
-                request
-                    .body
+                request_body
                     .as_deref()
                     .and_then(|b| serde_json::from_slice(b).ok())
                     .unwrap_or(Value::Null),
@@ -293,6 +390,25 @@ impl MappedTarget {
         };
         Ok(json_answer(role.contract_status(), &body, headers))
     }
+
+    /// A contract request playing `role`.
+    async fn play(&self, role: Role, request: HttpRequest) -> Result<HttpResponse, TargetError> {
+        let p = self.prepare(role, &request)?;
+        self.count(&p.route);
+        let answer = self.inner.http(p.app.clone()).await;
+        self.complete(p, answer)
+    }
+}
+
+/// A contract request translated for the app, waiting for its answer.
+struct Prepared {
+    role: Role,
+    route: Route,
+    credential: String,
+    scenario_caller: Option<String>,
+    body: Option<Vec<u8>>,
+    app: HttpRequest,
+    ticket: crate::targets::ledger::Ticket,
 }
 
 /// A 401 or 403 is the app refusing a caller's credentials: a wiring
@@ -374,7 +490,7 @@ impl Target for MappedTarget {
     }
 
     fn plays(&self, scenario: &reqkey_scenario::Scenario) -> Result<(), String> {
-        self.map.plays(scenario)
+        self.map.plays(scenario, &mut lock(&self.roles))
     }
 
     fn api_map(&self) -> Option<&ApiMap> {
@@ -390,16 +506,19 @@ impl Target for MappedTarget {
                 created.len()
             ));
         };
-        let (mut deleted, mut failed) = (0usize, Vec::new());
+        let (mut deleted, mut failed, mut refused) = (0usize, Vec::new(), 0usize);
         for (caller, created_on, id) in &created {
+            // Counted as the plan names it: the route it was created on.
             let route = Route {
-                path: delete
-                    .path
-                    .replace("{path}", created_on)
-                    .replace("{id}", &url_escape(id)),
+                path: delete.path.replace("{path}", created_on),
                 ..delete.clone()
             };
-            match self.send(&route, caller, None, None).await {
+            let Some(segment) = id_segment(id) else {
+                refused += 1;
+                continue;
+            };
+            let path = route.path.replace("{id}", &segment);
+            match self.send_at(&route, &path, caller, None, None).await {
                 Ok(a) if (200..300).contains(&a.status) || a.status == 404 => deleted += 1,
                 Ok(a) => failed.push(format!("{id}: {}", a.status)),
                 Err(e) => failed.push(format!("{id}: {}", e.reason())),
@@ -417,20 +536,121 @@ impl Target for MappedTarget {
                 failed.len()
             ));
         }
+        if refused > 0 {
+            line.push_str(&format!(
+                "; {refused} not sent: their ids (empty, `.` or `..`) would make another path"
+            ));
+        }
         Some(line)
+    }
+
+    fn sends_together(&self) -> bool {
+        true
+    }
+
+    async fn http_together(
+        &self,
+        requests: Vec<HttpRequest>,
+    ) -> Vec<Result<crate::targets::Timed, TargetError>> {
+        let mut prepared = Vec::with_capacity(requests.len());
+        for request in &requests {
+            let role = Role::of(&request.method, &request.path).ok_or_else(|| {
+                TargetError::Unsupported(format!(
+                    "the API map plays no route {} {} together",
+                    request.method, request.path
+                ))
+            });
+            match role.and_then(|role| self.prepare(role, request)) {
+                Ok(p) => prepared.push(p),
+                Err(e) => {
+                    for p in prepared {
+                        lock(&self.ledger).lost(p.ticket);
+                    }
+                    return requests.iter().map(|_| Err(e.clone())).collect();
+                }
+            }
+        }
+        for p in &prepared {
+            self.count(&p.route);
+        }
+        let apps: Vec<HttpRequest> = prepared.iter().map(|p| p.app.clone()).collect();
+        let answers = self.inner.send_together(apps).await;
+        if answers.len() != prepared.len() {
+            // The sender refused the burst whole (a path off the origin).
+            let e = answers
+                .into_iter()
+                .find_map(Result::err)
+                .unwrap_or_else(|| TargetError::Closed("the burst was not sent".into()));
+            for p in prepared {
+                lock(&self.ledger).lost(p.ticket);
+            }
+            return requests.iter().map(|_| Err(e.clone())).collect();
+        }
+        prepared
+            .into_iter()
+            .zip(answers)
+            .map(|(p, answer)| match answer {
+                Ok(t) => self
+                    .complete(p, Ok(t.response))
+                    .map(|response| crate::targets::Timed {
+                        response,
+                        sent: t.sent,
+                        answered: t.answered,
+                    }),
+                Err(e) => {
+                    lock(&self.ledger).lost(p.ticket);
+                    Err(e)
+                }
+            })
+            .collect()
+    }
+
+    fn sent_requests(&self) -> Option<BTreeMap<String, u64>> {
+        Some(lock(&self.sent).clone())
     }
 }
 
-/// An id as a path segment: every byte outside the unreserved set
-/// percent-encoded (an id is the app's text, sent back in a path).
-fn url_escape(id: &str) -> String {
-    id.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+/// An id an answer carried, as one path segment: every byte outside the
+/// unreserved set percent-encoded (an id is the app's text, sent back in
+/// a path); `None` for an id that would still make another path once a
+/// client resolves it (empty, `.`, `..`), which is then not sent.
+fn id_segment(id: &str) -> Option<String> {
+    if id.is_empty() || id == "." || id == ".." {
+        return None;
+    }
+    Some(
+        id.bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 57: an id answered as `..` made the clean-up send `DELETE` to
+    /// the parent path with the owner's credentials.
+    #[test]
+    fn an_id_is_one_path_segment_or_is_not_sent() {
+        for id in ["", ".", ".."] {
+            assert_eq!(id_segment(id), None, "{id:?}");
+        }
+        assert_eq!(id_segment("ord_1").as_deref(), Some("ord_1"));
+        assert_eq!(id_segment("a/../b").as_deref(), Some("a%2F..%2Fb"));
+        assert_eq!(id_segment("%2e%2e").as_deref(), Some("%252e%252e"));
+        assert_eq!(id_segment("@h:1").as_deref(), Some("%40h%3A1"));
+        // One that a server decoding `%2F` would still read as `..` is
+        // refused by the last check before sending.
+        let path = format!("/v1/orders/{}", id_segment("../x").unwrap_or_default());
+        assert!(origin_path(&path, false).is_err(), "{path}");
+        let path = format!("/v1/orders/{}", id_segment("a.b").unwrap_or_default());
+        assert!(origin_path(&path, false).is_ok(), "{path}");
+    }
 }

@@ -23,6 +23,7 @@
 
 pub mod access;
 pub mod api_map;
+pub mod api_plan;
 pub mod connect_log;
 pub mod http_agent;
 pub mod http_store;
@@ -40,6 +41,7 @@ pub mod spec;
 pub mod store;
 pub mod suggest;
 pub mod tls;
+pub mod together;
 pub mod transport;
 pub mod wire;
 
@@ -93,6 +95,11 @@ pub enum TargetError {
          (MAX_ANSWER_JSON_VALUES): not parsed, so the step cannot be judged"
     )]
     TooManyValues { values: u64, bound: u64 },
+    /// The harness's own memory reached its ceiling (`--max-memory-bytes`)
+    /// while it read an answer: the answer was not read whole, so its step
+    /// cannot be judged.
+    #[error("the answer was not read whole: {0}")]
+    OverMemory(String),
     /// The target's TLS certificate is not one the harness trusts (an
     /// unknown issuer, another host's name, expired): the message names the
     /// certificate and the reason. Never a verdict.
@@ -137,7 +144,9 @@ impl TargetError {
             TargetError::Unsupported(_) => "unsupported",
             TargetError::BadSpec(_) => "bad_target",
             TargetError::Closed(_) => "closed",
-            TargetError::TooLarge { .. } | TargetError::TooManyValues { .. } => "too_large",
+            TargetError::TooLarge { .. }
+            | TargetError::TooManyValues { .. }
+            | TargetError::OverMemory(_) => "too_large",
             TargetError::NotHttp(_) => "not_http",
             TargetError::Certificate(_) => "certificate",
             TargetError::Oracle(_) => "oracle",
@@ -154,6 +163,15 @@ impl TargetError {
             TargetError::Unreachable(_) | TargetError::Timeout { .. } | TargetError::Closed(_)
         )
     }
+}
+
+/// One request of a burst sent together ([`Target::http_together`]): its
+/// answer, when its last byte left, when its answer was whole.
+#[derive(Debug, Clone)]
+pub struct Timed {
+    pub response: HttpResponse,
+    pub sent: std::time::Instant,
+    pub answered: std::time::Instant,
 }
 
 /// Something the harness can certify.
@@ -242,6 +260,35 @@ pub trait Target: Send + Sync + fmt::Debug {
     /// Whether [`Target::http_within`] lengthens a call past the call timeout.
     fn long_calls(&self) -> bool {
         false
+    }
+
+    /// Can it send several HTTP requests so that they arrive together
+    /// ([`Target::http_together`])? Groups of the fuzzers go behind a
+    /// barrier otherwise.
+    fn sends_together(&self) -> bool {
+        false
+    }
+
+    /// Sends `requests` so that they arrive together (`together.rs`: each
+    /// on its own connection, their last bytes released at once), each
+    /// answered with its window; in the order given.
+    async fn http_together(&self, requests: Vec<HttpRequest>) -> Vec<Result<Timed, TargetError>> {
+        requests
+            .iter()
+            .map(|_| {
+                Err(TargetError::Unsupported(format!(
+                    "{} does not send requests together",
+                    self.describe()
+                )))
+            })
+            .collect()
+    }
+
+    /// The requests it sent so far, per route as sent (`METHOD /path`, a
+    /// path's ids as `{id}`): an app played through an API map counts what
+    /// `--dry-run` planned. `None` elsewhere.
+    fn sent_requests(&self) -> Option<std::collections::BTreeMap<String, u64>> {
+        None
     }
 
     /// Must its scenarios run one at a time? (An app played through an API

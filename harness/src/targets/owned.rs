@@ -567,6 +567,21 @@ impl Target for OwnedTarget {
         self.inner.long_calls()
     }
 
+    fn sends_together(&self) -> bool {
+        self.inner.sends_together()
+    }
+
+    async fn http_together(
+        &self,
+        requests: Vec<HttpRequest>,
+    ) -> Vec<Result<crate::targets::Timed, TargetError>> {
+        self.inner.http_together(requests).await
+    }
+
+    fn sent_requests(&self) -> Option<std::collections::BTreeMap<String, u64>> {
+        self.inner.sent_requests()
+    }
+
     fn sequential(&self) -> bool {
         self.inner.sequential()
     }

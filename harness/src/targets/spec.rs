@@ -8,6 +8,7 @@
 //! a URL (userinfo, query values) are redacted there, and the raw string is
 //! not kept.
 
+use reqkey_reference::scheme::{self, Scheme};
 use std::sync::Arc;
 
 use std::fmt;
@@ -146,10 +147,7 @@ impl TargetSpec {
         if let Some(idem) = crate::targets::idem::IdemSpec::parse(spec)? {
             return Ok(TargetSpec::Idem(idem));
         }
-        let store = spec
-            .strip_prefix("store+http://")
-            .map(|a| (a, false))
-            .or_else(|| spec.strip_prefix("store+https://").map(|a| (a, true)));
+        let store = scheme::of_scheme(spec, Scheme::StoreHttp).map(|(tls, a)| (a, tls));
         if let Some((authority, tls)) = store {
             if authority.is_empty() || authority.contains('/') {
                 return Err(bad("expected store+http[s]://HOST:PORT"));
@@ -158,7 +156,7 @@ impl TargetSpec {
                 .map_err(|_| bad("expected store+http[s]://HOST:PORT"))?;
             return Ok(TargetSpec::StoreHttp { base });
         }
-        let agent_http = spec.starts_with("http://") || spec.starts_with("https://");
+        let agent_http = scheme::of_scheme(spec, Scheme::Http).is_some();
         if agent_http && spec.contains(',') {
             let bases: Vec<&str> = spec.split(',').collect();
             if bases.len() > MAX_REPLICAS {

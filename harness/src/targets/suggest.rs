@@ -61,7 +61,7 @@ pub fn hint(spec: &str) -> Option<String> {
 /// is no URL (`store+http//u:pw@h`: the `:` is missing), everything
 /// before the last `@` hidden too.
 pub fn shown(spec: &str) -> String {
-    if spec.contains("://") {
+    if reqkey_reference::scheme::split(spec).is_some() {
         return reqkey_reference::store::redact_url(spec);
     }
     without_userinfo(spec)

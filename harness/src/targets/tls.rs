@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
@@ -49,24 +50,120 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 /// certificates of `cacert` (a PEM file of one or more certificates).
 /// A file that cannot be read or holds no certificate is an error naming
 /// it; a system without roots is not (a private CA may be all there is).
+///
+/// As curl with `--cacert`, a server that presents one of `cacert`'s
+/// certificates itself is trusted once its name and dates hold
+/// ([`CacertVerifier`]): the common self-signed certificate (`openssl req
+/// -x509`, CA:TRUE) included, which webpki alone refuses as a CA used as an
+/// end entity.
 pub fn client_config(cacert: Option<&Path>) -> Result<Arc<ClientConfig>, String> {
     let mut roots = RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     let (_added, _ignored) = roots.add_parsable_certificates(native.certs);
+    let mut given = Vec::new();
     if let Some(path) = cacert {
         for cert in read_pem_certificates(path)? {
             roots
-                .add(cert)
+                .add(cert.clone())
                 .map_err(|e| format!("--cacert {}: {e}", path.display()))?;
+            given.push(cert);
         }
     }
-    let mut config = ClientConfig::builder_with_provider(provider())
+    let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .map_err(|e| format!("TLS: {e}"))?;
+    let mut config = if given.is_empty() {
+        builder.with_root_certificates(roots).with_no_client_auth()
+    } else {
+        let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .map_err(|e| format!("TLS: {e}"))?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(CacertVerifier { chain, given }))
+            .with_no_client_auth()
+    };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// The verifier with `--cacert`: webpki's chain to the system's roots and
+/// `--cacert`'s certificates first; where it refuses, a server
+/// certificate that is byte for byte one of `--cacert`'s is trusted as
+/// curl trusts it, after the checks that still apply to it (the host's
+/// name, its dates). The handshake's signatures are always webpki's.
+#[derive(Debug)]
+struct CacertVerifier {
+    chain: Arc<WebPkiServerVerifier>,
+    given: Vec<CertificateDer<'static>>,
+}
+
+impl ServerCertVerifier for CacertVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let refused = match self.chain.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Ok(verified) => return Ok(verified),
+            Err(e) => e,
+        };
+        if !self.given.iter().any(|c| c.as_ref() == end_entity.as_ref()) {
+            return Err(refused);
+        }
+        let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+        rustls::client::verify_server_name(&parsed, server_name)?;
+        within_dates(end_entity, now)?;
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.chain.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.chain.supported_verify_schemes()
+    }
+}
+
+/// Whether `now` falls within the certificate's validity.
+fn within_dates(der: &[u8], now: UnixTime) -> Result<(), rustls::Error> {
+    use rustls::CertificateError as C;
+    use x509_parser::prelude::FromDer;
+    let (_, cert) = x509_parser::prelude::X509Certificate::from_der(der)
+        .map_err(|_| rustls::Error::InvalidCertificate(C::BadEncoding))?;
+    let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+    let validity = cert.validity();
+    if now < validity.not_before.timestamp() {
+        return Err(rustls::Error::InvalidCertificate(C::NotValidYet));
+    }
+    if now > validity.not_after.timestamp() {
+        return Err(rustls::Error::InvalidCertificate(C::Expired));
+    }
+    Ok(())
 }
 
 /// The certificates of a PEM file (bounded), at least one.
@@ -127,25 +224,102 @@ pub fn host_of(authority: &str) -> &str {
     }
 }
 
-/// Why rustls refused a certificate, as a person reads it.
+/// Why rustls refused a certificate or the handshake failed, in words,
+/// with what to do about it (never a debug string: issue 57 met
+/// `Other(OtherError(CaUsedAsEndEntity))`).
 pub fn reason(e: &rustls::Error) -> String {
     use rustls::CertificateError as C;
-    match e {
-        rustls::Error::InvalidCertificate(C::UnknownIssuer) => {
-            "it is signed by an issuer the harness does not trust (pass --cacert PEM to trust a private CA)".to_owned()
+    let text = match e {
+        rustls::Error::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => {
+                "it is signed by an issuer the harness does not trust: pass the issuing CA's \
+                 certificate (PEM) with --cacert, or the server's own certificate when it is \
+                 self-signed"
+            }
+            C::NotValidForName | C::NotValidForNameContext { .. } => {
+                return format!(
+                    "it does not name the host the target names{}: name in --target a host the \
+                     certificate is for, or serve a certificate for this host",
+                    match c {
+                        C::NotValidForNameContext { presented, .. } if !presented.is_empty() => {
+                            format!(
+                                " (it is for {})",
+                                presented
+                                    .iter()
+                                    .take(8)
+                                    .map(|n| n.chars().take(MAX_NAME_CHARS).collect::<String>())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            )
+                        }
+                        _ => String::new(),
+                    }
+                );
+            }
+            C::Expired | C::ExpiredContext { .. } => {
+                "it has expired: renew the server's certificate (or check this machine's clock)"
+            }
+            C::NotValidYet | C::NotValidYetContext { .. } => {
+                "it is not valid yet: check the clocks of this machine and the server"
+            }
+            C::BadEncoding => {
+                "it is not a well-formed X.509 certificate: serve a PEM/DER certificate"
+            }
+            C::BadSignature => {
+                "its signature does not verify: it was not issued by the CA that names it, or it \
+                 is damaged"
+            }
+            C::UnsupportedSignatureAlgorithmContext { .. }
+            | C::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {
+                "it is signed with an algorithm the harness does not verify (it takes RSA \
+                 PKCS#1 and PSS, ECDSA P-256 and P-384, Ed25519): reissue it with one of them"
+            }
+            C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
+                "it is not issued for TLS servers (its extended key usage lacks serverAuth): \
+                 reissue it for server authentication"
+            }
+            C::UnhandledCriticalExtension => {
+                "it carries a critical extension the harness does not understand: reissue it \
+                 without it"
+            }
+            C::Revoked => "it is revoked: serve a current certificate",
+            C::Other(other) if format!("{other:?}").contains("CaUsedAsEndEntity") => {
+                "it is a CA certificate (CA:TRUE) presented as the server's own, and not the one \
+                 --cacert gives: pass this very certificate with --cacert (it is then trusted \
+                 as curl --cacert trusts it), or serve a certificate that CA issued"
+            }
+            other => {
+                return format!(
+                    "it is refused ({other}): check the certificate the server presents and \
+                     the --cacert given"
+                )
+            }
+        },
+        rustls::Error::NoCertificatesPresented => {
+            "the server presented no certificate: configure one for TLS"
         }
-        rustls::Error::InvalidCertificate(C::NotValidForName)
-        | rustls::Error::InvalidCertificate(C::NotValidForNameContext { .. }) => {
-            "it does not name the host the target names (a mismatched certificate)".to_owned()
+        rustls::Error::AlertReceived(alert) => {
+            return format!(
+                "the server ended the handshake with the TLS alert {alert:?}: check that it \
+                 serves this host name over TLS 1.2 or 1.3"
+            )
         }
-        rustls::Error::InvalidCertificate(C::Expired | C::ExpiredContext { .. }) => {
-            "it has expired".to_owned()
+        rustls::Error::PeerIncompatible(_) => {
+            "the server and the harness share no TLS version or cipher suite (the harness \
+             offers TLS 1.2 and 1.3 with ring's suites)"
         }
-        rustls::Error::InvalidCertificate(C::NotValidYet | C::NotValidYetContext { .. }) => {
-            "it is not valid yet".to_owned()
+        rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
+            "what answered does not speak TLS: is the target serving TLS on that port? (use \
+             idem+http://, store+http:// or http:// for plain HTTP)"
         }
-        other => other.to_string(),
-    }
+        other => {
+            return format!(
+                "{other}: is the target serving TLS on that port, with a certificate --cacert \
+                 or the system trusts?"
+            )
+        }
+    };
+    text.to_owned()
 }
 
 /// Is `e` the harness refusing the target's certificate (rather than a

@@ -8,6 +8,7 @@
 //! ends as a timeout) and by the response cap (an answer larger than
 //! `--max-response-bytes` is cut there and never held in memory whole).
 
+use reqkey_reference::scheme::{self, Scheme};
 use std::error::Error as _;
 
 use serde_json::Value;
@@ -40,6 +41,36 @@ pub fn client(
         .pool_idle_timeout(std::time::Duration::from_secs(2))
         .build()
         .map_err(|e| TargetError::BadSpec(format!("cannot build an HTTP client: {e}")))
+}
+
+/// The URL of `path` at the target `base`, refused (exit 2, before
+/// anything is sent) unless it stays at the target's origin: the path
+/// starts with one `/`, and the URL parsed from the two has the base's
+/// scheme, host, port and userinfo (issue 57: a path `@127.0.0.1:B/...`
+/// made `http://HOST:A@127.0.0.1:B/...`, another server, and sent it the
+/// credentials).
+pub fn at_origin(base: &str, path: &str) -> Result<reqwest::Url, TargetError> {
+    let refuse = |why: &str| {
+        TargetError::BadSpec(format!(
+            "the request path `{}` would leave the target's origin ({why}): not sent",
+            crate::secrets::scrub(&path.chars().take(200).collect::<String>())
+        ))
+    };
+    if !path.starts_with('/') || path.starts_with("//") || path.contains('\\') {
+        return Err(refuse("a path starts with one `/`"));
+    }
+    let origin = reqwest::Url::parse(base).map_err(|e| refuse(&e.to_string()))?;
+    let url = reqwest::Url::parse(&format!("{base}{path}")).map_err(|e| refuse(&e.to_string()))?;
+    let same = url.scheme() == origin.scheme()
+        && url.host_str() == origin.host_str()
+        && url.port_or_known_default() == origin.port_or_known_default()
+        && url.username() == origin.username()
+        && url.password() == origin.password();
+    if same {
+        Ok(url)
+    } else {
+        Err(refuse("another scheme, host, port or userinfo"))
+    }
 }
 
 /// reqwest's own message ("error sending request") hides the cause: the
@@ -125,7 +156,16 @@ pub async fn read_body(
         if body.len() as u64 + chunk.len() as u64 > cap {
             return Err(TargetError::TooLarge { cap });
         }
+        let before = body.len();
         body.extend_from_slice(&chunk);
+        // The harness's memory, each time the answer crosses another
+        // 256 KiB (answers are read side by side: up to 256 copies of a
+        // step, each up to the cap).
+        if before >> 18 != body.len() >> 18 {
+            if let Some(why) = crate::memory::over() {
+                return Err(TargetError::OverMemory(why));
+            }
+        }
     }
     Ok(body)
 }
@@ -195,6 +235,29 @@ mod tests {
         assert!(e.to_string().contains("store+http://HOST:PORT"), "{e}");
     }
 
+    /// Issue 57: a path that makes another authority, or leaves the path.
+    #[test]
+    fn a_path_that_would_leave_the_origin_is_refused_before_sending() {
+        let base = "http://localhost:7095";
+        assert_eq!(
+            at_origin(base, "/v1/orders?x=1").unwrap().as_str(),
+            "http://localhost:7095/v1/orders?x=1"
+        );
+        for path in [
+            "@127.0.0.1:9/v1/orders",
+            "//evil.example/v1",
+            "/\\evil.example",
+            "v1/orders",
+            ":9/v1",
+            "",
+        ] {
+            let e = at_origin(base, path).unwrap_err();
+            assert!(e.is_harness_error(), "{path}");
+            assert!(e.to_string().contains("not sent"), "{path}: {e}");
+        }
+        assert!(at_origin("https://u:p@h:1", "/x").is_ok());
+    }
+
     #[test]
     fn the_right_or_an_unknown_protocol_is_left_to_the_scenarios() {
         assert!(check_protocol(Level::Store, &json!({"protocol": "reqkey-store/1"})).is_ok());
@@ -213,9 +276,7 @@ impl HttpBase {
     /// anything else is the reason it is not one.
     pub fn parse(text: &str) -> Result<HttpBase, String> {
         let text = text.trim().trim_end_matches('/');
-        let rest = text
-            .strip_prefix("http://")
-            .or_else(|| text.strip_prefix("https://"));
+        let rest = scheme::of_scheme(text, Scheme::Http).map(|(_, rest)| rest);
         match rest {
             Some(rest) if !rest.is_empty() && !rest.contains('/') => Ok(HttpBase(text.to_owned())),
             Some(rest) if rest.contains('/') => {
@@ -240,12 +301,12 @@ impl HttpBase {
 
     /// Is it reached over TLS (`https://`)?
     pub fn is_tls(&self) -> bool {
-        self.0.starts_with("https://")
+        scheme::of_scheme(&self.0, Scheme::Http).is_some_and(|(tls, _)| tls)
     }
 
     /// `HOST:PORT`, userinfo left out (the port defaulted by the scheme).
     pub fn authority(&self) -> String {
-        let rest = self.0.split_once("://").map_or(self.0.as_str(), |(_, r)| r);
+        let rest = scheme::split(&self.0).map_or(self.0.as_str(), |u| u.rest);
         let hostport = rest.rsplit('@').next().unwrap_or(rest);
         let has_port = hostport
             .rsplit_once(':')
@@ -261,9 +322,7 @@ impl HttpBase {
     /// redacted, for forms such as `store+https://` to print back.
     pub fn shown_authority(&self) -> String {
         let shown = self.to_string();
-        shown
-            .split_once("://")
-            .map_or(shown.clone(), |(_, rest)| rest.to_owned())
+        scheme::split(&shown).map_or(shown.clone(), |u| u.rest.to_owned())
     }
 
     /// `http` or `https`.

@@ -21,6 +21,7 @@
 //! makes, `tls.rs`, with the same trust). An absolute-form target names
 //! the `https` scheme.
 
+use reqkey_reference::scheme::{self, Scheme};
 use std::time::Duration;
 
 use reqkey_scenario::agent_step::Wire;
@@ -31,7 +32,7 @@ use crate::targets::access::Access;
 use crate::targets::{HttpRequest, HttpResponse, TargetError};
 
 /// A connection the request is written on: TCP, or TLS over TCP.
-trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// The most a response head may take.
@@ -58,10 +59,9 @@ pub async fn exchange(
 /// The authority (`HOST:PORT`) of `base`, userinfo left out, and whether
 /// it is reached over TLS.
 fn authority(base: &str) -> Result<(&str, bool), TargetError> {
-    let (rest, tls) = match (base.strip_prefix("http://"), base.strip_prefix("https://")) {
-        (Some(rest), _) => (rest, false),
-        (_, Some(rest)) => (rest, true),
-        _ => {
+    let (rest, tls) = match scheme::of_scheme(base, Scheme::Http) {
+        Some((tls, rest)) => (rest, tls),
+        None => {
             return Err(TargetError::BadSpec(
                 "a raw wire step needs an http:// or https:// target".into(),
             ))
@@ -77,7 +77,7 @@ pub fn request_bytes(host: &str, request: &HttpRequest) -> Vec<u8> {
 }
 
 /// [`request_bytes`], the absolute form naming `https` when `tls`.
-fn request_bytes_for(host: &str, tls: bool, request: &HttpRequest) -> Vec<u8> {
+pub fn request_bytes_for(host: &str, tls: bool, request: &HttpRequest) -> Vec<u8> {
     let scheme = if tls { "https" } else { "http" };
     let target = match request.wire {
         Wire::AbsoluteForm => format!("{scheme}://{host}{}", request.path),
@@ -132,11 +132,23 @@ async fn exchange_unbounded(
     cap: u64,
     link: &Access,
 ) -> Result<HttpResponse, TargetError> {
+    let (mut stream, host, tls) = open(base, link).await?;
+    stream
+        .write_all(&request_bytes_for(&host, tls, request))
+        .await
+        .map_err(|e| TargetError::Closed(format!("{host}: {e}")))?;
+    read_answer(stream.as_mut(), cap, &host).await
+}
+
+/// A connection to the server at `base` (TCP, or TLS with the run's
+/// trust), its `HOST:PORT` and whether it is TLS.
+pub async fn open(base: &str, link: &Access) -> Result<(Box<dyn Io>, String, bool), TargetError> {
     let (host, tls) = authority(base)?;
     let tcp = TcpStream::connect(host)
         .await
         .map_err(|e| TargetError::Unreachable(format!("{host}: {e}")))?;
-    let mut stream: Box<dyn Io> = if tls {
+    let _ = tcp.set_nodelay(true);
+    let stream: Box<dyn Io> = if tls {
         let config = link.tls()?;
         match crate::targets::tls::connect(config, crate::targets::tls::host_of(host), tcp).await {
             Ok(s) => Box::new(s),
@@ -155,10 +167,16 @@ async fn exchange_unbounded(
     } else {
         Box::new(tcp)
     };
-    stream
-        .write_all(&request_bytes_for(host, tls, request))
-        .await
-        .map_err(|e| TargetError::Closed(format!("{host}: {e}")))?;
+    Ok((stream, host.to_owned(), tls))
+}
+
+/// The answer on `stream`, read to the close (bounded by `cap` and the
+/// caller's timeout) and decoded.
+pub async fn read_answer(
+    stream: &mut dyn Io,
+    cap: u64,
+    host: &str,
+) -> Result<HttpResponse, TargetError> {
     let limit = usize::try_from(cap)
         .unwrap_or(usize::MAX)
         .saturating_add(MAX_HEAD_BYTES);
@@ -180,7 +198,15 @@ async fn exchange_unbounded(
         if raw.len() + n > limit {
             return Err(TargetError::TooLarge { cap });
         }
+        let before = raw.len();
         raw.extend_from_slice(&chunk[..n]);
+        // The harness's memory ceiling, each time the answer crosses
+        // another 256 KiB (as `transport::read_body` does).
+        if before >> 18 != raw.len() >> 18 {
+            if let Some(why) = crate::memory::over() {
+                return Err(TargetError::OverMemory(why));
+            }
+        }
     }
     parse_response(&raw, cap).map_err(|e| match e {
         Parse::Incomplete(m) => TargetError::Closed(format!("{host}: {m}")),

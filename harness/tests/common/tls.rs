@@ -65,6 +65,44 @@ pub fn pki(ca_name: &str, names: &[&str]) -> Pki {
     }
 }
 
+/// The common self-signed certificate (`openssl req -x509 -newkey rsa:2048
+/// -nodes -subj /CN=localhost -addext subjectAltName=DNS:localhost`): one
+/// certificate, CA:TRUE, that the server presents itself and `--cacert`
+/// names (curl trusts it so).
+pub fn self_signed(names: &[&str]) -> Pki {
+    let dir = std::env::temp_dir().join(format!(
+        "reqkey-tls-self-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params =
+        CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(
+        DnType::CommonName,
+        names.first().copied().unwrap_or("server"),
+    );
+    let cert = params.self_signed(&key).unwrap();
+    let pem = dir.join("self.pem");
+    std::fs::write(&pem, cert.pem()).unwrap();
+    let chain = vec![CertificateDer::from(cert.der().to_vec())];
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    #[allow(deprecated)]
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    Pki {
+        ca_pem: pem,
+        server: Arc::new(server),
+    }
+}
+
 fn rand_suffix() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);

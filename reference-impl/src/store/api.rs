@@ -67,25 +67,21 @@ pub const REDACTED: &str = "***";
 /// first question when the server refuses it) and hides only the
 /// password: `postgres://app:***@h/db`, `postgres://app@h/db`.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let Some(written) = crate::scheme::split(url) else {
         return url.to_owned();
     };
+    let (scheme, rest) = (written.name, written.rest);
+    let postgres = written.is_postgres();
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(authority_end);
     // A cluster lists several authorities, each may carry userinfo.
     let authority = authority
         .split(',')
         .map(|a| match a.rsplit_once('@') {
-            Some((userinfo, host))
-                if scheme == "postgresql"
-                    || scheme == "postgres"
-                    || scheme.starts_with("postgres+") =>
-            {
-                match userinfo.split_once(':') {
-                    Some((user, _)) => format!("{user}:{REDACTED}@{host}"),
-                    None => format!("{userinfo}@{host}"),
-                }
-            }
+            Some((userinfo, host)) if postgres => match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:{REDACTED}@{host}"),
+                None => format!("{userinfo}@{host}"),
+            },
             Some((_, host)) => format!("{REDACTED}@{host}"),
             None => a.to_owned(),
         })

@@ -51,7 +51,7 @@ impl PgLinkDefect {
 
     /// The variant a scheme names.
     pub fn from_scheme(scheme: &str) -> Option<PgLinkDefect> {
-        let name = scheme.strip_prefix("postgres+")?;
+        let name = crate::scheme::known(scheme)?.variant?;
         PgLinkDefect::ALL.into_iter().find(|d| d.name() == name)
     }
 }

@@ -13,6 +13,7 @@
 //! [`SecretUrl::expose`], which only a driver's connect call uses. So a
 //! report, a log line or an error that formats a spec cannot leak it.
 
+use crate::scheme::{self, Scheme};
 use std::fmt;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -120,7 +121,7 @@ pub enum StoreSpec {
 }
 
 /// The scheme of the broken standby-reads form.
-const STANDBY_READS_SCHEME: &str = "postgres+standby-reads";
+const STANDBY_READS_VARIANT: &str = "standby-reads";
 
 /// The primary's and the standby's `postgres://` URLs of a
 /// `postgres+standby-reads://AUTHORITY/DB?standby=HOST:PORT[&...]` (`rest`
@@ -186,23 +187,25 @@ impl StoreSpec {
             });
         }
         let url = || SecretUrl::new(spec);
-        let (scheme, rest) = spec.split_once("://").ok_or_else(unknown)?;
+        let written = scheme::split(spec).ok_or_else(unknown)?;
+        let rest = written.rest;
         if rest.is_empty() {
             return Err(unknown());
         }
-        match scheme {
-            "postgres" | "postgresql" => Ok(StoreSpec::Postgres { url: url() }),
-            "redis" | "rediss" => Ok(StoreSpec::Redis { url: url() }),
-            "redis+cluster" => Ok(StoreSpec::RedisCluster { url: url() }),
-            scheme if PgLinkDefect::from_scheme(scheme).is_some() => {
-                let defect = PgLinkDefect::from_scheme(scheme).ok_or_else(unknown)?;
+        let known = written.known().ok_or_else(unknown)?;
+        match (known.scheme, known.variant) {
+            (Scheme::Postgres, _) => Ok(StoreSpec::Postgres { url: url() }),
+            (Scheme::Redis, _) => Ok(StoreSpec::Redis { url: url() }),
+            (Scheme::RedisCluster, _) => Ok(StoreSpec::RedisCluster { url: url() }),
+            (Scheme::PostgresVariant, _) if PgLinkDefect::from_scheme(written.name).is_some() => {
+                let defect = PgLinkDefect::from_scheme(written.name).ok_or_else(unknown)?;
                 Ok(StoreSpec::PostgresLinkDefect {
                     defect,
                     url: url(),
                     postgres: SecretUrl::new(format!("postgres://{rest}")),
                 })
             }
-            STANDBY_READS_SCHEME => {
+            (Scheme::PostgresVariant, Some(STANDBY_READS_VARIANT)) => {
                 let (primary, standby) = standby_reads_urls(rest).ok_or_else(unknown)?;
                 Ok(StoreSpec::PostgresStandbyReads {
                     url: url(),

@@ -36,8 +36,9 @@ use tokio::sync::Barrier;
 pub use crate::run::fuzz::cases::CaseFailure;
 use crate::run::fuzz::cases::{run_cases, CasesOutcome};
 use crate::run::fuzz::idem_battery::{
-    add_judged, battery, generated_judges, power_line, JudgedField, ProbeKind,
+    add_judged, battery, generated_judges, power_line, JudgedField,
 };
+use crate::run::fuzz::idem_map::Fit;
 use crate::run::fuzz::idem_program::{
     arb_program, case_tag, pause_ms, requests_of, Req, Sent, Step,
 };
@@ -101,8 +102,20 @@ async fn exchange(
     }
 }
 
-/// Sends `group` together (behind a barrier, each after its delay) and
-/// answers each with its window on the program's clock.
+/// The window of a request sent at `sent` and answered whole at
+/// `answered` (ms on the program's clock).
+fn window(sent: u64, answered: u64) -> Window {
+    Window {
+        sent_ms: sent,
+        arrived_by_ms: (sent + ARRIVAL_SLACK_MS).min(answered),
+        answered_ms: answered,
+    }
+}
+
+/// Sends `group` together (behind a barrier, each after its delay; where
+/// the target can, a group without delays with their last bytes released
+/// at once, `targets/together.rs`) and answers each with its window on the
+/// program's clock.
 async fn send_group(
     target: &Arc<dyn Target>,
     group: &[Sent],
@@ -110,6 +123,24 @@ async fn send_group(
     profile: &IdemProfile,
     call_timeout_ms: u64,
 ) -> Result<Vec<(IdemAnswer, Window)>, CaseFailure> {
+    if group.len() > 1 && target.sends_together() && group.iter().all(|s| s.delay_ms == 0) {
+        let requests = group.iter().map(|s| http_request(&s.request)).collect();
+        let answers = tokio::time::timeout(
+            Duration::from_millis(call_timeout_ms.saturating_mul(2)),
+            target.http_together(requests),
+        )
+        .await
+        .map_err(|_| CaseFailure::Harness(format!("no answer within {call_timeout_ms} ms")))?;
+        let ms = |at: Instant| at.saturating_duration_since(start).as_millis() as u64;
+        return answers
+            .into_iter()
+            .map(|a| {
+                let t = a.map_err(|e| CaseFailure::Harness(e.to_string()))?;
+                let w = window(ms(t.sent), ms(t.answered) + 1);
+                Ok((observe(&t.response, profile), w))
+            })
+            .collect();
+    }
     let barrier = Arc::new(Barrier::new(group.len()));
     let mut tasks = Vec::with_capacity(group.len());
     for s in group {
@@ -131,12 +162,7 @@ async fn send_group(
         let (response, sent, answered) = t
             .await
             .map_err(|e| CaseFailure::Harness(format!("a request's task: {e}")))??;
-        let window = Window {
-            sent_ms: sent,
-            arrived_by_ms: (sent + ARRIVAL_SLACK_MS).min(answered),
-            answered_ms: answered,
-        };
-        out.push((observe(&response, profile), window));
+        out.push((observe(&response, profile), window(sent, answered)));
     }
     Ok(out)
 }
@@ -265,63 +291,6 @@ pub async fn run_program(
     judge_effects(target, &states, tag, call_timeout_ms, "after the program").await
 }
 
-/// `program` for a target whose failing route does (or does not) sleep:
-/// without, the slow failing route is the failing route at once.
-fn fitted(program: &[Step], failing_sleeps: bool) -> Vec<Step> {
-    if failing_sleeps {
-        return program.to_vec();
-    }
-    let fit = |r: &Req| Req {
-        route: if r.route == 5 { 3 } else { r.route },
-        ..r.clone()
-    };
-    program
-        .iter()
-        .map(|step| match step {
-            Step::Send(r) => Step::Send(fit(r)),
-            Step::Burst { req, copies } => Step::Burst {
-                req: fit(req),
-                copies: *copies,
-            },
-            Step::Batch(reqs) => Step::Batch(reqs.iter().map(fit).collect()),
-            Step::PastLock(r) => Step::PastLock(fit(r)),
-            other => other.clone(),
-        })
-        .collect()
-}
-
-/// Whether the failing route of an app played through an API map sleeps
-/// the `sleepMs` of its body, as `reqkey-idem/1` has it: one failing
-/// request with a fresh key, timed. A map whose failing route takes no
-/// duration answers at once; the battery's failing bursts (whose duplicates must
-/// arrive while the first runs) are then not sent, and every report says so.
-async fn failing_route_sleeps(
-    target: &Arc<dyn Target>,
-    profile: &IdemProfile,
-    tag: &str,
-    call_timeout_ms: u64,
-) -> Result<bool, String> {
-    let req = Req {
-        route: 5,
-        caller: 0,
-        key: 1,
-        payload: 0,
-    };
-    let request = req.resolve(profile, tag, None);
-    let Some(h) =
-        reqkey_model::idem_model::handler_of(&request.method, &request.path, &request.body)
-    else {
-        return Ok(false);
-    };
-    let start = Instant::now();
-    exchange(target, http_request(&request), call_timeout_ms)
-        .await
-        .map_err(|e| match e {
-            CaseFailure::Harness(e) | CaseFailure::Nonconforming(e) => e,
-        })?;
-    Ok(start.elapsed().as_millis() as u64 >= h.sleep_ms)
-}
-
 /// Options of an idem fuzz run.
 #[derive(Debug, Clone)]
 pub struct IdemFuzzOptions {
@@ -374,42 +343,39 @@ pub fn fuzz_idem(
     opts: &IdemFuzzOptions,
 ) -> IdemFuzzOutcome {
     let mut power = opts.battery.then(power_line);
-    // Only an API map may lack the slow failing route: a `reqkey-idem/1`
-    // app that ignored `sleepMs` there would dodge the failing bursts, so
-    // its answers go to the model (which gives no verdict on them).
-    let failing_sleeps = target.api_map().is_none();
-    let failing_sleeps = failing_sleeps
-        || match runtime.block_on(failing_route_sleeps(
-            &target,
-            &opts.profile,
-            &case_tag(&format!("{}.sleeps", opts.namespace), 0),
-            opts.call_timeout_ms,
-        )) {
-            Ok(s) => s,
-            Err(e) => return IdemFuzzOutcome::Error(format!("the failing route's check: {e}")),
-        };
+    // Through an API map: the routes and callers the map has (`idem_map.rs`).
+    let fit = Fit::of(target.api_map(), &opts.profile);
+    if let Some(p) = power.as_mut().filter(|_| fit.failing_at_once) {
+        *p = p.replace(
+            "on a slow failing one",
+            "on a failing one that answers at once, each burst sent together",
+        );
+    }
+    if let (Some(p), Some(note)) = (&mut power, fit.note()) {
+        p.push_str("; ");
+        p.push_str(&note);
+    }
     let mut judged: Vec<JudgedField> = Vec::new();
     if opts.battery {
         let namespace = format!("{}.battery", opts.namespace);
-        if !failing_sleeps {
-            power = power.map(|p| {
-                format!("{p} not sent: the failing route answered sooner than its sleepMs (an API map whose failing route does not sleep)")
-            });
-        }
         for (i, probe) in battery(&opts.profile).iter().enumerate() {
-            if probe.kind == ProbeKind::FailingBurst && !failing_sleeps {
+            if !fit.sends(probe.kind) {
                 continue;
             }
+            let program = fit.probe(&probe.program);
             let tag = case_tag(&namespace, i as u64);
             let ran = runtime.block_on(run_program(
                 &target,
-                &probe.program,
+                &program,
                 &tag,
                 &opts.profile,
                 opts.call_timeout_ms,
             ));
             if !matches!(ran, Err(CaseFailure::Harness(_))) {
-                add_judged(&mut judged, probe.kind.judges(&opts.profile));
+                add_judged(
+                    &mut judged,
+                    fit.probe_judged(probe.kind.judges(&opts.profile)),
+                );
             }
             match ran {
                 Ok(()) => {}
@@ -421,7 +387,7 @@ pub fn fuzz_idem(
                         probe.repeat
                     );
                     let scenario_yaml = scenario_yaml(
-                        &probe.program,
+                        &program,
                         &opts.profile,
                         &opts.target_name,
                         opts.seed,
@@ -435,7 +401,7 @@ pub fn fuzz_idem(
                     );
                     return IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
                         seed: opts.seed,
-                        program: probe.program.clone(),
+                        program,
                         reason,
                         scenario_yaml,
                         power,
@@ -456,7 +422,7 @@ pub fn fuzz_idem(
         &strategy,
         |case, program| {
             let tag = case_tag(&opts.namespace, case);
-            let program = fitted(program, failing_sleeps);
+            let program = fit.program(program);
             runtime.block_on(run_program(
                 &target,
                 &program,
@@ -469,7 +435,7 @@ pub fn fuzz_idem(
     if opts.cases > 0 && !matches!(outcome, CasesOutcome::Error(_)) {
         add_judged(
             &mut judged,
-            generated_judges(&opts.profile, opts.long_pauses),
+            fit.judged(generated_judges(&opts.profile, opts.long_pauses)),
         );
     }
     match outcome {
@@ -481,7 +447,7 @@ pub fn fuzz_idem(
         CasesOutcome::Failed {
             program, reason, ..
         } => {
-            let program = fitted(&program, failing_sleeps);
+            let program = fit.program(&program);
             let scenario_yaml = scenario_yaml(
                 &program,
                 &opts.profile,

@@ -12,7 +12,9 @@
 //! - [`idem`]: programs over every `reqkey-idem/1` route, judged by
 //!   `IdemModel` under the declared profile ([`idem_program`] their domain,
 //!   [`idem_scenario`] a failure as a scenario, [`idem_battery`] the fixed
-//!   bursts and timing probes every run sends first);
+//!   bursts and timing probes every run sends first, [`idem_map`] both
+//!   fitted to an API map's routes and callers, and the requests they
+//!   send counted from the seed);
 //! - [`alphabet`]: every fuzzer's dimensions, keyed by the SPEC parameter
 //!   each generates, with the clauses it can break (`reqkey coverage
 //!   --fuzz`);
@@ -40,6 +42,7 @@ pub mod alphabet;
 pub mod cases;
 pub mod idem;
 pub mod idem_battery;
+pub mod idem_map;
 pub mod idem_program;
 pub mod idem_scenario;
 pub mod inputs;

@@ -159,7 +159,9 @@ impl FuzzPass {
 
 /// Programs of the idem pass never wait out `expiryMs` (each such pause
 /// lasts seconds; `reqkey fuzz` and the expiry scenarios do).
-const CERTIFY_IDEM_LONG_PAUSES: u32 = 0;
+pub const CERTIFY_IDEM_LONG_PAUSES: u32 = 0;
+/// How far the idem pass shrinks a failing program.
+pub const CERTIFY_IDEM_SHRINK_ITERS: u32 = 128;
 
 /// Runs the pass on `target` (blocking work on a thread of its own, so the
 /// caller's runtime keeps serving an in-process target meanwhile). `idem`
@@ -177,11 +179,6 @@ pub async fn fuzz_pass(
         return FuzzPass::skipped(level, seed);
     }
     let name = target.describe();
-    // Through an API map the callers are the map's (a program's fresh,
-    // tagged callers would all be its default caller): the battery runs
-    // (one caller, fresh keys), the generated programs do not.
-    let mapped = level == Level::Idem && target.api_map().is_some();
-    let cases = if mapped { 0 } else { cases };
     // Fresh sessions on every pass (the seed picks the programs, the
     // namespace only the ids): a second certification of a persistent
     // store with the same seed must not meet the first one's sessions.
@@ -245,7 +242,7 @@ pub async fn fuzz_pass(
                         target_name: name,
                         profile,
                         call_timeout_ms,
-                        max_shrink_iters: 128,
+                        max_shrink_iters: CERTIFY_IDEM_SHRINK_ITERS,
                         long_pauses: CERTIFY_IDEM_LONG_PAUSES,
                         battery: true,
                     },
@@ -266,16 +263,11 @@ pub async fn fuzz_pass(
         Ok(o) => o,
         Err(e) => Err(format!("the fuzz pass stopped: {e}")),
     };
-    let (verdict, reason, scenario_yaml, mut power, judged_fields) = match outcome {
+    let (verdict, reason, scenario_yaml, power, judged_fields) = match outcome {
         Ok((None, _, power, judged)) => ("passed", None, None, power, judged),
         Ok((Some(reason), yaml, power, judged)) => ("failed", Some(reason), yaml, power, judged),
         Err(e) => ("error", Some(e), None, None, Vec::new()),
     };
-    if mapped {
-        power = power.map(|p| {
-            format!("{p}; no generated program through an API map (its callers are the map's)")
-        });
-    }
     FuzzPass {
         level: level.name().to_owned(),
         cases,

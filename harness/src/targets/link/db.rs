@@ -6,6 +6,7 @@
 //! started command unchanged, with the proxies' addresses in place of the
 //! nodes'. The URL is held as a secret: every output shows it redacted.
 
+use reqkey_reference::scheme::{self, Scheme};
 use reqkey_reference::store::SecretUrl;
 use reqkey_scenario::link::LinkProtocol;
 
@@ -61,21 +62,23 @@ impl DbUrl {
     /// Parses one `--db` value; an error never quotes a secret.
     pub fn parse(text: &str) -> Result<DbUrl, String> {
         let shown = SecretUrl::new(text).redacted();
-        let (scheme, rest) = text
-            .split_once("://")
+        let written = scheme::split(text)
             .ok_or_else(|| format!("--db {shown}: not a URL (SCHEME://HOST:PORT/...)"))?;
-        let protocol = if scheme.starts_with("postgres") {
-            LinkProtocol::Postgres
-        } else if scheme.starts_with("rediss") {
-            return Err(format!(
-                "--db {shown}: a TLS link (rediss://) cannot be proxied: the harness must read the protocol to fault it"
-            ));
-        } else if scheme.starts_with("redis") {
-            LinkProtocol::Redis
-        } else {
-            return Err(format!(
-                "--db {shown}: the scheme `{scheme}` is neither PostgreSQL (postgres://...) nor Redis (redis://..., redis+cluster://...)"
-            ));
+        let (scheme, rest) = (written.name, written.rest);
+        let known = written.known();
+        let protocol = match known {
+            Some(k) if k.scheme.is_postgres() => LinkProtocol::Postgres,
+            Some(k) if k.scheme.is_redis() && k.tls => {
+                return Err(format!(
+                    "--db {shown}: a TLS link (rediss://) cannot be proxied: the harness must read the protocol to fault it"
+                ))
+            }
+            Some(k) if k.scheme.is_redis() => LinkProtocol::Redis,
+            _ => {
+                return Err(format!(
+                    "--db {shown}: the scheme `{scheme}` is neither PostgreSQL (postgres://...) nor Redis (redis://..., redis+cluster://...)"
+                ))
+            }
         };
         let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
         let (authority, tail) = rest.split_at(end);
@@ -98,7 +101,7 @@ impl DbUrl {
             .map(|n| node(n, protocol))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("--db {shown}: {e}"))?;
-        if nodes.len() > 1 && !scheme.contains("cluster") {
+        if nodes.len() > 1 && !known.is_some_and(|k| k.scheme == Scheme::RedisCluster) {
             return Err(format!(
                 "--db {shown}: several hosts are a cluster's (redis+cluster://); give one --db per database"
             ));
