@@ -788,6 +788,9 @@ impl Started {
             let (line, reason) = pass.line();
             let reason = reason.and_then(|r| r.lines().next()).unwrap_or("");
             println!("{line} {}", crate::report::inert::terminal(reason));
+            if let Some(scale) = &pass.scale {
+                println!("probes at scale: {}", scale.patience_line());
+            }
             ctx.fuzz = Some(pass);
         }
         let cfg = cfg.declaring(&profile);

@@ -146,13 +146,6 @@ impl FuzzPass {
                 ),
             },
         };
-        let head = match &self.scale {
-            Some(s) => format!(
-                "{head}; probes at scale with a patience of {}",
-                crate::run::fuzz::patience::duration(s.patience_ms)
-            ),
-            None => head,
-        };
         (head, self.reason.as_deref())
     }
 }
