@@ -577,6 +577,15 @@ fn timed_catch(target: &str, id: &str) -> bool {
 /// the agent part of the record from what each variant failed, races left
 /// out. (A server whose `/health` lacks `supportsRequestKey` declares no
 /// profile: it is run against the stated default one.)
+/// Defects the whole suite and the fuzz pass's programs pass: only the
+/// probes at scale find each, thousands of keys or seconds after the
+/// requests that cause it (`tests/scale.rs`, issue 55).
+pub const SCALE_ONLY: [&str; 3] = [
+    "keys-evicted-beyond-1000",
+    "key-index-ttl-5s",
+    "suspended-resumed-by-timer",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
     use reqkey_reference::agent::executor::ExecutorDefect;
@@ -591,7 +600,10 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         .into_iter()
         .filter(|d| !CRASH_DEFECT_NAMES.contains(&d.name()))
         .collect();
-    assert_eq!(in_process.len(), NAMED_AFTER.len() + FUZZ_ONLY.len());
+    assert_eq!(
+        in_process.len(),
+        NAMED_AFTER.len() + FUZZ_ONLY.len() + SCALE_ONLY.len()
+    );
     let variants: Vec<String> = in_process
         .iter()
         .map(|d| format!("reference-agent:{}", d.name()))
@@ -643,7 +655,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
     for (target, summary) in &results {
         let failed: BTreeSet<String> = failing(summary).into_iter().map(str::to_owned).collect();
         let name = target.trim_start_matches("reference-agent:");
-        if FUZZ_ONLY.contains(&name) {
+        if FUZZ_ONLY.contains(&name) || SCALE_ONLY.contains(&name) {
             // The suite passes it; the fuzz pass of a certification finds
             // it (harness/tests/fuzz_teeth.rs). Races aside, nothing fails.
             let steady: Vec<&String> = failed

@@ -130,6 +130,10 @@ fn without_start_the_crash_scenarios_are_not_applicable_and_the_certificate_says
             "--quiet",
             "--seed",
             "1",
+            "--patience",
+            common::TEST_PATIENCE,
+            "--capacity-keys",
+            common::TEST_CAPACITY_KEYS,
         ])
         .arg("--out")
         .arg(&out_dir)

@@ -25,9 +25,13 @@ fn scratch(name: &str) -> PathBuf {
 
 fn reqkey(args: &[&str], key: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_reqkey"));
-    cmd.args(args)
-        .env("NO_COLOR", "1")
-        .env_remove(seal::SEAL_KEY_ENV);
+    cmd.args(args);
+    if args.first() == Some(&"certify") && args.get(1) != Some(&"merge") {
+        // The probes at scale wait the tests' patience, not the default.
+        cmd.args(["--patience", common::TEST_PATIENCE]);
+        cmd.args(["--capacity-keys", common::TEST_CAPACITY_KEYS]);
+    }
+    cmd.env("NO_COLOR", "1").env_remove(seal::SEAL_KEY_ENV);
     if let Some(k) = key {
         cmd.env(seal::SEAL_KEY_ENV, k);
     }

@@ -52,6 +52,7 @@ fn certify(args: &[&str], out: &std::path::Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_reqkey"))
         .arg("certify")
         .args(args)
+        .args(["--patience", "1s", "--capacity-keys", "100"])
         .arg("--out")
         .arg(out)
         .env("NO_COLOR", "1")

@@ -114,6 +114,15 @@ const RACY: [&str; 4] = [
 /// alphabet finds each (`reqkey coverage --fuzz`, docs/fuzz.md).
 const FUZZ_ONLY: [&str; 2] = ["status-case-folded", "inputs-in-a-64k-column"];
 
+/// Defects the whole suite and the fuzz pass's programs pass: only the
+/// probes at scale find each, thousands of keys or seconds away
+/// (`tests/scale.rs`, issue 55).
+const SCALE_ONLY: [&str; 3] = [
+    "keys-evicted-beyond-1000",
+    "key-index-ttl-5s",
+    "runs-reaped-after-5s",
+];
+
 /// Each broken store fails exactly the scenarios the falsification record
 /// says (the record `reqkey coverage` trusts is checked here), including the
 /// scenario named after its rule. `REQKEY_BLESS=1` rewrites the record of
@@ -126,7 +135,7 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
     let bless = std::env::var_os("REQKEY_BLESS").is_some();
     assert_eq!(
         MemoryDefect::ALL.len(),
-        NAMED_AFTER.len() + ONLY_AFTER_A_RESTART.len() + FUZZ_ONLY.len(),
+        NAMED_AFTER.len() + ONLY_AFTER_A_RESTART.len() + FUZZ_ONLY.len() + SCALE_ONLY.len(),
         "every defect names its scenario"
     );
     for defect in MemoryDefect::ALL {
@@ -140,9 +149,10 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
         let mut failed: BTreeSet<String> =
             failing(&summary).into_iter().map(str::to_owned).collect();
         failed.remove(MIXED);
-        if FUZZ_ONLY.contains(&defect.name()) {
+        if FUZZ_ONLY.contains(&defect.name()) || SCALE_ONLY.contains(&defect.name()) {
             // The suite passes it (its record is empty); the fuzz pass of a
-            // certification finds it (harness/tests/fuzz_teeth.rs).
+            // certification finds it (harness/tests/fuzz_teeth.rs, and
+            // harness/tests/scale.rs for the probes at scale).
             assert!(failed.is_empty(), "{target} failed {failed:?}");
             if bless {
                 record.store.insert(target, failed);

@@ -65,6 +65,10 @@ fn certify_upgraded(target: &str, out: &Path) -> (Option<i32>, String) {
             "--quiet",
             "--seed",
             "5",
+            "--patience",
+            "1s",
+            "--capacity-keys",
+            "100",
         ])
         .arg("--out")
         .arg(out)

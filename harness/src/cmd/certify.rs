@@ -54,6 +54,8 @@ pub struct CertifyArgs {
     #[arg(long, value_name = "N", default_value_t = crate::run::fuzz::pass::DEFAULT_CERTIFY_FUZZ_CASES,
           value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub fuzz_cases: u32,
+    #[command(flatten)]
+    pub scale: crate::cmd::fuzz_scale::ScaleArgs,
     /// Bound on every single call to the target, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub timeout_ms: u64,
@@ -340,6 +342,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         seed,
         outputs: &outputs,
         fuzz_cases: Some(args.fuzz_cases),
+        scale: args.scale,
     };
     let mut code = started.judge(how, ctx, scenarios, Ok, &cfg).await;
     if let Some((store, seed)) = &legacy {

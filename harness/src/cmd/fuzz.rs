@@ -37,6 +37,8 @@ pub struct FuzzArgs {
     #[arg(long)]
     pub profile: Option<String>,
     #[command(flatten)]
+    pub scale: crate::cmd::fuzz_scale::ScaleArgs,
+    #[command(flatten)]
     pub link: crate::cmd::judging::AccessArgs,
 }
 
@@ -73,6 +75,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
             args.timeout_ms,
             args.out.as_deref(),
             seed,
+            args.scale,
         );
     }
     if target.level() == Level::Agent {
@@ -84,6 +87,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
                 timeout_ms: args.timeout_ms,
                 profile: args.profile.clone(),
                 out: args.out.clone(),
+                scale: args.scale,
             },
             seed,
         );
@@ -104,7 +108,18 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         args.cases,
         target.describe()
     );
-    match fuzz::fuzz(&rt, target, &opts) {
+    let probes = crate::run::fuzz::scale::ScaleProbes {
+        target: std::sync::Arc::clone(&target),
+        profile: reqkey_model::vocab::Profile::default(),
+        idem: None,
+        patience: args.scale.patience,
+        call_timeout_ms: args.timeout_ms,
+        namespace: format!("{}.fuzz", cfg.namespace),
+        keys: args.scale.capacity_keys,
+    };
+    let (outcome, scale) =
+        crate::cmd::fuzz_scale::around(&rt, &probes, || fuzz::fuzz(&rt, target, &opts));
+    let code = match outcome {
         FuzzOutcome::Passed { cases } => {
             println!("{cases} programs passed");
             ExitCode::SUCCESS
@@ -131,5 +146,6 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
             ExitCode::from(1)
         }
         FuzzOutcome::Error(e) => harness_error(e),
-    }
+    };
+    crate::cmd::fuzz_scale::combined(code, crate::cmd::fuzz_scale::report(&scale))
 }

@@ -16,6 +16,8 @@ pub struct AgentFuzzArgs {
     pub timeout_ms: u64,
     pub profile: Option<String>,
     pub out: Option<std::path::PathBuf>,
+    /// The probes at scale (`--patience`, `--capacity-keys`).
+    pub scale: crate::cmd::fuzz_scale::ScaleArgs,
 }
 
 pub fn fuzz_agent_command(
@@ -48,7 +50,18 @@ pub fn fuzz_agent_command(
         target.describe(),
         info.profile
     );
-    match fuzz_agent(rt, target, &opts) {
+    let probes = crate::run::fuzz::scale::ScaleProbes {
+        target: Arc::clone(&target),
+        profile: info.profile,
+        idem: None,
+        patience: args.scale.patience,
+        call_timeout_ms: args.timeout_ms,
+        namespace: format!("{}.afz", cfg.namespace),
+        keys: args.scale.capacity_keys,
+    };
+    let (outcome, scale) =
+        crate::cmd::fuzz_scale::around(rt, &probes, || fuzz_agent(rt, target, &opts));
+    let code = match outcome {
         AgentFuzzOutcome::Passed { cases } => {
             println!("{cases} programs passed");
             ExitCode::SUCCESS
@@ -75,5 +88,6 @@ pub fn fuzz_agent_command(
             ExitCode::from(1)
         }
         AgentFuzzOutcome::Error(e) => harness_error(e),
-    }
+    };
+    crate::cmd::fuzz_scale::combined(code, crate::cmd::fuzz_scale::report(&scale))
 }

@@ -21,6 +21,7 @@ pub fn fuzz_idem_command(
     timeout_ms: u64,
     out: Option<&std::path::Path>,
     seed: u64,
+    scale: crate::cmd::fuzz_scale::ScaleArgs,
 ) -> ExitCode {
     let info = match rt.block_on(resolve_profile(target.as_ref(), None, timeout_ms)) {
         Ok(info) => info,
@@ -46,7 +47,18 @@ pub fn fuzz_idem_command(
         crate::run::fuzz::idem_battery::power_line(),
         target.describe()
     );
-    match fuzz_idem(rt, target, &opts) {
+    let probes = crate::run::fuzz::scale::ScaleProbes {
+        target: Arc::clone(&target),
+        profile: info.profile,
+        idem: Some(profile.clone()),
+        patience: scale.patience,
+        call_timeout_ms: timeout_ms,
+        namespace: format!("{}.ifz", cfg.namespace),
+        keys: scale.capacity_keys,
+    };
+    let (outcome, scale) =
+        crate::cmd::fuzz_scale::around(rt, &probes, || fuzz_idem(rt, target, &opts));
+    let code = match outcome {
         IdemFuzzOutcome::Passed { cases, .. } => {
             println!("the bursts and {cases} programs passed");
             ExitCode::SUCCESS
@@ -78,7 +90,8 @@ pub fn fuzz_idem_command(
             ExitCode::from(1)
         }
         IdemFuzzOutcome::Error(e) => harness_error(e),
-    }
+    };
+    crate::cmd::fuzz_scale::combined(code, crate::cmd::fuzz_scale::report(&scale))
 }
 
 /// Each line made inert for the terminal (what the target answered is

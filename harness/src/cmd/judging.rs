@@ -678,6 +678,8 @@ pub struct Judge<'a> {
     /// Programs of the certification's fuzz pass (`None`: no pass, as in
     /// `run`; `Some(0)`: skipped, and the reports say so).
     pub fuzz_cases: Option<u32>,
+    /// The pass's probes at scale (`--patience`, `--capacity-keys`).
+    pub scale: crate::cmd::fuzz_scale::ScaleArgs,
 }
 
 impl Started {
@@ -750,7 +752,24 @@ impl Started {
             );
         }
         if let Some(cases) = how.fuzz_cases {
-            let pass = crate::run::fuzz::pass::fuzz_pass(
+            // The probes at scale (issue 55) around the programs: state
+            // seeded before them, read again after them.
+            let scale = (cases > 0).then(|| crate::run::fuzz::scale::ScaleProbes {
+                target: Arc::clone(&target),
+                profile: profile.profile,
+                idem: profile.idem.clone(),
+                patience: how.scale.patience,
+                call_timeout_ms: timeout_ms,
+                namespace: format!("{}.certify", cfg.namespace),
+                keys: how.scale.capacity_keys,
+            });
+            let seeding = std::time::Instant::now();
+            let seeded = match &scale {
+                Some(p) => Some(crate::run::fuzz::scale::seed(p).await),
+                None => None,
+            };
+            let seed_ms = seeding.elapsed().as_millis() as u64;
+            let mut pass = crate::run::fuzz::pass::fuzz_pass(
                 Arc::clone(&target),
                 profile.profile,
                 profile.idem.clone(),
@@ -759,9 +778,19 @@ impl Started {
                 timeout_ms,
             )
             .await;
+            if let (Some(seeded), Some(probes)) = (seeded, &scale) {
+                let finishing = std::time::Instant::now();
+                let mut outcome = crate::run::fuzz::scale::finish(seeded, probes).await;
+                crate::run::fuzz::scale::confirm(probes, &mut outcome).await;
+                outcome.record.added_ms = Some(seed_ms + finishing.elapsed().as_millis() as u64);
+                crate::run::fuzz::scale::apply(outcome, &mut pass);
+            }
             let (line, reason) = pass.line();
             let reason = reason.and_then(|r| r.lines().next()).unwrap_or("");
             println!("{line} {}", crate::report::inert::terminal(reason));
+            if let Some(scale) = &pass.scale {
+                println!("probes at scale: {}", scale.patience_line());
+            }
             ctx.fuzz = Some(pass);
         }
         let cfg = cfg.declaring(&profile);

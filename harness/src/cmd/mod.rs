@@ -22,6 +22,7 @@ pub mod fields;
 pub mod fuzz;
 pub mod fuzz_agent;
 pub mod fuzz_idem;
+pub mod fuzz_scale;
 pub mod interrupt;
 pub mod interrupt_reports;
 pub mod judging;

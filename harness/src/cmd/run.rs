@@ -272,6 +272,10 @@ async fn run_async(args: RunArgs) -> ExitCode {
         seed,
         outputs: &outputs,
         fuzz_cases: None,
+        scale: crate::cmd::fuzz_scale::ScaleArgs {
+            patience: crate::run::fuzz::patience::Patience::default(),
+            capacity_keys: crate::run::fuzz::scale::DEFAULT_CAPACITY_KEYS,
+        },
     };
     // Tags narrow what the profile admits; an empty selection is a mistake
     // (a shard may be empty).

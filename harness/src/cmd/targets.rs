@@ -34,8 +34,14 @@ pub fn targets_command() -> ExitCode {
         println!("\nBuilt-in {what}:");
         let recorded = record.level(level);
         for variant in builtin_variants(level) {
-            let fails = recorded.get(&variant).map_or_else(
-                || "no scenario recorded".to_owned(),
+            let fails = recorded.get(&variant).filter(|ids| !ids.is_empty() || !at_scale(&variant)).map_or_else(
+                || {
+                    if at_scale(&variant) {
+                        "no scenario: the fuzz pass's probes at scale find it (--patience, docs/fuzz.md)".to_owned()
+                    } else {
+                        "no scenario recorded".to_owned()
+                    }
+                },
                 |ids| {
                     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
                     format!("fails {}", ids.join(", "))
@@ -68,4 +74,22 @@ pub fn targets_command() -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Whether only the fuzz pass's probes at scale find the built-in variant
+/// `variant` (issue 55).
+fn at_scale(variant: &str) -> bool {
+    use reqkey_reference::agent::executor::ExecutorDefect;
+    use reqkey_reference::idem::IdemDefect;
+    use reqkey_reference::store::MemoryDefect;
+    if let Some(name) = variant.strip_prefix("broken-memory:") {
+        return MemoryDefect::parse(name).is_some_and(|d| d.scale_bug().is_some());
+    }
+    if let Some(name) = variant.strip_prefix("reference-agent:") {
+        return ExecutorDefect::parse(name).is_some_and(ExecutorDefect::at_scale);
+    }
+    variant
+        .strip_prefix("broken-idem:")
+        .and_then(IdemDefect::parse)
+        .is_some_and(IdemDefect::at_scale)
 }

@@ -189,6 +189,25 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             .map(|r| format!(": {}", crate::report::inert::code_span(r)))
             .unwrap_or_default();
         let _ = writeln!(md, "| fuzz | {}{reason} |", cell(&line));
+        if let Some(scale) = &f.scale {
+            // The harness's own words and numbers: escaped, nothing quoted.
+            let mut rows: Vec<(&str, Vec<String>)> = Vec::new();
+            for (what, line) in scale.lines() {
+                match rows.iter_mut().find(|(w, _)| *w == what) {
+                    Some((_, lines)) => lines.push(line),
+                    None => rows.push((what, vec![line])),
+                }
+            }
+            for (what, lines) in rows {
+                let what = if what == "not judged" {
+                    "not judged at scale"
+                } else {
+                    what
+                };
+                let joined: Vec<String> = lines.iter().map(|l| cell(l)).collect();
+                let _ = writeln!(md, "| {what} | {} |", joined.join("; "));
+            }
+        }
         if !rec.violations.is_empty() {
             let _ = writeln!(
                 md,
@@ -206,13 +225,14 @@ pub fn render(ctx: &ReportContext, summary: &RunSummary) -> String {
             md,
             "| replay | {} |",
             code_cell(&format!(
-                "reqkey certify {}{}{} --seed {}",
+                "reqkey certify {}{}{}{} --seed {}",
                 ctx.replay_target(),
                 profile_flag(ctx),
                 ctx.fuzz
                     .as_ref()
                     .map(|f| format!(" --fuzz-cases {}", f.cases))
                     .unwrap_or_default(),
+                patience_flag(ctx),
                 summary.seed
             ))
         );
@@ -382,8 +402,11 @@ fn fields_cell(rec: &RunRecord<'_>) -> String {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let mut said = if unjudged.is_empty() {
+    let mut said = if unjudged.is_empty() && part.is_empty() {
         "none: every declared value is judged by a scenario that applied or by the fuzz pass (`reqkey coverage` shows the scenarios' matrix)".to_owned()
+    } else if unjudged.is_empty() {
+        // Judged part way is not judged at the declared value (issue 55).
+        "none entirely, but not each at its declared value".to_owned()
     } else {
         format!(
             "{}: no scenario that applied and no program of the fuzz pass can fail on them, so this certificate says nothing of them",
@@ -429,11 +452,14 @@ fn fuzz_section(md: &mut String, rec: &RunRecord<'_>) {
         let _ = writeln!(md, "- why: {}", code_span(&v.message));
         let _ = writeln!(md, "- program: {}", code_span(&v.program));
         let _ = writeln!(md, "- {}", record::reproduction(v, code_span));
-        let _ = writeln!(
-            md,
-            "\nreproduction:\n\n{}\n",
-            fenced("yaml", &v.scenario_yaml)
-        );
+        // A probe at scale has no scenario: it is run again instead.
+        if !v.scenario_yaml.is_empty() {
+            let _ = writeln!(
+                md,
+                "\nreproduction:\n\n{}\n",
+                fenced("yaml", &v.scenario_yaml)
+            );
+        }
     }
 }
 
@@ -550,6 +576,24 @@ fn profile_flag(ctx: &ReportContext) -> String {
         Some(p) if p.source == ProfileSource::Stated => format!(" --profile {}", p.profile.flag()),
         _ => String::new(),
     }
+}
+
+/// ` --patience D` and ` --capacity-keys N` where the fuzz pass's probes
+/// at scale ran with other than the defaults, so a replay judges the same.
+fn patience_flag(ctx: &ReportContext) -> String {
+    let Some(s) = ctx.fuzz.as_ref().and_then(|f| f.scale.as_ref()) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if s.patience_ms != crate::run::fuzz::patience::DEFAULT_PATIENCE_MS {
+        if let Ok(p) = crate::run::fuzz::patience::Patience::from_ms(s.patience_ms) {
+            out.push_str(&format!(" --patience {}", p.flag()));
+        }
+    }
+    if s.capacity_keys != crate::run::fuzz::scale::DEFAULT_CAPACITY_KEYS as u64 {
+        out.push_str(&format!(" --capacity-keys {}", s.capacity_keys));
+    }
+    out
 }
 
 /// The endpoints of a replicated target (its `/health` carries them).

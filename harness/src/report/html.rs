@@ -608,6 +608,13 @@ pub fn render(ctx: &ReportContext, scenarios: &[Scenario], summary: &RunSummary)
                 escape(&line)
             ),
         );
+        if let Some(scale) = &f.scale {
+            // The probes at scale (issue 55): the patience, how far each
+            // timing field was judged, capacity, final reads.
+            for (what, line) in scale.lines() {
+                fact(what, escape(&line));
+            }
+        }
     }
     fact("date", escape(&ctx.date));
     if !ctx.selection.is_empty() {
@@ -708,14 +715,18 @@ fn fields_html(rec: &RunRecord<'_>) -> String {
             .join(", ")
     };
     let unjudged = rec.unjudged_fields();
+    let part = rec.part_judged_fields();
     let mut out = format!(
         "<span id=\"unjudged-fields\" data-count=\"{}\">",
         unjudged.len()
     );
-    if unjudged.is_empty() {
+    if unjudged.is_empty() && part.is_empty() {
         out.push_str(
             "none: every declared value is judged by a scenario that applied or by the fuzz pass",
         );
+    } else if unjudged.is_empty() {
+        // Judged part way is not judged at the declared value (issue 55).
+        out.push_str("none entirely, but not each at its declared value");
     } else {
         let _ = write!(
             out,
@@ -727,7 +738,6 @@ fn fields_html(rec: &RunRecord<'_>) -> String {
     if !by_fuzz.is_empty() {
         let _ = write!(out, "; judged by the fuzz pass alone: {}", list(&by_fuzz));
     }
-    let part = rec.part_judged_fields();
     if !part.is_empty() {
         let _ = write!(
             out,

@@ -158,12 +158,18 @@ fn fuzz_cases(pass: &crate::run::fuzz::pass::FuzzPass, rec: &RunRecord<'_>) -> V
                     ));
                 }
                 text.push_str(&format!(
-                    "why: {}\nprogram: {}\n{}\nthe reproduction as a scenario:\n{}",
+                    "why: {}\nprogram: {}\n{}",
                     v.message,
                     v.program,
                     record::reproduction(v, str::to_owned),
-                    v.scenario_yaml
                 ));
+                // A probe at scale has no scenario: it is run again instead.
+                if !v.scenario_yaml.is_empty() {
+                    text.push_str(&format!(
+                        "\nthe reproduction as a scenario:\n{}",
+                        v.scenario_yaml
+                    ));
+                }
                 s.set_description(xml_text(text.trim_end()));
                 let mut case = TestCase::new(format!("fuzz.{}.{}", pass.level, v.clause), s);
                 case.set_classname(format!("reqkey.{}", pass.level));

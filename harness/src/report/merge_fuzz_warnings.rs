@@ -30,6 +30,7 @@ pub struct FuzzDoc {
     pub violations: Vec<crate::run::fuzz::pass::FuzzViolation>,
     #[serde(default)]
     pub judged_fields: Vec<crate::run::fuzz::idem_battery::JudgedField>,
+    pub scale: Option<crate::run::fuzz::patience::ScaleRecord>,
 }
 
 /// A shard's warning, as `results.json` writes it.
@@ -50,7 +51,16 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
         return Ok(None);
     };
     for (origin, doc) in shards {
-        let key = |d: Option<&FuzzDoc>| d.map(|f| (f.level.clone(), f.cases, f.seed));
+        let key = |d: Option<&FuzzDoc>| {
+            d.map(|f| {
+                (
+                    f.level.clone(),
+                    f.cases,
+                    f.seed,
+                    f.scale.as_ref().map(|s| (s.patience_ms, s.capacity_keys)),
+                )
+            })
+        };
         if key(*doc) != key(*first) {
             return Err(format!(
                 "the shards differ in their fuzz pass: {first_origin} has {}, {origin} has {}",
@@ -135,6 +145,7 @@ pub fn merge_fuzz(shards: &[(&str, Option<&FuzzDoc>)]) -> Result<Option<FuzzPass
         power: first.power.clone(),
         violations,
         judged_fields,
+        scale: doc.scale.clone(),
     }))
 }
 
@@ -142,8 +153,14 @@ fn describe(doc: Option<&FuzzDoc>) -> String {
     match doc {
         None => "none".to_owned(),
         Some(f) => format!(
-            "{} programs at the {} level, seed {}",
-            f.cases, f.level, f.seed
+            "{} programs at the {} level, seed {}{}",
+            f.cases,
+            f.level,
+            f.seed,
+            f.scale.as_ref().map_or_else(String::new, |s| format!(
+                ", patience {}",
+                crate::run::fuzz::patience::duration(s.patience_ms)
+            ))
         ),
     }
 }
@@ -195,6 +212,7 @@ mod tests {
             power: None,
             violations: Vec::new(),
             judged_fields: Vec::new(),
+            scale: None,
         }
     }
 

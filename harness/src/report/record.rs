@@ -176,9 +176,17 @@ pub fn of<'a>(ctx: &'a ReportContext, summary: &'a RunSummary) -> RunRecord<'a> 
             .iter()
             .map(|field| {
                 let fuzz = judged.iter().find(|j| j.field == field.field);
+                // A timing field declared `null` (never, until completion)
+                // is reached by no wait: where the fuzz pass timed it, its
+                // reach is what the run says of it, scenarios or not
+                // (issue 55: "every declared value is judged" only when
+                // true).
+                let never = matches!(field.field.as_str(), "expiryMs" | "lockMs")
+                    && field.value == "null"
+                    && fuzz.is_some_and(|j| j.up_to_ms.is_some());
                 let standing = if field.promises_nothing {
                     FieldStanding::PromisesNothing
-                } else if !field.scenarios.is_empty() {
+                } else if !field.scenarios.is_empty() && !never {
                     FieldStanding::Scenarios
                 } else {
                     match fuzz {
@@ -224,7 +232,10 @@ pub fn of<'a>(ctx: &'a ReportContext, summary: &'a RunSummary) -> RunRecord<'a> 
 /// reason (harness text, read back from a file by `certify merge`) inert
 /// in the format's own way.
 pub fn reproduction(v: &FuzzViolation, inert: impl Fn(&str) -> String) -> String {
-    if v.reproduced {
+    if v.reproduced && v.scenario_yaml.is_empty() {
+        // A probe at scale: its reproduction is the probes run again.
+        "reproduction replayed: the probes at scale, run again on fresh keys, failed the target on the same clause".to_owned()
+    } else if v.reproduced {
         "reproduction replayed: it failed the target on the same clause".to_owned()
     } else {
         format!(

@@ -154,7 +154,31 @@ impl Target for HttpAgentTarget {
             .map_err(|_| TargetError::Protocol("GET /health is not JSON".into()))
     }
 
-    async fn http(&self, mut request: HttpRequest) -> Result<HttpResponse, TargetError> {
+    async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
+        self.exchange(request, None).await
+    }
+
+    async fn http_within(
+        &self,
+        request: HttpRequest,
+        timeout_ms: u64,
+    ) -> Result<HttpResponse, TargetError> {
+        self.exchange(request, Some(timeout_ms)).await
+    }
+
+    fn long_calls(&self) -> bool {
+        true
+    }
+}
+
+impl HttpAgentTarget {
+    /// One exchange, bounded by the call timeout or (a probe's long
+    /// handler, library wire only) by `longer_ms`.
+    async fn exchange(
+        &self,
+        mut request: HttpRequest,
+        longer_ms: Option<u64>,
+    ) -> Result<HttpResponse, TargetError> {
         // The credentials go under the request a report shows.
         request.headers = self.link.with_credentials(&request.headers);
         self.link.pace().await;
@@ -178,25 +202,29 @@ impl Target for HttpAgentTarget {
         if let Some(body) = request.body {
             builder = builder.body(body);
         }
+        let timeout_ms = match longer_ms {
+            Some(ms) => {
+                builder = builder.timeout(std::time::Duration::from_millis(ms));
+                ms
+            }
+            None => self.timeout_ms,
+        };
         let sent = std::time::Instant::now();
         let response = builder
             .send()
             .await
-            .map_err(|e| transport::classify(&e, &self.base, self.timeout_ms))?;
+            .map_err(|e| transport::classify(&e, &self.base, timeout_ms))?;
         let head = sent.elapsed();
         let status = response.status().as_u16();
         let headers = transport::headers_of(&response);
-        let body = transport::read_body(
-            response,
-            self.max_response_bytes,
-            &self.base,
-            self.timeout_ms,
-        )
-        .await?;
-        // A stream's body takes the run's time by design.
-        let streamed = headers.iter().any(|(name, value)| {
-            name.eq_ignore_ascii_case("content-type") && value.contains("text/event-stream")
-        });
+        let body =
+            transport::read_body(response, self.max_response_bytes, &self.base, timeout_ms).await?;
+        // A stream's body takes the run's time by design, and so does a
+        // probe's long handler.
+        let streamed = longer_ms.is_some()
+            || headers.iter().any(|(name, value)| {
+                name.eq_ignore_ascii_case("content-type") && value.contains("text/event-stream")
+            });
         if !streamed {
             self.latency
                 .record(head, sent.elapsed().saturating_sub(head), body.len());

@@ -286,6 +286,18 @@ impl Target for IdemTarget {
         self.inner.http(request).await
     }
 
+    async fn http_within(
+        &self,
+        request: HttpRequest,
+        timeout_ms: u64,
+    ) -> Result<HttpResponse, TargetError> {
+        self.inner.http_within(request, timeout_ms).await
+    }
+
+    fn long_calls(&self) -> bool {
+        self.inner.long_calls()
+    }
+
     /// The answers' timings, as at every HTTP level (the Nagle stall).
     fn warnings(&self) -> Vec<crate::targets::latency::TargetWarning> {
         self.inner.warnings()

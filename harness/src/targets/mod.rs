@@ -244,6 +244,24 @@ pub trait Target: Send + Sync + fmt::Debug {
         )))
     }
 
+    /// One HTTP exchange that may last up to `timeout_ms`, longer than the
+    /// call timeout: a probe's handler that outlives a declared lock
+    /// (`run/fuzz/scale.rs`). Targets that cannot lengthen one call answer
+    /// `false` from [`Target::long_calls`] and are sent `http` instead.
+    async fn http_within(
+        &self,
+        request: HttpRequest,
+        timeout_ms: u64,
+    ) -> Result<HttpResponse, TargetError> {
+        let _ = timeout_ms;
+        self.http(request).await
+    }
+
+    /// Whether [`Target::http_within`] lengthens a call past the call timeout.
+    fn long_calls(&self) -> bool {
+        false
+    }
+
     /// Can it send several HTTP requests so that they arrive together
     /// ([`Target::http_together`])? Groups of the fuzzers go behind a
     /// barrier otherwise.

@@ -555,6 +555,18 @@ impl Target for OwnedTarget {
         self.inner.http(request).await
     }
 
+    async fn http_within(
+        &self,
+        request: HttpRequest,
+        timeout_ms: u64,
+    ) -> Result<HttpResponse, TargetError> {
+        self.inner.http_within(request, timeout_ms).await
+    }
+
+    fn long_calls(&self) -> bool {
+        self.inner.long_calls()
+    }
+
     fn sends_together(&self) -> bool {
         self.inner.sends_together()
     }

@@ -165,15 +165,32 @@ pub fn reqkey(args: &[&str]) -> Output {
 /// not certify's default 256 (chosen in docs/fuzz.md for catching every
 /// variant only the fuzzer finds, which `tests/fuzz_teeth.rs` judges at
 /// that default). The other tests judge reports, wiring and the suite:
-/// the pass runs, at a size that keeps the suite in minutes.
-pub fn test_fuzz_budget(args: &[&str]) -> &'static [&'static str] {
+/// the pass runs, at a size that keeps the suite in minutes. Likewise the
+/// probes at scale of a `certify` or `fuzz` that names none:
+/// [`TEST_PATIENCE`] and [`TEST_CAPACITY_KEYS`], not the default 10 s and
+/// 2,000 keys (`tests/scale.rs` judges the defaults' teeth).
+pub fn test_fuzz_budget(args: &[&str]) -> Vec<&'static str> {
     let certifies = args.first() == Some(&"certify") && args.get(1) != Some(&"merge");
+    let fuzzes = args.first() == Some(&"fuzz");
+    let mut out = Vec::new();
     if certifies && !args.iter().any(|a| a.starts_with("--fuzz-cases")) {
-        &["--fuzz-cases", "32"]
-    } else {
-        &[]
+        out.extend(["--fuzz-cases", "32"]);
     }
+    if (certifies || fuzzes) && !args.iter().any(|a| a.starts_with("--patience")) {
+        out.extend(["--patience", TEST_PATIENCE]);
+    }
+    if (certifies || fuzzes) && !args.iter().any(|a| a.starts_with("--capacity-keys")) {
+        out.extend(["--capacity-keys", TEST_CAPACITY_KEYS]);
+    }
+    out
 }
+
+/// The patience tests run with unless they name one: the probes at scale
+/// still run (capacity, the final reads) and wait this long at most.
+pub const TEST_PATIENCE: &str = "1s";
+/// The keys the probes at scale write in a test unless it names a count
+/// (certify's 2,000 are judged by `tests/scale.rs`).
+pub const TEST_CAPACITY_KEYS: &str = "100";
 
 /// Its stdout then stderr.
 pub fn text(o: &Output) -> String {

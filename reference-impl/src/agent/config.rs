@@ -263,10 +263,32 @@ pub enum ExecutorDefect {
     /// UTF-16 units does (`[[agent.test-agent.echo]]`; dimension
     /// `agent.stream.events`).
     StreamTextDropsNonBmp,
+    // The defects below pass the whole suite and the fuzz pass's programs:
+    // each breaks a promise only at its own scale, thousands of keys or
+    // seconds after the requests that cause it (issue 55); the fuzz
+    // pass's probes at scale find them.
+    /// The executor's store keeps only the 1,000 most recently taken keys
+    /// in its key index (the memory store's `keys-evicted-beyond-1000`,
+    /// whatever store is named): a keyed retry of an older run starts
+    /// another run (`[[agent.keys.kept-at-scale]]`).
+    KeysEvictedBeyond1000,
+    /// The executor's store expires its key index entries 5 s after they
+    /// were taken (the memory store's `key-index-ttl-5s`): a keyed retry
+    /// seconds later starts another run
+    /// (`[[agent.state.changes-only-by-requests]]`).
+    KeyIndexTtl5s,
+    /// A scheduler resumes every run that ended `suspended_input`
+    /// [`SUSPENDED_RESUMED_AFTER_MS`] later, without checking that its
+    /// session still exists: a run no request started appears, in a
+    /// deleted session too (`[[agent.state.changes-only-by-requests]]`).
+    SuspendedResumedByTimer,
 }
 
+/// When `suspended-resumed-by-timer`'s scheduler resumes a suspended run.
+pub const SUSPENDED_RESUMED_AFTER_MS: u64 = 3_000;
+
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 64] = [
+    pub const ALL: [ExecutorDefect; 67] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -331,6 +353,9 @@ impl ExecutorDefect {
         ExecutorDefect::WaitDropsKeyFields,
         ExecutorDefect::StreamTextDropsNonBmp,
         ExecutorDefect::SleepCutShort,
+        ExecutorDefect::KeysEvictedBeyond1000,
+        ExecutorDefect::KeyIndexTtl5s,
+        ExecutorDefect::SuspendedResumedByTimer,
     ];
 
     pub fn name(self) -> &'static str {
@@ -401,11 +426,31 @@ impl ExecutorDefect {
             ExecutorDefect::WaitDropsKeyFields => "wait-drops-key-fields",
             ExecutorDefect::StreamTextDropsNonBmp => "stream-text-drops-non-bmp",
             ExecutorDefect::SleepCutShort => "sleep-cut-short",
+            ExecutorDefect::KeysEvictedBeyond1000 => "keys-evicted-beyond-1000",
+            ExecutorDefect::KeyIndexTtl5s => "key-index-ttl-5s",
+            ExecutorDefect::SuspendedResumedByTimer => "suspended-resumed-by-timer",
         }
     }
 
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// Whether only the fuzz pass's probes at scale find it (issue 55).
+    pub fn at_scale(self) -> bool {
+        self.store_defect().is_some() || self == ExecutorDefect::SuspendedResumedByTimer
+    }
+
+    /// The broken memory store this defect puts under the executor in
+    /// place of the store it was given (its bug lives in the key index).
+    pub fn store_defect(self) -> Option<crate::store::MemoryDefect> {
+        match self {
+            ExecutorDefect::KeysEvictedBeyond1000 => {
+                Some(crate::store::MemoryDefect::KeysEvictedBeyond1000)
+            }
+            ExecutorDefect::KeyIndexTtl5s => Some(crate::store::MemoryDefect::KeyIndexTtl5s),
+            _ => None,
+        }
     }
 
     /// The configuration this defect is a broken version of: a server

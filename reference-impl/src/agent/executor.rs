@@ -170,7 +170,12 @@ impl Executor {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
         let prefix = format!("run-{:x}{:x}", nanos & 0xffff_ffff_ffff, std::process::id());
-        // Only a sequence defect puts a (broken) cache in front of the store.
+        // Only a sequence defect puts a (broken) cache in front of the
+        // store; a defect at scale brings its own broken memory store.
+        let store = match config.defect.and_then(ExecutorDefect::store_defect) {
+            Some(d) => Arc::new(crate::store::MemoryStore::with_defect(d)),
+            None => store,
+        };
         let store = crate::agent::forgetful::wrap(store, config.defect);
         Arc::new(Self {
             store,

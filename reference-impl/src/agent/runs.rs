@@ -134,6 +134,7 @@ impl Executor {
         let lease_ms = self.config.lease_ms.max(3);
         let renews = !self.has_defect(ExecutorDefect::NeverRenews);
         let writes_back = self.has_defect(ExecutorDefect::DeleteLeavesRunsExecuting);
+        let resumes_later = self.has_defect(ExecutorDefect::SuspendedResumedByTimer);
         let echo = if self.has_defect(ExecutorDefect::StreamTextDropsNonBmp) {
             // The bug: text cut in UTF-16 units, each surrogate lost.
             text.chars()
@@ -208,6 +209,37 @@ impl Executor {
                 },
             };
             log.finish(status);
+            if resumes_later && status == RunStatus::SuspendedInput {
+                // The bug: a scheduler resumes it later, whatever happened
+                // to its session meanwhile.
+                tokio::time::sleep(Duration::from_millis(
+                    crate::agent::config::SUSPENDED_RESUMED_AFTER_MS,
+                ))
+                .await;
+                let current = store.get_current_run(&session).await.ok().flatten();
+                let resumed = format!("{run_id}-resumed");
+                if let Some(c) = &current {
+                    let _ = store
+                        .set_run_status(&session, &c.run_id, RunStatus::Completed)
+                        .await;
+                }
+                if store
+                    .commit_run_start(StartRun {
+                        session_id: session.clone(),
+                        run_id: resumed.clone(),
+                        expected_current_run_id: current.map(|r| r.run_id),
+                        input: serde_json::json!({ "text": "resumed by the scheduler" }),
+                        request_key: None,
+                        request_digest: None,
+                    })
+                    .await
+                    .is_ok()
+                {
+                    let _ = store
+                        .set_run_status(&session, &resumed, RunStatus::Completed)
+                        .await;
+                }
+            }
         });
     }
 

@@ -45,6 +45,18 @@ pub const BROKEN_LOCK_MS: u64 = 300;
 /// How long the `forgets-after-1s` variant keeps a key while declaring
 /// `expiryMs: null`.
 pub const FORGETS_AFTER_MS: u64 = 1_000;
+/// What `expiry-shorter-than-declared` declares (a day) and keeps a key
+/// (3 s).
+pub const DECLARED_DAY_MS: u64 = 86_400_000;
+pub const SHORT_EXPIRY_MS: u64 = 3_000;
+/// How long `forgets-after-4s` keeps a key while declaring `null`.
+pub const FORGETS_LATER_MS: u64 = 4_000;
+/// When the lock of `lock-lapses-after-750ms` lapses while declaring `null`.
+pub const LAPSES_AFTER_MS: u64 = 750;
+/// The completed keys `evicts-beyond-1000-keys` keeps (the most recent).
+pub const KEPT_KEYS: usize = 1_000;
+/// How long `errors-swept-after-5s` keeps a stored error answer.
+pub const ERRORS_SWEPT_AFTER_MS: u64 = 5_000;
 /// The `rare-race` variant takes the key without an atomic step for one
 /// key in this many.
 pub const RARE_RACE_ONE_IN: u64 = 10;
@@ -60,6 +72,9 @@ pub struct IdemLayer {
     pub profile: IdemProfile,
     pub storage: Arc<dyn IdemStorage>,
     pub defect: Option<IdemDefect>,
+    /// Only with `evicts-beyond-1000-keys`: the completed keys, oldest
+    /// first (at most [`KEPT_KEYS`]).
+    pub recent: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
 
 impl std::fmt::Debug for IdemLayer {
@@ -245,6 +260,8 @@ pub async fn idempotency(
     let lock_ms =
         if layer.has(IdemDefect::LockTimeout) || layer.has(IdemDefect::LockShorterThanDeclared) {
             Some(BROKEN_LOCK_MS)
+        } else if layer.has(IdemDefect::LockLapsesAfter750ms) {
+            Some(LAPSES_AFTER_MS)
         } else {
             p.lock_ms
         };
@@ -361,7 +378,8 @@ async fn run_renewing(
     // The bugs of a lock that lapses while its handler runs never renew it.
     let renews = !layer.has(IdemDefect::LockLapses)
         && !layer.has(IdemDefect::LockTimeout)
-        && !layer.has(IdemDefect::LockShorterThanDeclared);
+        && !layer.has(IdemDefect::LockShorterThanDeclared)
+        && !layer.has(IdemDefect::LockLapsesAfter750ms);
     let Some(ms) = lock_ms.filter(|_| renews) else {
         return next.run(req).await;
     };
@@ -444,19 +462,46 @@ async fn run_and_keep(
             None
         } else if layer.has(IdemDefect::ForgetsAfterOneSecond) {
             Some(FORGETS_AFTER_MS)
+        } else if layer.has(IdemDefect::ExpiryShorterThanDeclared) {
+            Some(SHORT_EXPIRY_MS)
+        } else if layer.has(IdemDefect::ForgetsAfterFourSeconds) {
+            Some(FORGETS_LATER_MS)
+        } else if layer.has(IdemDefect::ErrorsSweptAfter5s) && status >= 400 {
+            Some(ERRORS_SWEPT_AFTER_MS)
         } else {
             p.expiry_ms
         };
-        layer
+        let kept = layer
             .storage
             .complete(skey, fp, caller, &answer, expiry)
-            .await
+            .await;
+        if layer.has(IdemDefect::EvictsBeyond1000Keys) {
+            evict_oldest(layer, skey).await;
+        }
+        kept
     };
     // A storage that fails here leaves the key in flight: duplicates are
     // refused rather than run a second time (at most once before
     // availability); the first caller still gets its answer.
     drop(stored);
     Response::from_parts(parts, Body::from(bytes))
+}
+
+/// The `evicts-beyond-1000-keys` bug: a bounded cache as the store, the
+/// oldest completed key dropped once [`KEPT_KEYS`] are kept.
+async fn evict_oldest(layer: &IdemLayer, skey: &str) {
+    let dropped = {
+        let mut recent = layer.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.push_back(skey.to_owned());
+        if recent.len() > KEPT_KEYS {
+            recent.pop_front()
+        } else {
+            None
+        }
+    };
+    if let Some(old) = dropped {
+        let _ = layer.storage.release(&old).await;
+    }
 }
 
 /// A kept answer, replayed.

@@ -261,10 +261,32 @@ pub enum IdemDefect {
     /// Refuses a key longer than [`middleware::LONG_KEY_REFUSED_AT`]
     /// bytes (a column too narrow): a 200-character key is answered 400.
     LongKeyRefused,
+    // The defects below pass the suite and the fuzz pass's programs and
+    // battery: each breaks a promise only at its own scale, seconds or
+    // thousands of keys away (issue 55); the probes at scale find them.
+    /// Declares `expiryMs` 86400000 (a day) and forgets a key
+    /// [`middleware::SHORT_EXPIRY_MS`] after it completed (a TTL set in
+    /// seconds where milliseconds were meant).
+    ExpiryShorterThanDeclared,
+    /// Declares `expiryMs: null` and forgets a key after
+    /// [`middleware::FORGETS_LATER_MS`] (past the battery's 3 s retry).
+    ForgetsAfterFourSeconds,
+    /// Declares `lockMs: null` and its lock lapses after
+    /// [`middleware::LAPSES_AFTER_MS`] while the handler runs (past the
+    /// battery's 700 ms handler): a duplicate sent later runs too.
+    LockLapsesAfter750ms,
+    /// Declares `expiryMs: null` and keeps only the
+    /// [`middleware::KEPT_KEYS`] most recent completed keys (a bounded
+    /// cache as its store): an older key runs again.
+    EvictsBeyond1000Keys,
+    /// Declares `errors: stored` and `expiryMs: null`, and a clean-up job
+    /// drops stored error answers [`middleware::ERRORS_SWEPT_AFTER_MS`]
+    /// after they completed: a retry of a failed request runs again.
+    ErrorsSweptAfter5s,
 }
 
 impl IdemDefect {
-    pub const ALL: [IdemDefect; 33] = [
+    pub const ALL: [IdemDefect; 38] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -298,6 +320,11 @@ impl IdemDefect {
         Self::LockShorterThanDeclared,
         Self::ReplayUnmarked,
         Self::LongKeyRefused,
+        Self::ExpiryShorterThanDeclared,
+        Self::ForgetsAfterFourSeconds,
+        Self::LockLapsesAfter750ms,
+        Self::EvictsBeyond1000Keys,
+        Self::ErrorsSweptAfter5s,
     ];
 
     pub fn name(self) -> &'static str {
@@ -335,11 +362,34 @@ impl IdemDefect {
             Self::LockShorterThanDeclared => "lock-shorter-than-declared",
             Self::ReplayUnmarked => "replay-unmarked",
             Self::LongKeyRefused => "long-key-refused",
+            Self::ExpiryShorterThanDeclared => "expiry-shorter-than-declared",
+            Self::ForgetsAfterFourSeconds => "forgets-after-4s",
+            Self::LockLapsesAfter750ms => "lock-lapses-after-750ms",
+            Self::EvictsBeyond1000Keys => "evicts-beyond-1000-keys",
+            Self::ErrorsSweptAfter5s => "errors-swept-after-5s",
         }
     }
 
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// Whether only the fuzz pass's probes at scale find it (issue 55).
+    pub fn at_scale(self) -> bool {
+        matches!(
+            self,
+            Self::ExpiryShorterThanDeclared
+                | Self::ForgetsAfterFourSeconds
+                | Self::LockLapsesAfter750ms
+                | Self::EvictsBeyond1000Keys
+                | Self::ErrorsSweptAfter5s
+        )
+    }
+
+    /// The `expiryMs` the broken variant declares instead of the
+    /// configured one (`None`: the configured one).
+    pub fn declared_expiry_ms(self) -> Option<u64> {
+        (self == Self::ExpiryShorterThanDeclared).then_some(middleware::DECLARED_DAY_MS)
     }
 
     /// The correct profile the broken variant declares (and breaks).
@@ -348,7 +398,10 @@ impl IdemDefect {
             Self::StoresReleasedErrors | Self::LockKeptAfterError => IdemVariant::Released,
             Self::KeylessDeduplicated => IdemVariant::Optional,
             Self::WaitersRunAfterRelease => IdemVariant::WaitReleased,
-            Self::ForgetsAfterOneSecond => IdemVariant::NoExpiry,
+            Self::ForgetsAfterOneSecond
+            | Self::ForgetsAfterFourSeconds
+            | Self::EvictsBeyond1000Keys
+            | Self::ErrorsSweptAfter5s => IdemVariant::NoExpiry,
             Self::LockLapses => IdemVariant::ShortLock,
             Self::TokenAcceptsQuoted => IdemVariant::Token,
             Self::EmptyKeyRunsUnderAny | Self::AnyUnquotes => IdemVariant::Any,
@@ -423,7 +476,11 @@ pub async fn open_storage(config: &IdemConfig) -> Result<Arc<dyn IdemStorage>, S
 /// The app's router for `config` over `storage`.
 pub fn router_for(config: &IdemConfig, storage: Arc<dyn IdemStorage>) -> axum::Router {
     let durable = storage.durable() || config.defect == Some(IdemDefect::MemoryClaimsDurable);
-    let profile = config.variant.profile(config.expiry_ms, durable);
+    let expiry_ms = match config.defect.and_then(IdemDefect::declared_expiry_ms) {
+        Some(declared) => Some(declared),
+        None => config.expiry_ms,
+    };
+    let profile = config.variant.profile(expiry_ms, durable);
     let name = match config.defect {
         Some(d) if d.declares() == config.variant => format!("broken-idem:{}", d.name()),
         Some(d) => format!("broken-idem:{}:{}", d.name(), config.variant.name()),
@@ -435,6 +492,7 @@ pub fn router_for(config: &IdemConfig, storage: Arc<dyn IdemStorage>) -> axum::R
         profile,
         storage,
         defect: config.defect,
+        recent: std::sync::Mutex::default(),
     });
     app::router(layer, implementation)
 }

@@ -26,6 +26,7 @@ use reqkey_model::{CommitResult, InputEntry, RunMetadata, RunStatus, StartRun, S
 use serde_json::Value;
 
 use super::api::{lease_over, SessionStateStore};
+use super::scale_defects::{ScaleBook, ScaleBug};
 
 /// A deliberate bug, for testing the tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -161,10 +162,20 @@ pub enum MemoryDefect {
     /// (`[[wire.store.no-internal]]`, `[[certify.match.input-exact]]`;
     /// dimension `store.limits.sizes`).
     InputsIn64kColumn,
+    // Below: defects found only at scale (issue 55, `scale_defects.rs`).
+    /// The key index keeps the 1,000 most recent keys: an older one is not
+    /// found, its commit starts a second run (`[[store.keys.kept-at-scale]]`).
+    KeysEvictedBeyond1000,
+    /// Key index entries expire 5 s after they were taken (a Redis `EXPIRE`)
+    /// (`[[store.state.changes-only-by-operations]]`).
+    KeyIndexTtl5s,
+    /// A janitor interrupts runs left `running` for 5 s
+    /// (`[[store.state.changes-only-by-operations]]`).
+    RunsReapedAfter5s,
 }
 
 impl MemoryDefect {
-    pub const ALL: [MemoryDefect; 33] = [
+    pub const ALL: [MemoryDefect; 36] = [
         MemoryDefect::NoKeyRule,
         MemoryDefect::KeyRuleAfterCas,
         MemoryDefect::NoReplayFirst,
@@ -198,6 +209,9 @@ impl MemoryDefect {
         MemoryDefect::TextAsUtf8mb3,
         MemoryDefect::StatusCaseFolded,
         MemoryDefect::InputsIn64kColumn,
+        MemoryDefect::KeysEvictedBeyond1000,
+        MemoryDefect::KeyIndexTtl5s,
+        MemoryDefect::RunsReapedAfter5s,
     ];
 
     pub fn name(self) -> &'static str {
@@ -235,12 +249,25 @@ impl MemoryDefect {
             MemoryDefect::TextAsUtf8mb3 => "text-as-utf8mb3",
             MemoryDefect::StatusCaseFolded => "status-case-folded",
             MemoryDefect::InputsIn64kColumn => "inputs-in-a-64k-column",
+            MemoryDefect::KeysEvictedBeyond1000 => "keys-evicted-beyond-1000",
+            MemoryDefect::KeyIndexTtl5s => "key-index-ttl-5s",
+            MemoryDefect::RunsReapedAfter5s => "runs-reaped-after-5s",
         }
     }
 
     /// Does the defect live in the wire answer rather than in the store?
     pub fn breaks_the_wire(self) -> bool {
         self == MemoryDefect::KeylessFieldsNull
+    }
+
+    /// The bug at scale this defect is, if it is one.
+    pub fn scale_bug(self) -> Option<ScaleBug> {
+        Some(match self {
+            MemoryDefect::KeysEvictedBeyond1000 => ScaleBug::BoundedKeyIndex,
+            MemoryDefect::KeyIndexTtl5s => ScaleBug::KeyIndexTtl,
+            MemoryDefect::RunsReapedAfter5s => ScaleBug::RunJanitor,
+            _ => return None,
+        })
     }
 
     pub fn parse(name: &str) -> Option<MemoryDefect> {
@@ -303,6 +330,8 @@ pub struct MemoryStore {
     /// of each id, by its ASCII-lowercased form (session ids by
     /// themselves, run ids under their session's).
     first_spellings: Mutex<HashMap<String, String>>,
+    /// Only with a defect at scale: when keys were taken and runs started.
+    book: Option<ScaleBook>,
 }
 
 impl Default for MemoryStore {
@@ -312,6 +341,7 @@ impl Default for MemoryStore {
             hasher: std::hash::RandomState::new(),
             defect: None,
             first_spellings: Mutex::default(),
+            book: None,
         }
     }
 }
@@ -325,6 +355,7 @@ impl MemoryStore {
     pub fn with_defect(defect: MemoryDefect) -> Self {
         Self {
             defect: Some(defect),
+            book: defect.scale_bug().map(ScaleBook::new),
             ..Self::default()
         }
     }
@@ -340,11 +371,24 @@ impl MemoryStore {
         };
         // A panic while holding the lock cannot leave a session half-written
         // (every write is applied after its decision), so poison is benign.
-        self.shards[shard].lock().unwrap_or_else(|p| p.into_inner())
+        let mut inner = self.shards[shard].lock().unwrap_or_else(|p| p.into_inner());
+        // The janitor's bug: runs changed by a timer, seen at the next
+        // operation on their session.
+        if let (Some(book), Some(session)) = (&self.book, inner.sessions.get_mut(session_id)) {
+            book.sweep(session_id, session);
+        }
+        inner
     }
 
     fn holder(&self, inner: &Inner, session_id: &str, key: &str) -> Option<RunMetadata> {
         if inner.freed_keys.contains(session_id) {
+            return None;
+        }
+        if self
+            .book
+            .as_ref()
+            .is_some_and(|b| b.forgets(session_id, key))
+        {
             return None;
         }
         let own = inner.sessions.get(session_id).and_then(|s| {
@@ -690,7 +734,12 @@ impl SessionStateStore for MemoryStore {
                 }
                 Ok(r)
             }
-            (_, result) => result,
+            (_, result) => {
+                if let (Some(book), Ok(r)) = (&self.book, &result) {
+                    book.committed(&start, r);
+                }
+                result
+            }
         }
     }
 

@@ -17,6 +17,7 @@ pub mod postgres;
 pub mod redis;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "redis"))]
 mod rows;
+pub mod scale_defects;
 pub mod spec;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

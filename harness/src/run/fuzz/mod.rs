@@ -24,7 +24,12 @@
 //!   clients around it; [`inputs`]: the inputs of every JSON shape and kind
 //!   of text both send; [`scenario`]: a store program as a YAML scenario;
 //! - [`pass`]: a certification's bounded fuzz pass at the target's level,
-//!   its budget, seed and verdict.
+//!   its budget, seed and verdict;
+//! - [`scale`]: every declared promise at its own scale (issue 55), beside
+//!   the programs: [`scale_store`], [`scale_agent`] and [`scale_idem`]
+//!   seed state and thousands of keys before them, wait within the
+//!   [`patience`] after them (timing `expiryMs` and `lockMs` meanwhile),
+//!   then read everything again.
 //!
 //! `run/mixed.rs` (the `mixed_histories` step) draws its programs from
 //! [`store`]; nothing here renders output.
@@ -42,6 +47,11 @@ pub mod idem_program;
 pub mod idem_scenario;
 pub mod inputs;
 pub mod pass;
+pub mod patience;
 pub mod program;
+pub mod scale;
+pub mod scale_agent;
+pub mod scale_idem;
+pub mod scale_store;
 pub mod scenario;
 pub mod store;

@@ -56,6 +56,11 @@ pub struct FuzzPass {
     /// Every distinct violation the pass proved (issue 54), one per clause
     /// blamed, each with its replayed reproduction; empty when it passed.
     pub violations: Vec<FuzzViolation>,
+    /// The probes at scale (issue 55, `run/fuzz/scale.rs`): the patience,
+    /// how far each timing field was judged, the capacity written and the
+    /// final reads. Absent when they did not run (`--fuzz-cases 0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<crate::run::fuzz::patience::ScaleRecord>,
     /// At the idem level: the declared profile fields its programs judged
     /// (and how far), which no report may then call unjudged.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -102,6 +107,7 @@ impl FuzzPass {
             scenario_yaml: None,
             power: None,
             violations: Vec::new(),
+            scale: None,
             judged_fields: Vec::new(),
         }
     }
@@ -264,6 +270,7 @@ pub async fn fuzz_pass(
         scenario_yaml,
         power,
         violations: Vec::new(),
+        scale: None,
         judged_fields,
     }
 }
