@@ -434,7 +434,14 @@ async fn serve_handler_with<H: Handler>(
             accepted = listener.accept() => accepted,
         };
         let stream = match accepted {
-            Ok((stream, _)) => stream,
+            Ok((stream, _)) => {
+                // An answer's head and body (and each event of a stream)
+                // go out as separate writes: without TCP_NODELAY the second
+                // waits for the client's delayed ACK (about 40 ms a stream
+                // answer, the stall `targets/latency.rs` warns targets of).
+                let _ = stream.set_nodelay(true);
+                stream
+            }
             Err(e) if is_out_of_descriptors(&e) => {
                 // The backlog holds clients we cannot even accept: make room.
                 let freed = table.evict_oldest_idle();
