@@ -283,10 +283,15 @@ pub enum IdemDefect {
     /// drops stored error answers [`middleware::ERRORS_SWEPT_AFTER_MS`]
     /// after they completed: a retry of a failed request runs again.
     ErrorsSweptAfter5s,
+    // Two defects in one app (issue 54): the fuzz pass must report both.
+    /// Declares `lockMs` 500 (`short-lock`), marks no replay
+    /// (`replay-unmarked`) and never renews its lock (`lock-lapses`): two
+    /// independent defects, each a violation of its own.
+    TwoDefectsReplayUnmarkedLockLapses,
 }
 
 impl IdemDefect {
-    pub const ALL: [IdemDefect; 38] = [
+    pub const ALL: [IdemDefect; 39] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -325,6 +330,7 @@ impl IdemDefect {
         Self::LockLapsesAfter750ms,
         Self::EvictsBeyond1000Keys,
         Self::ErrorsSweptAfter5s,
+        Self::TwoDefectsReplayUnmarkedLockLapses,
     ];
 
     pub fn name(self) -> &'static str {
@@ -367,11 +373,35 @@ impl IdemDefect {
             Self::LockLapsesAfter750ms => "lock-lapses-after-750ms",
             Self::EvictsBeyond1000Keys => "evicts-beyond-1000-keys",
             Self::ErrorsSweptAfter5s => "errors-swept-after-5s",
+            Self::TwoDefectsReplayUnmarkedLockLapses => "two-defects-replay-unmarked-lock-lapses",
+        }
+    }
+
+    /// The defects it is made of: itself, or each of a combination's.
+    pub fn parts(self) -> &'static [IdemDefect] {
+        match self {
+            Self::TwoDefectsReplayUnmarkedLockLapses => &[Self::ReplayUnmarked, Self::LockLapses],
+            _ => std::slice::from_ref(
+                Self::ALL
+                    .iter()
+                    .find(|d| **d == self)
+                    .unwrap_or(&Self::CheckThenSet),
+            ),
         }
     }
 
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+
+    /// Whether it behaves as `d`: it is `d`, or a combination holding it.
+    pub fn includes(self, d: IdemDefect) -> bool {
+        match self {
+            Self::TwoDefectsReplayUnmarkedLockLapses => {
+                matches!(d, Self::ReplayUnmarked | Self::LockLapses) || d == self
+            }
+            own => own == d,
+        }
     }
 
     /// Whether only the fuzz pass's probes at scale find it (issue 55).
@@ -402,7 +432,7 @@ impl IdemDefect {
             | Self::ForgetsAfterFourSeconds
             | Self::EvictsBeyond1000Keys
             | Self::ErrorsSweptAfter5s => IdemVariant::NoExpiry,
-            Self::LockLapses => IdemVariant::ShortLock,
+            Self::LockLapses | Self::TwoDefectsReplayUnmarkedLockLapses => IdemVariant::ShortLock,
             Self::TokenAcceptsQuoted => IdemVariant::Token,
             Self::EmptyKeyRunsUnderAny | Self::AnyUnquotes => IdemVariant::Any,
             Self::BytesComparedAsJson => IdemVariant::Bytes,

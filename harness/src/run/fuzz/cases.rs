@@ -151,3 +151,176 @@ where
         Err(TestError::Abort(reason)) => CasesOutcome::Error(reason.message().to_owned()),
     }
 }
+
+/// The most distinct violations (clause sets) a run shrinks and reports:
+/// past it the run stops. Each costs a shrink (up to `max_shrink_iters`
+/// programs) and a replay; sixteen is more than any variant of the project
+/// shows and keeps a badly broken target's pass within minutes.
+pub const MAX_DISTINCT_VIOLATIONS: usize = 16;
+
+/// One distinct violation a run found: its program shrunk among the
+/// programs failing on the same clauses, and why.
+#[derive(Debug, Clone)]
+pub struct Found<P> {
+    pub program: P,
+    pub reason: String,
+    /// The clauses blamed ([`blamed_clauses`] of the reason): what makes
+    /// this violation distinct from the others.
+    pub clauses: Vec<String>,
+    /// Which program (counted from 1) showed it first, before shrinking.
+    pub found_at: u64,
+}
+
+/// The outcome of [`run_cases_all`].
+#[derive(Debug, Clone)]
+pub enum AllOutcome<P> {
+    /// Every distinct violation found within the budget (none: passed),
+    /// in the order found.
+    Done(Vec<Found<P>>),
+    /// The target could not be judged.
+    Error(String),
+}
+
+/// The clauses a failure's reason blames: the first bracketed list of
+/// clause ids in it (`step 3: [idem.lock.held] ...`, `[a, b]`), or, where
+/// none is named, the reason's first 80 characters (so two unnamed
+/// failures are told apart by what they say).
+pub fn blamed_clauses(reason: &str) -> Vec<String> {
+    let is_clause = |s: &str| {
+        !s.is_empty()
+            && s.contains('.')
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    };
+    let mut rest = reason;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(']') else { break };
+        let inside: Vec<String> = after[..close]
+            .split([',', '+'])
+            .map(str::trim)
+            .map(str::to_owned)
+            .collect();
+        if inside.iter().all(|c| is_clause(c)) {
+            let mut set = inside;
+            set.sort();
+            set.dedup();
+            return set;
+        }
+        rest = &after[close..];
+    }
+    vec![reason.chars().take(80).collect()]
+}
+
+/// Like [`run_cases`], but goes on after a failing program: `cases`
+/// programs are judged (each once, the same programs `run_cases` draws from
+/// the seed, in the same order); the first program failing on a new set of
+/// clauses ([`blamed_clauses`]) is shrunk among the programs failing on the
+/// same clauses, later programs failing on a set already found are counted
+/// and not shrunk again, and the run stops at
+/// [`MAX_DISTINCT_VIOLATIONS`] distinct sets. `known` are sets found
+/// before (the battery's): not shrunk again either.
+pub fn run_cases_all<S>(
+    cases: u32,
+    seed: u64,
+    max_shrink_iters: u32,
+    strategy: &S,
+    known: &[Vec<String>],
+    one: impl Fn(u64, &S::Value) -> Result<(), CaseFailure>,
+) -> AllOutcome<S::Value>
+where
+    S: Strategy,
+    S::Value: Clone + Debug,
+{
+    use std::cell::RefCell;
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters,
+        max_shrink_time: 0,
+        max_global_rejects: 0,
+        ..Config::default()
+    };
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed));
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    // Every call of `one` gets a fresh case number (fresh ids); `judged`
+    // counts the generated programs (not the shrinking's).
+    let calls = RefCell::new(0u64);
+    let judged = RefCell::new(0u64);
+    let seen: RefCell<Vec<Vec<String>>> = RefCell::new(known.to_vec());
+    // While a program is shrunk: the clauses it fails on, and its reason.
+    let shrinking: RefCell<Option<(Vec<String>, String)>> = RefCell::new(None);
+    let harness_error: RefCell<Option<String>> = RefCell::new(None);
+    let mut found: Vec<Found<S::Value>> = Vec::new();
+    loop {
+        let result = runner.run(strategy, |program| {
+            if harness_error.borrow().is_some() {
+                return Ok(());
+            }
+            let fresh = shrinking.borrow().is_none();
+            if fresh && *judged.borrow() >= u64::from(cases) {
+                return Ok(());
+            }
+            let case = {
+                let mut c = calls.borrow_mut();
+                *c += 1;
+                *c - 1
+            };
+            if fresh {
+                *judged.borrow_mut() += 1;
+            }
+            match one(case, &program) {
+                Ok(()) => Ok(()),
+                Err(CaseFailure::Nonconforming(reason)) => {
+                    let clauses = blamed_clauses(&reason);
+                    let mut shrinking = shrinking.borrow_mut();
+                    match shrinking.as_mut() {
+                        Some((set, last)) if *set == clauses => {
+                            *last = reason.clone();
+                            Err(TestCaseError::fail(reason))
+                        }
+                        // Shrinking another violation: this program is
+                        // not one of its reproductions.
+                        Some(_) => Ok(()),
+                        None if seen.borrow().contains(&clauses) => Ok(()),
+                        None => {
+                            seen.borrow_mut().push(clauses.clone());
+                            *shrinking = Some((clauses, reason.clone()));
+                            Err(TestCaseError::fail(reason))
+                        }
+                    }
+                }
+                Err(CaseFailure::Harness(reason)) => {
+                    harness_error.borrow_mut().get_or_insert(reason.clone());
+                    Err(TestCaseError::fail(format!("harness: {reason}")))
+                }
+            }
+        });
+        if let Some(e) = harness_error.borrow_mut().take() {
+            return AllOutcome::Error(e);
+        }
+        let shrunk = shrinking.borrow_mut().take();
+        match result {
+            Ok(()) => break,
+            Err(TestError::Fail(_, program)) => {
+                if let Some((clauses, reason)) = shrunk {
+                    found.push(Found {
+                        program,
+                        reason,
+                        clauses,
+                        found_at: *judged.borrow(),
+                    });
+                }
+                let full = seen.borrow().len() >= MAX_DISTINCT_VIOLATIONS;
+                if found.len() + known.len() >= MAX_DISTINCT_VIOLATIONS
+                    || full
+                    || *judged.borrow() >= u64::from(cases)
+                {
+                    break;
+                }
+            }
+            Err(TestError::Abort(reason)) => return AllOutcome::Error(reason.message().to_owned()),
+        }
+    }
+    AllOutcome::Done(found)
+}

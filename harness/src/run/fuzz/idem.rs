@@ -34,7 +34,7 @@ use serde_json::Value;
 use tokio::sync::Barrier;
 
 pub use crate::run::fuzz::cases::CaseFailure;
-use crate::run::fuzz::cases::{run_cases, CasesOutcome};
+use crate::run::fuzz::cases::{blamed_clauses, run_cases_all, AllOutcome, MAX_DISTINCT_VIOLATIONS};
 use crate::run::fuzz::idem_battery::{
     add_judged, battery, generated_judges, power_line, JudgedField,
 };
@@ -43,6 +43,8 @@ use crate::run::fuzz::idem_program::{
     arb_program, case_tag, pause_ms, requests_of, Req, Sent, Step,
 };
 use crate::run::fuzz::idem_scenario::{scenario_yaml, RACE_REPEAT};
+use crate::run::fuzz::pass::FuzzViolation;
+use crate::run::fuzz::replay::replay;
 use crate::targets::{HttpRequest, HttpResponse, Target};
 use reqkey_scenario::agent_step::Wire;
 
@@ -309,7 +311,8 @@ pub struct IdemFuzzOptions {
     pub battery: bool,
 }
 
-/// A shrunk failure.
+/// A shrunk failure: the first violation's program, reason and scenario
+/// (what a report of one finding shows), and every distinct violation.
 #[derive(Debug, Clone)]
 pub struct IdemFuzzFailure {
     pub seed: u64,
@@ -320,6 +323,10 @@ pub struct IdemFuzzFailure {
     pub power: Option<String>,
     /// The declared fields the programs that reached a verdict judged.
     pub judged: Vec<JudgedField>,
+    /// Every distinct violation (one per set of clauses blamed, at most
+    /// [`MAX_DISTINCT_VIOLATIONS`]), the first one first, each with its
+    /// reproduction replayed against the target.
+    pub violations: Vec<FuzzViolation>,
 }
 
 #[derive(Debug, Clone)]
@@ -335,8 +342,18 @@ pub enum IdemFuzzOutcome {
     Error(String),
 }
 
-/// Runs `opts.cases` programs against `target`. Blocking: call it outside
-/// any async context.
+/// One violation found, before its reproduction is replayed.
+struct Finding {
+    program: Vec<Step>,
+    reason: String,
+    clauses: Vec<String>,
+    origin: String,
+    scenario_yaml: String,
+}
+
+/// Runs `opts.cases` programs against `target`, going on after a failing
+/// one (every distinct violation is shrunk, replayed and reported).
+/// Blocking: call it outside any async context.
 pub fn fuzz_idem(
     runtime: &tokio::runtime::Runtime,
     target: Arc<dyn Target>,
@@ -356,6 +373,7 @@ pub fn fuzz_idem(
         p.push_str(&note);
     }
     let mut judged: Vec<JudgedField> = Vec::new();
+    let mut findings: Vec<Finding> = Vec::new();
     if opts.battery {
         let namespace = format!("{}.battery", opts.namespace);
         for (i, probe) in battery(&opts.profile).iter().enumerate() {
@@ -380,6 +398,12 @@ pub fn fuzz_idem(
             match ran {
                 Ok(()) => {}
                 Err(CaseFailure::Nonconforming(why)) => {
+                    let clauses = blamed_clauses(&why);
+                    if findings.iter().any(|f| f.clauses == clauses)
+                        || findings.len() >= MAX_DISTINCT_VIOLATIONS
+                    {
+                        continue;
+                    }
                     let reason = format!(
                         "the battery's program {} ({:?}, one of {} of its kind): {why}",
                         i + 1,
@@ -399,14 +423,17 @@ pub fn fuzz_idem(
                         ", a program of its battery (fixed, not shrunk).",
                         1,
                     );
-                    return IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
-                        seed: opts.seed,
+                    findings.push(Finding {
+                        origin: format!(
+                            "the battery's program {} ({:?}, fixed)",
+                            i + 1,
+                            probe.kind
+                        ),
                         program,
                         reason,
+                        clauses,
                         scenario_yaml,
-                        power,
-                        judged,
-                    }));
+                    });
                 }
                 Err(CaseFailure::Harness(e)) => {
                     return IdemFuzzOutcome::Error(format!("the battery: {e}"))
@@ -415,11 +442,13 @@ pub fn fuzz_idem(
         }
     }
     let strategy = arb_program(opts.long_pauses);
-    let outcome = run_cases(
+    let known: Vec<Vec<String>> = findings.iter().map(|f| f.clauses.clone()).collect();
+    let outcome = run_cases_all(
         opts.cases,
         opts.seed,
         opts.max_shrink_iters,
         &strategy,
+        &known,
         |case, program| {
             let tag = case_tag(&opts.namespace, case);
             let program = fit.program(program);
@@ -432,39 +461,80 @@ pub fn fuzz_idem(
             ))
         },
     );
-    if opts.cases > 0 && !matches!(outcome, CasesOutcome::Error(_)) {
+    if opts.cases > 0 && !matches!(outcome, AllOutcome::Error(_)) {
         add_judged(
             &mut judged,
             fit.judged(generated_judges(&opts.profile, opts.long_pauses)),
         );
     }
-    match outcome {
-        CasesOutcome::Passed => IdemFuzzOutcome::Passed {
+    let found = match outcome {
+        AllOutcome::Done(found) => found,
+        AllOutcome::Error(e) => return IdemFuzzOutcome::Error(e),
+    };
+    for f in found {
+        let program = fit.program(&f.program);
+        let scenario_yaml = scenario_yaml(
+            &program,
+            &opts.profile,
+            &opts.target_name,
+            opts.seed,
+            &f.reason,
+            RACE_REPEAT,
+        );
+        findings.push(Finding {
+            origin: format!(
+                "program {} of {} (shrunk to {} steps)",
+                f.found_at,
+                opts.cases,
+                program.len()
+            ),
+            program,
+            reason: f.reason,
+            clauses: f.clauses,
+            scenario_yaml,
+        });
+    }
+    let Some(first) = findings.first() else {
+        return IdemFuzzOutcome::Passed {
             cases: opts.cases,
             battery: power,
             judged,
-        },
-        CasesOutcome::Failed {
-            program, reason, ..
-        } => {
-            let program = fit.program(&program);
-            let scenario_yaml = scenario_yaml(
-                &program,
-                &opts.profile,
-                &opts.target_name,
+        };
+    };
+    let (program, reason, yaml) = (
+        first.program.clone(),
+        first.reason.clone(),
+        first.scenario_yaml.clone(),
+    );
+    let violations = findings
+        .into_iter()
+        .map(|f| {
+            let replayed = replay(
+                runtime,
+                &target,
+                &f.scenario_yaml,
+                &f.clauses,
                 opts.seed,
-                &reason,
-                RACE_REPEAT,
+                opts.call_timeout_ms,
             );
-            IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
-                seed: opts.seed,
-                program,
-                reason,
-                scenario_yaml,
-                power,
-                judged,
-            }))
-        }
-        CasesOutcome::Error(e) => IdemFuzzOutcome::Error(e),
-    }
+            FuzzViolation {
+                clause: f.clauses.first().cloned().unwrap_or_default(),
+                clauses: f.clauses,
+                program: format!("{}: {:?}", f.origin, f.program),
+                message: f.reason,
+                scenario_yaml: f.scenario_yaml,
+                reproduced: replayed.reproduced,
+                not_reproduced: replayed.not_reproduced,
+            }
+        })
+        .collect();
+    IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
+        seed: opts.seed,
+        program,
+        reason,
+        scenario_yaml: yaml,
+        power,
+        judged,
+        violations,
+    }))
 }

@@ -136,7 +136,10 @@ fn requires(p: &IdemProfile) -> String {
 /// The most runs `group` may add to each effect entry (every request in it
 /// released together): one per scoped key, or every copy of a failing
 /// request under `errors: released` whose handler is quicker than the
-/// arrival bound (a duplicate may then arrive after the release).
+/// arrival bound (a duplicate may then arrive after the release). A copy
+/// sent later (past a declared `lockMs`) adds none: the model lets no
+/// duplicate run while its first runs (`[[idem.lock.held]]`), and one
+/// arriving after it completed is a replay.
 fn add_bounds(bounds: &mut BTreeMap<EffectKey, u64>, group: &[Sent], p: &IdemProfile) {
     let model = IdemModel::new(p);
     let mut per_key: BTreeMap<String, Vec<&Sent>> = BTreeMap::new();
@@ -153,7 +156,7 @@ fn add_bounds(bounds: &mut BTreeMap<EffectKey, u64>, group: &[Sent], p: &IdemPro
                     && p.errors == Errors::Released
                     && h.sleep_ms <= crate::run::fuzz::idem_program::ARRIVAL_SLACK_MS
             });
-            if i == 0 || keyless || rerun || s.delay_ms > 0 {
+            if i == 0 || keyless || rerun {
                 *bounds.entry(s.request.effect_key()).or_default() += 1;
             }
         }
@@ -176,6 +179,8 @@ pub fn scenario_yaml(
     let mut order_vars: BTreeMap<u64, usize> = BTreeMap::new();
     let mut now = 0u64;
     let mut fresh = 1_000_000u64;
+    // Requests sent per effect entry: a bound as large can never fail.
+    let mut sent_to: BTreeMap<EffectKey, u64> = BTreeMap::new();
     for step in program {
         match step {
             Step::Pause(p) => {
@@ -185,13 +190,16 @@ pub fn scenario_yaml(
                 continue;
             }
             Step::Effects => {
-                effects_steps(&mut steps, &known, &mut judged);
+                effects_steps(&mut steps, &known, &sent_to, &mut judged);
                 continue;
             }
             _ => {}
         }
         let group = requests_of(step, &sent, profile, TAG);
         sent.extend(group.iter().map(|s| s.req.clone()));
+        for s in &group {
+            *sent_to.entry(s.request.effect_key()).or_default() += 1;
+        }
         if group.len() > 1 {
             let mut bounds = match &known {
                 Known::Exact(m) => m
@@ -287,7 +295,7 @@ pub fn scenario_yaml(
             }
         }
     }
-    effects_steps(&mut steps, &known, &mut judged);
+    effects_steps(&mut steps, &known, &sent_to, &mut judged);
     judged.sort();
     judged.dedup();
     let mut out = String::new();
@@ -387,27 +395,39 @@ fn expectation(
 }
 
 /// Reads of `/.reqkey/effects`, one per entry the program made, each
-/// holding it to what the model allows.
-fn effects_steps(steps: &mut String, known: &Known, judged: &mut Vec<&'static str>) {
-    let entries: Vec<(EffectKey, String)> = match known {
+/// holding it to what the model allows: while the program is sequential
+/// its exact count (the model knows each request ran or not); once
+/// requests overlapped, at most the runs the profile could allow, where an
+/// absent entry is a count of 0 (`$none` of an entry counting more). A
+/// bound no smaller than the requests sent to the entry cannot fail and is
+/// not written.
+fn effects_steps(
+    steps: &mut String,
+    known: &Known,
+    sent_to: &BTreeMap<EffectKey, u64>,
+    judged: &mut Vec<&'static str>,
+) {
+    let entries: Vec<(EffectKey, String, bool)> = match known {
         Known::Exact(m) => m
             .effects()
             .iter()
-            .map(|(k, n)| (k.clone(), n.to_string()))
+            .map(|(k, n)| (k.clone(), n.to_string(), true))
             .collect(),
         Known::Bound(b) => b
             .iter()
-            .map(|(k, n)| (k.clone(), format!("{{$at_most: {n}}}")))
+            .filter(|(k, n)| **n < sent_to.get(*k).copied().unwrap_or(0))
+            .map(|(k, n)| (k.clone(), format!("{{$at_least: {}}}", n + 1), false))
             .collect(),
     };
-    for (k, count) in entries {
+    for (k, count, exact) in entries {
         let key = match &k.key {
             Some(key) => text_field(key),
             None => "null".into(),
         };
+        let op = if exact { "$contains" } else { "$none" };
         let _ = writeln!(
             steps,
-            "  - http: {{method: GET, path: /.reqkey/effects}}\n    always: true\n    expect: {{status: 200, json: {{effects: {{$contains: {{method: {}, path: {}, caller: {}, key: {key}, bodySha256: {}, count: {count}}}}}}}}}\n    judges: [{}]",
+            "  - http: {{method: GET, path: /.reqkey/effects}}\n    always: true\n    expect: {{status: 200, json: {{effects: {{{op}: {{method: {}, path: {}, caller: {}, key: {key}, bodySha256: {}, count: {count}}}}}}}}}\n    judges: [{}]",
             k.method,
             k.path,
             text_field(&k.caller),

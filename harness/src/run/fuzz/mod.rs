@@ -23,6 +23,8 @@
 //! - [`program`]: the store fuzzer's domain, every write with reads by other
 //!   clients around it; [`inputs`]: the inputs of every JSON shape and kind
 //!   of text both send; [`scenario`]: a store program as a YAML scenario;
+//! - [`replay`]: a reproduction run through the scenario runner against
+//!   the target before it is written (reproduced or not, and why);
 //! - [`pass`]: a certification's bounded fuzz pass at the target's level,
 //!   its budget, seed and verdict;
 //! - [`scale`]: every declared promise at its own scale (issue 55), beside
@@ -49,6 +51,7 @@ pub mod inputs;
 pub mod pass;
 pub mod patience;
 pub mod program;
+pub mod replay;
 pub mod scale;
 pub mod scale_agent;
 pub mod scale_idem;

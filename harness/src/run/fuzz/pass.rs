@@ -200,8 +200,14 @@ pub async fn fuzz_pass(
                     batches: true,
                 },
             ) {
-                FuzzOutcome::Passed { .. } => (None, None, None, Vec::new()),
-                FuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), None, Vec::new()),
+                FuzzOutcome::Passed { .. } => (None, None, None, Vec::new(), Vec::new()),
+                FuzzOutcome::Failed(f) => (
+                    Some(f.reason),
+                    Some(f.scenario_yaml),
+                    None,
+                    Vec::new(),
+                    Vec::new(),
+                ),
                 FuzzOutcome::Error(e) => return Err(e),
             },
             Level::Agent => match fuzz_agent(
@@ -217,10 +223,14 @@ pub async fn fuzz_pass(
                     max_shrink_iters: 256,
                 },
             ) {
-                AgentFuzzOutcome::Passed { .. } => (None, None, None, Vec::new()),
-                AgentFuzzOutcome::Failed(f) => {
-                    (Some(f.reason), Some(f.scenario_yaml), None, Vec::new())
-                }
+                AgentFuzzOutcome::Passed { .. } => (None, None, None, Vec::new(), Vec::new()),
+                AgentFuzzOutcome::Failed(f) => (
+                    Some(f.reason),
+                    Some(f.scenario_yaml),
+                    None,
+                    Vec::new(),
+                    Vec::new(),
+                ),
                 AgentFuzzOutcome::Error(e) => return Err(e),
             },
             Level::Idem => {
@@ -242,9 +252,16 @@ pub async fn fuzz_pass(
                 ) {
                     IdemFuzzOutcome::Passed {
                         battery, judged, ..
-                    } => (None, None, battery, judged),
+                    } => (None, None, battery, judged, Vec::new()),
                     IdemFuzzOutcome::Failed(f) => {
-                        (Some(f.reason), Some(f.scenario_yaml), f.power, f.judged)
+                        let f = *f;
+                        (
+                            Some(f.reason),
+                            Some(f.scenario_yaml),
+                            f.power,
+                            f.judged,
+                            f.violations,
+                        )
                     }
                     IdemFuzzOutcome::Error(e) => return Err(e),
                 }
@@ -256,10 +273,12 @@ pub async fn fuzz_pass(
         Ok(o) => o,
         Err(e) => Err(format!("the fuzz pass stopped: {e}")),
     };
-    let (verdict, reason, scenario_yaml, power, judged_fields) = match outcome {
-        Ok((None, _, power, judged)) => ("passed", None, None, power, judged),
-        Ok((Some(reason), yaml, power, judged)) => ("failed", Some(reason), yaml, power, judged),
-        Err(e) => ("error", Some(e), None, None, Vec::new()),
+    let (verdict, reason, scenario_yaml, power, judged_fields, violations) = match outcome {
+        Ok((None, _, power, judged, _)) => ("passed", None, None, power, judged, Vec::new()),
+        Ok((Some(reason), yaml, power, judged, violations)) => {
+            ("failed", Some(reason), yaml, power, judged, violations)
+        }
+        Err(e) => ("error", Some(e), None, None, Vec::new(), Vec::new()),
     };
     FuzzPass {
         level: level.name().to_owned(),
@@ -269,7 +288,7 @@ pub async fn fuzz_pass(
         reason,
         scenario_yaml,
         power,
-        violations: Vec::new(),
+        violations,
         scale: None,
         judged_fields,
     }
