@@ -173,25 +173,26 @@ pub struct Found<P> {
 
 /// The outcome of [`run_cases_all`].
 #[derive(Debug, Clone)]
-pub enum AllOutcome<P> {
-    /// Every distinct violation found within the budget (none: passed),
-    /// in the order found.
-    Done(Vec<Found<P>>),
+pub enum AllOutcome<P, R> {
+    /// Every violation shrunk within the budget (none: passed), in the
+    /// order found, each with what `prove` said of it.
+    Done(Vec<(Found<P>, R)>),
     /// The target could not be judged.
     Error(String),
 }
 
+/// Reproductions tried per set of clauses: a set whose shrunk program did
+/// not replay red is shrunk again from the next program failing on it, at
+/// most this many times in all.
+pub const MAX_TRIES_PER_VIOLATION: u32 = 3;
+
 /// The clauses a failure's reason blames: the first bracketed list of
-/// clause ids in it (`step 3: [idem.lock.held] ...`, `[a, b]`), or, where
+/// clause ids of spec/SPEC.md in it (`step 3: [idem.lock.held] ...`,
+/// `[a, b]`; text in brackets that is not a clause is skipped), or, where
 /// none is named, the reason's first 80 characters (so two unnamed
 /// failures are told apart by what they say).
 pub fn blamed_clauses(reason: &str) -> Vec<String> {
-    let is_clause = |s: &str| {
-        !s.is_empty()
-            && s.contains('.')
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-    };
+    let is_clause = |s: &str| reqkey_model::clauses::find(s).is_some();
     let mut rest = reason;
     while let Some(open) = rest.find('[') {
         let after = &rest[open + 1..];
@@ -214,25 +215,29 @@ pub fn blamed_clauses(reason: &str) -> Vec<String> {
 
 /// Like [`run_cases`], but goes on after a failing program: `cases`
 /// programs are judged (each once, the same programs `run_cases` draws from
-/// the seed, in the same order); the first program failing on a new set of
+/// the seed, in the same order). The first program failing on a new set of
 /// clauses ([`blamed_clauses`]) is shrunk among the programs failing on the
-/// same clauses, later programs failing on a set already found are counted
-/// and not shrunk again, and the run stops at
-/// [`MAX_DISTINCT_VIOLATIONS`] distinct sets. `known` are sets found
-/// before (the battery's): not shrunk again either.
-pub fn run_cases_all<S>(
+/// same clauses and handed to `prove` (which replays it: `(true, _)` when
+/// it reproduced). A set proved, or tried [`MAX_TRIES_PER_VIOLATION`]
+/// times, is not shrunk again: later programs failing on it are counted
+/// and go on. The run stops at [`MAX_DISTINCT_VIOLATIONS`] distinct sets.
+/// `known` are sets found before (the battery's) with whether they were
+/// proved.
+pub fn run_cases_all<S, R>(
     cases: u32,
     seed: u64,
     max_shrink_iters: u32,
     strategy: &S,
-    known: &[Vec<String>],
+    known: &[(Vec<String>, bool)],
     one: impl Fn(u64, &S::Value) -> Result<(), CaseFailure>,
-) -> AllOutcome<S::Value>
+    mut prove: impl FnMut(&Found<S::Value>) -> (bool, R),
+) -> AllOutcome<S::Value, R>
 where
     S: Strategy,
     S::Value: Clone + Debug,
 {
     use std::cell::RefCell;
+    use std::collections::BTreeMap;
     let config = Config {
         cases,
         failure_persistence: None,
@@ -247,11 +252,21 @@ where
     // counts the generated programs (not the shrinking's).
     let calls = RefCell::new(0u64);
     let judged = RefCell::new(0u64);
-    let seen: RefCell<Vec<Vec<String>>> = RefCell::new(known.to_vec());
+    // Each set of clauses met: tries so far, and whether one reproduced.
+    let sets: RefCell<BTreeMap<Vec<String>, (u32, bool)>> = RefCell::new(
+        known
+            .iter()
+            .map(|(set, proved)| (set.clone(), (1, *proved)))
+            .collect(),
+    );
+    let settled = |set: &Vec<String>, sets: &BTreeMap<Vec<String>, (u32, bool)>| {
+        sets.get(set)
+            .is_some_and(|(tries, proved)| *proved || *tries >= MAX_TRIES_PER_VIOLATION)
+    };
     // While a program is shrunk: the clauses it fails on, and its reason.
     let shrinking: RefCell<Option<(Vec<String>, String)>> = RefCell::new(None);
     let harness_error: RefCell<Option<String>> = RefCell::new(None);
-    let mut found: Vec<Found<S::Value>> = Vec::new();
+    let mut found = Vec::new();
     loop {
         let result = runner.run(strategy, |program| {
             if harness_error.borrow().is_some() {
@@ -282,9 +297,17 @@ where
                         // Shrinking another violation: this program is
                         // not one of its reproductions.
                         Some(_) => Ok(()),
-                        None if seen.borrow().contains(&clauses) => Ok(()),
+                        None if settled(&clauses, &sets.borrow()) => Ok(()),
+                        None if !sets.borrow().contains_key(&clauses)
+                            && sets.borrow().len() >= MAX_DISTINCT_VIOLATIONS =>
+                        {
+                            Ok(())
+                        }
                         None => {
-                            seen.borrow_mut().push(clauses.clone());
+                            sets.borrow_mut()
+                                .entry(clauses.clone())
+                                .or_insert((0, false))
+                                .0 += 1;
                             *shrinking = Some((clauses, reason.clone()));
                             Err(TestCaseError::fail(reason))
                         }
@@ -304,18 +327,21 @@ where
             Ok(()) => break,
             Err(TestError::Fail(_, program)) => {
                 if let Some((clauses, reason)) = shrunk {
-                    found.push(Found {
+                    let f = Found {
                         program,
                         reason,
                         clauses,
                         found_at: *judged.borrow(),
-                    });
+                    };
+                    let (proved, r) = prove(&f);
+                    if proved {
+                        if let Some(entry) = sets.borrow_mut().get_mut(&f.clauses) {
+                            entry.1 = true;
+                        }
+                    }
+                    found.push((f, r));
                 }
-                let full = seen.borrow().len() >= MAX_DISTINCT_VIOLATIONS;
-                if found.len() + known.len() >= MAX_DISTINCT_VIOLATIONS
-                    || full
-                    || *judged.borrow() >= u64::from(cases)
-                {
+                if *judged.borrow() >= u64::from(cases) {
                     break;
                 }
             }
@@ -323,4 +349,23 @@ where
         }
     }
     AllOutcome::Done(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clauses_blamed_are_the_first_bracketed_clause_ids() {
+        assert_eq!(
+            blamed_clauses("step 2: [idem.lock.held] a duplicate ran [1]"),
+            vec!["idem.lock.held"]
+        );
+        assert_eq!(
+            blamed_clauses("at [x] step: [idem.replay.header, idem.effect.at-most-once] m"),
+            vec!["idem.effect.at-most-once", "idem.replay.header"]
+        );
+        // No clause named: told apart by what it says.
+        assert_eq!(blamed_clauses("[not.a-clause] m"), vec!["[not.a-clause] m"]);
+    }
 }

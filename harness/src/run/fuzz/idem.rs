@@ -43,8 +43,8 @@ use crate::run::fuzz::idem_program::{
     arb_program, case_tag, pause_ms, requests_of, Req, Sent, Step,
 };
 use crate::run::fuzz::idem_scenario::{scenario_yaml, RACE_REPEAT};
-use crate::run::fuzz::pass::FuzzViolation;
 use crate::run::fuzz::replay::replay;
+use crate::run::fuzz::violation::FuzzViolation;
 use crate::targets::{HttpRequest, HttpResponse, Target};
 use reqkey_scenario::agent_step::Wire;
 
@@ -342,13 +342,59 @@ pub enum IdemFuzzOutcome {
     Error(String),
 }
 
-/// One violation found, before its reproduction is replayed.
+/// A violation found: its program and reproduction, replayed.
 struct Finding {
     program: Vec<Step>,
-    reason: String,
-    clauses: Vec<String>,
-    origin: String,
+    violation: FuzzViolation,
+}
+
+/// Replays `scenario_yaml` against `target` and makes the violation.
+fn proved(
+    runtime: &tokio::runtime::Runtime,
+    target: &Arc<dyn Target>,
+    opts: &IdemFuzzOptions,
+    origin: &str,
+    program: Vec<Step>,
+    (reason, clauses): (String, Vec<String>),
     scenario_yaml: String,
+) -> Finding {
+    let replayed = replay(
+        runtime,
+        target,
+        &scenario_yaml,
+        &clauses,
+        opts.seed,
+        opts.call_timeout_ms,
+    );
+    Finding {
+        violation: FuzzViolation {
+            clause: clauses.first().cloned().unwrap_or_default(),
+            clauses,
+            program: format!("{origin}: {program:?}"),
+            message: reason,
+            scenario_yaml,
+            reproduced: replayed.reproduced,
+            not_reproduced: replayed.not_reproduced,
+        },
+        program,
+    }
+}
+
+/// One finding per set of clauses, in the order the sets were met: the
+/// first that reproduced, else the first tried.
+fn one_per_set(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    for f in findings {
+        match out
+            .iter_mut()
+            .find(|o| o.violation.clauses == f.violation.clauses)
+        {
+            Some(o) if !o.violation.reproduced && f.violation.reproduced => *o = f,
+            Some(_) => {}
+            None => out.push(f),
+        }
+    }
+    out
 }
 
 /// Runs `opts.cases` programs against `target`, going on after a failing
@@ -399,7 +445,7 @@ pub fn fuzz_idem(
                 Ok(()) => {}
                 Err(CaseFailure::Nonconforming(why)) => {
                     let clauses = blamed_clauses(&why);
-                    if findings.iter().any(|f| f.clauses == clauses)
+                    if findings.iter().any(|f| f.violation.clauses == clauses)
                         || findings.len() >= MAX_DISTINCT_VIOLATIONS
                     {
                         continue;
@@ -423,17 +469,17 @@ pub fn fuzz_idem(
                         ", a program of its battery (fixed, not shrunk).",
                         1,
                     );
-                    findings.push(Finding {
-                        origin: format!(
-                            "the battery's program {} ({:?}, fixed)",
-                            i + 1,
-                            probe.kind
-                        ),
+                    let origin =
+                        format!("the battery's program {} ({:?}, fixed)", i + 1, probe.kind);
+                    findings.push(proved(
+                        runtime,
+                        &target,
+                        opts,
+                        &origin,
                         program,
-                        reason,
-                        clauses,
+                        (reason, clauses),
                         scenario_yaml,
-                    });
+                    ));
                 }
                 Err(CaseFailure::Harness(e)) => {
                     return IdemFuzzOutcome::Error(format!("the battery: {e}"))
@@ -442,7 +488,10 @@ pub fn fuzz_idem(
         }
     }
     let strategy = arb_program(opts.long_pauses);
-    let known: Vec<Vec<String>> = findings.iter().map(|f| f.clauses.clone()).collect();
+    let known: Vec<(Vec<String>, bool)> = findings
+        .iter()
+        .map(|f| (f.violation.clauses.clone(), f.violation.reproduced))
+        .collect();
     let outcome = run_cases_all(
         opts.cases,
         opts.seed,
@@ -460,6 +509,33 @@ pub fn fuzz_idem(
                 opts.call_timeout_ms,
             ))
         },
+        |f| {
+            let program = fit.program(&f.program);
+            let scenario_yaml = scenario_yaml(
+                &program,
+                &opts.profile,
+                &opts.target_name,
+                opts.seed,
+                &f.reason,
+                RACE_REPEAT,
+            );
+            let origin = format!(
+                "program {} of {} (shrunk to {} steps)",
+                f.found_at,
+                opts.cases,
+                program.len()
+            );
+            let finding = proved(
+                runtime,
+                &target,
+                opts,
+                &origin,
+                program,
+                (f.reason.clone(), f.clauses.clone()),
+                scenario_yaml,
+            );
+            (finding.violation.reproduced, finding)
+        },
     );
     if opts.cases > 0 && !matches!(outcome, AllOutcome::Error(_)) {
         add_judged(
@@ -467,33 +543,11 @@ pub fn fuzz_idem(
             fit.judged(generated_judges(&opts.profile, opts.long_pauses)),
         );
     }
-    let found = match outcome {
-        AllOutcome::Done(found) => found,
+    match outcome {
+        AllOutcome::Done(found) => findings.extend(found.into_iter().map(|(_, f)| f)),
         AllOutcome::Error(e) => return IdemFuzzOutcome::Error(e),
-    };
-    for f in found {
-        let program = fit.program(&f.program);
-        let scenario_yaml = scenario_yaml(
-            &program,
-            &opts.profile,
-            &opts.target_name,
-            opts.seed,
-            &f.reason,
-            RACE_REPEAT,
-        );
-        findings.push(Finding {
-            origin: format!(
-                "program {} of {} (shrunk to {} steps)",
-                f.found_at,
-                opts.cases,
-                program.len()
-            ),
-            program,
-            reason: f.reason,
-            clauses: f.clauses,
-            scenario_yaml,
-        });
     }
+    let findings = one_per_set(findings);
     let Some(first) = findings.first() else {
         return IdemFuzzOutcome::Passed {
             cases: opts.cases,
@@ -503,31 +557,10 @@ pub fn fuzz_idem(
     };
     let (program, reason, yaml) = (
         first.program.clone(),
-        first.reason.clone(),
-        first.scenario_yaml.clone(),
+        first.violation.message.clone(),
+        first.violation.scenario_yaml.clone(),
     );
-    let violations = findings
-        .into_iter()
-        .map(|f| {
-            let replayed = replay(
-                runtime,
-                &target,
-                &f.scenario_yaml,
-                &f.clauses,
-                opts.seed,
-                opts.call_timeout_ms,
-            );
-            FuzzViolation {
-                clause: f.clauses.first().cloned().unwrap_or_default(),
-                clauses: f.clauses,
-                program: format!("{}: {:?}", f.origin, f.program),
-                message: f.reason,
-                scenario_yaml: f.scenario_yaml,
-                reproduced: replayed.reproduced,
-                not_reproduced: replayed.not_reproduced,
-            }
-        })
-        .collect();
+    let violations = findings.into_iter().map(|f| f.violation).collect();
     IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
         seed: opts.seed,
         program,

@@ -15,12 +15,13 @@ use std::sync::Arc;
 
 use reqkey_model::idem_profile::IdemProfile;
 use reqkey_model::vocab::{Level, Profile};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::run::fuzz::agent::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
 use crate::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
 use crate::run::fuzz::idem_battery::JudgedField;
 use crate::run::fuzz::store::{fuzz, FuzzOptions, FuzzOutcome};
+pub use crate::run::fuzz::violation::FuzzViolation;
 use crate::targets::Target;
 
 /// The programs a certification fuzzes by default, chosen by measurement
@@ -65,34 +66,6 @@ pub struct FuzzPass {
     /// (and how far), which no report may then call unjudged.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub judged_fields: Vec<JudgedField>,
-}
-
-/// One distinct violation a fuzz pass proved: the clause blamed by
-/// counterfactual (the clause whose rule, relaxed alone, lets the model
-/// explain the answers; where no single one does, the smallest set that
-/// does), the program that showed it, and its shrunk reproduction, replayed
-/// against the target before it was written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FuzzViolation {
-    /// The clause blamed (where a set is blamed, its first clause).
-    pub clause: String,
-    /// Every clause of the set blamed: `[clause]` when one clause alone
-    /// explains the answers.
-    pub clauses: Vec<String>,
-    /// The program that showed it (its case and generated steps, one line).
-    pub program: String,
-    /// The request and the answer that break the clause, and the answer
-    /// the relaxed clause would have allowed.
-    pub message: String,
-    /// The shrunk reproduction, a scenario.
-    pub scenario_yaml: String,
-    /// Whether the reproduction, replayed against the target before it was
-    /// written, failed on the same clause.
-    pub reproduced: bool,
-    /// Where it did not reproduce: why (timing, load, another clause).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_reproduced: Option<String>,
 }
 
 impl FuzzPass {
