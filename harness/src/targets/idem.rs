@@ -298,6 +298,20 @@ impl Target for IdemTarget {
         self.inner.long_calls()
     }
 
+    /// Every burst goes out with its last bytes released at once
+    /// (`targets/together.rs`, issue 56): a race that shows only when
+    /// duplicates reach the app within microseconds is met.
+    fn sends_together(&self) -> bool {
+        true
+    }
+
+    async fn http_together(
+        &self,
+        requests: Vec<HttpRequest>,
+    ) -> Vec<Result<crate::targets::Timed, TargetError>> {
+        self.inner.send_together(requests).await
+    }
+
     /// The answers' timings, as at every HTTP level (the Nagle stall).
     fn warnings(&self) -> Vec<crate::targets::latency::TargetWarning> {
         self.inner.warnings()
