@@ -332,12 +332,17 @@ mod tests {
             "reference-idem:wait",
             "reference-idem:released@redis://127.0.0.1:6379",
             "broken-idem:check-then-set",
+            "broken-idem:race-window-5us",
+            "broken-idem:race-window-1000us:wait",
         ] {
             let spec = IdemSpec::parse(form).unwrap().unwrap();
             assert_eq!(spec.to_string(), form);
         }
         assert_eq!(IdemSpec::parse("memory").unwrap(), None);
         assert!(IdemSpec::parse("broken-idem:nope").is_err());
+        // Only the calibrated windows.
+        assert!(IdemSpec::parse("broken-idem:race-window-7us").is_err());
+        assert!(IdemSpec::parse("broken-idem:race-window-us").is_err());
         assert!(IdemSpec::parse("reference-idem:queue").is_err());
         assert!(IdemSpec::parse("reference-idem@sqlite:x").is_err());
         assert!(IdemSpec::parse("idem+http://h:1/x").is_err());
