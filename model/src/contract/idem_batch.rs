@@ -15,13 +15,20 @@
 //! of difference constraints over the events' times (each inside its
 //! request's window); Bellman-Ford decides whether some times satisfy them
 //! all. Some order and placement must explain every answer.
+//!
+//! Every check is a [`Rule`] tagged with its clause, and every judge takes
+//! a [`Relax`]: the rules it may waive. [`judge`] is the strict model;
+//! where no order explains the answers it blames by counterfactual
+//! (`idem_blame.rs`): the clause whose rules, waived alone, let some order
+//! explain them (else the smallest set that does).
 
 use std::collections::BTreeMap;
 
+use crate::idem_blame::{blame, Relax, Rule, Rules, Waiver, MAX_BLAMED, MAX_WAIVED_RULES};
 use crate::idem_model::{
-    caller_of, clause, echo_of, order_of, releases, shown_answer, waits, Handler, IdemAnswer,
-    IdemModel, IdemRequest, Judged, Kept, KeyRead, Outcome, Record, Scoped, Violation, Window,
-    EXPIRY_MARGIN_MS, MAX_EXPLANATIONS,
+    alt_payload_print, caller_of, clause, echo_of, order_of, releases, shown_answer, waits,
+    Handler, IdemAnswer, IdemModel, IdemRequest, Judged, Kept, KeyRead, Outcome, Record, Scoped,
+    Violation, Window, EXPIRY_MARGIN_MS, MAX_EXPLANATIONS,
 };
 use crate::idem_profile::{Concurrent, Fingerprint};
 
@@ -43,17 +50,36 @@ pub fn judge_one(
 }
 
 /// Judges requests that overlapped from any of `states`: the states that
-/// explain every answer, or why none does.
+/// explain every answer, or the violation, its clauses blamed by
+/// counterfactual, or why there is no verdict.
 pub fn judge(states: &[IdemModel], items: &[Item]) -> Result<Vec<IdemModel>, Judged> {
-    let mut out: Vec<IdemModel> = Vec::new();
+    match judge_relaxed(states, items, Relax::STRICT) {
+        Ok(out) => Ok(out.into_iter().map(|(s, _)| s).collect()),
+        Err(Judged::Violation(strict)) => Err(blamed(states, items, &strict)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Judges `items` from `states` with `relax`'s rules waived: each state
+/// that explains every answer, with the waivers its explanation took (none
+/// when strict). Relaxed, the first explanation found is enough.
+pub fn judge_relaxed(
+    states: &[IdemModel],
+    items: &[Item],
+    relax: Relax,
+) -> Result<Vec<(IdemModel, Vec<Waiver>)>, Judged> {
+    let mut out: Vec<(IdemModel, Vec<Waiver>)> = Vec::new();
     let mut error: Option<Judged> = None;
     for state in states {
-        match explain(state, items) {
+        match explain(state, items, relax) {
             Ok(next) => {
                 for n in next {
-                    if !out.contains(&n) {
+                    if !out.iter().any(|(m, _)| *m == n.0) {
                         out.push(n);
                     }
+                }
+                if !relax.is_strict() {
+                    break;
                 }
             }
             Err(e) => {
@@ -70,8 +96,94 @@ pub fn judge(states: &[IdemModel], items: &[Item]) -> Result<Vec<IdemModel>, Jud
     }
 }
 
+/// The violation of answers no strict order explains: the clauses whose
+/// waiver explains them, the requests and answers waived, and what the
+/// waived rules would have allowed.
+fn blamed(states: &[IdemModel], items: &[Item], strict: &Violation) -> Judged {
+    let found = blame(|relax| {
+        judge_relaxed(states, items, relax)
+            .ok()
+            .and_then(|out| out.into_iter().next())
+            .map(|(_, w)| w)
+    });
+    let Some((clauses, waivers, others)) = found else {
+        return Judged::NoVerdict(format!(
+            "no order of the answers fits the model, and none fits it with the rules of at most {MAX_BLAMED} clauses waived ({MAX_WAIVED_RULES} rules at most), so no clause can be blamed: {}",
+            strict.message
+        ));
+    };
+    let mut message = String::new();
+    for w in waivers.iter().take(3) {
+        if !message.is_empty() {
+            message.push_str("; and ");
+        }
+        message.push_str(&w.to_string());
+    }
+    if waivers.len() > 3 {
+        message.push_str(&format!(" (and {} more such answers)", waivers.len() - 3));
+    }
+    message.push_str(&format!(
+        ". With the rules of {} waived some order explains every answer; ",
+        clauses.join(" and ")
+    ));
+    if others.is_empty() {
+        message.push_str("with no other clause's alone does one.");
+    } else {
+        message.push_str(&format!(
+            "waiving {} alone explains them as well, at no lower cost.",
+            others.join(" or ")
+        ));
+    }
+    message.push_str(&format!("\n  {}", strict.message));
+    Judged::Violation(Violation {
+        clause: clauses[0],
+        clauses,
+        message,
+    })
+}
+
 fn fail(clause: &'static str, message: String) -> Judged {
-    Judged::Violation(Violation { clause, message })
+    Judged::Violation(crate::idem_model::violation(clause, message))
+}
+
+/// The request and its answer, as a waiver names them.
+fn answered(item: &Item) -> String {
+    format!("{} answered {}", label(&item.0), shown_answer(&item.1))
+}
+
+/// Takes a waiver of `rule` for `item` if `relax` admits it within its
+/// count of rules.
+fn take(
+    relax: Relax,
+    used: &mut Rules,
+    waived: &mut Vec<Waiver>,
+    rule: Rule,
+    item: &Item,
+    allowed: String,
+) -> bool {
+    let next = used.with(rule);
+    if relax.is_strict() || !next.within(relax) {
+        return false;
+    }
+    *used = next;
+    waived.push(Waiver {
+        rules: Rules::default().with(rule),
+        request: Some(answered(item)),
+        allowed,
+    });
+    true
+}
+
+/// The rule an answer breaks by showing `other`'s answer to `own`'s request
+/// (another caller, another key, another route in scope).
+fn apart(own: &Scoped, other: &Scoped) -> Rule {
+    if own.caller != other.caller {
+        Rule::CallerNotShown
+    } else if own.key != other.key {
+        Rule::KeysApart
+    } else {
+        Rule::ScopeApart
+    }
 }
 
 fn label(req: &IdemRequest) -> String {
@@ -86,47 +198,131 @@ fn label(req: &IdemRequest) -> String {
     format!("{} {} {key} caller {caller:?}", req.method, req.path)
 }
 
-/// What one state explains of `items`: every successor state.
-fn explain(state: &IdemModel, items: &[Item]) -> Result<Vec<IdemModel>, Judged> {
+/// One explanation of a batch: the state after it, the rules waived and
+/// the waivers taken.
+type Explained = (IdemModel, Vec<Waiver>);
+
+/// What one state explains of `items` with `relax` waived: every successor
+/// state.
+fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explained>, Judged> {
     let p = state.profile().clone();
     let mut base = state.clone();
+    let mut used = Rules::default();
+    let mut waived: Vec<Waiver> = Vec::new();
     let mut groups: BTreeMap<Scoped, Vec<usize>> = BTreeMap::new();
-    for (i, (req, ans, w)) in items.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
+        let (req, ans, w) = item;
         let Some(handler) = crate::idem_model::handler_of(&req.method, &req.path, &req.body) else {
             continue;
         };
+        let fresh = order_of(ans).filter(|o| base.is_fresh(*o));
         match state.read_key(req) {
-            KeyRead::Key(s) => groups.entry(s).or_default().push(i),
+            KeyRead::Key(s) => {
+                // [[idem.key.syntax]] waived: a key the syntax admits refused as malformed.
+                let malformed = p.invalid_key_status.unwrap_or(400);
+                if fresh.is_none()
+                    && ans.status == malformed
+                    && take(
+                        relax,
+                        &mut used,
+                        &mut waived,
+                        Rule::KeyTaken,
+                        item,
+                        format!("only taking the key as keySyntax {:?} admits it (a run or a replay), never a refusal {malformed}", p.key_syntax),
+                    )
+                {
+                    continue;
+                }
+                // Scope, key and caller waived: another scoped key's kept answer shown.
+                if let Some((other, r)) = order_of(ans).and_then(|o| {
+                    state
+                        .records()
+                        .iter()
+                        .find(|(other, r)| **other != s && r.kept.order == Some(o))
+                }) {
+                    let rule = apart(&s, other);
+                    let order = r.kept.order.map_or("-".into(), |o| o.to_string());
+                    if take(
+                        relax,
+                        &mut used,
+                        &mut waived,
+                        rule,
+                        item,
+                        format!("{} (order {order} is another scoped key's answer)", rule.allows()),
+                    ) {
+                        continue;
+                    }
+                }
+                // The same, refused for another payload than another
+                // scoped key's record holds.
+                if !relax.is_strict() && p.mismatch_status == Some(ans.status) && fresh.is_none() {
+                    let print = crate::idem_model::payload_print(p.fingerprint, &req.body);
+                    let other = state.records().iter().find(|(other, r)| {
+                        **other != s
+                            && (other.key == s.key || relax.allows(Rule::KeysApart))
+                            && r.print != print
+                    });
+                    if let Some((other, r)) = other {
+                        let rule = apart(&s, other);
+                        let order = r.kept.order.map_or("-".into(), |o| o.to_string());
+                        if take(
+                            relax,
+                            &mut used,
+                            &mut waived,
+                            rule,
+                            item,
+                            format!("{} (refused for another payload than order {order}, another scoped key's record, holds)", rule.allows()),
+                        ) {
+                            continue;
+                        }
+                    }
+                }
+                groups.entry(s).or_default().push(i);
+            }
             KeyRead::Unjudged => {
                 // What such a key does is not judged; a run still counts.
-                if let Some(o) = order_of(ans).filter(|o| base.is_fresh(*o)) {
+                if let Some(o) = fresh {
                     base.count_run(req, o, false);
                 }
             }
-            KeyRead::Missing if !p.key_required => {
-                let fresh = order_of(ans).filter(|o| base.is_fresh(*o));
-                match fresh {
-                    Some(o) if ans.status == handler.status() => base.count_run(req, o, false),
-                    _ => {
-                        return Err(fail(
-                            clause::MISSING_OPTIONAL,
-                            format!(
-                                "{}: without a key under keyRequired false it must run (status {}, a new order); the app answered {}",
-                                label(req),
-                                handler.status(),
-                                shown_answer(ans)
-                            ),
-                        ))
+            KeyRead::Missing if !p.key_required => match fresh {
+                Some(o) if ans.status == handler.status() => base.count_run(req, o, false),
+                _ => {
+                    let allowed = format!("only a run (status {}, a new order)", handler.status());
+                    if take(relax, &mut used, &mut waived, Rule::MissingRuns, item, allowed) {
+                        if let Some(o) = fresh {
+                            base.count_run(req, o, false);
+                        }
+                        continue;
                     }
+                    return Err(fail(
+                        clause::MISSING_OPTIONAL,
+                        format!(
+                            "{}: without a key under keyRequired false it must run (status {}, a new order); the app answered {}",
+                            label(req),
+                            handler.status(),
+                            shown_answer(ans)
+                        ),
+                    ));
                 }
-            }
+            },
             KeyRead::Missing | KeyRead::Malformed(_) => {
                 let Some(Outcome::Refused { status, clause }) =
                     state.outcomes(req, *w).into_iter().next()
                 else {
                     continue;
                 };
-                if let Some(o) = order_of(ans).filter(|o| base.is_fresh(*o)) {
+                let rule = if clause == crate::idem_model::clause::MISSING_REQUIRED {
+                    Rule::MissingRefused
+                } else {
+                    Rule::MalformedRefused
+                };
+                let allowed = format!("only a refusal {status} that runs nothing");
+                if let Some(o) = fresh {
+                    if take(relax, &mut used, &mut waived, rule, item, allowed) {
+                        base.count_run(req, o, false);
+                        continue;
+                    }
                     return Err(fail(
                         clause,
                         format!(
@@ -136,6 +332,9 @@ fn explain(state: &IdemModel, items: &[Item]) -> Result<Vec<IdemModel>, Judged> 
                     ));
                 }
                 if ans.status != status {
+                    if take(relax, &mut used, &mut waived, rule, item, allowed) {
+                        continue;
+                    }
                     return Err(fail(
                         clause,
                         format!(
@@ -146,8 +345,12 @@ fn explain(state: &IdemModel, items: &[Item]) -> Result<Vec<IdemModel>, Judged> 
                     ));
                 }
                 if ans.json.is_none() {
+                    let allowed = format!("only a refusal {status} with a JSON body");
+                    if take(relax, &mut used, &mut waived, Rule::RefusalBody, item, allowed) {
+                        continue;
+                    }
                     return Err(fail(
-                        clause::ERROR_BODY,
+                        crate::idem_model::clause::ERROR_BODY,
                         format!("{}: the refusal {status} has no JSON body", label(req)),
                     ));
                 }
@@ -155,30 +358,70 @@ fn explain(state: &IdemModel, items: &[Item]) -> Result<Vec<IdemModel>, Judged> 
         }
     }
     // An order shown in two scoped keys' answers: one key's answer reached another.
-    let mut owner: BTreeMap<u64, &Scoped> = BTreeMap::new();
+    // Waived, the copy marked replayed (else the later one) is the other
+    // key's answer shown, not a run of its own key.
+    let mut owner: BTreeMap<u64, (&Scoped, usize)> = BTreeMap::new();
+    let mut shown_elsewhere: Vec<usize> = Vec::new();
     for (s, idx) in &groups {
         for &i in idx {
             if let Some(o) = order_of(&items[i].1).filter(|o| state.is_fresh(*o)) {
-                if let Some(other) = owner.insert(o, s) {
-                    if other != s {
+                match owner.get(&o).copied() {
+                    Some((other, j)) if other != s => {
+                        let rule = apart(s, other);
+                        let allowed = format!(
+                            "{} (order {o} ran for another scoped key in the same batch)",
+                            rule.allows()
+                        );
+                        let shown = if items[j].1.replayed && !items[i].1.replayed {
+                            j
+                        } else {
+                            i
+                        };
+                        if take(relax, &mut used, &mut waived, rule, &items[shown], allowed) {
+                            if shown == j {
+                                owner.insert(o, (s, i));
+                            }
+                            shown_elsewhere.push(shown);
+                            continue;
+                        }
                         return Err(cross_scope(&items[i].0, &items[i].1, o, other, s));
+                    }
+                    Some(_) => {}
+                    None => {
+                        owner.insert(o, (s, i));
                     }
                 }
             }
         }
     }
-    let mut states = vec![base];
+    for idx in groups.values_mut() {
+        idx.retain(|i| !shown_elsewhere.contains(i));
+    }
+    groups.retain(|_, idx| !idx.is_empty());
+    let mut states: Vec<(IdemModel, Rules, Vec<Waiver>)> = vec![(base, used, waived)];
     for (scoped, idx) in &groups {
-        let alternatives = explain_key(state, scoped, idx, items)?;
-        let mut next = Vec::new();
-        for s in &states {
+        let alternatives = explain_key(state, scoped, idx, items, relax)?;
+        let mut next: Vec<(IdemModel, Rules, Vec<Waiver>)> = Vec::new();
+        for (s, u, w) in &states {
             for alt in &alternatives {
+                let u = u.union(alt.used);
+                if !u.within(relax) && !u.is_empty() {
+                    continue;
+                }
                 let mut n = s.clone();
                 alt.apply(&mut n, scoped, items);
-                if !next.contains(&n) {
-                    next.push(n);
+                if !next.iter().any(|(m, _, _)| *m == n) {
+                    let mut w = w.clone();
+                    w.extend(alt.waived.iter().cloned());
+                    next.push((n, u, w));
                 }
             }
+        }
+        if next.is_empty() {
+            return Err(Judged::NoVerdict(format!(
+                "no explanation waives at most {} rules",
+                relax.max_rules
+            )));
         }
         if next.len() > MAX_EXPLANATIONS {
             return Err(Judged::NoVerdict(format!(
@@ -187,7 +430,7 @@ fn explain(state: &IdemModel, items: &[Item]) -> Result<Vec<IdemModel>, Judged> 
         }
         states = next;
     }
-    Ok(states)
+    Ok(states.into_iter().map(|(s, _, w)| (s, w)).collect())
 }
 
 fn cross_scope(req: &IdemRequest, ans: &IdemAnswer, order: u64, a: &Scoped, b: &Scoped) -> Judged {
@@ -224,6 +467,9 @@ struct KeyStory {
     after: Option<Record>,
     /// Whether the record before the batch was used (kept as it was).
     keep_prior: bool,
+    /// The rules it waived (none when strict) and how.
+    used: Rules,
+    waived: Vec<Waiver>,
 }
 
 impl KeyStory {
@@ -257,6 +503,7 @@ struct Run {
     item: usize,
     handler: Handler,
     print: String,
+    alt_print: String,
     kept: Kept,
     released: bool,
 }
@@ -282,12 +529,22 @@ enum Place {
     Whole(Phase),
 }
 
+/// A place an answer may take and the rules it waives there (none: the
+/// strict model's), with what they would have allowed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Fit {
+    place: Place,
+    rules: Rules,
+    allowed: String,
+}
+
 /// The answers of one scoped key, explained: every story that fits.
 fn explain_key(
     state: &IdemModel,
     scoped: &Scoped,
     idx: &[usize],
     items: &[Item],
+    relax: Relax,
 ) -> Result<Vec<KeyStory>, Judged> {
     let prior = state.record(scoped);
     // The fresh orders and who shows them.
@@ -315,10 +572,18 @@ fn explain_key(
     let mut why: Option<Judged> = None;
     for runners in &runner_choices {
         let mut runs = Vec::new();
+        let mut used = Rules::default();
+        let mut waived = Vec::new();
         let mut bad = None;
         for &r in runners {
-            match as_run(state, &items[r]) {
-                Ok(run) => runs.push(Run { item: r, ..run }),
+            match as_run(state, &items[r], relax) {
+                Ok((run, waiver)) => {
+                    runs.push(Run { item: r, ..run });
+                    if let Some(w) = waiver {
+                        used = used.union(w.rules);
+                        waived.push(w);
+                    }
+                }
                 Err(e) => bad = Some(e),
             }
         }
@@ -326,36 +591,67 @@ fn explain_key(
             why.get_or_insert(e);
             continue;
         }
+        if !used.is_empty() && !used.within(relax) {
+            continue;
+        }
+        // [[idem.replay.errors]] waived: an error answer under `released` kept.
+        let mut variants = vec![(runs.clone(), used, waived.clone())];
+        if runs.iter().any(|r| r.released) && relax.allows(Rule::ErrorReleased) {
+            let kept: Vec<Run> = runs
+                .iter()
+                .map(|r| Run {
+                    released: false,
+                    ..r.clone()
+                })
+                .collect();
+            let first = runs.iter().find(|r| r.released).map(|r| r.item).unwrap_or(0);
+            let mut w = waived.clone();
+            w.push(Waiver {
+                rules: Rules::default().with(Rule::ErrorReleased),
+                request: Some(answered(&items[first])),
+                allowed: "a new run of the key after this error answer freed it (errors released), never its answer kept".into(),
+            });
+            let u = used.with(Rule::ErrorReleased);
+            if u.within(relax) {
+                variants.push((kept, u, w));
+            }
+        }
         let others: Vec<usize> = idx
             .iter()
             .copied()
             .filter(|i| !runners.contains(i))
             .collect();
-        let mut order: Vec<usize> = (0..runs.len()).collect();
-        let mut first = true;
-        loop {
-            if !first && !next_permutation(&mut order) {
-                break;
-            }
-            first = false;
-            tried += 1;
-            if tried > MAX_EXPLANATIONS {
-                return Err(Judged::NoVerdict(format!(
-                    "more than {MAX_EXPLANATIONS} orders of one key's requests to try"
-                )));
-            }
-            let chain: Vec<&Run> = order.iter().map(|&k| &runs[k]).collect();
-            match place_all(state, prior, &chain, &others, items, &mut tried) {
-                Ok(story) => {
-                    if !stories.contains(&story) {
-                        stories.push(story);
+        for (runs, used, waived) in &variants {
+            let mut order: Vec<usize> = (0..runs.len()).collect();
+            let mut first = true;
+            loop {
+                if !first && !next_permutation(&mut order) {
+                    break;
+                }
+                first = false;
+                tried += 1;
+                if tried > MAX_EXPLANATIONS {
+                    return Err(Judged::NoVerdict(format!(
+                        "more than {MAX_EXPLANATIONS} orders of one key's requests to try"
+                    )));
+                }
+                let chain: Vec<&Run> = order.iter().map(|&k| &runs[k]).collect();
+                let taken = (*used, waived.clone());
+                match place_all(state, prior, &chain, &others, items, &mut tried, relax, taken) {
+                    Ok(story) => {
+                        if !stories.contains(&story) {
+                            stories.push(story);
+                        }
+                    }
+                    Err(e) => {
+                        if matches!(e, Judged::NoVerdict(_)) {
+                            return Err(e);
+                        }
+                        why.get_or_insert(e);
                     }
                 }
-                Err(e) => {
-                    if matches!(e, Judged::NoVerdict(_)) {
-                        return Err(e);
-                    }
-                    why.get_or_insert(e);
+                if !relax.is_strict() && !stories.is_empty() {
+                    return Ok(stories);
                 }
             }
         }
@@ -366,9 +662,8 @@ fn explain_key(
             _ if idx.len() == 1 => explain_single(state, &items[idx[0]]),
             _ => {
                 let runs = by_order.len();
-                // Several runs that no order frees one after another are a
-                // double effect; otherwise the first answer that fits no
-                // phase names the clause.
+                // The strict model's first account (its clause is only the
+                // first check that failed: `judge` blames by counterfactual).
                 let clause = match &why {
                     _ if runs >= 2 => clause::AT_MOST_ONCE,
                     Some(Judged::Violation(v)) => v.clause,
@@ -387,9 +682,6 @@ fn explain_key(
                         shown_answer(&items[i].1)
                     ));
                 }
-                if let Some(Judged::Violation(v)) = why.filter(|_| runs < 2) {
-                    msg.push_str(&format!("\n  (one reason: [{}] {})", v.clause, v.message));
-                }
                 fail(clause, msg)
             }
         });
@@ -397,8 +689,9 @@ fn explain_key(
     Ok(stories)
 }
 
-/// `item` as a run: its answer must be its handler's.
-fn as_run(state: &IdemModel, item: &Item) -> Result<Run, Judged> {
+/// `item` as a run: its answer must be its handler's (a waiver where
+/// `relax` admits one).
+fn as_run(state: &IdemModel, item: &Item, relax: Relax) -> Result<(Run, Option<Waiver>), Judged> {
     let (req, ans, w) = item;
     let p = state.profile();
     let handler = crate::idem_model::handler_of(&req.method, &req.path, &req.body)
@@ -413,7 +706,25 @@ fn as_run(state: &IdemModel, item: &Item) -> Result<Run, Judged> {
             handler.sleep_ms
         )));
     }
+    let mut rules = Rules::default();
+    let mut allowed = Vec::new();
     if ans.status != handler.status() {
+        rules = rules.with(Rule::Replayed);
+        allowed.push(format!("a run answering {}", handler.status()));
+    }
+    if p.replay_header.is_some() && ans.replayed {
+        rules = rules.with(Rule::RunIsFirst);
+        allowed.push("a first execution (a new order) without the replay header".to_owned());
+    }
+    let waiver = if rules.is_empty() {
+        None
+    } else if rules.within(relax) {
+        Some(Waiver {
+            rules,
+            request: Some(answered(item)),
+            allowed: format!("only {}", allowed.join(" and ")),
+        })
+    } else if ans.status != handler.status() {
         return Err(fail(
             clause::REPLAY,
             format!(
@@ -423,8 +734,7 @@ fn as_run(state: &IdemModel, item: &Item) -> Result<Run, Judged> {
                 handler.status()
             ),
         ));
-    }
-    if p.replay_header.is_some() && ans.replayed {
+    } else {
         return Err(fail(
             clause::REPLAY_HEADER,
             format!(
@@ -432,20 +742,24 @@ fn as_run(state: &IdemModel, item: &Item) -> Result<Run, Judged> {
                 label(req)
             ),
         ));
-    }
-    Ok(Run {
-        item: 0,
-        handler,
-        print: crate::idem_model::payload_print(p.fingerprint, &req.body),
-        kept: Kept {
-            status: ans.status,
-            order: order_of(ans),
-            order_header: ans.order_header.clone(),
-            caller: req.caller.clone(),
-            echo: echo_of(ans),
+    };
+    Ok((
+        Run {
+            item: 0,
+            handler,
+            print: crate::idem_model::payload_print(p.fingerprint, &req.body),
+            alt_print: alt_payload_print(p.fingerprint, &req.body),
+            kept: Kept {
+                status: ans.status,
+                order: order_of(ans),
+                order_header: ans.order_header.clone(),
+                caller: req.caller.clone(),
+                echo: echo_of(ans),
+            },
+            released: releases(p, ans.status),
         },
-        released: releases(p, ans.status),
-    })
+        waiver,
+    ))
 }
 
 /// Whether `ans` replays `kept` (status, order, the handler's header, the
@@ -455,101 +769,271 @@ fn replay_mismatch(
     kept: &Kept,
     ans: &IdemAnswer,
 ) -> Option<(&'static str, String)> {
-    let cl = if kept.status >= 400 {
-        clause::REPLAY_ERRORS
+    replay_rules(state, kept, ans).map(|(rules, why)| {
+        let clause = rules.rules().first().map_or(clause::REPLAY, |r| r.clause());
+        (clause, why)
+    })
+}
+
+/// What differs between `ans` and a replay of `kept`: the rules it breaks
+/// and the first difference (`None`: it is that replay).
+fn replay_rules(state: &IdemModel, kept: &Kept, ans: &IdemAnswer) -> Option<(Rules, String)> {
+    let content = if kept.status >= 400 {
+        Rule::ErrorReplayed
     } else {
-        clause::REPLAY
+        Rule::Replayed
+    };
+    let mut rules = Rules::default();
+    let mut first: Option<String> = None;
+    let mut note = |rules: &mut Rules, rule: Rule, why: String| {
+        *rules = rules.with(rule);
+        first.get_or_insert(why);
     };
     if ans.status != kept.status || order_of(ans) != kept.order {
-        return Some((
-            cl,
+        note(
+            &mut rules,
+            content,
             format!(
                 "a replay must answer {} order {}",
                 kept.status,
                 kept.order.map_or("-".into(), |o| o.to_string())
             ),
-        ));
+        );
     }
     if kept.order_header.is_some() && ans.order_header != kept.order_header {
-        return Some((
-            cl,
+        note(
+            &mut rules,
+            content,
             format!(
                 "a replay must carry the handler's X-Reqkey-Order {}",
                 kept.order_header.as_deref().unwrap_or("")
             ),
-        ));
+        );
     }
     if kept.echo.is_some() && echo_of(ans) != kept.echo {
-        return Some((cl, "a replay must carry the first answer's echo".into()));
+        note(
+            &mut rules,
+            content,
+            "a replay must carry the first answer's echo".into(),
+        );
     }
     if caller_of(ans).is_some_and(|c| c != kept.caller) {
-        return Some((clause::NO_LEAK, "the replay names another caller".into()));
+        note(
+            &mut rules,
+            Rule::CallerNotShown,
+            "the replay names another caller".into(),
+        );
     }
     if state.profile().replay_header.is_some() && !ans.replayed {
-        return Some((
-            clause::REPLAY_HEADER,
+        note(
+            &mut rules,
+            Rule::ReplayMarked,
             "a replay must carry the declared replay header".into(),
-        ));
+        );
     }
-    None
+    first.map(|f| (rules, f))
 }
 
-/// The places an answer that did not run may take, given the chain.
-fn places(state: &IdemModel, prior: Option<&Record>, chain: &[&Run], item: &Item) -> Vec<Place> {
+/// What a replay of `kept` is, for messages.
+fn replay_of(kept: &Kept) -> String {
+    format!(
+        "the first answer replayed ({} order {})",
+        kept.status,
+        kept.order.map_or("-".into(), |o| o.to_string())
+    )
+}
+
+/// The places an answer that did not run may take, given the chain, with
+/// the rules each waives (only those `relax` admits).
+fn places(
+    state: &IdemModel,
+    prior: Option<&Record>,
+    chain: &[&Run],
+    item: &Item,
+    relax: Relax,
+) -> Vec<Fit> {
     let (req, ans, _) = item;
     let p = state.profile();
     let print = crate::idem_model::payload_print(p.fingerprint, &req.body);
+    let alt = alt_payload_print(p.fingerprint, &req.body);
     let compares = p.fingerprint != Fingerprint::None;
-    let refusal = |status: Option<u16>| status == Some(ans.status) && ans.json.is_some();
-    let mut out = Vec::new();
+    let refusal = |status: Option<u16>| status == Some(ans.status);
+    let mut out: Vec<Fit> = Vec::new();
+    let mut add = |place: Place, rules: Rules, allowed: String| {
+        if (rules.is_empty() || rules.within(relax))
+            && !out.iter().any(|f| f.place == place && f.rules == rules)
+        {
+            out.push(Fit {
+                place,
+                rules,
+                allowed,
+            });
+        }
+    };
+    let none = Rules::default();
     let phases = prior
-        .map(|r| (Phase::Prior, r.print.clone(), r.kept.clone(), false))
+        .map(|r| {
+            (
+                Phase::Prior,
+                r.print.clone(),
+                r.alt_print.clone(),
+                r.kept.clone(),
+                false,
+            )
+        })
         .into_iter()
-        .chain(
-            chain
-                .iter()
-                .enumerate()
-                .map(|(k, r)| (Phase::Run(k), r.print.clone(), r.kept.clone(), r.released)),
-        );
-    for (phase, rprint, kept, released) in phases {
-        let same_payload = !compares || rprint == print;
+        .chain(chain.iter().enumerate().map(|(k, r)| {
+            (
+                Phase::Run(k),
+                r.print.clone(),
+                r.alt_print.clone(),
+                r.kept.clone(),
+                r.released,
+            )
+        }));
+    for (phase, rprint, ralt, kept, released) in phases {
         if kept.caller != req.caller {
             // Another caller on a key not scoped by caller: refused, never shown the answer.
             let leaks = order_of(ans) == kept.order || caller_of(ans) == Some(kept.caller.as_str());
             if ans.status >= 400 && !leaks {
-                out.push(Place::Whole(phase));
+                add(Place::Whole(phase), none, String::new());
+            } else if !relax.is_strict() {
+                add(
+                    Place::Whole(phase),
+                    none.with(Rule::CallerNotShown),
+                    Rule::CallerNotShown.allows().into(),
+                );
             }
             continue;
         }
-        let replays = same_payload && replay_mismatch(state, &kept, ans).is_none();
-        match phase {
-            Phase::Prior => {
-                if replays {
-                    out.push(Place::Done(phase));
-                }
-                if !same_payload && refusal(p.mismatch_status) {
-                    out.push(Place::Done(phase));
-                }
-            }
-            Phase::Run(k) => {
-                if replays && waits(p) {
-                    out.push(Place::Whole(phase));
-                } else if replays && !released {
-                    out.push(Place::Done(phase));
-                }
-                if p.concurrent == Concurrent::Conflict && refusal(p.concurrent_status) {
-                    out.push(Place::InFlight(k));
-                }
-                if !same_payload && refusal(p.mismatch_status) {
-                    out.push(Place::InFlight(k));
-                    if !released {
-                        out.push(Place::Done(phase));
+        let same = !compares || rprint == print;
+        // The payload as the rules compare it, and as a waiver of a
+        // fingerprint clause may: by the other fingerprint
+        // (equivalence), or as one payload (mismatch, other payload).
+        let mut readings = vec![(same, None)];
+        if !relax.is_strict() && compares && (ralt == alt) != same {
+            readings.push((!same, Some(Rule::FingerprintEquivalence)));
+        }
+        if !relax.is_strict() && !same {
+            readings.push((true, Some(Rule::MismatchRefused)));
+        }
+        for (same, reading) in readings {
+            for fit in phase_places(state, phase, &kept, released, same, ans, refusal, relax) {
+                let mut rules = fit.rules;
+                let mut allowed = fit.allowed;
+                if let Some(r) = reading {
+                    // Another payload taken for the same one: refused
+                    // after completion (mismatch), in flight (other payload).
+                    let r = match (r, fit.place) {
+                        (Rule::MismatchRefused, Place::InFlight(_) | Place::Whole(Phase::Run(_))) => {
+                            Rule::OtherPayloadRefused
+                        }
+                        (r, _) => r,
+                    };
+                    rules = rules.with(r);
+                    if !allowed.is_empty() {
+                        allowed.push_str(", and ");
                     }
+                    allowed.push_str(r.allows());
                 }
+                add(fit.place, rules, allowed);
             }
         }
     }
-    out.dedup();
+    out
+}
+
+/// The places in `phase` of an answer whose payload is (`same`) or is not
+/// the record's.
+#[allow(clippy::too_many_arguments)]
+fn phase_places(
+    state: &IdemModel,
+    phase: Phase,
+    kept: &Kept,
+    released: bool,
+    same: bool,
+    ans: &IdemAnswer,
+    refusal: impl Fn(Option<u16>) -> bool,
+    relax: Relax,
+) -> Vec<Fit> {
+    let p = state.profile();
+    let none = Rules::default();
+    // A refusal without a JSON body breaks [[idem.error.body]].
+    let bare = if ans.json.is_none() {
+        none.with(Rule::RefusalBody)
+    } else {
+        none
+    };
+    let bare_allows = || {
+        if ans.json.is_none() {
+            Rule::RefusalBody.allows().to_owned()
+        } else {
+            String::new()
+        }
+    };
+    let mut out = Vec::new();
+    let mut add = |place: Place, rules: Rules, allowed: String| {
+        out.push(Fit {
+            place,
+            rules,
+            allowed,
+        })
+    };
+    // A replay of `kept`: strict, or with the rules of what differs waived.
+    let replay = match replay_rules(state, kept, ans) {
+        None => Some((none, String::new())),
+        Some((rules, why)) if !relax.is_strict() => {
+            Some((rules, format!("only {} ({why})", replay_of(kept))))
+        }
+        Some(_) => None,
+    };
+    match phase {
+        Phase::Prior => {
+            if let Some((rules, allowed)) = replay.clone().filter(|_| same) {
+                add(Place::Done(phase), rules, allowed);
+            }
+            if !same && refusal(p.mismatch_status) {
+                add(Place::Done(phase), bare, bare_allows());
+            }
+        }
+        Phase::Run(k) => {
+            if let Some((rules, allowed)) = replay.clone().filter(|_| same) {
+                if waits(p) {
+                    add(Place::Whole(phase), rules, allowed);
+                } else if !released {
+                    add(Place::Done(phase), rules, allowed.clone());
+                    // [[idem.concurrent.declared]] waived: a duplicate in
+                    // flight waited under `conflict`.
+                    if !relax.is_strict() {
+                        add(
+                            Place::Whole(phase),
+                            rules.with(Rule::InFlightAnswered),
+                            Rule::InFlightAnswered.allows().into(),
+                        );
+                    }
+                }
+            }
+            if p.concurrent == Concurrent::Conflict && refusal(p.concurrent_status) {
+                add(Place::InFlight(k), bare, bare_allows());
+            }
+            if !same && refusal(p.mismatch_status) {
+                add(Place::InFlight(k), bare, bare_allows());
+                if !released {
+                    add(Place::Done(phase), bare, bare_allows());
+                }
+            }
+            if !relax.is_strict() && ans.status >= 400 {
+                // Any refusal in flight: [[idem.concurrent.declared]]
+                // waived for the same payload, other-payload for another.
+                let rule = if same {
+                    Rule::InFlightAnswered
+                } else {
+                    Rule::OtherPayloadRefused
+                };
+                add(Place::InFlight(k), none.with(rule), rule.allows().into());
+            }
+        }
+    }
     out
 }
 
@@ -601,11 +1085,21 @@ struct ChainVars {
     runs: Vec<(usize, usize, Option<usize>)>,
 }
 
+/// What the key's timeline may break, by waiver: runs that take a held
+/// key ([[idem.effect.at-most-once]]), records kept past their expiry
+/// ([[idem.expiry.honoured]]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Timeline {
+    runs_on_held_key: bool,
+    kept_past_expiry: bool,
+}
+
 fn chain_constraints(
     state: &IdemModel,
     prior: Option<&Record>,
     chain: &[&Run],
     items: &[Item],
+    timeline: Timeline,
 ) -> Option<(Constraints, ChainVars)> {
     let expiry = state.profile().expiry_ms.map(|e| e as i64);
     let margin = EXPIRY_MARGIN_MS as i64;
@@ -614,12 +1108,15 @@ fn chain_constraints(
         edges: Vec::new(),
     };
     // When a completed record ends: it expires between `expiryMs` and
-    // `expiryMs` + the margin after it completed (never, without expiry).
+    // `expiryMs` + the margin after it completed (never, without expiry;
+    // any time after `expiryMs` where expiry is waived).
     let ends = |c: &mut Constraints, done: usize| {
         expiry.map(|e| {
             let end = c.var();
             c.le(done, end, -e);
-            c.le(end, done, e + margin);
+            if !timeline.kept_past_expiry {
+                c.le(end, done, e + margin);
+            }
             end
         })
     };
@@ -637,7 +1134,11 @@ fn chain_constraints(
     };
     let mut runs = Vec::new();
     for run in chain {
-        let since = freed?;
+        let since = if timeline.runs_on_held_key {
+            None
+        } else {
+            freed?
+        };
         let w = items[run.item].2;
         let a = c.var();
         c.within(a, w.sent_ms, w.arrived_by_ms.min(w.answered_ms));
@@ -659,7 +1160,9 @@ fn chain_constraints(
 }
 
 /// Places every other answer in the chain (depth first, checking the
-/// constraints at each step): the story, or why none fits.
+/// constraints at each step): the story, or why none fits. `taken`: the
+/// rules the runs waived already, and how.
+#[allow(clippy::too_many_arguments)]
 fn place_all(
     state: &IdemModel,
     prior: Option<&Record>,
@@ -667,75 +1170,182 @@ fn place_all(
     others: &[usize],
     items: &[Item],
     tried: &mut usize,
+    relax: Relax,
+    taken: (Rules, Vec<Waiver>),
 ) -> Result<KeyStory, Judged> {
-    let Some((mut c, vars)) = chain_constraints(state, prior, chain, items) else {
-        return Err(fail(
-            clause::AT_MOST_ONCE,
-            format!(
-                "{} ran while the key was held for good (no expiry)",
-                chain
-                    .first()
-                    .map_or(String::new(), |r| label(&items[r.item].0))
-            ),
-        ));
-    };
-    if !c.feasible() {
-        return Err(fail(
-            clause::AT_MOST_ONCE,
-            format!(
-                "{} runs of one key cannot have run one after another, each after the key was freed",
-                chain.len()
-            ),
-        ));
-    }
-    let mut cands = Vec::new();
-    for &i in others {
-        let pl = places(state, prior, chain, &items[i]);
-        if pl.is_empty() {
-            return Err(explain_single_in(state, prior, chain, &items[i]));
+    let mut why: Option<Judged> = None;
+    let expires = state.profile().expiry_ms.is_some();
+    for (runs_on_held_key, kept_past_expiry) in
+        [(false, false), (false, true), (true, false), (true, true)]
+    {
+        let timeline = Timeline {
+            runs_on_held_key,
+            kept_past_expiry,
+        };
+        let mut used = taken.0;
+        let mut waived = taken.1.clone();
+        let key = chain
+            .first()
+            .map(|r| r.item)
+            .or_else(|| others.first().copied());
+        let whose = key.map(|i| answered(&items[i]));
+        if runs_on_held_key {
+            if !relax.allows(Rule::RunsOnFreeKey) || chain.len() + usize::from(prior.is_some()) < 2
+            {
+                continue;
+            }
+            used = used.with(Rule::RunsOnFreeKey);
+            waived.push(Waiver {
+                rules: Rules::default().with(Rule::RunsOnFreeKey),
+                request: chain.last().map(|r| answered(&items[r.item])),
+                allowed: format!(
+                    "{} ({} runs of one key)",
+                    Rule::RunsOnFreeKey.allows(),
+                    chain.len()
+                ),
+            });
         }
-        cands.push(pl);
+        if kept_past_expiry {
+            if !relax.allows(Rule::Forgotten) || !expires {
+                continue;
+            }
+            used = used.with(Rule::Forgotten);
+            waived.push(Waiver {
+                rules: Rules::default().with(Rule::Forgotten),
+                request: whose.clone(),
+                allowed: format!(
+                    "{}: the key's record forgotten by then",
+                    Rule::Forgotten.allows()
+                ),
+            });
+        }
+        if !used.is_empty() && !used.within(relax) {
+            continue;
+        }
+        let Some((mut c, vars)) = chain_constraints(state, prior, chain, items, timeline) else {
+            why.get_or_insert(fail(
+                clause::AT_MOST_ONCE,
+                format!(
+                    "{} ran while the key was held for good (no expiry)",
+                    chain
+                        .first()
+                        .map_or(String::new(), |r| label(&items[r.item].0))
+                ),
+            ));
+            continue;
+        };
+        if !c.feasible() {
+            why.get_or_insert(fail(
+                clause::AT_MOST_ONCE,
+                format!(
+                    "{} runs of one key cannot have run one after another, each after the key was freed",
+                    chain.len()
+                ),
+            ));
+            continue;
+        }
+        let mut cands = Vec::new();
+        let mut nowhere = None;
+        for &i in others {
+            let pl = places(state, prior, chain, &items[i], relax);
+            if pl.is_empty() {
+                nowhere = Some(i);
+                break;
+            }
+            cands.push(pl);
+        }
+        if let Some(i) = nowhere {
+            why.get_or_insert(explain_single_in(state, prior, chain, &items[i]));
+            continue;
+        }
+        let mut chosen = Vec::new();
+        match place_rest(
+            &mut c,
+            &vars,
+            &cands,
+            others,
+            items,
+            0,
+            tried,
+            relax,
+            used,
+            &mut chosen,
+        )? {
+            None => {
+                why.get_or_insert(fail(
+                    clause::CONCURRENT,
+                    "no time of the answers fits the key's runs".into(),
+                ));
+                continue;
+            }
+            Some(u) => {
+                used = u;
+                for (at, k) in chosen.iter().enumerate() {
+                    let fit = &cands[at][*k];
+                    if !fit.rules.is_empty() {
+                        waived.push(Waiver {
+                            rules: fit.rules,
+                            request: Some(answered(&items[others[at]])),
+                            allowed: fit.allowed.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        let after = match chain.last() {
+            None => None,
+            Some(r) if r.released => None,
+            Some(r) => {
+                let w = items[r.item].2;
+                Some(Record {
+                    print: r.print.clone(),
+                    alt_print: r.alt_print.clone(),
+                    kept: r.kept.clone(),
+                    completed_from_ms: w.sent_ms.saturating_add(r.handler.sleep_ms),
+                    completed_by_ms: w.answered_ms,
+                })
+            }
+        };
+        return Ok(KeyStory {
+            runs: chain.iter().map(|r| (r.item, r.released)).collect(),
+            after,
+            keep_prior: chain.is_empty(),
+            used,
+            waived,
+        });
     }
-    if !place_rest(&mut c, &vars, &cands, others, items, 0, tried)? {
-        return Err(fail(
+    Err(why.unwrap_or_else(|| {
+        fail(
             clause::CONCURRENT,
             "no time of the answers fits the key's runs".into(),
-        ));
-    }
-    let after = match chain.last() {
-        None => None,
-        Some(r) if r.released => None,
-        Some(r) => {
-            let w = items[r.item].2;
-            Some(Record {
-                print: r.print.clone(),
-                kept: r.kept.clone(),
-                completed_from_ms: w.sent_ms.saturating_add(r.handler.sleep_ms),
-                completed_by_ms: w.answered_ms,
-            })
-        }
-    };
-    Ok(KeyStory {
-        runs: chain.iter().map(|r| (r.item, r.released)).collect(),
-        after,
-        keep_prior: chain.is_empty(),
-    })
+        )
+    }))
 }
 
+/// Places `others[at..]` depth first: the rules waived by the first fit
+/// within `relax` (`chosen` holds each answer's fit), or `None`.
+#[allow(clippy::too_many_arguments)]
 fn place_rest(
     c: &mut Constraints,
     vars: &ChainVars,
-    cands: &[Vec<Place>],
+    cands: &[Vec<Fit>],
     others: &[usize],
     items: &[Item],
     at: usize,
     tried: &mut usize,
-) -> Result<bool, Judged> {
+    relax: Relax,
+    used: Rules,
+    chosen: &mut Vec<usize>,
+) -> Result<Option<Rules>, Judged> {
     if at == others.len() {
-        return Ok(true);
+        return Ok(Some(used));
     }
     let w = items[others[at]].2;
-    for place in &cands[at] {
+    for (k, fit) in cands[at].iter().enumerate() {
+        let u = used.union(fit.rules);
+        if !u.is_empty() && !u.within(relax) {
+            continue;
+        }
         *tried += 1;
         if *tried > MAX_EXPLANATIONS {
             return Err(Judged::NoVerdict(format!(
@@ -745,7 +1355,7 @@ fn place_rest(
         let mark = (c.vars, c.edges.len());
         let x = c.var();
         c.within(x, w.sent_ms, w.arrived_by_ms.min(w.answered_ms));
-        match *place {
+        match fit.place {
             Place::InFlight(k) => {
                 let (a, done, _) = vars.runs[k];
                 c.le(a, x, 0);
@@ -778,13 +1388,28 @@ fn place_rest(
                 c.le(done, 0, w.answered_ms as i64);
             }
         }
-        if c.feasible() && place_rest(c, vars, cands, others, items, at + 1, tried)? {
-            return Ok(true);
+        chosen.push(k);
+        if c.feasible() {
+            if let Some(u) = place_rest(
+                c,
+                vars,
+                cands,
+                others,
+                items,
+                at + 1,
+                tried,
+                relax,
+                u,
+                chosen,
+            )? {
+                return Ok(Some(u));
+            }
         }
+        chosen.pop();
         c.vars = mark.0;
         c.edges.truncate(mark.1);
     }
-    Ok(false)
+    Ok(None)
 }
 
 /// Why one answer fits nowhere in a chain (a batch of several).

@@ -8,6 +8,7 @@ pub mod clauses;
 pub mod digest;
 pub mod error;
 pub mod idem_batch;
+pub mod idem_blame;
 pub mod idem_model;
 pub mod idem_profile;
 pub mod json_text;
