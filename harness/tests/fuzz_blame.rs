@@ -1,5 +1,5 @@
-//! The idem fuzz pass blames by counterfactual (issue 54, SPEC 10
-//! `[[idem.blame.counterfactual]]`): on each variant of a fault it used to
+//! The idem fuzz pass blames by counterfactual (issue 54, SPEC
+//! `[[certify.blame.counterfactual]]`): on each variant of a fault it used to
 //! pin on a clause that held, the pass (its battery and its programs)
 //! blames exactly the clause broken and no other; the reference under the
 //! same profile passes the same pass. `model/tests/idem_blame.rs` holds the
@@ -44,10 +44,7 @@ fn blamed(reason: &str) -> Vec<String> {
         .find("[idem.")
         .unwrap_or_else(|| panic!("no clause in {reason}"));
     let end = at + reason[at..].find(']').expect("a closed bracket");
-    reason[at + 1..end]
-        .split(", ")
-        .map(str::to_owned)
-        .collect()
+    reason[at + 1..end].split(", ").map(str::to_owned).collect()
 }
 
 /// Each variant and the one clause it breaks.
@@ -85,7 +82,12 @@ fn each_fault_is_blamed_on_the_clause_it_breaks_and_no_other() {
         let spec = format!("broken-idem:{defect}");
         match pass(&spec, 16, 1) {
             IdemFuzzOutcome::Failed(f) => {
-                assert_eq!(blamed(&f.reason), vec![clause.to_string()], "{spec}: {}", f.reason);
+                assert_eq!(
+                    blamed(&f.reason),
+                    vec![clause.to_string()],
+                    "{spec}: {}",
+                    f.reason
+                );
             }
             other => panic!("{spec}: the fuzz pass did not fail: {other:?}"),
         }
@@ -94,10 +96,12 @@ fn each_fault_is_blamed_on_the_clause_it_breaks_and_no_other() {
 
 #[test]
 fn the_references_of_those_profiles_pass_the_same_pass() {
-    each_on_threads(&["reference-idem", "reference-idem:any"], 2, |spec| {
-        match pass(spec, 16, 1) {
+    each_on_threads(
+        &["reference-idem", "reference-idem:any"],
+        2,
+        |spec| match pass(spec, 16, 1) {
             IdemFuzzOutcome::Passed { .. } => {}
             other => panic!("{spec} flagged: {other:?}"),
-        }
-    });
+        },
+    );
 }

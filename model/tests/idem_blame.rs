@@ -1,5 +1,5 @@
-//! Blame by counterfactual (`idem_blame.rs`, SPEC 10
-//! `[[idem.blame.counterfactual]]`): for each fault the fuzz pass used to
+//! Blame by counterfactual (`idem_blame.rs`, SPEC
+//! `[[certify.blame.counterfactual]]`): for each fault the fuzz pass used to
 //! pin on a clause that held (issue 54), a hand-written history of the
 //! answers the faulty app gives, alone and in bursts; the model must blame
 //! exactly the clause broken, never `idem.concurrent.declared` by default,
@@ -79,7 +79,10 @@ fn a_key_the_syntax_admits_refused_400_is_a_syntax_fault() {
     let (clauses, msg) = blamed(judge_one(&m, &quoted, &refusal(400), w(0, 2, 10)));
     assert_eq!(clauses, vec![clause::SYNTAX], "{msg}");
     assert!(msg.contains("answered 400"), "{msg}");
-    assert!(msg.contains("idem.key.syntax allows only taking the key"), "{msg}");
+    assert!(
+        msg.contains("idem.key.syntax allows only taking the key"),
+        "{msg}"
+    );
     // Beside a conforming run of another key in the same burst.
     let bare = req("POST", "/orders", "alice", "k", json!({"a": 1}));
     let items = vec![
@@ -98,7 +101,10 @@ fn a_stored_answer_replayed_on_another_route_is_a_scope_fault() {
     let first = run(7, "alice", json!({"a": 1}));
     let s = after(&m, &orders, &first);
     let pay = req("POST", "/payments", "alice", "\"k\"", json!({"a": 1}));
-    let (clauses, msg) = blamed(judge(&s, &[(pay.clone(), replayed(first.clone()), w(20, 22, 30))]));
+    let (clauses, msg) = blamed(judge(
+        &s,
+        &[(pay.clone(), replayed(first.clone()), w(20, 22, 30))],
+    ));
     assert_eq!(clauses, vec![clause::SCOPE], "{msg}");
     assert!(msg.contains("POST /payments"), "{msg}");
     // In a burst with both routes: the run on one, its answer on the other.
@@ -179,7 +185,10 @@ fn a_replay_with_another_body_is_a_replay_fault() {
     wrong.json = Some(json!({"replayed": true}));
     let (clauses, msg) = blamed(judge(&s, &[(r.clone(), wrong.clone(), w(20, 22, 30))]));
     assert_eq!(clauses, vec![clause::REPLAY], "{msg}");
-    assert!(msg.contains("only the first answer replayed (201 order 7"), "{msg}");
+    assert!(
+        msg.contains("only the first answer replayed (201 order 7"),
+        "{msg}"
+    );
     // In a burst: one run, the late copies replayed wrongly.
     let mut wrong1 = replayed(run(1, "alice", json!({"a": 1})));
     wrong1.json = Some(json!({"replayed": true}));
@@ -255,7 +264,10 @@ fn two_faults_in_one_answer_blame_the_pair() {
     let s = after(&m, &r, &first);
     let pay = req("POST", "/payments", "alice", "\"k\"", json!({"a": 1}));
     let late = w(3000, 3002, 3010);
-    let (clauses, msg) = blamed(judge(&s, &[(r, replayed(first), late), (pay, refusal(400), late)]));
+    let (clauses, msg) = blamed(judge(
+        &s,
+        &[(r, replayed(first), late), (pay, refusal(400), late)],
+    ));
     assert_eq!(clauses, vec![clause::SYNTAX, clause::EXPIRY], "{msg}");
 }
 

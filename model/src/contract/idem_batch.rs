@@ -248,7 +248,10 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                         &mut waived,
                         rule,
                         item,
-                        format!("{} (order {order} is another scoped key's answer)", rule.allows()),
+                        format!(
+                            "{} (order {order} is another scoped key's answer)",
+                            rule.allows()
+                        ),
                     ) {
                         continue;
                     }
@@ -289,7 +292,14 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                 Some(o) if ans.status == handler.status() => base.count_run(req, o, false),
                 _ => {
                     let allowed = format!("only a run (status {}, a new order)", handler.status());
-                    if take(relax, &mut used, &mut waived, Rule::MissingRuns, item, allowed) {
+                    if take(
+                        relax,
+                        &mut used,
+                        &mut waived,
+                        Rule::MissingRuns,
+                        item,
+                        allowed,
+                    ) {
                         if let Some(o) = fresh {
                             base.count_run(req, o, false);
                         }
@@ -346,7 +356,14 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                 }
                 if ans.json.is_none() {
                     let allowed = format!("only a refusal {status} with a JSON body");
-                    if take(relax, &mut used, &mut waived, Rule::RefusalBody, item, allowed) {
+                    if take(
+                        relax,
+                        &mut used,
+                        &mut waived,
+                        Rule::RefusalBody,
+                        item,
+                        allowed,
+                    ) {
                         continue;
                     }
                     return Err(fail(
@@ -604,7 +621,11 @@ fn explain_key(
                     ..r.clone()
                 })
                 .collect();
-            let first = runs.iter().find(|r| r.released).map(|r| r.item).unwrap_or(0);
+            let first = runs
+                .iter()
+                .find(|r| r.released)
+                .map(|r| r.item)
+                .unwrap_or(0);
             let mut w = waived.clone();
             w.push(Waiver {
                 rules: Rules::default().with(Rule::ErrorReleased),
@@ -637,7 +658,9 @@ fn explain_key(
                 }
                 let chain: Vec<&Run> = order.iter().map(|&k| &runs[k]).collect();
                 let taken = (*used, waived.clone());
-                match place_all(state, prior, &chain, &others, items, &mut tried, relax, taken) {
+                match place_all(
+                    state, prior, &chain, &others, items, &mut tried, relax, taken,
+                ) {
                     Ok(story) => {
                         if !stories.contains(&story) {
                             stories.push(story);
@@ -925,9 +948,10 @@ fn places(
                     // Another payload taken for the same one: refused
                     // after completion (mismatch), in flight (other payload).
                     let r = match (r, fit.place) {
-                        (Rule::MismatchRefused, Place::InFlight(_) | Place::Whole(Phase::Run(_))) => {
-                            Rule::OtherPayloadRefused
-                        }
+                        (
+                            Rule::MismatchRefused,
+                            Place::InFlight(_) | Place::Whole(Phase::Run(_)),
+                        ) => Rule::OtherPayloadRefused,
                         (r, _) => r,
                     };
                     rules = rules.with(r);

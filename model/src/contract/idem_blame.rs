@@ -1,4 +1,4 @@
-//! Blame by counterfactual (SPEC 10 `[[idem.blame.counterfactual]]`, issue
+//! Blame by counterfactual (SPEC `[[certify.blame.counterfactual]]`, issue
 //! 54): which clause a batch of answers no order explains breaks.
 //!
 //! The strict model says only that no order of the answers is allowed. The
