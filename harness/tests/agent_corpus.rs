@@ -586,6 +586,12 @@ pub const SCALE_ONLY: [&str; 3] = [
     "suspended-resumed-by-timer",
 ];
 
+/// Of [`SCALE_ONLY`], the defects a timer brings on (five seconds after a
+/// request): a long scenario on a loaded machine can outlast the timer and
+/// catch one, a catch that depends on the machine's speed. Such a catch
+/// must be a verdict; the record never lists it.
+const TIMER_DEFECTS: [&str; 2] = ["key-index-ttl-5s", "suspended-resumed-by-timer"];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
     use reqkey_reference::agent::executor::ExecutorDefect;
@@ -655,7 +661,12 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
     for (target, summary) in &results {
         let failed: BTreeSet<String> = failing(summary).into_iter().map(str::to_owned).collect();
         let name = target.trim_start_matches("reference-agent:");
-        if FUZZ_ONLY.contains(&name) || SCALE_ONLY.contains(&name) {
+        if TIMER_DEFECTS.contains(&name) {
+            // Timed catches only (see TIMER_DEFECTS): verdicts, unrecorded.
+            if !failed.is_empty() {
+                assert_failures_are_verdicts(target, summary);
+            }
+        } else if FUZZ_ONLY.contains(&name) || SCALE_ONLY.contains(&name) {
             // The suite passes it; the fuzz pass of a certification finds
             // it (harness/tests/fuzz_teeth.rs). Races aside, nothing fails.
             let steady: Vec<&String> = failed
@@ -674,7 +685,7 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         }
         let steady: BTreeSet<String> = failed
             .iter()
-            .filter(|id| !timed_catch(target, id))
+            .filter(|id| !timed_catch(target, id) && !TIMER_DEFECTS.contains(&name))
             .filter(|id| {
                 !RACES.contains(&id.as_str())
                     || RACE_VARIANTS
@@ -695,7 +706,10 @@ async fn each_broken_executor_fails_the_scenarios_that_test_its_bug() {
         );
         for id in &failed {
             assert!(
-                recorded.contains(id) || RACES.contains(&id.as_str()) || timed_catch(target, id),
+                recorded.contains(id)
+                    || RACES.contains(&id.as_str())
+                    || timed_catch(target, id)
+                    || TIMER_DEFECTS.contains(&name),
                 "{target} failed {id}, which the record does not list; {wrong}"
             );
         }

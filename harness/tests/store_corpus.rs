@@ -123,6 +123,11 @@ const SCALE_ONLY: [&str; 3] = [
     "runs-reaped-after-5s",
 ];
 
+/// Of [`SCALE_ONLY`], the defects a timer brings on (five seconds after a
+/// write): a long scenario on a loaded machine can outlast the timer and
+/// catch one. Such a catch must be a verdict; the record lists none.
+const TIMER_DEFECTS: [&str; 2] = ["key-index-ttl-5s", "runs-reaped-after-5s"];
+
 /// Each broken store fails exactly the scenarios the falsification record
 /// says (the record `reqkey coverage` trusts is checked here), including the
 /// scenario named after its rule. `REQKEY_BLESS=1` rewrites the record of
@@ -153,6 +158,12 @@ async fn each_broken_store_fails_the_scenarios_that_test_its_bug() {
             // The suite passes it (its record is empty); the fuzz pass of a
             // certification finds it (harness/tests/fuzz_teeth.rs, and
             // harness/tests/scale.rs for the probes at scale).
+            if TIMER_DEFECTS.contains(&defect.name()) {
+                if !failing(&summary).is_empty() {
+                    assert_failures_are_verdicts(&target, &summary);
+                }
+                failed.clear();
+            }
             assert!(failed.is_empty(), "{target} failed {failed:?}");
             if bless {
                 record.store.insert(target, failed);
