@@ -48,7 +48,7 @@ fn blamed(reason: &str) -> Vec<String> {
 }
 
 /// Each variant and the one clause it breaks.
-const FAULTS: [(&str, &str); 7] = [
+const FAULTS: [(&str, &str); 9] = [
     // A key the declared syntax (`any`) admits, refused 400.
     ("any-refuses-quoted", "idem.key.syntax"),
     // A stored answer replayed on another route.
@@ -63,6 +63,10 @@ const FAULTS: [(&str, &str); 7] = [
     ("replay-drops-body", "idem.replay.completed"),
     // Replays marked, `X-Reqkey-Order` lost: a wrong replay, not a mark.
     ("replay-drops-headers", "idem.replay.completed"),
+    // Under `errors: released`, the 500 kept and replayed.
+    ("stores-released-errors", "idem.replay.errors"),
+    // Under `errors: released`, the key held after a 500: 409 forever.
+    ("lock-kept-after-error", "idem.replay.errors"),
 ];
 
 fn each_on_threads<T: Send + Sync>(items: &[T], width: usize, f: impl Fn(&T) + Sync) {

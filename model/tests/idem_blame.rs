@@ -291,3 +291,51 @@ fn a_conforming_history_waives_nothing() {
     .unwrap();
     assert!(relaxed[0].1.is_empty(), "{:?}", relaxed[0].1);
 }
+
+#[test]
+fn an_error_answer_kept_under_released_is_an_errors_fault() {
+    let mut p = IdemProfile::draft_default();
+    p.errors = reqkey_model::idem_profile::Errors::Released;
+    let m = IdemModel::new(&p);
+    let r = req("POST", "/orders/fail", "alice", "\"k\"", json!({}));
+    let failed = IdemAnswer {
+        status: 500,
+        json: Some(json!({"order": 4, "caller": "alice"})),
+        order_header: None,
+        replayed: false,
+    };
+    let s = after(&m, &r, &failed);
+    // stores-released-errors: the retries get the 500 replayed.
+    let items: Vec<_> = (0..3)
+        .map(|i| (r.clone(), replayed(failed.clone()), w(20, 22, 30 + i)))
+        .collect();
+    let (clauses, msg) = blamed(judge(&s, &items));
+    assert_eq!(clauses, vec![clause::REPLAY_ERRORS], "{msg}");
+    // lock-kept-after-error: the retries are refused 409 forever.
+    let items: Vec<_> = (0..3)
+        .map(|i| (r.clone(), refusal(409), w(20, 22, 30 + i)))
+        .collect();
+    let (clauses, msg) = blamed(judge(&s, &items));
+    assert_eq!(clauses, vec![clause::REPLAY_ERRORS], "{msg}");
+}
+
+#[test]
+fn another_payload_refused_on_another_route_is_a_scope_fault() {
+    // unscoped-route: the other route's record, another payload: 422.
+    let m = IdemModel::new(&IdemProfile::draft_default());
+    let orders = req("POST", "/orders", "alice", "\"k\"", json!({"a": 1}));
+    let s = after(&m, &orders, &run(7, "alice", json!({"a": 1})));
+    let slow = req(
+        "POST",
+        "/orders/slow",
+        "alice",
+        "\"k\"",
+        json!({"sleepMs": 5}),
+    );
+    let items = vec![
+        (slow.clone(), refusal(422), w(20, 22, 30)),
+        (slow, refusal(422), w(40, 42, 50)),
+    ];
+    let (clauses, msg) = blamed(judge(&s, &items));
+    assert_eq!(clauses, vec![clause::SCOPE], "{msg}");
+}

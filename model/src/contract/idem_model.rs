@@ -252,6 +252,9 @@ impl IdemAnswer {
     }
 }
 
+/// One request of a batch with its answer and window.
+pub type Item = (IdemRequest, IdemAnswer, Window);
+
 /// A proven violation, naming the clauses it breaks: blamed by
 /// counterfactual (`idem_blame.rs`) where answers no order explains are
 /// judged, `clause` is the first of `clauses`.
@@ -347,6 +350,10 @@ pub struct IdemModel {
     released: BTreeSet<u64>,
     /// Scoped keys whose last run's error answer freed them.
     freed: BTreeSet<Scoped>,
+    /// What those keys would keep had the error answer not freed them:
+    /// the record a waiver of `[[idem.replay.errors]]` may find
+    /// (`idem_blame.rs`).
+    released_records: BTreeMap<Scoped, Record>,
 }
 
 /// The conforming outcomes of one request, before an answer is seen.
@@ -372,6 +379,7 @@ impl IdemModel {
             orders: BTreeSet::new(),
             released: BTreeSet::new(),
             freed: BTreeSet::new(),
+            released_records: BTreeMap::new(),
         }
     }
 
@@ -594,6 +602,23 @@ impl IdemModel {
             self.freed.insert(scoped.clone());
         } else {
             self.freed.remove(scoped);
+        }
+    }
+
+    /// The record `scoped`'s last run would have kept had its error answer
+    /// not freed it.
+    pub(crate) fn released_record(&self, scoped: &Scoped) -> Option<&Record> {
+        self.released_records.get(scoped)
+    }
+
+    pub(crate) fn set_released_record(&mut self, scoped: &Scoped, record: Option<Record>) {
+        match record {
+            Some(r) => {
+                self.released_records.insert(scoped.clone(), r);
+            }
+            None => {
+                self.released_records.remove(scoped);
+            }
         }
     }
 
