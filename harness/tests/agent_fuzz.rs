@@ -105,6 +105,19 @@ fn two_sequence_defects_are_found_on_three_seeds_and_replay() {
     }
 }
 
+/// Issue 56: a server acting on a cache's convention that SPEC 7 excludes
+/// (a keyed entry carrying `If-None-Match` answered `304 Not Modified`,
+/// `[[agent.wire.conditional-ignored]]`) is found on seeds 1-3 within the
+/// default budget, and its scenario replays red on it, green on the
+/// reference.
+#[test]
+fn a_server_acting_on_a_cache_convention_is_found_on_three_seeds() {
+    let rt = rt();
+    for seed in 1..=3 {
+        assert_found(&rt, "conditional-entry-not-modified", seed);
+    }
+}
+
 #[test]
 fn the_correct_reference_servers_are_never_flagged() {
     let rt = rt();

@@ -196,6 +196,34 @@ fn bench_lookup_on_backends_prints_the_ratio_of_ratios_and_gates() {
     assert!(text(&o).contains("is above --max-ratio"), "{}", text(&o));
 }
 
+/// `reqkey bench race-window` prints its table (one trial: a window the
+/// battery's first burst meets); a window it was not calibrated at is
+/// refused.
+#[test]
+fn bench_race_window_prints_the_catch_rate_side_by_side() {
+    let o = reqkey(&[
+        "bench",
+        "race-window",
+        "--quick",
+        "--window-us",
+        "10000",
+        "--seeds",
+        "1",
+        "--fuzz-cases",
+        "0",
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("plain") && out.contains("synchronised"),
+        "{out}"
+    );
+    assert!(out.contains("10 ms"), "{out}");
+    let o = reqkey(&["bench", "race-window", "--window-us", "7", "--seeds", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("not a calibrated window"), "{}", text(&o));
+}
+
 /// `reqkey bench lookup` seeds through the protocol, prints its figures,
 /// deletes everything it seeded, and gates only when asked to.
 #[test]

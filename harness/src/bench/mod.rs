@@ -18,6 +18,8 @@
 //!   hold half-sent request heads.
 //! - [`fuzz`]: the fuzz pass's detection of every built-in broken variant,
 //!   seed by seed, and the curve certify's default budget is read from.
+//! - [`race_window`]: how often a certification catches a check-then-set
+//!   race of a set window, bursts plain and synchronised side by side.
 
 pub mod backends;
 pub mod checker;
@@ -26,4 +28,5 @@ pub mod fuzz;
 pub mod heads;
 pub mod lookup;
 pub mod model;
+pub mod race_window;
 pub mod soak;

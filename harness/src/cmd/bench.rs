@@ -74,6 +74,15 @@ pub enum BenchKind {
     /// first failure, and the curve certify's default is chosen from
     /// (docs/fuzz.md). Exit 1 when a correct reference is flagged.
     Fuzz,
+    /// The catch rate per certification of a check-then-set race of a set
+    /// window (`broken-idem:race-window-<N>us`, --window-us, default every
+    /// calibrated one): one certification's fuzz pass (the battery and
+    /// --fuzz-cases programs) per seed (--seeds from --seed), its bursts
+    /// released behind a barrier (plain) and with their last bytes
+    /// together (synchronised), side by side; the correct reference too
+    /// (exit 1 when it is flagged or a trial has no verdict; --quick leaves
+    /// it out). The curve of docs/fuzz.md.
+    RaceWindow,
 }
 
 #[derive(Debug, Args)]
@@ -160,7 +169,16 @@ pub struct BenchArgs {
     /// fuzz: one level only.
     #[arg(long, value_parser = ["store", "agent"])]
     pub level: Option<String>,
-    /// fuzz: how many seeds, from --seed on.
+    /// race-window: the windows between check and set, in µs (repeatable;
+    /// default every calibrated one, 1 to 10000).
+    #[arg(long = "window-us")]
+    pub windows_us: Vec<u32>,
+    /// race-window: generated programs of each certification's fuzz pass
+    /// after the battery (certify's default).
+    #[arg(long, default_value_t = crate::run::fuzz::pass::DEFAULT_CERTIFY_FUZZ_CASES,
+          value_parser = clap::value_parser!(u32).range(0..=100_000))]
+    pub fuzz_cases: u32,
+    /// fuzz, race-window: how many seeds, from --seed on.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=100))]
     pub seeds: u64,
     /// fuzz: the most programs per variant and seed.
@@ -437,6 +455,10 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
     if args.kind == BenchKind::Fuzz {
         return fuzz_bench(&args);
     }
+    if args.kind == BenchKind::RaceWindow {
+        drop(rt);
+        return race_window_bench(&args);
+    }
     if args.export_histories.is_some() {
         return harness_error("--export-histories is an option of `reqkey bench lin` only");
     }
@@ -519,6 +541,51 @@ fn fuzz_bench(args: &BenchArgs) -> ExitCode {
         started.elapsed().as_secs_f64()
     );
     if report.has_problem() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `reqkey bench race-window`: the catch rate of each window, plain and
+/// synchronised; exit 1 when the reference was flagged or a trial had no
+/// verdict.
+fn race_window_bench(args: &BenchArgs) -> ExitCode {
+    use crate::bench::race_window::{header, race_window_benchmark, RaceWindowConfig};
+    let cfg = RaceWindowConfig {
+        windows_us: if args.windows_us.is_empty() {
+            reqkey_reference::idem::RaceWindow::all_us()
+        } else {
+            args.windows_us.clone()
+        },
+        seeds: (args.seed..args.seed.saturating_add(args.seeds)).collect(),
+        cases: args.fuzz_cases,
+        call_timeout_ms: args.timeout_ms,
+        reference: !args.quick,
+    };
+    println!(
+        "the fuzz pass of one certification (the battery, then {} programs) per seed, seeds {}..={}, against broken-idem:race-window-<N>us; caught / certifications",
+        cfg.cases,
+        args.seed,
+        args.seed.saturating_add(args.seeds).saturating_sub(1)
+    );
+    println!("{}", header());
+    let started = std::time::Instant::now();
+    let mut problem = false;
+    let result = race_window_benchmark(&cfg, |row| {
+        problem |= row.has_problem();
+        println!("{row}");
+    });
+    if let Err(e) = result {
+        return harness_error(e);
+    }
+    println!(
+        "(`reqkey bench race-window --seeds {} --fuzz-cases {}`: {:.0} s wall)",
+        args.seeds,
+        args.fuzz_cases,
+        started.elapsed().as_secs_f64()
+    );
+    if problem {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

@@ -62,15 +62,17 @@ impl HttpAgentTarget {
 
     /// Sends `requests` so that they arrive together (`together.rs`), each
     /// with the run's credentials and `--max-rps` turn, each path checked
-    /// to stay at the target's origin first.
+    /// to stay at the target's origin first (one off it refuses the burst
+    /// whole: each request is answered that error, none is sent).
     pub async fn send_together(
         &self,
         requests: Vec<HttpRequest>,
     ) -> Vec<Result<crate::targets::Timed, TargetError>> {
-        let mut ready = Vec::with_capacity(requests.len());
+        let n = requests.len();
+        let mut ready = Vec::with_capacity(n);
         for mut request in requests {
             if let Err(e) = transport::at_origin(&self.base, &request.path) {
-                return vec![Err(e)];
+                return (0..n).map(|_| Err(e.clone())).collect();
             }
             request.headers = self.link.with_credentials(&request.headers);
             request.wire = reqkey_scenario::agent_step::Wire::Library;
@@ -168,6 +170,19 @@ impl Target for HttpAgentTarget {
 
     fn long_calls(&self) -> bool {
         true
+    }
+
+    /// The agent fuzzer's concurrent sends (keyed and keyless) go out with
+    /// their last bytes released at once (`targets/together.rs`, issue 56).
+    fn sends_together(&self) -> bool {
+        true
+    }
+
+    async fn http_together(
+        &self,
+        requests: Vec<HttpRequest>,
+    ) -> Vec<Result<crate::targets::Timed, TargetError>> {
+        self.send_together(requests).await
     }
 }
 

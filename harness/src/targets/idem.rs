@@ -298,6 +298,20 @@ impl Target for IdemTarget {
         self.inner.long_calls()
     }
 
+    /// Every burst goes out with its last bytes released at once
+    /// (`targets/together.rs`, issue 56): a race that shows only when
+    /// duplicates reach the app within microseconds is met.
+    fn sends_together(&self) -> bool {
+        true
+    }
+
+    async fn http_together(
+        &self,
+        requests: Vec<HttpRequest>,
+    ) -> Vec<Result<crate::targets::Timed, TargetError>> {
+        self.inner.send_together(requests).await
+    }
+
     /// The answers' timings, as at every HTTP level (the Nagle stall).
     fn warnings(&self) -> Vec<crate::targets::latency::TargetWarning> {
         self.inner.warnings()
@@ -318,12 +332,17 @@ mod tests {
             "reference-idem:wait",
             "reference-idem:released@redis://127.0.0.1:6379",
             "broken-idem:check-then-set",
+            "broken-idem:race-window-5us",
+            "broken-idem:race-window-1000us:wait",
         ] {
             let spec = IdemSpec::parse(form).unwrap().unwrap();
             assert_eq!(spec.to_string(), form);
         }
         assert_eq!(IdemSpec::parse("memory").unwrap(), None);
         assert!(IdemSpec::parse("broken-idem:nope").is_err());
+        // Only the calibrated windows.
+        assert!(IdemSpec::parse("broken-idem:race-window-7us").is_err());
+        assert!(IdemSpec::parse("broken-idem:race-window-us").is_err());
         assert!(IdemSpec::parse("reference-idem:queue").is_err());
         assert!(IdemSpec::parse("reference-idem@sqlite:x").is_err());
         assert!(IdemSpec::parse("idem+http://h:1/x").is_err());

@@ -1,5 +1,7 @@
 //! Requests sent so that they arrive together: a burst at its narrowest
-//! (issue 57; the seam issue 56's last-byte sender plugs into).
+//! (issue 57; issue 56 sends every burst and batch of the idem and agent
+//! fuzzers through it on every HTTP target: `IdemTarget`,
+//! `HttpAgentTarget`, an API map's `MappedTarget`).
 //!
 //! Tasks released by a barrier still leave a few hundred microseconds
 //! apart, each with its own connect and handshake; a race that shows only
@@ -11,6 +13,10 @@
 //! answer is read whole (`Connection: close`, bounded by the response cap
 //! and the call timeout, decoded by `wire.rs`). Each request is answered with the instant its last byte
 //! left and the instant its answer was whole: the window the judge reads.
+//! A server may answer before a large body is whole (a refusal for the
+//! key alone) and close: a write that fails then is not the request's
+//! end, its answer is still read, and only a request neither written
+//! whole nor answered is an error.
 //!
 //! What a request carries is what `http_agent.rs` would send: the run's
 //! credentials and its `--max-rps` turn (taken before its connection), the
@@ -76,15 +82,10 @@ pub async fn send_together(
                 slowest.fetch_max(took, std::sync::atomic::Ordering::Relaxed);
                 let bytes = request_bytes_for(&host, tls, &request);
                 let (head, last) = bytes.split_at(bytes.len().saturating_sub(1));
-                stream
-                    .write_all(head)
-                    .await
-                    .map_err(|e| TargetError::Closed(format!("{host}: {e}")))?;
-                stream
-                    .flush()
-                    .await
-                    .map_err(|e| TargetError::Closed(format!("{host}: {e}")))?;
-                Ok::<_, TargetError>((stream, host, last.to_vec()))
+                // A server may answer before the body is whole (a refusal
+                // for the key alone) and close: its answer is still read.
+                let cut = write_flushed(stream.as_mut(), head, &host).await.err();
+                Ok::<_, TargetError>((stream, host, last.to_vec(), cut))
             })
             .await
             .unwrap_or(Err(TargetError::Timeout { timeout_ms }));
@@ -94,11 +95,18 @@ pub async fn send_together(
                 tokio::time::sleep(settle).await;
             }
             release.wait().await;
-            let (mut stream, host, last) = prepared?;
+            let (mut stream, host, last, mut cut) = prepared?;
             let sent = Instant::now();
             let answered = tokio::time::timeout(timeout, async {
-                last_byte(stream.as_mut(), &last, &host).await?;
-                read_answer(stream.as_mut(), cap, &host).await
+                if cut.is_none() {
+                    cut = write_flushed(stream.as_mut(), &last, &host).await.err();
+                }
+                match (read_answer(stream.as_mut(), cap, &host).await, cut) {
+                    (Ok(answer), _) => Ok(answer),
+                    // Neither written whole nor answered: the write's error.
+                    (Err(_), Some(e)) => Err(e),
+                    (Err(e), None) => Err(e),
+                }
             })
             .await
             .unwrap_or(Err(TargetError::Timeout { timeout_ms }))?;
@@ -119,9 +127,9 @@ pub async fn send_together(
     out
 }
 
-async fn last_byte(stream: &mut dyn Io, last: &[u8], host: &str) -> Result<(), TargetError> {
+async fn write_flushed(stream: &mut dyn Io, bytes: &[u8], host: &str) -> Result<(), TargetError> {
     stream
-        .write_all(last)
+        .write_all(bytes)
         .await
         .map_err(|e| TargetError::Closed(format!("{host}: {e}")))?;
     stream

@@ -108,6 +108,19 @@ pub fn request_bytes_for(host: &str, tls: bool, request: &HttpRequest) -> Vec<u8
     out
 }
 
+/// What follows an interim (1xx but 101) answer's head at the start of
+/// `raw`, if one is there.
+fn after_interim(raw: &[u8]) -> Option<&[u8]> {
+    let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let line = raw[..end].split(|b| *b == b'\r').next()?;
+    let text = std::str::from_utf8(line).ok()?;
+    let mut parts = text.splitn(3, ' ');
+    let version = parts.next()?;
+    let status: u16 = parts.next()?.parse().ok()?;
+    (version.starts_with("HTTP/1.") && (100..200).contains(&status) && status != 101)
+        .then(|| &raw[end + 4..])
+}
+
 /// The size of each chunk of a `wire: chunked` body but the last: small
 /// and odd, so that chunk boundaries fall inside tokens and inside
 /// multi-byte characters.
@@ -227,7 +240,12 @@ pub enum Parse {
 }
 
 /// An HTTP/1.1 answer read to the connection's close.
-pub fn parse_response(raw: &[u8], cap: u64) -> Result<HttpResponse, Parse> {
+pub fn parse_response(mut raw: &[u8], cap: u64) -> Result<HttpResponse, Parse> {
+    // Interim answers (RFC 9110 section 15.2: `100 Continue` to an
+    // `Expect: 100-continue`, `103 Early Hints`) come before the final one.
+    while let Some(rest) = after_interim(raw) {
+        raw = rest;
+    }
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -376,6 +394,10 @@ mod tests {
         let chunked =
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=1\r\nde\r\n0\r\n\r\n";
         assert_eq!(parse_response(chunked, 100).unwrap().body, b"abcde");
+        let continued =
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok";
+        let r = parse_response(continued, 100).unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (201, b"ok".as_slice()));
         let to_close = b"HTTP/1.1 200 OK\r\n\r\nall of it";
         assert_eq!(parse_response(to_close, 100).unwrap().body, b"all of it");
         assert!(matches!(

@@ -263,6 +263,13 @@ pub enum ExecutorDefect {
     /// UTF-16 units does (`[[agent.test-agent.echo]]`; dimension
     /// `agent.stream.events`).
     StreamTextDropsNonBmp,
+    /// Acts on a cache's convention where SPEC 7 excludes it: a keyed
+    /// entry carrying `If-None-Match` whose answer names a run the key
+    /// already holds (an attach or replay, 200) is answered `304 Not
+    /// Modified` with no body, as if the entry were a conditional read
+    /// (`[[agent.wire.conditional-ignored]]`; dimension
+    /// `agent.headers.caches`).
+    ConditionalEntryNotModified,
     // The defects below pass the whole suite and the fuzz pass's programs:
     // each breaks a promise only at its own scale, thousands of keys or
     // seconds after the requests that cause it (issue 55); the fuzz
@@ -288,7 +295,7 @@ pub enum ExecutorDefect {
 pub const SUSPENDED_RESUMED_AFTER_MS: u64 = 3_000;
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 67] = [
+    pub const ALL: [ExecutorDefect; 68] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -352,6 +359,7 @@ impl ExecutorDefect {
         ExecutorDefect::DeleteLeavesRunsExecuting,
         ExecutorDefect::WaitDropsKeyFields,
         ExecutorDefect::StreamTextDropsNonBmp,
+        ExecutorDefect::ConditionalEntryNotModified,
         ExecutorDefect::SleepCutShort,
         ExecutorDefect::KeysEvictedBeyond1000,
         ExecutorDefect::KeyIndexTtl5s,
@@ -425,6 +433,7 @@ impl ExecutorDefect {
             ExecutorDefect::DeleteLeavesRunsExecuting => "delete-leaves-runs-executing",
             ExecutorDefect::WaitDropsKeyFields => "wait-drops-key-fields",
             ExecutorDefect::StreamTextDropsNonBmp => "stream-text-drops-non-bmp",
+            ExecutorDefect::ConditionalEntryNotModified => "conditional-entry-not-modified",
             ExecutorDefect::SleepCutShort => "sleep-cut-short",
             ExecutorDefect::KeysEvictedBeyond1000 => "keys-evicted-beyond-1000",
             ExecutorDefect::KeyIndexTtl5s => "key-index-ttl-5s",

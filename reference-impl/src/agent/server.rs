@@ -237,6 +237,9 @@ async fn answer_defects(
             };
         }
     }
+    let conditional_entry = ex.has_defect(ExecutorDefect::ConditionalEntryNotModified)
+        && request.method() == axum::http::Method::POST
+        && request.headers().contains_key(header::IF_NONE_MATCH);
     let echo: Vec<HeaderValue> = if ex.has_defect(ExecutorDefect::EchoKeyHeader) {
         request
             .headers()
@@ -248,6 +251,10 @@ async fn answer_defects(
         Vec::new()
     };
     let mut response = next.run(request).await;
+    if conditional_entry && response.status() == StatusCode::OK {
+        // The bug: a keyed repeat is taken for a conditional read.
+        return StatusCode::NOT_MODIFIED.into_response();
+    }
     if response.status().as_u16() < 400 {
         for value in echo {
             response.headers_mut().append("x-request-key", value);

@@ -284,7 +284,9 @@ pub async fn idempotency(
     loop {
         let racy =
             layer.has(IdemDefect::CheckThenSet) || (layer.has(IdemDefect::RareRace) && rare(&skey));
-        let held = if racy {
+        let held = if let Some(IdemDefect::RaceWindow(w)) = layer.defect {
+            window_then_set(&layer, &skey, &ours, lock_ms, w.us()).await
+        } else if racy {
             check_then_set(&layer, &skey, &ours, lock_ms).await
         } else {
             layer
@@ -366,6 +368,35 @@ async fn check_then_set(
         return Ok(Some(held));
     }
     tokio::time::sleep(Duration::from_millis(5)).await;
+    layer.storage.put_lock(skey, ours, lock_ms).await?;
+    Ok(None)
+}
+
+/// The `race-window-<N>us` bug: look, then take the key `window_us` later.
+/// Under a millisecond the window is spun on the thread that looked (as a
+/// blocking store client holds it; a timer would round it up to a
+/// millisecond, and a yield would let every ready request in): only
+/// requests on other threads can look meanwhile. From a millisecond on it
+/// sleeps, and any request may look meanwhile.
+async fn window_then_set(
+    layer: &IdemLayer,
+    skey: &str,
+    ours: &Slot,
+    lock_ms: Option<u64>,
+    window_us: u32,
+) -> Result<Option<Slot>, super::storage::StorageError> {
+    if let Some(held) = layer.storage.peek(skey).await? {
+        return Ok(Some(held));
+    }
+    let window = Duration::from_micros(u64::from(window_us));
+    if window >= Duration::from_millis(1) {
+        tokio::time::sleep(window).await;
+    } else {
+        let until = std::time::Instant::now() + window;
+        while std::time::Instant::now() < until {
+            std::hint::spin_loop();
+        }
+    }
     layer.storage.put_lock(skey, ours, lock_ms).await?;
     Ok(None)
 }

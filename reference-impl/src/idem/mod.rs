@@ -291,10 +291,67 @@ pub enum IdemDefect {
     /// drops stored error answers [`middleware::ERRORS_SWEPT_AFTER_MS`]
     /// after they completed: a retry of a failed request runs again.
     ErrorsSweptAfter5s,
+    /// `race-window-<N>us` (issue 56): looks the key up, then takes it
+    /// after a set window of [`RaceWindow`] (a few microseconds to
+    /// milliseconds): duplicates that reach the check within the window of
+    /// each other both run. The calibrated race the `reqkey bench
+    /// race-window` curve is measured on.
+    RaceWindow(RaceWindow),
+}
+
+/// The windows `race-window-<N>us` is calibrated at, in µs, and their names.
+const RACE_WINDOWS: [(u32, &str); 13] = [
+    (1, "race-window-1us"),
+    (2, "race-window-2us"),
+    (5, "race-window-5us"),
+    (10, "race-window-10us"),
+    (20, "race-window-20us"),
+    (50, "race-window-50us"),
+    (100, "race-window-100us"),
+    (200, "race-window-200us"),
+    (500, "race-window-500us"),
+    (1_000, "race-window-1000us"),
+    (2_000, "race-window-2000us"),
+    (5_000, "race-window-5000us"),
+    (10_000, "race-window-10000us"),
+];
+
+/// The window between check and set of a `race-window-<N>us` variant: one
+/// of the calibrated windows (1 µs to 10 ms, `RaceWindow::ALL_US`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RaceWindow(u8);
+
+impl RaceWindow {
+    /// A few microseconds: the race the burst sender must catch.
+    pub const FEW_US: RaceWindow = RaceWindow(2);
+
+    /// Every calibrated window, in µs, shortest first.
+    pub fn all_us() -> Vec<u32> {
+        RACE_WINDOWS.iter().map(|w| w.0).collect()
+    }
+
+    /// The calibrated window of `us` microseconds, if it is one.
+    pub fn of_us(us: u32) -> Option<Self> {
+        RACE_WINDOWS
+            .iter()
+            .position(|w| w.0 == us)
+            .and_then(|i| u8::try_from(i).ok())
+            .map(RaceWindow)
+    }
+
+    pub fn us(self) -> u32 {
+        RACE_WINDOWS[usize::from(self.0) % RACE_WINDOWS.len()].0
+    }
+
+    fn name(self) -> &'static str {
+        RACE_WINDOWS[usize::from(self.0) % RACE_WINDOWS.len()].1
+    }
 }
 
 impl IdemDefect {
-    pub const ALL: [IdemDefect; 40] = [
+    /// Every built-in variant (of the race windows, the few-µs one; `parse`
+    /// takes every calibrated `race-window-<N>us`).
+    pub const ALL: [IdemDefect; 41] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -335,6 +392,7 @@ impl IdemDefect {
         Self::LockLapsesAfter750ms,
         Self::EvictsBeyond1000Keys,
         Self::ErrorsSweptAfter5s,
+        Self::RaceWindow(RaceWindow::FEW_US),
     ];
 
     pub fn name(self) -> &'static str {
@@ -379,11 +437,19 @@ impl IdemDefect {
             Self::LockLapsesAfter750ms => "lock-lapses-after-750ms",
             Self::EvictsBeyond1000Keys => "evicts-beyond-1000-keys",
             Self::ErrorsSweptAfter5s => "errors-swept-after-5s",
+            Self::RaceWindow(w) => w.name(),
         }
     }
 
     pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|d| d.name() == name)
+        let window = || {
+            let us = name.strip_prefix("race-window-")?.strip_suffix("us")?;
+            RaceWindow::of_us(us.parse().ok()?).map(Self::RaceWindow)
+        };
+        Self::ALL
+            .into_iter()
+            .find(|d| d.name() == name)
+            .or_else(window)
     }
 
     /// Whether only the fuzz pass's probes at scale find it (issue 55).

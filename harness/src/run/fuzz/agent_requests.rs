@@ -31,8 +31,25 @@ pub enum Form {
     AcceptRoute,
     /// What EventSource sends on a reconnect: `Accept: text/event-stream`,
     /// `Cache-Control: no-cache`, `Last-Event-ID` (naming no event: the
-    /// stream's events carry no `id`).
+    /// stream's events carry no `id`); on a chat send too, as a client that
+    /// resends after its stream broke does (still a repeat of its key,
+    /// `[[agent.wire.last-event-id-on-entry]]`).
     EventSource,
+    /// A cache's or a client's conditional read: `If-None-Match` with an
+    /// entity tag and `If-Modified-Since`, on every request
+    /// (`[[agent.wire.conditional-ignored]]`).
+    Conditional,
+    /// A client asking past its caches: `Cache-Control: max-age=0` and
+    /// `Pragma: no-cache` (`[[agent.wire.cache-directives]]`).
+    Revalidate,
+    /// What a proxy adds: `Via`, `X-Forwarded-For`, `Forwarded`
+    /// (`[[agent.wire.proxy-headers]]`).
+    Proxied,
+    /// `Connection: keep-alive`.
+    KeepAlive,
+    /// `Expect: 100-continue` on a request with a body (the body sent at
+    /// once, as curl does after its wait; `[[agent.wire.expect-continue]]`).
+    ExpectContinue,
     /// `Connection: close`.
     ConnectionClose,
     /// The body sent `Transfer-Encoding: chunked`.
@@ -48,7 +65,7 @@ pub enum Form {
 }
 
 /// Every form, [`Form::Plain`] first (drawn most often).
-pub const FORMS: [Form; 17] = [
+pub const FORMS: [Form; 22] = [
     Form::Plain,
     Form::ContentType("application/json"),
     Form::ContentType("application/json; charset=utf-8"),
@@ -62,6 +79,11 @@ pub const FORMS: [Form; 17] = [
     Form::KeyName("x-Helix-Request-KEY"),
     Form::KeyBlanks,
     Form::KeyRepeated,
+    Form::Conditional,
+    Form::Revalidate,
+    Form::Proxied,
+    Form::KeepAlive,
+    Form::ExpectContinue,
     Form::Spelled(Spelling::Spaced),
     Form::Spelled(Spelling::Reversed),
     Form::Spelled(Spelling::Escaped),
@@ -291,11 +313,29 @@ pub fn request_of(op: &AgentOp, f: Form) -> HttpRequest {
         Form::AcceptAny => add("Accept", "*/*"),
         Form::AcceptRoute if streams => add("Accept", "text/event-stream"),
         Form::AcceptRoute => add("Accept", "application/json, text/plain, */*"),
-        Form::EventSource if streams && method == "GET" => {
+        Form::EventSource if streams => {
             add("Accept", "text/event-stream");
             add("Cache-Control", "no-cache");
             add("Last-Event-ID", "fz-0");
         }
+        Form::Conditional => {
+            add("If-None-Match", "\"fz-0\"");
+            add("If-Modified-Since", "Thu, 01 Jan 2026 00:00:00 GMT");
+        }
+        Form::Revalidate => {
+            add("Cache-Control", "max-age=0");
+            add("Pragma", "no-cache");
+        }
+        Form::Proxied => {
+            add("Via", "1.1 edge-proxy");
+            add("X-Forwarded-For", "203.0.113.7, 198.51.100.2");
+            add(
+                "Forwarded",
+                "for=203.0.113.7;proto=https;host=api.example.com",
+            );
+        }
+        Form::KeepAlive => add("Connection", "keep-alive"),
+        Form::ExpectContinue if body.is_some() => add("Expect", "100-continue"),
         Form::ConnectionClose => add("Connection", "close"),
         Form::Chunked if body.is_some() => wire = Wire::Chunked,
         _ => {}

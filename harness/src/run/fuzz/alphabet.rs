@@ -183,9 +183,16 @@ fn forms_where(keep: fn(&Form) -> bool) -> Vec<String> {
                 "Accept: application/json, text/plain, */* (text/event-stream on chat)".into()
             }
             Form::EventSource => {
-                "Accept: text/event-stream, Cache-Control: no-cache, Last-Event-ID (a reconnect)"
+                "Accept: text/event-stream, Cache-Control: no-cache, Last-Event-ID (a reconnect, and a chat send resent)"
                     .into()
             }
+            Form::Conditional => {
+                "If-None-Match: \"fz-0\", If-Modified-Since (a conditional read)".into()
+            }
+            Form::Revalidate => "Cache-Control: max-age=0, Pragma: no-cache".into(),
+            Form::Proxied => "Via, X-Forwarded-For, Forwarded (through a proxy)".into(),
+            Form::KeepAlive => "Connection: keep-alive".into(),
+            Form::ExpectContinue => "Expect: 100-continue on a body".into(),
             Form::ConnectionClose => "Connection: close".into(),
             Form::Chunked => "Transfer-Encoding: chunked".into(),
             Form::KeyName(n) => format!("the key header spelt {n}"),
@@ -411,7 +418,7 @@ pub static STORE: [Dimension; 13] = [
 ];
 
 /// The agent fuzzer's alphabet (`run::fuzz::agent`, `run::fuzz::agent_program`).
-pub static AGENT: [Dimension; 21] = [
+pub static AGENT: [Dimension; 22] = [
     yes(
         "agent.routes.entries",
         "POST /sessions/{id}/start, resume, retry, chat (a send and a tool-result send) (SPEC 7 route table; SPEC 5)",
@@ -525,15 +532,41 @@ pub static AGENT: [Dimension; 21] = [
     ),
     yes(
         "agent.headers.sse",
-        "the headers Server-Sent Events' clients send (SPEC 7 `[[agent.wire.http-semantics]]`, chat reconnect)",
-        "what EventSource sends on a reconnect",
+        "the headers Server-Sent Events' clients send (SPEC 7 `[[agent.wire.http-semantics]]`, `[[agent.wire.last-event-id-on-entry]]`, chat reconnect)",
+        "what EventSource sends on a reconnect, and on a chat send a client resends after its stream broke",
         &[
             "agent.wire.http-semantics",
+            "agent.wire.last-event-id-on-entry",
             "agent.chat.reconnect.streams-current",
             "agent.chat.sse-events",
         ],
         &["reference-agent:last-event-id-resumes-live"],
         Some(|| forms_where(|f| matches!(f, Form::EventSource))),
+    ),
+    yes(
+        "agent.headers.caches",
+        "what caches and proxies add (SPEC 7 `[[agent.wire.conditional-ignored]]`, `[[agent.wire.cache-directives]]`, `[[agent.wire.proxy-headers]]`, `[[agent.wire.expect-continue]]`)",
+        "on every request, one set at a time (a keyed retry in any of them too): conditional headers, cache directives, a proxy's headers, keep-alive, Expect: 100-continue on a body; each answered as the request without it",
+        &[
+            "agent.wire.conditional-ignored",
+            "agent.wire.cache-directives",
+            "agent.wire.proxy-headers",
+            "agent.wire.expect-continue",
+            "agent.keys.attached-answer",
+        ],
+        &["reference-agent:conditional-entry-not-modified"],
+        Some(|| {
+            forms_where(|f| {
+                matches!(
+                    f,
+                    Form::Conditional
+                        | Form::Revalidate
+                        | Form::Proxied
+                        | Form::KeepAlive
+                        | Form::ExpectContinue
+                )
+            })
+        }),
     ),
     yes(
         "agent.body.chunked",

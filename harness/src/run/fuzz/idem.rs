@@ -15,6 +15,13 @@
 //! a pause (short, or past `expiryMs` and its margin), or a read of the
 //! effects oracle.
 //!
+//! On an HTTP target every group without delays (a burst, a batch) goes
+//! out with its last bytes released at once (`targets/together.rs`), and
+//! every program's bodies are grown to a size drawn from the seed, tiny to
+//! 256 KiB (`run/fuzz/body_size.rs`): a race that shows only when
+//! duplicates arrive within microseconds, or only with large bodies, is
+//! met (issue 56).
+//!
 //! The oracle is [`reqkey_model::idem_model::IdemModel`] under the
 //! declared profile: each request's window (sent, reached the app by,
 //! answered) on the program's clock; a request alone must get an answer
@@ -33,6 +40,7 @@ use reqkey_model::idem_profile::IdemProfile;
 use serde_json::Value;
 use tokio::sync::Barrier;
 
+use crate::run::fuzz::body_size::{grown, grown_by, Stream};
 pub use crate::run::fuzz::cases::CaseFailure;
 use crate::run::fuzz::cases::{run_cases, CasesOutcome};
 use crate::run::fuzz::idem_battery::{
@@ -242,13 +250,32 @@ fn short(s: &str) -> String {
 }
 
 /// Runs one program against `target` (the case's keys and callers carry
-/// `tag`) and judges it under `profile`.
+/// `tag`, every body is grown by `grow_by` bytes, `body_size.rs`) and
+/// judges it under `profile`.
 pub async fn run_program(
     target: &Arc<dyn Target>,
     program: &[Step],
     tag: &str,
     profile: &IdemProfile,
     call_timeout_ms: u64,
+    grow_by: usize,
+) -> Result<(), CaseFailure> {
+    let ran = program_run(target, program, tag, profile, call_timeout_ms, grow_by).await;
+    match ran {
+        Err(CaseFailure::Nonconforming(why)) if grow_by > 0 => Err(CaseFailure::Nonconforming(
+            format!("{why} (every body of the program {grow_by} bytes larger)"),
+        )),
+        other => other,
+    }
+}
+
+async fn program_run(
+    target: &Arc<dyn Target>,
+    program: &[Step],
+    tag: &str,
+    profile: &IdemProfile,
+    call_timeout_ms: u64,
+    grow_by: usize,
 ) -> Result<(), CaseFailure> {
     let start = Instant::now();
     let mut states = vec![IdemModel::new(profile)];
@@ -265,7 +292,13 @@ pub async fn run_program(
             }
             _ => {}
         }
-        let group = requests_of(step, &sent, profile, tag);
+        let group: Vec<Sent> = requests_of(step, &sent, profile, tag)
+            .into_iter()
+            .map(|s| Sent {
+                request: grown(s.request, grow_by, profile),
+                ..s
+            })
+            .collect();
         sent.extend(group.iter().map(|s| s.req.clone()));
         let answers = send_group(target, &group, start, profile, call_timeout_ms).await?;
         let items: Vec<_> = group
@@ -370,6 +403,7 @@ pub fn fuzz_idem(
                 &tag,
                 &opts.profile,
                 opts.call_timeout_ms,
+                grown_by(opts.seed, Stream::Battery, i as u64),
             ));
             if !matches!(ran, Err(CaseFailure::Harness(_))) {
                 add_judged(
@@ -429,6 +463,7 @@ pub fn fuzz_idem(
                 &tag,
                 &opts.profile,
                 opts.call_timeout_ms,
+                grown_by(opts.seed, Stream::Cases, case),
             ))
         },
     );

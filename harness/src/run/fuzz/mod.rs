@@ -14,7 +14,8 @@
 //!   [`idem_scenario`] a failure as a scenario, [`idem_battery`] the fixed
 //!   bursts and timing probes every run sends first, [`idem_map`] both
 //!   fitted to an API map's routes and callers, and the requests they
-//!   send counted from the seed);
+//!   send counted from the seed; [`body_size`] how large each program's
+//!   bodies are, tiny to large, from the seed);
 //! - [`alphabet`]: every fuzzer's dimensions, keyed by the SPEC parameter
 //!   each generates, with the clauses it can break (`reqkey coverage
 //!   --fuzz`);
@@ -39,6 +40,7 @@ pub mod agent_program;
 pub mod agent_requests;
 pub mod agent_scenario;
 pub mod alphabet;
+pub mod body_size;
 pub mod cases;
 pub mod idem;
 pub mod idem_battery;
