@@ -82,7 +82,7 @@ fn each_on_threads<T: Send + Sync>(items: &[T], width: usize, f: impl Fn(&T) + S
 
 #[test]
 fn each_fault_is_blamed_on_the_clause_it_breaks_and_no_other() {
-    each_on_threads(&FAULTS, 4, |(defect, clause)| {
+    each_on_threads(&FAULTS, 3, |(defect, clause)| {
         let spec = format!("broken-idem:{defect}");
         match pass(&spec, 16, 1) {
             IdemFuzzOutcome::Failed(f) => {
