@@ -102,7 +102,7 @@ fn each_fault_is_blamed_on_the_clause_it_breaks_and_no_other() {
 fn the_references_of_those_profiles_pass_the_same_pass() {
     each_on_threads(
         &["reference-idem", "reference-idem:any"],
-        2,
+        1,
         |spec| match pass(spec, 16, 1) {
             IdemFuzzOutcome::Passed { .. } => {}
             other => panic!("{spec} flagged: {other:?}"),
