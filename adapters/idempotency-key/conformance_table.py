@@ -138,6 +138,20 @@ class Target:
         m = FUZZ_CLAUSE.search(str(self.fuzz().get("reason") or ""))
         return m.group(1) if m else "idem.effect.at-most-once"
 
+    def fuzz_violations(self) -> list[dict]:
+        """Every distinct violation the fuzz pass proved (`fuzz.violations`,
+        one per clause set blamed by counterfactual), each saying whether its
+        reproduction was replayed red against the target. An older
+        results.json has none: its one failure is read from `reason`."""
+        if self.fuzz().get("verdict") != "failed":
+            return []
+        v = self.fuzz().get("violations")
+        listed = [x for x in v if isinstance(x, dict) and x.get("clause")] if isinstance(v, list) else []
+        if listed:
+            return listed
+        clause = self.fuzz_clause()
+        return [{"clause": clause, "clauses": [clause], "message": self.fuzz().get("reason") or ""}] if clause else []
+
     def verdict(self) -> str:
         if self.results is None:
             return "NOT JUDGED"
@@ -183,9 +197,9 @@ class Target:
             v = SCENARIO_TO_CLAUSE.get(str(s.get("verdict")), "not judged")
             for clause in s.get("checks") or []:
                 put(str(clause), v, SCENARIO_RANK)
-        fuzz_clause = self.fuzz_clause()
-        if fuzz_clause:
-            out[fuzz_clause] = "FAIL"
+        for v in self.fuzz_violations():
+            for clause in v.get("clauses") or [v.get("clause")]:
+                out[str(clause)] = "FAIL"
         return out
 
     def fuzz_replay(self) -> str:
@@ -293,11 +307,16 @@ def render(targets: list[Target], now: str, previous: Optional[dict[tuple[str, s
     if previous is not None:
         add("## What changed since the previous table")
         add("")
-        add("The previous table charged a scenario's whole `checks:` list for any failed step, so a missing")
-        add("`X-Reqkey-Order` header, a status or a missing `echo` field was reported as a broken")
-        add("`idem.effect.at-most-once` although the step reading the effect counter never ran. Now each check names")
-        add("the clauses it judges, the effect counter is read even after a failed step, and a clause is FAIL only")
-        add("where a check of it failed. Per target:")
+        add("This table's judge (issues 54-57) blames the fuzz pass's findings by counterfactual: when no order")
+        add("of a program's answers is allowed, each clause's rule is waived in turn and the clause whose waiver")
+        add("alone explains the answers is the one charged (no clause is a default any more: the previous table's")
+        add("fallback to `idem.concurrent.declared` is gone). The pass goes on after its first finding and reports")
+        add("every distinct violation, each with a shrunk reproduction replayed against the library before it was")
+        add("written (the Violations section says, for each, whether it failed again). Its traffic is a client's:")
+        add("keys in the forms clients make (UUIDs bare and quoted, ULIDs, digests, long keys differing at their end),")
+        add("header spellings and user agents of real clients, bodies of every JSON type and size, bursts whose last")
+        add("bytes leave together; expiry and locks are timed at the declared values (`--patience`), and capacity at")
+        add("2,000 keys. A scenario's check judges only its own clause. Per target, the FAILs that went and came:")
         add("")
         lines_ = changes(targets, previous)
         lines.extend(lines_ or ["- no FAIL went or came."])
@@ -354,8 +373,8 @@ def render(targets: list[Target], now: str, previous: Optional[dict[tuple[str, s
     any_violation = False
     for t in targets:
         failed = [s for s in t.scenarios() if s.get("verdict") in ("fail", "unexpected_pass")]
-        fuzz_clause = t.fuzz_clause()
-        if not failed and not fuzz_clause:
+        violations = t.fuzz_violations()
+        if not failed and not violations:
             continue
         any_violation = True
         add(f"### {md(t.label)} {md(t.impl.get('version', ''))}")
@@ -370,9 +389,18 @@ def render(targets: list[Target], now: str, previous: Optional[dict[tuple[str, s
             if f.get("actual") is not None:
                 add(f"  - actual: {md(f.get('actual'))}")
             add(f"  - replay: {code(t.replay(s))}")
-        if fuzz_clause:
-            add(f"- **fuzz pass** (`{md(fuzz_clause)}`): {md(str(t.fuzz().get('reason') or ''), 600)}")
-            add(f"  - seed {md(t.fuzz().get('seed', '—'))}; the shrunk program as a scenario is `fuzz.scenarioYaml` of its results.json")
+        for v in violations:
+            clauses_ = ", ".join(f"`{md(c)}`" for c in (v.get("clauses") or [v.get("clause")]))
+            add(f"- **fuzz pass** ({clauses_}): {md(str(v.get('message') or ''), 600)}")
+            if "reproduced" not in v:
+                note = "an earlier reqkey's result: its reproduction was not replayed"
+            elif v.get("reproduced"):
+                note = "its reproduction was replayed against this library before it was written and failed again on this clause"
+            else:
+                note = "its reproduction did NOT fail again when replayed: " + md(str(v.get("notReproduced") or "no reason given"), 300)
+            add(f"  - {note}")
+            add(f"  - seed {md(t.fuzz().get('seed', '—'))}; the reproduction is the matching entry of `fuzz.violations` (`scenarioYaml`) in its results.json")
+        if violations:
             add(f"  - replay: {code(t.fuzz_replay())}")
         add("")
     if not any_violation:

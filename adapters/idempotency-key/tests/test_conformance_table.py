@@ -157,6 +157,31 @@ class TableTests(unittest.TestCase):
             self.assertEqual(t.verdict(), "CONFORMS")
             self.assertNotIn("idem.effect.at-most-once", t.clause_verdicts())
 
+    def test_every_fuzz_violation_fails_its_clauses_and_says_whether_it_reproduced(self):
+        res = results([scenario("idem.a", "pass", ["idem.replay.completed", "idem.lock.held"])], 1)
+        res["fuzz"] = {"level": "idem", "cases": 256, "seed": 5, "verdict": "failed", "reason": "first",
+                       "violations": [
+                           {"clause": "idem.replay.header", "clauses": ["idem.replay.header"], "program": "p1",
+                            "message": "a replay <i>unmarked</i>", "scenarioYaml": "id: x", "reproduced": True},
+                           {"clause": "idem.lock.held", "clauses": ["idem.lock.held", "idem.effect.at-most-once"],
+                            "program": "p2", "message": "ran twice", "scenarioYaml": "id: y", "reproduced": False,
+                            "notReproduced": "it passed 3 of 3 replays (timing)"}]}
+        with tempfile.TemporaryDirectory() as root:
+            t = ct.Target(write_target(root, "lib", "memory", res))
+            v = t.clause_verdicts()
+            # Every clause of every violation is FAIL, a scenario's pass notwithstanding.
+            self.assertEqual(v["idem.replay.header"], "FAIL")
+            self.assertEqual(v["idem.lock.held"], "FAIL")
+            self.assertEqual(v["idem.effect.at-most-once"], "FAIL")
+            self.assertEqual(v["idem.replay.completed"], "pass")
+            page = ct.render([t], "now")
+            self.assertIn("**fuzz pass** (`idem.replay.header`)", page)
+            self.assertIn("replayed against this library before it was written and failed again", page)
+            self.assertIn("did NOT fail again when replayed: it passed 3 of 3 replays (timing)", page)
+            self.assertNotIn("<i>", page)
+            # The first violation's reason alone is not read when the list is there.
+            self.assertNotIn("(`first`)", page)
+
     def test_cli_exit_2_on_an_empty_results_dir(self):
         with tempfile.TemporaryDirectory() as root:
             r = subprocess.run([sys.executable, os.path.join(HERE, "..", "conformance_table.py"), "--results", root,
