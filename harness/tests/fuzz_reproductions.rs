@@ -17,10 +17,6 @@ use reqkey_harness::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcom
 use reqkey_harness::run::fuzz::pass::FuzzViolation;
 use reqkey_harness::targets::profile::resolve_profile;
 
-/// The clause the model blames when no order explains a burst's answers
-/// and it cannot tell which rule broke (until issue 54 item 1).
-const MODEL_FALLBACK: &str = "idem.concurrent.declared";
-
 /// The fuzz pass (`battery`: its fixed bursts first) on `spec`: every
 /// violation it reported.
 fn violations(spec: &str, cases: u32, seed: u64, battery: bool) -> Vec<FuzzViolation> {
@@ -65,13 +61,7 @@ fn assert_reproductions_are_proof(spec: &str, cases: u32, seed: u64, battery: bo
     let rt = rt();
     let mut clauses = Vec::new();
     for v in &found {
-        if v.clause == MODEL_FALLBACK {
-            // Until the model blames by counterfactual (issue 54 item 1),
-            // an unexplained burst is blamed on its fallback clause: the
-            // reproduction then cannot fail on it, and must say so.
-            assert!(!v.reproduced, "{spec}: {v:#?}");
-            assert!(v.not_reproduced.is_some(), "{spec}: {v:#?}");
-        } else {
+        {
             assert!(
                 v.reproduced && v.not_reproduced.is_none(),
                 "{spec}: the reproduction of [{}] did not reproduce: {:?}\n{}",
