@@ -300,10 +300,10 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                 else {
                     continue;
                 };
-                let rule = if clause == crate::idem_model::clause::MISSING_REQUIRED {
-                    Rule::MissingRefused
-                } else {
-                    Rule::MalformedRefused
+                let rule = match clause {
+                    clause::MISSING_REQUIRED => Rule::MissingRefused,
+                    clause::TOKEN => Rule::TokenRefused,
+                    _ => Rule::MalformedRefused,
                 };
                 let allowed = format!("only a refusal {status} that runs nothing");
                 if let Some(o) = fresh {
