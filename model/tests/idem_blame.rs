@@ -418,3 +418,36 @@ fn another_caller_run_on_an_unscoped_key_is_a_leak_fault() {
     ));
     assert_eq!(clauses, vec![clause::NO_LEAK], "{msg}");
 }
+
+#[test]
+fn another_caller_refused_while_a_run_is_in_flight_is_conforming() {
+    // scope [] (lenient): another caller's request with the key, answered
+    // 403 before the first completes.
+    let mut p = IdemProfile::draft_default();
+    p.scope = Vec::new();
+    let m = IdemModel::new(&p);
+    let body = json!({"sleepMs": 150});
+    let slow = req("POST", "/orders/slow", "alice", "\"k\"", body.clone());
+    let bob = req("POST", "/orders", "bob", "\"k\"", json!({"a": 1}));
+    let items = vec![
+        (slow, run(1, "alice", body), w(147, 150, 333)),
+        (bob, refusal(403), w(147, 150, 173)),
+    ];
+    judge(std::slice::from_ref(&m), &items).unwrap();
+}
+
+#[test]
+fn a_refusal_because_another_caller_holds_the_key_is_a_leak_fault() {
+    // unscoped-caller: scope has caller, yet bob is refused 409 while
+    // alice's request with the key is in flight.
+    let m = IdemModel::new(&IdemProfile::draft_default());
+    let body = json!({"sleepMs": 150});
+    let slow = req("POST", "/orders/slow", "alice", "\"k\"", body.clone());
+    let bob = req("POST", "/orders/slow", "bob", "\"k\"", body.clone());
+    let items = vec![
+        (slow, run(1, "alice", body), w(0, 3, 160)),
+        (bob, refusal(409), w(0, 3, 10)),
+    ];
+    let (clauses, msg) = blamed(judge(std::slice::from_ref(&m), &items));
+    assert_eq!(clauses, vec![clause::NO_LEAK], "{msg}");
+}

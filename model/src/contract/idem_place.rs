@@ -187,10 +187,10 @@ pub(crate) fn places(
             // Another caller on a key not scoped by caller: refused, never shown the answer.
             let leaks = order_of(ans) == kept.order || caller_of(ans) == Some(kept.caller.as_str());
             if ans.status >= 400 && !leaks {
-                add(Place::Whole(phase), none, String::new());
+                add(Place::Span(phase), none, String::new());
             } else if !relax.is_strict() {
                 add(
-                    Place::Whole(phase),
+                    Place::Span(phase),
                     none.with(Rule::CallerNotShown),
                     Rule::CallerNotShown.allows().into(),
                 );

@@ -39,9 +39,12 @@ pub(crate) enum Place {
     InFlight(usize),
     /// While phase's record is completed (from completion to its end).
     Done(Phase),
-    /// Any time from run `k`'s arrival to its record's end (a waiter, or
-    /// another caller refused).
+    /// Any time from run `k`'s arrival to its record's end, answered once
+    /// it completed (a waiter).
     Whole(Phase),
+    /// Any time from run `k`'s arrival to its record's end, answered at
+    /// any time (another caller refused).
+    Span(Phase),
 }
 
 /// A place an answer may take and the rules it waives there (none: the
@@ -247,8 +250,15 @@ pub(crate) fn place_rest(
                     c.le(x, end, 0);
                 }
             }
-            Place::Whole(Phase::Prior) => {
+            Place::Whole(Phase::Prior) | Place::Span(Phase::Prior) => {
                 if let Some(end) = vars.prior_end {
+                    c.le(x, end, 0);
+                }
+            }
+            Place::Span(Phase::Run(k)) => {
+                let (a, _, end) = vars.runs[k];
+                c.le(a, x, 0);
+                if let Some(end) = end {
                     c.le(x, end, 0);
                 }
             }
