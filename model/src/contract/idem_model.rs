@@ -465,11 +465,10 @@ impl IdemModel {
             }
             KeyRead::Missing => return vec![Outcome::Run(handler)],
             KeyRead::Malformed(status) => {
-                // Under `token`, a value that is not empty and not a token
-                // breaks the token rule; an empty one the invalid-key rule.
-                let empty = req.key.as_deref().map_or(true, |k| {
-                    k.trim_ascii().is_empty() || k.trim_ascii() == b"\"\""
-                });
+                // Under `token`, a value that is not a token (`""` included:
+                // a double quote) breaks the token rule; an empty field
+                // value the invalid-key rule.
+                let empty = req.key.as_deref().is_none_or(|k| k.trim_ascii().is_empty());
                 let clause = if p.key_syntax == KeySyntax::Token && !empty {
                     clause::TOKEN
                 } else {
