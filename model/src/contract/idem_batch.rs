@@ -248,13 +248,10 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                         continue;
                     }
                 }
-                // Refused because another scoped key of this batch (same
-                // key bytes, or any key where key.exact is waived) holds
-                // the key: scope, caller or key waived.
+                // Refused because another scoped key of this batch with
+                // the same key bytes holds the key: scope or caller waived.
                 if !relax.is_strict() && ans.status >= 400 && fresh.is_none() {
-                    let other = batch_keys
-                        .iter()
-                        .find(|o| **o != s && (o.key == s.key || relax.allows(Rule::KeysApart)));
+                    let other = batch_keys.iter().find(|o| **o != s && o.key == s.key);
                     if let Some(other) = other {
                         let rule = apart(&s, other);
                         if take(
@@ -273,11 +270,10 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                 // scoped key's record holds.
                 if !relax.is_strict() && p.mismatch_status == Some(ans.status) && fresh.is_none() {
                     let print = crate::idem_model::payload_print(p.fingerprint, &req.body);
-                    let other = state.records().iter().find(|(other, r)| {
-                        **other != s
-                            && (other.key == s.key || relax.allows(Rule::KeysApart))
-                            && r.print != print
-                    });
+                    let other = state
+                        .records()
+                        .iter()
+                        .find(|(other, r)| **other != s && other.key == s.key && r.print != print);
                     if let Some((other, r)) = other {
                         let rule = apart(&s, other);
                         let order = r.kept.order.map_or("-".into(), |o| o.to_string());
