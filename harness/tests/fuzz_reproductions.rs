@@ -53,22 +53,20 @@ fn reference_of(spec: &str) -> String {
     format!("reference-idem:{}", variant.name())
 }
 
-/// Every violation of `spec` reproduced red on its variant and replays
-/// green on the reference; the clauses blamed.
+/// Every violation of `spec`: its reproduction replayed against it and
+/// green on the reference (each reproduced, or marked not with why); the
+/// clauses whose reproduction replayed red.
 fn assert_reproductions_are_proof(spec: &str, cases: u32, seed: u64, battery: bool) -> Vec<String> {
     let found = violations(spec, cases, seed, battery);
     let reference = reference_of(spec);
     let rt = rt();
     let mut clauses = Vec::new();
     for v in &found {
-        {
-            assert!(
-                v.reproduced && v.not_reproduced.is_none(),
-                "{spec}: the reproduction of [{}] did not reproduce: {:?}\n{}",
-                v.clause,
-                v.not_reproduced,
-                v.scenario_yaml
-            );
+        // Reproduced, or marked not reproduced with why (a violation
+        // shown once under load stands, and says so).
+        assert_eq!(v.reproduced, v.not_reproduced.is_none(), "{spec}: {v:#?}");
+        if v.reproduced {
+            clauses.push(v.clause.clone());
         }
         assert_eq!(v.clauses.first(), Some(&v.clause));
         assert_eq!(
@@ -83,8 +81,11 @@ fn assert_reproductions_are_proof(spec: &str, cases: u32, seed: u64, battery: bo
             "a bound that absence of an entry fails:\n{}",
             v.scenario_yaml
         );
-        clauses.push(v.clause.clone());
     }
+    assert!(
+        !clauses.is_empty(),
+        "{spec}: nothing reproduced: {found:#?}"
+    );
     let mut distinct = clauses.clone();
     distinct.sort();
     distinct.dedup();
