@@ -79,9 +79,8 @@ const NAMED_AFTER: [(&str, &str); 28] = [
 /// Defects no hand-written scenario is aimed at: every fuzz pass's battery
 /// finds them (`run/fuzz/idem_battery.rs`; `tests/idem_fuzz.rs` proves it),
 /// so they stay out of the corpus's record.
-const BATTERY_DEFECTS: [&str; 6] = [
+const BATTERY_DEFECTS: [&str; 5] = [
     "rare-race",
-    "race-window-5us",
     "race-window-0us",
     "waiters-run-after-release",
     "forgets-after-1s",
