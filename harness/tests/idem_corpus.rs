@@ -24,7 +24,7 @@ use reqkey_harness::targets::TargetOptions;
 use reqkey_reference::idem::IdemDefect;
 
 /// Each defect and the scenario aimed at it.
-const NAMED_AFTER: [(&str, &str); 28] = [
+const NAMED_AFTER: [(&str, &str); 30] = [
     ("check-then-set", "idem.concurrent-burst-conflict"),
     ("unscoped-caller", "idem.another-caller-same-key"),
     ("no-fingerprint", "idem.other-payload-after-completion"),
@@ -74,6 +74,11 @@ const NAMED_AFTER: [(&str, &str); 28] = [
     ),
     ("replay-unmarked", "idem.replay-marks-itself"),
     ("long-key-refused", "idem.long-and-escaped-keys"),
+    (
+        "any-refuses-quoted",
+        "idem.quoted-and-bare-are-two-keys-under-any",
+    ),
+    ("in-flight-answers-500", "idem.concurrent-burst-conflict"),
 ];
 
 /// Defects no hand-written scenario is aimed at: every fuzz pass's battery

@@ -235,3 +235,109 @@ fn a_race_in_one_burst_of_ten_is_red_on_ten_seeds_of_ten() {
         assert_red_on_at_most_once("broken-idem:rare-race", *seed);
     });
 }
+
+/// What a certification sends looks like what clients send (issue 56):
+/// its `--request-log` shows a common client's `User-Agent` on every
+/// request, the key header in every spelling, keys in the forms clients
+/// make (UUID v4 quoted and bare-able, ULID, 64-hex, base64url, past 255
+/// bytes, blanks, escapes), and no key in reqkey's own patterns.
+#[test]
+fn a_certifications_request_log_shows_the_traffic_of_clients() {
+    let log = std::env::temp_dir().join(format!("reqkey-request-log-{}.jsonl", std::process::id()));
+    let path = log.to_str().unwrap().to_owned();
+    let run = common::certify(
+        "reference-idem:any",
+        &[
+            "--seed",
+            "2",
+            "--fuzz-cases",
+            "64",
+            "--patience",
+            "1s",
+            "--request-log",
+            &path,
+        ],
+    );
+    assert_eq!(
+        run.output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.output.stderr)
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() > 500, "{} lines", lines.len());
+    let agents = reqkey_harness::targets::user_agent::USER_AGENTS;
+    let ua = lines[0]["userAgent"].as_str().unwrap();
+    assert!(agents.contains(&ua), "{ua}");
+    assert!(
+        lines.iter().all(|l| l["userAgent"] == ua),
+        "one client, one User-Agent"
+    );
+    let mut spellings = std::collections::BTreeSet::new();
+    for l in &lines {
+        for h in l["headers"].as_array().unwrap() {
+            let h = h.as_str().unwrap();
+            if h.eq_ignore_ascii_case("idempotency-key") {
+                spellings.insert(h.to_owned());
+            }
+        }
+    }
+    assert_eq!(
+        spellings.into_iter().collect::<Vec<_>>(),
+        [
+            "IDEMPOTENCY-KEY",
+            "Idempotency-Key",
+            "Idempotency-key",
+            "idempotency-key"
+        ]
+    );
+    let keys: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l["key"].as_str().map(str::to_owned))
+        .collect();
+    let hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    let uuid = |k: &str| k.len() == 36 && hex(k) && &k[14..15] == "4";
+    let inner = |k: &str| k.trim_matches('"').to_owned();
+    let has = |what: &str, f: &dyn Fn(&str) -> bool| {
+        assert!(
+            keys.iter().any(|k| f(k)),
+            "no {what} among {} keys",
+            keys.len()
+        );
+    };
+    has("quoted UUID v4", &|k| k.starts_with('"') && uuid(&inner(k)));
+    has("bare UUID v4", &|k| uuid(k));
+    has("ULID", &|k| {
+        let k = inner(k);
+        k.len() == 26
+            && k.bytes()
+                .all(|b| b.is_ascii_digit() || b.is_ascii_uppercase())
+    });
+    has("64-hex digest", &|k| {
+        let k = inner(k);
+        k.len() == 64 && k.bytes().all(|b| b.is_ascii_hexdigit())
+    });
+    has("base64url", &|k| {
+        let k = inner(k);
+        k.len() == 43 && k.contains('-') && k.contains('_')
+    });
+    has("key past 255 bytes", &|k| k.len() > 256);
+    has("key with a run of blanks", &|k| k.contains("   "));
+    has("key with escapes", &|k| {
+        k.contains("\\\"") && k.contains("\\\\")
+    });
+    for k in &keys {
+        assert!(!k.contains("k0-") && !k.contains("k1-"), "{k}");
+        let rk = k.find("rk").is_some_and(|i| {
+            k[i + 2..].len() > 9
+                && k[i + 2..i + 10].bytes().all(|b| b.is_ascii_hexdigit())
+                && &k[i + 10..i + 11] == "."
+        });
+        assert!(!rk, "a key in reqkey's namespace pattern: {k}");
+    }
+}

@@ -22,6 +22,13 @@
 //! - `${key.NAME}` / `$key.NAME`: NAME's fresh value written as an
 //!   `Idempotency-Key` field value the declared `keySyntax` admits: quoted
 //!   (`"v"`) under `sf-string` and `any`, bare (`v`) under `token`.
+//!
+//! At the idem level (`set_client_ids`), a fresh value is a UUID v4 as
+//! clients write them (issue 56: a key shaped `<namespace>.<trial>.k` is
+//! one a server can tell from its clients'): drawn from the trial's
+//! prefix and the name in lower case, in upper case when the name starts
+//! with a capital (`${key.Ak}` and `${key.ak}` are one UUID in two
+//! cases, as Windows and .NET clients write GUIDs in upper case).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -43,6 +50,32 @@ pub struct Vars {
     bound: HashMap<String, Value>,
     /// `${key.NAME}` is written bare (`keySyntax: "token"`), not quoted.
     bare_keys: bool,
+    /// Fresh values are UUIDs (the idem level).
+    client_ids: bool,
+}
+
+/// The UUID v4 of `seed` (FNV-1a, then splitmix64 for its 122 bits).
+fn uuid_of(seed: &str) -> String {
+    let mut h = seed.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let mut next = || {
+        h = h.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = h;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let (a, b) = (next(), next());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:x}{:03x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        8 + ((b >> 60) & 0x3),
+        (b >> 48) & 0xfff,
+        b & 0xffff_ffff_ffff
+    )
 }
 
 fn is_var_name(s: &str) -> bool {
@@ -65,7 +98,13 @@ impl Vars {
             prefix: prefix.into(),
             bound: HashMap::new(),
             bare_keys: false,
+            client_ids: false,
         }
+    }
+
+    /// Fresh values as UUIDs (`true`: the idem level; module doc).
+    pub fn set_client_ids(&mut self, on: bool) {
+        self.client_ids = on;
     }
 
     /// Binds `profile.FIELD` to each field of a declared profile (its JSON
@@ -112,7 +151,16 @@ impl Vars {
                 format!("\"{v}\"")
             });
         }
-        let fresh = Value::String(format!("{}.{name}", self.prefix));
+        let fresh = Value::String(if self.client_ids {
+            let id = uuid_of(&format!("{}.{}", self.prefix, name.to_lowercase()));
+            if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+                id.to_ascii_uppercase()
+            } else {
+                id
+            }
+        } else {
+            format!("{}.{name}", self.prefix)
+        });
         self.bound.insert(name.to_owned(), fresh.clone());
         fresh
     }
@@ -304,6 +352,35 @@ mod tests {
         assert_eq!(v[2], json!("ns.1.0.s"));
         assert_eq!(v[3], json!("ns.1.0.s"), "longer than the width: unchanged");
         assert_eq!(v[4], json!("${s:x}"), "not a width: literal");
+    }
+
+    #[test]
+    fn at_the_idem_level_fresh_values_are_uuids_and_a_capital_name_the_upper_case_twin() {
+        let mut vars = Vars::new("ns.1.0");
+        vars.set_client_ids(true);
+        let v = vars.substitute(&json!([
+            "$k",
+            "${key.ak}",
+            "${key.Ak}",
+            "$k",
+            "${k:40}",
+            "$j"
+        ]));
+        let k = v[0].as_str().unwrap();
+        assert_eq!(k.len(), 36);
+        assert_eq!(&k[14..15], "4", "{k}");
+        assert!("89ab".contains(&k[19..20]), "{k}");
+        assert!(!k.contains("ns."), "{k}");
+        assert_eq!(v[3], v[0]);
+        let (lower, upper) = (v[1].as_str().unwrap(), v[2].as_str().unwrap());
+        assert_ne!(lower, upper);
+        assert_eq!(lower.to_ascii_uppercase(), upper);
+        assert!(lower.starts_with('"') && lower.ends_with('"'));
+        assert_eq!(v[4].as_str().unwrap().len(), 40);
+        assert_ne!(v[5], v[0]);
+        let mut other_trial = Vars::new("ns.1.1");
+        other_trial.set_client_ids(true);
+        assert_ne!(other_trial.substitute(&json!("$k")), v[0]);
     }
 
     #[test]

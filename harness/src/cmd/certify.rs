@@ -216,6 +216,9 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
     let Some(target_spec) = args.target.clone() else {
         return harness_error("--target is required");
     };
+    // Drawn before anything is sent: every request of the run says it.
+    let seed = args.seed.unwrap_or_else(fresh_seed);
+    crate::targets::user_agent::choose(seed);
     let plan = match judging::Plan::parse(
         &target_spec,
         &args.start,
@@ -237,7 +240,7 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
                 loaded.map(|(_, s)| s).map_err(|e| e.to_string())
             },
             args.fuzz_cases,
-            args.seed.unwrap_or_else(fresh_seed),
+            seed,
         );
     }
     let (started, mut ctx) = match plan.start("certify") {
@@ -245,7 +248,6 @@ pub async fn certify_command(args: CertifyArgs) -> ExitCode {
         Err(e) => return harness_error(e),
     };
     let spec = &started.spec;
-    let seed = args.seed.unwrap_or_else(fresh_seed);
     let outputs = Outputs {
         junit: Some(args.out.join(JUNIT_FILE)),
         json: Some(args.out.join(RESULTS_FILE)),

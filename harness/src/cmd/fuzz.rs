@@ -48,6 +48,9 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return harness_error(format!("cannot start the runtime: {e}")),
     };
+    // Drawn before anything is sent: every request of the run says it.
+    let seed = args.seed.unwrap_or_else(fresh_seed);
+    crate::targets::user_agent::choose(seed);
     let link = match args.link.link() {
         Ok(link) => link,
         Err(e) => return harness_error(e),
@@ -61,7 +64,6 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return harness_error(e),
     };
-    let seed = args.seed.unwrap_or_else(fresh_seed);
     if target.level() == Level::Idem {
         if args.profile.is_some() {
             return harness_error(

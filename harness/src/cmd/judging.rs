@@ -103,12 +103,28 @@ pub struct AccessArgs {
     /// overlap: indefinite, never a pass.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub max_rps: Option<u32>,
+    /// Write one JSON line per request sent to the target to FILE
+    /// (run, certify, fuzz): method, path, header names as spelt, the
+    /// request key as sent, the `User-Agent`, the body's size; no other
+    /// header value (docs/fuzz.md, "What reqkey's traffic looks like").
+    #[arg(long, value_name = "FILE")]
+    pub request_log: Option<std::path::PathBuf>,
 }
 
 impl AccessArgs {
     /// Parsed once, at the edge (credentials registered as secrets).
     pub fn link(&self) -> Result<crate::targets::access::Access, String> {
-        crate::targets::access::Access::new(self.cacert.as_deref(), &self.headers, self.max_rps)
+        let link = crate::targets::access::Access::new(
+            self.cacert.as_deref(),
+            &self.headers,
+            self.max_rps,
+        )?;
+        match &self.request_log {
+            Some(path) => {
+                Ok(link.logging_to(crate::targets::request_log::RequestLog::create(path)?))
+            }
+            None => Ok(link),
+        }
     }
 
     /// These flags as a replay line writes them: the CA file, each header

@@ -163,6 +163,12 @@ async fn run(args: ProxyArgs) -> ExitCode {
         }
     }
     let seed = args.seed.unwrap_or_else(fresh_seed);
+    if args.link.request_log.is_some() {
+        // The proxy relays a client's requests; it sends none of its own.
+        return harness_error(
+            "--request-log is for run, certify and fuzz (the proxy relays a client's requests)",
+        );
+    }
     let link = match args.link.link() {
         Ok(link) => link,
         Err(e) => return harness_error(e),

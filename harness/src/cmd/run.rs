@@ -153,6 +153,9 @@ async fn run_async(args: RunArgs) -> ExitCode {
         );
     }
     let defaulted = args.target.is_none();
+    // Drawn before anything is sent: every request of the run says it.
+    let seed = args.seed.unwrap_or_else(fresh_seed);
+    crate::targets::user_agent::choose(seed);
     let plan = match judging::Plan::parse(
         args.target.as_deref().unwrap_or(DEFAULT_TARGET),
         &args.start,
@@ -174,7 +177,6 @@ async fn run_async(args: RunArgs) -> ExitCode {
     let spec = &started.spec;
     let target_name = spec.display_name();
     println!("{}", judging_line(&target_name, defaulted));
-    let seed = args.seed.unwrap_or_else(fresh_seed);
     let outputs = Outputs {
         junit: args.junit.clone(),
         json: args.json.clone(),

@@ -132,6 +132,7 @@ async fn run_scenario_unbounded(
         });
         vars.bind_profile(&cfg.profile_fields);
         vars.set_bare_keys(cfg.bare_keys);
+        vars.set_client_ids(scenario.level == reqkey_model::vocab::Level::Idem);
         let mut trial = Trial {
             target,
             cfg,

@@ -34,6 +34,8 @@ struct Inner {
     cacert: Option<String>,
     headers: Vec<(String, Vec<u8>)>,
     pace: Option<Pace>,
+    /// `--request-log`: where every request is written as it leaves.
+    log: Option<Arc<crate::targets::request_log::RequestLog>>,
 }
 
 impl Access {
@@ -55,7 +57,38 @@ impl Access {
             cacert: cacert.map(|p| p.display().to_string()),
             headers,
             pace: max_rps.map(Pace::new),
+            log: None,
         })))
+    }
+
+    /// This link writing every request to `log` (`--request-log`).
+    pub fn logging_to(self, log: crate::targets::request_log::RequestLog) -> Access {
+        let inner = Arc::try_unwrap(self.0).unwrap_or_else(|shared| Inner {
+            tls: shared.tls.clone(),
+            cacert: shared.cacert.clone(),
+            headers: shared.headers.clone(),
+            pace: shared.pace.as_ref().map(|p| Pace::new(p.rps)),
+            log: None,
+        });
+        Access(Arc::new(Inner {
+            log: Some(Arc::new(log)),
+            ..inner
+        }))
+    }
+
+    /// Writes one request to the `--request-log`, if there is one: its
+    /// headers as they go out (credentials and `User-Agent` included).
+    pub fn log_request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(String, Vec<u8>)],
+        body_bytes: usize,
+        wire: &str,
+    ) {
+        if let Some(log) = &self.0.log {
+            log.record(method, path, headers, body_bytes, wire);
+        }
     }
 
     /// The TLS client configuration every HTTPS exchange uses.
@@ -76,8 +109,9 @@ impl Access {
         &self.0.headers
     }
 
-    /// `headers` of a request with the credentials added (a header the
-    /// request already carries, by name, is left as the request has it).
+    /// `headers` of a request with the credentials and the run's
+    /// `User-Agent` (`user_agent.rs`) added (a header the request already
+    /// carries, by name, is left as the request has it).
     pub fn with_credentials(&self, headers: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
         let mut out = headers.to_vec();
         for (name, value) in self.headers() {
@@ -85,6 +119,7 @@ impl Access {
                 out.push((name.clone(), value.clone()));
             }
         }
+        crate::targets::user_agent::add_to(&mut out);
         out
     }
 
@@ -247,9 +282,20 @@ mod tests {
     fn a_request_keeps_its_own_header_and_gets_the_others() {
         let link = Access::new(None, &["Authorization: Bearer a-b-c-d".into()], None).unwrap();
         let out = link.with_credentials(&[("x-a".into(), b"1".to_vec())]);
-        assert_eq!(out.len(), 2);
-        let own = link.with_credentials(&[("authorization".into(), b"mine".to_vec())]);
-        assert_eq!(own, vec![("authorization".to_owned(), b"mine".to_vec())]);
+        // Its own, the credential, and the run's User-Agent.
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[2].0, "User-Agent");
+        let own = link.with_credentials(&[
+            ("authorization".into(), b"mine".to_vec()),
+            ("user-agent".into(), b"me".to_vec()),
+        ]);
+        assert_eq!(
+            own,
+            vec![
+                ("authorization".to_owned(), b"mine".to_vec()),
+                ("user-agent".to_owned(), b"me".to_vec())
+            ]
+        );
         assert!(!format!("{link:?}").contains("a-b-c-d"));
     }
 

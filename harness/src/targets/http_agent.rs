@@ -76,6 +76,13 @@ impl HttpAgentTarget {
             }
             request.headers = self.link.with_credentials(&request.headers);
             request.wire = reqkey_scenario::agent_step::Wire::Library;
+            self.link.log_request(
+                &request.method,
+                &request.path,
+                &request.headers,
+                request.body.as_ref().map_or(0, Vec::len),
+                "together",
+            );
             ready.push(request);
         }
         crate::targets::together::send_together(
@@ -197,7 +204,28 @@ impl HttpAgentTarget {
         // The credentials go under the request a report shows.
         request.headers = self.link.with_credentials(&request.headers);
         self.link.pace().await;
-        if request.wire != reqkey_scenario::agent_step::Wire::Library {
+        let library = request.wire == reqkey_scenario::agent_step::Wire::Library;
+        // The names as they leave: the library writes them in lower case.
+        let sent_headers: Vec<(String, Vec<u8>)> = request
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                let n = if library {
+                    n.to_ascii_lowercase()
+                } else {
+                    n.clone()
+                };
+                (n, v.clone())
+            })
+            .collect();
+        self.link.log_request(
+            &request.method,
+            &request.path,
+            &sent_headers,
+            request.body.as_ref().map_or(0, Vec::len),
+            if library { "library" } else { "exact" },
+        );
+        if !library {
             return crate::targets::wire::exchange(
                 &self.base,
                 &request,

@@ -62,12 +62,29 @@ impl HttpStore {
     ) -> Result<Value, TargetError> {
         let classify = |e: reqwest::Error| transport::classify(&e, &self.base, self.timeout_ms);
         let mut request = request;
-        for (name, value) in self.link.headers() {
+        for (name, value) in self.link.with_credentials(&[]) {
             request = request.header(name.as_str(), value.as_slice());
         }
+        let request = request.build().map_err(classify)?;
         self.link.pace().await;
+        // As the library writes it: names in lower case.
+        let headers: Vec<(String, Vec<u8>)> = request
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec()))
+            .collect();
+        self.link.log_request(
+            request.method().as_str(),
+            request.url().path(),
+            &headers,
+            request
+                .body()
+                .and_then(reqwest::Body::as_bytes)
+                .map_or(0, <[u8]>::len),
+            "library",
+        );
         let sent = std::time::Instant::now();
-        let resp = request.send().await.map_err(classify)?;
+        let resp = self.client.execute(request).await.map_err(classify)?;
         let head = sent.elapsed();
         let status = resp.status();
         let location = resp

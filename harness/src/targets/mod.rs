@@ -37,12 +37,14 @@ pub mod profile;
 pub mod reap;
 pub mod reference_agent;
 pub mod replicas;
+pub mod request_log;
 pub mod spec;
 pub mod store;
 pub mod suggest;
 pub mod tls;
 pub mod together;
 pub mod transport;
+pub mod user_agent;
 pub mod wire;
 
 use std::fmt;

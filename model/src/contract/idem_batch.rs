@@ -15,18 +15,24 @@
 //! of difference constraints over the events' times (each inside its
 //! request's window); Bellman-Ford decides whether some times satisfy them
 //! all. Some order and placement must explain every answer.
+//!
+//! Every check is a [`Rule`] tagged with its clause, and every judge takes
+//! a [`Relax`]: the rules it may waive. [`judge`] is the strict model;
+//! where no order explains the answers it blames by counterfactual
+//! (`idem_blame.rs`): the clause whose rules, waived alone, let some order
+//! explain them (else the smallest set that does).
 
 use std::collections::BTreeMap;
 
+use crate::idem_blame::{blame, Relax, Rule, Rules, Waiver, MAX_BLAMED, MAX_WAIVED_RULES};
+pub use crate::idem_model::Item;
 use crate::idem_model::{
-    caller_of, clause, echo_of, order_of, releases, shown_answer, waits, Handler, IdemAnswer,
-    IdemModel, IdemRequest, Judged, Kept, KeyRead, Outcome, Record, Scoped, Violation, Window,
-    EXPIRY_MARGIN_MS, MAX_EXPLANATIONS,
+    clause, order_of, shown_answer, IdemAnswer, IdemModel, IdemRequest, Judged, KeyRead, Outcome,
+    Record, Scoped, Violation, Window, MAX_EXPLANATIONS,
 };
-use crate::idem_profile::{Concurrent, Fingerprint};
-
-/// One request of a batch with its answer.
-pub type Item = (IdemRequest, IdemAnswer, Window);
+use crate::idem_place::{as_run, place_all, KeyStory};
+use crate::idem_timing::Run;
+use crate::idem_why::{answered, explain_single, fail, label};
 
 /// Judges `answer` to `req`, sent alone in `w`, from `state`: the states
 /// it may leave (two where expiry was open), or the violation.
@@ -43,17 +49,36 @@ pub fn judge_one(
 }
 
 /// Judges requests that overlapped from any of `states`: the states that
-/// explain every answer, or why none does.
+/// explain every answer, or the violation, its clauses blamed by
+/// counterfactual, or why there is no verdict.
 pub fn judge(states: &[IdemModel], items: &[Item]) -> Result<Vec<IdemModel>, Judged> {
-    let mut out: Vec<IdemModel> = Vec::new();
+    match judge_relaxed(states, items, Relax::STRICT) {
+        Ok(out) => Ok(out.into_iter().map(|(s, _)| s).collect()),
+        Err(Judged::Violation(strict)) => Err(blamed(states, items, &strict)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Judges `items` from `states` with `relax`'s rules waived: each state
+/// that explains every answer, with the waivers its explanation took (none
+/// when strict). Relaxed, the first explanation found is enough.
+pub fn judge_relaxed(
+    states: &[IdemModel],
+    items: &[Item],
+    relax: Relax,
+) -> Result<Vec<(IdemModel, Vec<Waiver>)>, Judged> {
+    let mut out: Vec<(IdemModel, Vec<Waiver>)> = Vec::new();
     let mut error: Option<Judged> = None;
     for state in states {
-        match explain(state, items) {
+        match explain(state, items, relax) {
             Ok(next) => {
                 for n in next {
-                    if !out.contains(&n) {
+                    if !out.iter().any(|(m, _)| *m == n.0) {
                         out.push(n);
                     }
+                }
+                if !relax.is_strict() {
+                    break;
                 }
             }
             Err(e) => {
@@ -70,63 +95,222 @@ pub fn judge(states: &[IdemModel], items: &[Item]) -> Result<Vec<IdemModel>, Jud
     }
 }
 
-fn fail(clause: &'static str, message: String) -> Judged {
-    Judged::Violation(Violation { clause, message })
-}
-
-fn label(req: &IdemRequest) -> String {
-    let key = match &req.key {
-        None => "no key".to_owned(),
-        Some(k) => {
-            let k: String = String::from_utf8_lossy(k).chars().take(60).collect();
-            format!("key {k:?}")
-        }
+/// The violation of answers no strict order explains: the clauses whose
+/// waiver explains them, the requests and answers waived, and what the
+/// waived rules would have allowed.
+fn blamed(states: &[IdemModel], items: &[Item], strict: &Violation) -> Judged {
+    let found = blame(|relax| {
+        judge_relaxed(states, items, relax)
+            .ok()
+            .and_then(|out| out.into_iter().next())
+            .map(|(_, w)| w)
+    });
+    let Some((clauses, waivers, others)) = found else {
+        return Judged::NoVerdict(format!(
+            "no order of the answers fits the model, and none fits it with the rules of at most {MAX_BLAMED} clauses waived ({MAX_WAIVED_RULES} rules at most), so no clause can be blamed: {}",
+            strict.message
+        ));
     };
-    let caller: String = req.caller.chars().take(40).collect();
-    format!("{} {} {key} caller {caller:?}", req.method, req.path)
+    let mut message = String::new();
+    for w in waivers.iter().take(3) {
+        if !message.is_empty() {
+            message.push_str("; and ");
+        }
+        message.push_str(&w.to_string());
+    }
+    if waivers.len() > 3 {
+        message.push_str(&format!(" (and {} more such answers)", waivers.len() - 3));
+    }
+    message.push_str(&format!(
+        ". With the rules of {} waived some order explains every answer; ",
+        clauses.join(" and ")
+    ));
+    if others.is_empty() {
+        message.push_str("with no other clause's alone does one.");
+    } else {
+        message.push_str(&format!(
+            "waiving {} alone explains them as well, at no lower cost.",
+            others.join(" or ")
+        ));
+    }
+    message.push_str(&format!("\n  {}", strict.message));
+    Judged::Violation(Violation {
+        clause: clauses[0],
+        clauses,
+        message,
+    })
 }
 
-/// What one state explains of `items`: every successor state.
-fn explain(state: &IdemModel, items: &[Item]) -> Result<Vec<IdemModel>, Judged> {
+/// Takes a waiver of `rule` for `item` if `relax` admits it within its
+/// count of rules.
+fn take(
+    relax: Relax,
+    used: &mut Rules,
+    waived: &mut Vec<Waiver>,
+    rule: Rule,
+    item: &Item,
+    allowed: String,
+) -> bool {
+    let next = used.with(rule);
+    if relax.is_strict() || !next.within(relax) {
+        return false;
+    }
+    *used = next;
+    waived.push(Waiver {
+        rules: Rules::default().with(rule),
+        request: Some(answered(item)),
+        allowed,
+    });
+    true
+}
+
+/// The rule an answer breaks by showing `other`'s answer to `own`'s request
+/// (another caller, another key, another route in scope).
+fn apart(own: &Scoped, other: &Scoped) -> Rule {
+    if own.caller != other.caller {
+        Rule::CallerNotShown
+    } else if own.key != other.key {
+        Rule::KeysApart
+    } else {
+        Rule::ScopeApart
+    }
+}
+
+/// One explanation of a batch: the state after it, the rules waived and
+/// the waivers taken.
+type Explained = (IdemModel, Vec<Waiver>);
+
+/// What one state explains of `items` with `relax` waived: every successor
+/// state.
+fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explained>, Judged> {
     let p = state.profile().clone();
     let mut base = state.clone();
+    let mut used = Rules::default();
+    let mut waived: Vec<Waiver> = Vec::new();
     let mut groups: BTreeMap<Scoped, Vec<usize>> = BTreeMap::new();
-    for (i, (req, ans, w)) in items.iter().enumerate() {
+    for (i, item) in items.iter().enumerate() {
+        let (req, ans, w) = item;
         let Some(handler) = crate::idem_model::handler_of(&req.method, &req.path, &req.body) else {
             continue;
         };
+        let fresh = order_of(ans).filter(|o| base.is_fresh(*o));
         match state.read_key(req) {
-            KeyRead::Key(s) => groups.entry(s).or_default().push(i),
+            KeyRead::Key(s) => {
+                // [[idem.key.syntax]] waived: a key the syntax admits refused as malformed.
+                let malformed = p.invalid_key_status.unwrap_or(400);
+                if fresh.is_none()
+                    && ans.status == malformed
+                    && take(
+                        relax,
+                        &mut used,
+                        &mut waived,
+                        Rule::KeyTaken,
+                        item,
+                        format!("only taking the key as keySyntax {:?} admits it (a run or a replay), never a refusal {malformed}", p.key_syntax),
+                    )
+                {
+                    continue;
+                }
+                // Scope, key and caller waived: another scoped key's kept answer shown.
+                if let Some((other, r)) = order_of(ans).and_then(|o| {
+                    state
+                        .records()
+                        .iter()
+                        .find(|(other, r)| **other != s && r.kept.order == Some(o))
+                }) {
+                    let rule = apart(&s, other);
+                    let order = r.kept.order.map_or("-".into(), |o| o.to_string());
+                    if take(
+                        relax,
+                        &mut used,
+                        &mut waived,
+                        rule,
+                        item,
+                        format!(
+                            "{} (order {order} is another scoped key's answer)",
+                            rule.allows()
+                        ),
+                    ) {
+                        continue;
+                    }
+                }
+                // The same, refused for another payload than another
+                // scoped key's record holds.
+                if !relax.is_strict() && p.mismatch_status == Some(ans.status) && fresh.is_none() {
+                    let print = crate::idem_model::payload_print(p.fingerprint, &req.body);
+                    let other = state.records().iter().find(|(other, r)| {
+                        **other != s
+                            && (other.key == s.key || relax.allows(Rule::KeysApart))
+                            && r.print != print
+                    });
+                    if let Some((other, r)) = other {
+                        let rule = apart(&s, other);
+                        let order = r.kept.order.map_or("-".into(), |o| o.to_string());
+                        if take(
+                            relax,
+                            &mut used,
+                            &mut waived,
+                            rule,
+                            item,
+                            format!("{} (refused for another payload than order {order}, another scoped key's record, holds)", rule.allows()),
+                        ) {
+                            continue;
+                        }
+                    }
+                }
+                groups.entry(s).or_default().push(i);
+            }
             KeyRead::Unjudged => {
                 // What such a key does is not judged; a run still counts.
-                if let Some(o) = order_of(ans).filter(|o| base.is_fresh(*o)) {
+                if let Some(o) = fresh {
                     base.count_run(req, o, false);
                 }
             }
-            KeyRead::Missing if !p.key_required => {
-                let fresh = order_of(ans).filter(|o| base.is_fresh(*o));
-                match fresh {
-                    Some(o) if ans.status == handler.status() => base.count_run(req, o, false),
-                    _ => {
-                        return Err(fail(
-                            clause::MISSING_OPTIONAL,
-                            format!(
-                                "{}: without a key under keyRequired false it must run (status {}, a new order); the app answered {}",
-                                label(req),
-                                handler.status(),
-                                shown_answer(ans)
-                            ),
-                        ))
+            KeyRead::Missing if !p.key_required => match fresh {
+                Some(o) if ans.status == handler.status() => base.count_run(req, o, false),
+                _ => {
+                    let allowed = format!("only a run (status {}, a new order)", handler.status());
+                    if take(
+                        relax,
+                        &mut used,
+                        &mut waived,
+                        Rule::MissingRuns,
+                        item,
+                        allowed,
+                    ) {
+                        if let Some(o) = fresh {
+                            base.count_run(req, o, false);
+                        }
+                        continue;
                     }
+                    return Err(fail(
+                        clause::MISSING_OPTIONAL,
+                        format!(
+                            "{}: without a key under keyRequired false it must run (status {}, a new order); the app answered {}",
+                            label(req),
+                            handler.status(),
+                            shown_answer(ans)
+                        ),
+                    ));
                 }
-            }
+            },
             KeyRead::Missing | KeyRead::Malformed(_) => {
                 let Some(Outcome::Refused { status, clause }) =
                     state.outcomes(req, *w).into_iter().next()
                 else {
                     continue;
                 };
-                if let Some(o) = order_of(ans).filter(|o| base.is_fresh(*o)) {
+                let rule = if clause == crate::idem_model::clause::MISSING_REQUIRED {
+                    Rule::MissingRefused
+                } else {
+                    Rule::MalformedRefused
+                };
+                let allowed = format!("only a refusal {status} that runs nothing");
+                if let Some(o) = fresh {
+                    if take(relax, &mut used, &mut waived, rule, item, allowed) {
+                        base.count_run(req, o, false);
+                        continue;
+                    }
                     return Err(fail(
                         clause,
                         format!(
@@ -136,6 +320,9 @@ fn explain(state: &IdemModel, items: &[Item]) -> Result<Vec<IdemModel>, Judged> 
                     ));
                 }
                 if ans.status != status {
+                    if take(relax, &mut used, &mut waived, rule, item, allowed) {
+                        continue;
+                    }
                     return Err(fail(
                         clause,
                         format!(
@@ -146,8 +333,19 @@ fn explain(state: &IdemModel, items: &[Item]) -> Result<Vec<IdemModel>, Judged> 
                     ));
                 }
                 if ans.json.is_none() {
+                    let allowed = format!("only a refusal {status} with a JSON body");
+                    if take(
+                        relax,
+                        &mut used,
+                        &mut waived,
+                        Rule::RefusalBody,
+                        item,
+                        allowed,
+                    ) {
+                        continue;
+                    }
                     return Err(fail(
-                        clause::ERROR_BODY,
+                        crate::idem_model::clause::ERROR_BODY,
                         format!("{}: the refusal {status} has no JSON body", label(req)),
                     ));
                 }
@@ -155,30 +353,70 @@ fn explain(state: &IdemModel, items: &[Item]) -> Result<Vec<IdemModel>, Judged> 
         }
     }
     // An order shown in two scoped keys' answers: one key's answer reached another.
-    let mut owner: BTreeMap<u64, &Scoped> = BTreeMap::new();
+    // Waived, the copy marked replayed (else the later one) is the other
+    // key's answer shown, not a run of its own key.
+    let mut owner: BTreeMap<u64, (&Scoped, usize)> = BTreeMap::new();
+    let mut shown_elsewhere: Vec<usize> = Vec::new();
     for (s, idx) in &groups {
         for &i in idx {
             if let Some(o) = order_of(&items[i].1).filter(|o| state.is_fresh(*o)) {
-                if let Some(other) = owner.insert(o, s) {
-                    if other != s {
+                match owner.get(&o).copied() {
+                    Some((other, j)) if other != s => {
+                        let rule = apart(s, other);
+                        let allowed = format!(
+                            "{} (order {o} ran for another scoped key in the same batch)",
+                            rule.allows()
+                        );
+                        let shown = if items[j].1.replayed && !items[i].1.replayed {
+                            j
+                        } else {
+                            i
+                        };
+                        if take(relax, &mut used, &mut waived, rule, &items[shown], allowed) {
+                            if shown == j {
+                                owner.insert(o, (s, i));
+                            }
+                            shown_elsewhere.push(shown);
+                            continue;
+                        }
                         return Err(cross_scope(&items[i].0, &items[i].1, o, other, s));
+                    }
+                    Some(_) => {}
+                    None => {
+                        owner.insert(o, (s, i));
                     }
                 }
             }
         }
     }
-    let mut states = vec![base];
+    for idx in groups.values_mut() {
+        idx.retain(|i| !shown_elsewhere.contains(i));
+    }
+    groups.retain(|_, idx| !idx.is_empty());
+    let mut states: Vec<(IdemModel, Rules, Vec<Waiver>)> = vec![(base, used, waived)];
     for (scoped, idx) in &groups {
-        let alternatives = explain_key(state, scoped, idx, items)?;
-        let mut next = Vec::new();
-        for s in &states {
+        let alternatives = explain_key(state, scoped, idx, items, relax)?;
+        let mut next: Vec<(IdemModel, Rules, Vec<Waiver>)> = Vec::new();
+        for (s, u, w) in &states {
             for alt in &alternatives {
+                let u = u.union(alt.used);
+                if !u.within(relax) && !u.is_empty() {
+                    continue;
+                }
                 let mut n = s.clone();
                 alt.apply(&mut n, scoped, items);
-                if !next.contains(&n) {
-                    next.push(n);
+                if !next.iter().any(|(m, _, _)| *m == n) {
+                    let mut w = w.clone();
+                    w.extend(alt.waived.iter().cloned());
+                    next.push((n, u, w));
                 }
             }
+        }
+        if next.is_empty() {
+            return Err(Judged::NoVerdict(format!(
+                "no explanation waives at most {} rules",
+                relax.max_rules
+            )));
         }
         if next.len() > MAX_EXPLANATIONS {
             return Err(Judged::NoVerdict(format!(
@@ -187,7 +425,7 @@ fn explain(state: &IdemModel, items: &[Item]) -> Result<Vec<IdemModel>, Judged> 
         }
         states = next;
     }
-    Ok(states)
+    Ok(states.into_iter().map(|(s, _, w)| (s, w)).collect())
 }
 
 fn cross_scope(req: &IdemRequest, ans: &IdemAnswer, order: u64, a: &Scoped, b: &Scoped) -> Judged {
@@ -214,80 +452,13 @@ fn cross_scope(req: &IdemRequest, ans: &IdemAnswer, order: u64, a: &Scoped, b: &
     )
 }
 
-/// One explanation of a scoped key's requests: which of them ran, in
-/// which order, and what the key holds after.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct KeyStory {
-    /// Items that ran, in order, with whether their key was released.
-    runs: Vec<(usize, bool)>,
-    /// The record after the batch (`None`: freed or never taken).
-    after: Option<Record>,
-    /// Whether the record before the batch was used (kept as it was).
-    keep_prior: bool,
-}
-
-impl KeyStory {
-    fn apply(&self, n: &mut IdemModel, scoped: &Scoped, items: &[Item]) {
-        for &(i, released) in &self.runs {
-            if let Some(o) = order_of(&items[i].1) {
-                n.count_run(&items[i].0, o, released);
-            }
-        }
-        if self.keep_prior {
-            return;
-        }
-        n.set_freed(
-            scoped,
-            self.runs.last().is_some_and(|(_, released)| *released),
-        );
-        match &self.after {
-            Some(r) => {
-                n.records_mut().insert(scoped.clone(), r.clone());
-            }
-            None => {
-                n.records_mut().remove(scoped);
-            }
-        }
-    }
-}
-
-/// A run of the key: an item, its handler, its payload and its kept answer.
-#[derive(Debug, Clone)]
-struct Run {
-    item: usize,
-    handler: Handler,
-    print: String,
-    kept: Kept,
-    released: bool,
-}
-
-/// A phase of the key's life an answer may be placed in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// The record before the batch.
-    Prior,
-    /// The `k`-th run of the chosen order.
-    Run(usize),
-}
-
-/// Where an answer is placed, and what that requires of its arrival.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
-    /// While run `k` is in flight.
-    InFlight(usize),
-    /// While phase's record is completed (from completion to its end).
-    Done(Phase),
-    /// Any time from run `k`'s arrival to its record's end (a waiter, or
-    /// another caller refused).
-    Whole(Phase),
-}
-
 /// The answers of one scoped key, explained: every story that fits.
 fn explain_key(
     state: &IdemModel,
     scoped: &Scoped,
     idx: &[usize],
     items: &[Item],
+    relax: Relax,
 ) -> Result<Vec<KeyStory>, Judged> {
     let prior = state.record(scoped);
     // The fresh orders and who shows them.
@@ -313,12 +484,48 @@ fn explain_key(
     let mut stories: Vec<KeyStory> = Vec::new();
     let mut tried = 0usize;
     let mut why: Option<Judged> = None;
-    for runners in &runner_choices {
+    // The record before the batch; with [[idem.replay.errors]] waived, the
+    // one an error answer should have freed, still kept (or held).
+    let mut priors: Vec<(Option<&Record>, bool, Option<Waiver>)> = vec![(prior, false, None)];
+    if prior.is_none() && relax.allows(Rule::ErrorReleased) {
+        if let Some(r) = state.released_record(scoped) {
+            priors.push((
+                Some(r),
+                true,
+                Some(Waiver {
+                    rules: Rules::default().with(Rule::ErrorReleased),
+                    request: idx.first().map(|&i| answered(&items[i])),
+                    allowed: format!(
+                        "a new run: the error answer {} order {} freed the key (errors released), never kept or held",
+                        r.kept.status,
+                        r.kept.order.map_or("-".into(), |o| o.to_string())
+                    ),
+                }),
+            ));
+        }
+    }
+    for ((prior, prior_held, prior_waiver), runners) in priors
+        .iter()
+        .flat_map(|p| runner_choices.iter().map(move |r| (p, r)))
+    {
+        let (prior, prior_held) = (*prior, *prior_held);
         let mut runs = Vec::new();
+        let mut used = Rules::default();
+        let mut waived = Vec::new();
+        if let Some(w) = prior_waiver {
+            used = used.union(w.rules);
+            waived.push(w.clone());
+        }
         let mut bad = None;
         for &r in runners {
-            match as_run(state, &items[r]) {
-                Ok(run) => runs.push(Run { item: r, ..run }),
+            match as_run(state, &items[r], relax) {
+                Ok((run, waiver)) => {
+                    runs.push(Run { item: r, ..run });
+                    if let Some(w) = waiver {
+                        used = used.union(w.rules);
+                        waived.push(w);
+                    }
+                }
                 Err(e) => bad = Some(e),
             }
         }
@@ -326,36 +533,81 @@ fn explain_key(
             why.get_or_insert(e);
             continue;
         }
+        if !used.is_empty() && !used.within(relax) {
+            continue;
+        }
+        // [[idem.replay.errors]] waived: an error answer under `released` kept.
+        let mut variants = vec![(runs.clone(), used, waived.clone())];
+        if runs.iter().any(|r| r.released) && relax.allows(Rule::ErrorReleased) {
+            let kept: Vec<Run> = runs
+                .iter()
+                .map(|r| Run {
+                    released: false,
+                    held: r.released,
+                    ..r.clone()
+                })
+                .collect();
+            let first = runs
+                .iter()
+                .find(|r| r.released)
+                .map(|r| r.item)
+                .unwrap_or(0);
+            let mut w = waived.clone();
+            w.push(Waiver {
+                rules: Rules::default().with(Rule::ErrorReleased),
+                request: Some(answered(&items[first])),
+                allowed: "a new run of the key after this error answer freed it (errors released), never its answer kept".into(),
+            });
+            let u = used.with(Rule::ErrorReleased);
+            if u.within(relax) {
+                variants.push((kept, u, w));
+            }
+        }
         let others: Vec<usize> = idx
             .iter()
             .copied()
             .filter(|i| !runners.contains(i))
             .collect();
-        let mut order: Vec<usize> = (0..runs.len()).collect();
-        let mut first = true;
-        loop {
-            if !first && !next_permutation(&mut order) {
-                break;
-            }
-            first = false;
-            tried += 1;
-            if tried > MAX_EXPLANATIONS {
-                return Err(Judged::NoVerdict(format!(
-                    "more than {MAX_EXPLANATIONS} orders of one key's requests to try"
-                )));
-            }
-            let chain: Vec<&Run> = order.iter().map(|&k| &runs[k]).collect();
-            match place_all(state, prior, &chain, &others, items, &mut tried) {
-                Ok(story) => {
-                    if !stories.contains(&story) {
-                        stories.push(story);
+        for (runs, used, waived) in &variants {
+            let mut order: Vec<usize> = (0..runs.len()).collect();
+            let mut first = true;
+            loop {
+                if !first && !next_permutation(&mut order) {
+                    break;
+                }
+                first = false;
+                tried += 1;
+                if tried > MAX_EXPLANATIONS {
+                    return Err(Judged::NoVerdict(format!(
+                        "more than {MAX_EXPLANATIONS} orders of one key's requests to try"
+                    )));
+                }
+                let chain: Vec<&Run> = order.iter().map(|&k| &runs[k]).collect();
+                let taken = (*used, waived.clone());
+                match place_all(
+                    state,
+                    (prior, prior_held),
+                    &chain,
+                    &others,
+                    items,
+                    &mut tried,
+                    relax,
+                    taken,
+                ) {
+                    Ok(story) => {
+                        if !stories.contains(&story) {
+                            stories.push(story);
+                        }
+                    }
+                    Err(e) => {
+                        if matches!(e, Judged::NoVerdict(_)) {
+                            return Err(e);
+                        }
+                        why.get_or_insert(e);
                     }
                 }
-                Err(e) => {
-                    if matches!(e, Judged::NoVerdict(_)) {
-                        return Err(e);
-                    }
-                    why.get_or_insert(e);
+                if !relax.is_strict() && !stories.is_empty() {
+                    return Ok(stories);
                 }
             }
         }
@@ -366,9 +618,8 @@ fn explain_key(
             _ if idx.len() == 1 => explain_single(state, &items[idx[0]]),
             _ => {
                 let runs = by_order.len();
-                // Several runs that no order frees one after another are a
-                // double effect; otherwise the first answer that fits no
-                // phase names the clause.
+                // The strict model's first account (its clause is only the
+                // first check that failed: `judge` blames by counterfactual).
                 let clause = match &why {
                     _ if runs >= 2 => clause::AT_MOST_ONCE,
                     Some(Judged::Violation(v)) => v.clause,
@@ -387,581 +638,11 @@ fn explain_key(
                         shown_answer(&items[i].1)
                     ));
                 }
-                if let Some(Judged::Violation(v)) = why.filter(|_| runs < 2) {
-                    msg.push_str(&format!("\n  (one reason: [{}] {})", v.clause, v.message));
-                }
                 fail(clause, msg)
             }
         });
     }
     Ok(stories)
-}
-
-/// `item` as a run: its answer must be its handler's.
-fn as_run(state: &IdemModel, item: &Item) -> Result<Run, Judged> {
-    let (req, ans, w) = item;
-    let p = state.profile();
-    let handler = crate::idem_model::handler_of(&req.method, &req.path, &req.body)
-        .ok_or_else(|| Judged::NoVerdict("not a contract route".into()))?;
-    if w.answered_ms.saturating_sub(w.sent_ms) < handler.sleep_ms {
-        // The app broke reqkey-idem/1 itself: its handler did not sleep as
-        // asked, so the times the model reasons with are not the app's.
-        return Err(Judged::NoVerdict(format!(
-            "{}: the app ran the handler and answered {} ms after the request was sent, sooner than the {} ms its body's sleepMs asks (reqkey-idem/1: the slow and failing routes sleep sleepMs before their side effect)",
-            label(req),
-            w.answered_ms.saturating_sub(w.sent_ms),
-            handler.sleep_ms
-        )));
-    }
-    if ans.status != handler.status() {
-        return Err(fail(
-            clause::REPLAY,
-            format!(
-                "{}: answered {} with a new order; a run answers {}",
-                label(req),
-                shown_answer(ans),
-                handler.status()
-            ),
-        ));
-    }
-    if p.replay_header.is_some() && ans.replayed {
-        return Err(fail(
-            clause::REPLAY_HEADER,
-            format!(
-                "{}: a first execution (a new order) carries the replay header",
-                label(req)
-            ),
-        ));
-    }
-    Ok(Run {
-        item: 0,
-        handler,
-        print: crate::idem_model::payload_print(p.fingerprint, &req.body),
-        kept: Kept {
-            status: ans.status,
-            order: order_of(ans),
-            order_header: ans.order_header.clone(),
-            caller: req.caller.clone(),
-            echo: echo_of(ans),
-        },
-        released: releases(p, ans.status),
-    })
-}
-
-/// Whether `ans` replays `kept` (status, order, the handler's header, the
-/// echo, the replay mark): `None` when it does, else what differs.
-fn replay_mismatch(
-    state: &IdemModel,
-    kept: &Kept,
-    ans: &IdemAnswer,
-) -> Option<(&'static str, String)> {
-    let cl = if kept.status >= 400 {
-        clause::REPLAY_ERRORS
-    } else {
-        clause::REPLAY
-    };
-    if ans.status != kept.status || order_of(ans) != kept.order {
-        return Some((
-            cl,
-            format!(
-                "a replay must answer {} order {}",
-                kept.status,
-                kept.order.map_or("-".into(), |o| o.to_string())
-            ),
-        ));
-    }
-    if kept.order_header.is_some() && ans.order_header != kept.order_header {
-        return Some((
-            cl,
-            format!(
-                "a replay must carry the handler's X-Reqkey-Order {}",
-                kept.order_header.as_deref().unwrap_or("")
-            ),
-        ));
-    }
-    if kept.echo.is_some() && echo_of(ans) != kept.echo {
-        return Some((cl, "a replay must carry the first answer's echo".into()));
-    }
-    if caller_of(ans).is_some_and(|c| c != kept.caller) {
-        return Some((clause::NO_LEAK, "the replay names another caller".into()));
-    }
-    if state.profile().replay_header.is_some() && !ans.replayed {
-        return Some((
-            clause::REPLAY_HEADER,
-            "a replay must carry the declared replay header".into(),
-        ));
-    }
-    None
-}
-
-/// The places an answer that did not run may take, given the chain.
-fn places(state: &IdemModel, prior: Option<&Record>, chain: &[&Run], item: &Item) -> Vec<Place> {
-    let (req, ans, _) = item;
-    let p = state.profile();
-    let print = crate::idem_model::payload_print(p.fingerprint, &req.body);
-    let compares = p.fingerprint != Fingerprint::None;
-    let refusal = |status: Option<u16>| status == Some(ans.status) && ans.json.is_some();
-    let mut out = Vec::new();
-    let phases = prior
-        .map(|r| (Phase::Prior, r.print.clone(), r.kept.clone(), false))
-        .into_iter()
-        .chain(
-            chain
-                .iter()
-                .enumerate()
-                .map(|(k, r)| (Phase::Run(k), r.print.clone(), r.kept.clone(), r.released)),
-        );
-    for (phase, rprint, kept, released) in phases {
-        let same_payload = !compares || rprint == print;
-        if kept.caller != req.caller {
-            // Another caller on a key not scoped by caller: refused, never shown the answer.
-            let leaks = order_of(ans) == kept.order || caller_of(ans) == Some(kept.caller.as_str());
-            if ans.status >= 400 && !leaks {
-                out.push(Place::Whole(phase));
-            }
-            continue;
-        }
-        let replays = same_payload && replay_mismatch(state, &kept, ans).is_none();
-        match phase {
-            Phase::Prior => {
-                if replays {
-                    out.push(Place::Done(phase));
-                }
-                if !same_payload && refusal(p.mismatch_status) {
-                    out.push(Place::Done(phase));
-                }
-            }
-            Phase::Run(k) => {
-                if replays && waits(p) {
-                    out.push(Place::Whole(phase));
-                } else if replays && !released {
-                    out.push(Place::Done(phase));
-                }
-                if p.concurrent == Concurrent::Conflict && refusal(p.concurrent_status) {
-                    out.push(Place::InFlight(k));
-                }
-                if !same_payload && refusal(p.mismatch_status) {
-                    out.push(Place::InFlight(k));
-                    if !released {
-                        out.push(Place::Done(phase));
-                    }
-                }
-            }
-        }
-    }
-    out.dedup();
-    out
-}
-
-/// The difference constraints of a chain and placements: variables are
-/// event times (index 0 is the clock's zero); an edge (from, to, w) says
-/// `t[to] - t[from] <= w`.
-struct Constraints {
-    vars: usize,
-    edges: Vec<(usize, usize, i64)>,
-}
-
-impl Constraints {
-    fn var(&mut self) -> usize {
-        self.vars += 1;
-        self.vars - 1
-    }
-    /// `t[a] - t[b] <= w`.
-    fn le(&mut self, a: usize, b: usize, w: i64) {
-        self.edges.push((b, a, w));
-    }
-    fn within(&mut self, a: usize, lo: u64, hi: u64) {
-        self.le(a, 0, hi as i64);
-        self.le(0, a, -(lo as i64));
-    }
-    /// Bellman-Ford from the zero: no negative cycle means some times fit.
-    fn feasible(&self) -> bool {
-        let mut dist = vec![0i64; self.vars];
-        for _ in 0..self.vars {
-            let mut changed = false;
-            for &(from, to, w) in &self.edges {
-                let d = dist[from].saturating_add(w);
-                if d < dist[to] {
-                    dist[to] = d;
-                    changed = true;
-                }
-            }
-            if !changed {
-                return true;
-            }
-        }
-        false
-    }
-}
-
-/// The chain's own constraints; returns the variables of each phase:
-/// (arrival, completion, end) per run and the prior record's end.
-struct ChainVars {
-    prior_end: Option<usize>,
-    runs: Vec<(usize, usize, Option<usize>)>,
-}
-
-fn chain_constraints(
-    state: &IdemModel,
-    prior: Option<&Record>,
-    chain: &[&Run],
-    items: &[Item],
-) -> Option<(Constraints, ChainVars)> {
-    let expiry = state.profile().expiry_ms.map(|e| e as i64);
-    let margin = EXPIRY_MARGIN_MS as i64;
-    let mut c = Constraints {
-        vars: 1,
-        edges: Vec::new(),
-    };
-    // When a completed record ends: it expires between `expiryMs` and
-    // `expiryMs` + the margin after it completed (never, without expiry).
-    let ends = |c: &mut Constraints, done: usize| {
-        expiry.map(|e| {
-            let end = c.var();
-            c.le(done, end, -e);
-            c.le(end, done, e + margin);
-            end
-        })
-    };
-    // The time the key was last freed, or `None` while it is held for good.
-    let mut freed: Option<Option<usize>> = Some(None);
-    let prior_end = match prior {
-        None => None,
-        Some(r) => {
-            let done = c.var();
-            c.within(done, r.completed_from_ms, r.completed_by_ms);
-            let end = ends(&mut c, done);
-            freed = end.map(Some);
-            end
-        }
-    };
-    let mut runs = Vec::new();
-    for run in chain {
-        let since = freed?;
-        let w = items[run.item].2;
-        let a = c.var();
-        c.within(a, w.sent_ms, w.arrived_by_ms.min(w.answered_ms));
-        if let Some(end) = since {
-            c.le(end, a, 0);
-        }
-        let done = c.var();
-        c.le(a, done, -(run.handler.sleep_ms as i64));
-        c.within(done, w.sent_ms, w.answered_ms);
-        let end = if run.released {
-            Some(done)
-        } else {
-            ends(&mut c, done)
-        };
-        runs.push((a, done, end));
-        freed = end.map(Some);
-    }
-    Some((c, ChainVars { prior_end, runs }))
-}
-
-/// Places every other answer in the chain (depth first, checking the
-/// constraints at each step): the story, or why none fits.
-fn place_all(
-    state: &IdemModel,
-    prior: Option<&Record>,
-    chain: &[&Run],
-    others: &[usize],
-    items: &[Item],
-    tried: &mut usize,
-) -> Result<KeyStory, Judged> {
-    let Some((mut c, vars)) = chain_constraints(state, prior, chain, items) else {
-        return Err(fail(
-            clause::AT_MOST_ONCE,
-            format!(
-                "{} ran while the key was held for good (no expiry)",
-                chain
-                    .first()
-                    .map_or(String::new(), |r| label(&items[r.item].0))
-            ),
-        ));
-    };
-    if !c.feasible() {
-        return Err(fail(
-            clause::AT_MOST_ONCE,
-            format!(
-                "{} runs of one key cannot have run one after another, each after the key was freed",
-                chain.len()
-            ),
-        ));
-    }
-    let mut cands = Vec::new();
-    for &i in others {
-        let pl = places(state, prior, chain, &items[i]);
-        if pl.is_empty() {
-            return Err(explain_single_in(state, prior, chain, &items[i]));
-        }
-        cands.push(pl);
-    }
-    if !place_rest(&mut c, &vars, &cands, others, items, 0, tried)? {
-        return Err(fail(
-            clause::CONCURRENT,
-            "no time of the answers fits the key's runs".into(),
-        ));
-    }
-    let after = match chain.last() {
-        None => None,
-        Some(r) if r.released => None,
-        Some(r) => {
-            let w = items[r.item].2;
-            Some(Record {
-                print: r.print.clone(),
-                kept: r.kept.clone(),
-                completed_from_ms: w.sent_ms.saturating_add(r.handler.sleep_ms),
-                completed_by_ms: w.answered_ms,
-            })
-        }
-    };
-    Ok(KeyStory {
-        runs: chain.iter().map(|r| (r.item, r.released)).collect(),
-        after,
-        keep_prior: chain.is_empty(),
-    })
-}
-
-fn place_rest(
-    c: &mut Constraints,
-    vars: &ChainVars,
-    cands: &[Vec<Place>],
-    others: &[usize],
-    items: &[Item],
-    at: usize,
-    tried: &mut usize,
-) -> Result<bool, Judged> {
-    if at == others.len() {
-        return Ok(true);
-    }
-    let w = items[others[at]].2;
-    for place in &cands[at] {
-        *tried += 1;
-        if *tried > MAX_EXPLANATIONS {
-            return Err(Judged::NoVerdict(format!(
-                "more than {MAX_EXPLANATIONS} placements of one key's answers to try"
-            )));
-        }
-        let mark = (c.vars, c.edges.len());
-        let x = c.var();
-        c.within(x, w.sent_ms, w.arrived_by_ms.min(w.answered_ms));
-        match *place {
-            Place::InFlight(k) => {
-                let (a, done, _) = vars.runs[k];
-                c.le(a, x, 0);
-                c.le(x, done, 0);
-            }
-            Place::Done(Phase::Prior) => {
-                if let Some(end) = vars.prior_end {
-                    c.le(x, end, 0);
-                }
-            }
-            Place::Done(Phase::Run(k)) => {
-                let (_, done, end) = vars.runs[k];
-                c.le(done, x, 0);
-                if let Some(end) = end {
-                    c.le(x, end, 0);
-                }
-            }
-            Place::Whole(Phase::Prior) => {
-                if let Some(end) = vars.prior_end {
-                    c.le(x, end, 0);
-                }
-            }
-            Place::Whole(Phase::Run(k)) => {
-                let (a, done, end) = vars.runs[k];
-                c.le(a, x, 0);
-                if let Some(end) = end {
-                    c.le(x, end, 0);
-                }
-                // A waiter is answered once the run it waited for completed.
-                c.le(done, 0, w.answered_ms as i64);
-            }
-        }
-        if c.feasible() && place_rest(c, vars, cands, others, items, at + 1, tried)? {
-            return Ok(true);
-        }
-        c.vars = mark.0;
-        c.edges.truncate(mark.1);
-    }
-    Ok(false)
-}
-
-/// Why one answer fits nowhere in a chain (a batch of several).
-fn explain_single_in(
-    state: &IdemModel,
-    prior: Option<&Record>,
-    chain: &[&Run],
-    item: &Item,
-) -> Judged {
-    if chain.is_empty() {
-        return explain_single(state, item);
-    }
-    let (req, ans, _) = item;
-    let _ = prior;
-    fail(
-        if order_of(ans).is_some_and(|o| !state.is_fresh(o)) {
-            clause::REPLAY
-        } else {
-            clause::CONCURRENT
-        },
-        format!(
-            "{}: answered {}, which no phase of the key explains (a refusal while it runs, a replay of a completed run)",
-            label(req),
-            shown_answer(ans)
-        ),
-    )
-}
-
-/// Why `item`, sent alone, is not a conforming answer: each outcome the
-/// model allowed, and the first difference.
-fn explain_single(state: &IdemModel, item: &Item) -> Judged {
-    let (req, ans, w) = item;
-    let fresh = order_of(ans).filter(|o| state.is_fresh(*o));
-    let mut first: Option<Judged> = None;
-    for outcome in state.outcomes(req, *w) {
-        let v = match &outcome {
-            Outcome::Run(h) => {
-                if fresh.is_some() && ans.status != h.status() {
-                    Some((clause::REPLAY, format!("a run answers {}", h.status())))
-                } else {
-                    Some(why_not_run(state, req, ans))
-                }
-            }
-            Outcome::Replay(k) => {
-                if fresh.is_some() {
-                    Some((
-                        clause::AT_MOST_ONCE,
-                        format!(
-                            "a retry of a completed key must be replayed (order {}), it ran again",
-                            k.order.map_or("-".into(), |o| o.to_string())
-                        ),
-                    ))
-                } else if state.profile().fingerprint == Fingerprint::Json
-                    && state.profile().mismatch_status == Some(ans.status)
-                {
-                    Some((
-                        clause::EQUIVALENCE,
-                        "the same JSON payload (as fingerprint json compares it) was refused as another"
-                            .to_owned(),
-                    ))
-                } else {
-                    replay_mismatch(state, k, ans)
-                }
-            }
-            Outcome::Refused { status, clause } => {
-                if fresh.is_some() {
-                    Some((
-                        *clause,
-                        format!("must be refused {status} and run nothing; it ran"),
-                    ))
-                } else if ans.status != *status {
-                    Some((*clause, format!("must be refused {status}")))
-                } else if ans.json.is_none() {
-                    Some((
-                        clause::ERROR_BODY,
-                        format!("the refusal {status} has no JSON body"),
-                    ))
-                } else {
-                    None
-                }
-            }
-            Outcome::RefusedNoLeak(k) => Some((
-                clause::NO_LEAK,
-                format!(
-                    "another caller's key (order {}) must be refused and never shown",
-                    k.order.map_or("-".into(), |o| o.to_string())
-                ),
-            )),
-        };
-        if let Some((clause, why)) = v {
-            first.get_or_insert(fail(
-                clause,
-                format!(
-                    "{}: {why}; the app answered {}",
-                    label(req),
-                    shown_answer(ans)
-                ),
-            ));
-        }
-    }
-    first.unwrap_or_else(|| {
-        fail(
-            clause::CONCURRENT,
-            format!(
-                "{}: the app answered {}, which no outcome explains",
-                label(req),
-                shown_answer(ans)
-            ),
-        )
-    })
-}
-
-/// Why an answer that should have been a run was not, by what the key
-/// went through.
-fn why_not_run(state: &IdemModel, req: &IdemRequest, ans: &IdemAnswer) -> (&'static str, String) {
-    let shown = order_of(ans);
-    if let Some(o) = shown.filter(|o| state.was_released(*o)) {
-        return (
-            clause::REPLAY_ERRORS,
-            format!("under errors released the error answer (order {o}) freed the key: a retry runs again"),
-        );
-    }
-    if let KeyRead::Key(s) = state.read_key(req) {
-        if state.freed_by_error(&s) {
-            return (
-                clause::REPLAY_ERRORS,
-                "under errors released the last run's error answer freed the key: a retry runs again".into(),
-            );
-        }
-        if let Some(r) = state.record(&s) {
-            return (
-                clause::EXPIRY,
-                format!(
-                    "the key completed (order {}) more than expiryMs and its margin ago: it is forgotten, a retry runs again",
-                    r.kept.order.map_or("-".into(), |o| o.to_string())
-                ),
-            );
-        }
-        for (other, r) in state.records() {
-            if shown.is_some() && r.kept.order == shown {
-                let clause = if r.kept.caller != req.caller {
-                    clause::NO_LEAK
-                } else if other.key != s.key {
-                    "idem.key.exact"
-                } else {
-                    clause::SCOPE
-                };
-                return (
-                    clause,
-                    format!(
-                        "order {} is another scoped key's answer: this request must run on its own",
-                        shown.unwrap_or(0)
-                    ),
-                );
-            }
-        }
-        if state
-            .records()
-            .keys()
-            .any(|o| o.key != s.key && o.caller == s.caller)
-        {
-            return (
-                "idem.key.exact",
-                "a key never used before (keys are compared octet for octet) must run".into(),
-            );
-        }
-        if state.records().keys().any(|o| o.key == s.key) {
-            return (
-                clause::SCOPE,
-                "the key on another method, path or caller the profile scopes by is another key: it must run".into(),
-            );
-        }
-    }
-    (
-        clause::CONCURRENT,
-        "a free key must run (nothing holds it)".into(),
-    )
 }
 
 /// The next permutation in lexicographic order (false after the last).

@@ -70,6 +70,8 @@ pub mod clause {
     pub const MISSING_OPTIONAL: &str = "idem.key.missing-optional";
     pub const INVALID: &str = "idem.key.invalid-refused";
     pub const ERROR_BODY: &str = "idem.error.body";
+    pub const SYNTAX: &str = "idem.key.syntax";
+    pub const EXACT: &str = "idem.key.exact";
 }
 
 /// What a contract route's handler does (reqkey-idem/1).
@@ -137,6 +139,16 @@ pub fn payload_print(fingerprint: Fingerprint, body: &[u8]) -> String {
             Err(_) => format!("bytes:{}", hex(body)),
         },
         Fingerprint::Bytes => format!("bytes:{}", hex(body)),
+    }
+}
+
+/// A payload's print under the fingerprint `fingerprint` is not (`json`
+/// and `bytes` swapped; `none`: every payload one).
+pub fn alt_payload_print(fingerprint: Fingerprint, body: &[u8]) -> String {
+    match fingerprint {
+        Fingerprint::None => String::new(),
+        Fingerprint::Json => payload_print(Fingerprint::Bytes, body),
+        Fingerprint::Bytes => payload_print(Fingerprint::Json, body),
     }
 }
 
@@ -240,22 +252,32 @@ impl IdemAnswer {
     }
 }
 
-/// A proven violation, naming the clause it breaks.
+/// One request of a batch with its answer and window.
+pub type Item = (IdemRequest, IdemAnswer, Window);
+
+/// A proven violation, naming the clauses it breaks: blamed by
+/// counterfactual (`idem_blame.rs`) where answers no order explains are
+/// judged, `clause` is the first of `clauses`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
     pub clause: &'static str,
+    /// Every clause blamed: `[clause]` where one clause's waiver alone
+    /// explains the answers, else the smallest set that does.
+    pub clauses: Vec<&'static str>,
     pub message: String,
 }
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "[{}] {}", self.clause, self.message)
+        write!(f, "[{}] {}", self.clauses.join(", "), self.message)
     }
 }
 
-fn violation(clause: &'static str, message: impl Into<String>) -> Violation {
+/// A violation of one clause.
+pub fn violation(clause: &'static str, message: impl Into<String>) -> Violation {
     Violation {
         clause,
+        clauses: vec![clause],
         message: message.into(),
     }
 }
@@ -285,6 +307,10 @@ pub struct Kept {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Record {
     pub print: String,
+    /// The payload's print under the other fingerprint (`json` and `bytes`
+    /// swapped): what a waiver of `[[idem.fingerprint.equivalence]]`
+    /// compares (`idem_blame.rs`).
+    pub alt_print: String,
     pub kept: Kept,
     pub completed_from_ms: u64,
     pub completed_by_ms: u64,
@@ -324,6 +350,10 @@ pub struct IdemModel {
     released: BTreeSet<u64>,
     /// Scoped keys whose last run's error answer freed them.
     freed: BTreeSet<Scoped>,
+    /// What those keys would keep had the error answer not freed them:
+    /// the record a waiver of `[[idem.replay.errors]]` may find
+    /// (`idem_blame.rs`).
+    released_records: BTreeMap<Scoped, Record>,
 }
 
 /// The conforming outcomes of one request, before an answer is seen.
@@ -349,6 +379,7 @@ impl IdemModel {
             orders: BTreeSet::new(),
             released: BTreeSet::new(),
             freed: BTreeSet::new(),
+            released_records: BTreeMap::new(),
         }
     }
 
@@ -571,6 +602,23 @@ impl IdemModel {
             self.freed.insert(scoped.clone());
         } else {
             self.freed.remove(scoped);
+        }
+    }
+
+    /// The record `scoped`'s last run would have kept had its error answer
+    /// not freed it.
+    pub(crate) fn released_record(&self, scoped: &Scoped) -> Option<&Record> {
+        self.released_records.get(scoped)
+    }
+
+    pub(crate) fn set_released_record(&mut self, scoped: &Scoped, record: Option<Record>) {
+        match record {
+            Some(r) => {
+                self.released_records.insert(scoped.clone(), r);
+            }
+            None => {
+                self.released_records.remove(scoped);
+            }
         }
     }
 

@@ -185,6 +185,9 @@ fn read_key(layer: &IdemLayer, req: &Request) -> Result<Option<Vec<u8>>, ()> {
     if layer.has(IdemDefect::LongKeyRefused) && raw.len() > LONG_KEY_REFUSED_AT {
         return Err(());
     }
+    if layer.has(IdemDefect::AnyRefusesQuoted) && raw.starts_with(b"\"") {
+        return Err(());
+    }
     if layer.has(IdemDefect::TrimmedKey) {
         raw = raw.trim_ascii().to_vec();
         if layer.profile.key_syntax == KeySyntax::SfString {
@@ -327,6 +330,9 @@ pub async fn idempotency(
                         OTHER_CALLER_STATUS,
                         "the Idempotency-Key is another caller's",
                     );
+                }
+                if layer.has(IdemDefect::InFlightAnswers500) {
+                    return refuse(500, "a request with this Idempotency-Key is in flight");
                 }
                 if let Some(status) = p
                     .concurrent_status

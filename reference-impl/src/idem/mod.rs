@@ -261,6 +261,14 @@ pub enum IdemDefect {
     /// Refuses a key longer than [`middleware::LONG_KEY_REFUSED_AT`]
     /// bytes (a column too narrow): a 200-character key is answered 400.
     LongKeyRefused,
+    /// Declares `keySyntax: "any"` but refuses 400 a key that starts with a
+    /// double quote (taken for a malformed sf-string): a key the declared
+    /// syntax admits refused (issue 54: blamed on `idem.key.syntax`).
+    AnyRefusesQuoted,
+    /// Answers 500 instead of `concurrentStatus` to a duplicate in flight
+    /// (nothing runs twice; issue 54: blamed on `idem.concurrent.declared`
+    /// alone, never on `idem.lock.held`).
+    InFlightAnswers500,
     // The defects below pass the suite and the fuzz pass's programs and
     // battery: each breaks a promise only at its own scale, seconds or
     // thousands of keys away (issue 55); the probes at scale find them.
@@ -347,7 +355,7 @@ impl IdemDefect {
     /// Every built-in variant (of the race windows, the one across an
     /// await, which every battery finds; `parse` takes every calibrated
     /// `race-window-<N>us`, measured by `reqkey bench race-window`).
-    pub const ALL: [IdemDefect; 39] = [
+    pub const ALL: [IdemDefect; 41] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -381,6 +389,8 @@ impl IdemDefect {
         Self::LockShorterThanDeclared,
         Self::ReplayUnmarked,
         Self::LongKeyRefused,
+        Self::AnyRefusesQuoted,
+        Self::InFlightAnswers500,
         Self::ExpiryShorterThanDeclared,
         Self::ForgetsAfterFourSeconds,
         Self::LockLapsesAfter750ms,
@@ -424,6 +434,8 @@ impl IdemDefect {
             Self::LockShorterThanDeclared => "lock-shorter-than-declared",
             Self::ReplayUnmarked => "replay-unmarked",
             Self::LongKeyRefused => "long-key-refused",
+            Self::AnyRefusesQuoted => "any-refuses-quoted",
+            Self::InFlightAnswers500 => "in-flight-answers-500",
             Self::ExpiryShorterThanDeclared => "expiry-shorter-than-declared",
             Self::ForgetsAfterFourSeconds => "forgets-after-4s",
             Self::LockLapsesAfter750ms => "lock-lapses-after-750ms",
@@ -474,7 +486,9 @@ impl IdemDefect {
             | Self::ErrorsSweptAfter5s => IdemVariant::NoExpiry,
             Self::LockLapses => IdemVariant::ShortLock,
             Self::TokenAcceptsQuoted => IdemVariant::Token,
-            Self::EmptyKeyRunsUnderAny | Self::AnyUnquotes => IdemVariant::Any,
+            Self::EmptyKeyRunsUnderAny | Self::AnyUnquotes | Self::AnyRefusesQuoted => {
+                IdemVariant::Any
+            }
             Self::BytesComparedAsJson => IdemVariant::Bytes,
             Self::RefusesEmptyKey
             | Self::FingerprintDespiteNone

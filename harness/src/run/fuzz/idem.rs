@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqkey_model::idem_batch::judge;
-use reqkey_model::idem_model::{EffectKey, IdemAnswer, IdemModel, IdemRequest, Judged, Window};
+use reqkey_model::idem_model::{EffectKey, IdemAnswer, IdemModel, Judged, Window};
 use reqkey_model::idem_profile::IdemProfile;
 use serde_json::Value;
 use tokio::sync::Barrier;
@@ -58,13 +58,18 @@ pub use crate::run::fuzz::idem_program::ARRIVAL_SLACK_MS;
 /// Model states kept at once; beyond it the case has no verdict.
 const MAX_STATES: usize = 4_096;
 
-fn http_request(r: &IdemRequest) -> HttpRequest {
+/// The HTTP request of `s`: its key under the name as its spelling writes
+/// it, written byte for byte unless that is the library's lower case (a
+/// burst sent together is written byte for byte anyway).
+fn http_request(s: &Sent) -> HttpRequest {
+    let r = &s.request;
+    let name = s.req.key_header_name();
     let mut headers = vec![
         ("Content-Type".to_owned(), b"application/json".to_vec()),
         ("X-Reqkey-Caller".to_owned(), r.caller.clone().into_bytes()),
     ];
     if let Some(k) = &r.key {
-        headers.push(("Idempotency-Key".to_owned(), k.clone()));
+        headers.push((name.to_owned(), k.clone()));
     }
     HttpRequest {
         method: r.method.clone(),
@@ -72,7 +77,11 @@ fn http_request(r: &IdemRequest) -> HttpRequest {
         headers,
         body: Some(r.body.clone()),
         replica: None,
-        wire: Wire::Library,
+        wire: if r.key.is_some() && name != name.to_ascii_lowercase() {
+            Wire::Exact
+        } else {
+            Wire::Library
+        },
     }
 }
 
@@ -132,7 +141,7 @@ async fn send_group(
     call_timeout_ms: u64,
 ) -> Result<Vec<(IdemAnswer, Window)>, CaseFailure> {
     if group.len() > 1 && target.sends_together() && group.iter().all(|s| s.delay_ms == 0) {
-        let requests = group.iter().map(|s| http_request(&s.request)).collect();
+        let requests = group.iter().map(http_request).collect();
         let answers = tokio::time::timeout(
             Duration::from_millis(call_timeout_ms.saturating_mul(2)),
             target.http_together(requests),
@@ -153,7 +162,7 @@ async fn send_group(
     let mut tasks = Vec::with_capacity(group.len());
     for s in group {
         let (target, barrier) = (Arc::clone(target), Arc::clone(&barrier));
-        let (request, delay) = (http_request(&s.request), s.delay_ms);
+        let (request, delay) = (http_request(s), s.delay_ms);
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
             if delay > 0 {

@@ -27,8 +27,10 @@
 //! A failing one becomes a scenario that repeats as many times as the
 //! battery sent its kind, so that replaying it has the same power.
 
-use crate::run::fuzz::idem_program::{outlived_lock, Pause, Req, Step, MAX_EXPIRY_WAIT_MS};
-use reqkey_model::idem_profile::IdemProfile;
+use crate::run::fuzz::idem_program::{
+    key_header, outlived_lock, Pause, Req, Step, MAX_EXPIRY_WAIT_MS,
+};
+use reqkey_model::idem_profile::{key_of, IdemProfile};
 
 /// Copies in one burst.
 pub const BURST_COPIES: usize = 8;
@@ -97,33 +99,54 @@ const ORDER: Req = Req {
     caller: 0,
     key: 1,
     payload: 0,
+    style: 0,
+    spelling: 0,
 };
 const SLOW_FAIL: Req = Req {
     route: 5,
     caller: 0,
     key: 1,
     payload: 0,
+    style: 0,
+    spelling: 0,
 };
+
+/// The `i`th burst's request: `req` with its key in the `i`th style and
+/// its name in the `i`th spelling, and every other burst's key in the
+/// other spelling where the declared syntax takes that as a key too (bare
+/// under `any`): an app racy only for one spelling of a key meets bursts
+/// of both (issue 56).
+fn varied(req: Req, i: usize, profile: &IdemProfile) -> Req {
+    let style = crate::run::fuzz::key_forms::KeyStyle::of(i);
+    let other = key_header(3, style, "t", profile.key_syntax)
+        .is_some_and(|k| key_of(k.as_bytes(), profile.key_syntax).is_some());
+    Req {
+        style: i,
+        spelling: i,
+        key: if other && i % 2 == 1 { 3 } else { req.key },
+        ..req
+    }
+}
 
 /// The battery under `profile`, in the order it is sent.
 pub fn battery(profile: &IdemProfile) -> Vec<Probe> {
     let mut out = Vec::new();
     let n = succeeding_bursts();
-    for _ in 0..n {
+    for i in 0..n {
         out.push(Probe {
             kind: ProbeKind::SucceedingBurst,
             program: vec![Step::Burst {
-                req: ORDER,
+                req: varied(ORDER, i as usize, profile),
                 copies: BURST_COPIES,
             }],
             repeat: n,
         });
     }
-    for _ in 0..FAILING_BURSTS {
+    for i in 0..FAILING_BURSTS {
         out.push(Probe {
             kind: ProbeKind::FailingBurst,
             program: vec![Step::Burst {
-                req: SLOW_FAIL,
+                req: varied(SLOW_FAIL, i as usize, profile),
                 copies: BURST_COPIES,
             }],
             repeat: FAILING_BURSTS,

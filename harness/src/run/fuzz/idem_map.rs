@@ -418,6 +418,8 @@ mod tests {
                     caller: 1,
                     key: 1,
                     payload: 0,
+                    style: 0,
+                    spelling: 0,
                 },
                 copies: 3,
             },
@@ -426,6 +428,8 @@ mod tests {
                 caller: 0,
                 key: 1,
                 payload: 0,
+                style: 0,
+                spelling: 0,
             }),
         ];
         assert_eq!(fit.program(&program), program);

@@ -5,8 +5,11 @@
 //!
 //! The domain is small so that collisions are the rule: six routes (the
 //! succeeding ones on two methods and two paths, the failing one, the slow
-//! one, the failing one slow), two callers, two keys with their bare,
-//! upper-case and empty spellings or none, and payloads equal as JSON but
+//! one, the failing one slow), two callers, two keys (in one of the forms
+//! clients make them, drawn per program: `run/fuzz/key_forms.rs`) with
+//! their other spelling, their case twin, one blank more and the empty
+//! value, or none, the key header's name in the spellings clients send,
+//! and payloads equal as JSON but
 //! not as bytes beside texts of every kind (`run/fuzz/inputs.rs`). Every
 //! key and caller carries the case's tag, so no case meets another's.
 
@@ -16,6 +19,9 @@ use reqkey_model::idem_profile::{key_of, IdemProfile, KeySyntax};
 use serde_json::Value;
 
 use crate::run::fuzz::inputs;
+use crate::run::fuzz::key_forms::{
+    key_header_name, key_text, sf_quote, KeyStyle, KEY_HEADER_SPELLINGS,
+};
 
 /// The default budget of `reqkey fuzz` on an idem target.
 pub const DEFAULT_CASES: u32 = 128;
@@ -70,6 +76,11 @@ pub struct Req {
     pub caller: usize,
     pub key: usize,
     pub payload: usize,
+    /// The program's [`KeyStyle`] (one for all its requests).
+    pub style: usize,
+    /// How the `Idempotency-Key` name is spelt
+    /// (`key_forms::KEY_HEADER_SPELLINGS`).
+    pub spelling: usize,
 }
 
 /// A pause.
@@ -114,16 +125,17 @@ pub struct Sent {
     pub delay_ms: u64,
 }
 
-/// The raw key header of `form` for `tag` under `syntax` (`None`: no
-/// header): the first key in the spelling the syntax admits (quoted when
-/// it admits that), the second key likewise, the first key in the other
-/// spelling, its upper-case twin, the empty value, the first key with a
-/// blank at its end (another key: keys compare octet for octet; under
+/// The raw key header of `form` for `tag` under `syntax` in `style`
+/// (`run/fuzz/key_forms.rs`; `None`: no header): the first key in the
+/// spelling the syntax admits (quoted when it admits that), the second
+/// key likewise, the first key in the other spelling (bare where quotes
+/// are admitted: under `any`, another key), its case twin (the letters
+/// outside the tag in the other case), the empty value, the first key
+/// with one blank more (another key: keys compare octet for octet; under
 /// `token`, a blank inside the key, malformed).
-pub fn key_header(form: usize, tag: &str, syntax: KeySyntax) -> Option<String> {
-    let quoted = |k: &str| format!("\"{k}\"");
+pub fn key_header(form: usize, style: KeyStyle, tag: &str, syntax: KeySyntax) -> Option<String> {
     let admitted = |k: &str| {
-        let q = quoted(k);
+        let q = sf_quote(k);
         if key_of(q.as_bytes(), syntax).is_some() {
             q
         } else {
@@ -131,19 +143,20 @@ pub fn key_header(form: usize, tag: &str, syntax: KeySyntax) -> Option<String> {
         }
     };
     let other = |k: &str| {
-        let q = quoted(k);
+        let q = sf_quote(k);
         if key_of(q.as_bytes(), syntax).is_some() {
             k.to_owned()
         } else {
             q
         }
     };
+    let first = key_text(style, 0, tag, syntax);
     match form % KEY_FORMS {
         0 => None,
-        1 => Some(admitted(&format!("k0-{tag}"))),
-        2 => Some(admitted(&format!("k1-{tag}"))),
-        3 => Some(other(&format!("k0-{tag}"))),
-        4 => Some(admitted(&format!("K0-{tag}"))),
+        1 => Some(admitted(&first.text())),
+        2 => Some(admitted(&key_text(style, 1, tag, syntax).text())),
+        3 => Some(other(&first.text())),
+        4 => Some(admitted(&first.case_twin())),
         // The empty key: `""` where the syntax reads it as empty, else the
         // empty field value (never a key, so never shared between cases).
         5 if key_of(b"\"\"", syntax).is_none() => Some("\"\"".to_owned()),
@@ -152,11 +165,11 @@ pub fn key_header(form: usize, tag: &str, syntax: KeySyntax) -> Option<String> {
         // 5.5 strips it from a bare field value): where quotes are refused
         // (`token`), the blank goes inside the key, which must be refused.
         _ => {
-            let blank_end = quoted(&format!("k0-{tag} "));
-            if key_of(blank_end.as_bytes(), syntax).is_some() {
-                Some(blank_end)
+            let blank = sf_quote(&first.blank_twin());
+            if key_of(blank.as_bytes(), syntax).is_some() {
+                Some(blank)
             } else {
-                Some(format!("k0 {tag}"))
+                Some(format!("{} {}{}", first.head, first.tag, first.tail))
             }
         }
     }
@@ -180,6 +193,11 @@ pub fn body(payload: usize, sleep: Option<u64>) -> Vec<u8> {
 }
 
 impl Req {
+    /// The name its `Idempotency-Key` header goes out under.
+    pub fn key_header_name(&self) -> &'static str {
+        key_header_name(self.spelling)
+    }
+
     /// The request under `profile` for the case tagged `tag`. A key form
     /// the declared syntax does not admit is sent only where the profile
     /// refuses it (`invalidKeyStatus`); otherwise the first key stands in.
@@ -190,12 +208,13 @@ impl Req {
         sleep_override: Option<u64>,
     ) -> IdemRequest {
         let (method, path, sleep) = ROUTES[self.route % ROUTES.len()];
-        let mut key = key_header(self.key, tag, profile.key_syntax);
+        let style = KeyStyle::of(self.style);
+        let mut key = key_header(self.key, style, tag, profile.key_syntax);
         if let Some(k) = &key {
             if key_of(k.as_bytes(), profile.key_syntax).is_none()
                 && profile.invalid_key_status.is_none()
             {
-                key = key_header(1, tag, profile.key_syntax);
+                key = key_header(1, style, tag, profile.key_syntax);
             }
         }
         IdemRequest {
@@ -243,6 +262,8 @@ pub fn requests_of(step: &Step, sent: &[Req], profile: &IdemProfile, tag: &str) 
                     caller: 0,
                     key: 1,
                     payload: 0,
+                    style: 0,
+                    spelling: 0,
                 },
                 0,
                 None,
@@ -278,8 +299,16 @@ fn arb_req() -> impl Strategy<Value = Req> {
         prop_oneof![3 => Just(0usize), 1 => Just(1usize)],
         prop_oneof![1 => Just(0usize), 5 => Just(1usize), 3 => Just(2usize), 1 => Just(3usize), 1 => Just(4usize), 1 => Just(5usize), 1 => Just(6usize)],
         prop_oneof![5 => Just(0usize), 2 => Just(1usize), 2 => Just(2usize), 2 => 3..PAYLOADS],
+        prop_oneof![2 => Just(0usize), 1 => 1..KEY_HEADER_SPELLINGS.len()],
     )
-        .prop_map(|(route, caller, key, payload)| Req { route, caller, key, payload })
+        .prop_map(|(route, caller, key, payload, spelling)| Req {
+            route,
+            caller,
+            key,
+            payload,
+            style: 0,
+            spelling,
+        })
 }
 
 /// One step; `long_pauses` weighs the pauses past expiry (a certification's
@@ -297,8 +326,32 @@ pub fn arb_step(long_pauses: u32) -> impl Strategy<Value = Step> {
     ]
 }
 
+/// A program: its steps, every request of it in one [`KeyStyle`] drawn
+/// with it (keys meet only within a style).
 pub fn arb_program(long_pauses: u32) -> impl Strategy<Value = Vec<Step>> {
-    prop::collection::vec(arb_step(long_pauses), 1..=MAX_STEPS)
+    (
+        0..KeyStyle::ALL.len(),
+        prop::collection::vec(arb_step(long_pauses), 1..=MAX_STEPS),
+    )
+        .prop_map(|(style, steps)| with_style(steps, style))
+}
+
+/// `program` with every request in style `style`.
+pub fn with_style(program: Vec<Step>, style: usize) -> Vec<Step> {
+    let set = |r: &Req| Req { style, ..r.clone() };
+    program
+        .into_iter()
+        .map(|step| match step {
+            Step::Send(r) => Step::Send(set(&r)),
+            Step::Burst { req, copies } => Step::Burst {
+                req: set(&req),
+                copies,
+            },
+            Step::Batch(reqs) => Step::Batch(reqs.iter().map(set).collect()),
+            Step::PastLock(r) => Step::PastLock(set(&r)),
+            other => other,
+        })
+        .collect()
 }
 
 /// The tag of case `case` under `namespace`: letters and digits only, so

@@ -12,9 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use reqkey_model::idem_batch::judge_one;
-use reqkey_model::idem_model::{
-    clause, handler_of, EffectKey, IdemModel, IdemRequest, Outcome, Window,
-};
+use reqkey_model::idem_model::{clause, handler_of, EffectKey, IdemModel, Outcome, Window};
 use reqkey_model::idem_profile::{
     Concurrent, Errors, Fingerprint, IdemProfile, KeySyntax, ScopeBy,
 };
@@ -30,15 +28,12 @@ pub const RACE_REPEAT: u32 = 5;
 /// The tag requests are resolved with, replaced by fresh values in the file.
 const TAG: &str = "TAG";
 
-/// Keys and callers of the placeholder tag as scenario text: the keys
-/// become fresh values (`x${k0}`, its upper-case twin `X${k0}`, each in the
-/// spelling the program sent), the callers `alice-${c}`.
+/// Keys and callers of the placeholder tag as scenario text: the tag's
+/// run in every key (`run/fuzz/key_forms.rs`) and in every caller becomes
+/// the fresh value `${c}`; the rest of a key is written as it was sent
+/// (a `$` of it as `$$`, the scenario format's literal `$`).
 fn templatize(s: &str) -> String {
-    s.replace(&format!("k0-{TAG} "), "x${k0} ")
-        .replace(&format!("k0-{TAG}"), "x${k0}")
-        .replace(&format!("K0-{TAG}"), "X${k0}")
-        .replace(&format!("k1-{TAG}"), "x${k1}")
-        .replace(&format!("-{TAG}"), "-${c}")
+    s.replace('$', "$$").replace(TAG, "${c}")
 }
 
 /// What the model's states know of the program so far.
@@ -55,14 +50,22 @@ fn text_field(s: &str) -> String {
 }
 
 /// One request as an `http` step's map (flow YAML).
-fn http_map(r: &IdemRequest, delay_ms: u64) -> String {
+fn http_map(s: &Sent, delay_ms: u64) -> String {
+    let r = &s.request;
+    let name = s.req.key_header_name();
     let mut headers = vec![format!("[X-Reqkey-Caller, {}]", text_field(&r.caller))];
     if let Some(k) = &r.key {
         headers.push(format!(
-            "[Idempotency-Key, {}]",
+            "[{name}, {}]",
             text_field(&String::from_utf8_lossy(k))
         ));
     }
+    // A name in another case than the library's goes out byte for byte.
+    let wire = if r.key.is_some() && name != name.to_ascii_lowercase() {
+        ", wire: exact"
+    } else {
+        ""
+    };
     headers.push("[Content-Type, application/json]".into());
     let delay = if delay_ms > 0 {
         format!(", delay_ms: {delay_ms}")
@@ -70,7 +73,7 @@ fn http_map(r: &IdemRequest, delay_ms: u64) -> String {
         String::new()
     };
     format!(
-        "{{method: {}, path: {}, headers: [{}], body: {}{delay}}}",
+        "{{method: {}, path: {}, headers: [{}], body: {}{delay}{wire}}}",
         r.method,
         r.path,
         headers.join(", "),
@@ -205,7 +208,7 @@ pub fn scenario_yaml(
             known = Known::Bound(bounds);
             let _ = writeln!(steps, "  - parallel:");
             for s in &group {
-                let _ = writeln!(steps, "      - http: {}", http_map(&s.request, s.delay_ms));
+                let _ = writeln!(steps, "      - http: {}", http_map(s, s.delay_ms));
                 let _ = writeln!(steps, "        expect: any");
             }
             let longest = group
@@ -218,7 +221,7 @@ pub fn scenario_yaml(
             continue;
         }
         let Some(s) = group.first() else { continue };
-        let line = http_map(&s.request, 0);
+        let line = http_map(s, 0);
         let sleep = handler_of(&s.request.method, &s.request.path, &s.request.body)
             .map_or(0, |h| h.sleep_ms);
         let w = Window::new(now, now + sleep + 1);

@@ -48,6 +48,7 @@ pub mod idem_map;
 pub mod idem_program;
 pub mod idem_scenario;
 pub mod inputs;
+pub mod key_forms;
 pub mod pass;
 pub mod patience;
 pub mod program;

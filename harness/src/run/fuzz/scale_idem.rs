@@ -231,9 +231,12 @@ where
     Ok(out.into_iter().map(|(_, r)| r).collect())
 }
 
-/// `name` as a key header the declared syntax admits (quoted where it
-/// takes quotes): letters, digits and `-` are a key in every syntax.
+/// The key named `name` (a UUID made from it, `key_forms::client_key`:
+/// nothing of the name goes out) as a header the declared syntax admits
+/// (quoted where it takes quotes): hex digits and `-` are a key in every
+/// syntax.
 fn key_header(name: &str, profile: &IdemProfile) -> Vec<u8> {
+    let name = crate::run::fuzz::key_forms::client_key(name);
     let quoted = format!("\"{name}\"");
     if key_of(quoted.as_bytes(), profile.key_syntax).is_some() {
         quoted.into_bytes()
