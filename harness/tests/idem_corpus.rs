@@ -93,7 +93,7 @@ const NAMED_AFTER: [(&str, &str); 31] = [
 /// so they stay out of the corpus's record.
 const BATTERY_DEFECTS: [&str; 5] = [
     "rare-race",
-    "race-window-5us",
+    "race-window-0us",
     "waiters-run-after-release",
     "forgets-after-1s",
     "lock-lapses",
