@@ -24,7 +24,7 @@ use reqkey_harness::targets::TargetOptions;
 use reqkey_reference::idem::IdemDefect;
 
 /// Each defect and the scenario aimed at it.
-const NAMED_AFTER: [(&str, &str); 30] = [
+const NAMED_AFTER: [(&str, &str); 31] = [
     ("check-then-set", "idem.concurrent-burst-conflict"),
     ("unscoped-caller", "idem.another-caller-same-key"),
     ("no-fingerprint", "idem.other-payload-after-completion"),
@@ -79,6 +79,13 @@ const NAMED_AFTER: [(&str, &str); 30] = [
         "idem.quoted-and-bare-are-two-keys-under-any",
     ),
     ("in-flight-answers-500", "idem.concurrent-burst-conflict"),
+    // Two defects in one app: the suite sees the unmarked replay; the
+    // lapsing lock only the fuzz pass's battery (tests/fuzz_reproductions.rs
+    // holds both reported).
+    (
+        "two-defects-replay-unmarked-lock-lapses",
+        "idem.replay-marks-itself",
+    ),
 ];
 
 /// Defects no hand-written scenario is aimed at: every fuzz pass's battery

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::cmd::exit::harness_error;
+use crate::run::fuzz::cases::MAX_DISTINCT_VIOLATIONS;
 use crate::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
 use crate::run::runner::RunConfig;
 use crate::targets::profile::resolve_profile;
@@ -64,34 +65,59 @@ pub fn fuzz_idem_command(
             ExitCode::SUCCESS
         }
         IdemFuzzOutcome::Failed(f) => {
-            if f.reason.starts_with("the battery") {
-                println!(
-                    "FAIL: a program of the battery does not conform ({} steps, fixed)",
-                    f.program.len()
-                );
-            } else {
-                println!(
-                    "FAIL: a program does not conform; shrunk to {} steps",
-                    f.program.len()
-                );
-            }
-            println!("{}", inert_lines(&f.reason));
-            println!("\nseed: {0} (reproduce with --seed {0})", f.seed);
+            let n = f.violations.len();
             println!(
-                "\nthe minimal program as a scenario:\n---\n{}\n---",
-                inert_lines(&f.scenario_yaml)
+                "FAIL: {n} distinct violation{} (at most {MAX_DISTINCT_VIOLATIONS} are shrunk and reported)",
+                if n == 1 { "" } else { "s" }
             );
-            if let Some(out) = out {
-                if let Err(e) = std::fs::write(out, &f.scenario_yaml) {
-                    return harness_error(format!("cannot write {}: {e}", out.display()));
+            println!("\nseed: {0} (reproduce with --seed {0})", f.seed);
+            for (i, v) in f.violations.iter().enumerate() {
+                println!(
+                    "\nviolation {} of {n}: [{}]",
+                    i + 1,
+                    inert_lines(&v.clauses.join(", "))
+                );
+                println!("{}", inert_lines(&v.program));
+                println!("{}", inert_lines(&v.message));
+                match &v.not_reproduced {
+                    None => println!("its reproduction, replayed against the target: failed on the same clause (reproduced)"),
+                    Some(why) => println!(
+                        "its reproduction, replayed against the target: NOT reproduced: {}",
+                        inert_lines(why)
+                    ),
                 }
-                println!("written to {}", out.display());
+                println!(
+                    "the reproduction as a scenario:\n---\n{}\n---",
+                    inert_lines(&v.scenario_yaml)
+                );
+                if let Some(out) = out {
+                    let path = numbered(out, i);
+                    if let Err(e) = std::fs::write(&path, &v.scenario_yaml) {
+                        return harness_error(format!("cannot write {}: {e}", path.display()));
+                    }
+                    println!("written to {}", path.display());
+                }
             }
             ExitCode::from(1)
         }
         IdemFuzzOutcome::Error(e) => harness_error(e),
     };
     crate::cmd::fuzz_scale::combined(code, crate::cmd::fuzz_scale::report(&scale))
+}
+
+/// Where violation `i` (from 0) is written: `--out` itself for the first,
+/// `STEM.2.yaml`, `STEM.3.yaml`, ... beside it for the others.
+fn numbered(out: &std::path::Path, i: usize) -> std::path::PathBuf {
+    if i == 0 {
+        return out.to_owned();
+    }
+    let stem = out
+        .file_stem()
+        .map_or_else(|| "fuzz".into(), |s| s.to_string_lossy().into_owned());
+    let ext = out
+        .extension()
+        .map_or_else(|| "yaml".into(), |s| s.to_string_lossy().into_owned());
+    out.with_file_name(format!("{stem}.{}.{ext}", i + 1))
 }
 
 /// Each line made inert for the terminal (what the target answered is

@@ -348,12 +348,10 @@ pub struct IdemModel {
     orders: BTreeSet<u64>,
     /// Orders of runs whose error answer freed their key (`errors: released`).
     released: BTreeSet<u64>,
-    /// Scoped keys whose last run's error answer freed them.
-    freed: BTreeSet<Scoped>,
-    /// What those keys would keep had the error answer not freed them:
-    /// the record a waiver of `[[idem.replay.errors]]` may find
-    /// (`idem_blame.rs`).
-    released_records: BTreeMap<Scoped, Record>,
+    /// Scoped keys whose last run's error answer freed them, each with
+    /// the record it would keep had the error answer not freed it: what a
+    /// waiver of `[[idem.replay.errors]]` may find (`idem_blame.rs`).
+    freed: BTreeMap<Scoped, Record>,
 }
 
 /// The conforming outcomes of one request, before an answer is seen.
@@ -378,8 +376,7 @@ impl IdemModel {
             effects: BTreeMap::new(),
             orders: BTreeSet::new(),
             released: BTreeSet::new(),
-            freed: BTreeSet::new(),
-            released_records: BTreeMap::new(),
+            freed: BTreeMap::new(),
         }
     }
 
@@ -594,32 +591,26 @@ impl IdemModel {
 
     /// Whether `scoped`'s last run answered an error that freed it.
     pub fn freed_by_error(&self, scoped: &Scoped) -> bool {
-        self.freed.contains(scoped)
+        self.freed.contains_key(scoped)
     }
 
-    pub(crate) fn set_freed(&mut self, scoped: &Scoped, freed: bool) {
-        if freed {
-            self.freed.insert(scoped.clone());
-        } else {
-            self.freed.remove(scoped);
+    /// Marks `scoped` freed by its last run's error answer (`Some`: the
+    /// record that run would have kept), or not.
+    pub(crate) fn set_freed(&mut self, scoped: &Scoped, freed: Option<Record>) {
+        match freed {
+            Some(r) => {
+                self.freed.insert(scoped.clone(), r);
+            }
+            None => {
+                self.freed.remove(scoped);
+            }
         }
     }
 
     /// The record `scoped`'s last run would have kept had its error answer
     /// not freed it.
     pub(crate) fn released_record(&self, scoped: &Scoped) -> Option<&Record> {
-        self.released_records.get(scoped)
-    }
-
-    pub(crate) fn set_released_record(&mut self, scoped: &Scoped, record: Option<Record>) {
-        match record {
-            Some(r) => {
-                self.released_records.insert(scoped.clone(), r);
-            }
-            None => {
-                self.released_records.remove(scoped);
-            }
-        }
+        self.freed.get(scoped)
     }
 
     /// The records, for the batch judge.

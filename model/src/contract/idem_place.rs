@@ -41,11 +41,8 @@ impl KeyStory {
         if self.keep_prior {
             return;
         }
-        n.set_freed(
-            scoped,
-            self.runs.last().is_some_and(|(_, released)| *released),
-        );
-        n.set_released_record(scoped, self.released_after.clone());
+        // Freed by an error answer exactly when the last run released it.
+        n.set_freed(scoped, self.released_after.clone());
         match &self.after {
             Some(r) => {
                 n.records_mut().insert(scoped.clone(), r.clone());

@@ -89,7 +89,7 @@ impl std::fmt::Debug for IdemLayer {
 
 impl IdemLayer {
     fn has(&self, d: IdemDefect) -> bool {
-        self.defect == Some(d)
+        self.defect.is_some_and(|own| own.includes(d))
     }
 }
 

@@ -310,6 +310,11 @@ pub enum IdemDefect {
     /// each other both run. The calibrated race the `reqkey bench
     /// race-window` curve is measured on.
     RaceWindow(RaceWindow),
+    // Two defects in one app (issue 54): the fuzz pass must report both.
+    /// Declares `lockMs` 500 (`short-lock`), marks no replay
+    /// (`replay-unmarked`) and never renews its lock (`lock-lapses`): two
+    /// independent defects, each a violation of its own.
+    TwoDefectsReplayUnmarkedLockLapses,
 }
 
 /// The windows `race-window-<N>us` is calibrated at, in µs, and their names.
@@ -364,7 +369,7 @@ impl RaceWindow {
 impl IdemDefect {
     /// Every built-in variant (of the race windows, the few-µs one; `parse`
     /// takes every calibrated `race-window-<N>us`).
-    pub const ALL: [IdemDefect; 44] = [
+    pub const ALL: [IdemDefect; 45] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -409,6 +414,7 @@ impl IdemDefect {
         Self::EvictsBeyond1000Keys,
         Self::ErrorsSweptAfter5s,
         Self::RaceWindow(RaceWindow::FEW_US),
+        Self::TwoDefectsReplayUnmarkedLockLapses,
     ];
 
     pub fn name(self) -> &'static str {
@@ -457,6 +463,7 @@ impl IdemDefect {
             Self::EvictsBeyond1000Keys => "evicts-beyond-1000-keys",
             Self::ErrorsSweptAfter5s => "errors-swept-after-5s",
             Self::RaceWindow(w) => w.name(),
+            Self::TwoDefectsReplayUnmarkedLockLapses => "two-defects-replay-unmarked-lock-lapses",
         }
     }
 
@@ -469,6 +476,16 @@ impl IdemDefect {
             .into_iter()
             .find(|d| d.name() == name)
             .or_else(window)
+    }
+
+    /// Whether it behaves as `d`: it is `d`, or a combination holding it.
+    pub fn includes(self, d: IdemDefect) -> bool {
+        match self {
+            Self::TwoDefectsReplayUnmarkedLockLapses => {
+                matches!(d, Self::ReplayUnmarked | Self::LockLapses) || d == self
+            }
+            own => own == d,
+        }
     }
 
     /// Whether only the fuzz pass's probes at scale find it (issue 55).
@@ -499,7 +516,7 @@ impl IdemDefect {
             | Self::ForgetsAfterFourSeconds
             | Self::EvictsBeyond1000Keys
             | Self::ErrorsSweptAfter5s => IdemVariant::NoExpiry,
-            Self::LockLapses => IdemVariant::ShortLock,
+            Self::LockLapses | Self::TwoDefectsReplayUnmarkedLockLapses => IdemVariant::ShortLock,
             Self::TokenAcceptsQuoted => IdemVariant::Token,
             Self::EmptyKeyRunsUnderAny
             | Self::AnyUnquotes

@@ -151,3 +151,221 @@ where
         Err(TestError::Abort(reason)) => CasesOutcome::Error(reason.message().to_owned()),
     }
 }
+
+/// The most distinct violations (clause sets) a run shrinks and reports:
+/// past it the run stops. Each costs a shrink (up to `max_shrink_iters`
+/// programs) and a replay; sixteen is more than any variant of the project
+/// shows and keeps a badly broken target's pass within minutes.
+pub const MAX_DISTINCT_VIOLATIONS: usize = 16;
+
+/// One distinct violation a run found: its program shrunk among the
+/// programs failing on the same clauses, and why.
+#[derive(Debug, Clone)]
+pub struct Found<P> {
+    pub program: P,
+    pub reason: String,
+    /// The clauses blamed ([`blamed_clauses`] of the reason): what makes
+    /// this violation distinct from the others.
+    pub clauses: Vec<String>,
+    /// Which program (counted from 1) showed it first, before shrinking.
+    pub found_at: u64,
+}
+
+/// The outcome of [`run_cases_all`].
+#[derive(Debug, Clone)]
+pub enum AllOutcome<P, R> {
+    /// Every violation shrunk within the budget (none: passed), in the
+    /// order found, each with what `prove` said of it.
+    Done(Vec<(Found<P>, R)>),
+    /// The target could not be judged.
+    Error(String),
+}
+
+/// Reproductions tried per set of clauses: a set whose shrunk program did
+/// not replay red is shrunk again from the next program failing on it, at
+/// most this many times in all.
+pub const MAX_TRIES_PER_VIOLATION: u32 = 3;
+
+/// The clauses a failure's reason blames: the first bracketed list of
+/// clause ids of spec/SPEC.md in it (`step 3: [idem.lock.held] ...`,
+/// `[a, b]`; text in brackets that is not a clause is skipped), or, where
+/// none is named, the reason's first 80 characters (so two unnamed
+/// failures are told apart by what they say).
+pub fn blamed_clauses(reason: &str) -> Vec<String> {
+    let is_clause = |s: &str| reqkey_model::clauses::find(s).is_some();
+    let mut rest = reason;
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(']') else { break };
+        let inside: Vec<String> = after[..close]
+            .split([',', '+'])
+            .map(str::trim)
+            .map(str::to_owned)
+            .collect();
+        if inside.iter().all(|c| is_clause(c)) {
+            let mut set = inside;
+            set.sort();
+            set.dedup();
+            return set;
+        }
+        rest = &after[close..];
+    }
+    vec![reason.chars().take(80).collect()]
+}
+
+/// Like [`run_cases`], but goes on after a failing program: `cases`
+/// programs are judged (each once, the same programs `run_cases` draws from
+/// the seed, in the same order). The first program failing on a new set of
+/// clauses ([`blamed_clauses`]) is shrunk among the programs failing on the
+/// same clauses and handed to `prove` (which replays it: `(true, _)` when
+/// it reproduced). A set proved, or tried [`MAX_TRIES_PER_VIOLATION`]
+/// times, is not shrunk again: later programs failing on it are counted
+/// and go on. The run stops at [`MAX_DISTINCT_VIOLATIONS`] distinct sets.
+/// `known` are sets found before (the battery's) with whether they were
+/// proved.
+pub fn run_cases_all<S, R>(
+    cases: u32,
+    seed: u64,
+    max_shrink_iters: u32,
+    strategy: &S,
+    known: &[(Vec<String>, bool)],
+    one: impl Fn(u64, &S::Value) -> Result<(), CaseFailure>,
+    mut prove: impl FnMut(&Found<S::Value>) -> (bool, R),
+) -> AllOutcome<S::Value, R>
+where
+    S: Strategy,
+    S::Value: Clone + Debug,
+{
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters,
+        max_shrink_time: 0,
+        max_global_rejects: 0,
+        ..Config::default()
+    };
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed));
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    // Every call of `one` gets a fresh case number (fresh ids); `judged`
+    // counts the generated programs (not the shrinking's).
+    let calls = RefCell::new(0u64);
+    let judged = RefCell::new(0u64);
+    // Each set of clauses met: tries so far, and whether one reproduced.
+    let sets: RefCell<BTreeMap<Vec<String>, (u32, bool)>> = RefCell::new(
+        known
+            .iter()
+            .map(|(set, proved)| (set.clone(), (1, *proved)))
+            .collect(),
+    );
+    let settled = |set: &Vec<String>, sets: &BTreeMap<Vec<String>, (u32, bool)>| {
+        sets.get(set)
+            .is_some_and(|(tries, proved)| *proved || *tries >= MAX_TRIES_PER_VIOLATION)
+    };
+    // While a program is shrunk: the clauses it fails on, and its reason.
+    let shrinking: RefCell<Option<(Vec<String>, String)>> = RefCell::new(None);
+    let harness_error: RefCell<Option<String>> = RefCell::new(None);
+    let mut found = Vec::new();
+    loop {
+        let result = runner.run(strategy, |program| {
+            if harness_error.borrow().is_some() {
+                return Ok(());
+            }
+            let fresh = shrinking.borrow().is_none();
+            if fresh && *judged.borrow() >= u64::from(cases) {
+                return Ok(());
+            }
+            let case = {
+                let mut c = calls.borrow_mut();
+                *c += 1;
+                *c - 1
+            };
+            if fresh {
+                *judged.borrow_mut() += 1;
+            }
+            match one(case, &program) {
+                Ok(()) => Ok(()),
+                Err(CaseFailure::Nonconforming(reason)) => {
+                    let clauses = blamed_clauses(&reason);
+                    let mut shrinking = shrinking.borrow_mut();
+                    match shrinking.as_mut() {
+                        Some((set, last)) if *set == clauses => {
+                            *last = reason.clone();
+                            Err(TestCaseError::fail(reason))
+                        }
+                        // Shrinking another violation: this program is
+                        // not one of its reproductions.
+                        Some(_) => Ok(()),
+                        None if settled(&clauses, &sets.borrow()) => Ok(()),
+                        None if !sets.borrow().contains_key(&clauses)
+                            && sets.borrow().len() >= MAX_DISTINCT_VIOLATIONS =>
+                        {
+                            Ok(())
+                        }
+                        None => {
+                            sets.borrow_mut()
+                                .entry(clauses.clone())
+                                .or_insert((0, false))
+                                .0 += 1;
+                            *shrinking = Some((clauses, reason.clone()));
+                            Err(TestCaseError::fail(reason))
+                        }
+                    }
+                }
+                Err(CaseFailure::Harness(reason)) => {
+                    harness_error.borrow_mut().get_or_insert(reason.clone());
+                    Err(TestCaseError::fail(format!("harness: {reason}")))
+                }
+            }
+        });
+        if let Some(e) = harness_error.borrow_mut().take() {
+            return AllOutcome::Error(e);
+        }
+        let shrunk = shrinking.borrow_mut().take();
+        match result {
+            Ok(()) => break,
+            Err(TestError::Fail(_, program)) => {
+                if let Some((clauses, reason)) = shrunk {
+                    let f = Found {
+                        program,
+                        reason,
+                        clauses,
+                        found_at: *judged.borrow(),
+                    };
+                    let (proved, r) = prove(&f);
+                    if proved {
+                        if let Some(entry) = sets.borrow_mut().get_mut(&f.clauses) {
+                            entry.1 = true;
+                        }
+                    }
+                    found.push((f, r));
+                }
+                if *judged.borrow() >= u64::from(cases) {
+                    break;
+                }
+            }
+            Err(TestError::Abort(reason)) => return AllOutcome::Error(reason.message().to_owned()),
+        }
+    }
+    AllOutcome::Done(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clauses_blamed_are_the_first_bracketed_clause_ids() {
+        assert_eq!(
+            blamed_clauses("step 2: [idem.lock.held] a duplicate ran [1]"),
+            vec!["idem.lock.held"]
+        );
+        assert_eq!(
+            blamed_clauses("at [x] step: [idem.replay.header, idem.effect.at-most-once] m"),
+            vec!["idem.effect.at-most-once", "idem.replay.header"]
+        );
+        // No clause named: told apart by what it says.
+        assert_eq!(blamed_clauses("[not.a-clause] m"), vec!["[not.a-clause] m"]);
+    }
+}

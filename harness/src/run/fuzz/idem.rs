@@ -42,7 +42,7 @@ use tokio::sync::Barrier;
 
 use crate::run::fuzz::body_size::{grown, grown_by, Stream};
 pub use crate::run::fuzz::cases::CaseFailure;
-use crate::run::fuzz::cases::{run_cases, CasesOutcome};
+use crate::run::fuzz::cases::{blamed_clauses, run_cases_all, AllOutcome, MAX_DISTINCT_VIOLATIONS};
 use crate::run::fuzz::idem_battery::{
     add_judged, battery, generated_judges, power_line, JudgedField,
 };
@@ -51,6 +51,8 @@ use crate::run::fuzz::idem_program::{
     arb_program, case_tag, pause_ms, requests_of, Req, Sent, Step,
 };
 use crate::run::fuzz::idem_scenario::{scenario_yaml, RACE_REPEAT};
+use crate::run::fuzz::replay::replay;
+use crate::run::fuzz::violation::FuzzViolation;
 use crate::targets::{HttpRequest, HttpResponse, Target};
 use reqkey_scenario::agent_step::Wire;
 
@@ -351,7 +353,8 @@ pub struct IdemFuzzOptions {
     pub battery: bool,
 }
 
-/// A shrunk failure.
+/// A shrunk failure: the first violation's program, reason and scenario
+/// (what a report of one finding shows), and every distinct violation.
 #[derive(Debug, Clone)]
 pub struct IdemFuzzFailure {
     pub seed: u64,
@@ -362,6 +365,10 @@ pub struct IdemFuzzFailure {
     pub power: Option<String>,
     /// The declared fields the programs that reached a verdict judged.
     pub judged: Vec<JudgedField>,
+    /// Every distinct violation (one per set of clauses blamed, at most
+    /// [`MAX_DISTINCT_VIOLATIONS`]), the first one first, each with its
+    /// reproduction replayed against the target.
+    pub violations: Vec<FuzzViolation>,
 }
 
 #[derive(Debug, Clone)]
@@ -377,8 +384,64 @@ pub enum IdemFuzzOutcome {
     Error(String),
 }
 
-/// Runs `opts.cases` programs against `target`. Blocking: call it outside
-/// any async context.
+/// A violation found: its program and reproduction, replayed.
+struct Finding {
+    program: Vec<Step>,
+    violation: FuzzViolation,
+}
+
+/// Replays `scenario_yaml` against `target` and makes the violation.
+fn proved(
+    runtime: &tokio::runtime::Runtime,
+    target: &Arc<dyn Target>,
+    opts: &IdemFuzzOptions,
+    origin: &str,
+    program: Vec<Step>,
+    (reason, clauses): (String, Vec<String>),
+    scenario_yaml: String,
+) -> Finding {
+    let replayed = replay(
+        runtime,
+        target,
+        &scenario_yaml,
+        &clauses,
+        opts.seed,
+        opts.call_timeout_ms,
+    );
+    Finding {
+        violation: FuzzViolation {
+            clause: clauses.first().cloned().unwrap_or_default(),
+            clauses,
+            program: format!("{origin}: {program:?}"),
+            message: reason,
+            scenario_yaml,
+            reproduced: replayed.reproduced,
+            not_reproduced: replayed.not_reproduced,
+        },
+        program,
+    }
+}
+
+/// One finding per set of clauses, in the order the sets were met: the
+/// first that reproduced, else the first tried.
+fn one_per_set(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    for f in findings {
+        match out
+            .iter_mut()
+            .find(|o| o.violation.clauses == f.violation.clauses)
+        {
+            Some(o) if !o.violation.reproduced && f.violation.reproduced => *o = f,
+            Some(_) => {}
+            None => out.push(f),
+        }
+    }
+    out
+}
+
+/// Runs `opts.cases` programs against `target`, going on after a failing
+/// one (every distinct violation is shrunk, replayed and reported).
+/// Blocking: call it outside any async context.
 pub fn fuzz_idem(
     runtime: &tokio::runtime::Runtime,
     target: Arc<dyn Target>,
@@ -398,6 +461,7 @@ pub fn fuzz_idem(
         p.push_str(&note);
     }
     let mut judged: Vec<JudgedField> = Vec::new();
+    let mut findings: Vec<Finding> = Vec::new();
     if opts.battery {
         let namespace = format!("{}.battery", opts.namespace);
         for (i, probe) in battery(&opts.profile).iter().enumerate() {
@@ -423,6 +487,12 @@ pub fn fuzz_idem(
             match ran {
                 Ok(()) => {}
                 Err(CaseFailure::Nonconforming(why)) => {
+                    let clauses = blamed_clauses(&why);
+                    if findings.iter().any(|f| f.violation.clauses == clauses)
+                        || findings.len() >= MAX_DISTINCT_VIOLATIONS
+                    {
+                        continue;
+                    }
                     let reason = format!(
                         "the battery's program {} ({:?}, one of {} of its kind): {why}",
                         i + 1,
@@ -442,14 +512,17 @@ pub fn fuzz_idem(
                         ", a program of its battery (fixed, not shrunk).",
                         1,
                     );
-                    return IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
-                        seed: opts.seed,
+                    let origin =
+                        format!("the battery's program {} ({:?}, fixed)", i + 1, probe.kind);
+                    findings.push(proved(
+                        runtime,
+                        &target,
+                        opts,
+                        &origin,
                         program,
-                        reason,
+                        (reason, clauses),
                         scenario_yaml,
-                        power,
-                        judged,
-                    }));
+                    ));
                 }
                 Err(CaseFailure::Harness(e)) => {
                     return IdemFuzzOutcome::Error(format!("the battery: {e}"))
@@ -458,11 +531,16 @@ pub fn fuzz_idem(
         }
     }
     let strategy = arb_program(opts.long_pauses);
-    let outcome = run_cases(
+    let known: Vec<(Vec<String>, bool)> = findings
+        .iter()
+        .map(|f| (f.violation.clauses.clone(), f.violation.reproduced))
+        .collect();
+    let outcome = run_cases_all(
         opts.cases,
         opts.seed,
         opts.max_shrink_iters,
         &strategy,
+        &known,
         |case, program| {
             let tag = case_tag(&opts.namespace, case);
             let program = fit.program(program);
@@ -475,40 +553,65 @@ pub fn fuzz_idem(
                 grown_by(opts.seed, Stream::Cases, case),
             ))
         },
+        |f| {
+            let program = fit.program(&f.program);
+            let scenario_yaml = scenario_yaml(
+                &program,
+                &opts.profile,
+                &opts.target_name,
+                opts.seed,
+                &f.reason,
+                RACE_REPEAT,
+            );
+            let origin = format!(
+                "program {} of {} (shrunk to {} steps)",
+                f.found_at,
+                opts.cases,
+                program.len()
+            );
+            let finding = proved(
+                runtime,
+                &target,
+                opts,
+                &origin,
+                program,
+                (f.reason.clone(), f.clauses.clone()),
+                scenario_yaml,
+            );
+            (finding.violation.reproduced, finding)
+        },
     );
-    if opts.cases > 0 && !matches!(outcome, CasesOutcome::Error(_)) {
+    if opts.cases > 0 && !matches!(outcome, AllOutcome::Error(_)) {
         add_judged(
             &mut judged,
             fit.judged(generated_judges(&opts.profile, opts.long_pauses)),
         );
     }
     match outcome {
-        CasesOutcome::Passed => IdemFuzzOutcome::Passed {
+        AllOutcome::Done(found) => findings.extend(found.into_iter().map(|(_, f)| f)),
+        AllOutcome::Error(e) => return IdemFuzzOutcome::Error(e),
+    }
+    let findings = one_per_set(findings);
+    let Some(first) = findings.first() else {
+        return IdemFuzzOutcome::Passed {
             cases: opts.cases,
             battery: power,
             judged,
-        },
-        CasesOutcome::Failed {
-            program, reason, ..
-        } => {
-            let program = fit.program(&program);
-            let scenario_yaml = scenario_yaml(
-                &program,
-                &opts.profile,
-                &opts.target_name,
-                opts.seed,
-                &reason,
-                RACE_REPEAT,
-            );
-            IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
-                seed: opts.seed,
-                program,
-                reason,
-                scenario_yaml,
-                power,
-                judged,
-            }))
-        }
-        CasesOutcome::Error(e) => IdemFuzzOutcome::Error(e),
-    }
+        };
+    };
+    let (program, reason, yaml) = (
+        first.program.clone(),
+        first.violation.message.clone(),
+        first.violation.scenario_yaml.clone(),
+    );
+    let violations = findings.into_iter().map(|f| f.violation).collect();
+    IdemFuzzOutcome::Failed(Box::new(IdemFuzzFailure {
+        seed: opts.seed,
+        program,
+        reason,
+        scenario_yaml: yaml,
+        power,
+        judged,
+        violations,
+    }))
 }

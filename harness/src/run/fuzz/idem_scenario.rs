@@ -39,7 +39,7 @@ fn templatize(s: &str) -> String {
 /// What the model's states know of the program so far.
 enum Known {
     /// Sequential so far: the model's one state.
-    Exact(IdemModel),
+    Exact(Box<IdemModel>),
     /// Requests overlapped: for each effect entry, the most runs the
     /// profile could allow.
     Bound(BTreeMap<EffectKey, u64>),
@@ -139,7 +139,10 @@ fn requires(p: &IdemProfile) -> String {
 /// The most runs `group` may add to each effect entry (every request in it
 /// released together): one per scoped key, or every copy of a failing
 /// request under `errors: released` whose handler is quicker than the
-/// arrival bound (a duplicate may then arrive after the release).
+/// arrival bound (a duplicate may then arrive after the release). A copy
+/// sent later (past a declared `lockMs`) adds none: the model lets no
+/// duplicate run while its first runs (`[[idem.lock.held]]`), and one
+/// arriving after it completed is a replay.
 fn add_bounds(bounds: &mut BTreeMap<EffectKey, u64>, group: &[Sent], p: &IdemProfile) {
     let model = IdemModel::new(p);
     let mut per_key: BTreeMap<String, Vec<&Sent>> = BTreeMap::new();
@@ -156,11 +159,114 @@ fn add_bounds(bounds: &mut BTreeMap<EffectKey, u64>, group: &[Sent], p: &IdemPro
                     && p.errors == Errors::Released
                     && h.sleep_ms <= crate::run::fuzz::idem_program::ARRIVAL_SLACK_MS
             });
-            if i == 0 || keyless || rerun || s.delay_ms > 0 {
+            if i == 0 || keyless || rerun {
                 *bounds.entry(s.request.effect_key()).or_default() += 1;
             }
         }
     }
+}
+
+/// How long a group lasts at least on the program's clock: its slowest
+/// handler after its latest delay.
+fn group_ms(group: &[Sent]) -> u64 {
+    let longest = group
+        .iter()
+        .filter_map(|s| handler_of(&s.request.method, &s.request.path, &s.request.body))
+        .map(|h| h.sleep_ms)
+        .max()
+        .unwrap_or(0);
+    longest + group.iter().map(|s| s.delay_ms).max().unwrap_or(0) + 1
+}
+
+/// Copies of one request sent together, from a state the model knows
+/// exactly, whose first copy's outcome leaves no choice: a replay of a
+/// completed record or a refusal (every copy then gets the same answer
+/// and nothing changes), each copy judged as a request alone. Writes the
+/// group and returns true; false (nothing written) where copies may run.
+fn copies_judged(
+    steps: &mut String,
+    m: &mut IdemModel,
+    group: &[Sent],
+    now: u64,
+    profile: &IdemProfile,
+    order_vars: &BTreeMap<u64, usize>,
+    judged: &mut Vec<&'static str>,
+) -> bool {
+    let Some(first) = group.first() else {
+        return false;
+    };
+    if group.iter().any(|s| s.request != first.request) {
+        return false;
+    }
+    let sleep = handler_of(
+        &first.request.method,
+        &first.request.path,
+        &first.request.body,
+    )
+    .map_or(0, |h| h.sleep_ms);
+    let w = Window::new(now, now + group_ms(group) + sleep);
+    let outcomes = m.outcomes(&first.request, w);
+    let (Some(outcome), 1) = (outcomes.first(), outcomes.len()) else {
+        return false;
+    };
+    if !matches!(outcome, Outcome::Replay(_) | Outcome::Refused { .. }) {
+        return false;
+    }
+    let keyed = first.request.key.is_some();
+    let (expect, judges) = expectation(outcome, profile, order_vars, keyed);
+    let _ = writeln!(steps, "  - parallel:");
+    for s in group {
+        let _ = writeln!(steps, "      - http: {}", http_map(s, s.delay_ms));
+        let _ = writeln!(steps, "        expect: {expect}");
+        if !judges.is_empty() {
+            let _ = writeln!(steps, "        judges: [{}]", judges.join(", "));
+        }
+    }
+    judged.extend(judges);
+    true
+}
+
+/// Copies of one request sent together after the model knows its key's
+/// record expired (past `expiryMs` and its margin): one of them must run,
+/// so its entry counts at least one more than before
+/// (`[[idem.expiry.honoured]]`). `None` elsewhere.
+fn after_expiry(m: &IdemModel, group: &[Sent], now: u64) -> Option<(EffectKey, u64)> {
+    let first = group.first()?;
+    if group.iter().any(|s| s.request != first.request) {
+        return None;
+    }
+    let reqkey_model::idem_model::KeyRead::Key(scoped) = m.read_key(&first.request) else {
+        return None;
+    };
+    m.record(&scoped)?;
+    if m.freed_by_error(&scoped) {
+        return None;
+    }
+    let w = Window::new(now, now + 1);
+    let outcomes = m.outcomes(&first.request, w);
+    let (Some(Outcome::Run(_)), 1) = (outcomes.first(), outcomes.len()) else {
+        return None;
+    };
+    let entry = first.request.effect_key();
+    let before = m.effects().get(&entry).copied().map_or(0, u64::from);
+    Some((entry, before + 1))
+}
+
+/// A read of `/.reqkey/effects` holding `entry` to at least `n` runs.
+fn effects_at_least(steps: &mut String, k: &EffectKey, n: u64) {
+    let key = match &k.key {
+        Some(key) => text_field(key),
+        None => "null".into(),
+    };
+    let _ = writeln!(
+        steps,
+        "  - http: {{method: GET, path: /.reqkey/effects}}\n    expect: {{status: 200, json: {{effects: {{$contains: {{method: {}, path: {}, caller: {}, key: {key}, bodySha256: {}, count: {{$at_least: {n}}}}}}}}}}}\n    judges: [{}]",
+        k.method,
+        k.path,
+        text_field(&k.caller),
+        k.body_sha256,
+        clause::EXPIRY
+    );
 }
 
 /// The program as a scenario (see the module docs).
@@ -174,11 +280,13 @@ pub fn scenario_yaml(
 ) -> String {
     let mut steps = String::new();
     let mut judged: Vec<&'static str> = Vec::new();
-    let mut known = Known::Exact(IdemModel::new(profile));
+    let mut known = Known::Exact(Box::new(IdemModel::new(profile)));
     let mut sent: Vec<Req> = Vec::new();
     let mut order_vars: BTreeMap<u64, usize> = BTreeMap::new();
     let mut now = 0u64;
     let mut fresh = 1_000_000u64;
+    // Requests sent per effect entry: a bound as large can never fail.
+    let mut sent_to: BTreeMap<EffectKey, u64> = BTreeMap::new();
     for step in program {
         match step {
             Step::Pause(p) => {
@@ -188,14 +296,35 @@ pub fn scenario_yaml(
                 continue;
             }
             Step::Effects => {
-                effects_steps(&mut steps, &known, &mut judged);
+                effects_steps(&mut steps, &known, &sent_to, &mut judged);
                 continue;
             }
             _ => {}
         }
         let group = requests_of(step, &sent, profile, TAG);
         sent.extend(group.iter().map(|s| s.req.clone()));
+        for s in &group {
+            *sent_to.entry(s.request.effect_key()).or_default() += 1;
+        }
         if group.len() > 1 {
+            if let Known::Exact(m) = &mut known {
+                if copies_judged(
+                    &mut steps,
+                    m,
+                    &group,
+                    now,
+                    profile,
+                    &order_vars,
+                    &mut judged,
+                ) {
+                    now += group_ms(&group);
+                    continue;
+                }
+            }
+            let lower = match &known {
+                Known::Exact(m) => after_expiry(m, &group, now),
+                Known::Bound(_) => None,
+            };
             let mut bounds = match &known {
                 Known::Exact(m) => m
                     .effects()
@@ -211,13 +340,11 @@ pub fn scenario_yaml(
                 let _ = writeln!(steps, "      - http: {}", http_map(s, s.delay_ms));
                 let _ = writeln!(steps, "        expect: any");
             }
-            let longest = group
-                .iter()
-                .filter_map(|s| handler_of(&s.request.method, &s.request.path, &s.request.body))
-                .map(|h| h.sleep_ms)
-                .max()
-                .unwrap_or(0);
-            now += longest + group.iter().map(|s| s.delay_ms).max().unwrap_or(0) + 1;
+            if let Some((entry, at_least)) = lower {
+                effects_at_least(&mut steps, &entry, at_least);
+                judged.push(clause::EXPIRY);
+            }
+            now += group_ms(&group);
             continue;
         }
         let Some(s) = group.first() else { continue };
@@ -272,10 +399,15 @@ pub fn scenario_yaml(
                     let _ = writeln!(steps, "    judges: [{}]", judges.join(", "));
                     judged.extend(judges);
                 }
+                // A replay or a refusal runs nothing and changes no record:
+                // the state stays the one the model knows.
+                if !matches!(outcome, Outcome::Run(_)) {
+                    continue;
+                }
                 match judge_one(m, &s.request, &answer, w) {
                     Ok(next) if next.len() == 1 => {
                         if let Some(n) = next.into_iter().next() {
-                            *m = n;
+                            **m = n;
                         }
                     }
                     _ => {
@@ -290,7 +422,7 @@ pub fn scenario_yaml(
             }
         }
     }
-    effects_steps(&mut steps, &known, &mut judged);
+    effects_steps(&mut steps, &known, &sent_to, &mut judged);
     judged.sort();
     judged.dedup();
     let mut out = String::new();
@@ -390,27 +522,39 @@ fn expectation(
 }
 
 /// Reads of `/.reqkey/effects`, one per entry the program made, each
-/// holding it to what the model allows.
-fn effects_steps(steps: &mut String, known: &Known, judged: &mut Vec<&'static str>) {
-    let entries: Vec<(EffectKey, String)> = match known {
+/// holding it to what the model allows: while the program is sequential
+/// its exact count (the model knows each request ran or not); once
+/// requests overlapped, at most the runs the profile could allow, where an
+/// absent entry is a count of 0 (`$none` of an entry counting more). A
+/// bound no smaller than the requests sent to the entry cannot fail and is
+/// not written.
+fn effects_steps(
+    steps: &mut String,
+    known: &Known,
+    sent_to: &BTreeMap<EffectKey, u64>,
+    judged: &mut Vec<&'static str>,
+) {
+    let entries: Vec<(EffectKey, String, bool)> = match known {
         Known::Exact(m) => m
             .effects()
             .iter()
-            .map(|(k, n)| (k.clone(), n.to_string()))
+            .map(|(k, n)| (k.clone(), n.to_string(), true))
             .collect(),
         Known::Bound(b) => b
             .iter()
-            .map(|(k, n)| (k.clone(), format!("{{$at_most: {n}}}")))
+            .filter(|(k, n)| **n < sent_to.get(*k).copied().unwrap_or(0))
+            .map(|(k, n)| (k.clone(), format!("{{$at_least: {}}}", n + 1), false))
             .collect(),
     };
-    for (k, count) in entries {
+    for (k, count, exact) in entries {
         let key = match &k.key {
             Some(key) => text_field(key),
             None => "null".into(),
         };
+        let op = if exact { "$contains" } else { "$none" };
         let _ = writeln!(
             steps,
-            "  - http: {{method: GET, path: /.reqkey/effects}}\n    always: true\n    expect: {{status: 200, json: {{effects: {{$contains: {{method: {}, path: {}, caller: {}, key: {key}, bodySha256: {}, count: {count}}}}}}}}}\n    judges: [{}]",
+            "  - http: {{method: GET, path: /.reqkey/effects}}\n    always: true\n    expect: {{status: 200, json: {{effects: {{{op}: {{method: {}, path: {}, caller: {}, key: {key}, bodySha256: {}, count: {count}}}}}}}}}\n    judges: [{}]",
             k.method,
             k.path,
             text_field(&k.caller),
@@ -418,5 +562,40 @@ fn effects_steps(steps: &mut String, known: &Known, judged: &mut Vec<&'static st
             clause::AT_MOST_ONCE
         );
         judged.push(clause::AT_MOST_ONCE);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::run::fuzz::idem_battery::{battery, ProbeKind};
+
+    fn probe_yaml(kind: ProbeKind, profile: &IdemProfile) -> String {
+        let probe = battery(profile)
+            .into_iter()
+            .find(|p| p.kind == kind)
+            .expect("the battery has the probe");
+        scenario_yaml(&probe.program, profile, "t", 1, "r", 5)
+    }
+
+    #[test]
+    fn a_burst_past_expiry_must_show_one_more_run() {
+        let mut p = IdemProfile::draft_default();
+        p.expiry_ms = Some(2_000);
+        let yaml = probe_yaml(ProbeKind::Expiry, &p);
+        assert!(yaml.contains("count: {$at_least: 2}"), "{yaml}");
+        assert!(yaml.contains("judges: [idem.expiry.honoured]"), "{yaml}");
+    }
+
+    #[test]
+    fn a_duplicate_past_the_lock_is_held_to_one_run_and_absence_is_zero() {
+        let mut p = IdemProfile::draft_default();
+        p.lock_ms = Some(500);
+        let yaml = probe_yaml(ProbeKind::PastLock, &p);
+        assert!(!yaml.contains("$at_most"), "{yaml}");
+        assert!(yaml.contains("$none: {"), "{yaml}");
+        assert!(yaml.contains("count: {$at_least: 2}"), "{yaml}");
     }
 }

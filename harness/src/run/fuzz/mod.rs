@@ -24,6 +24,10 @@
 //! - [`program`]: the store fuzzer's domain, every write with reads by other
 //!   clients around it; [`inputs`]: the inputs of every JSON shape and kind
 //!   of text both send; [`scenario`]: a store program as a YAML scenario;
+//! - [`violation`]: one distinct violation proved, the record every
+//!   report renders;
+//! - [`replay`]: a reproduction run through the scenario runner against
+//!   the target before it is written (reproduced or not, and why);
 //! - [`pass`]: a certification's bounded fuzz pass at the target's level,
 //!   its budget, seed and verdict;
 //! - [`scale`]: every declared promise at its own scale (issue 55), beside
@@ -52,9 +56,11 @@ pub mod key_forms;
 pub mod pass;
 pub mod patience;
 pub mod program;
+pub mod replay;
 pub mod scale;
 pub mod scale_agent;
 pub mod scale_idem;
 pub mod scale_store;
 pub mod scenario;
 pub mod store;
+pub mod violation;

@@ -15,12 +15,13 @@ use std::sync::Arc;
 
 use reqkey_model::idem_profile::IdemProfile;
 use reqkey_model::vocab::{Level, Profile};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::run::fuzz::agent::{fuzz_agent, AgentFuzzOptions, AgentFuzzOutcome};
 use crate::run::fuzz::idem::{fuzz_idem, IdemFuzzOptions, IdemFuzzOutcome};
 use crate::run::fuzz::idem_battery::JudgedField;
 use crate::run::fuzz::store::{fuzz, FuzzOptions, FuzzOutcome};
+pub use crate::run::fuzz::violation::FuzzViolation;
 use crate::targets::Target;
 
 /// The programs a certification fuzzes by default, chosen by measurement
@@ -65,34 +66,6 @@ pub struct FuzzPass {
     /// (and how far), which no report may then call unjudged.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub judged_fields: Vec<JudgedField>,
-}
-
-/// One distinct violation a fuzz pass proved: the clause blamed by
-/// counterfactual (the clause whose rule, relaxed alone, lets the model
-/// explain the answers; where no single one does, the smallest set that
-/// does), the program that showed it, and its shrunk reproduction, replayed
-/// against the target before it was written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FuzzViolation {
-    /// The clause blamed (where a set is blamed, its first clause).
-    pub clause: String,
-    /// Every clause of the set blamed: `[clause]` when one clause alone
-    /// explains the answers.
-    pub clauses: Vec<String>,
-    /// The program that showed it (its case and generated steps, one line).
-    pub program: String,
-    /// The request and the answer that break the clause, and the answer
-    /// the relaxed clause would have allowed.
-    pub message: String,
-    /// The shrunk reproduction, a scenario.
-    pub scenario_yaml: String,
-    /// Whether the reproduction, replayed against the target before it was
-    /// written, failed on the same clause.
-    pub reproduced: bool,
-    /// Where it did not reproduce: why (timing, load, another clause).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_reproduced: Option<String>,
 }
 
 impl FuzzPass {
@@ -200,8 +173,14 @@ pub async fn fuzz_pass(
                     batches: true,
                 },
             ) {
-                FuzzOutcome::Passed { .. } => (None, None, None, Vec::new()),
-                FuzzOutcome::Failed(f) => (Some(f.reason), Some(f.scenario_yaml), None, Vec::new()),
+                FuzzOutcome::Passed { .. } => (None, None, None, Vec::new(), Vec::new()),
+                FuzzOutcome::Failed(f) => (
+                    Some(f.reason),
+                    Some(f.scenario_yaml),
+                    None,
+                    Vec::new(),
+                    Vec::new(),
+                ),
                 FuzzOutcome::Error(e) => return Err(e),
             },
             Level::Agent => match fuzz_agent(
@@ -217,10 +196,14 @@ pub async fn fuzz_pass(
                     max_shrink_iters: 256,
                 },
             ) {
-                AgentFuzzOutcome::Passed { .. } => (None, None, None, Vec::new()),
-                AgentFuzzOutcome::Failed(f) => {
-                    (Some(f.reason), Some(f.scenario_yaml), None, Vec::new())
-                }
+                AgentFuzzOutcome::Passed { .. } => (None, None, None, Vec::new(), Vec::new()),
+                AgentFuzzOutcome::Failed(f) => (
+                    Some(f.reason),
+                    Some(f.scenario_yaml),
+                    None,
+                    Vec::new(),
+                    Vec::new(),
+                ),
                 AgentFuzzOutcome::Error(e) => return Err(e),
             },
             Level::Idem => {
@@ -242,9 +225,16 @@ pub async fn fuzz_pass(
                 ) {
                     IdemFuzzOutcome::Passed {
                         battery, judged, ..
-                    } => (None, None, battery, judged),
+                    } => (None, None, battery, judged, Vec::new()),
                     IdemFuzzOutcome::Failed(f) => {
-                        (Some(f.reason), Some(f.scenario_yaml), f.power, f.judged)
+                        let f = *f;
+                        (
+                            Some(f.reason),
+                            Some(f.scenario_yaml),
+                            f.power,
+                            f.judged,
+                            f.violations,
+                        )
                     }
                     IdemFuzzOutcome::Error(e) => return Err(e),
                 }
@@ -256,10 +246,12 @@ pub async fn fuzz_pass(
         Ok(o) => o,
         Err(e) => Err(format!("the fuzz pass stopped: {e}")),
     };
-    let (verdict, reason, scenario_yaml, power, judged_fields) = match outcome {
-        Ok((None, _, power, judged)) => ("passed", None, None, power, judged),
-        Ok((Some(reason), yaml, power, judged)) => ("failed", Some(reason), yaml, power, judged),
-        Err(e) => ("error", Some(e), None, None, Vec::new()),
+    let (verdict, reason, scenario_yaml, power, judged_fields, violations) = match outcome {
+        Ok((None, _, power, judged, _)) => ("passed", None, None, power, judged, Vec::new()),
+        Ok((Some(reason), yaml, power, judged, violations)) => {
+            ("failed", Some(reason), yaml, power, judged, violations)
+        }
+        Err(e) => ("error", Some(e), None, None, Vec::new(), Vec::new()),
     };
     FuzzPass {
         level: level.name().to_owned(),
@@ -269,7 +261,7 @@ pub async fn fuzz_pass(
         reason,
         scenario_yaml,
         power,
-        violations: Vec::new(),
+        violations,
         scale: None,
         judged_fields,
     }
