@@ -105,16 +105,23 @@ fn two_sequence_defects_are_found_on_three_seeds_and_replay() {
     }
 }
 
-/// Issue 56: a server acting on a cache's convention that SPEC 7 excludes
-/// (a keyed entry carrying `If-None-Match` answered `304 Not Modified`,
-/// `[[agent.wire.conditional-ignored]]`) is found on seeds 1-3 within the
-/// default budget, and its scenario replays red on it, green on the
+/// Issue 56: a server acting on a convention that SPEC 7 excludes (a
+/// keyed entry carrying `If-None-Match` answered `304 Not Modified`,
+/// `[[agent.wire.conditional-ignored]]`; a chat send carrying
+/// `Last-Event-ID` taken for a new run, its key dropped,
+/// `[[agent.wire.last-event-id-on-entry]]`) is found on seeds 1-3 within
+/// the default budget, and its scenario replays red on it, green on the
 /// reference.
 #[test]
-fn a_server_acting_on_a_cache_convention_is_found_on_three_seeds() {
+fn a_server_acting_on_a_cache_or_eventsource_convention_is_found_on_three_seeds() {
     let rt = rt();
-    for seed in 1..=3 {
-        assert_found(&rt, "conditional-entry-not-modified", seed);
+    for defect in [
+        "conditional-entry-not-modified",
+        "last-event-id-send-is-new",
+    ] {
+        for seed in 1..=3 {
+            assert_found(&rt, defect, seed);
+        }
     }
 }
 

@@ -48,7 +48,7 @@ fn blamed(reason: &str) -> Vec<String> {
 }
 
 /// Each variant and the one clause it breaks.
-const FAULTS: [(&str, &str); 9] = [
+const FAULTS: [(&str, &str); 11] = [
     // A key the declared syntax (`any`) admits, refused 400.
     ("any-refuses-quoted", "idem.key.syntax"),
     // A stored answer replayed on another route.
@@ -67,6 +67,10 @@ const FAULTS: [(&str, &str); 9] = [
     ("stores-released-errors", "idem.replay.errors"),
     // Under `errors: released`, the key held after a 500: 409 forever.
     ("lock-kept-after-error", "idem.replay.errors"),
+    // Under `token`, a quoted key run instead of refused.
+    ("token-accepts-quoted", "idem.key.token"),
+    // Under `fingerprint: none`, another payload refused 422.
+    ("fingerprint-despite-none", "idem.fingerprint.equivalence"),
 ];
 
 fn each_on_threads<T: Send + Sync>(items: &[T], width: usize, f: impl Fn(&T) + Sync) {
@@ -101,7 +105,12 @@ fn each_fault_is_blamed_on_the_clause_it_breaks_and_no_other() {
 #[test]
 fn the_references_of_those_profiles_pass_the_same_pass() {
     each_on_threads(
-        &["reference-idem", "reference-idem:any"],
+        &[
+            "reference-idem",
+            "reference-idem:any",
+            "reference-idem:lenient",
+            "reference-idem:released",
+        ],
         1,
         |spec| match pass(spec, 16, 1) {
             IdemFuzzOutcome::Passed { .. } => {}

@@ -97,7 +97,7 @@ const BATTERY_DEFECTS: [&str; 8] = [
     "key-blanks-collapsed",
     "race-on-bare-keys",
     "rare-race",
-    "race-window-5us",
+    "race-window-0us",
     "waiters-run-after-release",
     "forgets-after-1s",
     "lock-lapses",

@@ -339,3 +339,115 @@ fn another_payload_refused_on_another_route_is_a_scope_fault() {
     let (clauses, msg) = blamed(judge(&s, &items));
     assert_eq!(clauses, vec![clause::SCOPE], "{msg}");
 }
+
+#[test]
+fn a_quoted_key_run_under_token_is_a_token_fault() {
+    // token-accepts-quoted: a quoted key runs instead of being refused.
+    let mut p = IdemProfile::draft_default();
+    p.key_syntax = KeySyntax::Token;
+    let m = IdemModel::new(&p);
+    let quoted = req("POST", "/orders", "alice", "\"k\"", json!({"a": 1}));
+    let (clauses, msg) = blamed(judge_one(
+        &m,
+        &quoted,
+        &run(1, "alice", json!({"a": 1})),
+        w(0, 2, 10),
+    ));
+    assert_eq!(clauses, vec![clause::TOKEN], "{msg}");
+}
+
+#[test]
+fn another_payload_refused_under_fingerprint_none_is_an_equivalence_fault() {
+    // fingerprint-despite-none: every payload is one, yet another is refused 422.
+    let mut p = IdemProfile::draft_default();
+    p.fingerprint = reqkey_model::idem_profile::Fingerprint::None;
+    p.mismatch_status = None;
+    let m = IdemModel::new(&p);
+    let r = req("POST", "/orders", "alice", "\"k\"", json!({"a": 1}));
+    let s = after(&m, &r, &run(7, "alice", json!({"a": 1})));
+    let other = req("POST", "/orders", "alice", "\"k\"", json!({"a": 2}));
+    let (clauses, msg) = blamed(judge(&s, &[(other, refusal(422), w(20, 22, 30))]));
+    assert_eq!(clauses, vec![clause::EQUIVALENCE], "{msg}");
+}
+
+#[test]
+fn another_payload_run_on_a_taken_key_is_a_mismatch_fault() {
+    // fingerprint-in-key: another payload is another record, so it runs.
+    let m = IdemModel::new(&IdemProfile::draft_default());
+    let r = req("POST", "/orders", "alice", "\"k\"", json!({"a": 1}));
+    let s = after(&m, &r, &run(7, "alice", json!({"a": 1})));
+    let other = req("POST", "/orders", "alice", "\"k\"", json!({"a": 2}));
+    let (clauses, msg) = blamed(judge(
+        &s,
+        &[(
+            other.clone(),
+            run(8, "alice", json!({"a": 2})),
+            w(20, 22, 30),
+        )],
+    ));
+    assert_eq!(clauses, vec![clause::MISMATCH], "{msg}");
+    // In flight: a slow run, another payload runs beside it.
+    let body = json!({"sleepMs": 600});
+    let slow = req("POST", "/orders/slow", "alice", "\"k\"", body.clone());
+    let mut other = slow.clone();
+    other.body = serde_json::to_vec(&json!({"sleepMs": 600, "b": 1})).unwrap();
+    let items = vec![
+        (slow, run(1, "alice", body), w(0, 5, 610)),
+        (
+            other,
+            run(2, "alice", json!({"sleepMs": 600, "b": 1})),
+            w(0, 5, 612),
+        ),
+    ];
+    let (clauses, msg) = blamed(judge(std::slice::from_ref(&m), &items));
+    assert_eq!(clauses, vec![clause::OTHER_PAYLOAD], "{msg}");
+}
+
+#[test]
+fn another_caller_run_on_an_unscoped_key_is_a_leak_fault() {
+    // scoped-despite-unscoped: scope [] declared, another caller runs.
+    let mut p = IdemProfile::draft_default();
+    p.scope = Vec::new();
+    let m = IdemModel::new(&p);
+    let r = req("POST", "/orders", "alice", "\"k\"", json!({"a": 1}));
+    let s = after(&m, &r, &run(7, "alice", json!({"a": 1})));
+    let bob = req("POST", "/orders", "bob", "\"k\"", json!({"a": 1}));
+    let (clauses, msg) = blamed(judge(
+        &s,
+        &[(bob, run(8, "bob", json!({"a": 1})), w(20, 22, 30))],
+    ));
+    assert_eq!(clauses, vec![clause::NO_LEAK], "{msg}");
+}
+
+#[test]
+fn another_caller_refused_while_a_run_is_in_flight_is_conforming() {
+    // scope [] (lenient): another caller's request with the key, answered
+    // 403 before the first completes.
+    let mut p = IdemProfile::draft_default();
+    p.scope = Vec::new();
+    let m = IdemModel::new(&p);
+    let body = json!({"sleepMs": 150});
+    let slow = req("POST", "/orders/slow", "alice", "\"k\"", body.clone());
+    let bob = req("POST", "/orders", "bob", "\"k\"", json!({"a": 1}));
+    let items = vec![
+        (slow, run(1, "alice", body), w(147, 150, 333)),
+        (bob, refusal(403), w(147, 150, 173)),
+    ];
+    judge(std::slice::from_ref(&m), &items).unwrap();
+}
+
+#[test]
+fn a_refusal_because_another_caller_holds_the_key_is_a_leak_fault() {
+    // unscoped-caller: scope has caller, yet bob is refused 409 while
+    // alice's request with the key is in flight.
+    let m = IdemModel::new(&IdemProfile::draft_default());
+    let body = json!({"sleepMs": 150});
+    let slow = req("POST", "/orders/slow", "alice", "\"k\"", body.clone());
+    let bob = req("POST", "/orders/slow", "bob", "\"k\"", body.clone());
+    let items = vec![
+        (slow, run(1, "alice", body), w(0, 3, 160)),
+        (bob, refusal(409), w(0, 3, 10)),
+    ];
+    let (clauses, msg) = blamed(judge(std::slice::from_ref(&m), &items));
+    assert_eq!(clauses, vec![clause::NO_LEAK], "{msg}");
+}

@@ -11,7 +11,13 @@
 //! red. The correct reference runs the same trials and must stay green (a
 //! failure there is a false alarm, exit 1). Figures from a count of
 //! trials, not a time box, so a loaded machine measures the same thing
-//! (slower).
+//! (slower). Beside each rate, the mean number of the battery's program
+//! that caught it: the rate per burst a saturated rate hides.
+//!
+//! In process the app and the harness share one runtime's threads; with
+//! `process` each trial starts `reqkey serve idem` (this binary) as a
+//! process of its own and certifies it over loopback, as an app of its
+//! own is certified.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -40,6 +46,8 @@ pub struct RaceWindowConfig {
     /// Whether the correct reference runs the same trials (off only under
     /// `--quick`, the check that the command works).
     pub reference: bool,
+    /// Each trial's app a `reqkey serve idem` process of its own.
+    pub process: bool,
 }
 
 /// How a trial's bursts go out.
@@ -59,6 +67,9 @@ pub struct WindowRow {
     pub window_us: Option<u32>,
     pub plain: (u32, u32),
     pub synchronised: (u32, u32),
+    /// Per release, the battery's programs that caught it (1-based).
+    pub plain_at: Vec<u32>,
+    pub synchronised_at: Vec<u32>,
     pub errors: Vec<String>,
     pub seconds: f64,
 }
@@ -93,8 +104,26 @@ impl Target for Plain {
     }
 }
 
-/// One certification's fuzz pass: `Ok(true)` red, `Ok(false)` green.
-fn trial(spec: &str, release: Release, seed: u64, cfg: &RaceWindowConfig) -> Result<bool, String> {
+/// How a trial ended: green, or red at the battery's program `Some(n)`
+/// (`None`: at a generated one).
+enum Caught {
+    No,
+    At(Option<u32>),
+}
+
+/// The battery's program a failure names (`the battery's program N (`).
+fn battery_program(reason: &str) -> Option<u32> {
+    let rest = reason.split_once("the battery's program ")?.1;
+    rest.split(' ').next()?.parse().ok()
+}
+
+/// One certification's fuzz pass.
+fn trial(
+    spec: &str,
+    release: Release,
+    seed: u64,
+    cfg: &RaceWindowConfig,
+) -> Result<Caught, String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -104,8 +133,27 @@ fn trial(spec: &str, release: Release, seed: u64, cfg: &RaceWindowConfig) -> Res
         call_timeout_ms: cfg.call_timeout_ms,
         ..TargetOptions::default()
     };
+    // A process of its own, killed when the trial ends.
+    let served = if cfg.process {
+        let variant = match spec.strip_prefix("reference-idem") {
+            Some(_) => "default",
+            None => spec,
+        };
+        let args = [
+            "serve",
+            "idem",
+            "--listen",
+            "127.0.0.1:0",
+            "--profile-variant",
+            variant,
+        ];
+        Some(runtime.block_on(crate::bench::soak::start(None, &args))?)
+    } else {
+        None
+    };
+    let at = served.as_ref().map_or(spec, |p| p.base());
     let target = runtime
-        .block_on(open_target(spec, opts))
+        .block_on(open_target(at, opts))
         .map_err(|e| format!("{spec}: {e}"))?;
     let info = runtime
         .block_on(resolve_profile(target.as_ref(), None, cfg.call_timeout_ms))
@@ -128,9 +176,11 @@ fn trial(spec: &str, release: Release, seed: u64, cfg: &RaceWindowConfig) -> Res
         long_pauses: crate::run::fuzz::pass::CERTIFY_IDEM_LONG_PAUSES,
         battery: true,
     };
-    match fuzz_idem(&runtime, target, &opts) {
-        IdemFuzzOutcome::Passed { .. } => Ok(false),
-        IdemFuzzOutcome::Failed(_) => Ok(true),
+    let outcome = fuzz_idem(&runtime, target, &opts);
+    drop(served);
+    match outcome {
+        IdemFuzzOutcome::Passed { .. } => Ok(Caught::No),
+        IdemFuzzOutcome::Failed(f) => Ok(Caught::At(battery_program(&f.reason))),
         IdemFuzzOutcome::Error(e) => Err(format!("{spec} seed {seed}: {e}")),
     }
 }
@@ -171,19 +221,24 @@ pub fn race_window_benchmark(
             window_us,
             plain: (0, 0),
             synchronised: (0, 0),
+            plain_at: Vec::new(),
+            synchronised_at: Vec::new(),
             errors: Vec::new(),
             seconds: 0.0,
         };
         for &seed in &cfg.seeds {
             for release in [Release::Plain, Release::Synchronised] {
-                let tally = match release {
-                    Release::Plain => &mut row.plain,
-                    Release::Synchronised => &mut row.synchronised,
+                let (tally, at) = match release {
+                    Release::Plain => (&mut row.plain, &mut row.plain_at),
+                    Release::Synchronised => (&mut row.synchronised, &mut row.synchronised_at),
                 };
                 match trial(&spec, release, seed, cfg) {
-                    Ok(red) => {
-                        tally.0 += u32::from(red);
+                    Ok(caught) => {
                         tally.1 += 1;
+                        if let Caught::At(n) = caught {
+                            tally.0 += 1;
+                            at.extend(n);
+                        }
                     }
                     Err(e) => row.errors.push(e),
                 }
@@ -207,17 +262,29 @@ impl WindowRow {
 /// The table's head.
 pub fn header() -> String {
     format!(
-        "{:<22} {:>16} {:>16} {:>8}",
-        "window (check to set)", "plain", "synchronised", "wall"
+        "{:<22} {:>22} {:>22} {:>8}\n{:<22} {:>22} {:>22}",
+        "window (check to set)",
+        "plain",
+        "synchronised",
+        "wall",
+        "",
+        "caught (at program)",
+        "caught (at program)"
     )
 }
 
-fn rate((caught, judged): (u32, u32)) -> String {
+fn rate((caught, judged): (u32, u32), at: &[u32]) -> String {
     if judged == 0 {
         return "-".to_owned();
     }
+    let mean = if at.is_empty() {
+        String::new()
+    } else {
+        let sum: u32 = at.iter().sum();
+        format!(" (@{:.1})", f64::from(sum) / at.len() as f64)
+    };
     format!(
-        "{caught}/{judged} {:>3.0}%",
+        "{caught}/{judged} {:>3.0}%{mean}",
         f64::from(caught) * 100.0 / f64::from(judged)
     )
 }
@@ -230,9 +297,9 @@ impl std::fmt::Display for WindowRow {
             None => "reference (no race)".to_owned(),
         };
         let mut line = format!(
-            "{name:<22} {:>16} {:>16} {:>7.0}s",
-            rate(self.plain),
-            rate(self.synchronised),
+            "{name:<22} {:>22} {:>22} {:>7.0}s",
+            rate(self.plain, &self.plain_at),
+            rate(self.synchronised, &self.synchronised_at),
             self.seconds
         );
         for e in &self.errors {
@@ -262,11 +329,19 @@ mod tests {
             window_us: Some(5),
             plain: (1, 3),
             synchronised: (3, 3),
+            plain_at: vec![4],
+            synchronised_at: vec![1, 2, 6],
             errors: Vec::new(),
             seconds: 1.0,
         };
         assert!(!row.has_problem());
-        assert!(row.to_string().contains("3/3 100%"));
+        assert!(row.to_string().contains("3/3 100% (@3.0)"), "{row}");
+        assert!(row.to_string().contains("1/3  33% (@4.0)"), "{row}");
+        assert_eq!(
+            battery_program("the battery's program 12 (SucceedingBurst, one of 66"),
+            Some(12)
+        );
+        assert_eq!(battery_program("step 0: ..."), None);
         row.window_us = None;
         assert!(row.has_problem());
         row.plain = (0, 3);

@@ -216,6 +216,11 @@ impl Proc {
     pub(super) fn addr(&self) -> &str {
         self.base.trim_start_matches("http://")
     }
+
+    /// The URL it printed (`http://...`, `idem+http://...`).
+    pub(super) fn base(&self) -> &str {
+        &self.base
+    }
 }
 
 impl Drop for Proc {
@@ -230,7 +235,7 @@ const START_TIMEOUT_MS: u64 = 20_000;
 
 /// Starts `reqkey ARGS` (`exe`, default this binary) and waits for its
 /// `listening on URL` line.
-async fn start(exe: Option<&Path>, args: &[&str]) -> Result<Proc, String> {
+pub(super) async fn start(exe: Option<&Path>, args: &[&str]) -> Result<Proc, String> {
     let exe = match exe {
         Some(exe) => exe.to_path_buf(),
         None => std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?,

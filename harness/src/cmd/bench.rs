@@ -173,6 +173,10 @@ pub struct BenchArgs {
     /// default every calibrated one, 1 to 10000).
     #[arg(long = "window-us")]
     pub windows_us: Vec<u32>,
+    /// race-window: each trial's app a `reqkey serve idem` process of its
+    /// own, certified over loopback (default: in process).
+    #[arg(long)]
+    pub process: bool,
     /// race-window: generated programs of each certification's fuzz pass
     /// after the battery (certify's default).
     #[arg(long, default_value_t = crate::run::fuzz::pass::DEFAULT_CERTIFY_FUZZ_CASES,
@@ -562,6 +566,7 @@ fn race_window_bench(args: &BenchArgs) -> ExitCode {
         cases: args.fuzz_cases,
         call_timeout_ms: args.timeout_ms,
         reference: !args.quick,
+        process: args.process,
     };
     println!(
         "the fuzz pass of one certification (the battery, then {} programs) per seed, seeds {}..={}, against broken-idem:race-window-<N>us; caught / certifications",

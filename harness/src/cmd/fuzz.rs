@@ -26,7 +26,9 @@ pub struct FuzzArgs {
     /// The seed of the generated programs (printed on failure; reproduces them).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Also write the shrunk failing scenario to this file.
+    /// Also write the shrunk failing scenario to this file (idem targets:
+    /// the first violation's; each other one's beside it as FILE.2.yaml,
+    /// FILE.3.yaml, ...).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Bound on every single call to the target, in milliseconds.

@@ -188,6 +188,20 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
     let mut used = Rules::default();
     let mut waived: Vec<Waiver> = Vec::new();
     let mut groups: BTreeMap<Scoped, Vec<usize>> = BTreeMap::new();
+    // The scoped keys of the batch's runs (what a waiver of scope, caller
+    // or key may let another scoped key's refusal stand on).
+    let batch_keys: Vec<Scoped> = if relax.is_strict() {
+        Vec::new()
+    } else {
+        items
+            .iter()
+            .filter(|(_, a, _)| order_of(a).is_some_and(|o| state.is_fresh(o)))
+            .filter_map(|(r, _, _)| match state.read_key(r) {
+                KeyRead::Key(s) => Some(s),
+                _ => None,
+            })
+            .collect()
+    };
     for (i, item) in items.iter().enumerate() {
         let (req, ans, w) = item;
         let Some(handler) = crate::idem_model::handler_of(&req.method, &req.path, &req.body) else {
@@ -234,15 +248,32 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                         continue;
                     }
                 }
+                // Refused because another scoped key of this batch with
+                // the same key bytes holds the key: scope or caller waived.
+                if !relax.is_strict() && ans.status >= 400 && fresh.is_none() {
+                    let other = batch_keys.iter().find(|o| **o != s && o.key == s.key);
+                    if let Some(other) = other {
+                        let rule = apart(&s, other);
+                        if take(
+                            relax,
+                            &mut used,
+                            &mut waived,
+                            rule,
+                            item,
+                            format!("{} (refused because another scoped key of the batch holds the key)", rule.allows()),
+                        ) {
+                            continue;
+                        }
+                    }
+                }
                 // The same, refused for another payload than another
                 // scoped key's record holds.
                 if !relax.is_strict() && p.mismatch_status == Some(ans.status) && fresh.is_none() {
                     let print = crate::idem_model::payload_print(p.fingerprint, &req.body);
-                    let other = state.records().iter().find(|(other, r)| {
-                        **other != s
-                            && (other.key == s.key || relax.allows(Rule::KeysApart))
-                            && r.print != print
-                    });
+                    let other = state
+                        .records()
+                        .iter()
+                        .find(|(other, r)| **other != s && other.key == s.key && r.print != print);
                     if let Some((other, r)) = other {
                         let rule = apart(&s, other);
                         let order = r.kept.order.map_or("-".into(), |o| o.to_string());
@@ -300,10 +331,10 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                 else {
                     continue;
                 };
-                let rule = if clause == crate::idem_model::clause::MISSING_REQUIRED {
-                    Rule::MissingRefused
-                } else {
-                    Rule::MalformedRefused
+                let rule = match clause {
+                    clause::MISSING_REQUIRED => Rule::MissingRefused,
+                    clause::TOKEN => Rule::TokenRefused,
+                    _ => Rule::MalformedRefused,
                 };
                 let allowed = format!("only a refusal {status} that runs nothing");
                 if let Some(o) = fresh {

@@ -40,6 +40,9 @@ pub enum Rule {
     /// A value the syntax does not admit (or an empty key) is refused
     /// `invalidKeyStatus` and runs nothing.
     MalformedRefused,
+    /// Under `keySyntax: "token"`, a value of other than token characters
+    /// is refused `invalidKeyStatus` and runs nothing.
+    TokenRefused,
     /// Under `keyRequired: true` a keyless request is refused 400.
     MissingRefused,
     /// Under `keyRequired: false` a keyless request runs.
@@ -82,6 +85,7 @@ impl Rule {
         match self {
             Self::KeyTaken => clause::SYNTAX,
             Self::MalformedRefused => clause::INVALID,
+            Self::TokenRefused => clause::TOKEN,
             Self::MissingRefused => clause::MISSING_REQUIRED,
             Self::MissingRuns => clause::MISSING_OPTIONAL,
             Self::KeysApart => clause::EXACT,
@@ -105,6 +109,7 @@ impl Rule {
         match self {
             Self::KeyTaken => "only taking a key the declared keySyntax admits, never refusing it as malformed",
             Self::MalformedRefused => "only a refusal invalidKeyStatus that runs nothing",
+            Self::TokenRefused => "only a refusal invalidKeyStatus that runs nothing (not a token)",
             Self::MissingRefused => "only a refusal 400 that runs nothing",
             Self::MissingRuns => "only a run (the handler's status, a new order)",
             Self::KeysApart => "only this key's own answer (another key never shares its record)",
@@ -133,8 +138,9 @@ impl Rule {
 /// The clauses a rule of the model enforces, in the order ties are broken:
 /// the narrower waivers (one key, one payload, one answer's content) first,
 /// the broader (any run, any answer in flight, any refusal's body) last.
-pub const RELAXABLE: [&str; 17] = [
+pub const RELAXABLE: [&str; 18] = [
     clause::SYNTAX,
+    clause::TOKEN,
     clause::INVALID,
     clause::MISSING_REQUIRED,
     clause::MISSING_OPTIONAL,
@@ -248,9 +254,10 @@ impl Rules {
     }
 }
 
-const ALL_RULES: [Rule; 19] = [
+const ALL_RULES: [Rule; 20] = [
     Rule::KeyTaken,
     Rule::MalformedRefused,
+    Rule::TokenRefused,
     Rule::MissingRefused,
     Rule::MissingRuns,
     Rule::KeysApart,

@@ -38,7 +38,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::digest::canonical_json;
-use crate::idem_profile::{key_of, Concurrent, Errors, Fingerprint, IdemProfile, ScopeBy};
+use crate::idem_profile::{
+    key_of, Concurrent, Errors, Fingerprint, IdemProfile, KeySyntax, ScopeBy,
+};
 
 /// SPEC 10 `[[idem.expiry.honoured]]`: a key must be forgotten this long
 /// after `expiryMs` has passed (clocks and sweeps).
@@ -72,6 +74,7 @@ pub mod clause {
     pub const ERROR_BODY: &str = "idem.error.body";
     pub const SYNTAX: &str = "idem.key.syntax";
     pub const EXACT: &str = "idem.key.exact";
+    pub const TOKEN: &str = "idem.key.token";
 }
 
 /// What a contract route's handler does (reqkey-idem/1).
@@ -143,10 +146,10 @@ pub fn payload_print(fingerprint: Fingerprint, body: &[u8]) -> String {
 }
 
 /// A payload's print under the fingerprint `fingerprint` is not (`json`
-/// and `bytes` swapped; `none`: every payload one).
+/// and `bytes` swapped; under `none`, `bytes`).
 pub fn alt_payload_print(fingerprint: Fingerprint, body: &[u8]) -> String {
     match fingerprint {
-        Fingerprint::None => String::new(),
+        Fingerprint::None => payload_print(Fingerprint::Bytes, body),
         Fingerprint::Json => payload_print(Fingerprint::Bytes, body),
         Fingerprint::Bytes => payload_print(Fingerprint::Json, body),
     }
@@ -462,10 +465,16 @@ impl IdemModel {
             }
             KeyRead::Missing => return vec![Outcome::Run(handler)],
             KeyRead::Malformed(status) => {
-                return vec![Outcome::Refused {
-                    status,
-                    clause: clause::INVALID,
-                }]
+                // Under `token`, a value that is not a token (`""` included:
+                // a double quote) breaks the token rule; an empty field
+                // value the invalid-key rule.
+                let empty = req.key.as_deref().is_none_or(|k| k.trim_ascii().is_empty());
+                let clause = if p.key_syntax == KeySyntax::Token && !empty {
+                    clause::TOKEN
+                } else {
+                    clause::INVALID
+                };
+                return vec![Outcome::Refused { status, clause }];
             }
             KeyRead::Unjudged => return Vec::new(),
             KeyRead::Key(s) => s,

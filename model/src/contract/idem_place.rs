@@ -187,10 +187,10 @@ pub(crate) fn places(
             // Another caller on a key not scoped by caller: refused, never shown the answer.
             let leaks = order_of(ans) == kept.order || caller_of(ans) == Some(kept.caller.as_str());
             if ans.status >= 400 && !leaks {
-                add(Place::Whole(phase), none, String::new());
+                add(Place::Span(phase), none, String::new());
             } else if !relax.is_strict() {
                 add(
-                    Place::Whole(phase),
+                    Place::Span(phase),
                     none.with(Rule::CallerNotShown),
                     Rule::CallerNotShown.allows().into(),
                 );
@@ -202,7 +202,7 @@ pub(crate) fn places(
         // fingerprint clause may: by the other fingerprint
         // (equivalence), or as one payload (mismatch, other payload).
         let mut readings = vec![(same, None)];
-        if !relax.is_strict() && compares && (ralt == alt) != same {
+        if !relax.is_strict() && (ralt == alt) != same {
             readings.push((!same, Some(Rule::FingerprintEquivalence)));
         }
         if !relax.is_strict() && !same {
@@ -250,6 +250,11 @@ pub(crate) fn phase_places(
 ) -> Vec<Fit> {
     let p = state.profile();
     let none = Rules::default();
+    // Under `none` another payload is compared only by a waiver of
+    // [[idem.fingerprint.equivalence]]: refused as the draft's 422.
+    let mismatch = p
+        .mismatch_status
+        .or((p.fingerprint == Fingerprint::None).then_some(422));
     // A refusal without a JSON body breaks [[idem.error.body]].
     let bare = if ans.json.is_none() {
         none.with(Rule::RefusalBody)
@@ -289,7 +294,7 @@ pub(crate) fn phase_places(
             if let Some((rules, allowed)) = replay.clone().filter(|_| same) {
                 add(Place::Done(phase), rules, allowed);
             }
-            if !same && refusal(p.mismatch_status) {
+            if !same && refusal(mismatch) {
                 add(Place::Done(phase), bare, bare_allows());
             }
         }
@@ -313,7 +318,7 @@ pub(crate) fn phase_places(
             if p.concurrent == Concurrent::Conflict && refusal(p.concurrent_status) {
                 add(Place::InFlight(k), bare, bare_allows());
             }
-            if !same && refusal(p.mismatch_status) {
+            if !same && refusal(mismatch) {
                 add(Place::InFlight(k), bare, bare_allows());
                 if !released {
                     add(Place::Done(phase), bare, bare_allows());
@@ -350,15 +355,64 @@ pub(crate) fn place_all(
 ) -> Result<KeyStory, Judged> {
     let mut why: Option<Judged> = None;
     let expires = state.profile().expiry_ms.is_some();
-    for (runs_on_held_key, kept_past_expiry) in
-        [(false, false), (false, true), (true, false), (true, true)]
-    {
+    // Whether a run's payload differs from the one before it (a waiver of
+    // a fingerprint clause may let it run).
+    let prints: Vec<&str> = prior
+        .map(|r| r.print.as_str())
+        .into_iter()
+        .chain(chain.iter().map(|r| r.print.as_str()))
+        .collect();
+    let other_payloads =
+        state.profile().fingerprint != Fingerprint::None && prints.windows(2).any(|w| w[0] != w[1]);
+    let callers: Vec<&str> = prior
+        .map(|r| r.kept.caller.as_str())
+        .into_iter()
+        .chain(chain.iter().map(|r| r.kept.caller.as_str()))
+        .collect();
+    let other_callers = callers.windows(2).any(|w| w[0] != w[1]);
+    for bits in 0u8..32 {
         let timeline = Timeline {
+            runs_on_held_key: bits & 1 != 0,
+            kept_past_expiry: bits & 2 != 0,
+            other_payload_after: bits & 4 != 0,
+            other_payload_in_flight: bits & 8 != 0,
+            other_caller_runs: bits & 16 != 0,
+        };
+        let Timeline {
             runs_on_held_key,
             kept_past_expiry,
-        };
+            ..
+        } = timeline;
+        if bits != 0 && relax.is_strict() {
+            break;
+        }
         let mut used = taken.0;
         let mut waived = taken.1.clone();
+        if timeline.other_caller_runs && (!other_callers || !relax.allows(Rule::CallerNotShown)) {
+            continue;
+        }
+        for (on, rule) in [
+            (timeline.other_payload_after, Rule::MismatchRefused),
+            (timeline.other_payload_in_flight, Rule::OtherPayloadRefused),
+            (timeline.other_caller_runs, Rule::CallerNotShown),
+        ] {
+            if on {
+                used = used.with(rule);
+                waived.push(Waiver {
+                    rules: Rules::default().with(rule),
+                    request: chain.last().map(|r| answered(&items[r.item])),
+                    allowed: format!("{}, never a run of it", rule.allows()),
+                });
+            }
+        }
+        if (timeline.other_payload_after || timeline.other_payload_in_flight)
+            && (!other_payloads
+                || (timeline.other_payload_after && !relax.allows(Rule::MismatchRefused))
+                || (timeline.other_payload_in_flight && !relax.allows(Rule::OtherPayloadRefused))
+                || (timeline.other_payload_after && timeline.other_payload_in_flight))
+        {
+            continue;
+        }
         let key = chain
             .first()
             .map(|r| r.item)

@@ -39,9 +39,12 @@ pub(crate) enum Place {
     InFlight(usize),
     /// While phase's record is completed (from completion to its end).
     Done(Phase),
-    /// Any time from run `k`'s arrival to its record's end (a waiter, or
-    /// another caller refused).
+    /// Any time from run `k`'s arrival to its record's end, answered once
+    /// it completed (a waiter).
     Whole(Phase),
+    /// Any time from run `k`'s arrival to its record's end, answered at
+    /// any time (another caller refused).
+    Span(Phase),
 }
 
 /// A place an answer may take and the rules it waives there (none: the
@@ -103,11 +106,17 @@ pub(crate) struct ChainVars {
 
 /// What the key's timeline may break, by waiver: runs that take a held
 /// key ([[idem.effect.at-most-once]]), records kept past their expiry
-/// ([[idem.expiry.honoured]]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// ([[idem.expiry.honoured]]), a run of another payload than the key's
+/// holder once it completed ([[idem.fingerprint.mismatch]]) or while it
+/// is in flight ([[idem.concurrent.other-payload]]), a run of another
+/// caller on a key not scoped by caller ([[idem.scope.no-leak]]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Timeline {
     pub(crate) runs_on_held_key: bool,
     pub(crate) kept_past_expiry: bool,
+    pub(crate) other_payload_after: bool,
+    pub(crate) other_payload_in_flight: bool,
+    pub(crate) other_caller_runs: bool,
 }
 
 pub(crate) fn chain_constraints(
@@ -138,6 +147,9 @@ pub(crate) fn chain_constraints(
     };
     // The time the key was last freed, or `None` while it is held for good.
     let mut freed: Option<Option<usize>> = Some(None);
+    // The key's holder: its payload, arrival (none for the prior record)
+    // and completion.
+    let mut holder: Option<(&str, Option<usize>, usize, &str)> = None;
     let prior_end = match prior {
         None => None,
         Some(r) => {
@@ -145,21 +157,32 @@ pub(crate) fn chain_constraints(
             c.within(done, r.completed_from_ms, r.completed_by_ms);
             let end = ends(&mut c, done);
             freed = end.map(Some);
+            holder = Some((r.print.as_str(), None, done, r.kept.caller.as_str()));
             end
         }
     };
+    let compares = state.profile().fingerprint != crate::idem_profile::Fingerprint::None;
     let mut runs = Vec::new();
     for run in chain {
-        let since = if timeline.runs_on_held_key {
-            None
-        } else {
-            freed?
-        };
         let w = items[run.item].2;
         let a = c.var();
         c.within(a, w.sent_ms, w.arrived_by_ms.min(w.answered_ms));
-        if let Some(end) = since {
-            c.le(end, a, 0);
+        let other = holder.filter(|(print, ..)| compares && *print != run.print);
+        let caller = holder.filter(|(.., caller)| *caller != run.kept.caller);
+        match (other, caller) {
+            _ if timeline.runs_on_held_key => {}
+            (_, Some(_)) if timeline.other_caller_runs => {}
+            (Some((_, _, done, _)), _) if timeline.other_payload_after => c.le(done, a, 0),
+            (Some((_, arrived, _, _)), _) if timeline.other_payload_in_flight => {
+                if let Some(arrived) = arrived {
+                    c.le(arrived, a, 0);
+                }
+            }
+            _ => {
+                if let Some(end) = freed? {
+                    c.le(end, a, 0);
+                }
+            }
         }
         let done = c.var();
         c.le(a, done, -(run.handler.sleep_ms as i64));
@@ -171,6 +194,7 @@ pub(crate) fn chain_constraints(
         };
         runs.push((a, done, end));
         freed = end.map(Some);
+        holder = Some((run.print.as_str(), Some(a), done, run.kept.caller.as_str()));
     }
     Some((c, ChainVars { prior_end, runs }))
 }
@@ -226,8 +250,15 @@ pub(crate) fn place_rest(
                     c.le(x, end, 0);
                 }
             }
-            Place::Whole(Phase::Prior) => {
+            Place::Whole(Phase::Prior) | Place::Span(Phase::Prior) => {
                 if let Some(end) = vars.prior_end {
+                    c.le(x, end, 0);
+                }
+            }
+            Place::Span(Phase::Run(k)) => {
+                let (a, _, end) = vars.runs[k];
+                c.le(a, x, 0);
+                if let Some(end) = end {
                     c.le(x, end, 0);
                 }
             }

@@ -263,13 +263,20 @@ pub enum ExecutorDefect {
     /// UTF-16 units does (`[[agent.test-agent.echo]]`; dimension
     /// `agent.stream.events`).
     StreamTextDropsNonBmp,
-    /// Acts on a cache's convention where SPEC 7 excludes it: a keyed
-    /// entry carrying `If-None-Match` whose answer names a run the key
-    /// already holds (an attach or replay, 200) is answered `304 Not
-    /// Modified` with no body, as if the entry were a conditional read
+    /// Acts on a cache's convention where SPEC 7 excludes it: a `POST`
+    /// carrying `If-None-Match` whose answer would be 200 (a chat send's
+    /// stream, an attach, a replay) is answered `304 Not Modified` with no
+    /// body, as if the entry were a conditional read
     /// (`[[agent.wire.conditional-ignored]]`; dimension
     /// `agent.headers.caches`).
     ConditionalEntryNotModified,
+    /// Acts on EventSource's convention where SPEC 7 excludes it: a chat
+    /// send carrying `Last-Event-ID` is taken for a fresh turn of a
+    /// resumed stream and its key is dropped, so a client's resent send
+    /// starts a new run (or is refused as already running) instead of
+    /// attaching (`[[agent.wire.last-event-id-on-entry]]`; dimension
+    /// `agent.headers.sse`).
+    LastEventIdSendIsNew,
     // The defects below pass the whole suite and the fuzz pass's programs:
     // each breaks a promise only at its own scale, thousands of keys or
     // seconds after the requests that cause it (issue 55); the fuzz
@@ -295,7 +302,7 @@ pub enum ExecutorDefect {
 pub const SUSPENDED_RESUMED_AFTER_MS: u64 = 3_000;
 
 impl ExecutorDefect {
-    pub const ALL: [ExecutorDefect; 68] = [
+    pub const ALL: [ExecutorDefect; 69] = [
         ExecutorDefect::PolicyBeforeKey,
         ExecutorDefect::NoReplanAfterKeyTaken,
         ExecutorDefect::IgnoreDigest,
@@ -360,6 +367,7 @@ impl ExecutorDefect {
         ExecutorDefect::WaitDropsKeyFields,
         ExecutorDefect::StreamTextDropsNonBmp,
         ExecutorDefect::ConditionalEntryNotModified,
+        ExecutorDefect::LastEventIdSendIsNew,
         ExecutorDefect::SleepCutShort,
         ExecutorDefect::KeysEvictedBeyond1000,
         ExecutorDefect::KeyIndexTtl5s,
@@ -434,6 +442,7 @@ impl ExecutorDefect {
             ExecutorDefect::WaitDropsKeyFields => "wait-drops-key-fields",
             ExecutorDefect::StreamTextDropsNonBmp => "stream-text-drops-non-bmp",
             ExecutorDefect::ConditionalEntryNotModified => "conditional-entry-not-modified",
+            ExecutorDefect::LastEventIdSendIsNew => "last-event-id-send-is-new",
             ExecutorDefect::SleepCutShort => "sleep-cut-short",
             ExecutorDefect::KeysEvictedBeyond1000 => "keys-evicted-beyond-1000",
             ExecutorDefect::KeyIndexTtl5s => "key-index-ttl-5s",

@@ -393,7 +393,10 @@ async fn check_then_set(
 /// blocking store client holds it; a timer would round it up to a
 /// millisecond, and a yield would let every ready request in): only
 /// requests on other threads can look meanwhile. From a millisecond on it
-/// sleeps, and any request may look meanwhile.
+/// sleeps, and any request may look meanwhile. A window of 0 is one yield
+/// to the runtime (an async store's round trip answered at once): only
+/// requests ready at that instant look meanwhile, the duplicates of a
+/// burst whose last bytes arrived together.
 async fn window_then_set(
     layer: &IdemLayer,
     skey: &str,
@@ -405,7 +408,9 @@ async fn window_then_set(
         return Ok(Some(held));
     }
     let window = Duration::from_micros(u64::from(window_us));
-    if window >= Duration::from_millis(1) {
+    if window.is_zero() {
+        tokio::task::yield_now().await;
+    } else if window >= Duration::from_millis(1) {
         tokio::time::sleep(window).await;
     } else {
         let until = std::time::Instant::now() + window;

@@ -540,7 +540,10 @@ pub static AGENT: [Dimension; 22] = [
             "agent.chat.reconnect.streams-current",
             "agent.chat.sse-events",
         ],
-        &["reference-agent:last-event-id-resumes-live"],
+        &[
+            "reference-agent:last-event-id-resumes-live",
+            "reference-agent:last-event-id-send-is-new",
+        ],
         Some(|| forms_where(|f| matches!(f, Form::EventSource))),
     ),
     yes(

@@ -186,6 +186,11 @@ pub enum AllOutcome<P, R> {
 /// most this many times in all.
 pub const MAX_TRIES_PER_VIOLATION: u32 = 3;
 
+/// Whether two sets of clauses blamed are the same set (in any order).
+pub fn same_set(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len() && a.iter().all(|c| b.contains(c))
+}
+
 /// The clauses a failure's reason blames: the first bracketed list of
 /// clause ids of spec/SPEC.md in it (`step 3: [idem.lock.held] ...`,
 /// `[a, b]`; text in brackets that is not a clause is skipped), or, where
@@ -203,14 +208,24 @@ pub fn blamed_clauses(reason: &str) -> Vec<String> {
             .map(str::to_owned)
             .collect();
         if inside.iter().all(|c| is_clause(c)) {
-            let mut set = inside;
-            set.sort();
-            set.dedup();
+            // As the model wrote them (its first is the one it names).
+            let mut set: Vec<String> = Vec::new();
+            for c in inside {
+                if !set.contains(&c) {
+                    set.push(c);
+                }
+            }
             return set;
         }
         rest = &after[close..];
     }
     vec![reason.chars().take(80).collect()]
+}
+
+fn sorted(set: &[String]) -> Vec<String> {
+    let mut s = set.to_vec();
+    s.sort();
+    s
 }
 
 /// Like [`run_cases`], but goes on after a failing program: `cases`
@@ -256,7 +271,7 @@ where
     let sets: RefCell<BTreeMap<Vec<String>, (u32, bool)>> = RefCell::new(
         known
             .iter()
-            .map(|(set, proved)| (set.clone(), (1, *proved)))
+            .map(|(set, proved)| (sorted(set), (1, *proved)))
             .collect(),
     );
     let settled = |set: &Vec<String>, sets: &BTreeMap<Vec<String>, (u32, bool)>| {
@@ -288,17 +303,18 @@ where
                 Ok(()) => Ok(()),
                 Err(CaseFailure::Nonconforming(reason)) => {
                     let clauses = blamed_clauses(&reason);
+                    let key = sorted(&clauses);
                     let mut shrinking = shrinking.borrow_mut();
                     match shrinking.as_mut() {
-                        Some((set, last)) if *set == clauses => {
+                        Some((set, last)) if same_set(set, &clauses) => {
                             *last = reason.clone();
                             Err(TestCaseError::fail(reason))
                         }
                         // Shrinking another violation: this program is
                         // not one of its reproductions.
                         Some(_) => Ok(()),
-                        None if settled(&clauses, &sets.borrow()) => Ok(()),
-                        None if !sets.borrow().contains_key(&clauses)
+                        None if settled(&key, &sets.borrow()) => Ok(()),
+                        None if !sets.borrow().contains_key(&key)
                             && sets.borrow().len() >= MAX_DISTINCT_VIOLATIONS =>
                         {
                             Ok(())
@@ -335,7 +351,7 @@ where
                     };
                     let (proved, r) = prove(&f);
                     if proved {
-                        if let Some(entry) = sets.borrow_mut().get_mut(&f.clauses) {
+                        if let Some(entry) = sets.borrow_mut().get_mut(&sorted(&f.clauses)) {
                             entry.1 = true;
                         }
                     }
@@ -354,6 +370,71 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::Cell;
+
+    /// Fails every multiple of 7 on one clause and of 11 on another.
+    fn verdict(x: u32) -> Result<(), CaseFailure> {
+        match (x % 7, x % 11) {
+            (0, _) => Err(CaseFailure::Nonconforming(format!("[idem.lock.held] {x}"))),
+            (_, 0) => Err(CaseFailure::Nonconforming(format!(
+                "[idem.replay.header] {x}"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    fn all(seed: u64, prove: bool) -> (Vec<(u32, Vec<String>)>, u64) {
+        let fresh = Cell::new(0u64);
+        let outcome = run_cases_all(
+            64,
+            seed,
+            64,
+            &(1u32..10_000),
+            &[],
+            |_, x| {
+                fresh.set(fresh.get() + 1);
+                verdict(*x)
+            },
+            |_| (prove, ()),
+        );
+        let AllOutcome::Done(found) = outcome else {
+            panic!("no verdict: {outcome:?}")
+        };
+        let found = found
+            .into_iter()
+            .map(|(f, ())| (f.program, f.clauses))
+            .collect();
+        (found, fresh.get())
+    }
+
+    #[test]
+    fn every_distinct_violation_is_shrunk_once_and_the_run_goes_on_deterministically() {
+        let (found, _) = all(5, true);
+        let sets: Vec<&Vec<String>> = found.iter().map(|(_, c)| c).collect();
+        assert_eq!(sets.len(), 2, "{found:?}");
+        assert!(sets.contains(&&vec!["idem.lock.held".to_owned()]));
+        assert!(sets.contains(&&vec!["idem.replay.header".to_owned()]));
+        // Each shrunk among the programs failing on its own clause.
+        for (x, c) in &found {
+            assert!(verdict(*x).is_err());
+            assert_eq!(&blamed_clauses(&format!("{:?}", verdict(*x))), c);
+        }
+        assert_eq!(all(5, true).0, found, "one seed, one outcome");
+    }
+
+    #[test]
+    fn a_violation_not_reproduced_is_tried_again_at_most_three_times() {
+        let (found, _) = all(5, false);
+        let tries = |set: &str| found.iter().filter(|(_, c)| c == &[set]).count();
+        // Multiples of 7 are common enough to be tried the most times.
+        assert_eq!(
+            tries("idem.lock.held"),
+            MAX_TRIES_PER_VIOLATION as usize,
+            "{found:?}"
+        );
+        assert!(tries("idem.replay.header") <= MAX_TRIES_PER_VIOLATION as usize);
+        assert!(tries("idem.replay.header") >= 1, "{found:?}");
+    }
 
     #[test]
     fn the_clauses_blamed_are_the_first_bracketed_clause_ids() {
@@ -363,7 +444,7 @@ mod tests {
         );
         assert_eq!(
             blamed_clauses("at [x] step: [idem.replay.header, idem.effect.at-most-once] m"),
-            vec!["idem.effect.at-most-once", "idem.replay.header"]
+            vec!["idem.replay.header", "idem.effect.at-most-once"]
         );
         // No clause named: told apart by what it says.
         assert_eq!(blamed_clauses("[not.a-clause] m"), vec!["[not.a-clause] m"]);

@@ -42,7 +42,9 @@ use tokio::sync::Barrier;
 
 use crate::run::fuzz::body_size::{grown, grown_by, Stream};
 pub use crate::run::fuzz::cases::CaseFailure;
-use crate::run::fuzz::cases::{blamed_clauses, run_cases_all, AllOutcome, MAX_DISTINCT_VIOLATIONS};
+use crate::run::fuzz::cases::{
+    blamed_clauses, run_cases_all, same_set, AllOutcome, MAX_DISTINCT_VIOLATIONS,
+};
 use crate::run::fuzz::idem_battery::{
     add_judged, battery, generated_judges, power_line, JudgedField,
 };
@@ -429,7 +431,7 @@ fn one_per_set(findings: Vec<Finding>) -> Vec<Finding> {
     for f in findings {
         match out
             .iter_mut()
-            .find(|o| o.violation.clauses == f.violation.clauses)
+            .find(|o| same_set(&o.violation.clauses, &f.violation.clauses))
         {
             Some(o) if !o.violation.reproduced && f.violation.reproduced => *o = f,
             Some(_) => {}
@@ -488,7 +490,9 @@ pub fn fuzz_idem(
                 Ok(()) => {}
                 Err(CaseFailure::Nonconforming(why)) => {
                     let clauses = blamed_clauses(&why);
-                    if findings.iter().any(|f| f.violation.clauses == clauses)
+                    if findings
+                        .iter()
+                        .any(|f| same_set(&f.violation.clauses, &clauses))
                         || findings.len() >= MAX_DISTINCT_VIOLATIONS
                     {
                         continue;
