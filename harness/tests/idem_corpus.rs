@@ -91,7 +91,11 @@ const NAMED_AFTER: [(&str, &str); 31] = [
 /// Defects no hand-written scenario is aimed at: every fuzz pass's battery
 /// finds them (`run/fuzz/idem_battery.rs`; `tests/idem_fuzz.rs` proves it),
 /// so they stay out of the corpus's record.
-const BATTERY_DEFECTS: [&str; 5] = [
+const BATTERY_DEFECTS: [&str; 8] = [
+    // Issue 56: keys in every form, bursts of bare keys.
+    "key-truncated-at-64",
+    "key-blanks-collapsed",
+    "race-on-bare-keys",
     "rare-race",
     "race-window-0us",
     "waiters-run-after-release",

@@ -168,6 +168,9 @@ fn scope_key(layer: &IdemLayer, req: &Request, caller: &str, key: &[u8]) -> Stri
     hex_sha256(parts.to_string().as_bytes())
 }
 
+/// The bytes of a key `broken-idem:key-truncated-at-64` keeps.
+pub const TRUNCATED_KEY_BYTES: usize = 64;
+
 /// The longest field value `broken-idem:long-key-refused` takes as a key.
 pub const LONG_KEY_REFUSED_AT: usize = 100;
 
@@ -219,6 +222,13 @@ fn read_key(layer: &IdemLayer, req: &Request) -> Result<Option<Vec<u8>>, ()> {
     if layer.has(IdemDefect::CaseInsensitiveKey) {
         return Ok(Some(key.to_ascii_lowercase()));
     }
+    let mut key = key;
+    if layer.has(IdemDefect::KeyTruncatedAt64) {
+        key.truncate(TRUNCATED_KEY_BYTES);
+    }
+    if layer.has(IdemDefect::KeyBlanksCollapsed) {
+        key.dedup_by(|b, a| *a == b' ' && *b == b' ');
+    }
     Ok(Some(key))
 }
 
@@ -229,6 +239,11 @@ pub async fn idempotency(
     next: axum::middleware::Next,
 ) -> Response {
     let p = &layer.profile;
+    // Whether the key came unquoted (`race-on-bare-keys` races on those).
+    let bare = req
+        .headers()
+        .get(KEY_HEADER)
+        .is_some_and(|v| !v.as_bytes().starts_with(b"\""));
     let key = match read_key(&layer, &req) {
         Ok(Some(k)) => k,
         Ok(None) if p.key_required && !layer.has(IdemDefect::MissingKeyPasses) => {
@@ -282,8 +297,9 @@ pub async fn idempotency(
     // The lock this request waits on, once it met one in flight.
     let mut waiting_on: Option<String> = None;
     loop {
-        let racy =
-            layer.has(IdemDefect::CheckThenSet) || (layer.has(IdemDefect::RareRace) && rare(&skey));
+        let racy = layer.has(IdemDefect::CheckThenSet)
+            || (layer.has(IdemDefect::RareRace) && rare(&skey))
+            || (layer.has(IdemDefect::RaceOnBareKeys) && bare);
         let held = if let Some(IdemDefect::RaceWindow(w)) = layer.defect {
             window_then_set(&layer, &skey, &ours, lock_ms, w.us()).await
         } else if racy {

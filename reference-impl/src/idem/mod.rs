@@ -269,6 +269,19 @@ pub enum IdemDefect {
     /// (nothing runs twice; issue 54: blamed on `idem.concurrent.declared`
     /// alone, never on `idem.lock.held`).
     InFlightAnswers500,
+    // The three below pass the suite; the fuzz pass's programs and battery
+    // find them, with the keys and bodies clients send (issue 56).
+    /// Keeps only the first [`middleware::TRUNCATED_KEY_BYTES`] bytes of a
+    /// key (a column too narrow, silently cut): two long keys that differ
+    /// only past them are one key, the second replayed the first's answer.
+    KeyTruncatedAt64,
+    /// Collapses every run of blanks inside a key to one: `"a  b"` and
+    /// `"a   b"` are one key.
+    KeyBlanksCollapsed,
+    /// Declares `keySyntax: "any"` and takes a bare key without an atomic
+    /// step (look, then take): only a burst of unquoted keys (a client's
+    /// bare UUID) runs twice.
+    RaceOnBareKeys,
     // The defects below pass the suite and the fuzz pass's programs and
     // battery: each breaks a promise only at its own scale, seconds or
     // thousands of keys away (issue 55); the probes at scale find them.
@@ -360,7 +373,7 @@ impl IdemDefect {
     /// Every built-in variant (of the race windows, the one across an
     /// await, which every battery finds; `parse` takes every calibrated
     /// `race-window-<N>us`, measured by `reqkey bench race-window`).
-    pub const ALL: [IdemDefect; 42] = [
+    pub const ALL: [IdemDefect; 45] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -396,6 +409,9 @@ impl IdemDefect {
         Self::LongKeyRefused,
         Self::AnyRefusesQuoted,
         Self::InFlightAnswers500,
+        Self::KeyTruncatedAt64,
+        Self::KeyBlanksCollapsed,
+        Self::RaceOnBareKeys,
         Self::ExpiryShorterThanDeclared,
         Self::ForgetsAfterFourSeconds,
         Self::LockLapsesAfter750ms,
@@ -442,6 +458,9 @@ impl IdemDefect {
             Self::LongKeyRefused => "long-key-refused",
             Self::AnyRefusesQuoted => "any-refuses-quoted",
             Self::InFlightAnswers500 => "in-flight-answers-500",
+            Self::KeyTruncatedAt64 => "key-truncated-at-64",
+            Self::KeyBlanksCollapsed => "key-blanks-collapsed",
+            Self::RaceOnBareKeys => "race-on-bare-keys",
             Self::ExpiryShorterThanDeclared => "expiry-shorter-than-declared",
             Self::ForgetsAfterFourSeconds => "forgets-after-4s",
             Self::LockLapsesAfter750ms => "lock-lapses-after-750ms",
@@ -503,9 +522,10 @@ impl IdemDefect {
             | Self::ErrorsSweptAfter5s => IdemVariant::NoExpiry,
             Self::LockLapses | Self::TwoDefectsReplayUnmarkedLockLapses => IdemVariant::ShortLock,
             Self::TokenAcceptsQuoted => IdemVariant::Token,
-            Self::EmptyKeyRunsUnderAny | Self::AnyUnquotes | Self::AnyRefusesQuoted => {
-                IdemVariant::Any
-            }
+            Self::EmptyKeyRunsUnderAny
+            | Self::AnyUnquotes
+            | Self::AnyRefusesQuoted
+            | Self::RaceOnBareKeys => IdemVariant::Any,
             Self::BytesComparedAsJson => IdemVariant::Bytes,
             Self::RefusesEmptyKey
             | Self::FingerprintDespiteNone

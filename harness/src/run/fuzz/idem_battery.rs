@@ -19,6 +19,11 @@
 //!   included);
 //! - a duplicate sent while a handler outlives the declared `lockMs` (or,
 //!   under `lockMs: null`, a few hundred ms);
+//! - the two keys of a case in every form (`key_forms.rs`), the first's
+//!   case twin and its twin with one blank more, one after the other:
+//!   each must run (the long ones differ only in their last byte, so a
+//!   store that truncates them replays the second; one that folds case
+//!   or collapses blanks replays a twin);
 //! - under a numeric `expiryMs` the harness can wait out, a retry just
 //!   before it and a burst well after it; under `expiryMs: null`, a retry
 //!   after [`NEVER_EXPIRES_SPAN_MS`].
@@ -71,6 +76,7 @@ pub enum ProbeKind {
     FailingBurst,
     PastLock,
     Expiry,
+    KeyForms,
 }
 
 impl ProbeKind {
@@ -80,6 +86,7 @@ impl ProbeKind {
             Self::FailingBurst => "failing bursts",
             Self::PastLock => "past the lock",
             Self::Expiry => "around expiry",
+            Self::KeyForms => "keys in every form",
         }
     }
 }
@@ -177,6 +184,23 @@ pub fn battery(profile: &IdemProfile) -> Vec<Probe> {
         ]),
         Some(_) => None,
     };
+    let forms = crate::run::fuzz::key_forms::KeyStyle::ALL.len();
+    out.push(Probe {
+        kind: ProbeKind::KeyForms,
+        program: (0..forms)
+            .flat_map(|style| {
+                [1, 2, 4, 6].map(|key| {
+                    Step::Send(Req {
+                        key,
+                        style,
+                        spelling: style + key,
+                        ..ORDER
+                    })
+                })
+            })
+            .collect(),
+        repeat: 1,
+    });
     if let Some(program) = expiry {
         out.push(Probe {
             kind: ProbeKind::Expiry,
@@ -276,6 +300,7 @@ impl ProbeKind {
                 out.push(JudgedField::at_value("errors"));
             }
             Self::PastLock => out.extend(lock_judged(profile)),
+            Self::KeyForms => {}
             Self::Expiry => out.push(match profile.expiry_ms {
                 None => JudgedField::up_to("expiryMs", NEVER_EXPIRES_SPAN_MS),
                 Some(_) => JudgedField::at_value("expiryMs"),

@@ -245,7 +245,7 @@ impl Fit {
         match kind {
             ProbeKind::FailingBurst => self.failing_bursts,
             ProbeKind::PastLock => self.past_lock,
-            ProbeKind::SucceedingBurst | ProbeKind::Expiry => true,
+            ProbeKind::SucceedingBurst | ProbeKind::Expiry | ProbeKind::KeyForms => true,
         }
     }
 

@@ -68,6 +68,16 @@ pub const KEY_FORMS: usize = 7;
 /// Payloads: `a`, `a` with its members reordered and re-spaced, `b`, then
 /// `{"item": TEXT}` with every other kind of text.
 pub const PAYLOADS: usize = 3 + inputs::TEXT_KINDS - 2;
+/// Payloads of other shapes (issue 56), after the [`PAYLOADS`] objects:
+/// the item a number and a string of the same text (two payloads under
+/// every fingerprint), and a nested order.
+pub const SHAPED_PAYLOADS: [&str; 3] = [
+    r#"{"item":1}"#,
+    r#"{"item":"1"}"#,
+    r#"{"item":"a","lines":[{"sku":"A-1","qty":2,"opts":{"gift":true,"note":null}},{"sku":"B-7","qty":1,"opts":{}}],"total":{"value":12.5,"currency":"EUR"}}"#,
+];
+/// Payloads of the domain: the objects, then the shaped ones.
+pub const ALL_PAYLOADS: usize = PAYLOADS + SHAPED_PAYLOADS.len();
 
 /// One request over the domain.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,7 +179,12 @@ pub fn key_header(form: usize, style: KeyStyle, tag: &str, syntax: KeySyntax) ->
             if key_of(blank.as_bytes(), syntax).is_some() {
                 Some(blank)
             } else {
-                Some(format!("{} {}{}", first.head, first.tag, first.tail))
+                // Inside, never at an end (a bare value loses those).
+                Some(match (first.head.is_empty(), first.tail.is_empty()) {
+                    (_, false) => format!("{}{} {}", first.head, first.tag, first.tail),
+                    (false, true) => format!("{} {}", first.head, first.tag),
+                    (true, true) => format!("{} {}", &first.tag[..1], &first.tag[1..]),
+                })
             }
         }
     }
@@ -177,6 +192,14 @@ pub fn key_header(form: usize, style: KeyStyle, tag: &str, syntax: KeySyntax) ->
 
 /// The raw body of `payload` for a route sleeping `sleep`.
 pub fn body(payload: usize, sleep: Option<u64>) -> Vec<u8> {
+    let payload = payload % ALL_PAYLOADS;
+    if let Some(shaped) = payload.checked_sub(PAYLOADS).map(|i| SHAPED_PAYLOADS[i]) {
+        // The route's `sleepMs` goes in as the first member.
+        return match (shaped.strip_prefix('{'), sleep) {
+            (Some(rest), Some(ms)) => format!("{{\"sleepMs\":{ms},{rest}").into_bytes(),
+            _ => shaped.as_bytes().to_vec(),
+        };
+    }
     let text = |t: &str| Value::String(t.to_owned()).to_string();
     let item = match payload % PAYLOADS {
         0 | 1 => text("a"),
@@ -298,7 +321,7 @@ fn arb_req() -> impl Strategy<Value = Req> {
         prop_oneof![4 => Just(0usize), 1 => Just(1usize), 1 => Just(2usize), 2 => Just(3usize), 2 => Just(4usize), 1 => Just(5usize)],
         prop_oneof![3 => Just(0usize), 1 => Just(1usize)],
         prop_oneof![1 => Just(0usize), 5 => Just(1usize), 3 => Just(2usize), 1 => Just(3usize), 1 => Just(4usize), 1 => Just(5usize), 1 => Just(6usize)],
-        prop_oneof![5 => Just(0usize), 2 => Just(1usize), 2 => Just(2usize), 2 => 3..PAYLOADS],
+        prop_oneof![5 => Just(0usize), 2 => Just(1usize), 2 => Just(2usize), 2 => 3..PAYLOADS, 2 => PAYLOADS..ALL_PAYLOADS],
         prop_oneof![2 => Just(0usize), 1 => 1..KEY_HEADER_SPELLINGS.len()],
     )
         .prop_map(|(route, caller, key, payload, spelling)| Req {
