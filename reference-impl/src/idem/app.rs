@@ -175,7 +175,20 @@ async fn slow(
 
 /// The whole app: the routes behind `layer`, the control routes beside it.
 pub fn router(layer: Arc<IdemLayer>, implementation: Value) -> Router {
+    // A durable app keeps its completed keys across a restart, so its
+    // counter must not give a number again after one (SPEC 10,
+    // `[[idem.profile.declared]]`: a replay is told from a re-execution by
+    // its `order`): it starts from the clock (microseconds since the
+    // epoch), above every number an earlier life of the app gave unless
+    // that life ran a million effects a second. A volatile app forgets its
+    // keys with its counter and starts from 0.
     let app = Arc::new(AppState::default());
+    if layer.profile.durable {
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2));
+        app.order.store(now_us, Ordering::SeqCst);
+    }
     let health = json!({
         "protocol": IDEM_PROTOCOL,
         "implementation": implementation,

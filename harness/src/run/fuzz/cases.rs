@@ -186,6 +186,13 @@ pub enum AllOutcome<P, R> {
 /// most this many times in all.
 pub const MAX_TRIES_PER_VIOLATION: u32 = 3;
 
+/// Failing programs in a row that bring no new set of clauses after which
+/// the run stops: a target failing most programs on the clauses already
+/// found (a race in every burst) would otherwise have every one of its
+/// failures blamed by counterfactual (up to 171 bounded searches each) for
+/// nothing new. The report says how many programs were judged.
+pub const MAX_FAILURES_WITHOUT_NEWS: u64 = 16;
+
 /// Whether two sets of clauses blamed are the same set (in any order).
 pub fn same_set(a: &[String], b: &[String]) -> bool {
     a.len() == b.len() && a.iter().all(|c| b.contains(c))
@@ -235,7 +242,12 @@ fn sorted(set: &[String]) -> Vec<String> {
 /// same clauses and handed to `prove` (which replays it: `(true, _)` when
 /// it reproduced). A set proved, or tried [`MAX_TRIES_PER_VIOLATION`]
 /// times, is not shrunk again: later programs failing on it are counted
-/// and go on. The run stops at [`MAX_DISTINCT_VIOLATIONS`] distinct sets.
+/// and go on. The run stops at [`MAX_DISTINCT_VIOLATIONS`] distinct sets,
+/// or after [`MAX_FAILURES_WITHOUT_NEWS`] failing programs in a row that
+/// brought no new set. The shrinking of all sets together runs at most
+/// `cases` programs: the pass costs at most twice its budget in programs
+/// (a candidate past that bound is not run, so the shrink keeps the
+/// smallest program found so far).
 /// `known` are sets found before (the battery's) with whether they were
 /// proved.
 pub fn run_cases_all<S, R>(
@@ -281,6 +293,11 @@ where
     // While a program is shrunk: the clauses it fails on, and its reason.
     let shrinking: RefCell<Option<(Vec<String>, String)>> = RefCell::new(None);
     let harness_error: RefCell<Option<String>> = RefCell::new(None);
+    // Failing programs in a row with no new set; programs run to shrink.
+    let stale = RefCell::new(0u64);
+    let shrink_runs = RefCell::new(0u64);
+    let done =
+        || *judged.borrow() >= u64::from(cases) || *stale.borrow() >= MAX_FAILURES_WITHOUT_NEWS;
     let mut found = Vec::new();
     loop {
         let result = runner.run(strategy, |program| {
@@ -288,8 +305,15 @@ where
                 return Ok(());
             }
             let fresh = shrinking.borrow().is_none();
-            if fresh && *judged.borrow() >= u64::from(cases) {
+            if fresh && done() {
                 return Ok(());
+            }
+            if !fresh {
+                let mut runs = shrink_runs.borrow_mut();
+                if *runs >= u64::from(cases) {
+                    return Ok(());
+                }
+                *runs += 1;
             }
             let case = {
                 let mut c = calls.borrow_mut();
@@ -313,17 +337,21 @@ where
                         // Shrinking another violation: this program is
                         // not one of its reproductions.
                         Some(_) => Ok(()),
-                        None if settled(&key, &sets.borrow()) => Ok(()),
+                        None if settled(&key, &sets.borrow()) => {
+                            *stale.borrow_mut() += 1;
+                            Ok(())
+                        }
                         None if !sets.borrow().contains_key(&key)
                             && sets.borrow().len() >= MAX_DISTINCT_VIOLATIONS =>
                         {
+                            *stale.borrow_mut() += 1;
                             Ok(())
                         }
                         None => {
-                            sets.borrow_mut()
-                                .entry(clauses.clone())
-                                .or_insert((0, false))
-                                .0 += 1;
+                            if !sets.borrow().contains_key(&key) {
+                                *stale.borrow_mut() = 0;
+                            }
+                            sets.borrow_mut().entry(key.clone()).or_insert((0, false)).0 += 1;
                             *shrinking = Some((clauses, reason.clone()));
                             Err(TestCaseError::fail(reason))
                         }
@@ -357,7 +385,7 @@ where
                     }
                     found.push((f, r));
                 }
-                if *judged.borrow() >= u64::from(cases) {
+                if done() {
                     break;
                 }
             }
