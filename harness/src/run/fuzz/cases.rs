@@ -75,16 +75,7 @@ where
     S: Strategy,
     S::Value: Clone + Debug,
 {
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters,
-        max_shrink_time: 0,
-        max_global_rejects: 0,
-        ..Config::default()
-    };
-    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed));
-    let mut runner = TestRunner::new_with_rng(config, rng);
+    let mut runner = seeded_runner(cases, seed, max_shrink_iters);
     let counter = AtomicU64::new(0);
     let harness_error: Mutex<Option<String>> = Mutex::new(None);
     let last_reason: Mutex<String> = Mutex::new(String::new());
@@ -150,6 +141,24 @@ where
         }
         Err(TestError::Abort(reason)) => CasesOutcome::Error(reason.message().to_owned()),
     }
+}
+
+/// A proptest runner whose every draw flows from `seed`: `cases`
+/// programs, shrinking bounded by `max_shrink_iters` (never by time), no
+/// persisted failures.
+fn seeded_runner(cases: u32, seed: u64, max_shrink_iters: u32) -> TestRunner {
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters,
+        max_shrink_time: 0,
+        max_global_rejects: 0,
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed)),
+    )
 }
 
 /// The most distinct violations (clause sets) a run shrinks and reports:
@@ -265,16 +274,7 @@ where
 {
     use std::cell::RefCell;
     use std::collections::BTreeMap;
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters,
-        max_shrink_time: 0,
-        max_global_rejects: 0,
-        ..Config::default()
-    };
-    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes(seed));
-    let mut runner = TestRunner::new_with_rng(config, rng);
+    let mut runner = seeded_runner(cases, seed, max_shrink_iters);
     // Every call of `one` gets a fresh case number (fresh ids); `judged`
     // counts the generated programs (not the shrinking's).
     let calls = RefCell::new(0u64);
