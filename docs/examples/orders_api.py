@@ -87,7 +87,12 @@ class Handler(BaseHTTPRequestHandler):
         elif self.command == "GET" and path in ("/v1/orders", "/v1/charges"):
             with LOCK:
                 rows = ORDERS if path == "/v1/orders" else CHARGES
-                status, extra, out = 200, {}, {"data": [r for r in rows.values() if r["customer"] == customer]}
+                # A list shows each resource's summary, never its metadata: the
+                # fuzz pass sends bodies up to 256 KiB, and a list that echoed
+                # them all would outgrow any reader's cap (reqkey's: 16 MiB).
+                status, extra, out = 200, {}, {"data": [
+                    {k: v for k, v in r.items() if k != "metadata"}
+                    for r in rows.values() if r["customer"] == customer]}
         elif self.command == "DELETE" and path.startswith(("/v1/orders/", "/v1/charges/")):
             with LOCK:
                 rows = ORDERS if path.startswith("/v1/orders/") else CHARGES

@@ -47,19 +47,9 @@ fn blamed(reason: &str) -> Vec<String> {
     reason[at + 1..end].split(", ").map(str::to_owned).collect()
 }
 
-/// Each variant and the one clause it breaks.
-///
-/// Not here (a known regression, issue 54 left open):
-/// `fingerprint-raw-bytes` (the same JSON with other blanks refused as
-/// another payload, `idem.fingerprint.equivalence`). Since the programs'
-/// bodies grow and their keys take the forms of issue 56, neither the
-/// battery (it has no fingerprint probe) nor 64 programs on seed 1 meet a
-/// re-spaced duplicate of a completed key (measured 2026-12-07 with
-/// `reqkey fuzz --target broken-idem:fingerprint-raw-bytes --seed 1
-/// --cases 64`: passed); the model's blame of it is held by
-/// `model/tests/idem_blame.rs`. The fix is a fingerprint probe in the
-/// battery, then this row back.
-const FAULTS: [(&str, &str); 10] = [
+/// Each variant and the one clause it breaks. The payload variants are
+/// met by the battery's fingerprint probe whatever the programs draw.
+const FAULTS: [(&str, &str); 13] = [
     // A key the declared syntax (`any`) admits, refused 400.
     ("any-refuses-quoted", "idem.key.syntax"),
     // A stored answer replayed on another route.
@@ -80,6 +70,13 @@ const FAULTS: [(&str, &str); 10] = [
     ("token-accepts-quoted", "idem.key.token"),
     // Under `fingerprint: none`, another payload refused 422.
     ("fingerprint-despite-none", "idem.fingerprint.equivalence"),
+    // Under `fingerprint: json`, the same JSON with other blanks refused
+    // as another payload.
+    ("fingerprint-raw-bytes", "idem.fingerprint.equivalence"),
+    // Under `fingerprint: bytes`, the same JSON in other bytes replayed.
+    ("bytes-compared-as-json", "idem.fingerprint.equivalence"),
+    // Under `fingerprint: json`, another payload replayed.
+    ("no-fingerprint", "idem.fingerprint.mismatch"),
 ];
 
 fn each_on_threads<T: Send + Sync>(items: &[T], width: usize, f: impl Fn(&T) + Sync) {

@@ -24,6 +24,12 @@
 //!   each must run (the long ones differ only in their last byte, so a
 //!   store that truncates them replays the second; one that folds case
 //!   or collapses blanks replays a twin);
+//! - one key retried with the same JSON in other bytes, then with another
+//!   value, and a second key with the same text as a number and as a
+//!   string ([`fingerprint_program`]): each answered as `fingerprint` and
+//!   `mismatchStatus` say (a layer that compares bytes where it declares
+//!   JSON, or JSON where it declares bytes, or nothing, is caught by every
+//!   run, whatever the generated programs draw);
 //! - under a numeric `expiryMs` the harness can wait out, a retry just
 //!   before it and a burst well after it; under `expiryMs: null`, a retry
 //!   after [`NEVER_EXPIRES_SPAN_MS`].
@@ -77,6 +83,7 @@ pub enum ProbeKind {
     PastLock,
     Expiry,
     KeyForms,
+    Fingerprint,
 }
 
 impl ProbeKind {
@@ -87,6 +94,7 @@ impl ProbeKind {
             Self::PastLock => "past the lock",
             Self::Expiry => "around expiry",
             Self::KeyForms => "keys in every form",
+            Self::Fingerprint => "payloads compared",
         }
     }
 }
@@ -201,6 +209,11 @@ pub fn battery(profile: &IdemProfile) -> Vec<Probe> {
             .collect(),
         repeat: 1,
     });
+    out.push(Probe {
+        kind: ProbeKind::Fingerprint,
+        program: fingerprint_program(),
+        repeat: 1,
+    });
     if let Some(program) = expiry {
         out.push(Probe {
             kind: ProbeKind::Expiry,
@@ -209,6 +222,26 @@ pub fn battery(profile: &IdemProfile) -> Vec<Probe> {
         });
     }
     out
+}
+
+/// The payload probe: the first key with payload `a`, again with `a`
+/// reordered and re-spaced (equal as JSON, not as bytes), again with `b`
+/// (another value); the second key with `{"item":1}`, again with
+/// `{"item":"1"}` (the same text as a number and as a string: another
+/// value under every fingerprint). One after the other, each after the
+/// previous answer, so every answer the model allows is fixed by the
+/// profile alone.
+pub fn fingerprint_program() -> Vec<Step> {
+    use crate::run::fuzz::idem_program::PAYLOADS;
+    [(1, 0), (1, 1), (1, 2), (2, PAYLOADS), (2, PAYLOADS + 1)]
+        .map(|(key, payload)| {
+            Step::Send(Req {
+                key,
+                payload,
+                ..ORDER
+            })
+        })
+        .to_vec()
 }
 
 /// What the battery sends and the race rate it catches, one line for every
@@ -301,6 +334,10 @@ impl ProbeKind {
             }
             Self::PastLock => out.extend(lock_judged(profile)),
             Self::KeyForms => {}
+            Self::Fingerprint => {
+                out.push(JudgedField::at_value("fingerprint"));
+                out.push(JudgedField::at_value("mismatchStatus"));
+            }
             Self::Expiry => out.push(match profile.expiry_ms {
                 None => JudgedField::up_to("expiryMs", NEVER_EXPIRES_SPAN_MS),
                 Some(_) => JudgedField::at_value("expiryMs"),
@@ -396,6 +433,58 @@ mod tests {
         assert_eq!(all, [JudgedField::up_to("lockMs", 450)]);
         add_judged(&mut all, vec![JudgedField::at_value("lockMs")]);
         assert_eq!(all, [JudgedField::at_value("lockMs")]);
+    }
+
+    #[test]
+    fn every_profile_meets_payloads_equal_only_as_json_and_equal_only_as_text() {
+        use crate::run::fuzz::idem_program::body;
+        let json =
+            |payload: usize| serde_json::from_slice::<serde_json::Value>(&body(payload, None)).ok();
+        for p in [IdemProfile::draft_default(), {
+            let mut p = IdemProfile::draft_default();
+            p.fingerprint = reqkey_model::idem_profile::Fingerprint::None;
+            p.mismatch_status = None;
+            p
+        }] {
+            let b = battery(&p);
+            let probe = b
+                .iter()
+                .find(|x| x.kind == ProbeKind::Fingerprint)
+                .expect("a fingerprint probe under every profile");
+            let sent: Vec<(usize, usize)> = probe
+                .program
+                .iter()
+                .map(|s| match s {
+                    Step::Send(r) => (r.key, r.payload),
+                    other => panic!("a probe of sends only: {other:?}"),
+                })
+                .collect();
+            // One key: equal as JSON in other bytes, then another value.
+            let (k, a) = sent[0];
+            let (_, a2) = sent[1];
+            let (_, b2) = sent[2];
+            assert!(sent[..3].iter().all(|s| s.0 == k));
+            assert_eq!(json(a), json(a2));
+            assert_ne!(body(a, None), body(a2, None));
+            assert_ne!(json(a), json(b2));
+            // The other key: the same text as a number and as a string.
+            let (k2, n) = sent[3];
+            let (_, t) = sent[4];
+            assert!(k2 != k && sent[4].0 == k2);
+            assert_ne!(json(n), json(t));
+            let text = |v: Option<serde_json::Value>| {
+                v.and_then(|v| {
+                    v.get("item").map(|i| match i {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                })
+            };
+            assert_eq!(text(json(n)), text(json(t)));
+            assert!(ProbeKind::Fingerprint
+                .judges(&p)
+                .contains(&JudgedField::at_value("fingerprint")));
+        }
     }
 
     #[test]

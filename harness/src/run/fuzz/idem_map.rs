@@ -245,7 +245,10 @@ impl Fit {
         match kind {
             ProbeKind::FailingBurst => self.failing_bursts,
             ProbeKind::PastLock => self.past_lock,
-            ProbeKind::SucceedingBurst | ProbeKind::Expiry | ProbeKind::KeyForms => true,
+            ProbeKind::SucceedingBurst
+            | ProbeKind::Expiry
+            | ProbeKind::KeyForms
+            | ProbeKind::Fingerprint => true,
         }
     }
 

@@ -213,7 +213,8 @@ fn copies_judged(
         return false;
     }
     let keyed = first.request.key.is_some();
-    let (expect, judges) = expectation(outcome, profile, order_vars, keyed);
+    let (expect, mut judges) = expectation(outcome, profile, order_vars, keyed);
+    judges.extend(equivalence_judged(m, outcome, &first.request));
     let _ = writeln!(steps, "  - parallel:");
     for s in group {
         let _ = writeln!(steps, "      - http: {}", http_map(s, s.delay_ms));
@@ -388,7 +389,8 @@ pub fn scenario_yaml(
                     continue;
                 };
                 let keyed = s.request.key.is_some();
-                let (expect, judges) = expectation(&outcome, profile, &order_vars, keyed);
+                let (expect, mut judges) = expectation(&outcome, profile, &order_vars, keyed);
+                judges.extend(equivalence_judged(&m, &outcome, &s.request));
                 let _ = writeln!(steps, "  - http: {line}\n    expect: {expect}");
                 if matches!(outcome, Outcome::Run(_)) {
                     let n = order_vars.len();
@@ -455,6 +457,31 @@ pub fn scenario_yaml(
     let _ = writeln!(out, "steps:");
     out.push_str(&steps);
     out
+}
+
+/// `[[idem.fingerprint.equivalence]]` where the declared fingerprint
+/// alone decides `outcome`: a replay of a record whose payload `req`'s
+/// equals only as that fingerprint compares it (the same JSON in other
+/// bytes under `json`, any other payload under `none`), or a mismatch
+/// refusal of a payload the other fingerprint calls equal (the same JSON
+/// in other bytes under `bytes`). That step then judges the comparison
+/// too.
+fn equivalence_judged(
+    m: &IdemModel,
+    outcome: &Outcome,
+    req: &reqkey_model::idem_model::IdemRequest,
+) -> Option<&'static str> {
+    let replay = match outcome {
+        Outcome::Replay(_) => true,
+        Outcome::Refused { clause, .. } if *clause == clause::MISMATCH => false,
+        _ => return None,
+    };
+    let reqkey_model::idem_model::KeyRead::Key(scoped) = m.read_key(req) else {
+        return None;
+    };
+    let record = m.record(&scoped)?;
+    let alt = reqkey_model::idem_model::alt_payload_print(m.profile().fingerprint, &req.body);
+    ((alt != record.alt_print) == replay).then_some(clause::EQUIVALENCE)
 }
 
 /// A sequential step's `expect` and the clauses it judges.
