@@ -98,6 +98,12 @@ pub fn fuzz_idem_command(
                     println!("written to {}", path.display());
                 }
             }
+            if let Some(why) = &f.stopped {
+                println!(
+                    "\nthe pass then stopped before its budget (the violations above stand): {}",
+                    inert_lines(why)
+                );
+            }
             ExitCode::from(1)
         }
         IdemFuzzOutcome::Error(e) => harness_error(e),

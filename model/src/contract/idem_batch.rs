@@ -515,6 +515,7 @@ fn explain_key(
     let mut stories: Vec<KeyStory> = Vec::new();
     let mut tried = 0usize;
     let mut why: Option<Judged> = None;
+    let mut too_quick: Option<Judged> = None;
     // The record before the batch; with [[idem.replay.errors]] waived, the
     // one an error answer should have freed, still kept (or held).
     let mut priors: Vec<(Option<&Record>, bool, Option<Waiver>)> = vec![(prior, false, None)];
@@ -561,7 +562,10 @@ fn explain_key(
             }
         }
         if let Some(e) = bad {
-            why.get_or_insert(e);
+            // One choice of runners the answers' timing rules out (an
+            // answer too quick to be a run): the other choices still
+            // decide, and this stands only when none explains or fails.
+            too_quick.get_or_insert(e);
             continue;
         }
         if !used.is_empty() && !used.within(relax) {
@@ -644,6 +648,7 @@ fn explain_key(
         }
     }
     if stories.is_empty() {
+        let why = why.or(too_quick);
         return Err(match why {
             Some(e @ Judged::NoVerdict(_)) => e,
             _ if idx.len() == 1 => explain_single(state, &items[idx[0]]),

@@ -308,17 +308,24 @@ pub fn blame(
     for size in 1..=MAX_BLAMED {
         let sets = subsets(size);
         for max_rules in size..=MAX_WAIVED_RULES {
+            // Searched without messages; the set picked is searched again
+            // with them (the search is deterministic: the same waivers).
             let mut found: Vec<(ClauseSet, Vec<Waiver>)> = Vec::new();
             for set in &sets {
                 let relax = Relax {
                     clauses: *set,
                     max_rules,
                 };
-                if let Some(w) = explains(relax) {
+                if let Some(w) = crate::idem_why::quietly(|| explains(relax)) {
                     found.push((*set, w));
                 }
             }
-            if let Some((set, waivers)) = found.first().cloned() {
+            if let Some((set, quiet_waivers)) = found.first().cloned() {
+                let waivers = explains(Relax {
+                    clauses: set,
+                    max_rules,
+                })
+                .unwrap_or(quiet_waivers);
                 let others = found[1..]
                     .iter()
                     .flat_map(|(s, _)| s.clauses())

@@ -646,6 +646,9 @@ pub fn shown_key(k: &Option<String>) -> String {
 
 /// What an answer shows of a run or replay, for messages.
 pub fn shown_answer(a: &IdemAnswer) -> String {
+    if crate::idem_why::quiet() {
+        return String::new();
+    }
     let mut s = format!("{}", a.status);
     match a.json.as_ref().and_then(|j| j.get("order")) {
         Some(Value::String(id)) if !id.is_empty() => {

@@ -10,16 +10,43 @@ use crate::idem_model::{
 };
 use crate::idem_profile::Fingerprint;
 
+thread_local! {
+    /// Set while blame searches for the clauses to waive: the messages of
+    /// its many candidate explanations are never read (the one it picks
+    /// is searched again with them), and building them was most of the
+    /// search's time (`reqkey fuzz` on a racy app: over half its CPU).
+    static QUIET: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f` with the requests' and answers' texts left empty in every message.
+pub(crate) fn quietly<T>(f: impl FnOnce() -> T) -> T {
+    let before = QUIET.with(|q| q.replace(true));
+    let out = f();
+    QUIET.with(|q| q.set(before));
+    out
+}
+
+/// Whether messages are being left empty ([`quietly`]).
+pub(crate) fn quiet() -> bool {
+    QUIET.with(std::cell::Cell::get)
+}
+
 pub(crate) fn fail(clause: &'static str, message: String) -> Judged {
     Judged::Violation(crate::idem_model::violation(clause, message))
 }
 
 /// The request and its answer, as a waiver names them.
 pub(crate) fn answered(item: &Item) -> String {
+    if quiet() {
+        return String::new();
+    }
     format!("{} answered {}", label(&item.0), shown_answer(&item.1))
 }
 
 pub(crate) fn label(req: &IdemRequest) -> String {
+    if quiet() {
+        return String::new();
+    }
     let key = match &req.key {
         None => "no key".to_owned(),
         Some(k) => {

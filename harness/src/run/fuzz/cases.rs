@@ -186,7 +186,11 @@ pub enum AllOutcome<P, R> {
     /// Every violation shrunk within the budget (none: passed), in the
     /// order found, each with what `prove` said of it.
     Done(Vec<(Found<P>, R)>),
-    /// The target could not be judged.
+    /// A program could not be judged after violations were proven: they
+    /// stand (a proven violation is never turned into no verdict), and
+    /// the run stopped there for the reason given.
+    Stopped(Vec<(Found<P>, R)>, String),
+    /// The target could not be judged, and nothing was proven before.
     Error(String),
 }
 
@@ -290,8 +294,9 @@ where
         sets.get(set)
             .is_some_and(|(tries, proved)| *proved || *tries >= MAX_TRIES_PER_VIOLATION)
     };
-    // While a program is shrunk: the clauses it fails on, and its reason.
-    let shrinking: RefCell<Option<(Vec<String>, String)>> = RefCell::new(None);
+    // While a program is shrunk: the clauses it fails on, its reason, and
+    // the smallest program failing on them so far.
+    let shrinking: RefCell<Option<(Vec<String>, String, S::Value)>> = RefCell::new(None);
     let harness_error: RefCell<Option<String>> = RefCell::new(None);
     // Failing programs in a row with no new set; programs run to shrink.
     let stale = RefCell::new(0u64);
@@ -330,8 +335,9 @@ where
                     let key = sorted(&clauses);
                     let mut shrinking = shrinking.borrow_mut();
                     match shrinking.as_mut() {
-                        Some((set, last)) if same_set(set, &clauses) => {
+                        Some((set, last, smallest)) if same_set(set, &clauses) => {
                             *last = reason.clone();
+                            *smallest = program.clone();
                             Err(TestCaseError::fail(reason))
                         }
                         // Shrinking another violation: this program is
@@ -352,7 +358,7 @@ where
                                 *stale.borrow_mut() = 0;
                             }
                             sets.borrow_mut().entry(key.clone()).or_insert((0, false)).0 += 1;
-                            *shrinking = Some((clauses, reason.clone()));
+                            *shrinking = Some((clauses, reason.clone(), program.clone()));
                             Err(TestCaseError::fail(reason))
                         }
                     }
@@ -364,13 +370,25 @@ where
             }
         });
         if let Some(e) = harness_error.borrow_mut().take() {
-            return AllOutcome::Error(e);
+            // A violation being shrunk when the error came is proven by
+            // the smallest program failing on it so far.
+            if let Some((clauses, reason, program)) = shrinking.borrow_mut().take() {
+                let f = Found {
+                    program,
+                    reason,
+                    clauses,
+                    found_at: *judged.borrow(),
+                };
+                let r = prove(&f).1;
+                found.push((f, r));
+            }
+            return stopped(found, e);
         }
         let shrunk = shrinking.borrow_mut().take();
         match result {
             Ok(()) => break,
             Err(TestError::Fail(_, program)) => {
-                if let Some((clauses, reason)) = shrunk {
+                if let Some((clauses, reason, _)) = shrunk {
                     let f = Found {
                         program,
                         reason,
@@ -389,10 +407,20 @@ where
                     break;
                 }
             }
-            Err(TestError::Abort(reason)) => return AllOutcome::Error(reason.message().to_owned()),
+            Err(TestError::Abort(reason)) => return stopped(found, reason.message().to_owned()),
         }
     }
     AllOutcome::Done(found)
+}
+
+/// The outcome of a run stopped by `error`: no verdict, unless violations
+/// were proven before it.
+fn stopped<P, R>(found: Vec<(Found<P>, R)>, error: String) -> AllOutcome<P, R> {
+    if found.is_empty() {
+        AllOutcome::Error(error)
+    } else {
+        AllOutcome::Stopped(found, error)
+    }
 }
 
 #[cfg(test)]
@@ -448,6 +476,55 @@ mod tests {
             assert_eq!(&blamed_clauses(&format!("{:?}", verdict(*x))), c);
         }
         assert_eq!(all(5, true).0, found, "one seed, one outcome");
+    }
+
+    #[test]
+    fn a_program_not_judged_after_a_proven_violation_stops_the_run_and_keeps_it() {
+        // Multiples of 7 fail; once one was found, the next program
+        // cannot be judged: the violation stands, the reason is kept.
+        let seen = Cell::new(false);
+        let outcome = run_cases_all(
+            64,
+            5,
+            64,
+            &(1u32..10_000),
+            &[],
+            |_, x| {
+                if seen.get() {
+                    return Err(CaseFailure::Harness("the target hung".into()));
+                }
+                match verdict(*x) {
+                    Err(CaseFailure::Nonconforming(r)) if r.contains("lock") => {
+                        seen.set(true);
+                        Err(CaseFailure::Nonconforming(r))
+                    }
+                    _ => Ok(()),
+                }
+            },
+            |_| (true, ()),
+        );
+        match outcome {
+            AllOutcome::Stopped(found, why) => {
+                assert_eq!(found.len(), 1);
+                assert_eq!(found[0].0.clauses, ["idem.lock.held"]);
+                assert!(why.contains("the target hung"), "{why}");
+            }
+            other => panic!("expected the violation kept: {other:?}"),
+        }
+        // With nothing proven before it, the same error is no verdict.
+        let outcome = run_cases_all(
+            64,
+            5,
+            64,
+            &(1u32..10_000),
+            &[],
+            |_, _| Err(CaseFailure::Harness("the target hung".into())),
+            |_| (true, ()),
+        );
+        assert!(
+            matches!(outcome, AllOutcome::Error(ref e) if e.contains("hung")),
+            "{outcome:?}"
+        );
     }
 
     #[test]

@@ -371,6 +371,9 @@ pub struct IdemFuzzFailure {
     /// [`MAX_DISTINCT_VIOLATIONS`]), the first one first, each with its
     /// reproduction replayed against the target.
     pub violations: Vec<FuzzViolation>,
+    /// Why the pass stopped before its budget, when a program could not be
+    /// judged after these violations were proven (they stand).
+    pub stopped: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -464,6 +467,7 @@ pub fn fuzz_idem(
     }
     let mut judged: Vec<JudgedField> = Vec::new();
     let mut findings: Vec<Finding> = Vec::new();
+    let mut stopped: Option<String> = None;
     if opts.battery {
         let namespace = format!("{}.battery", opts.namespace);
         // A kind of probe that failed once is not sent again: its repeats
@@ -535,7 +539,11 @@ pub fn fuzz_idem(
                     ));
                 }
                 Err(CaseFailure::Harness(e)) => {
-                    return IdemFuzzOutcome::Error(format!("the battery: {e}"))
+                    if findings.is_empty() {
+                        return IdemFuzzOutcome::Error(format!("the battery: {e}"));
+                    }
+                    stopped = Some(format!("the battery: {e}"));
+                    break;
                 }
             }
         }
@@ -545,53 +553,57 @@ pub fn fuzz_idem(
         .iter()
         .map(|f| (f.violation.clauses.clone(), f.violation.reproduced))
         .collect();
-    let outcome = run_cases_all(
-        opts.cases,
-        opts.seed,
-        opts.max_shrink_iters,
-        &strategy,
-        &known,
-        |case, program| {
-            let tag = case_tag(&opts.namespace, case);
-            let program = fit.program(program);
-            runtime.block_on(run_program(
-                &target,
-                &program,
-                &tag,
-                &opts.profile,
-                opts.call_timeout_ms,
-                grown_by(opts.seed, Stream::Cases, case),
-            ))
-        },
-        |f| {
-            let program = fit.program(&f.program);
-            let scenario_yaml = scenario_yaml(
-                &program,
-                &opts.profile,
-                &opts.target_name,
-                opts.seed,
-                &f.reason,
-                RACE_REPEAT,
-            );
-            let origin = format!(
-                "program {} of {} (shrunk to {} steps)",
-                f.found_at,
-                opts.cases,
-                program.len()
-            );
-            let finding = proved(
-                runtime,
-                &target,
-                opts,
-                &origin,
-                program,
-                (f.reason.clone(), f.clauses.clone()),
-                scenario_yaml,
-            );
-            (finding.violation.reproduced, finding)
-        },
-    );
-    if opts.cases > 0 && !matches!(outcome, AllOutcome::Error(_)) {
+    // A battery stopped after proving violations: no programs follow.
+    let outcome = match &stopped {
+        Some(e) => AllOutcome::Stopped(Vec::new(), e.clone()),
+        None => run_cases_all(
+            opts.cases,
+            opts.seed,
+            opts.max_shrink_iters,
+            &strategy,
+            &known,
+            |case, program| {
+                let tag = case_tag(&opts.namespace, case);
+                let program = fit.program(program);
+                runtime.block_on(run_program(
+                    &target,
+                    &program,
+                    &tag,
+                    &opts.profile,
+                    opts.call_timeout_ms,
+                    grown_by(opts.seed, Stream::Cases, case),
+                ))
+            },
+            |f| {
+                let program = fit.program(&f.program);
+                let scenario_yaml = scenario_yaml(
+                    &program,
+                    &opts.profile,
+                    &opts.target_name,
+                    opts.seed,
+                    &f.reason,
+                    RACE_REPEAT,
+                );
+                let origin = format!(
+                    "program {} of {} (shrunk to {} steps)",
+                    f.found_at,
+                    opts.cases,
+                    program.len()
+                );
+                let finding = proved(
+                    runtime,
+                    &target,
+                    opts,
+                    &origin,
+                    program,
+                    (f.reason.clone(), f.clauses.clone()),
+                    scenario_yaml,
+                );
+                (finding.violation.reproduced, finding)
+            },
+        ),
+    };
+    if opts.cases > 0 && matches!(outcome, AllOutcome::Done(_)) {
         add_judged(
             &mut judged,
             fit.judged(generated_judges(&opts.profile, opts.long_pauses)),
@@ -599,7 +611,14 @@ pub fn fuzz_idem(
     }
     match outcome {
         AllOutcome::Done(found) => findings.extend(found.into_iter().map(|(_, f)| f)),
-        AllOutcome::Error(e) => return IdemFuzzOutcome::Error(e),
+        AllOutcome::Stopped(found, e) => {
+            findings.extend(found.into_iter().map(|(_, f)| f));
+            stopped.get_or_insert(e);
+        }
+        AllOutcome::Error(e) if findings.is_empty() => return IdemFuzzOutcome::Error(e),
+        AllOutcome::Error(e) => {
+            stopped.get_or_insert(e);
+        }
     }
     let findings = one_per_set(findings);
     let Some(first) = findings.first() else {
@@ -623,5 +642,6 @@ pub fn fuzz_idem(
         power,
         judged,
         violations,
+        stopped,
     }))
 }

@@ -228,8 +228,15 @@ pub async fn fuzz_pass(
                     } => (None, None, battery, judged, Vec::new()),
                     IdemFuzzOutcome::Failed(f) => {
                         let f = *f;
+                        let reason = match &f.stopped {
+                            Some(why) => format!(
+                                "{} (the pass then stopped before its budget; the violations stand: {why})",
+                                f.reason
+                            ),
+                            None => f.reason,
+                        };
                         (
-                            Some(f.reason),
+                            Some(reason),
                             Some(f.scenario_yaml),
                             f.power,
                             f.judged,
