@@ -296,7 +296,8 @@ where
     };
     // While a program is shrunk: the clauses it fails on, its reason, and
     // the smallest program failing on them so far.
-    let shrinking: RefCell<Option<(Vec<String>, String, S::Value)>> = RefCell::new(None);
+    type Shrinking<P> = Option<(Vec<String>, String, P)>;
+    let shrinking: RefCell<Shrinking<S::Value>> = RefCell::new(None);
     let harness_error: RefCell<Option<String>> = RefCell::new(None);
     // Failing programs in a row with no new set; programs run to shrink.
     let stale = RefCell::new(0u64);

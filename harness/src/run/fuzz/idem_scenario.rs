@@ -390,7 +390,7 @@ pub fn scenario_yaml(
                 };
                 let keyed = s.request.key.is_some();
                 let (expect, mut judges) = expectation(&outcome, profile, &order_vars, keyed);
-                judges.extend(equivalence_judged(&m, &outcome, &s.request));
+                judges.extend(equivalence_judged(m, &outcome, &s.request));
                 let _ = writeln!(steps, "  - http: {line}\n    expect: {expect}");
                 if matches!(outcome, Outcome::Run(_)) {
                     let n = order_vars.len();
