@@ -453,36 +453,6 @@ fn a_refusal_because_another_caller_holds_the_key_is_a_leak_fault() {
 }
 
 #[test]
-fn another_payload_replayed_sooner_than_its_sleep_is_a_mismatch_not_a_no_verdict() {
-    // no-fingerprint on the slow route: the second request (another
-    // payload, its own sleepMs) gets the first's answer replayed 15 ms
-    // after it was sent. As a run it would be too quick (no verdict for
-    // that choice alone); as a replay it is a mismatch: the violation.
-    let m = IdemModel::new(&IdemProfile::draft_default());
-    let a = req(
-        "POST",
-        "/orders/slow",
-        "alice",
-        "\"k\"",
-        json!({"sleepMs": 300, "item": "a"}),
-    );
-    let b = req(
-        "POST",
-        "/orders/slow",
-        "alice",
-        "\"k\"",
-        json!({"sleepMs": 200, "item": "b"}),
-    );
-    let first = run(1, "alice", json!({"sleepMs": 300, "item": "a"}));
-    let items = vec![
-        (a, first.clone(), w(0, 2, 310)),
-        (b, replayed(first), w(305, 307, 320)),
-    ];
-    let (clauses, msg) = blamed(judge(std::slice::from_ref(&m), &items));
-    assert_eq!(clauses, vec![clause::MISMATCH], "{msg}");
-}
-
-#[test]
 fn another_payload_given_a_stored_error_sooner_than_its_sleep_is_a_mismatch() {
     // no-fingerprint on the failing route: the second request (another
     // payload) leaves just before the first's answer comes back and gets
@@ -492,20 +462,11 @@ fn another_payload_given_a_stored_error_sooner_than_its_sleep_is_a_mismatch() {
     // second a replay of another payload: the violation, whatever choice
     // is tried first.
     let m = IdemModel::new(&IdemProfile::draft_default());
-    let a = req(
-        "POST",
-        "/orders/fail",
-        "alice",
-        "\"k\"",
-        json!({"sleepMs": 450, "item": "a"}),
-    );
-    let b = req(
-        "POST",
-        "/orders/fail",
-        "alice",
-        "\"k\"",
-        json!({"sleepMs": 450, "item": "b"}),
-    );
+    let fail = |item: &str| {
+        let body = json!({"sleepMs": 450, "item": item});
+        req("POST", "/orders/fail", "alice", "\"k\"", body)
+    };
+    let (a, b) = (fail("a"), fail("b"));
     let mut failed = run(1, "alice", json!({"sleepMs": 450, "item": "a"}));
     failed.status = 500;
     for first in [0, 1] {
