@@ -622,6 +622,10 @@ pub fn fuzz_idem(
     }
     let findings = one_per_set(findings);
     let Some(first) = findings.first() else {
+        // A stop with nothing proven is no verdict, never a pass.
+        if let Some(e) = stopped {
+            return IdemFuzzOutcome::Error(e);
+        }
         return IdemFuzzOutcome::Passed {
             cases: opts.cases,
             battery: power,
