@@ -37,6 +37,18 @@ const CORRECT: [&str; 3] = [
 ];
 
 fn fuzz(rt: &tokio::runtime::Runtime, spec: &str, cases: u32, seed: u64) -> AgentFuzzOutcome {
+    fuzz_every(rt, spec, cases, seed, false)
+}
+
+/// `every`: go on after the first violation, prove each (as `reqkey fuzz`
+/// and certification do).
+fn fuzz_every(
+    rt: &tokio::runtime::Runtime,
+    spec: &str,
+    cases: u32,
+    seed: u64,
+    every: bool,
+) -> AgentFuzzOutcome {
     let target = open_on(rt, spec);
     let profile = rt
         .block_on(resolve_profile(target.as_ref(), None, 5_000))
@@ -50,6 +62,7 @@ fn fuzz(rt: &tokio::runtime::Runtime, spec: &str, cases: u32, seed: u64) -> Agen
         profile,
         call_timeout_ms: 10_000,
         max_shrink_iters: 512,
+        every,
     };
     fuzz_agent(rt, target, &opts)
 }
@@ -121,6 +134,52 @@ fn a_server_acting_on_a_cache_or_eventsource_convention_is_found_on_three_seeds(
     ] {
         for seed in 1..=3 {
             assert_found(&rt, defect, seed);
+        }
+    }
+}
+
+/// Issue 54 at the agent level: a run goes on after its first violation,
+/// and every violation it reports that it says reproduced fails the
+/// defective server under `reqkey run` on a clause it blamed, and passes
+/// the reference: a reproduction marked reproduced is proof.
+#[test]
+fn every_violation_reported_reproduces_on_the_defect_and_passes_the_reference() {
+    let rt = rt();
+    for defect in ["key-cache-kept-on-delete", "conflict-names-current-run"] {
+        let spec = format!("reference-agent:{defect}");
+        let AgentFuzzOutcome::Failed(f) = fuzz_every(&rt, &spec, DEFAULT_CASES, 1, true) else {
+            panic!("{spec}: nothing found");
+        };
+        assert!(!f.violations.is_empty(), "{spec}: no violation recorded");
+        assert!(
+            f.violations.iter().any(|v| v.reproduced),
+            "{spec}: no reproduction replayed red: {:#?}",
+            f.violations
+        );
+        for v in &f.violations {
+            assert!(!v.clauses.is_empty() && v.clauses[0] == v.clause, "{v:#?}");
+            assert!(
+                v.clauses
+                    .iter()
+                    .all(|c| reqkey_model::clauses::find(c).is_some()),
+                "{spec}: a blamed clause that is not SPEC's: {v:#?}"
+            );
+            if !v.reproduced {
+                assert!(v.not_reproduced.is_some(), "{v:#?}");
+                continue;
+            }
+            assert_eq!(
+                replay(&rt, &v.scenario_yaml, &spec),
+                Verdict::Fail,
+                "{}",
+                v.scenario_yaml
+            );
+            assert_eq!(
+                replay(&rt, &v.scenario_yaml, "reference-agent"),
+                Verdict::Pass,
+                "{}",
+                v.scenario_yaml
+            );
         }
     }
 }

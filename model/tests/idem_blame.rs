@@ -94,6 +94,46 @@ fn a_key_the_syntax_admits_refused_400_is_a_syntax_fault() {
     assert_eq!(clauses, vec![clause::SYNTAX], "{msg}");
 }
 
+/// SPEC `[[idem.key.long-and-escaped]]`: a key over 255 octets may be
+/// refused for its length (any 4xx, nothing runs); one of 255 octets must
+/// be taken, and its refusal is a syntax fault.
+#[test]
+fn a_key_over_255_octets_may_be_refused_and_one_of_255_may_not() {
+    let mut p = IdemProfile::draft_default();
+    p.key_syntax = KeySyntax::Any;
+    let m = IdemModel::new(&p);
+    let long = req(
+        "POST",
+        "/orders",
+        "alice",
+        &"k".repeat(256),
+        json!({"a": 1}),
+    );
+    for status in [400, 413, 422, 431] {
+        let after = judge_one(&m, &long, &refusal(status), w(0, 2, 10)).unwrap();
+        assert_eq!(
+            after,
+            vec![m.clone()],
+            "a refusal for length changes nothing"
+        );
+    }
+    // Refused, yet it ran: the refusal does not excuse a run.
+    let ran = IdemAnswer {
+        status: 400,
+        ..run(1, "alice", json!({"a": 1}))
+    };
+    assert!(judge_one(&m, &long, &ran, w(0, 2, 10)).is_err());
+    let longest = req(
+        "POST",
+        "/orders",
+        "alice",
+        &"k".repeat(255),
+        json!({"a": 1}),
+    );
+    let (clauses, msg) = blamed(judge_one(&m, &longest, &refusal(400), w(0, 2, 10)));
+    assert_eq!(clauses, vec![clause::SYNTAX], "{msg}");
+}
+
 #[test]
 fn a_stored_answer_replayed_on_another_route_is_a_scope_fault() {
     let m = IdemModel::new(&IdemProfile::draft_default());

@@ -112,6 +112,7 @@ fn first_failure(
                 call_timeout_ms,
                 max_shrink_iters: 0,
                 batches: true,
+                every: false,
             },
         ) {
             FuzzOutcome::Passed { .. } => Ok(None),
@@ -134,6 +135,7 @@ fn first_failure(
                     profile,
                     call_timeout_ms,
                     max_shrink_iters: 0,
+                    every: false,
                 },
             ) {
                 AgentFuzzOutcome::Passed { .. } => Ok(None),

@@ -26,8 +26,8 @@ pub struct FuzzArgs {
     /// The seed of the generated programs (printed on failure; reproduces them).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Also write the shrunk failing scenario to this file (idem targets:
-    /// the first violation's; each other one's beside it as FILE.2.yaml,
+    /// Also write the shrunk failing scenario to this file (the first
+    /// violation's; each other one's beside it as FILE.2.yaml,
     /// FILE.3.yaml, ...).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -106,6 +106,7 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
         call_timeout_ms: args.timeout_ms,
         max_shrink_iters: 4_096,
         batches: true,
+        every: true,
     };
     println!(
         "reqkey fuzz: {} programs against {} (seed {seed})",
@@ -129,23 +130,14 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         FuzzOutcome::Failed(f) => {
-            println!(
-                "FAIL: program {} of {} does not conform; shrunk to {} steps",
-                f.found_at,
-                args.cases,
-                f.program.steps.len()
-            );
-            println!("{}", f.reason);
-            println!("\nseed: {0} (reproduce with --seed {0})", f.seed);
-            println!(
-                "\nthe minimal program as a scenario:\n---\n{}---",
-                f.scenario_yaml
-            );
-            if let Some(out) = &args.out {
-                if let Err(e) = std::fs::write(out, &f.scenario_yaml) {
-                    return harness_error(format!("cannot write {}: {e}", out.display()));
-                }
-                println!("written to {}", out.display());
+            let out = args.out.as_deref();
+            if let Err(e) = crate::cmd::fuzz_idem::print_violations(
+                f.seed,
+                &f.violations,
+                f.stopped.as_deref(),
+                out,
+            ) {
+                return harness_error(e);
             }
             ExitCode::from(1)
         }

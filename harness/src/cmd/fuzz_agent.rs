@@ -43,6 +43,7 @@ pub fn fuzz_agent_command(
         profile: info.profile,
         call_timeout_ms: args.timeout_ms,
         max_shrink_iters: 512,
+        every: true,
     };
     println!(
         "reqkey fuzz: {} agent programs against {} ({}; seed {seed})",
@@ -67,23 +68,14 @@ pub fn fuzz_agent_command(
             ExitCode::SUCCESS
         }
         AgentFuzzOutcome::Failed(f) => {
-            println!(
-                "FAIL: program {} of {} does not conform; shrunk to {} steps",
-                f.found_at,
-                args.cases,
-                f.program.steps.len()
-            );
-            println!("{}", f.reason);
-            println!("\nseed: {0} (reproduce with --seed {0})", f.seed);
-            println!(
-                "\nthe minimal program as a scenario:\n---\n{}---",
-                f.scenario_yaml
-            );
-            if let Some(out) = &args.out {
-                if let Err(e) = std::fs::write(out, &f.scenario_yaml) {
-                    return harness_error(format!("cannot write {}: {e}", out.display()));
-                }
-                println!("written to {}", out.display());
+            let out = args.out.as_deref();
+            if let Err(e) = crate::cmd::fuzz_idem::print_violations(
+                f.seed,
+                &f.violations,
+                f.stopped.as_deref(),
+                out,
+            ) {
+                return harness_error(e);
             }
             ExitCode::from(1)
         }

@@ -65,50 +65,64 @@ pub fn fuzz_idem_command(
             ExitCode::SUCCESS
         }
         IdemFuzzOutcome::Failed(f) => {
-            let n = f.violations.len();
-            println!(
-                "FAIL: {n} distinct violation{} (at most {MAX_DISTINCT_VIOLATIONS} are shrunk and reported)",
-                if n == 1 { "" } else { "s" }
-            );
-            println!("\nseed: {0} (reproduce with --seed {0})", f.seed);
-            for (i, v) in f.violations.iter().enumerate() {
-                println!(
-                    "\nviolation {} of {n}: [{}]",
-                    i + 1,
-                    inert_lines(&v.clauses.join(", "))
-                );
-                println!("{}", inert_lines(&v.program));
-                println!("{}", inert_lines(&v.message));
-                match &v.not_reproduced {
-                    None => println!("its reproduction, replayed against the target: failed on the same clause (reproduced)"),
-                    Some(why) => println!(
-                        "its reproduction, replayed against the target: NOT reproduced: {}",
-                        inert_lines(why)
-                    ),
-                }
-                println!(
-                    "the reproduction as a scenario:\n---\n{}\n---",
-                    inert_lines(&v.scenario_yaml)
-                );
-                if let Some(out) = out {
-                    let path = numbered(out, i);
-                    if let Err(e) = std::fs::write(&path, &v.scenario_yaml) {
-                        return harness_error(format!("cannot write {}: {e}", path.display()));
-                    }
-                    println!("written to {}", path.display());
-                }
-            }
-            if let Some(why) = &f.stopped {
-                println!(
-                    "\nthe pass then stopped before its budget (the violations above stand): {}",
-                    inert_lines(why)
-                );
+            if let Err(e) = print_violations(f.seed, &f.violations, f.stopped.as_deref(), out) {
+                return harness_error(e);
             }
             ExitCode::from(1)
         }
         IdemFuzzOutcome::Error(e) => harness_error(e),
     };
     crate::cmd::fuzz_scale::combined(code, crate::cmd::fuzz_scale::report(&scale))
+}
+
+/// Prints every violation of a fuzz run (any level), each with whether
+/// its reproduction replayed red, and writes each reproduction under
+/// `out` ([`numbered`]). `Err`: a file could not be written.
+pub(crate) fn print_violations(
+    seed: u64,
+    violations: &[crate::run::fuzz::violation::FuzzViolation],
+    stopped: Option<&str>,
+    out: Option<&std::path::Path>,
+) -> Result<(), String> {
+    let n = violations.len();
+    println!(
+        "FAIL: {n} distinct violation{} (at most {MAX_DISTINCT_VIOLATIONS} are shrunk and reported)",
+        if n == 1 { "" } else { "s" }
+    );
+    println!("\nseed: {0} (reproduce with --seed {0})", seed);
+    for (i, v) in violations.iter().enumerate() {
+        println!(
+            "\nviolation {} of {n}: [{}]",
+            i + 1,
+            inert_lines(&v.clauses.join(", "))
+        );
+        println!("{}", inert_lines(&v.program));
+        println!("{}", inert_lines(&v.message));
+        match &v.not_reproduced {
+            None => println!("its reproduction, replayed against the target: failed on the same clause (reproduced)"),
+            Some(why) => println!(
+                "its reproduction, replayed against the target: NOT reproduced: {}",
+                inert_lines(why)
+            ),
+        }
+        println!(
+            "the reproduction as a scenario:\n---\n{}\n---",
+            inert_lines(&v.scenario_yaml)
+        );
+        if let Some(out) = out {
+            let path = numbered(out, i);
+            std::fs::write(&path, &v.scenario_yaml)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            println!("written to {}", path.display());
+        }
+    }
+    if let Some(why) = stopped {
+        println!(
+            "\nthe pass then stopped before its budget (the violations above stand): {}",
+            inert_lines(why)
+        );
+    }
+    Ok(())
 }
 
 /// Where violation `i` (from 0) is written: `--out` itself for the first,

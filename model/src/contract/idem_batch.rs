@@ -210,6 +210,14 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
         let fresh = order_of(ans).filter(|o| base.is_fresh(*o));
         match state.read_key(req) {
             KeyRead::Key(s) => {
+                // [[idem.key.long-and-escaped]]: a key over 255 octets may
+                // be refused for its length (any 4xx), running nothing.
+                if s.key.len() > crate::idem_model::LONGEST_KEY_TAKEN_OCTETS
+                    && fresh.is_none()
+                    && (400..500).contains(&ans.status)
+                {
+                    continue;
+                }
                 // [[idem.key.syntax]] waived: a key the syntax admits refused as malformed.
                 let malformed = p.invalid_key_status.unwrap_or(400);
                 if fresh.is_none()

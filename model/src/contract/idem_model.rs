@@ -328,6 +328,11 @@ pub struct Scoped {
     pub path: Option<String>,
 }
 
+/// The longest key (octets, as the syntax reads it) an app must take: a
+/// longer one may be refused for its length, any 4xx, running nothing
+/// (SPEC 10 `[[idem.key.long-and-escaped]]`).
+pub const LONGEST_KEY_TAKEN_OCTETS: usize = 255;
+
 /// How the layer reads a request's key under the profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyRead {

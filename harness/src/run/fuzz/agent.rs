@@ -44,9 +44,12 @@ pub use crate::run::fuzz::agent_program::{
     arb_program, build, named_run, resolve, resolve_in_batch, After, AgentFuzzOptions, Domain, Op,
     Program, Sent, Step, MAX_BATCH, MAX_STEPS, PAST_MS, SESSIONS,
 };
-use crate::run::fuzz::agent_scenario::scenario_yaml;
+use crate::run::fuzz::agent_scenario::{route_clause, scenario_yaml};
 pub use crate::run::fuzz::cases::CaseFailure;
-use crate::run::fuzz::cases::{case_sessions, run_cases, CasesOutcome};
+use crate::run::fuzz::cases::{blamed_clauses, case_sessions, run_cases, CasesOutcome};
+use crate::run::fuzz::every::{every_violation, violation, Every, Proven};
+use crate::run::fuzz::replay::replay;
+use crate::run::fuzz::violation::FuzzViolation;
 use crate::targets::{HttpRequest, Target};
 
 /// The default budget of `reqkey fuzz` on an agent target: every broken
@@ -171,6 +174,7 @@ fn shown(request: &HttpRequest) -> String {
 /// its clause.
 fn invariants(
     k: usize,
+    op: &AgentOp,
     request: &HttpRequest,
     answer: &Value,
     may_be_cut: bool,
@@ -178,12 +182,31 @@ fn invariants(
     match reqkey_check::answer::check_answer(Some(request), answer, may_be_cut) {
         None => Ok(()),
         Some(v) => Err(CaseFailure::Nonconforming(format!(
-            "step {k}: {}\n  [[{}]] {}\n  the target answered {}",
+            "step {k}: [{}] {}\n  [[{}]] {}\n  the target answered {}",
+            blamed(op, &format!("[{}]", v.clause)),
             shown(request),
             v.clause,
             v.message,
             short(answer)
         ))),
+    }
+}
+
+/// The clauses a step's failure blames: the clauses the model named (its
+/// first bracketed clauses in `why`, SPEC's `[[id]]` spelling included:
+/// a refusal's plan row, the `runId` it names, an invariant of every
+/// answer), else the clause of the step's route. The reproduction's step
+/// judges both (`agent_scenario.rs`), so that one defect met on several
+/// routes is one violation.
+fn blamed(op: &AgentOp, why: &str) -> String {
+    let named: Vec<String> = blamed_clauses(why)
+        .into_iter()
+        .filter(|c| reqkey_model::clauses::find(c).is_some())
+        .collect();
+    if named.is_empty() {
+        route_clause(op).to_owned()
+    } else {
+        named.join(", ")
     }
 }
 
@@ -298,7 +321,7 @@ pub async fn run_program(
         let mut observed = Vec::with_capacity(built.len());
         for (b, (a, invoke_ms, return_ms)) in built.iter().zip(&answers) {
             let cut = built.len() > 1 && deletes.contains(&b.model.session());
-            invariants(k, &b.request, a, cut)?;
+            invariants(k, &b.model, &b.request, a, cut)?;
             let mut o = observe(a);
             o.timing = Some(Timing {
                 invoke_ms: *invoke_ms,
@@ -326,7 +349,8 @@ pub async fn run_program(
             }
             if next.is_empty() {
                 return Err(CaseFailure::Nonconforming(format!(
-                    "step {k}: {}\n  {why}\n  the target answered {}",
+                    "step {k}: [{}] {}\n  {why}\n  the target answered {}",
+                    blamed(&one.model, &why),
                     shown(&one.request),
                     short(&answers[0].0)
                 )));
@@ -346,7 +370,20 @@ pub async fn run_program(
             let model_ops: Vec<AgentOp> = built.iter().map(|b| b.model.clone()).collect();
             let next = next_batch(&before, &model_ops, &observed);
             if next.is_empty() {
-                let mut lines = format!("step {k}: no order of the batch explains its answers");
+                let mut routes: Vec<String> =
+                    reqkey_model::agent::batch_blame(&before, &model_ops, &observed);
+                if routes.is_empty() {
+                    for b in &built {
+                        let clause = route_clause(&b.model).to_owned();
+                        if !routes.contains(&clause) {
+                            routes.push(clause);
+                        }
+                    }
+                }
+                let mut lines = format!(
+                    "step {k}: [{}] no order of the batch explains its answers",
+                    routes.join(", ")
+                );
                 for (b, a) in built.iter().zip(&answers) {
                     let _ = write!(lines, "\n  {} answered {}", shown(&b.request), short(&a.0));
                 }
@@ -414,6 +451,13 @@ pub struct AgentFuzzFailure {
     pub program: Program,
     pub reason: String,
     pub scenario_yaml: String,
+    /// Every distinct violation (the first is the one above), each with its
+    /// reproduction replayed against the target; empty when the run
+    /// stopped at its first (`every: false`).
+    pub violations: Vec<FuzzViolation>,
+    /// Why the run stopped before its budget, when a program could not be
+    /// judged after these violations were proven (they stand).
+    pub stopped: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -434,13 +478,57 @@ pub fn fuzz_agent(
     // server that admits entries one at a time answers busy by timing.
     let batches = opts.profile.entry_wait_ms == 0;
     let strategy = arb_program(batches);
-    let outcome = run_cases(
-        opts.cases,
-        opts.seed,
-        opts.max_shrink_iters,
-        &strategy,
-        |case, program| one_case(runtime, &target, opts, case, program),
-    );
+    let one = |case: u64, p: &Program| one_case(runtime, &target, opts, case, p);
+    if opts.every {
+        return match every_violation(
+            opts.cases,
+            opts.seed,
+            opts.max_shrink_iters,
+            &strategy,
+            one,
+            |f| {
+                let (program, reason) = settle_shrunk(f.program.clone(), f.reason.clone(), one);
+                // Settling may leave the program failing on other clauses.
+                let clauses = blamed_clauses(&reason);
+                let yaml = scenario_yaml(&program, opts, &reason);
+                let replayed = replay(
+                    runtime,
+                    &target,
+                    &yaml,
+                    &clauses,
+                    opts.seed,
+                    opts.call_timeout_ms,
+                );
+                let found = format!(
+                    "program {} of {} (shrunk to {} steps)",
+                    f.found_at,
+                    opts.cases,
+                    program.steps.len()
+                );
+                Proven {
+                    violation: violation(&found, clauses, reason, yaml, replayed),
+                    found_at: f.found_at,
+                    program,
+                }
+            },
+        ) {
+            Every::Passed => AgentFuzzOutcome::Passed { cases: opts.cases },
+            Every::Error(e) => AgentFuzzOutcome::Error(e),
+            Every::Failed { findings, stopped } => match findings.first() {
+                None => AgentFuzzOutcome::Error("no violation was kept".into()),
+                Some(first) => AgentFuzzOutcome::Failed(Box::new(AgentFuzzFailure {
+                    seed: opts.seed,
+                    found_at: first.found_at,
+                    program: first.program.clone(),
+                    reason: first.violation.message.clone(),
+                    scenario_yaml: first.violation.scenario_yaml.clone(),
+                    violations: findings.into_iter().map(|f| f.violation).collect(),
+                    stopped,
+                })),
+            },
+        };
+    }
+    let outcome = run_cases(opts.cases, opts.seed, opts.max_shrink_iters, &strategy, one);
     match outcome {
         CasesOutcome::Passed => AgentFuzzOutcome::Passed { cases: opts.cases },
         CasesOutcome::Failed {
@@ -449,9 +537,7 @@ pub fn fuzz_agent(
             found_at,
         } => {
             let (program, reason) = if opts.max_shrink_iters > 0 {
-                settle_shrunk(program, reason, |case, p| {
-                    one_case(runtime, &target, opts, case, p)
-                })
+                settle_shrunk(program, reason, one)
             } else {
                 (program, reason)
             };
@@ -462,6 +548,8 @@ pub fn fuzz_agent(
                 program,
                 reason,
                 scenario_yaml,
+                violations: Vec::new(),
+                stopped: None,
             }))
         }
         CasesOutcome::Error(e) => AgentFuzzOutcome::Error(e),
@@ -516,7 +604,11 @@ pub fn settle_shrunk(
     mut reason: String,
     run: impl Fn(u64, &Program) -> Result<(), CaseFailure>,
 ) -> (Program, String) {
-    let mut case = SETTLE_CASES_FROM;
+    // Each settling on cases of its own (a run of every violation settles
+    // several).
+    static SETTLINGS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut case =
+        SETTLE_CASES_FROM + (SETTLINGS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) << 20);
     let mut still_fails = |p: &Program, reason: &mut String| {
         case += 1;
         match run(case, p) {

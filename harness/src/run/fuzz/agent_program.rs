@@ -408,6 +408,12 @@ pub struct AgentFuzzOptions {
     pub profile: Profile,
     pub call_timeout_ms: u64,
     pub max_shrink_iters: u32,
+    /// Go on after the first failing program: every distinct violation
+    /// (one per set of clauses blamed) shrunk, settled and its
+    /// reproduction replayed against the target (`run/fuzz/every.rs`).
+    /// `reqkey fuzz` and certification: always; `reqkey bench fuzz` only
+    /// asks when the first one comes.
+    pub every: bool,
 }
 
 /// The run an answer named, if any.

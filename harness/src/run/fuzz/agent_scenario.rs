@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use reqkey_model::agent::{AgentModel, AgentOp, Observed};
+use reqkey_model::agent::{answered_as_held, AgentModel, AgentOp, Observed};
 use serde_json::{json, Value};
 
 use crate::run::fuzz::agent_program::{
@@ -223,6 +223,8 @@ pub fn scenario_yaml(program: &Program, opts: &AgentFuzzOptions, reason: &str) -
                 let _ = writeln!(out, "    expect: {}", expect_of(&answer, &fresh));
                 let clause = route_clause(&built.model);
                 checks.insert(clause);
+                let refusal = expectation_clauses(state.plans(&built.model), &answer);
+                checks.extend(refusal.iter().copied());
                 let mut wait = None;
                 if let Some(run) = named_run(&answer) {
                     if run == fresh {
@@ -242,7 +244,8 @@ pub fn scenario_yaml(program: &Program, opts: &AgentFuzzOptions, reason: &str) -
                         }
                     }
                 }
-                let _ = writeln!(out, "    judges: [{clause}]");
+                let judged: Vec<&str> = std::iter::once(clause).chain(refusal).collect();
+                let _ = writeln!(out, "    judges: [{}]", judged.join(", "));
                 if let Some(wait) = wait {
                     checks.insert(READ_RUN);
                     let _ = writeln!(out, "{wait}\n    judges: [{READ_RUN}]");
@@ -291,12 +294,41 @@ pub fn scenario_yaml(program: &Program, opts: &AgentFuzzOptions, reason: &str) -
     out
 }
 
+/// The clauses an expected answer judges beside its route's, the ones
+/// the agent model blames when the answer differs from it
+/// (`reqkey_model::agent`): a keyed 409's plan row and the `runId` it
+/// names (SPEC 5, SPEC 7), a 404's refusal, and for a keyed entry the
+/// spec answers as one without a holder, the plan's first row.
+fn expectation_clauses(plans: bool, answer: &Observed) -> Vec<&'static str> {
+    let code = answer
+        .json
+        .as_ref()
+        .and_then(|j| j.get("code"))
+        .and_then(Value::as_str);
+    let mut out = match (answer.status, code) {
+        (409, Some("state_request_key_conflict")) => {
+            vec!["plan.row.key-conflict", "agent.keys.conflict-run-id"]
+        }
+        (409, Some("state_request_already_completed")) => {
+            vec!["plan.row.already-completed", "agent.keys.conflict-run-id"]
+        }
+        (404, Some("state_session_not_found" | "state_run_not_found")) => {
+            vec!["agent.refusal.not-found"]
+        }
+        _ => Vec::new(),
+    };
+    if plans && !answered_as_held(answer) {
+        out.push("plan.row.new");
+    }
+    out
+}
+
 /// The clause a run read (and a `wait_run`) judges.
 const READ_RUN: &str = "agent.route.run";
 
 /// The clause of SPEC 7's route table (or refusal) a request's answer is
 /// judged by.
-fn route_clause(op: &AgentOp) -> &'static str {
+pub(super) fn route_clause(op: &AgentOp) -> &'static str {
     match op {
         AgentOp::Start { .. } => "agent.route.start",
         AgentOp::Resume { .. } => "agent.route.resume",

@@ -222,9 +222,10 @@ pub fn blamed_clauses(reason: &str) -> Vec<String> {
     while let Some(open) = rest.find('[') {
         let after = &rest[open + 1..];
         let Some(close) = after.find(']') else { break };
+        // SPEC's own `[[id]]` spelling is read as `[id]`.
         let inside: Vec<String> = after[..close]
             .split([',', '+'])
-            .map(str::trim)
+            .map(|c| c.trim().trim_start_matches('['))
             .map(str::to_owned)
             .collect();
         if inside.iter().all(|c| is_clause(c)) {

@@ -45,6 +45,7 @@ pub use crate::run::fuzz::cases::CaseFailure;
 use crate::run::fuzz::cases::{
     blamed_clauses, run_cases_all, same_set, AllOutcome, MAX_DISTINCT_VIOLATIONS,
 };
+use crate::run::fuzz::every::{one_per_set, violation, Proven};
 use crate::run::fuzz::idem_battery::{
     add_judged, battery, generated_judges, power_line, JudgedField,
 };
@@ -390,17 +391,14 @@ pub enum IdemFuzzOutcome {
 }
 
 /// A violation found: its program and reproduction, replayed.
-struct Finding {
-    program: Vec<Step>,
-    violation: FuzzViolation,
-}
+type Finding = Proven<Vec<Step>>;
 
 /// Replays `scenario_yaml` against `target` and makes the violation.
 fn proved(
     runtime: &tokio::runtime::Runtime,
     target: &Arc<dyn Target>,
     opts: &IdemFuzzOptions,
-    origin: &str,
+    (origin, found_at): (&str, u64),
     program: Vec<Step>,
     (reason, clauses): (String, Vec<String>),
     scenario_yaml: String,
@@ -414,34 +412,16 @@ fn proved(
         opts.call_timeout_ms,
     );
     Finding {
-        violation: FuzzViolation {
-            clause: clauses.first().cloned().unwrap_or_default(),
+        violation: violation(
+            &format!("{origin}: {program:?}"),
             clauses,
-            program: format!("{origin}: {program:?}"),
-            message: reason,
+            reason,
             scenario_yaml,
-            reproduced: replayed.reproduced,
-            not_reproduced: replayed.not_reproduced,
-        },
+            replayed,
+        ),
+        found_at,
         program,
     }
-}
-
-/// One finding per set of clauses, in the order the sets were met: the
-/// first that reproduced, else the first tried.
-fn one_per_set(findings: Vec<Finding>) -> Vec<Finding> {
-    let mut out: Vec<Finding> = Vec::new();
-    for f in findings {
-        match out
-            .iter_mut()
-            .find(|o| same_set(&o.violation.clauses, &f.violation.clauses))
-        {
-            Some(o) if !o.violation.reproduced && f.violation.reproduced => *o = f,
-            Some(_) => {}
-            None => out.push(f),
-        }
-    }
-    out
 }
 
 /// Runs `opts.cases` programs against `target`, going on after a failing
@@ -532,7 +512,7 @@ pub fn fuzz_idem(
                         runtime,
                         &target,
                         opts,
-                        &origin,
+                        (&origin, 0),
                         program,
                         (reason, clauses),
                         scenario_yaml,
@@ -594,7 +574,7 @@ pub fn fuzz_idem(
                     runtime,
                     &target,
                     opts,
-                    &origin,
+                    (&origin, f.found_at),
                     program,
                     (f.reason.clone(), f.clauses.clone()),
                     scenario_yaml,

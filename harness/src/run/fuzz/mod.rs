@@ -25,7 +25,8 @@
 //!   clients around it; [`inputs`]: the inputs of every JSON shape and kind
 //!   of text both send; [`scenario`]: a store program as a YAML scenario;
 //! - [`violation`]: one distinct violation proved, the record every
-//!   report renders;
+//!   report renders; [`every`]: every violation of a run, one per set of
+//!   clauses, at every level;
 //! - [`replay`]: a reproduction run through the scenario runner against
 //!   the target before it is written (reproduced or not, and why);
 //! - [`pass`]: a certification's bounded fuzz pass at the target's level,
@@ -46,6 +47,7 @@ pub mod agent_scenario;
 pub mod alphabet;
 pub mod body_size;
 pub mod cases;
+pub mod every;
 pub mod idem;
 pub mod idem_battery;
 pub mod idem_map;

@@ -123,6 +123,17 @@ impl FuzzPass {
     }
 }
 
+/// A failed pass's reason, with why it stopped before its budget (the
+/// violations stand).
+fn stopped_reason(reason: String, stopped: Option<&str>) -> String {
+    match stopped {
+        Some(why) => format!(
+            "{reason} (the pass then stopped before its budget; the violations stand: {why})"
+        ),
+        None => reason,
+    }
+}
+
 /// Programs of the idem pass never wait out `expiryMs` (each such pause
 /// lasts seconds; `reqkey fuzz` and the expiry scenarios do).
 pub const CERTIFY_IDEM_LONG_PAUSES: u32 = 0;
@@ -171,16 +182,20 @@ pub async fn fuzz_pass(
                     call_timeout_ms,
                     max_shrink_iters: 1_024,
                     batches: true,
+                    every: true,
                 },
             ) {
                 FuzzOutcome::Passed { .. } => (None, None, None, Vec::new(), Vec::new()),
-                FuzzOutcome::Failed(f) => (
-                    Some(f.reason),
-                    Some(f.scenario_yaml),
-                    None,
-                    Vec::new(),
-                    Vec::new(),
-                ),
+                FuzzOutcome::Failed(f) => {
+                    let f = *f;
+                    (
+                        Some(stopped_reason(f.reason, f.stopped.as_deref())),
+                        Some(f.scenario_yaml),
+                        None,
+                        Vec::new(),
+                        f.violations,
+                    )
+                }
                 FuzzOutcome::Error(e) => return Err(e),
             },
             Level::Agent => match fuzz_agent(
@@ -194,16 +209,20 @@ pub async fn fuzz_pass(
                     profile,
                     call_timeout_ms,
                     max_shrink_iters: 256,
+                    every: true,
                 },
             ) {
                 AgentFuzzOutcome::Passed { .. } => (None, None, None, Vec::new(), Vec::new()),
-                AgentFuzzOutcome::Failed(f) => (
-                    Some(f.reason),
-                    Some(f.scenario_yaml),
-                    None,
-                    Vec::new(),
-                    Vec::new(),
-                ),
+                AgentFuzzOutcome::Failed(f) => {
+                    let f = *f;
+                    (
+                        Some(stopped_reason(f.reason, f.stopped.as_deref())),
+                        Some(f.scenario_yaml),
+                        None,
+                        Vec::new(),
+                        f.violations,
+                    )
+                }
                 AgentFuzzOutcome::Error(e) => return Err(e),
             },
             Level::Idem => {
@@ -228,13 +247,7 @@ pub async fn fuzz_pass(
                     } => (None, None, battery, judged, Vec::new()),
                     IdemFuzzOutcome::Failed(f) => {
                         let f = *f;
-                        let reason = match &f.stopped {
-                            Some(why) => format!(
-                                "{} (the pass then stopped before its budget; the violations stand: {why})",
-                                f.reason
-                            ),
-                            None => f.reason,
-                        };
+                        let reason = stopped_reason(f.reason, f.stopped.as_deref());
                         (
                             Some(reason),
                             Some(f.scenario_yaml),

@@ -103,6 +103,18 @@ struct Track {
 /// The clause a key forgotten among thousands breaks (SPEC 10).
 pub const KEPT_AT_SCALE: &str = "idem.expiry.kept-at-scale";
 
+/// The clause a probe's violation is charged to: the track's own
+/// (`kept-at-scale`, `durable`) where the model found the key forgotten
+/// (a retry that ran again, `[[idem.effect.at-most-once]]`), else the
+/// model's: a capacity key replayed without its `X-Reqkey-Order` was
+/// kept, and its fault is the replay's, not the scale's.
+fn blamed_on(track: Option<&'static str>, model: &'static str) -> &'static str {
+    match track {
+        Some(t) if model == reqkey_model::idem_model::clause::AT_MOST_ONCE => t,
+        _ => model,
+    }
+}
+
 /// The probes' clock and their door to the target.
 #[derive(Debug, Clone)]
 struct Ctx {
@@ -296,7 +308,7 @@ impl Track {
             Err(Judged::Violation(v)) => {
                 self.failed = true;
                 Ok(Some(Finding {
-                    clause: self.blamed.unwrap_or(v.clause).to_owned(),
+                    clause: blamed_on(self.blamed, v.clause).to_owned(),
                     probe: self.what.clone(),
                     message: format!("{}: {v}", self.what),
                     scenario_yaml: None,
@@ -662,7 +674,7 @@ async fn judge_effects(ctx: &Ctx, tracks: &[Track], caller: &str) -> Result<Vec<
         if !ok {
             if let Some(v) = why {
                 out.push(Finding {
-                    clause: t.blamed.unwrap_or(v.clause).to_owned(),
+                    clause: blamed_on(t.blamed, v.clause).to_owned(),
                     probe: t.what.clone(),
                     message: format!("{} (the final reads' effects): {v}", t.what),
                     scenario_yaml: None,

@@ -150,13 +150,13 @@ pub fn scenario_yaml(program: &StoreProgram, target_name: &str, seed: u64, reaso
 }
 
 /// The clause a history of batches is judged by.
-const CONCURRENT: &str = "wire.store.concurrent";
+pub(super) const CONCURRENT: &str = "wire.store.concurrent";
 /// The clause an argument of another type or spelling is refused by.
 const INVALID: &str = "wire.store.invalid-argument";
 
 /// The clause of a request's op (SPEC 6 op table); an op the protocol
 /// does not name (its name respelt) is an invalid argument.
-fn op_clause(request: &Value) -> &'static str {
+pub(super) fn op_clause(request: &Value) -> &'static str {
     match request["op"].as_str().unwrap_or("") {
         "commitRunStart" => "wire.store.op.commit-run-start",
         "getRun" => "wire.store.op.get-run",

@@ -27,9 +27,12 @@ use reqkey_model::seq::{answer_to_wire, SeqStore, StoreOp};
 use serde_json::Value;
 use tokio::sync::Barrier;
 
-use crate::run::fuzz::cases::{case_sessions, run_cases, CasesOutcome};
+use crate::run::fuzz::cases::{case_sessions, run_cases, CasesOutcome, Found};
 pub use crate::run::fuzz::cases::{seed_bytes, CaseFailure};
-use crate::run::fuzz::scenario::scenario_yaml;
+use crate::run::fuzz::every::{self, violation, Every, Proven};
+use crate::run::fuzz::replay::replay;
+use crate::run::fuzz::scenario::{op_clause, scenario_yaml, CONCURRENT};
+use crate::run::fuzz::violation::FuzzViolation;
 use crate::run::record::{timed_store_call, Clock};
 use crate::targets::Target;
 use reqkey_check::lin::{self, CheckOptions, Operation, Verdict};
@@ -148,7 +151,8 @@ async fn call_alone(
         };
         if !lin::answer_conforms(&request, &expected, &answer) {
             return Err(CaseFailure::Nonconforming(format!(
-                "{client}: {}\n  the spec answers  {}\n  the target answered {}",
+                "{client}: [{}] {}\n  the spec answers  {}\n  the target answered {}",
+                op_clause(&request),
                 lin::summarize_request(&request),
                 short(&answer_to_wire(&expected)),
                 short(&answer)
@@ -238,7 +242,9 @@ async fn drive_program(
         match report.verdict {
             Verdict::Linearizable => {}
             Verdict::NotLinearizable(c) => {
-                return Err(CaseFailure::Nonconforming(format!("after step {k}: {c}")))
+                return Err(CaseFailure::Nonconforming(format!(
+                    "after step {k}: [{CONCURRENT}] {c}"
+                )))
             }
             Verdict::Unknown { reason } => return Err(CaseFailure::Harness(reason)),
         }
@@ -274,6 +280,11 @@ pub struct FuzzOptions {
     /// Concurrent batches in the programs (`reqkey fuzz` and certification:
     /// always; off only in tests of sequential defects).
     pub batches: bool,
+    /// Go on after the first failing program: every distinct violation
+    /// (one per clause blamed) shrunk, its reproduction replayed against
+    /// the target (`run/fuzz/every.rs`). `reqkey fuzz` and certification:
+    /// always; `reqkey bench fuzz` only asks when the first one comes.
+    pub every: bool,
 }
 
 /// A shrunk failure, ready to print.
@@ -287,6 +298,13 @@ pub struct FuzzFailure {
     pub reason: String,
     /// The minimal program as a scenario file.
     pub scenario_yaml: String,
+    /// Every distinct violation (the first is the one above), each with its
+    /// reproduction replayed against the target; empty when the run
+    /// stopped at its first (`every: false`).
+    pub violations: Vec<FuzzViolation>,
+    /// Why the run stopped before its budget, when a program could not be
+    /// judged after these violations were proven (they stand).
+    pub stopped: Option<String>,
 }
 
 /// The outcome of a fuzz run.
@@ -308,38 +326,56 @@ pub fn fuzz(
     opts: &FuzzOptions,
 ) -> FuzzOutcome {
     let strategy = arb_fuzz_program(opts.batches);
-    let outcome = run_cases(
-        opts.cases,
-        opts.seed,
-        opts.max_shrink_iters,
-        &strategy,
-        |case, program| {
-            let sessions = long_ids(
-                case_sessions(&opts.namespace, case, SESSIONS),
-                program.long_ids,
-            );
-            let outcome = runtime.block_on(run_program(
+    let one = |case: u64, program: &StoreProgram| {
+        let sessions = long_ids(
+            case_sessions(&opts.namespace, case, SESSIONS),
+            program.long_ids,
+        );
+        let outcome = runtime.block_on(run_program(
+            &target,
+            &program.steps,
+            &sessions,
+            opts.lin_budget_steps,
+            opts.call_timeout_ms,
+        ));
+        // Best effort: leave nothing behind on a shared backend.
+        runtime.block_on(async {
+            for s in 0..SESSIONS {
+                let request = FuzzOp::DeleteSession { session: s }.request(&sessions);
+                let _ = tokio::time::timeout(
+                    std::time::Duration::from_millis(opts.call_timeout_ms),
+                    target.store_call(&request),
+                )
+                .await;
+            }
+        });
+        outcome.map(|_| ())
+    };
+    if opts.every {
+        return every_violation(opts, &strategy, one, |f| {
+            let yaml = scenario_yaml(&f.program, &opts.target_name, opts.seed, &f.reason);
+            let replayed = replay(
+                runtime,
                 &target,
-                &program.steps,
-                &sessions,
-                opts.lin_budget_steps,
+                &yaml,
+                &f.clauses,
+                opts.seed,
                 opts.call_timeout_ms,
-            ));
-            // Best effort: leave nothing behind on a shared backend.
-            runtime.block_on(async {
-                for s in 0..SESSIONS {
-                    let request = FuzzOp::DeleteSession { session: s }.request(&sessions);
-                    let _ = tokio::time::timeout(
-                        std::time::Duration::from_millis(opts.call_timeout_ms),
-                        target.store_call(&request),
-                    )
-                    .await;
-                }
-            });
-            outcome.map(|_| ())
-        },
-    );
-    match outcome {
+            );
+            let found = format!(
+                "program {} of {} (shrunk to {} steps)",
+                f.found_at,
+                opts.cases,
+                f.program.steps.len()
+            );
+            Proven {
+                program: f.program.clone(),
+                found_at: f.found_at,
+                violation: violation(&found, f.clauses.clone(), f.reason.clone(), yaml, replayed),
+            }
+        });
+    }
+    match run_cases(opts.cases, opts.seed, opts.max_shrink_iters, &strategy, one) {
         CasesOutcome::Passed => FuzzOutcome::Passed { cases: opts.cases },
         CasesOutcome::Failed {
             program,
@@ -353,9 +389,45 @@ pub fn fuzz(
                 program,
                 reason,
                 scenario_yaml,
+                violations: Vec::new(),
+                stopped: None,
             }))
         }
         CasesOutcome::Error(e) => FuzzOutcome::Error(e),
+    }
+}
+
+/// [`fuzz`] going on after its first failure: every violation proved.
+fn every_violation<S: proptest::strategy::Strategy<Value = StoreProgram>>(
+    opts: &FuzzOptions,
+    strategy: &S,
+    one: impl Fn(u64, &StoreProgram) -> Result<(), CaseFailure>,
+    prove: impl FnMut(&Found<StoreProgram>) -> Proven<StoreProgram>,
+) -> FuzzOutcome {
+    match every::every_violation(
+        opts.cases,
+        opts.seed,
+        opts.max_shrink_iters,
+        strategy,
+        one,
+        prove,
+    ) {
+        Every::Passed => FuzzOutcome::Passed { cases: opts.cases },
+        Every::Error(e) => FuzzOutcome::Error(e),
+        Every::Failed { findings, stopped } => {
+            let Some(first) = findings.first() else {
+                return FuzzOutcome::Error("no violation was kept".into());
+            };
+            FuzzOutcome::Failed(Box::new(FuzzFailure {
+                seed: opts.seed,
+                found_at: first.found_at,
+                program: first.program.clone(),
+                reason: first.violation.message.clone(),
+                scenario_yaml: first.violation.scenario_yaml.clone(),
+                violations: findings.into_iter().map(|f| f.violation).collect(),
+                stopped,
+            }))
+        }
     }
 }
 
@@ -390,6 +462,7 @@ mod tests {
             call_timeout_ms: 10_000,
             max_shrink_iters: 2_000,
             batches: true,
+            every: false,
         }
     }
 
@@ -459,6 +532,45 @@ mod tests {
             "{}",
             f.scenario_yaml
         );
+    }
+
+    /// Issue 54 at the store level: the run goes on after its first
+    /// violation, each distinct one names its clause, and a reproduction
+    /// marked reproduced fails the broken store and passes memory.
+    #[test]
+    fn every_violation_of_a_broken_store_names_its_clause_and_replays() {
+        let rt = rt();
+        let spec = "broken-memory:no-key-rule";
+        let target = rt
+            .block_on(open_target(spec, TargetOptions::default()))
+            .unwrap();
+        let every = FuzzOptions {
+            batches: false,
+            every: true,
+            ..opts(spec, 200, 7)
+        };
+        let FuzzOutcome::Failed(f) = fuzz(&rt, target, &every) else {
+            panic!("fuzzing {spec} found nothing");
+        };
+        assert!(!f.violations.is_empty());
+        assert!(
+            f.violations.iter().any(|v| v.reproduced),
+            "{:#?}",
+            f.violations
+        );
+        for v in &f.violations {
+            assert!(
+                v.clauses
+                    .iter()
+                    .all(|c| reqkey_model::clauses::find(c).is_some()),
+                "{v:#?}"
+            );
+            if v.reproduced {
+                assert_eq!(replay(&rt, &v.scenario_yaml, spec), RunVerdict::Fail);
+                assert_eq!(replay(&rt, &v.scenario_yaml, "memory"), RunVerdict::Pass);
+            }
+        }
+        assert_eq!(f.scenario_yaml, f.violations[0].scenario_yaml);
     }
 
     #[test]
