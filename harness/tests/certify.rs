@@ -294,9 +294,24 @@ fn three_shards_merged_make_the_certificate_of_one_run() {
         );
         let junit = std::fs::read_to_string(merged.join("junit.xml")).unwrap();
         let report = quick_junit::Report::deserialize_from_str(&junit).unwrap();
-        // One case a scenario, and one for the fuzz pass (part of the
-        // verdict, so a failing one is a JUnit failure).
-        assert_eq!(report.tests as usize, verdicts(&one).len() + 1);
+        // One case a scenario, and the fuzz pass's (part of the verdict,
+        // so a failing one is a JUnit failure): one case, or one per
+        // violation it proved.
+        let fuzz_cases = all["fuzz"]["violations"]
+            .as_array()
+            .map_or(0, Vec::len)
+            .max(1);
+        if code == 1 {
+            // The store level reports its violations too (issue 54).
+            assert!(
+                all["fuzz"]["violations"]
+                    .as_array()
+                    .is_some_and(|v| !v.is_empty()),
+                "the broken store's violations: {}",
+                all["fuzz"]
+            );
+        }
+        assert_eq!(report.tests as usize, verdicts(&one).len() + fuzz_cases);
         assert!(merged.join("report.html").is_file());
     }
 }

@@ -37,8 +37,9 @@ pub mod contract;
 // the folders are for readers of this crate, not a second vocabulary.
 pub use checker::{bridge, check, compact, export, inline, mutants, props, system};
 pub use contract::{
-    agent, agent_exchange, clauses, digest, error, idem_batch, idem_blame, idem_model, idem_place,
-    idem_profile, idem_timing, idem_why, json_text, key, linspec, plan, rules, seq, types, vocab,
+    agent, agent_blame, agent_exchange, clauses, digest, error, idem_batch, idem_blame, idem_model,
+    idem_place, idem_profile, idem_timing, idem_why, json_text, key, linspec, plan, rules, seq,
+    types, vocab,
 };
 
 pub use digest::{

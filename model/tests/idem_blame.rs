@@ -134,6 +134,24 @@ fn a_key_over_255_octets_may_be_refused_and_one_of_255_may_not() {
     assert_eq!(clauses, vec![clause::SYNTAX], "{msg}");
 }
 
+/// A key the app took once is no malformed value to it: a later refusal
+/// of the same bytes with the invalid-key status is never blamed on the
+/// syntax (where that status is also the mismatch status, the refusal is
+/// a mismatch).
+#[test]
+fn a_key_taken_before_then_refused_is_not_a_syntax_fault() {
+    let mut p = IdemProfile::draft_default();
+    p.key_syntax = KeySyntax::Any;
+    p.invalid_key_status = Some(422);
+    p.mismatch_status = Some(422);
+    let m = IdemModel::new(&p);
+    let first = req("POST", "/orders", "alice", "\"k\"", json!({"a": 1}));
+    let states = after(&m, &first, &run(1, "alice", json!({"a": 1})));
+    let again = req("POST", "/orders", "alice", "\"k\"", json!({"a": 1}));
+    let (clauses, msg) = blamed(judge(&states, &[(again, refusal(422), w(20, 22, 30))]));
+    assert!(!clauses.contains(&clause::SYNTAX), "{clauses:?}: {msg}");
+}
+
 #[test]
 fn a_stored_answer_replayed_on_another_route_is_a_scope_fault() {
     let m = IdemModel::new(&IdemProfile::draft_default());

@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+pub use crate::contract::agent_blame::{answered_as_held, batch_blame};
 pub use crate::contract::agent_exchange::{
     echo_of, scripted_end, sleep_ms, AgentOp, KeyHeader, Observed, RunLife, StreamSeen, Timing,
 };
@@ -59,7 +60,7 @@ pub struct AgentModel {
 
 /// What one request may be answered, in one state.
 #[derive(Debug, Clone)]
-enum Expect {
+pub(crate) enum Expect {
     /// A new run: 201 started, or a stream with `attached: false`.
     New {
         start: StartRun,
@@ -570,7 +571,7 @@ impl AgentModel {
             }
         }
         if out.is_empty() {
-            let blamed = blame(&self.expect(op), self.plans(op), obs);
+            let blamed = crate::contract::agent_blame::blame(&self.expect(op), self.plans(op), obs);
             let named = if blamed.is_empty() {
                 String::new()
             } else {
@@ -813,74 +814,6 @@ fn describe(e: &Expect, op: &AgentOp) -> String {
     }
 }
 
-/// The clauses an answer that no expectation of `expected` matched
-/// breaks, by counterfactual over SPEC 5's plan and SPEC 7's refusals:
-/// where an expectation differs from the answer only in the `runId` a
-/// refusal names, the clause that names it (relaxed, the answer would
-/// be allowed); otherwise the clause of each refusal expected (its plan
-/// row, or the not-found refusal), in order. Empty where no refusal was
-/// expected (the caller names the route's clause). The clauses named
-/// are the ones a scenario step expecting the same answer judges
-/// (`harness/src/run/fuzz/agent_scenario.rs`).
-fn blame(expected: &[Expect], plans: bool, obs: &Observed) -> Vec<&'static str> {
-    let field = |name: &str| obs.json.as_ref().and_then(|j| j.get(name)).cloned();
-    let keyed = |code: &str| {
-        matches!(
-            code,
-            "state_request_key_conflict" | "state_request_already_completed"
-        )
-    };
-    // A keyed entry answered as if its key had a holder (attached, or a
-    // keyed 409) where the spec has none: the plan's first row.
-    let held = |e: &Expect| {
-        matches!(e, Expect::Attach(_) | Expect::Reconnect(_))
-            || matches!(e, Expect::Refused { code, .. } if keyed(code))
-    };
-    if plans && answered_as_held(obs) && !expected.iter().any(held) {
-        return vec!["plan.row.new"];
-    }
-    for e in expected {
-        if let Expect::Refused { status, code, .. } = e {
-            if keyed(code) && obs.status == *status && field("code") == Some(json!(code)) {
-                // Status and code as expected: the runId is what differs.
-                return vec!["agent.keys.conflict-run-id"];
-            }
-        }
-    }
-    let mut out: Vec<&'static str> = Vec::new();
-    for e in expected {
-        let clause = match e {
-            Expect::Refused {
-                code: "state_request_key_conflict",
-                ..
-            } => "plan.row.key-conflict",
-            Expect::Refused {
-                code: "state_request_already_completed",
-                ..
-            } => "plan.row.already-completed",
-            Expect::NotFound(_) => "agent.refusal.not-found",
-            _ => continue,
-        };
-        if !out.contains(&clause) {
-            out.push(clause);
-        }
-    }
-    out
-}
-
-/// Whether an answer says the entry's key had a holder: attached (a body
-/// or a stream saying so), or one of the two keyed 409s.
-pub fn answered_as_held(obs: &Observed) -> bool {
-    let field = |name: &str| obs.json.as_ref().and_then(|j| j.get(name)).cloned();
-    obs.stream.as_ref().and_then(|s| s.attached) == Some(true)
-        || (obs.status == 200 && field("status") == Some(json!("attached")))
-        || (obs.status == 409
-            && matches!(
-                field("code").as_ref().and_then(Value::as_str),
-                Some("state_request_key_conflict" | "state_request_already_completed")
-            ))
-}
-
 /// States without repeats (the sets stay small: a handful of runs).
 pub fn dedup(states: Vec<AgentModel>) -> Vec<AgentModel> {
     let mut out: Vec<AgentModel> = Vec::with_capacity(states.len());
@@ -914,86 +847,6 @@ pub fn next_batch(states: &[AgentModel], ops: &[AgentOp], obs: &[Observed]) -> V
     dedup(out)
 }
 
-/// Where no order of a batch explains its answers ([`next_batch`] is
-/// empty): the clauses to blame, by counterfactual over its orders. Each
-/// order is followed until an answer the model does not allow; the orders
-/// that got furthest are the nearest explanations, and the clauses their
-/// failing answers break (the ones [`AgentModel::next`] names) are blamed:
-/// one clause where every such order fails on it, else all they name.
-/// Empty where one of them names none (the caller names the routes).
-pub fn batch_blame(states: &[AgentModel], ops: &[AgentOp], obs: &[Observed]) -> Vec<String> {
-    let now = obs
-        .iter()
-        .map(|o| o.timing.map_or(u64::MAX, |t| t.return_ms))
-        .max()
-        .unwrap_or(u64::MAX);
-    let mut nearest = Nearest::default();
-    for state in states {
-        let mut out = Vec::new();
-        explore_blamed(
-            state,
-            (ops, obs, now),
-            &mut vec![false; ops.len()],
-            &mut out,
-            &mut nearest,
-        );
-        if !out.is_empty() {
-            return Vec::new();
-        }
-    }
-    if nearest.failures.iter().any(Vec::is_empty) {
-        return Vec::new();
-    }
-    let common: Vec<String> = nearest
-        .failures
-        .first()
-        .map(|first| {
-            first
-                .iter()
-                .filter(|c| nearest.failures.iter().all(|f| f.contains(c)))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
-    if !common.is_empty() {
-        return common;
-    }
-    let mut all: Vec<String> = Vec::new();
-    for c in nearest.failures.into_iter().flatten() {
-        if !all.contains(&c) {
-            all.push(c);
-        }
-    }
-    all
-}
-
-/// The furthest an order of a batch got, and the clauses named by each
-/// failing answer at that depth (bounded: the first few dozen).
-#[derive(Default)]
-struct Nearest {
-    depth: usize,
-    failures: Vec<Vec<String>>,
-}
-
-const NEAREST_MAX: usize = 64;
-
-/// The `[[id]]` clauses a message of [`AgentModel::next`] names.
-fn named_clauses(message: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = message;
-    while let Some(open) = rest.find("[[") {
-        let after = &rest[open + 2..];
-        let Some(close) = after.find("]]") else { break };
-        for id in after[..close].split(',').map(str::trim) {
-            if !id.is_empty() && !out.iter().any(|c: &String| c == id) {
-                out.push(id.to_owned());
-            }
-        }
-        rest = &after[close..];
-    }
-    out
-}
-
 fn explore(
     state: &AgentModel,
     walk: (&[AgentOp], &[Observed], u64),
@@ -1003,24 +856,12 @@ fn explore(
     explore_with(state, walk, done, out, &mut None);
 }
 
-fn explore_blamed(
-    state: &AgentModel,
-    walk: (&[AgentOp], &[Observed], u64),
-    done: &mut Vec<bool>,
-    out: &mut Vec<AgentModel>,
-    nearest: &mut Nearest,
-) {
-    let mut slot = Some(std::mem::take(nearest));
-    explore_with(state, walk, done, out, &mut slot);
-    *nearest = slot.unwrap_or_default();
-}
-
-fn explore_with(
+pub(crate) fn explore_with(
     state: &AgentModel,
     (ops, obs, now): (&[AgentOp], &[Observed], u64),
     done: &mut Vec<bool>,
     out: &mut Vec<AgentModel>,
-    nearest: &mut Option<Nearest>,
+    nearest: &mut Option<crate::contract::agent_blame::Nearest>,
 ) {
     if done.iter().all(|d| *d) {
         out.push(state.clone());
@@ -1036,13 +877,7 @@ fn explore_with(
                 Ok(n) => n,
                 Err(why) => {
                     if let Some(n) = nearest.as_mut() {
-                        if depth > n.depth {
-                            n.depth = depth;
-                            n.failures.clear();
-                        }
-                        if depth == n.depth && n.failures.len() < NEAREST_MAX {
-                            n.failures.push(named_clauses(&why));
-                        }
+                        n.record(depth, &why);
                     }
                     continue;
                 }

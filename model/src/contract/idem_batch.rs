@@ -218,9 +218,14 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                 {
                     continue;
                 }
-                // [[idem.key.syntax]] waived: a key the syntax admits refused as malformed.
+                // [[idem.key.syntax]] waived: a key the syntax admits refused
+                // as malformed. Not for a key the app took before in the
+                // same scope (it holds a record): that key is no malformed
+                // value to it.
                 let malformed = p.invalid_key_status.unwrap_or(400);
+                let taken_before = state.records().contains_key(&s);
                 if fresh.is_none()
+                    && !taken_before
                     && ans.status == malformed
                     && take(
                         relax,

@@ -3,6 +3,7 @@
 //! restates them. No IO, no async.
 
 pub mod agent;
+pub mod agent_blame;
 pub mod agent_exchange;
 pub mod clauses;
 pub mod digest;
