@@ -27,7 +27,6 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-pub use crate::contract::agent_blame::{answered_as_held, batch_blame};
 pub use crate::contract::agent_exchange::{
     echo_of, scripted_end, sleep_ms, AgentOp, KeyHeader, Observed, RunLife, StreamSeen, Timing,
 };
@@ -571,7 +570,7 @@ impl AgentModel {
             }
         }
         if out.is_empty() {
-            let blamed = crate::contract::agent_blame::blame(&self.expect(op), self.plans(op), obs);
+            let blamed = blame(&self.expect(op), self.plans(op), obs);
             let named = if blamed.is_empty() {
                 String::new()
             } else {
@@ -814,6 +813,74 @@ fn describe(e: &Expect, op: &AgentOp) -> String {
     }
 }
 
+/// The clauses an answer that no expectation of `expected` matched
+/// breaks, by counterfactual over SPEC 5's plan and SPEC 7's refusals:
+/// where an expectation differs from the answer only in the `runId` a
+/// refusal names, the clause that names it (relaxed, the answer would
+/// be allowed); otherwise the clause of each refusal expected (its plan
+/// row, or the not-found refusal), in order. Empty where no refusal was
+/// expected (the caller names the route's clause). The clauses named
+/// are the ones a scenario step expecting the same answer judges
+/// (`harness/src/run/fuzz/agent_scenario.rs`).
+pub(crate) fn blame(expected: &[Expect], plans: bool, obs: &Observed) -> Vec<&'static str> {
+    let field = |name: &str| obs.json.as_ref().and_then(|j| j.get(name)).cloned();
+    let keyed = |code: &str| {
+        matches!(
+            code,
+            "state_request_key_conflict" | "state_request_already_completed"
+        )
+    };
+    // A keyed entry answered as if its key had a holder (attached, or a
+    // keyed 409) where the spec has none: the plan's first row.
+    let held = |e: &Expect| {
+        matches!(e, Expect::Attach(_) | Expect::Reconnect(_))
+            || matches!(e, Expect::Refused { code, .. } if keyed(code))
+    };
+    if plans && answered_as_held(obs) && !expected.iter().any(held) {
+        return vec!["plan.row.new"];
+    }
+    for e in expected {
+        if let Expect::Refused { status, code, .. } = e {
+            if keyed(code) && obs.status == *status && field("code") == Some(json!(code)) {
+                // Status and code as expected: the runId is what differs.
+                return vec!["agent.keys.conflict-run-id"];
+            }
+        }
+    }
+    let mut out: Vec<&'static str> = Vec::new();
+    for e in expected {
+        let clause = match e {
+            Expect::Refused {
+                code: "state_request_key_conflict",
+                ..
+            } => "plan.row.key-conflict",
+            Expect::Refused {
+                code: "state_request_already_completed",
+                ..
+            } => "plan.row.already-completed",
+            Expect::NotFound(_) => "agent.refusal.not-found",
+            _ => continue,
+        };
+        if !out.contains(&clause) {
+            out.push(clause);
+        }
+    }
+    out
+}
+
+/// Whether an answer says the entry's key had a holder: attached (a body
+/// or a stream saying so), or one of the two keyed 409s.
+pub fn answered_as_held(obs: &Observed) -> bool {
+    let field = |name: &str| obs.json.as_ref().and_then(|j| j.get(name)).cloned();
+    obs.stream.as_ref().and_then(|s| s.attached) == Some(true)
+        || (obs.status == 200 && field("status") == Some(json!("attached")))
+        || (obs.status == 409
+            && matches!(
+                field("code").as_ref().and_then(Value::as_str),
+                Some("state_request_key_conflict" | "state_request_already_completed")
+            ))
+}
+
 /// States without repeats (the sets stay small: a handful of runs).
 pub fn dedup(states: Vec<AgentModel>) -> Vec<AgentModel> {
     let mut out: Vec<AgentModel> = Vec::with_capacity(states.len());
@@ -853,7 +920,7 @@ fn explore(
     done: &mut Vec<bool>,
     out: &mut Vec<AgentModel>,
 ) {
-    explore_with(state, walk, done, out, &mut None);
+    explore_with(state, walk, done, out, &mut |_, _| {});
 }
 
 pub(crate) fn explore_with(
@@ -861,7 +928,7 @@ pub(crate) fn explore_with(
     (ops, obs, now): (&[AgentOp], &[Observed], u64),
     done: &mut Vec<bool>,
     out: &mut Vec<AgentModel>,
-    nearest: &mut Option<crate::contract::agent_blame::Nearest>,
+    on_fail: &mut dyn FnMut(usize, &str),
 ) {
     if done.iter().all(|d| *d) {
         out.push(state.clone());
@@ -876,15 +943,13 @@ pub(crate) fn explore_with(
             let nexts = match settled.next(&ops[i], &obs[i], false) {
                 Ok(n) => n,
                 Err(why) => {
-                    if let Some(n) = nearest.as_mut() {
-                        n.record(depth, &why);
-                    }
+                    on_fail(depth, &why);
                     continue;
                 }
             };
             done[i] = true;
             for n in nexts {
-                explore_with(&n, (ops, obs, now), done, out, nearest);
+                explore_with(&n, (ops, obs, now), done, out, on_fail);
             }
             done[i] = false;
         }

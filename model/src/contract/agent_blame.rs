@@ -1,84 +1,14 @@
-//! Blame at the agent level (SPEC `[[certify.blame.every-level]]`): which
-//! clause an answer the agent model does not allow breaks, alone
-//! ([`blame`], by the rule that made the answer the model expected) or in
-//! a batch no order explains ([`batch_blame`], by the orders that got
-//! furthest). Kept apart from the model (`agent.rs`), which only says
-//! what is allowed; `harness/src/run/fuzz/agent.rs` names the clauses in
-//! a failing program's reason and `agent_scenario.rs` judges the same
-//! clauses in its reproduction.
+//! Blame of a batch at the agent level (SPEC
+//! `[[certify.blame.every-level]]`): where no order of a batch explains
+//! its answers, which clauses to blame ([`batch_blame`], by the orders
+//! that got furthest). The model (`agent.rs`) names the clause an answer
+//! alone breaks (`AgentModel::next`); this walks its orders with it.
+//! `harness/src/run/fuzz/agent.rs` names the clauses in a failing
+//! program's reason and `agent_scenario.rs` judges the same clauses in
+//! its reproduction.
 
-use serde_json::{json, Value};
-
-use crate::contract::agent::{explore_with, AgentModel, Expect};
+use crate::contract::agent::{explore_with, AgentModel};
 use crate::contract::agent_exchange::{AgentOp, Observed};
-
-/// The clauses an answer that no expectation of `expected` matched
-/// breaks, by counterfactual over SPEC 5's plan and SPEC 7's refusals:
-/// where an expectation differs from the answer only in the `runId` a
-/// refusal names, the clause that names it (relaxed, the answer would
-/// be allowed); otherwise the clause of each refusal expected (its plan
-/// row, or the not-found refusal), in order. Empty where no refusal was
-/// expected (the caller names the route's clause). The clauses named
-/// are the ones a scenario step expecting the same answer judges
-/// (`harness/src/run/fuzz/agent_scenario.rs`).
-pub(crate) fn blame(expected: &[Expect], plans: bool, obs: &Observed) -> Vec<&'static str> {
-    let field = |name: &str| obs.json.as_ref().and_then(|j| j.get(name)).cloned();
-    let keyed = |code: &str| {
-        matches!(
-            code,
-            "state_request_key_conflict" | "state_request_already_completed"
-        )
-    };
-    // A keyed entry answered as if its key had a holder (attached, or a
-    // keyed 409) where the spec has none: the plan's first row.
-    let held = |e: &Expect| {
-        matches!(e, Expect::Attach(_) | Expect::Reconnect(_))
-            || matches!(e, Expect::Refused { code, .. } if keyed(code))
-    };
-    if plans && answered_as_held(obs) && !expected.iter().any(held) {
-        return vec!["plan.row.new"];
-    }
-    for e in expected {
-        if let Expect::Refused { status, code, .. } = e {
-            if keyed(code) && obs.status == *status && field("code") == Some(json!(code)) {
-                // Status and code as expected: the runId is what differs.
-                return vec!["agent.keys.conflict-run-id"];
-            }
-        }
-    }
-    let mut out: Vec<&'static str> = Vec::new();
-    for e in expected {
-        let clause = match e {
-            Expect::Refused {
-                code: "state_request_key_conflict",
-                ..
-            } => "plan.row.key-conflict",
-            Expect::Refused {
-                code: "state_request_already_completed",
-                ..
-            } => "plan.row.already-completed",
-            Expect::NotFound(_) => "agent.refusal.not-found",
-            _ => continue,
-        };
-        if !out.contains(&clause) {
-            out.push(clause);
-        }
-    }
-    out
-}
-
-/// Whether an answer says the entry's key had a holder: attached (a body
-/// or a stream saying so), or one of the two keyed 409s.
-pub fn answered_as_held(obs: &Observed) -> bool {
-    let field = |name: &str| obs.json.as_ref().and_then(|j| j.get(name)).cloned();
-    obs.stream.as_ref().and_then(|s| s.attached) == Some(true)
-        || (obs.status == 200 && field("status") == Some(json!("attached")))
-        || (obs.status == 409
-            && matches!(
-                field("code").as_ref().and_then(Value::as_str),
-                Some("state_request_key_conflict" | "state_request_already_completed")
-            ))
-}
 
 /// Where no order of a batch explains its answers ([`next_batch`] is
 /// empty): the clauses to blame, by counterfactual over its orders. Each
@@ -136,7 +66,7 @@ pub fn batch_blame(states: &[AgentModel], ops: &[AgentOp], obs: &[Observed]) -> 
 /// The furthest an order of a batch got, and the clauses named by each
 /// failing answer at that depth (bounded: the first few dozen).
 #[derive(Default)]
-pub(crate) struct Nearest {
+struct Nearest {
     depth: usize,
     failures: Vec<Vec<String>>,
 }
@@ -145,7 +75,7 @@ const NEAREST_MAX: usize = 64;
 
 impl Nearest {
     /// An order failed at `depth` (answers explained before it) on `why`.
-    pub(crate) fn record(&mut self, depth: usize, why: &str) {
+    fn record(&mut self, depth: usize, why: &str) {
         if depth > self.depth {
             self.depth = depth;
             self.failures.clear();
@@ -180,15 +110,17 @@ fn explore_blamed(
     out: &mut Vec<AgentModel>,
     nearest: &mut Nearest,
 ) {
-    let mut slot = Some(std::mem::take(nearest));
-    explore_with(state, walk, done, out, &mut slot);
-    *nearest = slot.unwrap_or_default();
+    explore_with(state, walk, done, out, &mut |depth, why| {
+        nearest.record(depth, why);
+    });
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::contract::agent::{answered_as_held, blame, Expect};
+    use serde_json::{json, Value};
 
     fn obs(status: u16, body: Value) -> Observed {
         Observed {

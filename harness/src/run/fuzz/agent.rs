@@ -371,7 +371,7 @@ pub async fn run_program(
             let next = next_batch(&before, &model_ops, &observed);
             if next.is_empty() {
                 let mut routes: Vec<String> =
-                    reqkey_model::agent::batch_blame(&before, &model_ops, &observed);
+                    reqkey_model::agent_blame::batch_blame(&before, &model_ops, &observed);
                 if routes.is_empty() {
                     for b in &built {
                         let clause = route_clause(&b.model).to_owned();
