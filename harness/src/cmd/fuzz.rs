@@ -129,18 +129,12 @@ pub fn fuzz_command(args: FuzzArgs) -> ExitCode {
             println!("{cases} programs passed");
             ExitCode::SUCCESS
         }
-        FuzzOutcome::Failed(f) => {
-            let out = args.out.as_deref();
-            if let Err(e) = crate::cmd::fuzz_idem::print_violations(
-                f.seed,
-                &f.violations,
-                f.stopped.as_deref(),
-                out,
-            ) {
-                return harness_error(e);
-            }
-            ExitCode::from(1)
-        }
+        FuzzOutcome::Failed(f) => crate::cmd::fuzz_idem::failed_exit(
+            f.seed,
+            &f.violations,
+            f.stopped.as_deref(),
+            args.out.as_deref(),
+        ),
         FuzzOutcome::Error(e) => harness_error(e),
     };
     crate::cmd::fuzz_scale::combined(code, crate::cmd::fuzz_scale::report(&scale))

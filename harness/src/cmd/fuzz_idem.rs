@@ -64,21 +64,30 @@ pub fn fuzz_idem_command(
             println!("the bursts and {cases} programs passed");
             ExitCode::SUCCESS
         }
-        IdemFuzzOutcome::Failed(f) => {
-            if let Err(e) = print_violations(f.seed, &f.violations, f.stopped.as_deref(), out) {
-                return harness_error(e);
-            }
-            ExitCode::from(1)
-        }
+        IdemFuzzOutcome::Failed(f) => failed_exit(f.seed, &f.violations, f.stopped.as_deref(), out),
         IdemFuzzOutcome::Error(e) => harness_error(e),
     };
     crate::cmd::fuzz_scale::combined(code, crate::cmd::fuzz_scale::report(&scale))
 }
 
+/// A failed fuzz run's exit: its violations printed (and written under
+/// `out`), 1; 2 when a file could not be written.
+pub(crate) fn failed_exit(
+    seed: u64,
+    violations: &[crate::run::fuzz::violation::FuzzViolation],
+    stopped: Option<&str>,
+    out: Option<&std::path::Path>,
+) -> ExitCode {
+    match print_violations(seed, violations, stopped, out) {
+        Ok(()) => ExitCode::from(1),
+        Err(e) => harness_error(e),
+    }
+}
+
 /// Prints every violation of a fuzz run (any level), each with whether
 /// its reproduction replayed red, and writes each reproduction under
 /// `out` ([`numbered`]). `Err`: a file could not be written.
-pub(crate) fn print_violations(
+fn print_violations(
     seed: u64,
     violations: &[crate::run::fuzz::violation::FuzzViolation],
     stopped: Option<&str>,

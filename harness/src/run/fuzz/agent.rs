@@ -47,8 +47,7 @@ pub use crate::run::fuzz::agent_program::{
 use crate::run::fuzz::agent_scenario::{route_clause, scenario_yaml};
 pub use crate::run::fuzz::cases::CaseFailure;
 use crate::run::fuzz::cases::{blamed_clauses, case_sessions, run_cases, CasesOutcome};
-use crate::run::fuzz::every::{every_violation, violation, Every, Proven};
-use crate::run::fuzz::replay::replay;
+use crate::run::fuzz::every::{every_violation, replayed_violation, Every, Proven};
 use crate::run::fuzz::violation::FuzzViolation;
 use crate::targets::{HttpRequest, Target};
 
@@ -491,22 +490,16 @@ pub fn fuzz_agent(
                 // Settling may leave the program failing on other clauses.
                 let clauses = blamed_clauses(&reason);
                 let yaml = scenario_yaml(&program, opts, &reason);
-                let replayed = replay(
-                    runtime,
-                    &target,
-                    &yaml,
-                    &clauses,
-                    opts.seed,
-                    opts.call_timeout_ms,
-                );
-                let found = format!(
-                    "program {} of {} (shrunk to {} steps)",
-                    f.found_at,
-                    opts.cases,
-                    program.steps.len()
-                );
                 Proven {
-                    violation: violation(&found, clauses, reason, yaml, replayed),
+                    violation: replayed_violation(
+                        runtime,
+                        &target,
+                        (opts.seed, opts.call_timeout_ms),
+                        (f.found_at, opts.cases, program.steps.len()),
+                        clauses,
+                        reason,
+                        yaml,
+                    ),
                     found_at: f.found_at,
                     program,
                 }

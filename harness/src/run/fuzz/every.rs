@@ -97,6 +97,25 @@ pub fn one_per_set<P>(findings: Vec<Proven<P>>) -> Vec<Proven<P>> {
     out
 }
 
+/// A generated program's violation proved: `yaml` (its reproduction)
+/// replayed against `target` on `clauses`, and the record made. `steps`:
+/// how many steps it was shrunk to.
+#[allow(clippy::too_many_arguments)]
+pub fn replayed_violation(
+    runtime: &tokio::runtime::Runtime,
+    target: &std::sync::Arc<dyn crate::targets::Target>,
+    (seed, call_timeout_ms): (u64, u64),
+    (found_at, cases, steps): (u64, u32, usize),
+    clauses: Vec<String>,
+    reason: String,
+    yaml: String,
+) -> FuzzViolation {
+    let replayed =
+        crate::run::fuzz::replay::replay(runtime, target, &yaml, &clauses, seed, call_timeout_ms);
+    let found = format!("program {found_at} of {cases} (shrunk to {steps} steps)");
+    violation(&found, clauses, reason, yaml, replayed)
+}
+
 /// The violation record of a finding whose reproduction was replayed.
 pub fn violation(
     found: &str,

@@ -29,8 +29,7 @@ use tokio::sync::Barrier;
 
 use crate::run::fuzz::cases::{case_sessions, run_cases, CasesOutcome, Found};
 pub use crate::run::fuzz::cases::{seed_bytes, CaseFailure};
-use crate::run::fuzz::every::{self, violation, Every, Proven};
-use crate::run::fuzz::replay::replay;
+use crate::run::fuzz::every::{self, replayed_violation, Every, Proven};
 use crate::run::fuzz::scenario::{op_clause, scenario_yaml, CONCURRENT};
 use crate::run::fuzz::violation::FuzzViolation;
 use crate::run::record::{timed_store_call, Clock};
@@ -354,24 +353,18 @@ pub fn fuzz(
     if opts.every {
         return every_violation(opts, &strategy, one, |f| {
             let yaml = scenario_yaml(&f.program, &opts.target_name, opts.seed, &f.reason);
-            let replayed = replay(
-                runtime,
-                &target,
-                &yaml,
-                &f.clauses,
-                opts.seed,
-                opts.call_timeout_ms,
-            );
-            let found = format!(
-                "program {} of {} (shrunk to {} steps)",
-                f.found_at,
-                opts.cases,
-                f.program.steps.len()
-            );
             Proven {
                 program: f.program.clone(),
                 found_at: f.found_at,
-                violation: violation(&found, f.clauses.clone(), f.reason.clone(), yaml, replayed),
+                violation: replayed_violation(
+                    runtime,
+                    &target,
+                    (opts.seed, opts.call_timeout_ms),
+                    (f.found_at, opts.cases, f.program.steps.len()),
+                    f.clauses.clone(),
+                    f.reason.clone(),
+                    yaml,
+                ),
             }
         });
     }
