@@ -59,7 +59,7 @@ class Probe:
             parsed = None
         return status, hdrs, parsed, raw
 
-    def order_request(self, method: str, path: str, caller: str, key: Optional[str], body: dict):
+    def order_request(self, method: str, path: str, caller: str, key: Optional[str], body: Any):
         raw = json.dumps(body).encode()
         headers = {"Content-Type": "application/json", "X-Reqkey-Caller": caller}
         if key is not None:
@@ -114,7 +114,7 @@ class Probe:
         self.check(isinstance(p.get("durable"), bool), "profile.durable is a bool")
         return p
 
-    def executed(self, label: str, answer, caller: str, body: dict, want_status: int) -> Optional[int]:
+    def executed(self, label: str, answer, caller: str, body: Any, want_status: int) -> Optional[int]:
         """An answer of our own handler: status, X-Reqkey-Order, caller echo; returns the order."""
         status, hdrs, doc, _ = answer
         if not self.check(status == want_status and isinstance(doc, dict), f"{label}: {want_status} JSON (got {status})"):
@@ -155,6 +155,12 @@ class Probe:
             (ans, sha) = self.order_request(method, path, caller, k, b)
             self.executed(f"{method} {path}", ans, caller, b, status)
             self.check(self.effects_count(method, path, caller, k, sha) == 1, f"{method} {path} ran once (effects)")
+        # A body that is not a JSON object: the handler's own 4xx, after counting its run.
+        k = f"probe-{tag}-refused"
+        b = ["probe", tag]
+        (ans, sha) = self.order_request("POST", "/orders", caller, k, b)
+        self.executed("POST /orders with a JSON array (the handler refuses it)", ans, caller, b, 422)
+        self.check(self.effects_count("POST", "/orders", caller, k, sha) == 1, "the refused array ran once (effects)")
         # No key: 400 and nothing runs (keyRequired) or it runs (not required).
         b = {"item": "keyless", "tag": tag}
         (ans, sha) = self.order_request("POST", "/orders", caller, None, b)
@@ -203,8 +209,9 @@ def selftest() -> int:
                 effects[ident] = effects.get(ident, 0) + 1
                 counter[0] += 1
                 order = counter[0]
-            status = 500 if self.path == "/orders/fail" else 201
-            doc = {"error": "failed after effect", "order": order, "caller": caller} if status == 500 else {"order": order, "caller": caller, "echo": json.loads(raw)}
+            body = json.loads(raw)
+            status = 422 if not isinstance(body, dict) else 500 if self.path == "/orders/fail" else 201
+            doc = {"order": order, "caller": caller, "echo": body} if status == 201 else {"error": "refused or failed", "order": order, "caller": caller}
             self.reply(status, doc, {"X-Reqkey-Order": str(order)})
 
         do_PUT = do_POST

@@ -25,10 +25,13 @@ function effect(req) {
 // The routes behind the middleware (Express-style handlers).
 async function routes(req, res) {
   const route = `${req.method} ${req.path}`;
+  const contract = ["POST /orders", "PUT /orders", "POST /payments", "POST /orders/slow", "POST /orders/fail"];
+  if (!contract.includes(route)) return send(res, 404, { error: "no such route" });
   let echo = null;
   try { echo = JSON.parse(req.rawBody.toString("utf8")); } catch { /* not JSON */ }
   if (echo === null || typeof echo !== "object" || Array.isArray(echo)) {
-    return send(res, 400, { error: "the body must be a JSON object" });
+    // The handler's own 4xx: it counts its run, then refuses the body.
+    return send(res, 422, { error: "the body must be a JSON object", order: effect(req), caller: req.caller });
   }
   if (route === "POST /orders/slow") {
     await new Promise((r) => setTimeout(r, Math.min(Number(echo.sleepMs ?? 1000), 10000)));
@@ -37,11 +40,8 @@ async function routes(req, res) {
     const n = effect(req);
     return send(res, 201, { order: n, caller: req.caller, echo }, { "x-reqkey-order": String(n) });
   }
-  if (route === "POST /orders/fail") {
-    const n = effect(req);
-    return send(res, 500, { error: "failed after effect", order: n, caller: req.caller });
-  }
-  send(res, 404, { error: "no such route" });
+  const n = effect(req); // POST /orders/fail
+  send(res, 500, { error: "failed after effect", order: n, caller: req.caller });
 }
 
 // The middleware being judged goes here, (req, res, next) as in Express.

@@ -24,7 +24,7 @@ use reqkey_harness::targets::TargetOptions;
 use reqkey_reference::idem::IdemDefect;
 
 /// Each defect and the scenario aimed at it.
-const NAMED_AFTER: [(&str, &str); 31] = [
+const NAMED_AFTER: [(&str, &str); 32] = [
     ("check-then-set", "idem.concurrent-burst-conflict"),
     ("unscoped-caller", "idem.another-caller-same-key"),
     ("no-fingerprint", "idem.other-payload-after-completion"),
@@ -36,6 +36,7 @@ const NAMED_AFTER: [(&str, &str); 31] = [
     ("replay-drops-headers", "idem.replay-after-completion"),
     ("replay-drops-body", "idem.replay-after-completion"),
     ("stores-released-errors", "idem.retry-after-error-released"),
+    ("handler-4xx-kept", "idem.handler-4xx-released"),
     ("lock-timeout", "idem.slow-handler-outlives-timeouts"),
     ("expiry-ignored", "idem.burst-after-expiry"),
     ("case-insensitive-key", "idem.keys-are-case-sensitive"),

@@ -345,6 +345,32 @@ fn a_certifications_request_log_shows_the_traffic_of_clients() {
     }
 }
 
+/// A layer that keeps the handler's own 4xx while it declares `errors:
+/// released` (it frees a key after a 5xx only) is red by the battery's
+/// refused bodies on seeds 1, 2 and 3 (issue 56), under the profile it
+/// declares and under `wait-released` (duplicates wait, 429): a retry of a
+/// body the handler refused gets the refusal replayed.
+#[test]
+fn a_handler_4xx_kept_under_released_is_red_on_three_seeds() {
+    let runs: Vec<(&str, u64)> = vec![
+        ("broken-idem:handler-4xx-kept", 1),
+        ("broken-idem:handler-4xx-kept", 2),
+        ("broken-idem:handler-4xx-kept:wait-released", 3),
+    ];
+    each_on_threads(&runs, 3, |&(target, seed)| {
+        let found = battery_verdict(target, 0, seed)
+            .unwrap_or_else(|| panic!("{target} (seed {seed}) passed the battery"));
+        assert!(
+            found.contains("(HandlerRefusal,"),
+            "{target} (seed {seed}): {found}"
+        );
+        assert!(
+            found.contains("idem.replay.errors"),
+            "{target} (seed {seed}): {found}"
+        );
+    });
+}
+
 /// The bugs that only the keys clients send show (issue 56),
 /// each red by the battery (on seeds 1, 2, 3 in turn), naming what it breaks;
 /// the references of their profiles pass the same battery (above).

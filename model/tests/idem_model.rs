@@ -128,7 +128,7 @@ impl App {
                 self.order += 1;
                 let order = self.order;
                 *self.effects.entry(r.effect_key()).or_default() += 1;
-                let echo = (!h.fails).then(|| serde_json::from_slice::<Value>(&r.body).unwrap());
+                let echo = (!h.fails()).then(|| serde_json::from_slice::<Value>(&r.body).unwrap());
                 let stored = Stored {
                     print: print(&self.p, &r.body),
                     status: h.status(),
@@ -168,9 +168,13 @@ impl App {
                     out[i] = Some((
                         IdemAnswer {
                             status: h.status(),
-                            json: Some(json!({"order": self.order, "caller": r.caller,
-                                              "echo": serde_json::from_slice::<Value>(&r.body).unwrap()})),
-                            order_header: Some(self.order.to_string()),
+                            json: Some(if h.fails() {
+                                json!({"order": self.order, "caller": r.caller})
+                            } else {
+                                json!({"order": self.order, "caller": r.caller,
+                                       "echo": serde_json::from_slice::<Value>(&r.body).unwrap()})
+                            }),
+                            order_header: (!h.fails()).then(|| self.order.to_string()),
                             replayed: false,
                         },
                         now + h.sleep_ms,
@@ -297,13 +301,16 @@ const ROUTES: [(&str, &str); 5] = [
 ];
 
 fn arb_request() -> impl Strategy<Value = IdemRequest> {
-    (0..ROUTES.len(), 0..2usize, 0..KEYS.len(), 0..4usize).prop_map(|(r, c, k, b)| {
+    (0..ROUTES.len(), 0..2usize, 0..KEYS.len(), 0..6usize).prop_map(|(r, c, k, b)| {
         let (m, path) = ROUTES[r];
         let body = match b {
             0 => json!({"item": "a", "n": 1, "sleepMs": 40}),
             1 => json!({"n": 1, "sleepMs": 40, "item": "a"}),
             2 => json!({"item": "b", "sleepMs": 40}),
-            _ => json!({"item": "é 🦀", "sleepMs": 40}),
+            3 => json!({"item": "é 🦀", "sleepMs": 40}),
+            // Not objects: the handler's own 4xx on every route.
+            4 => json!(["a", {"sleepMs": 40}]),
+            _ => json!("1"),
         };
         let mut rq = req(m, path, ["alice", "bob"][c], KEYS[k], body);
         if b == 1 {
@@ -411,7 +418,7 @@ proptest! {
         prop_assert!(judge(&next, &[(r.clone(), b.clone(), w2)]).is_ok());
         // The same retry, run again: a new order.
         let handler = handler_of(&r.method, &r.path, &r.body).unwrap();
-        prop_assume!(!(handler.fails && p.errors == Errors::Released));
+        prop_assume!(!(handler.fails() && p.errors == Errors::Released));
         let mut ran = b.clone();
         ran.status = a.status;
         ran.json = Some(json!({"order": 99_999, "caller": r.caller}));
@@ -779,6 +786,86 @@ fn a_slow_failing_handler_frees_its_key_only_for_later_arrivals() {
         &[(retry, run(500, 9, "alice", None), w(700, 702, 1310))]
     )
     .is_ok());
+}
+
+#[test]
+fn a_body_that_is_not_an_object_is_the_handlers_own_4xx_and_follows_errors() {
+    // Every contract route refuses it at once, counting its run: 422.
+    for body in [
+        &b"[1]"[..],
+        b"\"a\"",
+        b"1",
+        b"true",
+        b"null",
+        b"not json",
+        b"",
+    ] {
+        for (m, path) in ROUTES {
+            let h = handler_of(m, path, body).unwrap();
+            assert_eq!(
+                (h.status(), h.sleep_ms, h.fails()),
+                (422, 0, true),
+                "{m} {path}"
+            );
+        }
+        assert!(handler_of("POST", "/elsewhere", body).is_none());
+    }
+    let r = req("POST", "/orders", "alice", Some("\"k\""), json!(["doomed"]));
+    let first = run(422, 7, "alice", None);
+    let later = w(20, 22, 30);
+    // Stored: the refusal is replayed (same order); a second run is a
+    // double effect; the key stays taken against another payload.
+    let p = IdemProfile::draft_default();
+    assert_eq!(p.errors, Errors::Stored);
+    let s = judge_one(&IdemModel::new(&p), &r, &first, w(0, 2, 10)).unwrap();
+    assert!(judge(&s, &[(r.clone(), replayed(first.clone()), later)]).is_ok());
+    assert_eq!(
+        clause_of(judge(&s, &[(r.clone(), run(422, 8, "alice", None), later)])),
+        clause::AT_MOST_ONCE
+    );
+    let object = req(
+        "POST",
+        "/orders",
+        "alice",
+        Some("\"k\""),
+        json!({"item": "fixed"}),
+    );
+    assert!(judge(&s, &[(object.clone(), refusal(422), later)]).is_ok());
+    assert_eq!(
+        clause_of(judge(
+            &s,
+            &[(
+                object.clone(),
+                run(201, 8, "alice", Some(json!({"item": "fixed"}))),
+                later
+            )]
+        )),
+        clause::MISMATCH
+    );
+    // Released: a retry runs again (its own 422); the refusal replayed
+    // (a layer that keeps a handler's 4xx) breaks the errors rule; the
+    // key then takes an object as a first request.
+    let mut p = IdemProfile::draft_default();
+    p.errors = Errors::Released;
+    let s = judge_one(&IdemModel::new(&p), &r, &first, w(0, 2, 10)).unwrap();
+    let s2 = judge(&s, &[(r.clone(), run(422, 8, "alice", None), later)]).unwrap();
+    assert_eq!(
+        clause_of(judge(&s, &[(r.clone(), replayed(first.clone()), later)])),
+        clause::REPLAY_ERRORS
+    );
+    assert!(judge(
+        &s2,
+        &[(
+            object.clone(),
+            run(201, 9, "alice", Some(json!({"item": "fixed"}))),
+            w(40, 42, 50)
+        )]
+    )
+    .is_ok());
+    assert_eq!(
+        clause_of(judge(&s2, &[(object, refusal(422), w(40, 42, 50))])),
+        clause::REPLAY_ERRORS
+    );
 }
 
 #[test]

@@ -118,6 +118,17 @@ function parseBody(raw) {
 }
 
 /**
+ * The route's kind, or 'refused' for a body that is not a JSON object: the
+ * handler's own 4xx (reqkey-idem/1), which counts its run like any other and
+ * answers 422 with its order.
+ */
+function kindOf(kind, body) {
+  return body !== null && typeof body === 'object' && !Array.isArray(body) ? kind : 'refused';
+}
+const REFUSED_BODY_STATUS = 422;
+const REFUSED_BODY_ERROR = 'the body must be a JSON object';
+
+/**
  * How long a handler sleeps before its side effect (reqkey-idem/1): `sleepMs`
  * from the body on `/orders/slow` (default 1000) and `/orders/fail` (default
  * 0), capped at 120000; the other routes do not sleep.
@@ -146,4 +157,4 @@ function health(name, version, storage, profile) {
   return { protocol: PROTOCOL, implementation: { name, version, storage }, profile };
 }
 
-module.exports = { parseOptions, installedVersion, Effects, callerOf, keyOf, parseBody, slowMs, sleepMs, sleep, health, usageError };
+module.exports = { parseOptions, installedVersion, Effects, callerOf, keyOf, parseBody, kindOf, REFUSED_BODY_STATUS, REFUSED_BODY_ERROR, slowMs, sleepMs, sleep, health, usageError };

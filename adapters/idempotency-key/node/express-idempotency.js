@@ -37,7 +37,9 @@ app.get('/.reqkey/health', (req, res) => res.json(c.health(LIB, c.installedVersi
 app.get('/.reqkey/effects', (req, res) => res.json(effects.list()));
 
 // JSON bodies, keeping the raw bytes for the oracle's bodySha256.
-app.use(express.json({ type: () => true, limit: '1mb', verify: (req, _res, buf) => { req.rawBody = Buffer.from(buf); } }));
+// strict: false: JSON of every type at the top level reaches the handler, which
+// refuses what is not an object itself (reqkey-idem/1).
+app.use(express.json({ type: () => true, strict: false, limit: '1mb', verify: (req, _res, buf) => { req.rawBody = Buffer.from(buf); } }));
 
 // The library, as its README wires it.
 const guarded = ['/orders', '/orders/fail', '/orders/slow', '/payments'];
@@ -49,10 +51,13 @@ function handler(kind) {
     // The README's documented hit check: the middleware calls next() after a replay.
     if (getSharedIdempotencyService().isHit(req)) return;
     const caller = c.callerOf(req.headers);
-    await c.sleep(c.sleepMs(kind, req.body));
+    const k = c.kindOf(kind, req.body === undefined ? null : req.body);
+    await c.sleep(c.sleepMs(k, req.body));
     const order = effects.record({ method: req.method, path: req.path, caller, key: c.keyOf(req.headers), rawBody: req.rawBody });
     res.set('X-Reqkey-Order', String(order));
-    if (kind === 'fail') {
+    if (k === 'refused') {
+      res.status(c.REFUSED_BODY_STATUS).json({ error: c.REFUSED_BODY_ERROR, order, caller });
+    } else if (k === 'fail') {
       res.status(500).json({ error: 'failed after effect', order, caller });
     } else {
       res.status(201).json({ order, caller, echo: req.body === undefined ? null : req.body });

@@ -52,11 +52,15 @@ decorate(ControlController, 'health', [Get('health')]);
 decorate(ControlController, 'effects', [Get('effects')]);
 Reflect.decorate([Controller('.reqkey')], ControlController);
 
-async function run(kind, req, res) {
+async function run(route, req, res) {
   const caller = c.callerOf(req.headers);
+  const kind = c.kindOf(route, req.body === undefined ? null : req.body);
   await c.sleep(c.sleepMs(kind, req.body));
   const order = effects.record({ method: req.method, path: req.path, caller, key: c.keyOf(req.headers), rawBody: req.rawBody });
   res.set('X-Reqkey-Order', String(order));
+  if (kind === 'refused') {
+    throw new HttpException({ error: c.REFUSED_BODY_ERROR, order, caller }, c.REFUSED_BODY_STATUS);
+  }
   if (kind === 'fail') {
     throw new HttpException({ error: 'failed after effect', order, caller }, 500);
   }
@@ -87,7 +91,11 @@ Reflect.decorate([Module({
 })], AppModule);
 
 async function main() {
-  const app = await NestFactory.create(AppModule, { rawBody: true, logger: ['error', 'warn'] });
+  // JSON of every type at the top level reaches the handler (strict: false), which
+  // refuses what is not an object itself (reqkey-idem/1): Nest's own parser would
+  // answer 400 before the interceptor sees the request.
+  const app = await NestFactory.create(AppModule, { rawBody: true, bodyParser: false, logger: ['error', 'warn'] });
+  app.useBodyParser('json', { strict: false, limit: '1mb' });
   app.getHttpAdapter().getInstance().disable('x-powered-by');
   await app.listen(opts.port, '127.0.0.1');
   process.stdout.write(`${LIB} on 127.0.0.1:${opts.port} (${opts.storage})\n`);

@@ -56,10 +56,12 @@ function route(name, kind) {
     const raw = Buffer.from(event.body || '', 'utf8');
     const body = c.parseBody(raw);
     const caller = c.callerOf(event.headers);
-    await c.sleep(c.sleepMs(kind, body));
+    const k = c.kindOf(kind, body);
+    await c.sleep(c.sleepMs(k, body));
     const order = effects.record({ method: event.requestContext.http.method, path: event.rawPath, caller, key: c.keyOf(event.headers), rawBody: raw });
     const headers = { 'content-type': 'application/json', 'x-reqkey-order': String(order) };
-    if (kind === 'fail') return { statusCode: 500, headers, body: JSON.stringify({ error: 'failed after effect', order, caller }) };
+    if (k === 'refused') return { statusCode: c.REFUSED_BODY_STATUS, headers, body: JSON.stringify({ error: c.REFUSED_BODY_ERROR, order, caller }) };
+    if (k === 'fail') return { statusCode: 500, headers, body: JSON.stringify({ error: 'failed after effect', order, caller }) };
     return { statusCode: 201, headers, body: JSON.stringify({ order, caller, echo: body }) };
   };
   const persistenceStore = new CachePersistenceLayer({ client: redis });

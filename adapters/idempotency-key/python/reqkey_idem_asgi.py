@@ -32,10 +32,13 @@ def order_app(effects: c.Effects, decorate: Callable[[Any], Any] | None = None, 
     async def run(kind: str, request: Request) -> JSONResponse:
         raw = await request.body()
         body = c.parse_body(raw)
+        kind = c.kind_of(kind, body)
         caller = c.caller_of(request.headers.get("x-reqkey-caller"))
         await asyncio.sleep(c.sleep_ms(kind, body) / 1000)
         order = effects.record(request.method, request.url.path, caller, request.headers.get("idempotency-key"), raw)
         headers = {"X-Reqkey-Order": str(order)}
+        if kind == "refused":
+            return JSONResponse({"error": c.REFUSED_BODY_ERROR, "order": order, "caller": caller}, c.REFUSED_BODY_STATUS, headers)
         if kind == "fail":
             return JSONResponse({"error": "failed after effect", "order": order, "caller": caller}, 500, headers)
         return JSONResponse({"order": order, "caller": caller, "echo": body}, 201, headers)

@@ -105,6 +105,16 @@ def parse_body(raw: bytes) -> Any:
         return None
 
 
+REFUSED_BODY_STATUS = 422
+REFUSED_BODY_ERROR = "the body must be a JSON object"
+
+
+def kind_of(kind: str, body: Any) -> str:
+    """The route's kind, or "refused" for a body that is not a JSON object: the handler's own
+    4xx (reqkey-idem/1), which counts its run like any other and answers 422 with its order."""
+    return kind if isinstance(body, dict) else "refused"
+
+
 def sleep_ms(kind: str, body: Any) -> int:
     """How long a handler sleeps before its side effect (reqkey-idem/1): `sleepMs` of the body
     on `/orders/slow` (default 1000) and `/orders/fail` (default 0), capped at 120000."""

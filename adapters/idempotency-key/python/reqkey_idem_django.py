@@ -40,10 +40,13 @@ def configure(urlconf: str, middleware: list[str], caches: dict, **library) -> N
 def _run(effects: c.Effects, kind: str, request) -> JsonResponse:
     raw = request.body
     body = c.parse_body(raw)
+    kind = c.kind_of(kind, body)
     caller = c.caller_of(request.META.get("HTTP_X_REQKEY_CALLER"))
     time.sleep(c.sleep_ms(kind, body) / 1000)
     order = effects.record(request.method, request.path, caller, request.META.get("HTTP_IDEMPOTENCY_KEY"), raw)
-    if kind == "fail":
+    if kind == "refused":
+        resp = JsonResponse({"error": c.REFUSED_BODY_ERROR, "order": order, "caller": caller}, status=c.REFUSED_BODY_STATUS)
+    elif kind == "fail":
         resp = JsonResponse({"error": "failed after effect", "order": order, "caller": caller}, status=500)
     else:
         resp = JsonResponse({"order": order, "caller": caller, "echo": body}, status=201)

@@ -43,7 +43,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use reqkey_scenario::agent_step::{HeaderTemplate, Wire};
+use reqkey_scenario::agent_step::{BodyTemplate, HeaderTemplate, Wire};
 use reqkey_scenario::step::{Action, Step};
 use reqkey_scenario::Scenario;
 
@@ -776,6 +776,15 @@ impl ApiMap {
                     ));
                 }
                 used.insert(role);
+                if refused_by_the_contract(http.body.as_ref()) {
+                    return Err(
+                        "the scenario sends a body that is not a JSON object, which the \
+                         contract's handler refuses with its own 4xx; the app's routes take \
+                         the body into a member of theirs (`$body`), so nothing says they \
+                         refuse it"
+                            .into(),
+                    );
+                }
             }
             for (name, value) in &http.headers {
                 if name.eq_ignore_ascii_case(CALLER_HEADER) {
@@ -884,8 +893,20 @@ pub fn render_body(role: Role, route: &Route, body: Option<&[u8]>) -> Option<Vec
     Some(out)
 }
 
+/// Whether `body` is one the contract's handler refuses (JSON, not an
+/// object; SPEC 10): a text body counts when it parses as such.
+fn refused_by_the_contract(body: Option<&BodyTemplate>) -> bool {
+    match body {
+        Some(BodyTemplate::Json(v)) => !v.is_object(),
+        Some(BodyTemplate::Text(t)) => {
+            serde_json::from_str::<Value>(t).is_ok_and(|v| !v.is_object())
+        }
+        None => false,
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
@@ -1024,6 +1045,40 @@ cleanup: {method: DELETE, path: "/v1/orders/{id}"}
             "/v1/caf%C3%A9s?a=b"
         );
         assert_eq!(origin_path("{path}/{id}", true).unwrap(), "{path}/{id}");
+    }
+
+    /// A body the contract's handler refuses (JSON, not an object) has no
+    /// refusal at an app's own routes: such a scenario is not played, an
+    /// object body is, whichever way it is written.
+    #[test]
+    fn a_body_that_is_not_an_object_is_not_played_through_a_map() {
+        let map = ApiMap::parse("api.yaml", EXAMPLE).unwrap();
+        let scenario = |body: &str| {
+            reqkey_scenario::load::parse_scenario(
+                Path::new("s.yaml"),
+                &format!("id: x.body\nlevel: idem\nsummary: a body\nchecks: [idem.replay.errors]\nsteps:\n  - http: {{method: POST, path: /orders, headers: [[X-Reqkey-Caller, alice]], {body}}}\n    expect: {{status: 201}}\n    judges: [idem.replay.errors]\n"),
+            )
+            .unwrap()
+        };
+        for refused in [
+            "json: [doomed]",
+            "json: 1",
+            "json: null",
+            "body: '[1, 2]'",
+            "body: '\"a\"'",
+        ] {
+            let e = map
+                .plays(&scenario(refused), &mut CallerRoles::default())
+                .unwrap_err();
+            assert!(e.contains("not a JSON object"), "{refused}: {e}");
+        }
+        for played in ["json: {a: 1}", "body: '{\"a\": 1}'", "body: 'not json'"] {
+            assert_eq!(
+                map.plays(&scenario(played), &mut CallerRoles::default()),
+                Ok(()),
+                "{played}"
+            );
+        }
     }
 
     /// Issue 57: the callers fill roles in order, whatever their names.

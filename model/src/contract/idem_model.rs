@@ -80,50 +80,60 @@ pub mod clause {
 /// What a contract route's handler does (reqkey-idem/1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Handler {
-    /// `POST /orders/fail`: a side effect, then 500.
-    pub fails: bool,
+    /// The status it answers after its side effect: 201, 500 (`POST
+    /// /orders/fail`), or [`REFUSED_BODY_STATUS`] (a body that is not a
+    /// JSON object: the handler's own refusal).
+    pub answers: u16,
     /// How long it sleeps before its side effect (`sleepMs`).
     pub sleep_ms: u64,
 }
 
+/// The status of the handler's own refusal of a body that is not a JSON
+/// object (JSON of another type at the top level, or not JSON): it counts
+/// its run, then answers this with its `order` (SPEC 10, the routes), so
+/// that `errors` is met on a 4xx of the handler's as well as on its 500.
+pub const REFUSED_BODY_STATUS: u16 = 422;
+
 impl Handler {
     /// The status it answers after its side effect.
     pub fn status(self) -> u16 {
-        if self.fails {
-            500
-        } else {
-            201
-        }
+        self.answers
+    }
+
+    /// Whether it answers an error (a 4xx or 5xx of its own, no `echo`).
+    pub fn fails(self) -> bool {
+        self.answers >= 400
     }
 }
 
-/// The handler behind `method path` for a JSON-object `body`, or `None`
-/// when the route is not the contract's or the body is not an object (the
-/// app answers 400 and runs nothing).
+/// The handler behind `method path` for `body`, or `None` when the route
+/// is not the contract's. A body that is not a JSON object is the
+/// handler's own refusal on every route: it runs at once (no `sleepMs` to
+/// read), counts its run and answers [`REFUSED_BODY_STATUS`].
 pub fn handler_of(method: &str, path: &str, body: &[u8]) -> Option<Handler> {
-    let obj = serde_json::from_slice::<Value>(body).ok()?;
-    let obj = obj.as_object()?;
-    let sleep = |default: u64| {
+    let route = match (method, path) {
+        ("POST", "/orders") | ("PUT", "/orders") | ("POST", "/payments") => (201, None),
+        ("POST", "/orders/slow") => (201, Some(SLOW_DEFAULT_MS)),
+        ("POST", "/orders/fail") => (500, Some(0)),
+        _ => return None,
+    };
+    let parsed = serde_json::from_slice::<Value>(body).ok();
+    let Some(obj) = parsed.as_ref().and_then(Value::as_object) else {
+        return Some(Handler {
+            answers: REFUSED_BODY_STATUS,
+            sleep_ms: 0,
+        });
+    };
+    let sleep_ms = route.1.map_or(0, |default: u64| {
         obj.get("sleepMs")
             .and_then(Value::as_u64)
             .unwrap_or(default)
             .min(SLEEP_CAP_MS)
-    };
-    match (method, path) {
-        ("POST", "/orders") | ("PUT", "/orders") | ("POST", "/payments") => Some(Handler {
-            fails: false,
-            sleep_ms: 0,
-        }),
-        ("POST", "/orders/slow") => Some(Handler {
-            fails: false,
-            sleep_ms: sleep(SLOW_DEFAULT_MS),
-        }),
-        ("POST", "/orders/fail") => Some(Handler {
-            fails: true,
-            sleep_ms: sleep(0),
-        }),
-        _ => None,
-    }
+    });
+    Some(Handler {
+        answers: route.0,
+        sleep_ms,
+    })
 }
 
 /// A payload's fingerprint as `fingerprint` compares it (draft 2.4): equal
@@ -511,12 +521,12 @@ impl IdemModel {
         Some(match self.outcomes(req, w).into_iter().next()? {
             Outcome::Run(h) => IdemAnswer {
                 status: h.status(),
-                json: Some(if h.fails {
+                json: Some(if h.fails() {
                     serde_json::json!({"order": fresh_order, "caller": req.caller})
                 } else {
                     serde_json::json!({"order": fresh_order, "caller": req.caller, "echo": body_json})
                 }),
-                order_header: (!h.fails).then(|| fresh_order.to_string()),
+                order_header: (!h.fails()).then(|| fresh_order.to_string()),
                 replayed: false,
             },
             Outcome::Replay(k) => IdemAnswer {

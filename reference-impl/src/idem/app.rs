@@ -95,10 +95,23 @@ struct Ctx {
     health: Arc<Value>,
 }
 
-fn bad_body() -> Response {
+/// The handler's own refusal of a body that is not a JSON object (SPEC 10,
+/// the routes): it counts its run like any other, then answers 422 with
+/// its `order`, so that a retry shows whether the layer kept the refusal
+/// (`errors: stored`) or freed the key (`errors: released`).
+fn refused_body(
+    ctx: &Ctx,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let n = ctx.app.effect(method, uri, headers, body);
+    let status = StatusCode::from_u16(reqkey_model::idem_model::REFUSED_BODY_STATUS)
+        .unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
     (
-        StatusCode::BAD_REQUEST,
-        axum::Json(json!({"error": "the body must be a JSON object"})),
+        status,
+        axum::Json(json!({"error": "the body must be a JSON object", "order": n, "caller": caller(headers)})),
     )
         .into_response()
 }
@@ -117,7 +130,7 @@ async fn create(
     body: Bytes,
 ) -> Response {
     let Some(echo) = object(&body) else {
-        return bad_body();
+        return refused_body(&ctx, &method, &uri, &headers, &body);
     };
     let n = ctx.app.effect(&method, &uri, &headers, &body);
     let mut r = (
@@ -148,7 +161,7 @@ async fn fail(
     body: Bytes,
 ) -> Response {
     if object(&body).is_none() {
-        return bad_body();
+        return refused_body(&ctx, &method, &uri, &headers, &body);
     }
     sleep_as_asked(&method, &uri, &body).await;
     let n = ctx.app.effect(&method, &uri, &headers, &body);
@@ -167,7 +180,7 @@ async fn slow(
     body: Bytes,
 ) -> Response {
     if object(&body).is_none() {
-        return bad_body();
+        return refused_body(&ctx, &method, &uri, &headers, &body);
     }
     sleep_as_asked(&method, &uri, &body).await;
     create(State(ctx), method, uri, headers, body).await

@@ -499,7 +499,8 @@ async fn run_and_keep(
     };
     let release = status >= 400
         && p.errors == Errors::Released
-        && !layer.has(IdemDefect::StoresReleasedErrors);
+        && !layer.has(IdemDefect::StoresReleasedErrors)
+        && !(status < 500 && layer.has(IdemDefect::Handler4xxKept));
     // Under `concurrent: wait` the requests that waited on this lock get
     // its answer, though the key is freed for those that come after.
     let waiters =

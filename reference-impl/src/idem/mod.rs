@@ -193,6 +193,10 @@ pub enum IdemDefect {
     ReplayDropsBody,
     /// Declares `errors: released` but keeps (and replays) 5xx answers.
     StoresReleasedErrors,
+    /// Declares `errors: released` but keeps (and replays) the handler's own
+    /// 4xx answers, freeing the key after a 5xx only: a retry after the
+    /// handler refused a body gets that refusal again, never its own run.
+    Handler4xxKept,
     /// Declares `lockMs: null` but its lock lapses after 300 ms while the
     /// handler still runs: a slow handler's duplicate runs too.
     LockTimeout,
@@ -373,7 +377,7 @@ impl IdemDefect {
     /// Every built-in variant (of the race windows, the one across an
     /// await, which every battery finds; `parse` takes every calibrated
     /// `race-window-<N>us`, measured by `reqkey bench race-window`).
-    pub const ALL: [IdemDefect; 45] = [
+    pub const ALL: [IdemDefect; 46] = [
         Self::CheckThenSet,
         Self::UnscopedCaller,
         Self::NoFingerprint,
@@ -382,6 +386,7 @@ impl IdemDefect {
         Self::ReplayDropsHeaders,
         Self::ReplayDropsBody,
         Self::StoresReleasedErrors,
+        Self::Handler4xxKept,
         Self::LockTimeout,
         Self::ExpiryIgnored,
         Self::CaseInsensitiveKey,
@@ -431,6 +436,7 @@ impl IdemDefect {
             Self::ReplayDropsHeaders => "replay-drops-headers",
             Self::ReplayDropsBody => "replay-drops-body",
             Self::StoresReleasedErrors => "stores-released-errors",
+            Self::Handler4xxKept => "handler-4xx-kept",
             Self::LockTimeout => "lock-timeout",
             Self::ExpiryIgnored => "expiry-ignored",
             Self::CaseInsensitiveKey => "case-insensitive-key",
@@ -513,7 +519,9 @@ impl IdemDefect {
     /// The correct profile the broken variant declares (and breaks).
     pub fn declares(self) -> IdemVariant {
         match self {
-            Self::StoresReleasedErrors | Self::LockKeptAfterError => IdemVariant::Released,
+            Self::StoresReleasedErrors | Self::Handler4xxKept | Self::LockKeptAfterError => {
+                IdemVariant::Released
+            }
             Self::KeylessDeduplicated => IdemVariant::Optional,
             Self::WaitersRunAfterRelease => IdemVariant::WaitReleased,
             Self::ForgetsAfterOneSecond

@@ -176,6 +176,9 @@ fn sleep_ms(kind: &str, body: &Value) -> u64 {
 
 async fn run(app: &App, kind: &str, method: Method, path: &str, headers: &HeaderMap, raw: Bytes) -> Response {
     let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+    // A body that is not a JSON object: the handler's own 4xx (reqkey-idem/1),
+    // which counts its run like any other and answers 422 with its order.
+    let kind = if body.is_object() { kind } else { "refused" };
     let caller = header(headers, "x-reqkey-caller");
     tokio::time::sleep(Duration::from_millis(sleep_ms(kind, &body))).await;
     let effect = json!({
@@ -189,7 +192,12 @@ async fn run(app: &App, kind: &str, method: Method, path: &str, headers: &Header
         Ok(mut e) => e.add(effect, true),
         Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     };
-    let (status, doc) = if kind == "fail" {
+    let (status, doc) = if kind == "refused" {
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            json!({"error": "the body must be a JSON object", "order": order, "caller": caller}),
+        )
+    } else if kind == "fail" {
         (
             StatusCode::INTERNAL_SERVER_ERROR,
             json!({"error": "failed after effect", "order": order, "caller": caller}),

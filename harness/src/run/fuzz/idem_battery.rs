@@ -30,6 +30,14 @@
 //!   `mismatchStatus` say (a layer that compares bytes where it declares
 //!   JSON, or JSON where it declares bytes, or nothing, is caught by every
 //!   run, whatever the generated programs draw);
+//! - one key with a body the handler refuses with its own 4xx (JSON of
+//!   another type than an object), retried, retried with the same JSON in
+//!   other bytes, then sent with an object and retried; a second key with
+//!   a number, then a string of the same text ([`refusal_program`]): under
+//!   `errors: stored` the refusal is replayed and the key stays taken,
+//!   under `released` every retry runs again and the object runs (a layer
+//!   that frees the key after a 5xx but keeps a 4xx is caught by every
+//!   run, not only by the failing route's 500);
 //! - under a numeric `expiryMs` the harness can wait out, a retry just
 //!   before it and a burst well after it; under `expiryMs: null`, a retry
 //!   after [`NEVER_EXPIRES_SPAN_MS`].
@@ -84,6 +92,7 @@ pub enum ProbeKind {
     Expiry,
     KeyForms,
     Fingerprint,
+    HandlerRefusal,
 }
 
 impl ProbeKind {
@@ -95,6 +104,7 @@ impl ProbeKind {
             Self::Expiry => "around expiry",
             Self::KeyForms => "keys in every form",
             Self::Fingerprint => "payloads compared",
+            Self::HandlerRefusal => "a handler's own 4xx",
         }
     }
 }
@@ -214,6 +224,11 @@ pub fn battery(profile: &IdemProfile) -> Vec<Probe> {
         program: fingerprint_program(),
         repeat: 1,
     });
+    out.push(Probe {
+        kind: ProbeKind::HandlerRefusal,
+        program: refusal_program(),
+        repeat: 1,
+    });
     if let Some(program) = expiry {
         out.push(Probe {
             kind: ProbeKind::Expiry,
@@ -242,6 +257,33 @@ pub fn fingerprint_program() -> Vec<Step> {
             })
         })
         .to_vec()
+}
+
+/// The handler-refusal probe: the first key with a top-level array (the
+/// handler counts its run and refuses it, its own 4xx), again, again with
+/// the array in other bytes, then with an object, and again; the second
+/// key with `1`, then `"1"` (both refused by the handler; two payloads
+/// under every fingerprint). One after the other, each after the previous
+/// answer: what `errors` says of a 4xx decides every answer after the
+/// first.
+pub fn refusal_program() -> Vec<Step> {
+    use crate::run::fuzz::idem_program::FIRST_TOP_LEVEL as TOP;
+    let send = |key: usize, payload: usize| {
+        Step::Send(Req {
+            key,
+            payload,
+            ..ORDER
+        })
+    };
+    vec![
+        send(1, TOP),
+        Step::Again { back: 0 },
+        send(1, TOP + 1),
+        send(1, 0),
+        Step::Again { back: 0 },
+        send(2, TOP + 3),
+        send(2, TOP + 4),
+    ]
 }
 
 /// What the battery sends and the race rate it catches, one line for every
@@ -335,6 +377,11 @@ impl ProbeKind {
             Self::PastLock => out.extend(lock_judged(profile)),
             Self::KeyForms => {}
             Self::Fingerprint => {
+                out.push(JudgedField::at_value("fingerprint"));
+                out.push(JudgedField::at_value("mismatchStatus"));
+            }
+            Self::HandlerRefusal => {
+                out.push(JudgedField::at_value("errors"));
                 out.push(JudgedField::at_value("fingerprint"));
                 out.push(JudgedField::at_value("mismatchStatus"));
             }

@@ -27,7 +27,9 @@ use reqkey_model::idem_profile::{Errors, IdemProfile};
 
 use crate::run::fuzz::cases::run_cases;
 use crate::run::fuzz::idem_battery::{battery, JudgedField, ProbeKind};
-use crate::run::fuzz::idem_program::{arb_program, requests_of, Req, Step, ROUTES};
+use crate::run::fuzz::idem_program::{
+    arb_program, requests_of, Req, Step, ALL_PAYLOADS, FIRST_TOP_LEVEL, ROUTES,
+};
 use crate::targets::api_map::{ApiMap, Role};
 use crate::targets::api_plan::ContractRequests;
 
@@ -49,6 +51,11 @@ pub struct Fit {
     programs_past_lock: bool,
     /// Whether the failing bursts can be sent (a failing route).
     failing_bursts: bool,
+    /// Whether bodies that are not JSON objects are sent (the contract's
+    /// handler refuses them with its own 4xx; an app's own routes take
+    /// the body into a member of theirs, `$body`, so nothing says they
+    /// refuse one).
+    refused_bodies: bool,
     /// Whether the failing route answers at once (no `$sleepMs`): its
     /// bursts are sent together, not slowed.
     pub failing_at_once: bool,
@@ -80,6 +87,7 @@ impl Fit {
             past_lock: true,
             programs_past_lock: true,
             failing_bursts: true,
+            refused_bodies: true,
             failing_at_once: false,
             not_judged: Vec::new(),
             unjudged_by_programs: Vec::new(),
@@ -93,12 +101,18 @@ impl Fit {
             return Fit::none();
         };
         let mut fit = Fit::none();
+        fit.refused_bodies = false;
         let mut route = |i: usize, to: usize| {
             fit.battery[i] = to;
             fit.programs[i] = to;
         };
         let has = |role: Role| map.routes.contains_key(&role);
-        let mut notes = Vec::new();
+        let mut notes = vec![
+            "errors (a handler's own 4xx): the app's routes take the body into a member of \
+             theirs (`$body`), so no body they refuse is known and none that is not a JSON \
+             object is sent; a retry after the failing route's error still judges errors"
+                .to_owned(),
+        ];
         let mut unjudged: Vec<&'static str> = Vec::new();
         if !has(Role::OtherMethod) {
             route(1, 0);
@@ -245,6 +259,7 @@ impl Fit {
         match kind {
             ProbeKind::FailingBurst => self.failing_bursts,
             ProbeKind::PastLock => self.past_lock,
+            ProbeKind::HandlerRefusal => self.refused_bodies,
             ProbeKind::SucceedingBurst
             | ProbeKind::Expiry
             | ProbeKind::KeyForms
@@ -253,9 +268,17 @@ impl Fit {
     }
 
     fn req(&self, table: &[usize; ROUTES.len()], r: &Req) -> Req {
+        let payload = r.payload % ALL_PAYLOADS;
         Req {
             route: table[r.route % ROUTES.len()],
             caller: if self.two_callers { r.caller } else { 0 },
+            // A body that is not an object stands in as the object of the
+            // same index among the others.
+            payload: if self.refused_bodies || payload < FIRST_TOP_LEVEL {
+                payload
+            } else {
+                payload % FIRST_TOP_LEVEL
+            },
             ..r.clone()
         }
     }
@@ -443,6 +466,42 @@ mod tests {
         let battery_only = planned_requests(&profile, 0, 7, 0, 128, true, &fit);
         let creates = battery_only.requests[&("POST".to_owned(), "/orders".to_owned())];
         assert!(creates >= u64::from(crate::run::fuzz::idem_battery::succeeding_bursts()) * 8);
+    }
+
+    /// Through a map no body that is not a JSON object goes out (the app's
+    /// routes take the body into a member of theirs, so nothing says they
+    /// refuse one), and every report says so; without one the battery
+    /// sends its refused bodies.
+    #[test]
+    fn through_a_map_no_body_that_is_not_an_object_is_sent_and_the_report_says_so() {
+        use crate::run::fuzz::idem_program::FIRST_TOP_LEVEL;
+        let profile = IdemProfile::draft_default();
+        assert!(Fit::none().sends(ProbeKind::HandlerRefusal));
+        let map = ApiMap::parse("api.yaml", crate::targets::api_map::tests::EXAMPLE).unwrap();
+        let fit = Fit::of(Some(&map), &profile);
+        assert!(!fit.sends(ProbeKind::HandlerRefusal));
+        assert!(fit.note().unwrap().contains("errors (a handler's own 4xx)"));
+        let top = Req {
+            route: 0,
+            caller: 0,
+            key: 1,
+            payload: FIRST_TOP_LEVEL + 2,
+            style: 0,
+            spelling: 0,
+        };
+        let sent = fit.program(&[Step::Send(top.clone()), Step::Batch(vec![top.clone()])]);
+        for step in &sent {
+            let reqs = match step {
+                Step::Send(r) => vec![r.clone()],
+                Step::Batch(rs) => rs.clone(),
+                other => panic!("{other:?}"),
+            };
+            assert!(reqs.iter().all(|r| r.payload < FIRST_TOP_LEVEL), "{sent:?}");
+        }
+        assert_eq!(
+            Fit::none().program(&[Step::Send(top.clone())]),
+            vec![Step::Send(top)]
+        );
     }
 
     /// The seam of roles: the programs' callers are the ones an API map

@@ -155,7 +155,7 @@ fn add_bounds(bounds: &mut BTreeMap<EffectKey, u64>, group: &[Sent], p: &IdemPro
         for (i, s) in sent.iter().enumerate() {
             let h = handler_of(&s.request.method, &s.request.path, &s.request.body);
             let rerun = h.is_some_and(|h| {
-                h.fails
+                h.fails()
                     && p.errors == Errors::Released
                     && h.sleep_ms <= crate::run::fuzz::idem_program::ARRIVAL_SLACK_MS
             });
@@ -391,6 +391,7 @@ pub fn scenario_yaml(
                 let keyed = s.request.key.is_some();
                 let (expect, mut judges) = expectation(&outcome, profile, &order_vars, keyed);
                 judges.extend(equivalence_judged(m, &outcome, &s.request));
+                judges.extend(released_judged(m, &outcome, &s.request));
                 let _ = writeln!(steps, "  - http: {line}\n    expect: {expect}");
                 if matches!(outcome, Outcome::Run(_)) {
                     let n = order_vars.len();
@@ -457,6 +458,24 @@ pub fn scenario_yaml(
     let _ = writeln!(out, "steps:");
     out.push_str(&steps);
     out
+}
+
+/// `[[idem.replay.errors]]` where a run is expected because the key's
+/// last run answered an error that freed it (`errors: released`): that
+/// step judges the release too (a layer that kept the error answer
+/// replays it there).
+fn released_judged(
+    m: &IdemModel,
+    outcome: &Outcome,
+    req: &reqkey_model::idem_model::IdemRequest,
+) -> Option<&'static str> {
+    if !matches!(outcome, Outcome::Run(_)) {
+        return None;
+    }
+    let reqkey_model::idem_model::KeyRead::Key(scoped) = m.read_key(req) else {
+        return None;
+    };
+    m.freed_by_error(&scoped).then_some(clause::REPLAY_ERRORS)
 }
 
 /// `[[idem.fingerprint.equivalence]]` where the declared fingerprint
