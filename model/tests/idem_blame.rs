@@ -377,6 +377,51 @@ fn an_error_answer_kept_under_released_is_an_errors_fault() {
     assert_eq!(clauses, vec![clause::REPLAY_ERRORS], "{msg}");
 }
 
+/// fastapi-idempotency (errors released, invalidKeyStatus and
+/// mismatchStatus both 422) keeps the handler's own 422: its retry is that
+/// refusal replayed, order and all. That is the errors rule broken, never
+/// a malformed key (a refusal of one runs nothing and shows no order).
+#[test]
+fn a_handler_422_replayed_under_released_is_an_errors_fault_not_a_syntax_one() {
+    let mut p = IdemProfile::draft_default();
+    p.errors = reqkey_model::idem_profile::Errors::Released;
+    p.key_syntax = KeySyntax::Any;
+    p.invalid_key_status = Some(422);
+    p.replay_header = None;
+    let m = IdemModel::new(&p);
+    let r = req("POST", "/orders", "alice", "\"k\"", json!(["doomed"]));
+    let refused = IdemAnswer {
+        status: 422,
+        json: Some(json!({"order": 4, "caller": "alice"})),
+        order_header: Some("4".into()),
+        replayed: false,
+    };
+    let s = after(&m, &r, &refused);
+    let (clauses, msg) = blamed(judge(&s, &[(r.clone(), refused, w(20, 22, 30))]));
+    assert_eq!(clauses, vec![clause::REPLAY_ERRORS], "{msg}");
+}
+
+/// powertools-idempotency: a duplicate of a slow run answered 500 while
+/// the run holds its key, beside a request with the same key on another
+/// route. The refusal is explained within its own scope (the duplicate in
+/// flight): the declared concurrency is broken, not the scope.
+#[test]
+fn a_500_beside_a_run_of_its_own_scope_is_a_concurrency_fault_not_a_scope_one() {
+    let m = IdemModel::new(&IdemProfile::draft_default());
+    let body = json!({"sleepMs": 150});
+    let slow = req("POST", "/orders/slow", "alice", "\"k\"", body.clone());
+    let orders = req("POST", "/orders", "alice", "\"k\"", json!({"a": 1}));
+    let mut five = refusal(500);
+    five.json = Some(json!({"error": "in flight"}));
+    let items = vec![
+        (slow.clone(), run(1, "alice", body), w(0, 5, 160)),
+        (slow, five, w(0, 5, 8)),
+        (orders, run(2, "alice", json!({"a": 1})), w(0, 5, 9)),
+    ];
+    let (clauses, msg) = blamed(judge(std::slice::from_ref(&m), &items));
+    assert_eq!(clauses, vec![clause::CONCURRENT], "{msg}");
+}
+
 #[test]
 fn another_payload_refused_on_another_route_is_a_scope_fault() {
     // unscoped-route: the other route's record, another payload: 422.

@@ -240,6 +240,28 @@ pub fn builtin_variants() -> Vec<String> {
         .collect()
 }
 
+/// `request` as a client sends it (issue 56): a JSON body that names no
+/// media type goes out with `Content-Type: application/json`, as every
+/// HTTP client library and `curl --json` send one (a scenario's `json:`
+/// step names none). A request that names its own keeps it, and a body
+/// that is not JSON is left as it is.
+fn as_a_client_sends(mut request: HttpRequest) -> HttpRequest {
+    let json_body = request
+        .body
+        .as_deref()
+        .is_some_and(|b| !b.is_empty() && serde_json::from_slice::<Value>(b).is_ok());
+    let named = request
+        .headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("content-type"));
+    if json_body && !named {
+        request
+            .headers
+            .push(("Content-Type".to_owned(), b"application/json".to_vec()));
+    }
+    request
+}
+
 /// An app speaking `reqkey-idem/1`.
 #[derive(Debug)]
 pub struct IdemTarget {
@@ -283,7 +305,7 @@ impl Target for IdemTarget {
     }
 
     async fn http(&self, request: HttpRequest) -> Result<HttpResponse, TargetError> {
-        self.inner.http(request).await
+        self.inner.http(as_a_client_sends(request)).await
     }
 
     async fn http_within(
@@ -291,7 +313,9 @@ impl Target for IdemTarget {
         request: HttpRequest,
         timeout_ms: u64,
     ) -> Result<HttpResponse, TargetError> {
-        self.inner.http_within(request, timeout_ms).await
+        self.inner
+            .http_within(as_a_client_sends(request), timeout_ms)
+            .await
     }
 
     fn long_calls(&self) -> bool {
@@ -309,7 +333,9 @@ impl Target for IdemTarget {
         &self,
         requests: Vec<HttpRequest>,
     ) -> Vec<Result<crate::targets::Timed, TargetError>> {
-        self.inner.send_together(requests).await
+        self.inner
+            .send_together(requests.into_iter().map(as_a_client_sends).collect())
+            .await
     }
 
     /// The answers' timings, as at every HTTP level (the Nagle stall).
@@ -322,6 +348,35 @@ impl Target for IdemTarget {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_json_body_goes_out_with_the_media_type_a_client_names() {
+        let req = |body: &[u8], headers: Vec<(String, Vec<u8>)>| HttpRequest {
+            method: "POST".into(),
+            path: "/orders".into(),
+            headers,
+            body: Some(body.to_vec()),
+            ..HttpRequest::default()
+        };
+        let ct = |r: &HttpRequest| -> Vec<Vec<u8>> {
+            r.headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        let sent = as_a_client_sends(req(br#"["doomed"]"#, Vec::new()));
+        assert_eq!(ct(&sent), vec![b"application/json".to_vec()]);
+        // Its own media type is kept, alone.
+        let own = vec![("content-type".to_owned(), b"text/plain".to_vec())];
+        assert_eq!(
+            ct(&as_a_client_sends(req(b"{}", own))),
+            vec![b"text/plain".to_vec()]
+        );
+        // Not JSON, or no body: nothing added.
+        assert!(ct(&as_a_client_sends(req(b"k=v", Vec::new()))).is_empty());
+        assert!(ct(&as_a_client_sends(HttpRequest::default())).is_empty());
+    }
 
     #[test]
     fn idem_forms_parse_and_print_back() {

@@ -223,9 +223,15 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                 // same scope (it holds a record): that key is no malformed
                 // value to it.
                 let malformed = p.invalid_key_status.unwrap_or(400);
-                let taken_before = state.records().contains_key(&s);
+                // Taken before: it holds a record, or its last run's error
+                // answer freed it (`errors: released`); an answer showing
+                // a run seen before (a known order) is no refusal of a
+                // malformed key either, which runs nothing.
+                let taken_before = state.records().contains_key(&s) || state.freed_by_error(&s);
+                let shows_a_run = order_of(ans).is_some_and(|o| !state.is_fresh(o));
                 if fresh.is_none()
                     && !taken_before
+                    && !shows_a_run
                     && ans.status == malformed
                     && take(
                         relax,
@@ -263,7 +269,14 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                 }
                 // Refused because another scoped key of this batch with
                 // the same key bytes holds the key: scope or caller waived.
-                if !relax.is_strict() && ans.status >= 400 && fresh.is_none() {
+                // Not where a request of its own scoped key ran in the
+                // batch: that run holding the key explains the refusal
+                // within its scope (the declared concurrency's to judge).
+                if !relax.is_strict()
+                    && ans.status >= 400
+                    && fresh.is_none()
+                    && !batch_keys.contains(&s)
+                {
                     let other = batch_keys.iter().find(|o| **o != s && o.key == s.key);
                     if let Some(other) = other {
                         let rule = apart(&s, other);
