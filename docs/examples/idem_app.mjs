@@ -31,7 +31,8 @@ async function routes(req, res) {
   try { echo = JSON.parse(req.rawBody.toString("utf8")); } catch { /* not JSON */ }
   if (echo === null || typeof echo !== "object" || Array.isArray(echo)) {
     // The handler's own 4xx: it counts its run, then refuses the body.
-    return send(res, 422, { error: "the body must be a JSON object", order: effect(req), caller: req.caller });
+    const n = effect(req);
+    return send(res, 422, { error: "the body must be a JSON object", order: n, caller: req.caller }, { "x-reqkey-order": String(n) });
   }
   if (route === "POST /orders/slow") {
     await new Promise((r) => setTimeout(r, Math.min(Number(echo.sleepMs ?? 1000), 10000)));
@@ -41,7 +42,7 @@ async function routes(req, res) {
     return send(res, 201, { order: n, caller: req.caller, echo }, { "x-reqkey-order": String(n) });
   }
   const n = effect(req); // POST /orders/fail
-  send(res, 500, { error: "failed after effect", order: n, caller: req.caller });
+  send(res, 500, { error: "failed after effect", order: n, caller: req.caller }, { "x-reqkey-order": String(n) });
 }
 
 // The middleware being judged goes here, (req, res, next) as in Express.

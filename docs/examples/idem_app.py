@@ -28,14 +28,14 @@ def app(method, path, headers, body):
         return 404, {}, b'{"error": "no such route"}'
     if not isinstance(echo, dict):  # the handler's own 4xx: it counts its run and refuses the body
         n = effect(method, path, headers, body)
-        return 422, {}, json.dumps({"error": "the body must be a JSON object", "order": n, "caller": caller}).encode()
+        return 422, {"X-Reqkey-Order": str(n)}, json.dumps({"error": "the body must be a JSON object", "order": n, "caller": caller}).encode()
     if (method, path) == ("POST", "/orders/slow"):
         time.sleep(min(int(echo.get("sleepMs", 1000)), 10000) / 1000)
     if (method, path) in CREATE:
         n = effect(method, path, headers, body)
         return 201, {"X-Reqkey-Order": str(n)}, json.dumps({"order": n, "caller": caller, "echo": echo}).encode()
     n = effect(method, path, headers, body)  # POST /orders/fail
-    return 500, {}, json.dumps({"error": "failed after effect", "order": n, "caller": caller}).encode()
+    return 500, {"X-Reqkey-Order": str(n)}, json.dumps({"error": "failed after effect", "order": n, "caller": caller}).encode()
 
 def guarded(method, path, headers, body):
     # The layer being judged goes here: it sees the request and calls `app` (at most once per key).

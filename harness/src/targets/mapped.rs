@@ -355,9 +355,11 @@ impl MappedTarget {
                 .entry((app_path, id.clone()))
                 .or_insert_with(|| value.clone())
                 .clone();
-            // The id while the app's own header is its first answer's;
-            // else what the app sent, so that the scenario sees it differ.
-            let shown = if value.is_some() && value == first {
+            // The id while the app's own header is its first answer's
+            // (both absent included: an app that sets none on this kind of
+            // answer, an error, keeps none on its replay either); else what
+            // the app sent, so that the scenario sees it differ.
+            let shown = if value == first {
                 id.clone()
             } else {
                 value.map_or_else(

@@ -526,7 +526,9 @@ impl IdemModel {
                 } else {
                     serde_json::json!({"order": fresh_order, "caller": req.caller, "echo": body_json})
                 }),
-                order_header: (!h.fails()).then(|| fresh_order.to_string()),
+                // Every answer of a handler carries `X-Reqkey-Order`
+                // (SPEC 10, the routes), its errors too.
+                order_header: Some(fresh_order.to_string()),
                 replayed: false,
             },
             Outcome::Replay(k) => IdemAnswer {

@@ -109,11 +109,13 @@ fn refused_body(
     let n = ctx.app.effect(method, uri, headers, body);
     let status = StatusCode::from_u16(reqkey_model::idem_model::REFUSED_BODY_STATUS)
         .unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
-    (
+    let mut r = (
         status,
         axum::Json(json!({"error": "the body must be a JSON object", "order": n, "caller": caller(headers)})),
     )
-        .into_response()
+        .into_response();
+    r.headers_mut().insert("x-reqkey-order", n.into());
+    r
 }
 
 fn object(body: &[u8]) -> Option<Value> {
@@ -165,11 +167,13 @@ async fn fail(
     }
     sleep_as_asked(&method, &uri, &body).await;
     let n = ctx.app.effect(&method, &uri, &headers, &body);
-    (
+    let mut r = (
         StatusCode::INTERNAL_SERVER_ERROR,
         axum::Json(json!({"error": "failed after effect", "order": n, "caller": caller(&headers)})),
     )
-        .into_response()
+        .into_response();
+    r.headers_mut().insert("x-reqkey-order", n.into());
+    r
 }
 
 async fn slow(

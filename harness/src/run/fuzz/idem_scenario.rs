@@ -635,6 +635,30 @@ mod tests {
         assert!(yaml.contains("judges: [idem.expiry.honoured]"), "{yaml}");
     }
 
+    /// The refused-body probe's reproduction: under `stored` the retry of
+    /// the handler's 422 is held to its order and its `X-Reqkey-Order`
+    /// (every answer of a handler carries it, SPEC 10), judging
+    /// `idem.replay.errors`; under `released` the retry is a run, and
+    /// judges the release.
+    #[test]
+    fn a_refused_body_retried_is_held_to_the_errors_rule_and_the_order_header() {
+        let p = IdemProfile::draft_default();
+        let yaml = probe_yaml(ProbeKind::HandlerRefusal, &p);
+        assert!(
+            yaml.contains("expect: {status: 422, headers: {x-reqkey-order: '${o0}'"),
+            "{yaml}"
+        );
+        assert!(yaml.contains("judges: [idem.replay.errors"), "{yaml}");
+        let mut released = p.clone();
+        released.errors = Errors::Released;
+        let yaml = probe_yaml(ProbeKind::HandlerRefusal, &released);
+        assert!(yaml.contains("bind: {o1: json.order}"), "{yaml}");
+        assert!(
+            yaml.contains("judges: [idem.key.syntax, idem.replay.header, idem.replay.errors]"),
+            "{yaml}"
+        );
+    }
+
     #[test]
     fn a_duplicate_past_the_lock_is_held_to_one_run_and_absence_is_zero() {
         let mut p = IdemProfile::draft_default();
