@@ -422,6 +422,38 @@ fn a_500_beside_a_run_of_its_own_scope_is_a_concurrency_fault_not_a_scope_one() 
     assert_eq!(clauses, vec![clause::CONCURRENT], "{msg}");
 }
 
+/// @node-idempotency/nestjs (errors stored, mismatchStatus 422): the
+/// handler's 422 to a refused body, replayed without its X-Reqkey-Order,
+/// after another route ran the key. The answer shows a run already seen:
+/// a replay that lost its header, never a mismatch refusal another
+/// route's record caused (the scope).
+#[test]
+fn a_replayed_422_that_lost_its_header_is_never_a_scope_fault() {
+    let mut p = IdemProfile::draft_default();
+    p.replay_header = None;
+    let m = IdemModel::new(&p);
+    let fail = req("POST", "/orders/fail", "alice", "\"k\"", json!({"a": 1}));
+    let failed = IdemAnswer {
+        status: 500,
+        json: Some(json!({"order": 3, "caller": "alice"})),
+        order_header: Some("3".into()),
+        replayed: false,
+    };
+    let s = after(&m, &fail, &failed);
+    let orders = req("POST", "/orders", "alice", "\"k\"", json!(["doomed"]));
+    let refused = IdemAnswer {
+        status: 422,
+        json: Some(json!({"order": 4, "caller": "alice"})),
+        order_header: Some("4".into()),
+        replayed: false,
+    };
+    let s = judge(&s, &[(orders.clone(), refused.clone(), w(20, 22, 30))]).unwrap();
+    let mut lost = refused;
+    lost.order_header = None;
+    let (clauses, msg) = blamed(judge(&s, &[(orders, lost, w(40, 42, 50))]));
+    assert_eq!(clauses, vec![clause::REPLAY_ERRORS], "{msg}");
+}
+
 #[test]
 fn another_payload_refused_on_another_route_is_a_scope_fault() {
     // unscoped-route: the other route's record, another payload: 422.

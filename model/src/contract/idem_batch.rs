@@ -275,6 +275,7 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                 if !relax.is_strict()
                     && ans.status >= 400
                     && fresh.is_none()
+                    && !shows_a_run
                     && !batch_keys.contains(&s)
                 {
                     let other = batch_keys.iter().find(|o| **o != s && o.key == s.key);
@@ -294,7 +295,13 @@ fn explain(state: &IdemModel, items: &[Item], relax: Relax) -> Result<Vec<Explai
                 }
                 // The same, refused for another payload than another
                 // scoped key's record holds.
-                if !relax.is_strict() && p.mismatch_status == Some(ans.status) && fresh.is_none() {
+                // (A refusal runs nothing: an answer showing a run seen
+                // before is a replay, never this refusal.)
+                if !relax.is_strict()
+                    && p.mismatch_status == Some(ans.status)
+                    && fresh.is_none()
+                    && !shows_a_run
+                {
                     let print = crate::idem_model::payload_print(p.fingerprint, &req.body);
                     let other = state
                         .records()
