@@ -40,6 +40,17 @@ fn run(order: u64, caller: &str, echo: Value) -> IdemAnswer {
     }
 }
 
+/// A handler's error answer (its 500, or its own 422) of run `order`,
+/// with its `X-Reqkey-Order`, as every handler answer carries it.
+fn error_run(status: u16, order: u64) -> IdemAnswer {
+    IdemAnswer {
+        status,
+        json: Some(json!({"order": order, "caller": "alice"})),
+        order_header: Some(order.to_string()),
+        replayed: false,
+    }
+}
+
 fn replayed(mut a: IdemAnswer) -> IdemAnswer {
     a.replayed = true;
     a
@@ -390,12 +401,7 @@ fn a_handler_422_replayed_under_released_is_an_errors_fault_not_a_syntax_one() {
     p.replay_header = None;
     let m = IdemModel::new(&p);
     let r = req("POST", "/orders", "alice", "\"k\"", json!(["doomed"]));
-    let refused = IdemAnswer {
-        status: 422,
-        json: Some(json!({"order": 4, "caller": "alice"})),
-        order_header: Some("4".into()),
-        replayed: false,
-    };
+    let refused = error_run(422, 4);
     let s = after(&m, &r, &refused);
     let (clauses, msg) = blamed(judge(&s, &[(r.clone(), refused, w(20, 22, 30))]));
     assert_eq!(clauses, vec![clause::REPLAY_ERRORS], "{msg}");
@@ -433,20 +439,10 @@ fn a_replayed_422_that_lost_its_header_is_never_a_scope_fault() {
     p.replay_header = None;
     let m = IdemModel::new(&p);
     let fail = req("POST", "/orders/fail", "alice", "\"k\"", json!({"a": 1}));
-    let failed = IdemAnswer {
-        status: 500,
-        json: Some(json!({"order": 3, "caller": "alice"})),
-        order_header: Some("3".into()),
-        replayed: false,
-    };
+    let failed = error_run(500, 3);
     let s = after(&m, &fail, &failed);
     let orders = req("POST", "/orders", "alice", "\"k\"", json!(["doomed"]));
-    let refused = IdemAnswer {
-        status: 422,
-        json: Some(json!({"order": 4, "caller": "alice"})),
-        order_header: Some("4".into()),
-        replayed: false,
-    };
+    let refused = error_run(422, 4);
     let s = judge(&s, &[(orders.clone(), refused.clone(), w(20, 22, 30))]).unwrap();
     let mut lost = refused;
     lost.order_header = None;
