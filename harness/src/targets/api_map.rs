@@ -776,7 +776,7 @@ impl ApiMap {
                     ));
                 }
                 used.insert(role);
-                if refused_by_the_contract(http.body.as_ref()) {
+                if refused_by_the_contract(&http.method, &http.path, http.body.as_ref()) {
                     return Err(
                         "the scenario sends a body that is not a JSON object, which the \
                          contract's handler refuses with its own 4xx; the app's routes take \
@@ -893,16 +893,20 @@ pub fn render_body(role: Role, route: &Route, body: Option<&[u8]>) -> Option<Vec
     Some(out)
 }
 
-/// Whether `body` is one the contract's handler refuses (JSON, not an
-/// object; SPEC 10): a text body counts when it parses as such.
-fn refused_by_the_contract(body: Option<&BodyTemplate>) -> bool {
-    match body {
-        Some(BodyTemplate::Json(v)) => !v.is_object(),
-        Some(BodyTemplate::Text(t)) => {
-            serde_json::from_str::<Value>(t).is_ok_and(|v| !v.is_object())
+/// Whether the contract's handler of `method path` refuses `body` with
+/// its own 4xx (SPEC 10, as `reqkey_model::idem_model::handler_of` reads
+/// it): a text body counts when it is JSON as written (a template that is
+/// not may fill in to anything).
+fn refused_by_the_contract(method: &str, path: &str, body: Option<&BodyTemplate>) -> bool {
+    let bytes = match body {
+        Some(BodyTemplate::Json(v)) => v.to_string().into_bytes(),
+        Some(BodyTemplate::Text(t)) if serde_json::from_str::<Value>(t).is_ok() => {
+            t.as_bytes().to_vec()
         }
-        None => false,
-    }
+        _ => return false,
+    };
+    reqkey_model::idem_model::handler_of(method, path, &bytes)
+        .is_some_and(|h| h.status() == reqkey_model::idem_model::REFUSED_BODY_STATUS)
 }
 
 #[cfg(test)]
